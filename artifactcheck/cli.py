@@ -1,0 +1,398 @@
+"""The command line: parse, build a CheckSpec, ``asyncio.run``, print, exit code.
+
+This is the edge. Heavy libraries (httpx, aiohttp, kubernetes, docker) are imported
+inside the commands that need them, so ``artifactcheck --help`` and ``manifest build``
+start fast. Exit codes: 0 consistent, 1 mismatch found, 2 usage or configuration
+error, 3 inconclusive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from .errors import ArtifactCheckError, ConfigError, DependencyError, ManifestError
+
+EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    click.echo(f"artifactcheck: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _console(*, stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def _setup_logging(verbose: int, json_logs: bool = False) -> None:
+    level = logging.WARNING - 10 * min(verbose, 2)
+    handler = logging.StreamHandler(sys.stderr)
+    if json_logs:
+        from .act.logs import JsonFormatter
+
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("artifactcheck")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="artifactcheck")
+@click.option("-v", "--verbose", count=True, help="More logging (-vv for debug).")
+def main(verbose: int) -> None:
+    """Verify that deployed instances serve the content their version says they do."""
+    _setup_logging(verbose)
+
+
+def _parse_kv(values: tuple[str, ...], option: str, sep: str = "=") -> dict[str, str]:
+    out = {}
+    for item in values:
+        key, found, value = item.partition(sep)
+        if not found or not key.strip():
+            raise ConfigError(f"{option} {item!r}: expected NAME{sep}VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def build_spec(config: str | None, overrides: dict[str, Any]) -> Any:
+    """A CheckSpec from an optional YAML file overlaid with command-line values."""
+    import yaml
+
+    from .settings import load_spec
+
+    data: dict[str, Any] = {}
+    origin = "command line"
+    if config:
+        path = Path(config)
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a mapping at the top level")
+        data = loaded
+        origin = f"{path} + command line"
+    for key, value in overrides.items():
+        if value is None or value == () or value == []:
+            continue
+        node = data
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{origin}: {part} must be a mapping")
+        if isinstance(value, list) and isinstance(node.get(leaf), list):
+            node[leaf] = node[leaf] + value
+        elif isinstance(value, dict) and isinstance(node.get(leaf), dict):
+            node[leaf] = {**node[leaf], **value}
+        else:
+            node[leaf] = value
+    return load_spec(data, origin=origin)
+
+
+def _outputs(values: tuple[str, ...]) -> list[tuple[str, str | None]]:
+    outs: list[tuple[str, str | None]] = []
+    for item in values or ("table",):
+        kind, _, dest = item.partition("=")
+        if kind not in ("table", "json", "junit"):
+            raise ConfigError(f"--output {item!r}: expected table, json, json=FILE or junit=FILE")
+        if kind == "junit" and not dest:
+            dest = "-"
+        outs.append((kind, dest or None))
+    return outs
+
+
+def emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool = False) -> None:
+    """Write the report in every requested format."""
+    from .act.report import render_json, render_junit, render_table
+
+    for kind, dest in outputs:
+        if kind == "table":
+            render_table(report, _console(), verbose=verbose)
+            continue
+        text = render_json(report) if kind == "json" else render_junit(report)
+        if dest in (None, "-"):
+            click.echo(text, nl=False)
+        else:
+            Path(dest).write_text(text, encoding="utf-8")
+
+
+def _version_endpoint(value: str | None) -> dict[str, str] | None:
+    if not value:
+        return None
+    path, _, pointer = value.partition("#")
+    return {"path": path or "/version", "pointer": pointer}
+
+
+@main.command()
+@click.option("-t", "--target", "targets", multiple=True, metavar="URL[=VERSION]",
+              help="An instance to check; repeat for a fleet.")
+@click.option("-c", "--config", type=click.Path(dir_okay=False), help="CheckSpec YAML file.")
+@click.option("--cdn", help="CDN base URL every served asset must exist on.")
+@click.option("--release-manifest", metavar="PATH-OR-URL",
+              help="Release manifest; '{version}' is replaced by each reported version.")
+@click.option("--release-image", metavar="IMAGE", help="Release image; '{version}' is replaced.")
+@click.option("--release-image-path", metavar="DIR", help="Site directory inside the image.")
+@click.option("--known-version", "known_versions", multiple=True, metavar="V",
+              help="Also load this release to name what a mismatching instance serves.")
+@click.option("--desired-version", metavar="V", help="Version the fleet should run.")
+@click.option("--manifest-path", metavar="PATH", help="Served manifest path (default: probe).")
+@click.option("--manifest-format", metavar="FORMAT", help="Served manifest format (default auto).")
+@click.option("--version-endpoint", metavar="PATH[#POINTER]",
+              help="Read the version over HTTP, e.g. /version#/version.")
+@click.option("--sample-instances", type=int, metavar="N", help="Check N instances, not all.")
+@click.option("--sample-assets", type=int, metavar="K", help="Fetch K assets per instance.")
+@click.option("--seed", type=int, help="Random seed for sampling.")
+@click.option("--host-header", metavar="NAME", help="Host header and TLS server name to send.")
+@click.option("--header", "headers", multiple=True, metavar="NAME=VALUE", help="Extra header.")
+@click.option("--header-env", multiple=True, metavar="NAME=ENVVAR",
+              help="Extra header whose value is read from an environment variable.")
+@click.option("--header-file", multiple=True, metavar="NAME=FILE",
+              help="Extra header whose value is read from a file.")
+@click.option("--ca-bundle", type=click.Path(dir_okay=False), help="Extra trusted CAs (PEM).")
+@click.option("--insecure", is_flag=True, help="Do not verify TLS certificates.")
+@click.option("--deadline", type=float, metavar="SECONDS", help="Per-instance deadline.")
+@click.option("--concurrency", type=int, metavar="N", help="Requests in flight in total.")
+@click.option("--docker-label", "docker_labels", multiple=True, metavar="KEY=VALUE",
+              help="Check Docker containers with this label.")
+@click.option("--docker-network", metavar="NAME", help="Network whose container IP is used.")
+@click.option("--docker-port", type=int, metavar="PORT", help="Container port of the site.")
+@click.option("-n", "--namespace", help="Check pods in this namespace.")
+@click.option("-l", "--selector", help="Label selector of the pods.")
+@click.option("--pod-port", type=int, metavar="PORT", help="Port the pods serve on.")
+@click.option("-o", "--output", "outputs", multiple=True, metavar="FORMAT[=FILE]",
+              help="table (default), json[=FILE], junit=FILE; repeatable.")
+@click.option("--verbose-report", is_flag=True, help="Show every finding, info included.")
+def verify(**opts: Any) -> None:
+    """Check instances against the expected release, the CDN and each other."""
+    try:
+        outputs = _outputs(opts["outputs"])
+        from .discover.static import parse_target
+
+        targets = [parse_target(t).model_dump(exclude_none=True) for t in opts["targets"]]
+        docker: dict[str, Any] | None = None
+        if opts["docker_labels"] or opts["docker_network"] or opts["docker_port"]:
+            docker = {"labels": list(opts["docker_labels"])}
+            if opts["docker_network"]:
+                docker["network"] = opts["docker_network"]
+            if opts["docker_port"]:
+                docker["port"] = opts["docker_port"]
+        kube: dict[str, Any] | None = None
+        if opts["namespace"] or opts["selector"]:
+            kube = {"namespace": opts["namespace"] or "default", "selector": opts["selector"] or ""}
+            if opts["pod_port"]:
+                kube["port"] = opts["pod_port"]
+        spec = build_spec(
+            opts["config"],
+            {
+                "targets": targets,
+                "docker": docker,
+                "kubernetes": kube,
+                "cdn": opts["cdn"],
+                "release_manifest": opts["release_manifest"],
+                "release_image": opts["release_image"],
+                "release_image_path": opts["release_image_path"],
+                "known_versions": list(opts["known_versions"]),
+                "desired_version": opts["desired_version"],
+                "manifest_path": opts["manifest_path"],
+                "manifest_format": opts["manifest_format"],
+                "version_endpoint": _version_endpoint(opts["version_endpoint"]),
+                "sampling.instances": opts["sample_instances"],
+                "sampling.assets_per_instance": opts["sample_assets"],
+                "sampling.seed": opts["seed"],
+                "http.host_header": opts["host_header"],
+                "http.headers": _parse_kv(opts["headers"], "--header") or None,
+                "http.header_env": _parse_kv(opts["header_env"], "--header-env") or None,
+                "http.header_files": _parse_kv(opts["header_file"], "--header-file") or None,
+                "http.ca_bundle": opts["ca_bundle"],
+                "http.verify_tls": False if opts["insecure"] else None,
+                "http.instance_deadline": opts["deadline"],
+                "http.max_connections": opts["concurrency"],
+            },
+        )
+        if not spec.targets and spec.docker is None and spec.kubernetes is None:
+            raise ConfigError("nothing to check: give --target, --docker-label, --selector or a config")
+    except ConfigError as exc:
+        _fail(str(exc))
+    report = _run_with_progress(spec)
+    emit(report, outputs, verbose=opts["verbose_report"])
+    sys.exit(report.exit_code)
+
+
+def _run_with_progress(spec: Any) -> Any:
+    from .pipeline import run_check
+
+    try:
+        if not sys.stderr.isatty():
+            return asyncio.run(run_check(spec))
+        from rich.progress import Progress
+
+        with Progress(console=_console(stderr=True), transient=True) as progress:
+            task = progress.add_task("checking", total=None)
+            return asyncio.run(
+                run_check(
+                    spec,
+                    on_discovered=lambda n: progress.update(task, total=n),
+                    on_result=lambda _obs: progress.advance(task),
+                )
+            )
+    except ConfigError as exc:
+        _fail(str(exc))
+    except DependencyError as exc:
+        _fail(str(exc), EXIT_INCONCLUSIVE)
+    except ArtifactCheckError as exc:
+        _fail(str(exc), EXIT_INCONCLUSIVE)
+
+
+@main.group()
+def manifest() -> None:
+    """Build, read and extract release manifests."""
+
+
+@manifest.command("build")
+@click.argument("dist", type=click.Path(file_okay=False))
+@click.option("--version", "version", required=True, help="Release version to record.")
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False),
+              help="Write here instead of standard output.")
+def manifest_build(dist: str, version: str, out: str | None) -> None:
+    """Hash every file of a build directory into a native release manifest."""
+    from .manifests import native
+
+    try:
+        data = native.dump(native.build(dist, version=version))
+    except ManifestError as exc:
+        _fail(str(exc))
+    _write_bytes(data, out)
+
+
+def _write_bytes(data: bytes, out: str | None) -> None:
+    if out is None or out == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    target = Path(out)
+    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(target)  # atomic: a failed write never leaves a half manifest
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        _fail(f"{out}: cannot write: {exc.strerror or exc}")
+
+
+@manifest.command("show")
+@click.argument("source")
+@click.option("--format", "fmt", default="auto", show_default=True, help="Manifest format.")
+@click.option("--json", "as_json", is_flag=True, help="Print the normalised manifest as JSON.")
+def manifest_show(source: str, fmt: str, as_json: bool) -> None:
+    """Print any manifest (file or URL) normalised: path, hashes, size, entry."""
+    from .manifests import parse_manifest
+
+    try:
+        data, where = _read_source(source)
+        m = parse_manifest(data, format=fmt, path_hint=where, source=where)
+    except (ManifestError, ArtifactCheckError) as exc:
+        _fail(f"{source}: {exc}")
+    if as_json:
+        doc = {
+            "format": m.format,
+            "version": m.version,
+            "source": m.source,
+            "files": {
+                p: {"hashes": dict(e.hashes), "size": e.size, "entry": e.entry, "logical": e.logical}
+                for p, e in m.files.items()
+            },
+            "rejected": [{"path": p, "reason": r} for p, r in m.rejected],
+        }
+        click.echo(json.dumps(doc, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{m.format} manifest, {len(m.files)} files"
+                  + (f", version {m.version}" if m.version else ""), title_justify="left")
+    table.add_column("path", overflow="fold")
+    table.add_column("entry")
+    table.add_column("size", justify="right")
+    table.add_column("hashes", overflow="fold")
+    for path, e in m.files.items():
+        hashes = " ".join(f"{a}:{h[:16]}" for a, h in sorted(e.hashes.items()))
+        table.add_row(path, "yes" if e.entry else "", "" if e.size is None else str(e.size),
+                      hashes or "-")
+    console = _console()
+    console.print(table)
+    for path, reason in m.rejected:
+        console.print(f"rejected {path!r}: {reason}")
+
+
+def _read_source(source: str) -> tuple[bytes, str]:
+    if source.startswith(("http://", "https://")):
+        from .fetch import Fetcher
+        from .settings import HttpSettings, RetrySettings
+
+        base, _, name = source.rpartition("/")
+
+        async def get() -> Any:
+            async with Fetcher(http=HttpSettings(), retry=RetrySettings()) as f:
+                return await f.get_document(base + "/", name)
+
+        got = asyncio.run(get())
+        if got.error or not got.ok or got.body is None:
+            raise ArtifactCheckError(got.error or f"HTTP {got.status}")
+        return got.body, source
+    try:
+        return Path(source).read_bytes(), source
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}") from exc
+
+
+@manifest.command("from-image")
+@click.argument("image")
+@click.option("--path", "path", default="/usr/share/nginx/html", show_default=True,
+              help="Site directory inside the image.")
+@click.option("--version", "version", required=True, help="Release version to record.")
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Output file.")
+def manifest_from_image(image: str, path: str, version: str, out: str | None) -> None:
+    """Hash the files inside a container image into a native release manifest."""
+    from .discover.docker import DockerEngine
+    from .manifests import native
+
+    try:
+        engine = DockerEngine()
+        try:
+            m = engine.manifest_from_image(image, path=path, version=version)
+        finally:
+            engine.close()
+        data = native.dump(m)
+    except ConfigError as exc:
+        _fail(str(exc))
+    except (DependencyError, ManifestError) as exc:
+        _fail(str(exc), EXIT_INCONCLUSIVE)
+    _write_bytes(data, out)
+
+
+@main.command()
+@click.option("--instances", default=6, show_default=True, help="Simulated instances.")
+@click.option("--keep", is_flag=True, help="Keep the fleet running until Ctrl-C.")
+def demo(instances: int, keep: bool) -> None:
+    """Start a simulated fleet on loopback, check it, and explain what was found."""
+    from .sim.demo import run_demo
+
+    sys.exit(run_demo(instances=instances, keep=keep, console=_console()))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

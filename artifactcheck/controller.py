@@ -1,0 +1,650 @@
+"""The in-cluster controller: watch ArtifactChecks and their pods, check, act safely.
+
+One replica holds a coordination.k8s.io Lease and acts; the others wait to take over.
+The leader keeps an informer-style cache per ArtifactCheck (list once, then watch,
+relist on 410 Gone, reconnect with backoff), so a steady cycle costs no API reads and
+no writes when nothing changed. Each check re-samples every ``interval``; a pod whose
+containers just became ready is checked at once (the gate-mode fast path), reusing
+the other pods' last observations so the safety limits still see the whole workload.
+
+A dependency outage (API server, CDN, release source) never stops the loop: cycles
+report ``inconclusive`` and the controller keeps its last state. On restart, state is
+recovered from the cluster (pod conditions and ``artifactcheck.io/*`` annotations,
+cordoned nodes), so actions and Events are not repeated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from .act.health import Heartbeat, HealthServer
+from .act.logs import ContextAdapter
+from .act.metrics import CONTENT_TYPE, Metrics
+from .compare import compare_fleet, reported_version
+from .decide import Decision, History, decide
+from .discover import kubernetes as kube
+from .errors import ArtifactCheckError, ConfigError, DependencyError
+from .expect import Expectations
+from .fetch import Fetcher
+from .models import ActionKind, Expectation, Instance, Observation, Report, Verdict
+from .pipeline import Observer, build_expectations, observe_cdn
+from .settings import CheckSpec, load_spec
+
+log = logging.getLogger("artifactcheck.controller")
+
+
+@dataclass
+class ControllerSettings:
+    """How the controller runs (not what it checks: that is each ArtifactCheck's spec)."""
+
+    namespace: str | None = None  # None = all namespaces
+    identity: str = "artifactcheck"
+    lease_namespace: str = "artifactcheck-system"
+    lease_name: str = "artifactcheck-leader"
+    lease_duration: float = 15.0
+    renew_period: float = 5.0
+    watch_timeout: int = 30
+    new_pod_debounce: float = 0.2
+    backoff_base: float = 0.5
+    backoff_max: float = 30.0
+
+
+@dataclass
+class CheckState:
+    """Everything the leader keeps for one ArtifactCheck."""
+
+    key: str
+    namespace: str
+    name: str
+    spec: CheckSpec
+    generation: int
+    history: History = field(default_factory=History)
+    pods: dict[str, Instance] = field(default_factory=dict)
+    observations: dict[str, Observation] = field(default_factory=dict)
+    ready_since: dict[str, float] = field(default_factory=dict)
+    pending: set[str] = field(default_factory=set)
+    last_status: dict[str, Any] | None = None
+    last_report: Report | None = None
+    expectations: Expectations | None = None
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    synced: bool = False
+    events_sent: set[tuple[str, str]] = field(default_factory=set)
+
+
+def backoff_delays(base: float, cap: float, rng: random.Random) -> Iterator[float]:
+    """Exponential backoff with full jitter, forever (for reconnecting watches)."""
+    attempt = 0
+    while True:
+        yield rng.uniform(0, min(cap, base * 2**attempt))
+        attempt = min(attempt + 1, 30)
+
+
+class Controller:
+    """Leader-elected reconcile loop over ArtifactCheck resources."""
+
+    def __init__(
+        self,
+        *,
+        api_client: Any,
+        settings: ControllerSettings,
+        metrics: Metrics | None = None,
+        logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.api = api_client
+        self.settings = settings
+        self.metrics = metrics or Metrics()
+        self.log = logger or log
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.checks: dict[str, CheckState] = {}
+        self.is_leader = False
+        self.heartbeat = Heartbeat(max_age=max(30.0, settings.renew_period * 6))
+        self.lock = kube.LeaseLock(
+            api_client=api_client, namespace=settings.lease_namespace, name=settings.lease_name
+        )
+        self._stop = threading.Event()
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.cycles_completed = 0
+        self.synced = False
+
+    # -- probes --------------------------------------------------------------------
+
+    def ready(self) -> tuple[bool, str]:
+        """Ready once the first ArtifactCheck list succeeded (leader or standby)."""
+        role = "leader" if self.is_leader else "standby"
+        return (self.synced, f"{role}; synced={self.synced}; checks={len(self.checks)}\n")
+
+    def serve_health(self, *, host: str, port: int) -> HealthServer:
+        """Start /healthz, /readyz and /metrics in a thread."""
+        return HealthServer(
+            host=host,
+            port=port,
+            live=self.heartbeat.check,
+            ready=self.ready,
+            metrics=lambda: (self.metrics.exposition(), CONTENT_TYPE),
+        ).start()
+
+    # -- main loop -----------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run until ``stop`` is set: elect, watch, check, act."""
+        self._loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self._guard("checks-watch", self._watch_checks(stop)))
+                tg.create_task(self._guard("leader", self._lead(stop)))
+                await stop.wait()
+                self._stop.set()
+                for task in list(self._tasks.values()):
+                    task.cancel()
+        finally:
+            self._stop.set()
+            if self.is_leader:
+                await asyncio.to_thread(self._release_lease)
+
+    async def _guard(self, name: str, coro: Any) -> None:
+        """Run a long-lived task; log an unexpected exit instead of dying silently."""
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.log.exception("task %s exited unexpectedly", name)
+            raise
+
+    def _release_lease(self) -> None:
+        try:
+            self.lock.release(self.settings.identity)
+        except ArtifactCheckError as exc:
+            self.log.warning("could not release the lease: %s", exc)
+
+    async def _lead(self, stop: asyncio.Event) -> None:
+        """Acquire or renew the Lease every renew period; start/stop acting accordingly."""
+        while not stop.is_set():
+            self.heartbeat.beat()
+            try:
+                held = await asyncio.to_thread(
+                    self.lock.try_acquire_or_renew,
+                    self.settings.identity,
+                    self.settings.lease_duration,
+                    datetime.now(timezone.utc),
+                )
+            except ArtifactCheckError as exc:
+                self.metrics.api_errors.labels("lease").inc()
+                self.log.warning("lease renewal failed: %s", exc)
+                held = False
+            if held != self.is_leader:
+                self.log.info(
+                    "%s leadership as %s", "acquired" if held else "lost", self.settings.identity
+                )
+                self.is_leader = held
+                self.metrics.leader.set(1 if held else 0)
+                if held:
+                    for state in self.checks.values():
+                        self._start_check(state)
+                else:
+                    for key in list(self._tasks):
+                        self._tasks.pop(key).cancel()
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=self.settings.renew_period)
+            except TimeoutError:
+                pass
+
+    # -- ArtifactCheck watch -------------------------------------------------------
+
+    async def _watch_checks(self, stop: asyncio.Event) -> None:
+        await self._run_watch(
+            stop,
+            name="artifactchecks",
+            list_fn=lambda: kube.list_checks_raw(self.api, namespace=self.settings.namespace),
+            watch_fn=lambda rv: kube.watch_checks(
+                self.api,
+                namespace=self.settings.namespace,
+                resource_version=rv,
+                timeout=self.settings.watch_timeout,
+                stop=self._stop,
+            ),
+            on_sync=self._sync_checks,
+            on_event=self._check_event,
+        )
+
+    async def _run_watch(
+        self,
+        stop: asyncio.Event,
+        *,
+        name: str,
+        list_fn: Callable[[], tuple[list[dict[str, Any]], str]],
+        watch_fn: Callable[[str], Iterator[tuple[str, dict[str, Any]]]],
+        on_sync: Callable[[list[dict[str, Any]]], None],
+        on_event: Callable[[str, dict[str, Any]], None],
+    ) -> None:
+        """List, then watch from the list's resourceVersion; relist on 410; back off."""
+        delays = backoff_delays(self.settings.backoff_base, self.settings.backoff_max, self.rng)
+        rv: str | None = None
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            try:
+                if rv is None:
+                    items, rv = await asyncio.to_thread(list_fn)
+                    on_sync(items)
+                    delays = backoff_delays(
+                        self.settings.backoff_base, self.settings.backoff_max, self.rng
+                    )
+                queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+                current = rv
+
+                def pump(start: str = current) -> str:
+                    last = start
+                    try:
+                        for kind, obj in watch_fn(start):
+                            last = obj.get("metadata", {}).get("resourceVersion") or last
+                            loop.call_soon_threadsafe(queue.put_nowait, (kind, obj))
+                            if self._stop.is_set():
+                                break
+                    finally:
+                        loop.call_soon_threadsafe(queue.put_nowait, None)
+                    return last
+
+                pumping = asyncio.ensure_future(asyncio.to_thread(pump))
+                while (item := await queue.get()) is not None:
+                    if item[0] != "BOOKMARK":
+                        on_event(*item)
+                rv = await pumping
+            except kube.WatchExpired:
+                self.log.info("watch of %s expired (410 Gone); relisting", name)
+                rv = None
+            except ArtifactCheckError as exc:
+                self.metrics.api_errors.labels(name).inc()
+                delay = next(delays)
+                self.log.warning("watch of %s failed: %s; retrying in %.2fs", name, exc, delay)
+                rv = None
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=delay)
+                except TimeoutError:
+                    pass
+
+    def _sync_checks(self, items: list[dict[str, Any]]) -> None:
+        seen = set()
+        for obj in items:
+            seen.add(self._upsert_check(obj))
+        for key in set(self.checks) - seen:
+            self._drop_check(key)
+        self.synced = True
+
+    def _check_event(self, kind: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata", {})
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        if kind == "DELETED":
+            self._drop_check(key)
+        elif kind in ("ADDED", "MODIFIED"):
+            self._upsert_check(obj)
+
+    def _upsert_check(self, obj: dict[str, Any]) -> str:
+        meta = obj.get("metadata", {})
+        ns, name = meta.get("namespace", "default"), meta.get("name", "")
+        key = f"{ns}/{name}"
+        generation = int(meta.get("generation") or 1)
+        existing = self.checks.get(key)
+        if existing is not None and existing.generation == generation:
+            return key
+        try:
+            spec = load_spec(obj.get("spec") or {}, origin=f"ArtifactCheck {key}: spec")
+        except ConfigError as exc:
+            self.log.error("%s", exc)
+            return key
+        if spec.kubernetes is None:
+            spec = spec.model_copy(update={"kubernetes": kube.default_source(ns)})
+        elif spec.kubernetes.namespace != ns:
+            spec = spec.model_copy(
+                update={"kubernetes": spec.kubernetes.model_copy(update={"namespace": ns})}
+            )
+        state = CheckState(key=key, namespace=ns, name=name, spec=spec, generation=generation)
+        if existing is not None:
+            state.history = existing.history
+            state.last_status = existing.last_status
+            self._drop_check(key)
+        self.checks[key] = state
+        if self.is_leader:
+            self._start_check(state)
+        return key
+
+    def _drop_check(self, key: str) -> None:
+        self.checks.pop(key, None)
+        task = self._tasks.pop(key, None)
+        if task is not None:
+            task.cancel()
+
+    def _start_check(self, state: CheckState) -> None:
+        if state.key in self._tasks or self._loop is None:
+            return
+        self._tasks[state.key] = self._loop.create_task(self._run_check(state))
+
+    # -- one ArtifactCheck ---------------------------------------------------------
+
+    async def _run_check(self, state: CheckState) -> None:
+        clog = ContextAdapter(logging.getLogger("artifactcheck.check"), {"check": state.key})
+        stop = asyncio.Event()
+        src = state.spec.kubernetes
+        assert src is not None
+        condition = state.spec.policy.condition_type
+        try:
+            state.history = replace(
+                state.history,
+                cordoned=frozenset(await asyncio.to_thread(kube.cordoned_by_us, self.api)),
+            )
+        except ArtifactCheckError as exc:
+            clog.warning("could not read cordoned nodes: %s", exc)
+
+        def on_sync(items: list[dict[str, Any]]) -> None:
+            pods = {}
+            for obj in items:
+                inst = kube.pod_to_instance(obj, source=src, condition_type=condition)
+                if inst is not None:
+                    pods[inst.name] = inst
+            for name in pods.keys() - state.pods.keys():
+                self._mark_new(state, name)
+            state.pods = pods
+            state.synced = True
+            state.wake.set()
+
+        def on_event(kind: str, obj: dict[str, Any]) -> None:
+            meta = obj.get("metadata", {})
+            name = f"{meta.get('namespace')}/{meta.get('name')}"
+            inst = None if kind == "DELETED" else kube.pod_to_instance(
+                obj, source=src, condition_type=condition
+            )
+            if inst is None:
+                state.pods.pop(name, None)
+                state.observations.pop(name, None)
+                state.ready_since.pop(name, None)
+                return
+            if name not in state.pods:
+                self._mark_new(state, name)
+            state.pods[name] = inst
+
+        watcher = asyncio.create_task(
+            self._run_watch(
+                stop,
+                name=f"pods {state.key}",
+                list_fn=lambda: kube.list_pods_raw(
+                    self.api, namespace=src.namespace, selector=src.selector
+                ),
+                watch_fn=lambda rv: kube.watch_pods(
+                    self.api,
+                    namespace=src.namespace,
+                    selector=src.selector,
+                    resource_version=rv,
+                    timeout=self.settings.watch_timeout,
+                    stop=self._stop,
+                ),
+                on_sync=on_sync,
+                on_event=on_event,
+            )
+        )
+        try:
+            async with Fetcher(http=state.spec.http, retry=state.spec.retry, logger=clog) as fetcher:
+                state.expectations = build_expectations(state.spec, fetcher)
+                observer = Observer(
+                    spec=state.spec, fetcher=fetcher, expectations=state.expectations
+                )
+                next_full = 0.0
+                while True:
+                    self.heartbeat.beat()
+                    now = time.monotonic()
+                    if state.synced and (now >= next_full or state.pending):
+                        full = now >= next_full
+                        await self._cycle(state, observer, fetcher, full=full, log_=clog)
+                        if full:
+                            next_full = time.monotonic() + state.spec.interval
+                    state.wake.clear()
+                    timeout = max(0.0, next_full - time.monotonic()) if state.synced else 1.0
+                    try:
+                        await asyncio.wait_for(state.wake.wait(), timeout=min(timeout, 5.0))
+                    except TimeoutError:
+                        pass
+                    if state.pending:
+                        await asyncio.sleep(self.settings.new_pod_debounce)
+        finally:
+            stop.set()
+            watcher.cancel()
+            try:
+                await watcher
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    def _mark_new(self, state: CheckState, name: str) -> None:
+        state.pending.add(name)
+        state.ready_since.setdefault(name, time.monotonic())
+        state.wake.set()
+
+    async def _cycle(
+        self,
+        state: CheckState,
+        observer: Observer,
+        fetcher: Fetcher,
+        *,
+        full: bool,
+        log_: logging.LoggerAdapter[logging.Logger],
+    ) -> None:
+        """Observe (all pods, or just new ones), compare everything, decide, act, report."""
+        spec = state.spec
+        started = datetime.now(timezone.utc)
+        t0 = time.perf_counter()
+        requests0, retries0 = fetcher.stats.requests, fetcher.stats.retries
+        targets = list(state.pods.values()) if full else [
+            state.pods[n] for n in state.pending if n in state.pods
+        ]
+        if full and spec.sampling.instances:
+            from .sample import sample_instances
+
+            targets = sample_instances(targets, spec.sampling.instances)
+            targets += [state.pods[n] for n in state.pending if n in state.pods]
+        state.pending.clear()
+        loaded: dict[str, Expectation] = {}
+
+        async def one(inst: Instance) -> None:
+            obs, exp = await observer.observe(inst)
+            state.observations[inst.name] = obs
+            if exp is not None:
+                loaded[exp.version] = exp
+
+        async with asyncio.TaskGroup() as tg:
+            for inst in {i.name: i for i in targets}.values():
+                tg.create_task(one(inst))
+        # refresh instance metadata (labels, conditions) of cached observations
+        observations = [
+            replace(obs, instance=state.pods[name])
+            for name, obs in state.observations.items()
+            if name in state.pods
+        ]
+        if state.expectations is not None:
+            for version in {reported_version(o) for o in observations} - set(loaded) - {None}:
+                assert version is not None
+                loaded[version] = await state.expectations.get(version)
+            for version in set(spec.known_versions) | ({spec.desired_version} - {None}):
+                if version is not None and version not in loaded:
+                    loaded[version] = await state.expectations.get(version)
+        cdn_view = await observe_cdn(fetcher, spec.cdn, observations) if spec.cdn else None
+        known = state.expectations.known() if state.expectations is not None else {}
+        results = compare_fleet(
+            observations,
+            expectations=loaded if state.expectations is not None else None,
+            known_releases=known,
+            cdn=cdn_view,
+            desired_version=spec.desired_version,
+        )
+        decision = decide(
+            results, policy=spec.policy, history=state.history, now=self.clock(), gate_mode=True
+        )
+        performed = await self._act(state, decision, results, log_)
+        state.history = decision.history
+        report = Report(
+            results=tuple(results),
+            findings=decision.findings + _fleet_findings(loaded, cdn_view),
+            actions=tuple(performed),
+            started_at=started,
+            elapsed=time.perf_counter() - t0,
+            desired_version=spec.desired_version,
+            cdn=spec.cdn,
+            requests=fetcher.stats.requests - requests0,
+            retries=fetcher.stats.retries - retries0,
+        )
+        state.last_report = report
+        now_mono = time.monotonic()
+        for r in results:
+            since = state.ready_since.pop(r.instance.name, None)
+            if since is not None:
+                self.metrics.verdict_latency.observe(now_mono - since)
+        quarantined = sum(1 for s in state.history.instances.values() if s.quarantined)
+        self.metrics.record_report(state.key, report, quarantined=quarantined)
+        await self._write_status(state, report, quarantined, log_)
+        self.cycles_completed += 1
+        log_.info(
+            "cycle done (%s): %s",
+            "full" if full else "new pods",
+            ", ".join(f"{v} {k}" for k, v in report.counts().items() if v) or "no pods",
+        )
+
+    async def _act(
+        self,
+        state: CheckState,
+        decision: Decision,
+        results: list[Any],
+        log_: logging.LoggerAdapter[logging.Logger],
+    ) -> list[Any]:
+        """Perform the decided actions; failures are logged, never crash the loop."""
+        actor = kube.KubeActor(api_client=self.api, policy=state.spec.policy, logger=log_)
+        by_name = {r.instance.name: r for r in results}
+        performed = []
+        for action in decision.actions:
+            result = by_name.get(action.target)
+            try:
+                done = await asyncio.to_thread(
+                    actor.apply, action, result.instance if result else None, result
+                )
+            except ArtifactCheckError as exc:
+                self.metrics.api_errors.labels(action.kind.value).inc()
+                log_.warning("%s of %s failed: %s", action.kind.value, action.target, exc)
+                continue
+            if done:
+                performed.append(action)
+        # persist confirmation streaks so a restart does not restart the count
+        for name, st in decision.history.instances.items():
+            old = state.history.instances.get(name)
+            r = by_name.get(name)
+            if r is None or (old is not None and old.streak == st.streak):
+                continue
+            if st.streak == 0 and "artifactcheck.io/streak" not in r.instance.annotations:
+                continue
+            try:
+                await asyncio.to_thread(actor.record_streak, r.instance, st.streak)
+            except ArtifactCheckError as exc:
+                log_.warning("could not record streak of %s: %s", name, exc)
+        return performed
+
+    async def _write_status(
+        self,
+        state: CheckState,
+        report: Report,
+        quarantined: int,
+        log_: logging.LoggerAdapter[logging.Logger],
+    ) -> None:
+        """Patch the ArtifactCheck status, only when something other than time changed."""
+        counts = report.counts()
+        top = sorted(
+            [f for r in report.results for f in r.findings if f.severity.value in ("error", "alert")]
+            + [f for f in report.findings if f.severity.value in ("error", "alert")],
+            key=lambda f: (f.severity.value != "alert", f.instance or "", f.path or ""),
+        )[:10]
+        bad = sum(counts[v.value] for v in Verdict if v.value not in ("consistent",))
+        suspect = any(f.kind.value == "suspect-expectation" for f in report.findings)
+        conditions = [
+            {
+                "type": "Consistent",
+                "status": "True" if bad == 0 and report.results else "False",
+                "reason": "AllConsistent" if bad == 0 else "Discrepancies",
+                "message": f"{bad} of {len(report.results)} instance(s) not consistent",
+                "observedGeneration": state.generation,
+            },
+            {
+                "type": "ExpectationSuspect",
+                "status": "True" if suspect else "False",
+                "reason": "MajorityDisagrees" if suspect else "Plausible",
+                "message": "most of the workload disagrees with the expected release"
+                if suspect
+                else "",
+                "observedGeneration": state.generation,
+            },
+        ]
+        body: dict[str, Any] = {
+            "observedGeneration": state.generation,
+            "counts": counts,
+            "quarantined": quarantined,
+            "findings": [
+                {
+                    "kind": f.kind.value,
+                    "severity": f.severity.value,
+                    "instance": f.instance or "",
+                    "message": f.message[:500],
+                }
+                for f in top
+            ],
+        }
+        comparable = {**body, "conditions": conditions}
+        if state.last_status == comparable:
+            return
+        previous = {c["type"]: c for c in (state.last_status or {}).get("conditions", [])}
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for c in conditions:
+            old = previous.get(c["type"])
+            c["lastTransitionTime"] = (
+                old.get("lastTransitionTime", stamp)
+                if old and old["status"] == c["status"]
+                else stamp
+            )
+        status = {**body, "conditions": conditions, "lastCheckTime": stamp}
+        try:
+            await asyncio.to_thread(
+                kube.patch_check_status, self.api, state.namespace, state.name, status
+            )
+            state.last_status = comparable
+        except ArtifactCheckError as exc:
+            self.metrics.api_errors.labels("status").inc()
+            log_.warning("could not write status: %s", exc)
+
+
+def _fleet_findings(loaded: Mapping[str, Expectation], cdn_view: Any) -> tuple[Any, ...]:
+    """Fleet-wide findings of a cycle: releases that could not be loaded, CDN down."""
+    from .models import Finding, FindingKind, Severity
+
+    out = [
+        Finding(
+            FindingKind.EXPECTATION_UNAVAILABLE,
+            f"release {e.version} could not be loaded: {e.error}",
+            severity=Severity.WARNING,
+        )
+        for e in loaded.values()
+        if e.manifest is None
+    ]
+    if cdn_view is not None and cdn_view.error:
+        out.append(Finding(FindingKind.OBSERVATION_FAILED, cdn_view.error, severity=Severity.ERROR))
+    return tuple(out)
+
+
+def counts_of(report: Report) -> Mapping[str, int]:
+    """Verdict counts of a report (helper for tests and the demo)."""
+    return report.counts()
+
+
+__all__ = ["Controller", "ControllerSettings", "DependencyError", "backoff_delays", "counts_of"]

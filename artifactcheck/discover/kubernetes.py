@@ -1,0 +1,1489 @@
+"""Pods as instances, and every write artifactcheck makes to a Kubernetes cluster.
+
+This is the only module that imports the ``kubernetes`` client library (and ``urllib3``
+under it), so that the rest of artifactcheck never sees a library type or a library
+error. It does four things:
+
+* **discover**: :func:`discover_pods` turns the pods of a namespace and label selector
+  into :class:`~artifactcheck.models.Instance` values with one list call;
+  :func:`pod_to_instance` does the same for one pod coming from a watch;
+* **act**: :class:`KubeActor` quarantines (readiness-gate condition ``False``),
+  releases, flags (annotations + one deduplicated Warning Event), cordons nodes, and
+  dispatches the :class:`~artifactcheck.models.Action` values decided by
+  :mod:`artifactcheck.decide`. Every action reads the object first and writes only what
+  differs, so repeating it (a retry, a restarted controller) writes nothing;
+* **lead**: :class:`LeaseLock` is client-go's ``LeaseLock`` + ``tryAcquireOrRenew`` on a
+  ``coordination.k8s.io/v1`` Lease, so two controller replicas never both act;
+* **report**: :func:`list_checks` / :func:`patch_check_status` read ``ArtifactCheck``
+  resources and write their status subresource.
+
+Errors are translated here, always ``raise ... from exc``: an unreachable, slow or
+failing API server (connection errors, timeouts, 429, 5xx, a conflict that persists)
+is a :class:`~artifactcheck.errors.DependencyError`, which the caller turns into
+``inconclusive``; a request the server rejects because of how artifactcheck was
+configured (400/422 invalid selector or condition type, 401 credentials, 403 RBAC,
+404 API or CRD not installed) is a :class:`~artifactcheck.errors.ConfigError`. A pod or
+node that vanished between discovery and action is neither: the action logs it and
+returns ``False``.
+
+The client is synchronous; the caller runs these functions in threads
+(``asyncio.to_thread``). Nothing here holds configuration in module globals: each call
+takes its ``api_client`` explicitly, and :func:`load_api_client` builds one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar, cast
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from ..errors import ArtifactCheckError, ConfigError, DependencyError
+from ..models import Action, ActionKind, Instance, VersionSignal
+from ..settings import KubernetesSource, PolicySettings
+
+__all__ = [
+    "ANN_CHECKED_AT",
+    "ANN_CORDONED",
+    "ANN_CORDON_REASON",
+    "ANN_FLAGGED_AT",
+    "ANN_QUARANTINED",
+    "ANN_REASON",
+    "ANN_STREAK",
+    "ANN_VERDICT",
+    "CRD_GROUP",
+    "CRD_PLURAL",
+    "CRD_VERSION",
+    "DEFAULT_CONDITION_TYPE",
+    "DEFAULT_TIMEOUT",
+    "LEASE_NAME",
+    "KubeActor",
+    "LeaseLock",
+    "cordoned_by_us",
+    "discover_pods",
+    "event_reason_for",
+    "list_checks",
+    "load_api_client",
+    "patch_check_status",
+    "pod_is_serving",
+    "pod_to_instance",
+]
+
+DEFAULT_CONDITION_TYPE = "artifactcheck.io/content-verified"
+ANN_QUARANTINED = "artifactcheck.io/quarantined"
+ANN_VERDICT = "artifactcheck.io/verdict"
+ANN_REASON = "artifactcheck.io/reason"
+ANN_STREAK = "artifactcheck.io/streak"
+ANN_CHECKED_AT = "artifactcheck.io/checked-at"
+ANN_FLAGGED_AT = "artifactcheck.io/flagged-at"
+ANN_CORDONED = "artifactcheck.io/cordoned"
+ANN_CORDON_REASON = "artifactcheck.io/cordon-reason"
+_FLAG_ANNOTATIONS = (ANN_VERDICT, ANN_REASON, ANN_STREAK, ANN_FLAGGED_AT)
+
+CRD_GROUP = "artifactcheck.io"
+CRD_VERSION = "v1alpha1"
+CRD_PLURAL = "artifactchecks"
+LEASE_NAME = "artifactcheck-leader"
+
+#: (connect, read) seconds for every API request: a hung API server must turn into a
+#: DependencyError within a bounded time, never a controller thread stuck forever.
+DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 30.0)
+Timeout = float | tuple[float, float]
+
+_MAX_TEXT = 1024  # annotation reason, condition and event messages, characters
+_MAX_FILES_NAMED = 10
+_EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS = "default"  # where kubectl records Node events
+_MERGE_PATCH = "application/merge-patch+json"
+_STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+#: Event reason per verdict (CamelCase, as Kubernetes reasons are).
+_EVENT_REASONS: Mapping[str, str] = {
+    "mismatch": "ContentMismatch",
+    "drift": "ContentDrift",
+    "cdn-missing": "CdnMissing",
+    "cdn-mismatch": "CdnMismatch",
+    "signal-conflict": "SignalConflict",
+}
+_UNKNOWN_VERDICTS = frozenset({"inconclusive", "unreachable"})
+
+JsonObj = dict[str, Any]
+Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
+T = TypeVar("T")
+_LOG = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class _Status(Exception):
+    """An API status the caller handles itself (404 gone, 409 conflict); never escapes."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def _status_message(exc: ApiException) -> str:
+    """The ``message`` of the Status body a Kubernetes API server sends, else the reason."""
+    body = exc.body
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if isinstance(body, str) and body:
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return body[:300]
+        if isinstance(doc, dict) and isinstance(doc.get("message"), str):
+            return cast(str, doc["message"])
+    return str(exc.reason or "no reason given")
+
+
+def _translate(what: str, exc: ApiException) -> ArtifactCheckError:
+    """Map an API status to the artifactcheck error a caller can act on."""
+    status = int(exc.status or 0)
+    message = _status_message(exc)
+    if status in (400, 422):
+        return ConfigError(f"{what}: rejected by the API server ({status}): {message}")
+    if status == 401:
+        return ConfigError(
+            f"{what}: unauthorized (401): the credentials in the kubeconfig or service "
+            f"account are missing or expired: {message}"
+        )
+    if status == 403:
+        return ConfigError(
+            f"{what}: forbidden (403): the RBAC role of artifactcheck does not allow this "
+            f"(see k8s/rbac): {message}"
+        )
+    if status == 404:
+        return ConfigError(
+            f"{what}: not found (404): the API, namespace or CRD is not installed: {message}"
+        )
+    if status == 0:
+        return DependencyError(f"{what}: the request could not be made: {message}")
+    return DependencyError(f"{what}: the API server answered {status}: {message}")
+
+
+def _call(what: str, fn: Callable[[], T], *, passthrough: Collection[int] = ()) -> T:
+    """Run one API request, translating every library error; ``passthrough`` statuses
+    are raised as :class:`_Status` for the caller to handle (404, 409)."""
+    try:
+        return fn()
+    except ApiException as exc:
+        status = int(exc.status or 0)
+        if status in passthrough:
+            raise _Status(status, _status_message(exc)) from exc
+        raise _translate(what, exc) from exc
+    except urllib3.exceptions.HTTPError as exc:
+        raise DependencyError(f"{what}: API server unreachable or too slow: {exc}") from exc
+    except OSError as exc:
+        raise DependencyError(f"{what}: API server unreachable: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise DependencyError(f"{what}: the API server answered invalid JSON: {exc}") from exc
+
+
+def _read_json(response: Any) -> Any:
+    """Decode a ``_preload_content=False`` response: raw JSON, no model round trip."""
+    try:
+        data = response.data
+    finally:
+        release = getattr(response, "release_conn", None)
+        if callable(release):
+            release()
+    return json.loads(data)
+
+
+def _mutate(what: str, attempt: Callable[[], T], *, logger: Logger) -> T:
+    """Run a read-modify-write; on 409 Conflict re-read and retry once, then give up.
+
+    ``attempt`` must re-read the object itself, so the retry computes its patch from
+    the state that won the race rather than from the stale one.
+    """
+    try:
+        return attempt()
+    except _Status as first:
+        if first.status != 409:
+            raise
+        logger.info("%s: conflict (%s); re-reading and retrying once", what, first.message)
+    try:
+        return attempt()
+    except _Status as second:
+        if second.status != 409:
+            raise
+        raise DependencyError(
+            f"{what}: still conflicting after re-reading: {second.message}"
+        ) from second
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _aware(now: datetime) -> datetime:
+    return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
+
+
+def _rfc3339(moment: datetime) -> str:
+    """``metav1.Time``: seconds precision, UTC, ``Z``."""
+    return _aware(moment).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return _aware(value)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return _aware(datetime.fromisoformat(value.replace("Z", "+00:00")))
+    except ValueError:
+        return None
+
+
+def _truncate(text: str, limit: int = _MAX_TEXT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _with_files(message: str, files: Sequence[str]) -> str:
+    """The message followed by the files it is about, a bounded number of them named."""
+    if not files:
+        return _truncate(message)
+    named = ", ".join(files[:_MAX_FILES_NAMED])
+    more = len(files) - _MAX_FILES_NAMED
+    suffix = f"files: {named}" + (f" (+{more} more)" if more > 0 else "")
+    return _truncate(f"{message}; {suffix}" if message else suffix)
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
+    ann = _meta(obj).get("annotations")
+    return dict(ann) if isinstance(ann, Mapping) else {}
+
+
+def _conditions(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    status = pod.get("status")
+    conds = status.get("conditions") if isinstance(status, Mapping) else None
+    return [c for c in conds if isinstance(c, Mapping)] if isinstance(conds, list) else []
+
+
+def _condition(pod: Mapping[str, Any], ctype: str) -> Mapping[str, Any] | None:
+    for cond in _conditions(pod):
+        if cond.get("type") == ctype:
+            return cond
+    return None
+
+
+def _has_gate(pod: Mapping[str, Any], ctype: str) -> bool:
+    spec = pod.get("spec")
+    gates = spec.get("readinessGates") if isinstance(spec, Mapping) else None
+    if not isinstance(gates, list):
+        return False
+    return any(isinstance(g, Mapping) and g.get("conditionType") == ctype for g in gates)
+
+
+def event_reason_for(verdict: str | None) -> str:
+    """The CamelCase Event/condition reason for a verdict, e.g. ``ContentMismatch``."""
+    if verdict is None:
+        return "ContentInconsistent"
+    if verdict in _EVENT_REASONS:
+        return _EVENT_REASONS[verdict]
+    return "Content" + "".join(part.capitalize() for part in verdict.split("-"))
+
+
+# --------------------------------------------------------------------------- client
+
+
+def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> k8s.ApiClient:
+    """An ApiClient from the in-cluster service account, else from a kubeconfig.
+
+    An explicit ``kubeconfig`` or ``context`` means the user chose a cluster, so the
+    in-cluster configuration is then not tried. Failures are a ConfigError naming both
+    attempts, because "no cluster configured" is a usage error, not an outage.
+    """
+    configuration = k8s.Configuration()
+    tried: list[str] = []
+    if kubeconfig is None and context is None:
+        try:
+            cast(Any, k8s_config).load_incluster_config(client_configuration=configuration)
+        except ConfigException as exc:
+            tried.append(f"in-cluster: {exc}")
+        else:
+            return k8s.ApiClient(configuration)
+    path = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    try:
+        cast(Any, k8s_config).load_kube_config(
+            config_file=path,
+            context=context,
+            client_configuration=configuration,
+            persist_config=False,
+        )
+    except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+        tried.append(f"kubeconfig {path}: {exc}")
+        raise ConfigError("no usable Kubernetes configuration: " + "; ".join(tried)) from exc
+    return k8s.ApiClient(configuration)
+
+
+# --------------------------------------------------------------------------- discover
+
+
+def _pod_dict(pod: Any, api_client: k8s.ApiClient | None) -> JsonObj:
+    """A pod as the API's JSON: from a raw dict, a watch event, or a ``V1Pod`` model."""
+    if isinstance(pod, Mapping):
+        if "metadata" not in pod and "object" in pod and "type" in pod:  # a watch event
+            return _pod_dict(pod.get("raw_object", pod["object"]), api_client)
+        return dict(pod)
+    serializer = api_client if api_client is not None else k8s.ApiClient(k8s.Configuration())
+    try:
+        data = cast(Any, serializer).sanitize_for_serialization(pod)
+    finally:
+        if api_client is None:
+            cast(Any, serializer).close()
+    if not isinstance(data, dict):
+        raise TypeError(f"not a pod: {type(pod).__name__}")
+    return data
+
+
+def pod_is_serving(pod: Any, *, api_client: k8s.ApiClient | None = None) -> bool:
+    """True when the pod has an IP, is not terminating and all its containers are ready.
+
+    This is the readiness of the *containers*, not the pod's Ready condition: a pod held
+    back by artifactcheck's own readiness gate is serving-capable and must be checked.
+    """
+    data = _pod_dict(pod, api_client)
+    status = data.get("status") if isinstance(data.get("status"), Mapping) else {}
+    assert isinstance(status, Mapping)
+    if not status.get("podIP") or _meta(data).get("deletionTimestamp"):
+        return False
+    statuses = status.get("containerStatuses")
+    if not isinstance(statuses, list) or not statuses:
+        return False
+    return all(isinstance(s, Mapping) and s.get("ready") is True for s in statuses)
+
+
+def _base_url(scheme: str, ip: str, port: int) -> str:
+    host = f"[{ip}]" if ":" in ip else ip
+    return f"{scheme}://{host}:{port}/"
+
+
+def _owner(meta: Mapping[str, Any]) -> str | None:
+    refs = meta.get("ownerReferences")
+    if not isinstance(refs, list):
+        return None
+    refs = [r for r in refs if isinstance(r, Mapping)]
+    for ref in refs:
+        if ref.get("kind") == "ReplicaSet" and ref.get("name"):
+            return str(ref["name"])
+    for ref in refs:
+        if ref.get("controller") and ref.get("name"):
+            return str(ref["name"])
+    return None
+
+
+def _serving_container(data: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    status = data.get("status")
+    statuses = status.get("containerStatuses") if isinstance(status, Mapping) else None
+    if not isinstance(statuses, list) or not statuses:
+        return None
+    spec = data.get("spec")
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    if isinstance(containers, list) and containers and isinstance(containers[0], Mapping):
+        first = containers[0].get("name")
+        for s in statuses:
+            if isinstance(s, Mapping) and s.get("name") == first:
+                return s
+    head = statuses[0]
+    return head if isinstance(head, Mapping) else None
+
+
+def pod_to_instance(
+    pod: Any,
+    *,
+    source: KubernetesSource | None = None,
+    condition_type: str = DEFAULT_CONDITION_TYPE,
+    api_client: k8s.ApiClient | None = None,
+) -> Instance | None:
+    """One pod (raw dict, ``V1Pod`` or a watch event) as an Instance; None without an IP.
+
+    A pod with no IP cannot be fetched from, so it is not an instance yet; the
+    controller converts it again when a watch event brings its IP.
+    """
+    src = source or KubernetesSource()  # type: ignore[call-arg]
+    data = _pod_dict(pod, api_client)
+    meta = _meta(data)
+    spec = data.get("spec") if isinstance(data.get("spec"), Mapping) else {}
+    status = data.get("status") if isinstance(data.get("status"), Mapping) else {}
+    assert isinstance(spec, Mapping) and isinstance(status, Mapping)
+    ip = status.get("podIP")
+    if not ip:
+        return None
+    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    annotations = _annotations(data)
+    assert isinstance(labels, Mapping)
+    signals: list[VersionSignal] = []
+    if src.version_label and labels.get(src.version_label):
+        signals.append(VersionSignal(f"label:{src.version_label}", str(labels[src.version_label])))
+    if src.version_annotation and annotations.get(src.version_annotation):
+        signals.append(
+            VersionSignal(
+                f"annotation:{src.version_annotation}", annotations[src.version_annotation]
+            )
+        )
+    container = _serving_container(data) or {}
+    gate = _condition(data, condition_type)
+    ready = _condition(data, "Ready")
+    namespace = str(meta.get("namespace") or src.namespace)
+    return Instance(
+        name=f"{namespace}/{meta.get('name')}",
+        base_url=_base_url(src.scheme, str(ip), src.port),
+        kind="pod",
+        signals=tuple(signals),
+        namespace=namespace,
+        node=spec.get("nodeName") or None,
+        owner=_owner(meta),
+        image=container.get("image") or None,
+        image_id=container.get("imageID") or None,
+        started_at=_parse_time(status.get("startTime"))
+        or _parse_time(meta.get("creationTimestamp")),
+        has_readiness_gate=_has_gate(data, condition_type),
+        uid=meta.get("uid") or None,
+        labels={str(k): str(v) for k, v in labels.items()},
+        annotations=annotations,
+        gate_status=str(gate["status"]) if gate and gate.get("status") else None,
+        ready=bool(ready and ready.get("status") == "True"),
+    )
+
+
+def discover_pods(
+    source: KubernetesSource,
+    *,
+    api_client: k8s.ApiClient,
+    condition_type: str = DEFAULT_CONDITION_TYPE,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> list[Instance]:
+    """The pods of ``source`` as Instances, with one list call, sorted by name.
+
+    With ``source.ready_only`` (the default) only pods that can serve are returned
+    (:func:`pod_is_serving`); pods without an IP are never returned.
+    """
+    core = k8s.CoreV1Api(api_client)
+    what = f"list pods in {source.namespace}" + (
+        f" matching {source.selector!r}" if source.selector else ""
+    )
+    doc = _call(
+        what,
+        lambda: _read_json(
+            core.list_namespaced_pod(
+                source.namespace,
+                label_selector=source.selector or None,
+                _preload_content=False,
+                _request_timeout=request_timeout,
+            )
+        ),
+    )
+    items = doc.get("items") if isinstance(doc, Mapping) else None
+    out: list[Instance] = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, Mapping):
+            continue
+        if source.ready_only and not pod_is_serving(item):
+            continue
+        inst = pod_to_instance(item, source=source, condition_type=condition_type)
+        if inst is not None:
+            out.append(inst)
+    return sorted(out, key=lambda i: i.name)
+
+
+# --------------------------------------------------------------------------- act
+
+
+class KubeActor:
+    """Performs the actions policy decided, idempotently and within what policy allows.
+
+    Each method reads the object, computes the smallest change, and writes only when
+    something differs, so repeating an action (a retry, a restarted controller, two
+    cycles deciding the same thing) writes nothing. Read-modify-writes carry the
+    ``resourceVersion`` they read as a precondition; a 409 re-reads and retries once.
+    Methods return True when they changed the cluster. Under ``policy.dry_run`` (or for
+    an Action with ``dry_run``) nothing at all is sent to the API server.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_client: k8s.ApiClient,
+        policy: PolicySettings,
+        component: str = "artifactcheck",
+        controller_name: str | None = None,
+        logger: Logger | None = None,
+        request_timeout: Timeout = DEFAULT_TIMEOUT,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.api_client = api_client
+        self.policy = policy
+        self.component = component
+        self.controller_name = controller_name or component
+        self.log: Logger = logger or _LOG
+        self.timeout = request_timeout
+        self.clock = clock
+        self._core = k8s.CoreV1Api(api_client)
+
+    # ---- plumbing
+
+    def _dry(self, what: str) -> bool:
+        if self.policy.dry_run:
+            self.log.info("dry-run: would %s", what)
+            return True
+        return False
+
+    def _get_pod(self, ns: str, name: str) -> JsonObj:
+        return cast(
+            JsonObj,
+            _call(
+                f"get pod {ns}/{name}",
+                lambda: _read_json(
+                    self._core.read_namespaced_pod(
+                        name, ns, _preload_content=False, _request_timeout=self.timeout
+                    )
+                ),
+                passthrough=(404,),
+            ),
+        )
+
+    def _patch_pod(self, ns: str, name: str, body: JsonObj, *, status: bool) -> JsonObj:
+        if status:
+            what = f"patch pods/status {ns}/{name}"
+
+            def send() -> Any:
+                return self._core.patch_namespaced_pod_status(
+                    name,
+                    ns,
+                    body,
+                    _content_type=_STRATEGIC_MERGE_PATCH,
+                    _preload_content=False,
+                    _request_timeout=self.timeout,
+                )
+        else:
+            what = f"patch pod {ns}/{name}"
+
+            def send() -> Any:
+                return self._core.patch_namespaced_pod(
+                    name,
+                    ns,
+                    body,
+                    _content_type=_MERGE_PATCH,
+                    _preload_content=False,
+                    _request_timeout=self.timeout,
+                )
+
+        return cast(JsonObj, _call(what, lambda: _read_json(send()), passthrough=(404, 409)))
+
+    def _on_pod(self, what: str, ns: str, name: str, step: Callable[[JsonObj], bool]) -> bool:
+        """Read the pod and run ``step`` on it, with one retry on conflict; a pod that
+        is gone is logged and reported as "nothing changed", not as an error."""
+        try:
+            return _mutate(what, lambda: step(self._get_pod(ns, name)), logger=self.log)
+        except _Status as st:
+            if st.status == 404:
+                self.log.warning("%s: pod %s/%s is gone; nothing to do", what, ns, name)
+                return False
+            raise DependencyError(f"{what}: unexpected status {st.status}: {st.message}") from st
+
+    def _set_condition(
+        self, pod: JsonObj, ns: str, name: str, *, status: str, reason: str, message: str
+    ) -> JsonObj | None:
+        """Strategic-merge the gate condition (merged by ``type``, others untouched)."""
+        ctype = self.policy.condition_type
+        current = _condition(pod, ctype)
+        if current and (current.get("status"), current.get("reason"), current.get("message")) == (
+            status,
+            reason,
+            message,
+        ):
+            return None
+        transition = (
+            current.get("lastTransitionTime")
+            if current and current.get("status") == status and current.get("lastTransitionTime")
+            else _rfc3339(self.clock())
+        )
+        cond = {
+            "type": ctype,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": transition,
+        }
+        body = {
+            "metadata": {"resourceVersion": _meta(pod).get("resourceVersion")},
+            "status": {"conditions": [cond]},
+        }
+        return self._patch_pod(ns, name, body, status=True)
+
+    def _set_annotations(
+        self, pod: JsonObj, ns: str, name: str, changes: Mapping[str, str | None]
+    ) -> JsonObj | None:
+        """Merge-patch only the annotations that differ (None removes one)."""
+        current = _annotations(pod)
+        diff = {k: v for k, v in changes.items() if current.get(k) != v}
+        if all(v is None and k not in current for k, v in diff.items()):
+            return None
+        body = {
+            "metadata": {
+                "resourceVersion": _meta(pod).get("resourceVersion"),
+                "annotations": diff,
+            }
+        }
+        return self._patch_pod(ns, name, body, status=False)
+
+    def _event(
+        self,
+        *,
+        involved: Mapping[str, Any],
+        event_type: str,
+        reason: str,
+        message: str,
+    ) -> None:
+        """Record one Event per (object, reason), aggregated like client-go's correlator.
+
+        The Event's name is derived from the object's uid, the reason and our component,
+        so a repeat (a new episode, another replica, a restarted controller) finds the
+        existing Event through 409 AlreadyExists and PATCHes its ``count`` and
+        ``lastTimestamp`` instead of creating another one: no event storm.
+        """
+        namespace = involved.get("namespace") or _EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS
+        key = "/".join(str(involved.get(k) or "") for k in ("kind", "namespace", "name", "uid"))
+        digest = hashlib.sha256(f"{key}/{reason}/{self.component}".encode()).hexdigest()[:16]
+        name = f"{str(involved['name'])[:200]}.{digest}"
+        now = self.clock().replace(microsecond=0)
+        message = _truncate(message)
+        body = k8s.CoreV1Event(
+            metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
+            involved_object=k8s.V1ObjectReference(
+                api_version="v1",
+                kind=involved.get("kind"),
+                name=involved.get("name"),
+                namespace=involved.get("namespace") or None,
+                uid=involved.get("uid") or None,
+            ),
+            reason=reason,
+            message=message,
+            type=event_type,
+            count=1,
+            first_timestamp=now,
+            last_timestamp=now,
+            source=k8s.V1EventSource(component=self.component),
+            reporting_component=self.component,
+            reporting_instance=self.controller_name,
+        )
+        what = f"create event {namespace}/{name}"
+        try:
+            _call(
+                what,
+                lambda: _read_json(
+                    self._core.create_namespaced_event(
+                        namespace, body, _preload_content=False, _request_timeout=self.timeout
+                    )
+                ),
+                passthrough=(409,),
+            )
+            self.log.info("event %s %s on %s %s", event_type, reason, key, message)
+            return
+        except _Status:
+            pass  # AlreadyExists: aggregate into the existing Event
+
+        def bump() -> None:
+            existing = cast(
+                JsonObj,
+                _call(
+                    f"get event {namespace}/{name}",
+                    lambda: _read_json(
+                        self._core.read_namespaced_event(
+                            name, namespace, _preload_content=False, _request_timeout=self.timeout
+                        )
+                    ),
+                ),
+            )
+            seen = existing.get("count")
+            count = seen if isinstance(seen, int) else 1
+            patch = {
+                "metadata": {"resourceVersion": _meta(existing).get("resourceVersion")},
+                "count": count + 1,
+                "lastTimestamp": _rfc3339(now),
+                "message": message,
+            }
+            _call(
+                f"patch event {namespace}/{name}",
+                lambda: _read_json(
+                    self._core.patch_namespaced_event(
+                        name,
+                        namespace,
+                        patch,
+                        _content_type=_MERGE_PATCH,
+                        _preload_content=False,
+                        _request_timeout=self.timeout,
+                    )
+                ),
+                passthrough=(409,),
+            )
+            self.log.info(
+                "event %s %s on %s repeated (count %d)", event_type, reason, key, count + 1
+            )
+
+        _mutate(f"patch event {namespace}/{name}", bump, logger=self.log)
+
+    @staticmethod
+    def _pod_ref(pod: Mapping[str, Any]) -> JsonObj:
+        meta = _meta(pod)
+        return {
+            "kind": "Pod",
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+        }
+
+    # ---- pod actions
+
+    def quarantine(
+        self,
+        pod_ns: str,
+        pod_name: str,
+        *,
+        reason: str = "ContentMismatch",
+        message: str,
+        files: Sequence[str] = (),
+        verdict: str = "mismatch",
+    ) -> bool:
+        """Take a pod out of its Services' endpoints without killing it.
+
+        Sets the readiness-gate condition to False (through ``pods/status``, merged by
+        type so kubelet's conditions are kept), then marks the pod with
+        ``artifactcheck.io/quarantined`` so a restarted controller knows it did this. A
+        pod whose spec lacks the gate is refused (logged, False): the condition would
+        not remove it from traffic, so only a flag can be applied.
+        """
+        what = f"quarantine pod {pod_ns}/{pod_name}"
+        if self._dry(what):
+            return False
+        text = _with_files(message, files)
+
+        def step(pod: JsonObj) -> bool:
+            if not _has_gate(pod, self.policy.condition_type):
+                self.log.warning(
+                    "%s refused: the pod has no readiness gate %s; it can only be flagged",
+                    what,
+                    self.policy.condition_type,
+                )
+                return False
+            after = self._set_condition(
+                pod, pod_ns, pod_name, status="False", reason=reason, message=text
+            )
+            latest = after if after is not None else pod
+            wanted: dict[str, str | None] = {
+                ANN_QUARANTINED: "true",
+                ANN_VERDICT: verdict,
+                ANN_REASON: text,
+            }
+            current = _annotations(latest)
+            if any(current.get(k) != v for k, v in wanted.items()):
+                wanted[ANN_CHECKED_AT] = _rfc3339(self.clock())
+                self._set_annotations(latest, pod_ns, pod_name, wanted)
+                changed = True
+            else:
+                changed = after is not None
+            if changed:
+                self.log.warning("quarantined pod %s/%s: %s: %s", pod_ns, pod_name, reason, text)
+            return changed
+
+        return self._on_pod(what, pod_ns, pod_name, step)
+
+    def release(
+        self,
+        pod_ns: str,
+        pod_name: str,
+        *,
+        reason: str = "ContentVerified",
+        message: str = "content matches the expected release",
+    ) -> bool:
+        """Open the readiness gate (condition True) and drop the quarantine mark.
+
+        Used to undo a quarantine, to let a newly verified pod become Ready in gate mode,
+        and to fail open (``reason="VerificationUnavailable"``) when a dependency needed
+        to verify is down.
+        """
+        what = f"release pod {pod_ns}/{pod_name}"
+        if self._dry(what):
+            return False
+        text = _truncate(message)
+
+        def step(pod: JsonObj) -> bool:
+            after = None
+            if _has_gate(pod, self.policy.condition_type) or _condition(
+                pod, self.policy.condition_type
+            ):
+                after = self._set_condition(
+                    pod, pod_ns, pod_name, status="True", reason=reason, message=text
+                )
+            latest = after if after is not None else pod
+            marked = ANN_QUARANTINED in _annotations(latest)
+            if marked:
+                self._set_annotations(
+                    latest,
+                    pod_ns,
+                    pod_name,
+                    {ANN_QUARANTINED: None, ANN_CHECKED_AT: _rfc3339(self.clock())},
+                )
+            if after is not None or marked:
+                self.log.info("released pod %s/%s: %s: %s", pod_ns, pod_name, reason, text)
+                return True
+            return False
+
+        return self._on_pod(what, pod_ns, pod_name, step)
+
+    def flag(
+        self,
+        pod_ns: str,
+        pod_name: str,
+        *,
+        verdict: str | None,
+        message: str,
+        reason: str | None = None,
+        files: Sequence[str] = (),
+        streak: int | None = None,
+    ) -> bool:
+        """Mark a pod with ``artifactcheck.io/*`` annotations and one Warning Event.
+
+        The Event is emitted once per episode: a pod already flagged with this verdict
+        gets its reason/streak annotations refreshed, if they changed, and no new Event.
+        After :meth:`unflag`, a new episode aggregates into the same Event (count + 1).
+        """
+        what = f"flag pod {pod_ns}/{pod_name}"
+        if self._dry(what):
+            return False
+        verdict_value = verdict or "inconsistent"
+        event_reason = reason or event_reason_for(verdict)
+        text = _with_files(message, files)
+        evented = False
+
+        def step(pod: JsonObj) -> bool:
+            nonlocal evented
+            current = _annotations(pod)
+            same_episode = current.get(ANN_VERDICT) == verdict_value and ANN_FLAGGED_AT in current
+            wanted: dict[str, str | None] = {ANN_VERDICT: verdict_value, ANN_REASON: text}
+            if streak is not None:
+                wanted[ANN_STREAK] = str(streak)
+            if same_episode:
+                return self._set_annotations(pod, pod_ns, pod_name, wanted) is not None
+            if not evented:
+                self._event(
+                    involved=self._pod_ref(pod),
+                    event_type="Warning",
+                    reason=event_reason,
+                    message=text,
+                )
+                evented = True
+            wanted[ANN_FLAGGED_AT] = _rfc3339(self.clock())
+            self._set_annotations(pod, pod_ns, pod_name, wanted)
+            self.log.warning("flagged pod %s/%s: %s: %s", pod_ns, pod_name, event_reason, text)
+            return True
+
+        return self._on_pod(what, pod_ns, pod_name, step)
+
+    def unflag(self, pod_ns: str, pod_name: str) -> bool:
+        """Remove the flag annotations of a pod that is consistent again (no Event)."""
+        what = f"unflag pod {pod_ns}/{pod_name}"
+        if self._dry(what):
+            return False
+
+        def step(pod: JsonObj) -> bool:
+            changed = self._set_annotations(pod, pod_ns, pod_name, dict.fromkeys(_FLAG_ANNOTATIONS))
+            if changed is not None:
+                self.log.info("unflagged pod %s/%s", pod_ns, pod_name)
+            return changed is not None
+
+        return self._on_pod(what, pod_ns, pod_name, step)
+
+    def record_streak(
+        self,
+        pod_ns: str,
+        pod_name: str,
+        streak: int,
+        *,
+        current: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Persist the confirmation streak, so a restarted controller recovers it.
+
+        Writes only when the value changed; a streak of 0 removes the annotation. Pass
+        the pod's annotations as ``current`` (e.g. ``Instance.annotations``) to skip the
+        read when nothing changed.
+        """
+        wanted = str(streak) if streak > 0 else None
+        if current is not None and current.get(ANN_STREAK) == wanted:
+            return False
+        what = f"record streak {streak} on pod {pod_ns}/{pod_name}"
+        if self._dry(what):
+            return False
+        return self._on_pod(
+            what,
+            pod_ns,
+            pod_name,
+            lambda pod: (
+                self._set_annotations(pod, pod_ns, pod_name, {ANN_STREAK: wanted}) is not None
+            ),
+        )
+
+    # ---- nodes
+
+    def cordoned_by_us(self) -> set[str]:
+        """Names of the nodes carrying artifactcheck's cordon annotation."""
+        return cordoned_by_us(self.api_client, request_timeout=self.timeout)
+
+    def _get_node(self, node: str) -> JsonObj:
+        return cast(
+            JsonObj,
+            _call(
+                f"get node {node}",
+                lambda: _read_json(
+                    self._core.read_node(
+                        node, _preload_content=False, _request_timeout=self.timeout
+                    )
+                ),
+                passthrough=(404,),
+            ),
+        )
+
+    def _patch_node(self, node: str, body: JsonObj) -> JsonObj:
+        return cast(
+            JsonObj,
+            _call(
+                f"patch node {node}",
+                lambda: _read_json(
+                    self._core.patch_node(
+                        node,
+                        body,
+                        _content_type=_MERGE_PATCH,
+                        _preload_content=False,
+                        _request_timeout=self.timeout,
+                    )
+                ),
+                passthrough=(404, 409),
+            ),
+        )
+
+    def _on_node(self, what: str, node: str, step: Callable[[JsonObj], bool]) -> bool:
+        try:
+            return _mutate(what, lambda: step(self._get_node(node)), logger=self.log)
+        except _Status as st:
+            if st.status == 404:
+                self.log.warning("%s: node %s is gone; nothing to do", what, node)
+                return False
+            raise DependencyError(f"{what}: unexpected status {st.status}: {st.message}") from st
+
+    @staticmethod
+    def _node_ref(obj: Mapping[str, Any]) -> JsonObj:
+        meta = _meta(obj)
+        return {"kind": "Node", "name": meta.get("name"), "namespace": None, "uid": meta.get("uid")}
+
+    def cordon(self, node: str, *, reason: str) -> bool:
+        """Mark a node unschedulable so no new pod lands on its stale image cache.
+
+        Refused (logged, False) when node cordon is off in the policy, when the cap of
+        nodes cordoned by artifactcheck is reached, or when someone else already
+        cordoned the node: claiming a foreign cordon would let artifactcheck later
+        uncordon what it did not cordon.
+        """
+        what = f"cordon node {node}"
+        if self._dry(what):
+            return False
+        if not self.policy.cordon_nodes:
+            self.log.warning("%s refused: node cordon is off (policy.cordon_nodes)", what)
+            return False
+        ours = self.cordoned_by_us()
+        if node not in ours and len(ours) >= self.policy.max_cordoned_nodes:
+            self.log.warning(
+                "%s refused: %d node(s) already cordoned by artifactcheck (cap %d): %s",
+                what,
+                len(ours),
+                self.policy.max_cordoned_nodes,
+                ", ".join(sorted(ours)),
+            )
+            return False
+        text = _truncate(reason)
+        evented = False
+
+        def step(obj: JsonObj) -> bool:
+            nonlocal evented
+            spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+            assert isinstance(spec, Mapping)
+            mine = _annotations(obj).get(ANN_CORDONED) == "true"
+            if spec.get("unschedulable") and not mine:
+                self.log.warning(
+                    "%s refused: already cordoned, not by artifactcheck; leaving it alone", what
+                )
+                return False
+            if spec.get("unschedulable") and mine:
+                return False
+            self._patch_node(
+                node,
+                {
+                    "metadata": {
+                        "resourceVersion": _meta(obj).get("resourceVersion"),
+                        "annotations": {ANN_CORDONED: "true", ANN_CORDON_REASON: text},
+                    },
+                    "spec": {"unschedulable": True},
+                },
+            )
+            if not evented:
+                self._event(
+                    involved=self._node_ref(obj),
+                    event_type="Warning",
+                    reason="NodeCordoned",
+                    message=f"cordoned by {self.component}: {text}",
+                )
+                evented = True
+            self.log.warning("cordoned node %s: %s", node, text)
+            return True
+
+        return self._on_node(what, node, step)
+
+    def uncordon(self, node: str) -> bool:
+        """Make a node schedulable again, only if artifactcheck cordoned it.
+
+        A node without the ``artifactcheck.io/cordoned`` annotation is refused (logged,
+        False): artifactcheck never uncordons what it did not cordon.
+        """
+        what = f"uncordon node {node}"
+        if self._dry(what):
+            return False
+
+        def step(obj: JsonObj) -> bool:
+            if _annotations(obj).get(ANN_CORDONED) != "true":
+                self.log.warning(
+                    "%s refused: artifactcheck did not cordon it (no %s annotation)",
+                    what,
+                    ANN_CORDONED,
+                )
+                return False
+            self._patch_node(
+                node,
+                {
+                    "metadata": {
+                        "resourceVersion": _meta(obj).get("resourceVersion"),
+                        "annotations": {ANN_CORDONED: None, ANN_CORDON_REASON: None},
+                    },
+                    "spec": {"unschedulable": False},
+                },
+            )
+            self._event(
+                involved=self._node_ref(obj),
+                event_type="Normal",
+                reason="NodeUncordoned",
+                message=f"uncordoned by {self.component}: its pods are consistent again",
+            )
+            self.log.info("uncordoned node %s", node)
+            return True
+
+        return self._on_node(what, node, step)
+
+    # ---- dispatch
+
+    def apply(
+        self,
+        action: Action,
+        instance: Instance | None = None,
+        *,
+        verdict: str | None = None,
+        streak: int | None = None,
+    ) -> bool:
+        """Perform one decided Action; dry-run actions are logged and never sent.
+
+        ``Action`` carries no verdict, so pass ``verdict`` (e.g. ``result.verdict``) to
+        name the Event reason and the verdict annotation precisely; without it, flags
+        say ``inconsistent`` and quarantines ``mismatch`` (the only verdict policy
+        quarantines).
+        """
+        if action.kind is ActionKind.NONE:
+            return False
+        if action.dry_run or self.policy.dry_run:
+            self.log.info(
+                "dry-run: would %s %s: %s", action.kind.value, action.target, action.reason
+            )
+            return False
+        if action.kind is ActionKind.CORDON:
+            return self.cordon(action.target, reason=action.reason)
+        if action.kind is ActionKind.UNCORDON:
+            return self.uncordon(action.target)
+        ns, name = _pod_target(action.target, instance)
+        if action.kind is ActionKind.QUARANTINE:
+            v = verdict or "mismatch"
+            return self.quarantine(
+                ns,
+                name,
+                reason=event_reason_for(v),
+                message=action.reason,
+                files=action.files,
+                verdict=v,
+            )
+        if action.kind is ActionKind.RELEASE:
+            failing_open = verdict in _UNKNOWN_VERDICTS or "failing open" in action.reason
+            return self.release(
+                ns,
+                name,
+                reason="VerificationUnavailable" if failing_open else "ContentVerified",
+                message=action.reason,
+            )
+        if action.kind is ActionKind.FLAG:
+            return self.flag(
+                ns,
+                name,
+                verdict=verdict,
+                message=action.reason,
+                files=action.files,
+                streak=streak,
+            )
+        if action.kind is ActionKind.UNFLAG:
+            return self.unflag(ns, name)
+        raise ConfigError(f"unknown action kind {action.kind!r}")
+
+
+def _pod_target(target: str, instance: Instance | None) -> tuple[str, str]:
+    """(namespace, pod name) of a pod action, from the Instance or ``ns/name``."""
+    if instance is not None and instance.namespace:
+        name = instance.name.split("/", 1)[-1]
+        return instance.namespace, name
+    ns, slash, name = target.partition("/")
+    if not slash or not ns or not name:
+        raise ConfigError(f"pod action target must be 'namespace/name', got {target!r}")
+    return ns, name
+
+
+def cordoned_by_us(
+    api_client: k8s.ApiClient, *, request_timeout: Timeout = DEFAULT_TIMEOUT
+) -> set[str]:
+    """Nodes carrying ``artifactcheck.io/cordoned: "true"``, to recover after a restart."""
+    core = k8s.CoreV1Api(api_client)
+    doc = _call(
+        "list nodes",
+        lambda: _read_json(
+            core.list_node(_preload_content=False, _request_timeout=request_timeout)
+        ),
+    )
+    items = doc.get("items") if isinstance(doc, Mapping) else None
+    return {
+        str(_meta(n).get("name"))
+        for n in (items if isinstance(items, list) else [])
+        if isinstance(n, Mapping) and _annotations(n).get(ANN_CORDONED) == "true"
+    }
+
+
+# --------------------------------------------------------------------------- leader election
+
+
+class LeaseLock:
+    """Leader election on a ``coordination.k8s.io/v1`` Lease, as client-go does it.
+
+    :meth:`try_acquire_or_renew` is client-go's ``tryAcquireOrRenew``: read the Lease;
+    if another identity holds it and ``renewTime + leaseDurationSeconds`` is still in
+    the future, fail; otherwise write ourselves as holder with the ``resourceVersion``
+    we read as a precondition, so of two replicas racing, the API server lets exactly
+    one win (the other gets 409 and returns False). Time is passed in (``now``) so the
+    expiry rule can be tested without sleeping; unlike client-go, expiry is judged from
+    ``renewTime`` rather than from the local time the record was last observed, so
+    replicas need roughly synchronised clocks (within the lease duration).
+    """
+
+    def __init__(
+        self,
+        *,
+        api_client: k8s.ApiClient,
+        namespace: str,
+        name: str = LEASE_NAME,
+        request_timeout: Timeout = DEFAULT_TIMEOUT,
+        logger: Logger | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.timeout = request_timeout
+        self.log: Logger = logger or _LOG
+        self._api = k8s.CoordinationV1Api(api_client)
+
+    def get(self) -> JsonObj | None:
+        """The Lease as JSON, or None when it does not exist yet."""
+        try:
+            return cast(
+                JsonObj,
+                _call(
+                    f"get lease {self.namespace}/{self.name}",
+                    lambda: _read_json(
+                        self._api.read_namespaced_lease(
+                            self.name,
+                            self.namespace,
+                            _preload_content=False,
+                            _request_timeout=self.timeout,
+                        )
+                    ),
+                    passthrough=(404,),
+                ),
+            )
+        except _Status:
+            return None
+
+    def holder(self) -> str | None:
+        """The identity currently written in the Lease, if any (expired or not)."""
+        lease = self.get()
+        spec = lease.get("spec") if lease else None
+        return (spec.get("holderIdentity") or None) if isinstance(spec, Mapping) else None
+
+    def _body(
+        self,
+        *,
+        meta: Mapping[str, Any] | None,
+        spec: Mapping[str, Any],
+        holder: str | None,
+        duration: int,
+        acquire: datetime | None,
+        renew: datetime,
+        transitions: int,
+    ) -> k8s.V1Lease:
+        return k8s.V1Lease(
+            api_version="coordination.k8s.io/v1",
+            kind="Lease",
+            metadata=k8s.V1ObjectMeta(
+                name=self.name,
+                namespace=self.namespace,
+                resource_version=(meta or {}).get("resourceVersion"),
+                labels=(meta or {}).get("labels"),
+                annotations=(meta or {}).get("annotations"),
+            ),
+            spec=k8s.V1LeaseSpec(
+                holder_identity=holder,
+                lease_duration_seconds=duration,
+                acquire_time=acquire,
+                renew_time=renew,
+                lease_transitions=transitions,
+                strategy=spec.get("strategy"),
+                preferred_holder=spec.get("preferredHolder"),
+            ),
+        )
+
+    def try_acquire_or_renew(self, identity: str, lease_duration: float, now: datetime) -> bool:
+        """Become or stay the leader; False when another identity holds a valid lease.
+
+        Raises DependencyError when the API server cannot be reached: the caller must
+        then stop acting once its current lease would have expired.
+        """
+        now = _aware(now)
+        duration = max(1, math.ceil(lease_duration))
+        lease = self.get()
+        if lease is None:
+            body = self._body(
+                meta=None,
+                spec={},
+                holder=identity,
+                duration=duration,
+                acquire=now,
+                renew=now,
+                transitions=0,
+            )
+            try:
+                _call(
+                    f"create lease {self.namespace}/{self.name}",
+                    lambda: _read_json(
+                        self._api.create_namespaced_lease(
+                            self.namespace,
+                            body,
+                            _preload_content=False,
+                            _request_timeout=self.timeout,
+                        )
+                    ),
+                    passthrough=(409,),
+                )
+            except _Status:
+                self.log.debug("lease %s: created by another candidate first", self.name)
+                return False
+            self.log.info("lease %s/%s acquired by %s", self.namespace, self.name, identity)
+            return True
+
+        meta = _meta(lease)
+        spec = lease.get("spec") if isinstance(lease.get("spec"), Mapping) else {}
+        assert isinstance(spec, Mapping)
+        holder = spec.get("holderIdentity") or ""
+        renewed = _parse_time(spec.get("renewTime"))
+        held_for = spec.get("leaseDurationSeconds")
+        held_for = held_for if isinstance(held_for, int) else 0
+        if holder and holder != identity and renewed is not None:
+            if renewed.timestamp() + held_for > now.timestamp():
+                return False
+        transitions = spec.get("leaseTransitions")
+        transitions = transitions if isinstance(transitions, int) else 0
+        if holder == identity:
+            acquire = _parse_time(spec.get("acquireTime")) or now
+        else:
+            acquire = now
+            transitions += 1
+        body = self._body(
+            meta=meta,
+            spec=spec,
+            holder=identity,
+            duration=duration,
+            acquire=acquire,
+            renew=now,
+            transitions=transitions,
+        )
+        if not self._replace(body):
+            return False
+        if holder != identity:
+            self.log.info(
+                "lease %s/%s acquired by %s (was %s)",
+                self.namespace,
+                self.name,
+                identity,
+                holder or "free",
+            )
+        return True
+
+    def _replace(self, body: k8s.V1Lease) -> bool:
+        try:
+            _call(
+                f"update lease {self.namespace}/{self.name}",
+                lambda: _read_json(
+                    self._api.replace_namespaced_lease(
+                        self.name,
+                        self.namespace,
+                        body,
+                        _preload_content=False,
+                        _request_timeout=self.timeout,
+                    )
+                ),
+                passthrough=(404, 409),
+            )
+        except _Status as st:
+            self.log.debug("lease %s: lost the race (%d %s)", self.name, st.status, st.message)
+            return False
+        return True
+
+    def release(self, identity: str, now: datetime | None = None) -> bool:
+        """Give the lease up at shutdown, so a standby takes over at once (client-go's
+        ``ReleaseOnCancel``); does nothing unless ``identity`` holds it."""
+        moment = _aware(now) if now is not None else _utcnow()
+        lease = self.get()
+        if lease is None:
+            return False
+        spec = lease.get("spec") if isinstance(lease.get("spec"), Mapping) else {}
+        assert isinstance(spec, Mapping)
+        if spec.get("holderIdentity") != identity:
+            return False
+        transitions = spec.get("leaseTransitions")
+        body = self._body(
+            meta=_meta(lease),
+            spec=spec,
+            holder=None,
+            duration=1,
+            acquire=moment,
+            renew=moment,
+            transitions=transitions if isinstance(transitions, int) else 0,
+        )
+        released = self._replace(body)
+        if released:
+            self.log.info("lease %s/%s released by %s", self.namespace, self.name, identity)
+        return released
+
+
+# --------------------------------------------------------------------------- ArtifactCheck
+
+
+def list_checks(
+    api_client: k8s.ApiClient,
+    namespace: str | None = None,
+    *,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> list[JsonObj]:
+    """ArtifactCheck resources as JSON, in one namespace or cluster-wide (None).
+
+    A 404 means the CRD is not installed: a ConfigError saying so.
+    """
+    api = k8s.CustomObjectsApi(api_client)
+    where = f"in {namespace}" if namespace else "in all namespaces"
+    what = f"list {CRD_PLURAL}.{CRD_GROUP}/{CRD_VERSION} {where}"
+
+    def send() -> Any:
+        if namespace:
+            return api.list_namespaced_custom_object(
+                CRD_GROUP,
+                CRD_VERSION,
+                namespace,
+                CRD_PLURAL,
+                _preload_content=False,
+                _request_timeout=request_timeout,
+            )
+        return api.list_cluster_custom_object(
+            CRD_GROUP,
+            CRD_VERSION,
+            CRD_PLURAL,
+            _preload_content=False,
+            _request_timeout=request_timeout,
+        )
+
+    try:
+        doc = _call(what, lambda: _read_json(send()), passthrough=(404,))
+    except _Status as st:
+        raise ConfigError(
+            f"{what}: the ArtifactCheck CRD is not installed (apply k8s/crd.yaml): {st.message}"
+        ) from st
+    items = doc.get("items") if isinstance(doc, Mapping) else None
+    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+
+def patch_check_status(
+    api_client: k8s.ApiClient,
+    namespace: str,
+    name: str,
+    status: Mapping[str, Any],
+    *,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> JsonObj | None:
+    """Merge-patch an ArtifactCheck's status subresource; None when it was deleted.
+
+    A merge patch (not the client's default strategic merge, which custom resources do
+    not support): keys set to None are removed, lists are replaced whole.
+    """
+    api = k8s.CustomObjectsApi(api_client)
+    what = f"patch {CRD_PLURAL}/status {namespace}/{name}"
+    try:
+        return cast(
+            JsonObj,
+            _call(
+                what,
+                lambda: _read_json(
+                    api.patch_namespaced_custom_object_status(
+                        CRD_GROUP,
+                        CRD_VERSION,
+                        namespace,
+                        CRD_PLURAL,
+                        name,
+                        {"status": dict(status)},
+                        _content_type=_MERGE_PATCH,
+                        _preload_content=False,
+                        _request_timeout=request_timeout,
+                    )
+                ),
+                passthrough=(404,),
+            ),
+        )
+    except _Status:
+        _LOG.info("%s: the ArtifactCheck is gone; status not written", what)
+        return None

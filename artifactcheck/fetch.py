@@ -1,0 +1,1095 @@
+"""HTTP observation of instances and the CDN: the only module that imports httpx.
+
+Everything DESIGN section 7 asks of the network edge lives here, in one place:
+
+- every GET has connect/read timeouts (``httpx.Timeout``) and a whole-request limit
+  (``asyncio.timeout`` around headers *and* body); the per-instance deadline is the
+  caller's ``asyncio.timeout``, and cancellation closes the connection it interrupts;
+- bodies are hashed while streaming, under a byte cap that is enforced on the decoded
+  bytes piece by piece (a gzip bomb stops at the cap, it is never inflated whole);
+- one retry loop: connection errors, timeouts, 5xx and 429 only, exponential backoff
+  with full jitter, ``Retry-After`` honoured, and a :class:`RetryBudget` per run so a
+  failing fleet never receives more than a small multiple of its normal load;
+- concurrency bounded in total and per host by semaphores we own, over ONE client
+  whose connections are kept alive for the whole run;
+- only URLs under the given base URL are requested, and redirects are followed by
+  hand, only while they stay under that base (no SSRF);
+- per-request problems are returned as values (:class:`~artifactcheck.models.Fetched`
+  with ``error_kind``), never raised: "could not observe" must stay apart from
+  "observed something wrong", and a fleet check must not die of one bad pod.
+
+The transport under httpx is chosen deliberately (DESIGN section 10): httpx's own
+async pool degrades with many hosts, so ``http.transport`` "auto"/"aiohttp" puts
+``httpx_aiohttp.AiohttpTransport`` over an aiohttp connector we configure ourselves.
+httpx-aiohttp 0.2 maps aiohttp errors imprecisely (a refused connection and a read
+timeout both surface as ``httpx.ConnectTimeout``), so errors are classified from the
+original aiohttp exception kept in ``__cause__``. It passes the ``sni_hostname``
+extension to aiohttp as ``server_hostname`` and aiohttp keys pooled connections by it,
+so Host header + SNI work with both transports and no fallback is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import http.cookiejar
+import ipaddress
+import logging
+import os
+import random
+import ssl
+import threading
+import time
+import zlib
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Literal, Protocol, Self
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+from . import urls
+from .errors import (
+    ArtifactCheckError,
+    BodyTooLarge,
+    ConfigError,
+    FetchConnectError,
+    FetchError,
+    FetchStatusError,
+    FetchTimeout,
+    RetryBudgetExhausted,
+    UnsafeReferenceError,
+)
+from .manifests.limits import normalise_path
+from .models import Fetched
+from .settings import HttpSettings, RetrySettings
+
+__all__ = [
+    "EVIDENCE_HEADERS",
+    "ErrorKind",
+    "FetchStats",
+    "Fetcher",
+    "HostStats",
+    "RetryBudget",
+    "as_error",
+    "backoff_delay",
+    "build_ssl_context",
+    "parse_retry_after",
+]
+
+ErrorKind = Literal[
+    "timeout",
+    "connect",
+    "tls",
+    "status",
+    "too-large",
+    "unsafe",
+    "redirect-off-base",
+    "budget",
+    "decode",
+    "truncated",
+]
+
+#: Response headers kept as evidence in :attr:`Fetched.headers` (lowercase names).
+EVIDENCE_HEADERS: Final = (
+    "etag",
+    "age",
+    "cache-control",
+    "cache-status",
+    "x-cache",
+    "x-cache-status",
+    "cf-cache-status",
+    "x-served-by",
+    "server",
+    "content-length",
+    "content-type",
+    "content-encoding",
+    "last-modified",
+    "date",
+    "via",
+    "retry-after",
+)
+
+MAX_REDIRECTS: Final = 5
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_RETRY_KINDS = frozenset({"timeout", "connect", "truncated"})
+_DRAIN_LIMIT = 64 * 1024  # read at most this much of an error body to keep the connection
+_PIECE = 256 * 1024  # largest decoded piece held at once
+_KEEPALIVE = 30.0  # seconds an idle pooled connection is kept
+_USER_AGENT = "artifactcheck"
+
+
+# --------------------------------------------------------------------------- budget
+
+
+class RetryBudget:
+    """Retries allowed per run: ``minimum + ratio * first_attempts``; shareable, thread-safe.
+
+    A budget caps the extra load a run adds when many servers fail at once (the
+    28x-normal-load incident in DESIGN section 1): retries beyond it are not made.
+    """
+
+    def __init__(self, *, ratio: float = 0.2, minimum: int = 10) -> None:
+        if ratio < 0 or minimum < 0:
+            raise ValueError("ratio and minimum must be >= 0")
+        self._ratio = ratio
+        self._minimum = minimum
+        self._first_attempts = 0
+        self._retries = 0
+        self._denied = 0
+        self._lock = threading.Lock()  # one run may fetch from several loops or threads
+
+    @classmethod
+    def from_settings(cls, retry: RetrySettings) -> RetryBudget:
+        """The budget described by ``retry.budget_ratio`` and ``retry.budget_min``."""
+        return cls(ratio=retry.budget_ratio, minimum=retry.budget_min)
+
+    def record_first_attempt(self) -> None:
+        """Count one new request (not a retry); each one earns ``ratio`` retries."""
+        with self._lock:
+            self._first_attempts += 1
+
+    def try_spend(self) -> bool:
+        """Take one retry from the budget; False (and nothing taken) when it is spent."""
+        with self._lock:
+            if self._retries + 1 > self._minimum + self._ratio * self._first_attempts:
+                self._denied += 1
+                return False
+            self._retries += 1
+            return True
+
+    @property
+    def first_attempts(self) -> int:
+        """Requests recorded so far, retries excluded."""
+        return self._first_attempts
+
+    @property
+    def retries(self) -> int:
+        """Retries taken so far."""
+        return self._retries
+
+    @property
+    def denied(self) -> int:
+        """Retries refused because the budget was spent."""
+        return self._denied
+
+    @property
+    def allowance(self) -> float:
+        """Retries allowed for the first attempts recorded so far."""
+        with self._lock:
+            return self._minimum + self._ratio * self._first_attempts
+
+    def __repr__(self) -> str:
+        return (
+            f"RetryBudget(retries={self._retries}, allowance={self.allowance:g}, "
+            f"first_attempts={self._first_attempts}, denied={self._denied})"
+        )
+
+
+# --------------------------------------------------------------------------- stats
+
+
+@dataclass(slots=True)
+class HostStats:
+    """Counters for one ``scheme://host:port``."""
+
+    requests: int = 0
+    retries: int = 0
+    errors: int = 0
+    in_flight: int = 0
+    peak_in_flight: int = 0
+
+
+@dataclass(slots=True)
+class FetchStats:
+    """What a :class:`Fetcher` did: load it put on the fleet, for reports and tests."""
+
+    requests: int = 0  # requests sent: first attempts, retries and redirect hops
+    first_attempts: int = 0  # get_document/get_asset calls that sent a request
+    retries: int = 0
+    redirects: int = 0
+    budget_denied: int = 0
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    bytes_read: int = 0  # bytes off the wire, before decoding
+    errors: Counter[str] = field(default_factory=Counter)  # error_kind -> results
+    per_host: dict[str, HostStats] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def build_ssl_context(http: HttpSettings) -> ssl.SSLContext:
+    """The one client TLS context of a run: system CAs plus ``http.ca_bundle``.
+
+    Building a context loads and parses every trusted CA, which is slow; httpx
+    builds one per client unless given one, so a run builds exactly one and shares it
+    with every connection and with :func:`artifactcheck.tls.probe_certificate`.
+    """
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    if not http.verify_tls:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    else:
+        paths = ssl.get_default_verify_paths()
+        if not any(p and os.path.exists(p) for p in (paths.cafile, paths.capath)):
+            import certifi  # a minimal image without a system store: use httpx's default
+
+            ctx.load_verify_locations(cafile=certifi.where())
+        if http.ca_bundle:
+            try:
+                ctx.load_verify_locations(cafile=http.ca_bundle)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(f"http.ca_bundle: cannot load {http.ca_bundle}: {exc}") from exc
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
+
+
+def _configured_headers(http: HttpSettings) -> dict[str, str]:
+    """Extra request headers with their secret values resolved; ConfigError names the field."""
+    headers = dict(http.headers)
+    for name, var in http.header_env.items():
+        value = os.environ.get(var)
+        if value is None:
+            raise ConfigError(f"http.header_env.{name}: environment variable {var} is not set")
+        headers[name] = value.strip()
+    for name, path in http.header_files.items():
+        try:
+            headers[name] = Path(path).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise ConfigError(f"http.header_files.{name}: cannot read {path}: {reason}") from exc
+    for name, value in headers.items():
+        if any(c in name + value for c in "\r\n\0"):  # never echo the value: it is a secret
+            raise ConfigError(f"http headers: value of {name!r} contains a line break")
+    return headers
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header (delay-seconds or HTTP-date), or None."""
+    if not value:
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        return seconds if seconds >= 0 and seconds == seconds else None  # NaN-safe
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def backoff_delay(
+    attempt: int, retry: RetrySettings, rng: random.Random, retry_after: float | None = None
+) -> float:
+    """Seconds before try ``attempt + 1``: full jitter, or the server's capped Retry-After.
+
+    Full jitter (``uniform(0, min(max_delay, base_delay * 2**(attempt-1)))``) spreads a
+    fleet's retries instead of synchronising them into waves.
+    """
+    if retry_after is not None:
+        return min(retry_after, retry.max_retry_after)
+    ceiling = min(retry.max_delay, retry.base_delay * 2 ** (attempt - 1))
+    return rng.uniform(0, ceiling)
+
+
+def as_error(fetched: Fetched) -> ArtifactCheckError | None:
+    """The typed error matching a failed :class:`Fetched`, for callers that raise."""
+    kind, message = fetched.error_kind, f"{fetched.url}: {fetched.error}"
+    if fetched.error is None:
+        return None
+    if kind == "timeout":
+        return FetchTimeout(message)
+    if kind in ("connect", "tls", "truncated"):
+        return FetchConnectError(message)
+    if kind == "status":
+        return FetchStatusError(message, status=fetched.status or 0)
+    if kind == "too-large":
+        return BodyTooLarge(message)
+    if kind == "budget":
+        return RetryBudgetExhausted(message)
+    if kind in ("unsafe", "redirect-off-base"):
+        return UnsafeReferenceError(message)
+    return FetchError(message)
+
+
+def _evidence(headers: httpx.Headers) -> dict[str, str]:
+    """The evidence headers present in a response, lowercase names, values joined."""
+    return {
+        name: ", ".join(headers.get_list(name)) for name in EVIDENCE_HEADERS if name in headers
+    }
+
+
+def _content_length(headers: httpx.Headers) -> int | None:
+    """Content-Length as an int, None when absent or unusable."""
+    raw = headers.get("content-length")
+    if raw is None:
+        return None
+    try:
+        value = int(raw.split(",")[0].strip())
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
+def _server_name(host_header: str) -> str:
+    """The TLS server name for a Host header value: the host without its port."""
+    host = host_header.strip()
+    if host.startswith("["):  # [v6]:port
+        return host[1 : host.index("]")] if "]" in host else host
+    if host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    return host.rstrip(".")
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+class _DecodeError(Exception):
+    """A compressed body could not be decoded, or uses an encoding we cannot decode."""
+
+
+class _Decoder(Protocol):
+    def feed(self, data: bytes) -> Iterator[bytes]: ...
+    def flush(self) -> Iterator[bytes]: ...
+    @property
+    def complete(self) -> bool: ...
+
+
+class _Identity:
+    complete = True
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        yield data
+
+    def flush(self) -> Iterator[bytes]:
+        return iter(())
+
+
+class _Zlib:
+    """gzip / deflate, inflated at most ``_PIECE`` bytes at a time (bomb-safe)."""
+
+    def __init__(self, encoding: str) -> None:
+        self._gzip = encoding in ("gzip", "x-gzip")
+        self._raw_fallback = not self._gzip  # "deflate" is zlib-wrapped, or raw in the wild
+        self._started = False
+        self._d = self._new()
+
+    def _new(self, wbits: int | None = None) -> Any:
+        if wbits is None:
+            wbits = 16 + zlib.MAX_WBITS if self._gzip else zlib.MAX_WBITS
+        return zlib.decompressobj(wbits)
+
+    @property
+    def complete(self) -> bool:
+        return bool(self._d.eof)
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        while True:
+            try:
+                out = self._d.decompress(data, _PIECE)
+            except zlib.error as exc:
+                if self._raw_fallback and not self._started:
+                    self._raw_fallback = False
+                    self._d = self._new(-zlib.MAX_WBITS)
+                    continue
+                raise _DecodeError(f"invalid compressed data: {exc}") from exc
+            self._started = True
+            if out:
+                yield out
+            data = self._d.unconsumed_tail
+            if self._d.eof:
+                rest = self._d.unused_data
+                if self._gzip and rest.strip(b"\0"):  # another gzip member follows
+                    self._d = self._new()
+                    data = rest
+                    continue
+                return
+            if not data and len(out) < _PIECE:
+                return
+
+    def flush(self) -> Iterator[bytes]:
+        yield from self.feed(b"")
+
+
+class _Brotli:  # pragma: no cover - brotli is optional and not installed in CI
+    """br, only with a brotli module that can bound its output (max_output_length)."""
+
+    def __init__(self) -> None:
+        import brotli
+
+        self._d = brotli.Decompressor()
+        self._error = brotli.error
+
+    @property
+    def complete(self) -> bool:
+        return bool(self._d.is_finished())
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        try:
+            out = self._d.process(data, max_output_length=_PIECE)
+            while True:
+                if out:
+                    yield out
+                if len(out) < _PIECE and self._d.can_accept_more_data():
+                    return
+                out = self._d.process(b"", max_output_length=_PIECE)
+        except self._error as exc:
+            raise _DecodeError(f"invalid brotli data: {exc}") from exc
+
+    def flush(self) -> Iterator[bytes]:
+        return iter(())
+
+
+def _brotli_usable() -> bool:
+    try:
+        import brotli
+    except ImportError:
+        return False
+    return hasattr(brotli.Decompressor, "can_accept_more_data")
+
+
+_BROTLI = _brotli_usable()
+
+
+class _Chain:
+    """Several content codings, undone last-applied first."""
+
+    def __init__(self, decoders: list[_Decoder]) -> None:
+        self._decoders = decoders
+
+    @property
+    def complete(self) -> bool:
+        return all(d.complete for d in self._decoders)
+
+    def _through(self, pieces: Iterable[bytes], index: int) -> Iterator[bytes]:
+        if index == len(self._decoders):
+            yield from pieces
+            return
+        decoder = self._decoders[index]
+        for piece in pieces:
+            yield from self._through(decoder.feed(piece), index + 1)
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        return self._through([data], 0)
+
+    def flush(self) -> Iterator[bytes]:
+        for index, decoder in enumerate(self._decoders):
+            yield from self._through(decoder.flush(), index + 1)
+
+
+def _decoder_for(content_encoding: str | None) -> tuple[_Decoder, str | None]:
+    """A decoder for a Content-Encoding header and the encoding to report (None: identity)."""
+    codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
+    codings = [c for c in codings if c != "identity"]
+    if not codings:
+        return _Identity(), None
+    decoders: list[_Decoder] = []
+    for coding in reversed(codings):
+        if coding in ("gzip", "x-gzip", "deflate"):
+            decoders.append(_Zlib(coding))
+        elif coding == "br" and _BROTLI:  # pragma: no cover - optional dependency
+            decoders.append(_Brotli())
+        else:
+            raise _DecodeError(f"unsupported Content-Encoding {coding!r}")
+    decoder: _Decoder = decoders[0] if len(decoders) == 1 else _Chain(decoders)
+    return decoder, ", ".join(codings)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _text(exc: BaseException) -> str:
+    """One line of text for an exception (aiohttp's HttpProcessingError spans lines)."""
+    message = getattr(exc, "message", None)
+    text = message if isinstance(message, str) and message else str(exc)
+    return " ".join(text.split())
+
+
+def _root_message(exc: BaseException) -> str:
+    """The most specific message in an exception chain."""
+    messages = [_text(e) for e in _chain(exc) if _text(e)]
+    return messages[-1] if messages else type(exc).__name__
+
+
+def _classify(exc: BaseException, *, reading_body: bool, http: HttpSettings) -> tuple[str, str]:
+    """(error_kind, message) for a transport exception from either transport."""
+    chain = list(_chain(exc))
+    for e in chain:
+        if isinstance(e, ssl.SSLCertVerificationError):
+            return "tls", f"TLS certificate verification failed: {e.verify_message or e}"
+        if isinstance(e, aiohttp.ClientConnectorCertificateError):
+            return "tls", f"TLS certificate verification failed: {e.certificate_error}"
+    for e in chain:
+        if isinstance(e, ssl.SSLError | aiohttp.ClientSSLError):
+            return "tls", f"TLS handshake failed: {_root_message(e)}"
+    original = next((e for e in chain if isinstance(e, aiohttp.ClientError)), None)
+    if original is not None:  # httpx-aiohttp's own mapping is imprecise: use the source
+        exc = original
+    body = " while reading the body" if reading_body else ""
+    match exc:
+        case aiohttp.ConnectionTimeoutError() | httpx.ConnectTimeout() | httpx.PoolTimeout():
+            return "timeout", f"connect timed out (connect_timeout={http.connect_timeout}s)"
+        case aiohttp.ServerTimeoutError() | httpx.ReadTimeout() | httpx.WriteTimeout():
+            return "timeout", f"no data for {http.read_timeout}s{body} (read_timeout)"
+        case httpx.TimeoutException():
+            return "timeout", f"timed out: {_root_message(exc)}"
+        case aiohttp.ClientPayloadError():
+            return "truncated", f"body ended early: {_root_message(exc)}"
+        case aiohttp.ClientConnectorError():
+            return "connect", f"cannot connect: {_root_message(exc)}"
+        case aiohttp.ServerDisconnectedError() | aiohttp.ClientOSError() if reading_body:
+            return "truncated", f"connection lost{body}: {_root_message(exc)}"
+        case httpx.RemoteProtocolError() | httpx.ReadError() if reading_body:
+            return "truncated", f"connection lost{body}: {_root_message(exc)}"
+        case aiohttp.ServerDisconnectedError():
+            return "connect", "server closed the connection without a response"
+        case httpx.ConnectError():
+            return "connect", f"cannot connect: {_root_message(exc)}"
+        case httpx.RemoteProtocolError() | aiohttp.ClientResponseError():
+            return "connect", f"invalid HTTP response: {_root_message(exc)}"
+        case httpx.NetworkError() | aiohttp.ClientOSError() | OSError():
+            return "connect", f"connection failed: {_root_message(exc)}"
+    return "connect", f"{type(exc).__name__}: {_root_message(exc)}"
+
+
+# --------------------------------------------------------------------------- fetcher
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """What one request (one hop, one try) produced."""
+
+    url: str
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    hashes: dict[str, str] = field(default_factory=dict)
+    size: int | None = None
+    body: bytes | None = None
+    content_encoding: str | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    location: str | None = None
+    elapsed: float = 0.0
+
+    @property
+    def retry_reason(self) -> str | None:
+        """Why this attempt deserves a retry, None when it does not."""
+        if self.error_kind in _RETRY_KINDS:
+            return f"{self.error_kind}: {self.error}"
+        if self.error is None and self.status is not None:
+            if self.status == 429 or self.status >= 500:
+                return f"HTTP {self.status}"
+        return None
+
+
+class _Progress:
+    """Which phase a request reached, so an exception can be told apart."""
+
+    __slots__ = ("reading_body",)
+
+    def __init__(self) -> None:
+        self.reading_body = False
+
+
+class Fetcher:
+    """GETs under base URLs with limits, timeouts, retries and streaming hashes.
+
+    Use as ``async with Fetcher(http=..., retry=...) as fetcher:``; one Fetcher (one
+    client, one TLS context, one pool of kept-alive connections) serves a whole run.
+    """
+
+    def __init__(
+        self,
+        *,
+        http: HttpSettings,
+        retry: RetrySettings,
+        logger: logging.Logger | logging.LoggerAdapter[Any] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+        budget: RetryBudget | None = None,
+    ) -> None:
+        self._http = http
+        self._retry = retry
+        self._log = logger if logger is not None else logging.getLogger(__name__)
+        self._sleep = sleep
+        self._rng = rng if rng is not None else random.Random()
+        self.budget = budget if budget is not None else RetryBudget.from_settings(retry)
+        self.stats = FetchStats()
+        self.ssl_context = build_ssl_context(http)
+        self._secret_headers = _configured_headers(http)  # values never logged or shown
+        encodings = "identity" if http.identity_encoding else "gzip, deflate"
+        if not http.identity_encoding and _BROTLI:  # pragma: no cover - optional
+            encodings += ", br"
+        self._headers = {
+            "user-agent": _USER_AGENT,
+            "accept": "*/*",
+            "accept-encoding": encodings,
+            **self._secret_headers,
+        }
+        self._injected = transport
+        self.transport_name = (
+            "injected"
+            if transport is not None
+            else ("httpx" if http.transport == "httpx" else "aiohttp")
+        )
+        self._timeout = httpx.Timeout(
+            connect=http.connect_timeout,
+            read=http.read_timeout,
+            write=http.read_timeout,
+            pool=http.request_timeout,  # our semaphores already bound the wait for a slot
+        )
+        self._total = asyncio.Semaphore(http.max_connections)
+        self._per_host: dict[str, asyncio.Semaphore] = {}
+        self._client: httpx.AsyncClient | None = None
+        self._budget_warned = False
+
+    def __repr__(self) -> str:
+        headers = {name: "***" for name in self._secret_headers}
+        return f"<Fetcher transport={self.transport_name} extra_headers={headers}>"
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def _make_transport(self) -> httpx.AsyncBaseTransport:
+        if self._injected is not None:
+            return self._injected
+        if self.transport_name == "httpx":
+            limits = httpx.Limits(
+                max_connections=self._http.max_connections,
+                max_keepalive_connections=self._http.max_connections,
+                keepalive_expiry=_KEEPALIVE,
+            )
+            return httpx.AsyncHTTPTransport(verify=self.ssl_context, limits=limits, trust_env=False)
+        connector = aiohttp.TCPConnector(
+            limit=self._http.max_connections,
+            limit_per_host=self._http.max_per_host,
+            ssl=self.ssl_context,
+            keepalive_timeout=_KEEPALIVE,
+        )
+        session = aiohttp.ClientSession(
+            connector=connector,
+            auto_decompress=False,  # we decode and cap ourselves
+            trust_env=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            timeout=aiohttp.ClientTimeout(total=None),  # per request, from httpx.Timeout
+        )
+        # aiohttp silently resends a GET once when a pooled connection fails; that would
+        # be a second, uncounted retry loop (and 2x load on a resetting server). aiohttp's
+        # own test client turns it off the same way; there is no public switch.
+        if hasattr(session, "_retry_connection"):
+            session._retry_connection = False
+        return AiohttpTransport(client=session, verify=self.ssl_context, trust_env=False)
+
+    async def __aenter__(self) -> Self:
+        if self._client is not None:
+            raise RuntimeError("this Fetcher is already open")
+        client = httpx.AsyncClient(
+            transport=self._make_transport(),
+            timeout=self._timeout,
+            follow_redirects=False,  # followed by hand, only under the base URL
+            trust_env=False,  # no proxies or CA files picked up from the environment
+            headers=self._headers,
+        )
+        # Instances must not be able to steer later requests with cookies.
+        client.cookies.jar.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+        self._client = client
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the client and every pooled connection."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    # ----------------------------------------------------------------- public API
+
+    async def get_document(
+        self,
+        base_url: str,
+        path: str,
+        *,
+        max_bytes: int | None = None,
+        host_header: str | None = None,
+    ) -> Fetched:
+        """GET a small document (manifest, /version), keeping its decoded body.
+
+        The body is capped at ``max_bytes`` (default ``http.max_manifest_bytes``).
+        """
+        cap = self._http.max_manifest_bytes if max_bytes is None else max_bytes
+        return await self._fetch(
+            base_url, path, cap=cap, algorithms=("sha256",), keep_body=True, host=host_header
+        )
+
+    async def get_asset(
+        self,
+        base_url: str,
+        path: str,
+        *,
+        algorithms: Iterable[str] = ("sha256",),
+        host_header: str | None = None,
+    ) -> Fetched:
+        """GET an asset, hashing it while streaming with sha256 and ``algorithms``.
+
+        The body is never kept; it is capped at ``http.max_body_bytes``. An unknown
+        algorithm name is a programming error and raises ValueError before any request.
+        """
+        names = ["sha256"]
+        for name in algorithms:
+            name = name.lower()
+            if name not in names:
+                hashlib.new(name)  # ValueError for an unknown algorithm
+                names.append(name)
+        return await self._fetch(
+            base_url,
+            path,
+            cap=self._http.max_body_bytes,
+            algorithms=tuple(names),
+            keep_body=False,
+            host=host_header,
+        )
+
+    # ----------------------------------------------------------------- the retry loop
+
+    async def _fetch(
+        self,
+        base_url: str,
+        path: str,
+        *,
+        cap: int,
+        algorithms: tuple[str, ...],
+        keep_body: bool,
+        host: str | None,
+    ) -> Fetched:
+        if self._client is None:
+            raise RuntimeError("use the Fetcher as 'async with Fetcher(...) as fetcher'")
+        try:
+            relative = normalise_path(path)
+            url = urls.join(base_url, relative)
+            base = urls.base_directory(base_url)
+        except (ArtifactCheckError, ValueError) as exc:
+            self.stats.errors["unsafe"] += 1
+            return Fetched(
+                url=path if isinstance(path, str) else "",
+                path=str(path),
+                error=f"refused without a request: {exc}",
+                error_kind="unsafe",
+                attempts=0,
+            )
+        host = self._http.host_header if host is None else (host or None)
+        headers = {"host": host} if host else {}
+        extensions: dict[str, Any] = {}
+        if host and url.startswith("https:"):
+            extensions["sni_hostname"] = _server_name(host)
+
+        self.budget.record_first_attempt()
+        self.stats.first_attempts += 1
+        attempts = self._retry.attempts
+        sent = 0
+        tries = 0  # tries of the current URL
+        hops = 0
+        elapsed = 0.0
+        while True:
+            tries += 1
+            result = await self._exchange(
+                url,
+                headers=headers,
+                extensions=extensions,
+                cap=cap,
+                algorithms=algorithms,
+                keep_body=keep_body,
+            )
+            sent += 1
+            elapsed += result.elapsed
+
+            if result.location is not None:
+                target = urljoin(url, result.location)
+                if not urls.is_under(base, target):
+                    result.error = (
+                        f"HTTP {result.status} redirect to {target} leaves {base}; not followed"
+                    )
+                    result.error_kind = "redirect-off-base"
+                elif hops >= MAX_REDIRECTS:
+                    result.error = f"more than {MAX_REDIRECTS} redirects; last to {target}"
+                    result.error_kind = "status"
+                else:
+                    hops += 1
+                    self.stats.redirects += 1
+                    url, tries = target, 0
+                    continue
+
+            reason = result.retry_reason
+            if reason is None:
+                return self._finish(result, relative, sent, elapsed)
+            if tries >= attempts:
+                if result.error is None:
+                    result.error = f"HTTP {result.status} after {tries} attempt(s)"
+                    result.error_kind = "status"
+                return self._finish(result, relative, sent, elapsed)
+            if not self.budget.try_spend():
+                self.stats.budget_denied += 1
+                self._budget_spent(url, tries, attempts, reason)
+                result.error = f"{reason}; not retried: the retry budget of this run is spent"
+                result.error_kind = "budget"
+                return self._finish(result, relative, sent, elapsed)
+            retry_after = None
+            if result.status in (429, 503):
+                retry_after = parse_retry_after(result.headers.get("retry-after"))
+            delay = backoff_delay(tries, self._retry, self._rng, retry_after)
+            self._log.info(
+                "GET %s attempt %d/%d failed (%s); retrying in %.2fs",
+                url,
+                tries,
+                attempts,
+                reason,
+                delay,
+            )
+            self.stats.retries += 1
+            self._host_stats(url).retries += 1
+            await self._sleep(delay)
+
+    def _budget_spent(self, url: str, tries: int, attempts: int, reason: str) -> None:
+        level = logging.DEBUG if self._budget_warned else logging.WARNING
+        self._budget_warned = True
+        self._log.log(
+            level,
+            "GET %s attempt %d/%d failed (%s); not retried: retry budget spent (%r)",
+            url,
+            tries,
+            attempts,
+            reason,
+            self.budget,
+        )
+
+    def _finish(self, result: _Attempt, path: str, sent: int, elapsed: float) -> Fetched:
+        if result.error_kind is not None:
+            self.stats.errors[result.error_kind] += 1
+            self._host_stats(result.url).errors += 1
+        return Fetched(
+            url=result.url,
+            path=path,
+            status=result.status,
+            hashes=result.hashes,
+            size=result.size,
+            headers=result.headers,
+            elapsed=elapsed,
+            error=result.error,
+            error_kind=result.error_kind,
+            attempts=sent,
+            content_encoding=result.content_encoding,
+            body=result.body,
+        )
+
+    def _host_stats(self, url: str) -> HostStats:
+        key = urls.host_key(url)
+        stats = self.stats.per_host.get(key)
+        if stats is None:
+            stats = self.stats.per_host[key] = HostStats()
+        return stats
+
+    # ----------------------------------------------------------------- one request
+
+    async def _exchange(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        extensions: Mapping[str, Any],
+        cap: int,
+        algorithms: tuple[str, ...],
+        keep_body: bool,
+    ) -> _Attempt:
+        key = urls.host_key(url)
+        per_host = self._per_host.get(key)
+        if per_host is None:
+            per_host = self._per_host[key] = asyncio.Semaphore(self._http.max_per_host)
+        host_stats = self._host_stats(url)
+        # The host slot first: a request waiting for a busy host holds no global slot.
+        async with per_host, self._total:
+            stats = self.stats
+            stats.requests += 1
+            stats.in_flight += 1
+            stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
+            host_stats.requests += 1
+            host_stats.in_flight += 1
+            host_stats.peak_in_flight = max(host_stats.peak_in_flight, host_stats.in_flight)
+            progress = _Progress()
+            started = time.monotonic()
+            deadline = asyncio.timeout(self._http.request_timeout)
+            try:
+                async with deadline:
+                    result = await self._send(
+                        url, headers, extensions, cap, algorithms, keep_body, progress
+                    )
+            except TimeoutError as exc:
+                if deadline.expired():
+                    message = (
+                        f"no complete response within {self._http.request_timeout}s"
+                        " (request_timeout)"
+                    )
+                    result = _Attempt(url, error=message, error_kind="timeout")
+                else:
+                    kind, message = _classify(
+                        exc, reading_body=progress.reading_body, http=self._http
+                    )
+                    result = _Attempt(url, error=message, error_kind=kind)
+            except (httpx.HTTPError, aiohttp.ClientError, OSError) as exc:
+                kind, message = _classify(
+                    exc, reading_body=progress.reading_body, http=self._http
+                )
+                result = _Attempt(url, error=message, error_kind=kind)
+            finally:
+                stats.in_flight -= 1
+                host_stats.in_flight -= 1
+            result.elapsed = time.monotonic() - started
+            return result
+
+    async def _send(
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        extensions: Mapping[str, Any],
+        cap: int,
+        algorithms: tuple[str, ...],
+        keep_body: bool,
+        progress: _Progress,
+    ) -> _Attempt:
+        assert self._client is not None
+        request = self._client.build_request("GET", url, headers=headers, extensions=extensions)
+        response = await self._client.send(request, stream=True)
+        try:
+            progress.reading_body = True
+            return await self._read(response, url, cap, algorithms, keep_body)
+        finally:
+            await response.aclose()  # closes (not pools) a connection left mid-body
+
+    async def _read(
+        self,
+        response: httpx.Response,
+        url: str,
+        cap: int,
+        algorithms: tuple[str, ...],
+        keep_body: bool,
+    ) -> _Attempt:
+        status = response.status_code
+        evidence = _evidence(response.headers)
+        result = _Attempt(url, status=status, headers=evidence)
+        if not 200 <= status < 300:
+            if status in _REDIRECTS and response.headers.get("location"):
+                result.location = response.headers["location"]
+            await self._drain(response)
+            return result
+
+        try:
+            decoder, encoding = _decoder_for(response.headers.get("content-encoding"))
+        except _DecodeError as exc:
+            result.error, result.error_kind = str(exc), "decode"
+            return result
+        result.content_encoding = encoding
+        declared = _content_length(response.headers)
+        if declared is not None and encoding is None and declared > cap:
+            result.error = f"Content-Length {declared} is over the cap of {cap} bytes; not read"
+            result.error_kind = "too-large"
+            return result
+
+        hashers = [hashlib.new(name) for name in algorithms]
+        body = bytearray() if keep_body else None
+        raw = 0
+        size = 0
+        try:
+            async with contextlib.aclosing(response.aiter_raw()) as chunks:
+                async for chunk in chunks:
+                    raw += len(chunk)
+                    self.stats.bytes_read += len(chunk)
+                    for piece in decoder.feed(chunk):
+                        size += len(piece)
+                        if size > cap:
+                            return self._too_large(result, cap, raw, encoding)
+                        for hasher in hashers:
+                            hasher.update(piece)
+                        if body is not None:
+                            body += piece
+            for piece in decoder.flush():
+                size += len(piece)
+                if size > cap:
+                    return self._too_large(result, cap, raw, encoding)
+                for hasher in hashers:
+                    hasher.update(piece)
+                if body is not None:
+                    body += piece
+        except _DecodeError as exc:
+            result.error, result.error_kind = f"{encoding} body: {exc}", "decode"
+            return result
+        if declared is not None and raw < declared:
+            result.error = f"body ended after {raw} of {declared} bytes (Content-Length)"
+            result.error_kind = "truncated"
+            return result
+        if not decoder.complete:
+            result.error = f"{encoding} body ended before the end of its compressed stream"
+            result.error_kind = "truncated"
+            return result
+        result.hashes = {name: h.hexdigest() for name, h in zip(algorithms, hashers, strict=True)}
+        result.size = size
+        result.body = bytes(body) if body is not None else None
+        return result
+
+    @staticmethod
+    def _too_large(result: _Attempt, cap: int, raw: int, encoding: str | None) -> _Attempt:
+        what = f"decoded {encoding} body" if encoding else "body"
+        result.error = f"{what} over the cap of {cap} bytes (stopped after {raw} bytes read)"
+        result.error_kind = "too-large"
+        return result
+
+    async def _drain(self, response: httpx.Response) -> None:
+        """Read a small unused body so its kept-alive connection can serve the next GET."""
+        declared = _content_length(response.headers)
+        if declared is not None and declared > _DRAIN_LIMIT:
+            return
+        read = 0
+        try:
+            async with contextlib.aclosing(response.aiter_raw()) as chunks:
+                async for chunk in chunks:
+                    read += len(chunk)
+                    if read > _DRAIN_LIMIT:
+                        return
+        except (httpx.HTTPError, aiohttp.ClientError, OSError):
+            return  # the status was observed; the connection is simply not reused

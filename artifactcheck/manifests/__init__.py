@@ -1,0 +1,247 @@
+"""Reading every manifest format web builds emit into one normalised :class:`Manifest`.
+
+An instance tells what it serves through whatever its build tool wrote (DESIGN
+section 5); comparing instances, releases and the CDN needs one shape, so each format
+has a reader module exposing ``looks_like(doc)`` and ``parse(doc, *, limits, source,
+prefix)``, and this package picks the reader::
+
+    parse_manifest(bytes) -> load_json (byte/depth caps) -> detect_format (shape, then
+    file name) -> reader.parse -> Manifest(files={path: ManifestEntry}, rejected=...)
+
+Manifests come from instances, so they are hostile input: the only exceptions that
+leave this package are :class:`~artifactcheck.errors.ManifestError` subclasses, and a
+single unsafe path (``..``, another host) lands in ``Manifest.rejected`` without
+failing the rest.
+
+Where paths are relative to (the caller's base URL must match; each reader's
+docstring gives the details):
+
+========================  ====================================================
+native                    the release's root (where ``index.html`` is served)
+vite                      ``build.outDir``, the directory holding ``.vite/``
+webpack-manifest, cra     the site root for ``/``-prefixed paths (publicPath
+                          ``/``); the manifest's directory otherwise
+webpack-assets            the manifest's directory (webpack's output path)
+django                    ``STATIC_ROOT``, served at ``STATIC_URL``
+ngsw                      the app root (its base href, which is stripped)
+sprockets, propshaft      ``public/assets``, served at ``/assets/``
+========================  ====================================================
+
+Give ``location`` (the manifest's path relative to the base URL, e.g.
+``static/staticfiles.json``) and the relative paths are rebased onto the base URL,
+so a Django or Rails manifest probed from the site root resolves correctly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from ..errors import ManifestFormatError, UnsafeReferenceError
+from ..models import Manifest
+from . import (
+    cra,
+    django,
+    native,
+    ngsw,
+    propshaft,
+    sprockets,
+    vite,
+    webpack_assets,
+    webpack_manifest,
+)
+from ._collect import is_app_manifest, kind
+from .integrity import MD5_PREFIX, algorithms_needed, parse_sri, verify_integrity
+from .limits import DEFAULT_LIMITS, ManifestLimits, load_json, normalise_path
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "FORMATS",
+    "MD5_PREFIX",
+    "WELL_KNOWN_PATHS",
+    "ManifestLimits",
+    "ManifestReader",
+    "algorithms_needed",
+    "detect_format",
+    "normalise_path",
+    "parse_manifest",
+    "parse_sri",
+    "verify_integrity",
+]
+
+
+class ManifestReader(Protocol):
+    """What every format module provides."""
+
+    def looks_like(self, doc: Any) -> bool: ...
+
+    def parse(
+        self, doc: Any, *, limits: ManifestLimits, source: str | None = None, prefix: str = ""
+    ) -> Manifest: ...
+
+
+#: Format name -> reader module, in the order formats are tried and listed.
+FORMATS: Mapping[str, ManifestReader] = MappingProxyType(
+    {
+        "native": native,
+        "vite": vite,
+        "webpack-manifest": webpack_manifest,
+        "cra": cra,
+        "webpack-assets": webpack_assets,
+        "django": django,
+        "ngsw": ngsw,
+        "sprockets": sprockets,
+        "propshaft": propshaft,
+    }
+)
+
+#: Paths an instance is probed at, in order, when no manifest path is configured.
+#: Ours first (it has hashes and a version), then one name per build tool, the
+#: ambiguous ``manifest.json`` (also the PWA manifest's name) late, then the two that
+#: sit below the site root and need ``location=``. Sprockets' manifest has a random
+#: name and must be configured.
+WELL_KNOWN_PATHS: tuple[str, ...] = (
+    "artifactcheck.json",
+    ".vite/manifest.json",
+    "asset-manifest.json",
+    "assets-manifest.json",
+    "manifest.json",
+    "ngsw.json",
+    "staticfiles.json",
+    "static/staticfiles.json",
+    "assets/.manifest.json",
+)
+
+_SPROCKETS_NAME = re.compile(
+    r"\.sprockets-manifest-[0-9a-f]+\.json\Z|manifest-[0-9a-f]{32}\.json\Z"
+)
+_NAMES: Mapping[str, frozenset[str]] = {
+    "artifactcheck.json": frozenset({"native"}),
+    "manifest.json": frozenset({"webpack-manifest", "vite"}),  # Vite < 5 wrote it at the root
+    "asset-manifest.json": frozenset({"cra"}),
+    "assets-manifest.json": frozenset({"webpack-assets"}),
+    "staticfiles.json": frozenset({"django"}),
+    "ngsw.json": frozenset({"ngsw"}),
+    ".manifest.json": frozenset({"propshaft"}),
+}
+
+
+def formats_for_name(path_hint: str) -> frozenset[str]:
+    """The formats a manifest's file name suggests (a URL or a path), possibly none."""
+    path = _path_of(path_hint)
+    parent, _, name = path.rpartition("/")
+    if name == "manifest.json" and parent.rpartition("/")[2] == ".vite":
+        return frozenset({"vite"})
+    if _SPROCKETS_NAME.match(name):
+        return frozenset({"sprockets"})
+    return _NAMES.get(name, frozenset())
+
+
+def _path_of(hint: str) -> str:
+    """The path part of a hint that may be a URL, with backslashes as slashes."""
+    path = urlsplit(hint).path if "://" in hint else hint.split("?", 1)[0]
+    return path.replace("\\", "/").rstrip("/")
+
+
+def detect_format(doc: Any, *, path_hint: str | None = None) -> str:
+    """The format of a parsed document: by shape first, by file name to break a tie.
+
+    Several formats share a shape (a flat ``{name: "path"}`` object is written by
+    webpack-manifest-plugin, webpack-assets-manifest without integrity and old
+    Propshaft), and then only the file name can tell; without one that settles it,
+    the answer is an error listing the candidates, never a guess.
+    """
+    if not isinstance(doc, dict):
+        raise ManifestFormatError(
+            f"not a manifest: the document is a JSON {kind(doc)}; every format is an object"
+        )
+    candidates = [name for name, reader in FORMATS.items() if reader.looks_like(doc)]
+    if len(candidates) == 1:
+        return candidates[0]
+    named = formats_for_name(path_hint) if path_hint else frozenset()
+    if candidates:
+        chosen = [name for name in candidates if name in named]
+        if len(chosen) == 1:
+            return chosen[0]
+        raise ManifestFormatError(
+            f"ambiguous manifest: it has the shape of {', '.join(candidates)}; "
+            "name the format or give the file name it was served as"
+        )
+    if is_app_manifest(doc):
+        raise ManifestFormatError(
+            "a web app or browser-extension manifest (start_url, icons, ...), not an asset manifest"
+        )
+    suggested = f" (its name suggests {', '.join(sorted(named))})" if named else ""
+    raise ManifestFormatError(f"unknown manifest format{suggested}: tried {', '.join(FORMATS)}")
+
+
+def parse_manifest(
+    data: bytes | str,
+    *,
+    format: str = "auto",
+    path_hint: str | None = None,
+    limits: ManifestLimits = DEFAULT_LIMITS,
+    source: str | None = None,
+    version: str | None = None,
+    location: str | None = None,
+) -> Manifest:
+    """Parse manifest bytes of a given format, or of the detected one, into a Manifest.
+
+    ``path_hint`` is the file name it was served as (a tie-breaker for detection only);
+    ``location`` is its path relative to the base URL, which also rebases relative
+    paths onto that base (and serves as the hint when none is given). ``version``
+    overrides the release version (only the native format carries one).
+    """
+    doc = load_json(data, limits)
+    hint = path_hint if path_hint is not None else location
+    if format == "auto":
+        name = detect_format(doc, path_hint=hint)
+    elif format in FORMATS:
+        name = format
+        _check_requested(name, doc)
+    else:
+        raise ManifestFormatError(
+            f"unknown manifest format {format[:40]!r}; known: auto, {', '.join(FORMATS)}"
+        )
+    prefix = _prefix(name, location, limits) if location else ""
+    manifest = FORMATS[name].parse(doc, limits=limits, source=source, prefix=prefix)
+    return manifest if version is None else replace(manifest, version=version)
+
+
+def _check_requested(name: str, doc: Any) -> None:
+    """Refuse a document that plainly is another format than the one requested.
+
+    Readers are lenient with damaged entries, so a Vite manifest read "as
+    webpack-assets" could yield entries from its ``src`` fields; its shape says what
+    it is, and the error says both.
+    """
+    reader = FORMATS[name]
+    if name != "native" and is_app_manifest(doc):
+        raise ManifestFormatError(
+            f"{name}: this is a web app or browser-extension manifest, not an asset manifest"
+        )
+    if reader.looks_like(doc):
+        return
+    others = [other for other, r in FORMATS.items() if other != name and r.looks_like(doc)]
+    if others:
+        raise ManifestFormatError(
+            f"{name}: the document is not a {name} manifest; it has the shape of "
+            f"{', '.join(others)}"
+        )
+
+
+def _prefix(name: str, location: str, limits: ManifestLimits) -> str:
+    """The directory that relative paths of this format hang from, relative to the base."""
+    directory = _path_of(location).rpartition("/")[0]
+    if name == "vite" and directory.rpartition("/")[2] == ".vite":
+        directory = directory.rpartition("/")[0]
+    if not directory.strip("/"):
+        return ""
+    try:
+        return normalise_path(directory, limits)
+    except UnsafeReferenceError as exc:
+        raise ManifestFormatError(f"manifest location {location[:200]!r}: {exc}") from exc

@@ -1,0 +1,71 @@
+"""Create React App's ``asset-manifest.json`` (react-scripts' webpack-manifest-plugin).
+
+::
+
+    {"files": {"main.js": "/static/js/main.ca16dfb6.js",
+               "main.ca16dfb6.js.map": "/static/js/main.ca16dfb6.js.map", ...},
+     "entrypoints": ["static/css/main.138366f0.css", "static/js/main.ca16dfb6.js"]}
+
+``files`` values carry the public path (``/`` by default: root-absolute, so the base
+URL must be the origin the app is served from); ``entrypoints`` are the same files
+written relative to the build directory *without* it. An entrypoint is therefore
+matched to a ``files`` path that equals it or ends with ``/`` + it (a ``PUBLIC_URL``
+of ``/app/`` gives ``app/static/js/main.js`` vs ``static/js/main.js``), and is only
+added on its own when nothing matches. No content hashes.
+
+Source maps (``*.map``) are kept as ordinary entries, never entry points: they are
+served files of the release and differ between releases like the code they map,
+so comparing them costs little and catches a mixed deploy. The model has no flag
+for them; a caller who wants to skip them can filter on the ``.map`` suffix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ManifestFormatError
+from ..models import Manifest
+from ._collect import Collector, kind, mostly, require_object
+from .limits import ManifestLimits, check_entries
+from .webpack_manifest import strip_auto
+
+FORMAT = "cra"
+
+
+def looks_like(doc: Any) -> bool:
+    """True for exactly ``{files: {name: "path"}, entrypoints?: [...]}``, string paths."""
+    if not isinstance(doc, dict) or not doc.keys() <= {"files", "entrypoints"}:
+        return False
+    files = doc.get("files")
+    entrypoints = doc.get("entrypoints", [])
+    if not isinstance(files, dict) or not isinstance(entrypoints, list):
+        return False
+    return not files or mostly(files.values(), lambda v: isinstance(v, str))
+
+
+def parse(
+    doc: Any, *, limits: ManifestLimits, source: str | None = None, prefix: str = ""
+) -> Manifest:
+    """Read an asset-manifest.json; its ``entrypoints`` are the entry points."""
+    top = require_object(doc, FORMAT)
+    files = top.get("files")
+    if not isinstance(files, dict):
+        raise ManifestFormatError(f"{FORMAT}: 'files' must be an object, got {kind(files)}")
+    entrypoints = top.get("entrypoints", [])
+    if not isinstance(entrypoints, list):
+        raise ManifestFormatError(
+            f"{FORMAT}: 'entrypoints' must be an array, got {kind(entrypoints)}"
+        )
+    check_entries(len(files) + len(entrypoints), limits)
+    out = Collector(FORMAT, limits, prefix=prefix)
+    for key, value in files.items():
+        where = f"files[{key[:200]!r}]"
+        if not isinstance(value, str):
+            out.skip(where, f"expected a path string, got {kind(value)}")
+            continue
+        out.add(strip_auto(value), where=where, logical=key)
+    for index, raw in enumerate(entrypoints):
+        out.add_entry_ref(
+            strip_auto(raw) if isinstance(raw, str) else raw, where=f"entrypoints[{index}]"
+        )
+    return out.manifest(source=source)

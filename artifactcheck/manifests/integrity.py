@@ -1,0 +1,123 @@
+"""Content hashes that manifests carry, and checking served bytes against them.
+
+Several formats promise the bytes of each file, not only its name: SRI strings
+(webpack-assets-manifest, Sprockets, Propshaft), SHA-1 hex (Angular's ``ngsw.json``),
+SHA-256 hex (the native format, Sprockets' ``digest``) and Django's 12-hex MD5 prefix.
+Readers normalise all of them to ``algorithm -> lowercase hex`` here, so that
+:func:`verify_integrity` can check served bytes "even without a release manifest"
+(DESIGN section 5) with one rule for every format.
+
+The fetcher hashes while streaming; :func:`algorithms_needed` tells it which hashlib
+algorithms to run so it never buffers a body to hash it twice.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any, TypeGuard
+
+from ..errors import ManifestLimitError
+from ..models import Manifest, ManifestEntry
+from .limits import ManifestLimits
+
+#: Django's name hash: the first 12 hex digits of the MD5 of the file as written.
+MD5_PREFIX = "md5-prefix"
+
+#: SRI algorithms browsers accept, with their digest sizes in bytes.
+SRI_ALGORITHMS: Mapping[str, int] = {"sha256": 32, "sha384": 48, "sha512": 64}
+
+#: Declared-hash name -> the hashlib algorithm that must be computed to check it.
+_HASHLIB_NAME: Mapping[str, str] = {
+    "sha1": "sha1",
+    "sha256": "sha256",
+    "sha384": "sha384",
+    "sha512": "sha512",
+    "md5": "md5",
+    MD5_PREFIX: "md5",
+}
+
+_HEX = re.compile(r"[0-9a-fA-F]+\Z")
+_B64 = re.compile(r"[A-Za-z0-9+/_-]+={0,2}\Z")
+
+
+def is_hex(value: Any, length: int) -> TypeGuard[str]:
+    """True for a string of exactly ``length`` hex digits (no 0x, no underscores)."""
+    return isinstance(value, str) and len(value) == length and bool(_HEX.match(value))
+
+
+def parse_sri(value: Any, limits: ManifestLimits) -> dict[str, str]:
+    """Hex digests from an SRI string like ``"sha256-B64 sha384-B64"``.
+
+    Parsed as browsers do: tokens of unknown algorithms, bad base64 or the wrong
+    digest length are ignored, ``?options`` are dropped, and both base64 alphabets
+    are accepted. An algorithm listed twice with different digests means "either",
+    which one hex value cannot say, so that algorithm is left out rather than guessed.
+    Anything that is not a string (``null``, ``""`` for asset modules) yields nothing.
+    """
+    if not isinstance(value, str):
+        return {}
+    if len(value) > limits.max_string:
+        raise ManifestLimitError(f"integrity longer than the cap of {limits.max_string} characters")
+    out: dict[str, str] = {}
+    ambiguous: set[str] = set()
+    for token in value.split():
+        algo, sep, rest = token.partition("-")
+        algo = algo.lower()
+        if not sep or algo not in SRI_ALGORITHMS:
+            continue
+        digest = _b64decode(rest.split("?", 1)[0])
+        if digest is None or len(digest) != SRI_ALGORITHMS[algo]:
+            continue
+        if out.setdefault(algo, digest.hex()) != digest.hex():
+            ambiguous.add(algo)
+    for algo in ambiguous:
+        del out[algo]
+    return out
+
+
+def _b64decode(text: str) -> bytes | None:
+    if not _B64.match(text):
+        return None
+    body = text.rstrip("=").replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def verify_integrity(entry: ManifestEntry, computed: Mapping[str, str]) -> list[str]:
+    """Declared algorithms whose hash disagrees with the served bytes' digests, sorted.
+
+    ``computed`` maps hashlib names to the hex digests of the bytes actually served;
+    declared algorithms that were not computed are skipped (not judged), so an empty
+    list means "nothing computed disagrees", not "everything was checked".
+    """
+    bad: list[str] = []
+    for algo, declared in sorted(entry.hashes.items()):
+        name = _HASHLIB_NAME.get(algo)
+        got = computed.get(name) if name else None
+        if got is None:
+            continue
+        if algo == MD5_PREFIX:
+            got = got[: len(declared)]
+        if got.lower() != declared.lower():
+            bad.append(algo)
+    return bad
+
+
+def algorithms_needed(manifest: Manifest) -> set[str]:
+    """The hashlib algorithms a fetcher must compute to check this manifest's hashes.
+
+    Always a subset of ``hashlib.algorithms_guaranteed``, so ``hashlib.new`` cannot fail.
+    """
+    needed = {
+        _HASHLIB_NAME[algo]
+        for entry in manifest.files.values()
+        for algo in entry.hashes
+        if algo in _HASHLIB_NAME
+    }
+    return needed & hashlib.algorithms_guaranteed

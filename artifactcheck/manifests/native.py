@@ -1,0 +1,172 @@
+"""The native release manifest: ``path -> sha256, size`` for every file of a release.
+
+This is what CI writes with ``artifactcheck manifest build DIST --version V`` and what
+``manifest from-image`` writes from a container image. Both go through
+:class:`Builder` / :func:`dump`, so the two are equal byte for byte for the same tree.
+The output is deterministic: sorted keys, fixed separators, a trailing newline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import ManifestError, ManifestFormatError
+from ..models import Manifest, ManifestEntry
+from ._collect import Collector
+from .integrity import is_hex
+from .limits import ManifestLimits, check_entries
+
+SCHEMA = "artifactcheck/release-manifest/v1"
+CHUNK = 1024 * 1024
+
+
+def looks_like(doc: Any) -> bool:
+    """True when the document declares the native schema."""
+    return isinstance(doc, dict) and doc.get("schema") == SCHEMA
+
+
+def parse(
+    doc: Any, *, limits: ManifestLimits, source: str | None = None, prefix: str = ""
+) -> Manifest:
+    """Read a native release manifest document.
+
+    The native format is ours, so a malformed hash or size fails the whole document
+    (CI wrote it wrong); an unsafe path is still only rejected, like in every format.
+    """
+    if not looks_like(doc):
+        raise ManifestFormatError(f"not a native manifest: 'schema' must be {SCHEMA!r}")
+    files = doc.get("files")
+    if not isinstance(files, dict):
+        raise ManifestFormatError("native manifest: 'files' must be an object")
+    check_entries(len(files), limits)
+    version = doc.get("version")
+    if version is not None and not isinstance(version, str):
+        raise ManifestFormatError("native manifest: 'version' must be a string")
+    entries = _entrypoints(doc.get("entrypoints"))
+    out = Collector("native", limits, prefix=prefix)
+    for raw_path, meta in files.items():
+        if not isinstance(meta, dict):
+            raise ManifestFormatError(f"native manifest: files[{raw_path!r}] must be an object")
+        sha = meta.get("sha256")
+        size = meta.get("size")
+        if not is_hex(sha, 64):
+            raise ManifestFormatError(f"native manifest: files[{raw_path!r}].sha256 invalid")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ManifestFormatError(f"native manifest: files[{raw_path!r}].size invalid")
+        out.add(
+            raw_path,
+            where=f"files[{raw_path!r}]",
+            hashes={"sha256": sha.lower()},
+            size=size,
+            entry=raw_path in entries,
+        )
+    for path in list(out.files):
+        if path in entries or _is_entry(path):
+            out.mark_entry(path)
+    image_id = doc.get("image_id")
+    return replace(
+        out.manifest(source=source),
+        version=version,
+        image_id=image_id if isinstance(image_id, str) else None,
+    )
+
+
+def _entrypoints(value: Any) -> set[str]:
+    """The optional 'entrypoints' list; anything but a list of strings counts as none."""
+    if not isinstance(value, list):
+        return set()
+    return {item for item in value if isinstance(item, str)}
+
+
+def _is_entry(path: str) -> bool:
+    return path == "index.html" or path.endswith("/index.html")
+
+
+class Builder:
+    """Hashes files one at a time (streamed) into a native manifest."""
+
+    def __init__(self, *, version: str, image_id: str | None = None) -> None:
+        self.version = version
+        self.image_id = image_id
+        self.files: dict[str, ManifestEntry] = {}
+
+    def add_stream(self, path: str, stream: IO[bytes]) -> None:
+        """Hash one file read from a binary stream, chunk by chunk."""
+        h = hashlib.sha256()
+        size = 0
+        while chunk := stream.read(CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+        self.add(path, h.hexdigest(), size)
+
+    def add(self, path: str, sha256: str, size: int) -> None:
+        """Record one file's digest."""
+        clean = path.replace(os.sep, "/").lstrip("/")
+        self.files[clean] = ManifestEntry(
+            path=clean, hashes={"sha256": sha256}, size=size, entry=_is_entry(clean)
+        )
+
+    def manifest(self, *, source: str | None = None) -> Manifest:
+        """The finished manifest."""
+        return Manifest(
+            format="native",
+            files=dict(sorted(self.files.items())),
+            version=self.version,
+            source=source,
+            image_id=self.image_id,
+        )
+
+
+def walk_files(root: Path) -> Iterator[tuple[str, Path]]:
+    """Every regular file under root as (posix relative path, absolute path), sorted."""
+    found: list[tuple[str, Path]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in filenames:
+            full = Path(dirpath) / name
+            if full.is_symlink() or not full.is_file():
+                continue
+            found.append((full.relative_to(root).as_posix(), full))
+    yield from sorted(found)
+
+
+def build(dist: str | Path, *, version: str, exclude: Iterable[str] = ()) -> Manifest:
+    """Hash every regular file of a build directory into a native release manifest."""
+    root = Path(dist)
+    if not root.is_dir():
+        raise ManifestError(f"{root}: not a directory")
+    skip = set(exclude)
+    builder = Builder(version=version)
+    for rel, full in walk_files(root):
+        if rel in skip:
+            continue
+        with full.open("rb") as fh:
+            builder.add_stream(rel, fh)
+    return builder.manifest(source=str(root))
+
+
+def to_document(manifest: Manifest) -> dict[str, Any]:
+    """The JSON-ready native document for a manifest (hashes must include sha256)."""
+    files: dict[str, dict[str, Any]] = {}
+    for path in sorted(manifest.files):
+        entry = manifest.files[path]
+        sha = entry.hashes.get("sha256")
+        if sha is None or entry.size is None:
+            raise ManifestError(f"{path}: no sha256/size, cannot write a native manifest")
+        files[path] = {"sha256": sha, "size": entry.size}
+    doc: dict[str, Any] = {"schema": SCHEMA, "version": manifest.version, "files": files}
+    if manifest.image_id:
+        doc["image_id"] = manifest.image_id
+    return doc
+
+
+def dump(manifest: Manifest) -> bytes:
+    """Serialise deterministically: sorted keys, two-space indent, trailing newline."""
+    text = json.dumps(to_document(manifest), indent=2, sort_keys=True, ensure_ascii=False)
+    return (text + "\n").encode("utf-8")

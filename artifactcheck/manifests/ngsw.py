@@ -1,0 +1,106 @@
+"""Angular service worker manifest, ``ngsw.json`` (written by ``ng build``/``ngsw-config``).
+
+::
+
+    {"configVersion": 1, "timestamp": 1700000000000, "index": "/index.html",
+     "assetGroups": [{"name": "app", "urls": ["/index.html", "/main-XYZ.js"], ...}],
+     "dataGroups": [...], "navigationUrls": [...],
+     "hashTable": {"/index.html": "f6d5e2c6...", "/main-XYZ.js": "..."}}
+
+``hashTable`` maps every cached file to the SHA-1 hex of its bytes -- the service
+worker itself refuses a file whose hash differs -- so served bytes can be verified
+from this manifest alone. Entries come from ``hashTable`` (with ``hashes={"sha1":
+hex}``) and from the asset groups' ``urls`` (a file listed without a hash is still a
+file of the release). ``dataGroups`` and ``navigationUrls`` are URL patterns, not files.
+
+URLs are absolute paths that include the app's base href (``/app/main.js`` for
+``--base-href /app/``). ``ngsw.json`` sits at the root of the built app, and the base
+href is the directory of ``index`` (``/app/index.html``), so it is stripped: paths
+come out relative to the app root, the URL ``ngsw.json`` itself is served from. A
+URL outside the base href is rejected, not fetched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ManifestFormatError, UnsafeReferenceError
+from ..models import Manifest
+from ._collect import Collector, kind, require_object
+from .integrity import is_hex
+from .limits import ManifestLimits, check_entries, normalise_path
+
+FORMAT = "ngsw"
+
+
+def looks_like(doc: Any) -> bool:
+    """True for an object with ``configVersion`` and a ``hashTable`` object."""
+    return (
+        isinstance(doc, dict) and "configVersion" in doc and isinstance(doc.get("hashTable"), dict)
+    )
+
+
+def parse(
+    doc: Any, *, limits: ManifestLimits, source: str | None = None, prefix: str = ""
+) -> Manifest:
+    """Read an ngsw.json; SHA-1 hashes from ``hashTable``, ``index`` is the entry."""
+    top = require_object(doc, FORMAT)
+    table = top.get("hashTable")
+    groups = top.get("assetGroups", [])
+    if not isinstance(table, dict):
+        raise ManifestFormatError(f"{FORMAT}: 'hashTable' must be an object, got {kind(table)}")
+    if not isinstance(groups, list):
+        raise ManifestFormatError(f"{FORMAT}: 'assetGroups' must be an array, got {kind(groups)}")
+    check_entries(len(table) + len(groups), limits)
+    out = Collector(FORMAT, limits, prefix=prefix)
+    index = top.get("index")
+    base = _base_href(index, limits)
+    for url, sha1 in table.items():
+        where = f"hashTable[{url[:200]!r}]"
+        hashes = {"sha1": sha1.lower()} if is_hex(sha1, 40) else None
+        _add(out, base, url, where=where, hashes=hashes)
+    for number, group in enumerate(groups):
+        urls = group.get("urls") if isinstance(group, dict) else None
+        if not isinstance(urls, list):
+            out.skip(f"assetGroups[{number}]", "expected an object with a 'urls' array")
+            continue
+        for position, url in enumerate(urls):
+            _add(out, base, url, where=f"assetGroups[{number}].urls[{position}]")
+    if isinstance(index, str):
+        path = _add(out, base, index, where="index")
+        if path is not None:
+            out.mark_entry(path)
+    elif index is not None:
+        out.skip("index", f"expected a path string, got {kind(index)}")
+    return out.manifest(source=source)
+
+
+def _base_href(index: Any, limits: ManifestLimits) -> str:
+    """The app's base href: the directory of a safe, root-absolute ``index``, else ``/``."""
+    if not isinstance(index, str) or not index.startswith("/"):
+        return "/"
+    try:
+        normalise_path(index, limits)
+    except UnsafeReferenceError:
+        return "/"
+    return index[: index.rindex("/") + 1]
+
+
+def _add(
+    out: Collector, base: str, url: Any, *, where: str, hashes: dict[str, str] | None = None
+) -> str | None:
+    """Record one URL made relative to the base href (outside it: rejected)."""
+    if not isinstance(url, str):
+        return out.add(url, where=where, hashes=hashes)
+    local = url
+    if url.startswith("/") and not url.replace("\\", "/").startswith("//"):
+        if not url.startswith(base):
+            out.refuse(url, f"outside the app's base href {base!r}")
+            return None
+        local = url[len(base) :]
+    try:
+        normalise_path(local, out.limits)
+    except UnsafeReferenceError as exc:  # reported with the URL as the manifest wrote it
+        out.refuse(url, str(exc).replace(repr(local), repr(url)))
+        return None
+    return out.add(local, where=where, hashes=hashes)

@@ -1,0 +1,110 @@
+"""Sprockets' ``.sprockets-manifest-<hex>.json`` (Rails' ``assets:precompile``).
+
+::
+
+    {"files": {"application-9f11...26ca.js": {"logical_path": "application.js",
+                 "mtime": "2023-11-14T22:13:20+00:00", "size": 252,
+                 "digest": "9f11...26ca", "integrity": "sha256-nxFg..."}},
+     "assets": {"application.js": "application-9f11...26ca.js"}}
+
+Sprockets 4 writes ``digest`` as the SHA-256 hex of the compiled asset (the bytes
+written and served; checked against its source and real output) and ``integrity``
+as the SRI form of the same digest. SRI is preferred, being unambiguously a content
+hash; ``digest`` is only used as sha256 when there is no SRI sha256 and it is 64 hex
+digits (Sprockets 2 wrote a 32-hex MD5-based one, which is ignored). The name's
+fingerprint is never used: it can mix in ``config.assets.version``. ``size`` is the
+byte size.
+
+Paths are relative to the directory the manifest sits in: ``public/assets``, served
+at ``config.assets.prefix`` (``/assets/`` by default). The caller's base URL must be
+that prefix (``https://site/assets/``), or the manifest read with its location
+(``assets/.sprockets-manifest-....json``). The file name carries a random suffix, so
+it cannot be probed: configure its path. Precompressed ``.gz`` siblings are not
+listed by Sprockets and are not entries. ``application.js``/``application.css`` (the
+Rails convention for the pages' bundles) are marked as entry points.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from ..errors import ManifestFormatError
+from ..models import Manifest
+from ._collect import Collector, kind, mostly, require_object, size_field, text
+from .integrity import is_hex, parse_sri
+from .limits import ManifestLimits, check_entries
+
+FORMAT = "sprockets"
+
+
+def looks_like(doc: Any) -> bool:
+    """True for ``files`` records with ``logical_path``/``digest``, or an ``assets`` map."""
+    if not isinstance(doc, dict):
+        return False
+    files = doc.get("files")
+    assets = doc.get("assets")
+    if files is None and assets is None:
+        return False
+    if not isinstance(files, (dict, type(None))) or not isinstance(assets, (dict, type(None))):
+        return False
+    if files and mostly(files.values(), _is_record):
+        return True
+    return assets is not None and not files
+
+
+def _is_record(value: Any) -> bool:
+    return isinstance(value, dict) and ("logical_path" in value or "digest" in value)
+
+
+def is_app_bundle(logical: Any) -> bool:
+    """True for the Rails convention's page bundles, ``application.js``/``.css``."""
+    return isinstance(logical, str) and posixpath.basename(logical) in {
+        "application.js",
+        "application.css",
+    }
+
+
+def parse(
+    doc: Any, *, limits: ManifestLimits, source: str | None = None, prefix: str = ""
+) -> Manifest:
+    """Read a Sprockets manifest; ``integrity``/``digest`` give SHA-256 hashes."""
+    top = require_object(doc, FORMAT)
+    if "files" not in top and "assets" not in top:
+        raise ManifestFormatError(f"{FORMAT}: neither 'files' nor 'assets' is present")
+    files = top.get("files", {})
+    assets = top.get("assets", {})
+    if not isinstance(files, dict):
+        raise ManifestFormatError(f"{FORMAT}: 'files' must be an object, got {kind(files)}")
+    if not isinstance(assets, dict):
+        raise ManifestFormatError(f"{FORMAT}: 'assets' must be an object, got {kind(assets)}")
+    check_entries(len(files) + len(assets), limits)
+    out = Collector(FORMAT, limits, prefix=prefix)
+    for name, meta in files.items():
+        where = f"files[{name[:200]!r}]"
+        if not isinstance(meta, dict):
+            out.skip(where, f"expected a record, got {kind(meta)}")
+            continue
+        logical = text(meta.get("logical_path"), limits, f"{where}.logical_path")
+        out.add(
+            name,
+            where=where,
+            hashes=_hashes(meta, limits),
+            size=size_field(meta.get("size")),
+            entry=is_app_bundle(logical),
+            logical=logical,
+        )
+    for logical, name in assets.items():
+        out.add(
+            name, where=f"assets[{logical[:200]!r}]", entry=is_app_bundle(logical), logical=logical
+        )
+    return out.manifest(source=source)
+
+
+def _hashes(meta: dict[str, Any], limits: ManifestLimits) -> dict[str, str]:
+    """SRI digests, plus ``digest`` as sha256 when it is SHA-256 shaped and SRI has none."""
+    hashes = parse_sri(meta.get("integrity"), limits)
+    digest = meta.get("digest")
+    if "sha256" not in hashes and is_hex(digest, 64):
+        hashes["sha256"] = digest.lower()
+    return hashes

@@ -1,0 +1,70 @@
+"""webpack-manifest-plugin's default output: a flat ``{logical: path}`` object.
+
+::
+
+    {"main.js": "/static/js/main.ca16dfb6.js", "index.html": "/index.html",
+     "static/media/logo.svg": "/static/media/logo.4684d137d27c24e34bea.svg"}
+
+Values carry ``output.publicPath`` as a prefix: ``/`` (root-absolute: relative to the
+site root, so the base URL must be the origin the site is served from), ``auto/``
+(webpack 5's default ``publicPath: "auto"``, written literally; it is stripped and the
+rest is relative to the output directory, where the manifest sits), or an absolute
+CDN URL -- recorded in ``Manifest.rejected`` and never fetched from the instance.
+No content hashes.
+
+The file is named ``manifest.json`` by default, like the web app manifest of a PWA
+(``{name, icons, start_url}``) and a browser extension's: those are refused by shape,
+never read as asset lists. Entry points are guessed: ``index.html`` and bare
+``name.js``/``name.css`` keys (how the plugin names entry chunks); a named async
+chunk looks the same and is sampled too, which costs a request and hides nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..errors import ManifestFormatError
+from ..models import Manifest
+from ._collect import Collector, flat_file_map, is_app_manifest, kind, require_object
+from .limits import ManifestLimits, check_entries
+
+FORMAT = "webpack-manifest"
+AUTO_PREFIX = "auto/"
+_ENTRY_KEY = re.compile(r"[^/]+\.(?:m?js|css)\Z|(?:.*/)?index\.html\Z")
+
+
+def looks_like(doc: Any) -> bool:
+    """True for a flat object of file-like strings that is not a web app manifest."""
+    return flat_file_map(doc)
+
+
+def parse(
+    doc: Any, *, limits: ManifestLimits, source: str | None = None, prefix: str = ""
+) -> Manifest:
+    """Read a webpack-manifest-plugin manifest; non-string values are skipped."""
+    mapping = require_object(doc, FORMAT)
+    if is_app_manifest(mapping):
+        raise ManifestFormatError(
+            f"{FORMAT}: this is a web app or extension manifest (start_url, icons, ...), "
+            "not webpack-manifest-plugin output"
+        )
+    check_entries(len(mapping), limits)
+    out = Collector(FORMAT, limits, prefix=prefix)
+    for key, value in mapping.items():
+        where = f"[{key[:200]!r}]"
+        if not isinstance(value, str):
+            out.skip(where, f"expected a path string, got {kind(value)}")
+            continue
+        out.add(strip_auto(value), where=where, entry=is_entry_key(key), logical=key)
+    return out.manifest(source=source)
+
+
+def strip_auto(value: str) -> str:
+    """Drop the literal ``auto/`` that ``publicPath: "auto"`` leaves in front of paths."""
+    return value[len(AUTO_PREFIX) :] if value.startswith(AUTO_PREFIX) else value
+
+
+def is_entry_key(key: str) -> bool:
+    """True for keys the plugin gives entry chunks (``main.js``) and for HTML pages."""
+    return bool(_ENTRY_KEY.match(key))

@@ -1,0 +1,322 @@
+"""Frozen values that flow through artifactcheck, one stage to the next.
+
+::
+
+    discover -> sample -> fetch -> compare -> decide -> act / report
+     Instance    Instance  Observation  Finding   InstanceResult  Action, Report
+
+They are plain frozen dataclasses with slots rather than pydantic models: a fleet
+check builds hundreds of thousands of manifest entries, and these values never come
+from untrusted input directly (readers and settings validate first). Configuration,
+which does come from users, lives in :mod:`artifactcheck.settings` as pydantic models.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+
+EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+class Verdict(enum.StrEnum):
+    """The judgement on one instance, ordered by :data:`VERDICT_SEVERITY`."""
+
+    CONSISTENT = "consistent"
+    DRIFT = "drift"
+    SIGNAL_CONFLICT = "signal-conflict"
+    CDN_MISSING = "cdn-missing"
+    CDN_MISMATCH = "cdn-mismatch"
+    MISMATCH = "mismatch"
+    UNREACHABLE = "unreachable"
+    INCONCLUSIVE = "inconclusive"
+
+
+#: Verdicts that mean "the content is wrong" (exit code 1), as opposed to
+#: "could not judge" (exit code 3).
+BAD_VERDICTS = frozenset(
+    {
+        Verdict.MISMATCH,
+        Verdict.DRIFT,
+        Verdict.SIGNAL_CONFLICT,
+        Verdict.CDN_MISSING,
+        Verdict.CDN_MISMATCH,
+    }
+)
+UNKNOWN_VERDICTS = frozenset({Verdict.UNREACHABLE, Verdict.INCONCLUSIVE})
+
+
+class Severity(enum.StrEnum):
+    """How loud a finding is; ``alert`` is for a human, never an automatic action."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+    ALERT = "alert"
+
+
+class FindingKind(enum.StrEnum):
+    """Every kind of discrepancy artifactcheck can report."""
+
+    CONTENT_DIFFERS = "content-differs"  # served bytes differ from the expected release
+    FILE_MISSING = "file-missing"  # in the release, not served (404 or absent from manifest)
+    FILE_UNEXPECTED = "file-unexpected"  # served manifest lists a file the release lacks
+    INTEGRITY_FAILED = "integrity-failed"  # bytes differ from the served manifest's own hash
+    SERVES_OTHER_RELEASE = "serves-other-release"  # content matches another known release
+    CDN_MISSING = "cdn-missing"
+    CDN_DIFFERS = "cdn-differs"
+    SIGNAL_CONFLICT = "signal-conflict"  # label says X, endpoint says Y
+    IMAGE_DIVERGES = "image-diverges"  # same version, different image digests
+    MINORITY_CONTENT = "minority-content"  # consensus: differs from its siblings
+    NO_CONSENSUS = "no-consensus"  # consensus: siblings disagree with no majority
+    DRIFT = "drift"  # consistent, but not the desired version
+    MANIFEST_INVALID = "manifest-invalid"  # served manifest unreadable / over limits
+    UNSAFE_REFERENCE = "unsafe-reference"  # manifest points outside the base URL
+    UNREACHABLE = "unreachable"
+    OBSERVATION_FAILED = "observation-failed"  # an asset could not be fetched
+    EXPECTATION_UNAVAILABLE = "expectation-unavailable"
+    EXPECTATION_STALE = "expectation-stale"  # last known good copy was used
+    NO_VERSION = "no-version"  # the instance reports no version
+    SUSPECT_EXPECTATION = "suspect-expectation"  # most of a workload disagrees
+    TLS_EXPIRING = "tls-expiring"
+    NOT_GATED = "not-gated"  # pod lacks the readiness gate: flag only
+    ACTION_HELD = "action-held"  # a safety limit (cap, floor, rate) withheld an action
+    NODE_SUSPECT = "node-suspect"  # a node serves stale content; cordon capped or off
+
+
+@dataclass(frozen=True, slots=True)
+class VersionSignal:
+    """One place an instance reports its version, e.g. a label or ``/version``."""
+
+    source: str  # "target", "label:app.kubernetes.io/version", "endpoint:/version#/v"
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """One serving unit: a pod, a container or a bare URL."""
+
+    name: str
+    base_url: str  # always ends with "/"
+    kind: str = "url"  # "url" | "pod" | "container"
+    signals: tuple[VersionSignal, ...] = ()
+    namespace: str | None = None
+    node: str | None = None
+    owner: str | None = None  # ReplicaSet / compose service
+    image: str | None = None
+    image_id: str | None = None
+    started_at: datetime | None = None
+    has_readiness_gate: bool = False
+    uid: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    gate_status: str | None = None  # the readiness-gate condition: "True", "False", None
+    ready: bool = True  # serving traffic now (pod Ready)
+
+    @property
+    def reported_versions(self) -> tuple[str, ...]:
+        """Distinct versions this instance claims, in signal order."""
+        seen: dict[str, None] = {}
+        for signal in self.signals:
+            seen.setdefault(signal.value, None)
+        return tuple(seen)
+
+    @property
+    def reported_version(self) -> str | None:
+        """The first version signal, the one the instance is judged against."""
+        return self.signals[0].value if self.signals else None
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestEntry:
+    """One file a manifest promises, with whatever hashes the format carries."""
+
+    path: str  # relative to the base URL, no leading "/", normalised
+    hashes: Mapping[str, str] = field(default_factory=dict)  # algorithm -> lowercase hex
+    size: int | None = None
+    entry: bool = False  # an entry point: always sampled
+    logical: str | None = None  # source name, e.g. "src/main.ts"
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """A normalised manifest: the release's expected files or what an instance serves."""
+
+    format: str  # "native", "vite", "webpack-manifest", "cra", ...
+    files: Mapping[str, ManifestEntry]
+    version: str | None = None
+    source: str | None = None  # file path or URL it was read from
+    image_id: str | None = None  # when built from a container image
+    rejected: tuple[tuple[str, str], ...] = ()  # (raw path, why) refused as unsafe
+
+    @property
+    def has_hashes(self) -> bool:
+        """True when at least one entry carries a content hash."""
+        return any(e.hashes for e in self.files.values())
+
+    def fingerprint(self) -> str:
+        """A short stable digest of the file list and hashes, for grouping."""
+        h = hashlib.sha256()
+        for path in sorted(self.files):
+            entry = self.files[path]
+            h.update(path.encode())
+            h.update(b"\0")
+            for algo in sorted(entry.hashes):
+                h.update(f"{algo}={entry.hashes[algo]};".encode())
+            h.update(b"\n")
+        return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class CertInfo:
+    """The TLS certificate an endpoint presented."""
+
+    endpoint: str
+    subject: str
+    issuer: str
+    not_after: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """What one GET observed: a status and body digests, or why it could not."""
+
+    url: str
+    path: str
+    status: int | None = None
+    hashes: Mapping[str, str] = field(default_factory=dict)  # always "sha256" when a body was read
+    size: int | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)  # evidence headers only
+    elapsed: float = 0.0
+    error: str | None = None  # set when nothing could be observed
+    error_kind: str | None = None  # "timeout", "connect", "too-large", "unsafe", ...
+    attempts: int = 1
+    content_encoding: str | None = None  # what the server sent, before decoding
+    body: bytes | None = None  # only kept for small documents (manifests, /version)
+
+    @property
+    def ok(self) -> bool:
+        """True when a 2xx body was read completely."""
+        return self.error is None and self.status is not None and 200 <= self.status < 300
+
+    @property
+    def sha256(self) -> str | None:
+        """The sha256 of the body, when one was read."""
+        return self.hashes.get("sha256")
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """Everything fetched from one instance (or the CDN) in one check."""
+
+    instance: Instance
+    manifest_path: str
+    manifest: Manifest | None = None
+    manifest_fetch: Fetched | None = None
+    manifest_error: str | None = None  # the served manifest was unreadable/hostile
+    assets: Mapping[str, Fetched] = field(default_factory=dict)
+    unsafe_paths: tuple[str, ...] = ()  # manifest entries rejected as off-base
+    endpoint_version: str | None = None
+    endpoint_error: str | None = None
+    tls: CertInfo | None = None
+    error: str | None = None  # the instance could not be observed at all
+    error_kind: str | None = None
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One concrete discrepancy, with the evidence to act on it."""
+
+    kind: FindingKind
+    message: str
+    instance: str | None = None  # instance name; None for fleet-wide findings
+    path: str | None = None
+    expected: str | None = None
+    actual: str | None = None
+    severity: Severity = Severity.ERROR
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceResult:
+    """The verdict on one instance and the findings behind it."""
+
+    instance: Instance
+    verdict: Verdict
+    reason: str
+    findings: tuple[Finding, ...] = ()
+    reported_version: str | None = None
+    serves_version: str | None = None  # the known release its content matches
+    fingerprint: str | None = None
+    observation: Observation | None = None
+
+
+class ActionKind(enum.StrEnum):
+    """What policy decided to do about an instance."""
+
+    NONE = "none"
+    FLAG = "flag"
+    QUARANTINE = "quarantine"
+    RELEASE = "release"  # undo a quarantine / open the gate of a verified pod
+    UNFLAG = "unflag"
+    CORDON = "cordon"
+    UNCORDON = "uncordon"
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A decided action; ``dry_run`` actions are reported but never performed."""
+
+    kind: ActionKind
+    target: str
+    reason: str
+    dry_run: bool = False
+    files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """The expected release for one version, and how fresh it is."""
+
+    version: str
+    manifest: Manifest | None
+    stale: bool = False  # last known good copy used because the source failed
+    error: str | None = None  # why it could not be (freshly) obtained
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The result of one check run, the input of every report format."""
+
+    results: tuple[InstanceResult, ...]
+    findings: tuple[Finding, ...] = ()  # fleet-wide findings (CDN, expectation, alerts)
+    actions: tuple[Action, ...] = ()
+    started_at: datetime | None = None
+    elapsed: float = 0.0
+    desired_version: str | None = None
+    cdn: str | None = None
+    requests: int = 0
+    retries: int = 0
+
+    def counts(self) -> dict[str, int]:
+        """Number of instances per verdict, every verdict present."""
+        out = {v.value: 0 for v in Verdict}
+        for r in self.results:
+            out[r.verdict.value] += 1
+        return out
+
+    @property
+    def exit_code(self) -> int:
+        """0 consistent, 1 something served is wrong, 3 could not judge."""
+        verdicts = {r.verdict for r in self.results}
+        if verdicts & BAD_VERDICTS:
+            return 1
+        if verdicts & UNKNOWN_VERDICTS or not self.results:
+            return 3
+        if any(f.kind is FindingKind.SUSPECT_EXPECTATION for f in self.findings):
+            return 1
+        return 0

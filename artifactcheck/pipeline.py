@@ -1,0 +1,448 @@
+"""One check, end to end: discover -> sample -> fetch -> compare -> decide.
+
+:func:`check_once` is shared by ``verify``, ``investigate``, ``demo`` and each cycle of
+the controller. The I/O happens here and in the modules it calls (fetch, expect); the
+judging is delegated to the pure :mod:`compare` and :mod:`decide`. Each instance is
+observed under its own deadline inside a TaskGroup, with concurrency bounded by the
+fetcher, so one instance that never answers cannot stall the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import posixpath
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+
+from .compare import CdnView, compare_fleet, reported_version
+from .decide import Decision, History, decide
+from .errors import ArtifactCheckError, ManifestError, UnsafeReferenceError
+from .expect import Expectations
+from .fetch import Fetcher
+from .manifests import WELL_KNOWN_PATHS, algorithms_needed, parse_manifest
+from .manifests.limits import ManifestLimits, normalise_path
+from .models import (
+    Expectation,
+    Fetched,
+    Finding,
+    FindingKind,
+    Instance,
+    InstanceResult,
+    Manifest,
+    Observation,
+    Report,
+    Severity,
+)
+from .sample import entry_points, sample_instances, sample_paths
+from .settings import CheckSpec
+
+log = logging.getLogger("artifactcheck")
+
+#: Formats whose paths are relative to the directory the manifest is served from.
+MANIFEST_DIR_RELATIVE = frozenset({"django", "sprockets", "propshaft"})
+UNREACHABLE_KINDS = frozenset({"connect", "timeout", "tls"})
+
+
+def limits_of(spec: CheckSpec) -> ManifestLimits:
+    """Manifest caps from the HTTP settings."""
+    return ManifestLimits(
+        max_bytes=spec.http.max_manifest_bytes, max_entries=spec.http.max_manifest_entries
+    )
+
+
+def _pointer(doc: object, pointer: str) -> object:
+    """Resolve an RFC 6901 JSON pointer, raising KeyError when it does not resolve."""
+    if not pointer:
+        return doc
+    node = doc
+    for raw in pointer.lstrip("/").split("/"):
+        token = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict):
+            node = node[token]
+        elif isinstance(node, list):
+            node = node[int(token)]
+        else:
+            raise KeyError(token)
+    return node
+
+
+def _rebase(manifest: Manifest, manifest_path: str) -> Manifest:
+    """Make a manifest's paths relative to the site root (for static-root formats)."""
+    folder = posixpath.dirname(manifest_path)
+    if manifest.format not in MANIFEST_DIR_RELATIVE or not folder:
+        return manifest
+    files = {}
+    for path, entry in manifest.files.items():
+        full = f"{folder}/{path}"
+        files[full] = type(entry)(
+            path=full, hashes=entry.hashes, size=entry.size, entry=entry.entry, logical=entry.logical
+        )
+    return Manifest(
+        format=manifest.format,
+        files=files,
+        version=manifest.version,
+        source=manifest.source,
+        image_id=manifest.image_id,
+        rejected=manifest.rejected,
+    )
+
+
+class Observer:
+    """Fetches what one instance serves, under the run's settings and caches."""
+
+    def __init__(
+        self, *, spec: CheckSpec, fetcher: Fetcher, expectations: Expectations | None
+    ) -> None:
+        self.spec = spec
+        self.fetcher = fetcher
+        self.expectations = expectations
+        self.limits = limits_of(spec)
+        self.found_manifest_path: str | None = None  # learned from the first instance
+
+    def _candidates(self) -> list[str]:
+        if self.spec.manifest_path:
+            return [normalise_path(self.spec.manifest_path)]
+        paths = list(WELL_KNOWN_PATHS)
+        if self.found_manifest_path in paths:
+            paths.remove(self.found_manifest_path)
+            paths.insert(0, self.found_manifest_path)
+        return paths
+
+    async def observe(self, instance: Instance) -> tuple[Observation, Expectation | None]:
+        """Observe one instance within its deadline; never raises for network trouble."""
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.spec.http.instance_deadline):
+                obs, expectation = await self._observe(instance)
+        except TimeoutError:
+            obs = Observation(
+                instance=instance,
+                manifest_path=self.spec.manifest_path or "",
+                error=f"instance deadline of {self.spec.http.instance_deadline:g}s exceeded",
+                error_kind="timeout",
+            )
+            expectation = None
+        return _with_elapsed(obs, time.perf_counter() - started), expectation
+
+    async def _observe(self, instance: Instance) -> tuple[Observation, Expectation | None]:
+        host = self.spec.http.host_header
+        endpoint_version = endpoint_error = None
+        if self.spec.version_endpoint is not None:
+            ve = self.spec.version_endpoint
+            got = await self.fetcher.get_document(instance.base_url, ve.path, host_header=host)
+            if got.error is not None and got.error_kind in UNREACHABLE_KINDS:
+                return _unreachable(instance, ve.path, got), None
+            endpoint_version, endpoint_error = _read_version(got, ve.pointer)
+
+        manifest: Manifest | None = None
+        manifest_fetch: Fetched | None = None
+        manifest_error: str | None = None
+        manifest_path = ""
+        for path in self._candidates():
+            got = await self.fetcher.get_document(instance.base_url, path, host_header=host)
+            manifest_path = path
+            if got.error is not None:
+                if got.error_kind in UNREACHABLE_KINDS:
+                    return _unreachable(instance, path, got), None
+                manifest_fetch, manifest_error = got, got.error
+                break
+            if got.status in (404, 410) and not self.spec.manifest_path:
+                continue
+            manifest_fetch = got
+            if not got.ok or got.body is None:
+                manifest_error = f"HTTP {got.status}"
+                break
+            try:
+                fmt = self.spec.manifest_format
+                manifest = parse_manifest(
+                    got.body, format=fmt, path_hint=path, limits=self.limits, source=got.url
+                )
+                manifest = _rebase(manifest, path)
+                self.found_manifest_path = path
+            except ManifestError as exc:
+                if not self.spec.manifest_path and self.spec.manifest_format == "auto":
+                    manifest_fetch = None
+                    continue  # e.g. a PWA manifest.json: try the next well-known name
+                manifest_error = str(exc)
+            break
+        else:
+            manifest_path = self.spec.manifest_path or ""
+
+        version = instance.reported_version or endpoint_version
+        expectation = None
+        if self.expectations is not None and version is not None:
+            expectation = await self.expectations.get(version)
+        expected = expectation.manifest if expectation is not None else None
+
+        candidates: set[str] = set()
+        if manifest is not None:
+            candidates.update(manifest.files)
+        elif expected is not None:
+            candidates.update(expected.files)
+        candidates.discard(manifest_path)
+        entries = (entry_points(manifest, expected) - {manifest_path}) & (
+            candidates | set(expected.files if expected else ())
+        )
+        paths = sample_paths(
+            candidates,
+            entries,
+            self.spec.sampling.assets_per_instance,
+            version=version,
+            seed=self.spec.sampling.seed,
+        )
+        algorithms = sorted({"sha256"} | (algorithms_needed(manifest) if manifest else set()))
+        assets = await self._fetch_all(instance, paths, algorithms)
+        unsafe = tuple(raw for raw, _why in manifest.rejected) if manifest else ()
+        return (
+            Observation(
+                instance=instance,
+                manifest_path=manifest_path,
+                manifest=manifest,
+                manifest_fetch=manifest_fetch,
+                manifest_error=manifest_error,
+                assets=assets,
+                unsafe_paths=unsafe,
+                endpoint_version=endpoint_version,
+                endpoint_error=endpoint_error,
+            ),
+            expectation,
+        )
+
+    async def _fetch_all(
+        self, instance: Instance, paths: Sequence[str], algorithms: Sequence[str]
+    ) -> dict[str, Fetched]:
+        host = self.spec.http.host_header
+        results: dict[str, Fetched] = {}
+
+        async def one(path: str) -> None:
+            results[path] = await self.fetcher.get_asset(
+                instance.base_url, path, algorithms=algorithms, host_header=host
+            )
+
+        async with asyncio.TaskGroup() as tg:
+            for path in paths:
+                tg.create_task(one(path))
+        return dict(sorted(results.items()))
+
+
+def _with_elapsed(obs: Observation, elapsed: float) -> Observation:
+    from dataclasses import replace
+
+    return replace(obs, elapsed=elapsed)
+
+
+def _unreachable(instance: Instance, path: str, got: Fetched) -> Observation:
+    return Observation(
+        instance=instance,
+        manifest_path=path,
+        manifest_fetch=got,
+        error=f"{got.url}: {got.error}",
+        error_kind=got.error_kind,
+    )
+
+
+def _read_version(got: Fetched, pointer: str) -> tuple[str | None, str | None]:
+    """The version from a /version document, or why it could not be read."""
+    if got.error is not None:
+        return None, got.error
+    if not got.ok or got.body is None:
+        return None, f"HTTP {got.status}"
+    text = got.body.decode("utf-8", errors="replace").strip()
+    if not pointer:
+        return (text[:200] or None), None
+    try:
+        value = _pointer(json.loads(text), pointer)
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None, f"no value at JSON pointer {pointer!r}"
+    if not isinstance(value, str | int | float):
+        return None, f"value at {pointer!r} is not a string"
+    return str(value), None
+
+
+async def observe_cdn(
+    fetcher: Fetcher, cdn: str, observations: Sequence[Observation]
+) -> CdnView:
+    """Fetch each distinct asset the instances served from the CDN, once."""
+    paths = sorted({p for o in observations for p, f in o.assets.items() if f.ok})
+    assets: dict[str, Fetched] = {}
+
+    async def one(path: str) -> None:
+        assets[path] = await fetcher.get_asset(cdn, path)
+
+    async with asyncio.TaskGroup() as tg:
+        for path in paths:
+            tg.create_task(one(path))
+    error = None
+    if assets and all(f.error_kind in UNREACHABLE_KINDS for f in assets.values()):
+        first = next(iter(assets.values()))
+        error = f"CDN {cdn} unreachable: {first.error}"
+    return CdnView(base_url=cdn, assets=assets, error=error)
+
+
+async def check_once(
+    spec: CheckSpec,
+    *,
+    instances: Sequence[Instance],
+    fetcher: Fetcher,
+    expectations: Expectations | None,
+    history: History | None = None,
+    known_versions: Sequence[str] = (),
+    gate_mode: bool = False,
+    on_result: Callable[[Observation], None] | None = None,
+    now: Callable[[], float] = time.time,
+) -> tuple[Report, Decision]:
+    """Observe, compare and decide for one set of instances."""
+    started_at = datetime.now(timezone.utc)
+    t0 = time.perf_counter()
+    observer = Observer(spec=spec, fetcher=fetcher, expectations=expectations)
+    chosen = sample_instances(instances, spec.sampling.instances)
+    observations: dict[str, Observation] = {}
+    loaded: dict[str, Expectation] = {}
+
+    async def one(instance: Instance) -> None:
+        obs, exp = await observer.observe(instance)
+        observations[instance.name] = obs
+        if exp is not None:
+            loaded[exp.version] = exp
+        if on_result is not None:
+            on_result(obs)
+
+    async with asyncio.TaskGroup() as tg:
+        for instance in chosen:
+            tg.create_task(one(instance))
+    ordered = [observations[i.name] for i in chosen]
+
+    fleet: list[Finding] = []
+    if expectations is not None:
+        wanted = set(known_versions)
+        if spec.desired_version:
+            wanted.add(spec.desired_version)
+        for version in sorted(wanted - set(loaded)):
+            exp = await expectations.get(version)
+            loaded[version] = exp
+        for exp in loaded.values():
+            if exp.manifest is None:
+                fleet.append(
+                    Finding(
+                        FindingKind.EXPECTATION_UNAVAILABLE,
+                        f"release {exp.version} could not be loaded: {exp.error}",
+                        severity=Severity.WARNING,
+                    )
+                )
+            elif exp.stale:
+                fleet.append(
+                    Finding(
+                        FindingKind.EXPECTATION_STALE,
+                        f"release {exp.version}: source failed ({exp.error}); "
+                        "using the last known good copy",
+                        severity=Severity.WARNING,
+                    )
+                )
+
+    cdn_view = None
+    if spec.cdn:
+        cdn_view = await observe_cdn(fetcher, spec.cdn, ordered)
+        if cdn_view.error:
+            fleet.append(Finding(FindingKind.OBSERVATION_FAILED, cdn_view.error, severity=Severity.ERROR))
+
+    known = expectations.known() if expectations is not None else {}
+    results = compare_fleet(
+        ordered,
+        expectations=loaded if expectations is not None else None,
+        known_releases=known,
+        cdn=cdn_view,
+        desired_version=spec.desired_version,
+    )
+    decision = decide(
+        results, policy=spec.policy, history=history or History(), now=now(), gate_mode=gate_mode
+    )
+    stats = fetcher.stats
+    report = Report(
+        results=tuple(results),
+        findings=tuple(fleet) + decision.findings,
+        actions=decision.actions,
+        started_at=started_at,
+        elapsed=time.perf_counter() - t0,
+        desired_version=spec.desired_version,
+        cdn=spec.cdn,
+        requests=stats.requests,
+        retries=stats.retries,
+    )
+    return report, decision
+
+
+def versions_seen(results: Sequence[InstanceResult]) -> set[str]:
+    """Versions reported by any judged instance."""
+    return {r.reported_version for r in results if r.reported_version}
+
+
+__all__ = [
+    "ArtifactCheckError",
+    "Observer",
+    "UnsafeReferenceError",
+    "check_once",
+    "observe_cdn",
+    "reported_version",
+    "versions_seen",
+]
+
+
+def build_expectations(spec: CheckSpec, fetcher: Fetcher) -> Expectations | None:
+    """The release source configured in the spec, or None for consensus mode."""
+    if spec.release_manifest:
+        from .expect import TemplateSource
+
+        source = TemplateSource(spec.release_manifest, fetcher=fetcher, limits=limits_of(spec))
+        return Expectations(source, max_versions=spec.cache_versions)
+    if spec.release_image:
+        from .discover.images import image_source
+
+        return Expectations(image_source(spec), max_versions=spec.cache_versions)
+    return None
+
+
+async def discover_all(spec: CheckSpec) -> list[Instance]:
+    """Every instance the spec selects: URLs, Docker containers, pods."""
+    from .discover.static import instances_from_targets
+
+    instances = instances_from_targets(spec.targets)
+    if spec.docker is not None:
+        from .discover.docker import DockerEngine
+
+        engine = DockerEngine()
+        try:
+            instances += await asyncio.to_thread(engine.discover, spec.docker)
+        finally:
+            engine.close()
+    if spec.kubernetes is not None:
+        from .discover.kubernetes import discover_pods
+
+        instances += await asyncio.to_thread(discover_pods, spec.kubernetes)
+    return instances
+
+
+async def run_check(
+    spec: CheckSpec,
+    *,
+    instances: Sequence[Instance] | None = None,
+    on_discovered: Callable[[int], None] | None = None,
+    on_result: Callable[[Observation], None] | None = None,
+) -> Report:
+    """Discover, then check once with a fresh fetcher: what ``verify`` runs."""
+    chosen = list(instances) if instances is not None else await discover_all(spec)
+    if on_discovered is not None:
+        on_discovered(min(len(chosen), spec.sampling.instances or len(chosen)))
+    async with Fetcher(http=spec.http, retry=spec.retry, logger=log) as fetcher:
+        expectations = build_expectations(spec, fetcher)
+        report, _decision = await check_once(
+            spec,
+            instances=chosen,
+            fetcher=fetcher,
+            expectations=expectations,
+            known_versions=spec.known_versions,
+            on_result=on_result,
+        )
+    return report

@@ -1,0 +1,308 @@
+"""Configuration: one pydantic model, :class:`CheckSpec`, for the CRD, YAML and CLI.
+
+Every field carries a description with its unit, because the same text feeds the
+CRD's OpenAPI schema and ``--help``. Unknown fields are rejected (a typo in a YAML
+file must not silently turn a check off), and :func:`load_spec` turns pydantic's
+validation errors into a :class:`~artifactcheck.errors.ConfigError` naming each field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError
+
+MANIFEST_FORMATS = (
+    "auto",
+    "native",
+    "vite",
+    "webpack-manifest",
+    "cra",
+    "webpack-assets",
+    "django",
+    "ngsw",
+    "sprockets",
+    "propshaft",
+)
+ManifestFormatName = Literal[
+    "auto",
+    "native",
+    "vite",
+    "webpack-manifest",
+    "cra",
+    "webpack-assets",
+    "django",
+    "ngsw",
+    "sprockets",
+    "propshaft",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class RetrySettings(_Model):
+    """Retries: few, exponential with full jitter, under a budget per run."""
+
+    attempts: int = Field(3, ge=1, le=10, description="Total tries per request, first included.")
+    base_delay: float = Field(0.2, ge=0, le=60, description="First backoff ceiling, seconds.")
+    max_delay: float = Field(5.0, ge=0, le=300, description="Largest backoff ceiling, seconds.")
+    max_retry_after: float = Field(
+        30.0, ge=0, le=600, description="Longest Retry-After honoured, seconds."
+    )
+    budget_ratio: float = Field(
+        0.2,
+        ge=0,
+        le=10,
+        description="Retries allowed per run as a fraction of first attempts (0.2 = 20%).",
+    )
+    budget_min: int = Field(
+        10, ge=0, description="Retries always allowed per run, whatever the ratio."
+    )
+
+
+class HttpSettings(_Model):
+    """How instances and the CDN are reached."""
+
+    connect_timeout: float = Field(3.0, gt=0, le=300, description="TCP/TLS connect, seconds.")
+    read_timeout: float = Field(5.0, gt=0, le=600, description="Between two reads, seconds.")
+    request_timeout: float = Field(
+        20.0, gt=0, le=3600, description="One whole request, body included, seconds."
+    )
+    instance_deadline: float = Field(
+        60.0, gt=0, le=3600, description="Everything fetched from one instance, seconds."
+    )
+    max_connections: int = Field(64, ge=1, le=4096, description="Requests in flight in total.")
+    max_per_host: int = Field(4, ge=1, le=256, description="Requests in flight per host.")
+    max_body_bytes: int = Field(
+        64 * 1024 * 1024, ge=1, description="Largest asset body read, bytes."
+    )
+    max_manifest_bytes: int = Field(
+        8 * 1024 * 1024, ge=1, description="Largest manifest or /version body, bytes."
+    )
+    max_manifest_entries: int = Field(
+        100_000, ge=1, description="Most entries accepted in one manifest."
+    )
+    verify_tls: bool = Field(True, description="Verify TLS certificates.")
+    ca_bundle: str | None = Field(None, description="PEM file of extra trusted CAs.")
+    host_header: str | None = Field(
+        None, description="Host header (and TLS server name) sent to instances."
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="Extra request headers (values are never logged)."
+    )
+    header_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra request headers whose value is read from an environment variable.",
+    )
+    header_files: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra request headers whose value is read from a file (a mounted Secret).",
+    )
+    identity_encoding: bool = Field(
+        True, description="Ask for Accept-Encoding: identity; compressed answers are decoded."
+    )
+    tls_expiry_warning_days: float = Field(
+        14.0, ge=0, description="Warn when a certificate expires within this many days."
+    )
+    transport: Literal["auto", "httpx", "aiohttp"] = Field(
+        "auto", description="HTTP transport under httpx: aiohttp scales to many hosts."
+    )
+
+
+class SamplingSettings(_Model):
+    """How much of the fleet and of each instance's files is checked."""
+
+    instances: int | None = Field(None, ge=1, description="Instances checked; null = all.")
+    assets_per_instance: int | None = Field(
+        None, ge=0, description="Assets fetched per instance, entry points always; null = all."
+    )
+    seed: int | None = Field(None, description="Random seed for reproducible samples.")
+
+
+class VersionEndpoint(_Model):
+    """Where an instance reports its version over HTTP."""
+
+    path: str = Field("/version", description="Path of the version document.")
+    pointer: str = Field(
+        "", description="RFC 6901 JSON pointer to the version; empty = whole body as text."
+    )
+
+    @field_validator("pointer")
+    @classmethod
+    def _pointer(cls, v: str) -> str:
+        if v and not v.startswith("/"):
+            raise ValueError("a JSON pointer is empty or starts with '/'")
+        return v
+
+
+class Target(_Model):
+    """A bare URL instance, optionally with the version it is known to report."""
+
+    url: str = Field(description="Base URL of the instance, e.g. http://10.0.0.7:8080/.")
+    version: str | None = Field(None, description="Version the instance reports.")
+    name: str | None = Field(None, description="Display name; defaults to the URL.")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError(f"must be an http:// or https:// URL, got {v!r}")
+        return v if v.endswith("/") else v + "/"
+
+
+class KubernetesSource(_Model):
+    """Pods selected in a cluster."""
+
+    namespace: str = Field("default", description="Namespace of the pods.")
+    selector: str = Field("", description="Label selector of the pods.")
+    version_label: str | None = Field(
+        "app.kubernetes.io/version", description="Pod label holding the version."
+    )
+    version_annotation: str | None = Field(None, description="Pod annotation holding it.")
+    scheme: Literal["http", "https"] = Field("http", description="Scheme used to reach pods.")
+    port: int = Field(80, ge=1, le=65535, description="Port the pods serve on.")
+    ready_only: bool = Field(True, description="Only pods whose containers are ready.")
+
+
+class DockerSource(_Model):
+    """Containers selected on a Docker engine."""
+
+    labels: list[str] = Field(default_factory=list, description="Label filters, KEY=VALUE.")
+    network: str | None = Field(None, description="Network whose container IP is used.")
+    port: int = Field(80, ge=1, le=65535, description="Container port the site serves on.")
+    use_published_port: bool = Field(False, description="Reach the published host port.")
+    version_labels: list[str] = Field(
+        default_factory=lambda: ["org.opencontainers.image.version", "app.kubernetes.io/version"],
+        description="Container labels holding the version, first found wins.",
+    )
+
+
+class PolicySettings(_Model):
+    """When verdicts turn into actions, and the safety limits around them."""
+
+    mode: Literal["report", "flag", "quarantine"] = Field(
+        "flag", description="Strongest action taken on a confirmed mismatch."
+    )
+    confirmations: int = Field(
+        2, ge=1, le=100, description="Consecutive bad verdicts before acting."
+    )
+    max_quarantine_fraction: float = Field(
+        0.25, ge=0, le=1, description="Largest fraction of a workload quarantined at once."
+    )
+    min_ready: int = Field(1, ge=0, description="Ready pods always left in a workload.")
+    majority_threshold: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="When more than this fraction disagrees, suspect the expectation.",
+    )
+    max_actions_per_minute: float = Field(
+        10.0, gt=0, description="Rate limit on write actions, per minute."
+    )
+    dry_run: bool = Field(False, description="Decide and report actions, never perform them.")
+    release_on_recovery: bool = Field(
+        True, description="Undo a quarantine when the instance becomes consistent."
+    )
+    gate_fail_open: bool = Field(
+        True, description="Gate mode: mark pods verified when a dependency is down."
+    )
+    condition_type: str = Field(
+        "artifactcheck.io/content-verified", description="Readiness-gate condition type."
+    )
+    cordon_nodes: bool = Field(False, description="Cordon nodes that serve stale content.")
+    max_cordoned_nodes: int = Field(1, ge=0, description="Nodes cordoned at once, at most.")
+    uncordon_on_recovery: bool = Field(False, description="Uncordon when consistent again.")
+
+
+class CheckSpec(_Model):
+    """A whole check: which instances, what they should serve, and what to do."""
+
+    targets: list[Target] = Field(default_factory=list, description="Bare URL instances.")
+    kubernetes: KubernetesSource | None = Field(None, description="Pods in a cluster.")
+    docker: DockerSource | None = Field(None, description="Docker containers.")
+    manifest_path: str | None = Field(
+        None, description="Path of the served manifest; null = try the well-known names."
+    )
+    manifest_format: ManifestFormatName = Field("auto", description="Served manifest format.")
+    release_manifest: str | None = Field(
+        None, description="Release manifest file or URL; '{version}' is replaced."
+    )
+    release_image: str | None = Field(
+        None, description="Release image reference; '{version}' is replaced."
+    )
+    release_image_path: str = Field(
+        "/usr/share/nginx/html", description="Directory of the site inside the release image."
+    )
+    cdn: str | None = Field(None, description="CDN base URL the assets must exist on.")
+    desired_version: str | None = Field(
+        None, description="Version the workload should run; others are drift."
+    )
+    known_versions: list[str] = Field(
+        default_factory=list,
+        description="Other releases loaded to name what a mismatching instance serves.",
+    )
+    version_endpoint: VersionEndpoint | None = Field(
+        None, description="Read the version from the instance over HTTP."
+    )
+    interval: float = Field(60.0, gt=0, description="Controller re-sampling period, seconds.")
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings)  # type: ignore[arg-type]
+    http: HttpSettings = Field(default_factory=HttpSettings)  # type: ignore[arg-type]
+    retry: RetrySettings = Field(default_factory=RetrySettings)  # type: ignore[arg-type]
+    policy: PolicySettings = Field(default_factory=PolicySettings)  # type: ignore[arg-type]
+    cache_versions: int = Field(
+        32, ge=1, le=10_000, description="Release manifests kept in memory, most recent first."
+    )
+
+    @field_validator("release_manifest", "cdn")
+    @classmethod
+    def _not_blank(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("must not be empty")
+        return v
+
+
+def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
+    """Render pydantic errors as ``field.path: problem`` lines."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        lines.append(f"{prefix}{loc}: {msg}")
+    return "\n".join(lines)
+
+
+def load_spec(data: Mapping[str, Any], *, origin: str = "configuration") -> CheckSpec:
+    """Validate a mapping into a :class:`CheckSpec`, or raise ConfigError naming fields."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{origin}: expected a mapping at the top level")
+    try:
+        return CheckSpec.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(f"{origin}: invalid\n{format_validation_error(exc)}") from exc
+
+
+def load_spec_file(path: str | Path) -> CheckSpec:
+    """Read a YAML (or JSON) file into a :class:`CheckSpec`."""
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
+    if data is None:
+        data = {}
+    return load_spec(data, origin=str(p))

@@ -1,0 +1,857 @@
+"""A fake kube-apiserver, served over real HTTP, for demos, tests and benchmarks.
+
+Why it exists
+-------------
+artifactcheck runs as a Kubernetes controller: it lists and watches pods,
+patches pod and ``ArtifactCheck`` status, records events and holds a leader
+election lease.  No real kube-apiserver can be installed where the project is
+built and tested, and mocking the ``kubernetes`` client at the Python level
+would test our assumptions about the API instead of the API.  So this module
+serves the Kubernetes REST API itself, on a loopback port, and the official
+``kubernetes`` client talks to it over HTTP exactly as it talks to a cluster:
+same URLs, same JSON, same status codes, same watch stream.
+
+What it covers
+--------------
+* Resources: core/v1 ``pods`` (+ ``/status``, ``/binding``), ``nodes``
+  (+ ``/status``), ``namespaces`` (+ ``/status``), ``configmaps``, ``events``;
+  ``events.k8s.io/v1`` ``events`` (the same objects as core/v1 events, converted,
+  as on a real server); ``coordination.k8s.io/v1`` ``leases``; and the custom
+  resource ``artifactcheck.io/v1alpha1`` ``artifactchecks`` (+ ``/status``).
+  More can be added with :meth:`FakeApiServer.register_resource`.
+* Verbs: get, list (cluster-wide and per namespace, ``limit``/``continue``),
+  watch, create (``generateName``), update (PUT, create-on-update for leases
+  and events), patch (strategic merge, JSON merge, JSON patch), delete,
+  deletecollection; ``dryRun=All``.
+* Semantics (see :mod:`artifactcheck.sim.apiserver_store`): ``uid``,
+  ``creationTimestamp``, one global monotonically increasing
+  ``resourceVersion``; 409 on a stale ``resourceVersion`` or a duplicate name;
+  status-subresource separation; ``metadata.generation``; no-op writes keep
+  the resourceVersion and send no event; finalizers and ``deletionTimestamp``;
+  namespaced objects need their namespace (``default``, ``kube-system``,
+  ``kube-public`` and ``kube-node-lease`` exist from the start); deleting a
+  namespace deletes what is in it; pods get the API defaults, a reset status
+  and ``qosClass`` on create, and their spec is immutable but for images,
+  tolerations and deadlines.
+* Label selectors (all operators) and field selectors (per-resource fields)
+  on lists and watches; 400 for invalid ones or unsupported fields.
+* Watches: chunked newline-delimited JSON, ``timeoutSeconds``, resume from a
+  ``resourceVersion`` out of a bounded per-resource history (``history``
+  events), an in-stream ``ERROR`` 410 ``Expired`` event for a resourceVersion
+  older than that (then the stream ends), synthetic ``ADDED`` events when no
+  resourceVersion (or ``"0"``) is given, ``sendInitialEvents``,
+  ``allowWatchBookmarks`` (a BOOKMARK every ``bookmark_interval`` seconds), and
+  a ``DELETED`` event for an object that stops matching the watch's selectors.
+* Errors are real ``Status`` objects: 400, 404, 405, 409 (``AlreadyExists`` /
+  ``Conflict``), 410, 415 (strategic merge patch on a custom resource), 422
+  (``Invalid``, with field causes), 500.
+* Discovery (``/api``, ``/api/v1``, ``/apis``, ``/apis/<group>``,
+  ``/apis/<group>/<version>``), ``/version``, ``/healthz``, ``/livez``,
+  ``/readyz``.
+* Fault injection: :meth:`~FakeApiServer.pause` / :meth:`~FakeApiServer.resume`
+  (an API server restart: listener closed, open watches dropped, same port and
+  state afterwards), :meth:`~FakeApiServer.compact` (410 for old
+  resourceVersions), :meth:`~FakeApiServer.inject` (answer matching requests
+  with an error status and/or a delay).
+* Every request is recorded in :attr:`~FakeApiServer.requests`, counted by HTTP
+  method in :attr:`~FakeApiServer.request_counts` and by Kubernetes verb in
+  :attr:`~FakeApiServer.verb_counts`.
+* An in-process API (:meth:`~FakeApiServer.create`, ``get``, ``list``,
+  ``update``, ``patch``, ``patch_status``, ``delete``...) with the same
+  semantics and watch events as HTTP calls, for simulators and test setup.
+
+What it does not do (be aware when a test passes here)
+------------------------------------------------------
+No authentication, authorization or admission webhooks; no TLS; no protobuf,
+CBOR, YAML or Table output and no YAML request bodies (415); no server-side
+apply (``application/apply-patch+yaml`` answers 415); no ``managedFields``;
+no OpenAPI schema validation, pruning or defaulting for the custom resource;
+validation of built-in kinds is a small subset of the real one; no garbage
+collection of ``ownerReferences`` dependents and ``propagationPolicy`` is
+ignored; no graceful pod deletion (pods without finalizers disappear at once,
+even when bound to a node) and namespaces do not go through ``Terminating``;
+no controllers of any kind (nothing schedules pods, runs kubelets or expires
+leases); ``limit``/``continue`` pages are read from the current state rather
+than a snapshot; a list's ``resourceVersion``/``resourceVersionMatch``
+parameters are ignored (lists are always served from the latest state) and a
+watch from a resourceVersion newer than the server's is accepted instead of
+being refused as too large; no ``/log``, ``/exec``, ``/eviction`` or other
+subresources; no API Priority and Fairness (only injected 429s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import math
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from multidict import MultiDictProxy
+
+from artifactcheck.sim.apiserver_errors import ApiError
+from artifactcheck.sim.apiserver_resources import (
+    BUILTIN_RESOURCES,
+    NAMESPACES,
+    STANDARD_VERBS,
+    ResourceRegistry,
+    ResourceType,
+)
+from artifactcheck.sim.apiserver_store import PATCH_TYPES, Store, Stored
+from artifactcheck.sim.selectors import FieldSelector, LabelSelector, SelectorError
+
+if TYPE_CHECKING:
+    from kubernetes import client as k8s_client
+
+__all__ = ["ApiError", "FakeApiServer", "ResourceType"]
+
+log = logging.getLogger(__name__)
+
+JsonObj = dict[str, Any]
+JsonList = list[JsonObj]
+
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+KUBERNETES_VERSION = {
+    "major": "1",
+    "minor": "31",
+    "gitVersion": "v1.31.0-fake.artifactcheck",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2024-08-13T00:00:00Z",
+    "goVersion": "go1.22.5",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+_WATCH_DEFAULT_TIMEOUT = 1800.0  # kube-apiserver's --min-request-timeout
+_APPLY_PATCH = "application/apply-patch+yaml"
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def _truthy(value: str | None) -> bool:
+    return value is not None and value.lower() in ("true", "1", "yes")
+
+
+def _json_response(body: str | JsonObj, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    text = body if isinstance(body, str) else _dumps(body)
+    return web.Response(body=text.encode(), status=status, content_type="application/json", headers=headers)
+
+
+def _error_response(error: ApiError) -> web.Response:
+    return _json_response(error.to_status(), error.code, error.headers or None)
+
+
+class _Signal:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+_ABORT = _Signal("abort")  # drop the connection (API server going away)
+_END = _Signal("end")  # finish the stream cleanly
+
+
+class _WatchStream:
+    """An open watch response; lives on the server's event loop."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[str | _Signal] = asyncio.Queue()
+
+    def abort(self) -> None:
+        self.queue.put_nowait(_ABORT)
+
+    def end(self) -> None:
+        self.queue.put_nowait(_END)
+
+
+@dataclass
+class _Injection:
+    method: str
+    pattern: re.Pattern[str]
+    status: int
+    remaining: int  # < 0: unlimited
+    delay: float
+
+
+@dataclass(frozen=True)
+class _Route:
+    resource: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+    watch_path: bool
+
+
+class FakeApiServer:
+    """A kube-apiserver look-alike on ``http://host:port``; see the module docstring.
+
+    Use as a context manager or call :meth:`start`/:meth:`stop`::
+
+        with FakeApiServer() as server, server.api_client() as api:
+            CoreV1Api(api).list_namespaced_pod("default")
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        history: int = 1000,
+        bookmark_interval: float = 1.0,
+        namespaces: Iterable[str] = DEFAULT_NAMESPACES,
+        resources: Iterable[ResourceType] = BUILTIN_RESOURCES,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.bookmark_interval = bookmark_interval
+        self._registry = ResourceRegistry(resources)
+        if self._registry.by_kind("v1", "Namespace") is None:
+            self._registry.register(NAMESPACES)
+        self._store = Store(self._registry, history=history)
+        for namespace in namespaces:
+            self._store.create(NAMESPACES, None, {"metadata": {"name": namespace}})
+        #: (method, path+query) of every HTTP request received, in order.
+        self.requests: list[tuple[str, str]] = []
+        #: HTTP requests by method (``GET``, ``PATCH``...).
+        self.request_counts: Counter[str] = Counter()
+        #: HTTP requests by Kubernetes verb (``get``, ``list``, ``watch``, ``create``,
+        #: ``update``, ``patch``, ``delete``, ``deletecollection``).
+        self.verb_counts: Counter[str] = Counter()
+        self._injections: list[_Injection] = []
+        self._inject_lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._streams: set[_WatchStream] = set()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        """True while the server accepts connections (started and not paused)."""
+        return self._runner is not None
+
+    def start(self) -> FakeApiServer:
+        """Serve in a background thread with its own event loop; returns self."""
+        if self._thread is not None:
+            raise RuntimeError("FakeApiServer already started")
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        thread = threading.Thread(target=self._run_loop, args=(loop, ready), name="FakeApiServer", daemon=True)
+        thread.start()
+        ready.wait()
+        self._loop, self._thread = loop, thread
+        try:
+            self._call(self._listen())
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    @staticmethod
+    def _run_loop(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        try:
+            loop.run_forever()
+        finally:
+            try:
+                pending = asyncio.all_tasks(loop)
+                for task in pending:
+                    task.cancel()
+                if pending:
+                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.run_until_complete(loop.shutdown_default_executor())
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
+
+    def stop(self) -> None:
+        """Close the server and every watch, and join the thread.  Idempotent."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        try:
+            self._call(self._unlisten())
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=30)
+            self._loop = self._thread = None
+
+    def pause(self) -> None:
+        """Stop accepting connections and drop open watches, keeping all state (a restart)."""
+        if self._loop is None:
+            raise RuntimeError("FakeApiServer is not started")
+        self._call(self._unlisten())
+
+    def resume(self) -> None:
+        """Listen again, on the same port, after :meth:`pause`."""
+        if self._loop is None:
+            raise RuntimeError("FakeApiServer is not started")
+        if self._runner is None:
+            self._call(self._listen())
+
+    def __enter__(self) -> FakeApiServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _call(self, coro: Any, timeout: float = 60.0) -> Any:
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    async def _listen(self) -> None:
+        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        runner = web.AppRunner(
+            app, handle_signals=False, access_log=None, handler_cancellation=True, shutdown_timeout=1.0
+        )
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        if self.port == 0:
+            self.port = int(runner.addresses[0][1])
+        self._runner = runner
+
+    async def _unlisten(self) -> None:
+        for stream in list(self._streams):
+            stream.abort()
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    # ------------------------------------------------------------------ client helpers
+
+    def client_configuration(self) -> k8s_client.Configuration:
+        """A ``kubernetes.client.Configuration`` for this server (plain HTTP, no auth)."""
+        from kubernetes import client
+
+        return client.Configuration(host=self.url)
+
+    def api_client(self) -> k8s_client.ApiClient:
+        """A new ``kubernetes.client.ApiClient``; close it (or use ``with``) when done."""
+        from kubernetes import client
+
+        return client.ApiClient(self.client_configuration())
+
+    # ------------------------------------------------------------------ fault injection
+
+    def compact(self) -> None:
+        """Forget the event history: watches from older resourceVersions get 410 Gone."""
+        self._store.compact()
+
+    def inject(self, method: str, path_regex: str, status: int, times: int = 1, delay: float = 0) -> None:
+        """Make the next ``times`` requests matching ``method`` and ``path_regex`` misbehave.
+
+        ``method`` is an HTTP method or ``"*"``; ``path_regex`` is searched
+        (``re.search``) in the path plus query string.  A matching request is
+        delayed by ``delay`` seconds, then, when ``status`` is 400 or more,
+        answered with a ``Status`` of that code (the reason a real server gives
+        it; 429 carries ``Retry-After: 1``) instead of being served; a
+        ``status`` below 400 (e.g. 0) only delays.  ``times=-1`` matches until
+        :meth:`clear_injections`.  Earlier injections are tried first.
+        """
+        if times == 0 or times < -1:
+            raise ValueError("times must be positive, or -1 for unlimited")
+        with self._inject_lock:
+            self._injections.append(_Injection(method.upper(), re.compile(path_regex), status, times, delay))
+
+    def clear_injections(self) -> None:
+        with self._inject_lock:
+            self._injections.clear()
+
+    def _take_injection(self, method: str, path_qs: str) -> _Injection | None:
+        with self._inject_lock:
+            for injection in self._injections:
+                if injection.method in ("*", method) and injection.pattern.search(path_qs):
+                    if injection.remaining > 0:
+                        injection.remaining -= 1
+                        if injection.remaining == 0:
+                            self._injections.remove(injection)
+                    return injection
+        return None
+
+    def reset_requests(self) -> None:
+        """Forget the recorded requests and counters."""
+        self.requests.clear()
+        self.request_counts.clear()
+        self.verb_counts.clear()
+
+    # ------------------------------------------------------------------ in-process API
+
+    @property
+    def resource_version(self) -> str:
+        """The latest resourceVersion handed out."""
+        return str(self._store.resource_version)
+
+    @property
+    def watch_count(self) -> int:
+        """How many watches are open (HTTP watches register while streaming)."""
+        return self._store.watch_count
+
+    def register_resource(self, resource: ResourceType) -> None:
+        """Serve one more resource type (e.g. another custom resource)."""
+        self._registry.register(resource)
+
+    def _resource(self, api_version: str | None, kind: str | None) -> ResourceType:
+        resource = self._registry.by_kind(str(api_version or ""), str(kind or ""))
+        if resource is None:
+            raise ApiError(404, "NotFound", f'the server doesn\'t have a resource type for "{api_version}" "{kind}"')
+        return resource
+
+    @staticmethod
+    def _copy(stored: Stored) -> JsonObj:
+        result: JsonObj = json.loads(stored.raw)
+        return result
+
+    def create(self, obj: JsonObj) -> JsonObj:
+        """Create ``obj`` (with ``apiVersion``, ``kind``, ``metadata``) as a POST would."""
+        resource = self._resource(obj.get("apiVersion"), obj.get("kind"))
+        namespace = (obj.get("metadata") or {}).get("namespace") if resource.namespaced else None
+        return self._copy(self._store.create(resource, namespace, obj))
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> JsonObj | None:
+        """The object, or None when there is none."""
+        resource = self._resource(api_version, kind)
+        try:
+            return self._copy(self._store.get(resource, namespace, name))
+        except ApiError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> JsonList:
+        """Objects of a kind, in one namespace or all, sorted by namespace and name."""
+        resource = self._resource(api_version, kind)
+        try:
+            labels = LabelSelector.parse(label_selector)
+            fields = FieldSelector.parse(field_selector)
+        except SelectorError as exc:
+            raise ApiError.bad_request(str(exc)) from None
+        result = self._store.list(resource, namespace, labels, fields)
+        return [self._copy(item) for item in result.items]
+
+    def update(self, obj: JsonObj) -> JsonObj:
+        """Replace an object as a PUT would (its ``resourceVersion``, if set, must be current)."""
+        resource = self._resource(obj.get("apiVersion"), obj.get("kind"))
+        namespace = (obj.get("metadata") or {}).get("namespace") if resource.namespaced else None
+        stored, _ = self._store.update(resource, namespace, None, obj)
+        return self._copy(stored)
+
+    def update_status(self, obj: JsonObj) -> JsonObj:
+        """Replace an object's status as a PUT to ``/status`` would."""
+        resource = self._resource(obj.get("apiVersion"), obj.get("kind"))
+        namespace = (obj.get("metadata") or {}).get("namespace") if resource.namespaced else None
+        stored, _ = self._store.update(resource, namespace, None, obj, subresource="status")
+        return self._copy(stored)
+
+    def patch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        *,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+    ) -> JsonObj:
+        """PATCH; ``patch_type`` is ``strategic``, ``merge``, ``json`` or a content type."""
+        resource = self._resource(api_version, kind)
+        kind_of_patch = PATCH_TYPES.get(patch_type, patch_type)
+        stored = self._store.patch(
+            resource, namespace, name, kind_of_patch, copy.deepcopy(patch), subresource=subresource
+        )
+        return self._copy(stored)
+
+    def patch_status(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        *,
+        patch_type: str = "merge",
+    ) -> JsonObj:
+        """PATCH the ``/status`` subresource: only ``.status`` changes."""
+        return self.patch(api_version, kind, namespace, name, patch, patch_type=patch_type, subresource="status")
+
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> JsonObj | None:
+        """Delete as a DELETE would; returns its answer (object or Status), None if absent."""
+        resource = self._resource(api_version, kind)
+        try:
+            return copy.deepcopy(self._store.delete(resource, namespace, name))
+        except ApiError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
+    # ------------------------------------------------------------------ HTTP: entry
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        method = request.method
+        self.requests.append((method, request.path_qs))
+        self.request_counts[method] += 1
+        try:
+            injection = self._take_injection(method, request.path_qs)
+            if injection is not None:
+                if injection.delay > 0:
+                    await asyncio.sleep(injection.delay)
+                if injection.status >= 400:
+                    return _error_response(ApiError.generic(injection.status))
+            return await self._dispatch(request)
+        except ApiError as exc:
+            return _error_response(exc)
+        except (asyncio.CancelledError, ConnectionError):
+            raise
+        except Exception as exc:  # a bug in the fake: answer like a real server would
+            log.exception("fake apiserver: %s %s failed", method, request.path_qs)
+            return _error_response(ApiError.internal(f"{type(exc).__name__}: {exc}"))
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        segments = [s for s in request.path.split("/") if s]
+        if not segments:
+            return _json_response({"paths": self._paths()})
+        head = segments[0]
+        if segments == ["version"]:
+            return _json_response(dict(KUBERNETES_VERSION))
+        if head in ("healthz", "livez", "readyz") and len(segments) == 1:
+            return web.Response(text="ok", content_type="text/plain")
+        groups = self._registry.group_versions()
+        if head == "api":
+            if len(segments) == 1:
+                return _json_response(
+                    {
+                        "kind": "APIVersions",
+                        "versions": groups.get("", []),
+                        "serverAddressByClientCIDRs": [
+                            {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{self.host}:{self.port}"}
+                        ],
+                    }
+                )
+            group, version, rest = "", segments[1], segments[2:]
+        elif head == "apis":
+            if len(segments) == 1:
+                return _json_response(
+                    {
+                        "kind": "APIGroupList",
+                        "apiVersion": "v1",
+                        "groups": [self._api_group(g, v) for g, v in groups.items() if g],
+                    }
+                )
+            group = segments[1]
+            if not group or group not in groups:
+                raise ApiError.no_route()
+            if len(segments) == 2:
+                return _json_response({"kind": "APIGroup", "apiVersion": "v1", **self._api_group(group, groups[group])})
+            version, rest = segments[2], segments[3:]
+        else:
+            raise ApiError.no_route()
+        if version not in groups.get(group, []):
+            raise ApiError.no_route()
+        if not rest:
+            return _json_response(self._resource_list(group, version))
+        route = self._route(group, version, rest)
+        return await self._serve(request, route)
+
+    def _paths(self) -> list[str]:
+        paths = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]
+        for group, versions in self._registry.group_versions().items():
+            if group:
+                paths.append(f"/apis/{group}")
+                paths.extend(f"/apis/{group}/{v}" for v in versions)
+        return sorted(paths)
+
+    @staticmethod
+    def _api_group(group: str, versions: list[str]) -> JsonObj:
+        entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+        return {"name": group, "versions": entries, "preferredVersion": entries[0]}
+
+    def _resource_list(self, group: str, version: str) -> JsonObj:
+        resources: list[JsonObj] = []
+        for r in self._registry.in_group_version(group, version):
+            entry: JsonObj = {
+                "name": r.plural,
+                "singularName": r.singular or r.kind.lower(),
+                "namespaced": r.namespaced,
+                "kind": r.kind,
+                "verbs": list(STANDARD_VERBS),
+            }
+            if r.short_names:
+                entry["shortNames"] = list(r.short_names)
+            resources.append(entry)
+            if r.status_subresource:
+                resources.append(
+                    {"name": f"{r.plural}/status", "singularName": "", "namespaced": r.namespaced,
+                     "kind": r.kind, "verbs": ["get", "patch", "update"]}
+                )
+            for sub in r.subresources:
+                resources.append(
+                    {"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
+                     "kind": "Binding" if sub == "binding" else r.kind, "verbs": ["create"]}
+                )
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}" if group else version,
+            "resources": resources,
+        }
+
+    def _route(self, group: str, version: str, rest: list[str]) -> _Route:
+        watch_path = bool(rest) and rest[0] == "watch"
+        if watch_path:
+            rest = rest[1:]
+        namespace: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces" and self._registry.by_path(group, version, rest[2]):
+            namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            raise ApiError.no_route()
+        resource = self._registry.by_path(group, version, rest[0])
+        if resource is None:
+            raise ApiError.no_route()
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if resource.namespaced and namespace is None and name is not None:
+            raise ApiError.no_route()
+        if not resource.namespaced and namespace is not None:
+            raise ApiError.no_route()
+        if sub is not None:
+            allowed = (("status",) if resource.status_subresource else ()) + resource.subresources
+            if sub not in allowed or watch_path:
+                raise ApiError.no_route()
+        return _Route(resource, namespace, name, sub, watch_path)
+
+    # ------------------------------------------------------------------ HTTP: resources
+
+    @staticmethod
+    async def _body(request: web.Request, *, required: bool = True) -> Any:
+        raw = await request.read()
+        if not raw.strip():
+            if required:
+                raise ApiError.bad_request("the body of the request is empty")
+            return None
+        content_type = request.content_type
+        if request.method in ("POST", "PUT") and content_type not in ("application/json", "application/octet-stream", ""):
+            raise ApiError.unsupported_media_type(content_type, ["application/json"])
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise ApiError.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
+
+    @staticmethod
+    def _selectors(query: MultiDictProxy[str]) -> tuple[LabelSelector, FieldSelector]:
+        try:
+            return LabelSelector.parse(query.get("labelSelector")), FieldSelector.parse(query.get("fieldSelector"))
+        except SelectorError as exc:
+            raise ApiError.bad_request(str(exc)) from None
+
+    def _list_body(self, resource: ResourceType, items: list[str], meta: JsonObj) -> str:
+        return (
+            f'{{"kind":"{resource.list_kind}","apiVersion":"{resource.api_version}",'
+            f'"metadata":{_dumps(meta)},"items":[{",".join(items)}]}}'
+        )
+
+    async def _serve(self, request: web.Request, route: _Route) -> web.StreamResponse:
+        method = request.method
+        query = request.query
+        resource, namespace, name, sub = route.resource, route.namespace, route.name, route.subresource
+        dry_run = "All" in query.getall("dryRun", [])
+        store = self._store
+
+        if name is None:  # collection
+            labels, fields = self._selectors(query)
+            if method == "GET":
+                if route.watch_path or _truthy(query.get("watch")):
+                    self.verb_counts["watch"] += 1
+                    return await self._watch(request, resource, namespace, labels, fields)
+                self.verb_counts["list"] += 1
+                limit = query.get("limit")
+                try:
+                    limit_n = int(limit) if limit else None
+                except ValueError:
+                    raise ApiError.bad_request(f"invalid limit {limit!r}") from None
+                result = store.list(
+                    resource, namespace, labels, fields, limit=limit_n, continue_token=query.get("continue") or None
+                )
+                meta: JsonObj = {"resourceVersion": str(result.resource_version)}
+                if result.continue_token:
+                    meta["continue"] = result.continue_token
+                    meta["remainingItemCount"] = result.remaining
+                return _json_response(self._list_body(resource, [i.raw for i in result.items], meta))
+            if resource.namespaced and namespace is None:
+                raise ApiError.method_not_allowed()
+            if method == "POST":
+                self.verb_counts["create"] += 1
+                body = await self._body(request)
+                return _json_response(store.create(resource, namespace, body, dry_run=dry_run).raw, 201)
+            if method == "DELETE":
+                self.verb_counts["deletecollection"] += 1
+                deleted = store.delete_collection(resource, namespace, labels, fields, dry_run=dry_run)
+                meta = {"resourceVersion": str(store.resource_version)}
+                return _json_response(self._list_body(resource, [_dumps(d) for d in deleted], meta))
+            raise ApiError.method_not_allowed()
+
+        if route.watch_path or (method == "GET" and _truthy(query.get("watch"))):
+            if method != "GET":
+                raise ApiError.method_not_allowed()
+            self.verb_counts["watch"] += 1
+            labels, fields = self._selectors(query)
+            fields = FieldSelector(fields.requirements + FieldSelector.parse(f"metadata.name={name}").requirements)
+            return await self._watch(request, resource, namespace, labels, fields)
+
+        if sub == "binding":
+            if method != "POST":
+                raise ApiError.method_not_allowed()
+            self.verb_counts["create"] += 1
+            body = await self._body(request)
+            assert namespace is not None
+            return _json_response(store.bind(resource, namespace, name, body), 201)
+
+        if method == "GET":
+            self.verb_counts["get"] += 1
+            return _json_response(store.get(resource, namespace, name).raw)
+        if method == "PUT":
+            self.verb_counts["update"] += 1
+            body = await self._body(request)
+            stored, created = store.update(resource, namespace, name, body, subresource=sub, dry_run=dry_run)
+            return _json_response(stored.raw, 201 if created else 200)
+        if method == "PATCH":
+            self.verb_counts["patch"] += 1
+            content_type = request.content_type
+            if content_type == _APPLY_PATCH:
+                raise ApiError(
+                    415,
+                    "UnsupportedMediaType",
+                    "server-side apply (application/apply-patch+yaml) is not implemented by the fake API server",
+                )
+            patch_type = PATCH_TYPES.get(content_type)
+            if patch_type is None or (patch_type == "strategic" and not resource.strategic_merge):
+                accepted = ["application/json-patch+json", "application/merge-patch+json", _APPLY_PATCH]
+                if resource.strategic_merge:
+                    accepted.append("application/strategic-merge-patch+json")
+                raise ApiError.unsupported_media_type(content_type, accepted)
+            body = await self._body(request)
+            stored = store.patch(resource, namespace, name, patch_type, body, subresource=sub, dry_run=dry_run)
+            return _json_response(stored.raw)
+        if method == "DELETE" and sub is None:
+            self.verb_counts["delete"] += 1
+            options = await self._body(request, required=False)
+            preconditions = options.get("preconditions") if isinstance(options, dict) else None
+            if isinstance(options, dict) and "All" in (options.get("dryRun") or []):
+                dry_run = True
+            result = store.delete(
+                resource,
+                namespace,
+                name,
+                preconditions=preconditions if isinstance(preconditions, dict) else None,
+                dry_run=dry_run,
+            )
+            return _json_response(result)
+        raise ApiError.method_not_allowed()
+
+    # ------------------------------------------------------------------ HTTP: watch
+
+    async def _watch(
+        self,
+        request: web.Request,
+        resource: ResourceType,
+        namespace: str | None,
+        labels: LabelSelector,
+        fields: FieldSelector,
+    ) -> web.StreamResponse:
+        query = request.query
+        loop = asyncio.get_running_loop()
+        timeout_param = query.get("timeoutSeconds")
+        try:
+            timeout = float(int(timeout_param)) if timeout_param else _WATCH_DEFAULT_TIMEOUT
+        except ValueError:
+            raise ApiError.bad_request(f"invalid timeoutSeconds {timeout_param!r}") from None
+        bookmarks = _truthy(query.get("allowWatchBookmarks"))
+        send_initial_param = query.get("sendInitialEvents")
+        send_initial = None if send_initial_param is None else _truthy(send_initial_param)
+        stream = _WatchStream()
+
+        def deliver(line: str) -> None:
+            try:
+                loop.call_soon_threadsafe(stream.queue.put_nowait, line)
+            except RuntimeError:  # the loop is closed: the server stopped
+                pass
+
+        lines, watcher = self._store.watch(
+            resource, namespace, labels, fields, query.get("resourceVersion"), deliver, send_initial_events=send_initial
+        )
+        self._streams.add(stream)
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        try:
+            await response.prepare(request)
+            if lines:
+                await response.write("".join(lines).encode())
+            if watcher is None:
+                return response
+            deadline = loop.time() + timeout
+            next_bookmark = loop.time() + self.bookmark_interval if bookmarks else math.inf
+            while True:
+                now = loop.time()
+                if now >= deadline:
+                    break
+                try:
+                    item = await asyncio.wait_for(stream.queue.get(), min(deadline, next_bookmark) - now)
+                except TimeoutError:
+                    if loop.time() >= next_bookmark:
+                        self._store.bookmark(watcher)
+                        next_bookmark = loop.time() + self.bookmark_interval
+                    continue
+                batch: list[str] = []
+                signal: _Signal | None = None
+                while True:
+                    if isinstance(item, _Signal):
+                        signal = item
+                        break
+                    batch.append(item)
+                    if stream.queue.empty() or len(batch) >= 512:
+                        break
+                    item = stream.queue.get_nowait()
+                if batch:
+                    await response.write("".join(batch).encode())
+                if signal is _ABORT:
+                    if request.transport is not None:
+                        request.transport.abort()
+                    return response
+                if signal is _END:
+                    break
+        except ConnectionError:
+            return response
+        finally:
+            if watcher is not None:
+                self._store.unwatch(watcher)
+            self._streams.discard(stream)
+        return response

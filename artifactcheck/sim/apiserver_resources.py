@@ -1,0 +1,792 @@
+"""The resource types the fake API server serves, and their per-kind rules.
+
+A :class:`ResourceType` says where a resource lives in the URL space, how it is
+scoped, and how its writes behave on a real server: whether it has a status
+subresource, whether strategic merge patches apply (built-in types) or not
+(custom resources), which lists such a patch merges by key, which field
+selectors it supports, whether ``metadata.generation`` is tracked, whether a
+PUT may create it or may skip ``resourceVersion``, and what a DELETE answers.
+The per-kind hooks add the bits of defaulting, admission and validation that a
+client observes (pod defaults and status reset on create, pod spec
+immutability, the ``kubernetes.io/metadata.name`` namespace label, the
+``events.k8s.io/v1`` <-> ``v1`` event conversion...).  They are deliberately a
+small subset of the real validation: enough to make wrong requests fail the way
+they fail on a cluster, not a reimplementation of ``pkg/apis/core/validation``.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from artifactcheck.sim.apiserver_errors import FieldError
+from artifactcheck.sim.patching import ListStrategy, MergeSchema
+from artifactcheck.sim.selectors import label_key_error, label_value_error
+
+__all__ = [
+    "ARTIFACTCHECKS",
+    "BUILTIN_RESOURCES",
+    "CONFIGMAPS",
+    "EVENTS",
+    "EVENTS_V1",
+    "LEASES",
+    "NAMESPACES",
+    "NODES",
+    "PODS",
+    "ResourceRegistry",
+    "ResourceType",
+    "validate_metadata",
+]
+
+JsonObj = dict[str, Any]
+FieldGetter = Callable[[JsonObj], str]
+Hook = Callable[[JsonObj], None]
+Validator = Callable[[JsonObj, "JsonObj | None"], list[FieldError]]
+Converter = Callable[[JsonObj], JsonObj]
+
+STANDARD_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+def _format(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def field_path(*keys: str, default: str = "") -> FieldGetter:
+    """A field-selector getter reading ``obj[keys[0]][keys[1]]...``."""
+
+    def get(obj: JsonObj) -> str:
+        node: Any = obj
+        for key in keys:
+            if not isinstance(node, dict):
+                return default
+            node = node.get(key)
+        return default if node is None else _format(node)
+
+    return get
+
+
+_META_FIELDS: Mapping[str, FieldGetter] = {
+    "metadata.name": field_path("metadata", "name"),
+    "metadata.namespace": field_path("metadata", "namespace"),
+}
+_CLUSTER_META_FIELDS: Mapping[str, FieldGetter] = {"metadata.name": field_path("metadata", "name")}
+
+_META_SCHEMA: MergeSchema = {
+    "ownerReferences": ListStrategy("uid"),
+    "finalizers": ListStrategy(None),
+}
+
+
+@dataclass(frozen=True, eq=False)
+class ResourceType:
+    """One resource (``group``/``version``/``plural``) and how a real server treats it."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    singular: str = ""
+    short_names: tuple[str, ...] = ()
+    #: ``<plural>/status`` exists; writes to the main resource keep the old status,
+    #: writes to ``/status`` change nothing but the status.
+    status_subresource: bool = False
+    #: Built-in types take ``application/strategic-merge-patch+json``; custom resources
+    #: answer 415 to it.
+    strategic_merge: bool = True
+    #: DELETE answers with the deleted object (pods) rather than a ``Status``.
+    return_deleted_object: bool = False
+    #: PUT of a missing object creates it (leases, events).
+    allow_create_on_update: bool = False
+    #: PUT without ``metadata.resourceVersion`` is allowed (not for custom resources/leases).
+    allow_unconditional_update: bool = True
+    #: ``metadata.generation`` starts at 1 and grows when anything but metadata/status changes.
+    track_generation: bool = False
+    field_labels: Mapping[str, FieldGetter] = field(default_factory=lambda: dict(_META_FIELDS))
+    merge_schema: MergeSchema = field(default_factory=lambda: {"metadata": _META_SCHEMA})
+    #: Resources with the same storage key share their objects (``v1`` and
+    #: ``events.k8s.io/v1`` events); defaults to ``group/plural``.
+    storage_key: str = ""
+    to_storage: Converter | None = None
+    from_storage: Converter | None = None
+    #: Defaulting, run on every write body (like decoding does on a real server).
+    default: Hook | None = None
+    #: Create-only preparation (``PrepareForCreate`` + mutating admission).
+    prepare_create: Hook | None = None
+    #: Validation of a new object (``old`` is None) or an update.
+    validate: Validator | None = None
+    #: Extra subresources beyond ``status`` (e.g. ``binding`` for pods).
+    subresources: tuple[str, ...] = ()
+    #: The DNS label rule (namespaces) instead of the DNS subdomain rule for names.
+    name_is_dns_label: bool = False
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    @property
+    def storage(self) -> str:
+        return self.storage_key or f"{self.group}/{self.plural}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.api_version}/{self.plural}"
+
+    def view(self, stored: JsonObj) -> JsonObj:
+        """The stored form converted to this resource's own version (a new dict if converted)."""
+        return self.from_storage(stored) if self.from_storage is not None else stored
+
+    def unview(self, obj: JsonObj) -> JsonObj:
+        return self.to_storage(obj) if self.to_storage is not None else obj
+
+
+class ResourceRegistry:
+    """The resource types served, findable by URL parts or by apiVersion/kind."""
+
+    def __init__(self, resources: Iterable[ResourceType] = ()) -> None:
+        self._by_path: dict[tuple[str, str, str], ResourceType] = {}
+        self._by_kind: dict[tuple[str, str], ResourceType] = {}
+        for resource in resources:
+            self.register(resource)
+
+    def register(self, resource: ResourceType) -> None:
+        self._by_path[(resource.group, resource.version, resource.plural)] = resource
+        self._by_kind[(resource.api_version, resource.kind)] = resource
+
+    def by_path(self, group: str, version: str, plural: str) -> ResourceType | None:
+        return self._by_path.get((group, version, plural))
+
+    def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
+        return self._by_kind.get((api_version, kind))
+
+    def __iter__(self) -> Iterator[ResourceType]:
+        return iter(self._by_path.values())
+
+    def group_versions(self) -> dict[str, list[str]]:
+        """Group name -> versions, in registration order (``""`` is the core group)."""
+        out: dict[str, list[str]] = {}
+        for resource in self._by_path.values():
+            versions = out.setdefault(resource.group, [])
+            if resource.version not in versions:
+                versions.append(resource.version)
+        return out
+
+    def in_group_version(self, group: str, version: str) -> list[ResourceType]:
+        return [r for r in self._by_path.values() if r.group == group and r.version == version]
+
+
+# --------------------------------------------------------------------------- metadata
+
+_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def dns_label_error(value: str) -> str | None:
+    if len(value) > 63:
+        return "must be no more than 63 characters"
+    if not _DNS_LABEL_RE.match(value):
+        return (
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or"
+            " '-', and must start and end with an alphanumeric character"
+        )
+    return None
+
+
+def dns_subdomain_error(value: str) -> str | None:
+    if len(value) > 253:
+        return "must be no more than 253 characters"
+    if not _DNS_SUBDOMAIN_RE.match(value):
+        return (
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters,"
+            " '-' or '.', and must start and end with an alphanumeric character"
+        )
+    return None
+
+
+def validate_metadata(resource: ResourceType, obj: JsonObj) -> list[FieldError]:
+    """The ``ValidateObjectMeta`` checks every kind gets."""
+    errors: list[FieldError] = []
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return [FieldError("metadata", "required")]
+    name = meta.get("name")
+    if not name:
+        errors.append(FieldError("metadata.name", "required", "name or generateName is required"))
+    elif not isinstance(name, str):
+        errors.append(FieldError("metadata.name", "invalid", "must be a string", name))
+    else:
+        why = dns_label_error(name) if resource.name_is_dns_label else dns_subdomain_error(name)
+        if why:
+            errors.append(FieldError("metadata.name", "invalid", why, name))
+    labels = meta.get("labels")
+    if labels is not None:
+        if not isinstance(labels, dict):
+            errors.append(FieldError("metadata.labels", "invalid", "must be a map", labels))
+        else:
+            for key, value in labels.items():
+                key_error = label_key_error(key)
+                if key_error:
+                    errors.append(FieldError("metadata.labels", "invalid", key_error, key))
+                if not isinstance(value, str):
+                    errors.append(FieldError(f"metadata.labels[{key}]", "invalid", "must be a string", value))
+                else:
+                    value_error = label_value_error(value)
+                    if value_error:
+                        errors.append(FieldError("metadata.labels", "invalid", value_error, value))
+    annotations = meta.get("annotations")
+    if annotations is not None:
+        if not isinstance(annotations, dict):
+            errors.append(FieldError("metadata.annotations", "invalid", "must be a map", annotations))
+        else:
+            for key, value in annotations.items():
+                key_error = label_key_error(key)
+                if key_error:
+                    errors.append(FieldError("metadata.annotations", "invalid", key_error, key))
+                if not isinstance(value, str):
+                    errors.append(
+                        FieldError(f"metadata.annotations[{key}]", "invalid", "must be a string", value)
+                    )
+    finalizers = meta.get("finalizers")
+    if finalizers is not None and (
+        not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)
+    ):
+        errors.append(FieldError("metadata.finalizers", "invalid", "must be a list of strings", finalizers))
+    return errors
+
+
+# --------------------------------------------------------------------------- pods
+
+_QUANTITY_RE = re.compile(r"^([+-]?[0-9]*\.?[0-9]+)([eE][+-]?[0-9]+|[a-zA-Z]*)$")
+_SUFFIXES: Mapping[str, Decimal] = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
+
+
+def parse_quantity(value: Any) -> Decimal | None:
+    """A Kubernetes resource quantity (``"500m"``, ``"1Gi"``, ``2``) as a number, or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return Decimal(str(value))
+    if not isinstance(value, str):
+        return None
+    match = _QUANTITY_RE.match(value.strip())
+    if not match:
+        return None
+    number, suffix = match.groups()
+    try:
+        if suffix[:1] in ("e", "E") and suffix[1:].lstrip("+-").isdigit():
+            return Decimal(number + suffix)
+        if suffix not in _SUFFIXES:
+            return None
+        return Decimal(number) * _SUFFIXES[suffix]
+    except InvalidOperation:
+        return None
+
+
+def _containers(spec: JsonObj, keys: tuple[str, ...] = ("initContainers", "containers")) -> list[JsonObj]:
+    out: list[JsonObj] = []
+    for key in keys:
+        items = spec.get(key)
+        if isinstance(items, list):
+            out.extend(c for c in items if isinstance(c, dict))
+    return out
+
+
+def pod_qos_class(pod: JsonObj) -> str:
+    """``status.qosClass`` as ``GetPodQOS`` computes it (cpu and memory only)."""
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    requests: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
+    guaranteed = True
+    for container in _containers(spec):
+        resources = container.get("resources") if isinstance(container.get("resources"), dict) else {}
+        assert isinstance(resources, dict)
+        found_limits: set[str] = set()
+        for bucket, total in (("requests", requests), ("limits", limits)):
+            values = resources.get(bucket)
+            if not isinstance(values, dict):
+                continue
+            for name in ("cpu", "memory"):
+                quantity = parse_quantity(values.get(name))
+                if quantity is None or quantity == 0:
+                    continue
+                total[name] = total.get(name, Decimal(0)) + quantity
+                if bucket == "limits":
+                    found_limits.add(name)
+        if found_limits != {"cpu", "memory"}:
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    if guaranteed and requests.keys() == limits.keys() and all(requests[k] == limits[k] for k in requests):
+        return "Guaranteed"
+    return "Burstable"
+
+
+def _image_pull_policy(image: Any) -> str:
+    if not isinstance(image, str) or "@" in image:
+        return "IfNotPresent"
+    last = image.rsplit("/", 1)[-1]
+    if ":" not in last or last.endswith(":latest"):
+        return "Always"
+    return "IfNotPresent"
+
+
+def _default_pod(pod: JsonObj) -> None:
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
+    for container in _containers(spec, ("initContainers", "containers", "ephemeralContainers")):
+        container.setdefault("imagePullPolicy", _image_pull_policy(container.get("image")))
+        container.setdefault("terminationMessagePath", "/dev/termination-log")
+        container.setdefault("terminationMessagePolicy", "File")
+        resources = container.setdefault("resources", {})
+        if isinstance(resources, dict) and isinstance(resources.get("limits"), dict):
+            requests = resources.setdefault("requests", {})
+            if isinstance(requests, dict):
+                for name, quantity in resources["limits"].items():
+                    requests.setdefault(name, quantity)
+        ports = container.get("ports")
+        if isinstance(ports, list):
+            for port in ports:
+                if isinstance(port, dict):
+                    port.setdefault("protocol", "TCP")
+
+
+def _prepare_pod_create(pod: JsonObj) -> None:
+    spec = pod.get("spec")
+    if isinstance(spec, dict):
+        # ServiceAccount, Priority and DefaultTolerationSeconds admission.
+        spec.setdefault("serviceAccountName", "default")
+        spec.setdefault("serviceAccount", spec["serviceAccountName"])
+        spec.setdefault("priority", 0)
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        tolerations = spec.setdefault("tolerations", [])
+        if isinstance(tolerations, list):
+            for taint in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+                if not any(isinstance(t, dict) and t.get("key") == taint for t in tolerations):
+                    tolerations.append(
+                        {"key": taint, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                    )
+    # podStrategy.PrepareForCreate: whatever status the client sent is replaced.
+    pod["status"] = {"phase": "Pending", "qosClass": pod_qos_class(pod)}
+
+
+_POD_MUTABLE_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")
+
+
+def _pod_spec_without_mutable(spec: Any) -> Any:
+    if not isinstance(spec, dict):
+        return spec
+    out = copy.deepcopy(spec)
+    for key in _POD_MUTABLE_SPEC:
+        out.pop(key, None)
+    for container in _containers(out):
+        container.pop("image", None)
+    return out
+
+
+def _validate_pod(pod: JsonObj, old: JsonObj | None) -> list[FieldError]:
+    errors: list[FieldError] = []
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return [FieldError("spec.containers", "required")]
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        errors.append(FieldError("spec.containers", "required"))
+    seen: set[str] = set()
+    for key in ("initContainers", "containers"):
+        items = spec.get(key)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            errors.append(FieldError(f"spec.{key}", "invalid", "must be a list", items))
+            continue
+        for i, container in enumerate(items):
+            where = f"spec.{key}[{i}]"
+            if not isinstance(container, dict):
+                errors.append(FieldError(where, "invalid", "must be an object", container))
+                continue
+            name = container.get("name")
+            if not name or not isinstance(name, str):
+                errors.append(FieldError(f"{where}.name", "required"))
+            else:
+                why = dns_label_error(name)
+                if why:
+                    errors.append(FieldError(f"{where}.name", "invalid", why, name))
+                elif name in seen:
+                    errors.append(FieldError(f"{where}.name", "duplicate", "", name))
+                seen.add(name)
+            image = container.get("image")
+            if not image or not isinstance(image, str) or image != image.strip():
+                errors.append(FieldError(f"{where}.image", "required"))
+    restart = spec.get("restartPolicy")
+    if restart not in (None, "Always", "OnFailure", "Never"):
+        errors.append(
+            FieldError(
+                "spec.restartPolicy",
+                "not_supported",
+                'supported values: "Always", "OnFailure", "Never"',
+                restart,
+            )
+        )
+    if old is not None and not errors:
+        if _pod_spec_without_mutable(spec) != _pod_spec_without_mutable(old.get("spec")):
+            errors.append(
+                FieldError(
+                    "spec",
+                    "forbidden",
+                    "pod updates may not change fields other than `spec.containers[*].image`,"
+                    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+                    "`spec.tolerations` (only additions to existing tolerations),"
+                    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was"
+                    " previously negative)",
+                )
+            )
+    return errors
+
+
+_CONTAINER_SCHEMA: MergeSchema = {
+    "ports": ListStrategy("containerPort"),
+    "env": ListStrategy("name"),
+    "volumeMounts": ListStrategy("mountPath"),
+    "volumeDevices": ListStrategy("devicePath"),
+}
+
+#: ``patchStrategy=merge`` lists of core/v1 Pod, from the Go struct tags.  Note that
+#: ``status.containerStatuses`` is NOT among them (it is ``listType=atomic``): a strategic
+#: merge patch replaces it whole on a real server, and does here.
+POD_MERGE_SCHEMA: MergeSchema = {
+    "metadata": _META_SCHEMA,
+    "spec": {
+        "containers": ListStrategy("name", _CONTAINER_SCHEMA),
+        "initContainers": ListStrategy("name", _CONTAINER_SCHEMA),
+        "ephemeralContainers": ListStrategy("name", _CONTAINER_SCHEMA),
+        "volumes": ListStrategy("name"),
+        "imagePullSecrets": ListStrategy("name"),
+        "hostAliases": ListStrategy("ip"),
+        "topologySpreadConstraints": ListStrategy("topologyKey"),
+        "schedulingGates": ListStrategy("name"),
+        "resourceClaims": ListStrategy("name"),
+    },
+    "status": {
+        "conditions": ListStrategy("type"),
+        "podIPs": ListStrategy("ip"),
+        "hostIPs": ListStrategy("ip"),
+    },
+}
+
+PODS = ResourceType(
+    group="",
+    version="v1",
+    kind="Pod",
+    plural="pods",
+    singular="pod",
+    short_names=("po",),
+    namespaced=True,
+    status_subresource=True,
+    return_deleted_object=True,
+    track_generation=True,
+    field_labels={
+        **_META_FIELDS,
+        "spec.nodeName": field_path("spec", "nodeName"),
+        "spec.restartPolicy": field_path("spec", "restartPolicy"),
+        "spec.schedulerName": field_path("spec", "schedulerName"),
+        "spec.serviceAccountName": field_path("spec", "serviceAccountName"),
+        "spec.hostNetwork": field_path("spec", "hostNetwork", default="false"),
+        "status.phase": field_path("status", "phase"),
+        "status.podIP": field_path("status", "podIP"),
+        "status.nominatedNodeName": field_path("status", "nominatedNodeName"),
+    },
+    merge_schema=POD_MERGE_SCHEMA,
+    default=_default_pod,
+    prepare_create=_prepare_pod_create,
+    validate=_validate_pod,
+    subresources=("binding",),
+)
+
+# --------------------------------------------------------------------------- nodes
+
+NODES = ResourceType(
+    group="",
+    version="v1",
+    kind="Node",
+    plural="nodes",
+    singular="node",
+    short_names=("no",),
+    namespaced=False,
+    status_subresource=True,
+    field_labels={
+        **_CLUSTER_META_FIELDS,
+        "spec.unschedulable": field_path("spec", "unschedulable", default="false"),
+    },
+    merge_schema={
+        "metadata": _META_SCHEMA,
+        "spec": {"podCIDRs": ListStrategy(None)},
+        "status": {"conditions": ListStrategy("type"), "addresses": ListStrategy("type")},
+    },
+)
+
+# --------------------------------------------------------------------------- namespaces
+
+
+def _default_namespace(ns: JsonObj) -> None:
+    meta = ns.get("metadata")
+    if isinstance(meta, dict) and isinstance(meta.get("name"), str) and meta["name"]:
+        labels = meta.get("labels")
+        if not isinstance(labels, dict):
+            labels = meta["labels"] = {}
+        labels["kubernetes.io/metadata.name"] = meta["name"]
+
+
+def _prepare_namespace_create(ns: JsonObj) -> None:
+    spec = ns.get("spec")
+    if not isinstance(spec, dict):
+        spec = ns["spec"] = {}
+    spec["finalizers"] = ["kubernetes"]
+    ns["status"] = {"phase": "Active"}
+
+
+NAMESPACES = ResourceType(
+    group="",
+    version="v1",
+    kind="Namespace",
+    plural="namespaces",
+    singular="namespace",
+    short_names=("ns",),
+    namespaced=False,
+    status_subresource=True,
+    return_deleted_object=True,
+    field_labels={**_CLUSTER_META_FIELDS, "status.phase": field_path("status", "phase")},
+    merge_schema={"metadata": _META_SCHEMA, "status": {"conditions": ListStrategy("type")}},
+    default=_default_namespace,
+    prepare_create=_prepare_namespace_create,
+    name_is_dns_label=True,
+)
+
+# --------------------------------------------------------------------------- configmaps
+
+_CONFIG_KEY_RE = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+def _validate_configmap(cm: JsonObj, old: JsonObj | None) -> list[FieldError]:
+    errors: list[FieldError] = []
+    for bucket in ("data", "binaryData"):
+        values = cm.get(bucket)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            errors.append(FieldError(bucket, "invalid", "must be a map of strings", values))
+            continue
+        for key, value in values.items():
+            if not _CONFIG_KEY_RE.match(key) or len(key) > 253:
+                errors.append(
+                    FieldError(
+                        bucket,
+                        "invalid",
+                        "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                        key,
+                    )
+                )
+            if not isinstance(value, str):
+                errors.append(FieldError(f"{bucket}[{key}]", "invalid", "must be a string", value))
+    if old is not None and old.get("immutable") is True:
+        for key in ("data", "binaryData"):
+            if cm.get(key) != old.get(key):
+                errors.append(FieldError(key, "forbidden", "field is immutable when `immutable` is set"))
+        if cm.get("immutable") is not True:
+            errors.append(FieldError("immutable", "forbidden", "field is immutable when `immutable` is set"))
+    return errors
+
+
+CONFIGMAPS = ResourceType(
+    group="",
+    version="v1",
+    kind="ConfigMap",
+    plural="configmaps",
+    singular="configmap",
+    short_names=("cm",),
+    namespaced=True,
+    validate=_validate_configmap,
+)
+
+# --------------------------------------------------------------------------- events
+
+#: core/v1 Event field -> events.k8s.io/v1 Event field (the rest are named alike).
+_EVENT_RENAMES: Mapping[str, str] = {
+    "involvedObject": "regarding",
+    "message": "note",
+    "source": "deprecatedSource",
+    "firstTimestamp": "deprecatedFirstTimestamp",
+    "lastTimestamp": "deprecatedLastTimestamp",
+    "count": "deprecatedCount",
+    "reportingComponent": "reportingController",
+}
+_EVENT_RENAMES_BACK: Mapping[str, str] = {v: k for k, v in _EVENT_RENAMES.items()}
+
+
+def _event_to_v1(core: JsonObj) -> JsonObj:
+    out: JsonObj = {"apiVersion": "events.k8s.io/v1", "kind": "Event"}
+    for key, value in core.items():
+        if key not in ("apiVersion", "kind"):
+            out[_EVENT_RENAMES.get(key, key)] = value
+    return out
+
+
+def _event_from_v1(event: JsonObj) -> JsonObj:
+    out: JsonObj = {"apiVersion": "v1", "kind": "Event"}
+    for key, value in event.items():
+        if key not in ("apiVersion", "kind"):
+            out[_EVENT_RENAMES_BACK.get(key, key)] = value
+    return out
+
+
+def _validate_event_v1(event: JsonObj, old: JsonObj | None) -> list[FieldError]:
+    """The extra rules ``events.k8s.io/v1`` puts on new events."""
+    if old is not None:
+        return []
+    errors: list[FieldError] = []
+    if not event.get("eventTime"):
+        errors.append(FieldError("eventTime", "required"))
+    if event.get("type") not in ("Normal", "Warning"):
+        errors.append(
+            FieldError("type", "not_supported", 'supported values: "Normal", "Warning"', event.get("type"))
+        )
+    for name in ("reportingController", "reportingInstance", "action", "reason"):
+        if not event.get(name):
+            errors.append(FieldError(name, "required"))
+    note = event.get("note")
+    if isinstance(note, str) and len(note.encode()) > 1024:
+        errors.append(FieldError("note", "too_long", "may not be more than 1024 bytes"))
+    return errors
+
+
+_EVENT_FIELDS_CORE: Mapping[str, FieldGetter] = {
+    **_META_FIELDS,
+    **{
+        f"involvedObject.{name}": field_path("involvedObject", name)
+        for name in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+    },
+    "reason": field_path("reason"),
+    "reportingComponent": field_path("reportingComponent"),
+    "source": field_path("source", "component"),
+    "type": field_path("type"),
+}
+_EVENT_FIELDS_V1: Mapping[str, FieldGetter] = {
+    **_META_FIELDS,
+    **{
+        f"regarding.{name}": field_path("regarding", name)
+        for name in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+    },
+    "reason": field_path("reason"),
+    "reportingController": field_path("reportingController"),
+    "type": field_path("type"),
+}
+
+EVENTS = ResourceType(
+    group="",
+    version="v1",
+    kind="Event",
+    plural="events",
+    singular="event",
+    short_names=("ev",),
+    namespaced=True,
+    allow_create_on_update=True,
+    field_labels=_EVENT_FIELDS_CORE,
+    storage_key="events",
+)
+
+EVENTS_V1 = ResourceType(
+    group="events.k8s.io",
+    version="v1",
+    kind="Event",
+    plural="events",
+    singular="event",
+    short_names=("ev",),
+    namespaced=True,
+    allow_create_on_update=True,
+    field_labels=_EVENT_FIELDS_V1,
+    storage_key="events",
+    to_storage=_event_from_v1,
+    from_storage=_event_to_v1,
+    validate=_validate_event_v1,
+)
+
+# --------------------------------------------------------------------------- leases
+
+LEASES = ResourceType(
+    group="coordination.k8s.io",
+    version="v1",
+    kind="Lease",
+    plural="leases",
+    singular="lease",
+    namespaced=True,
+    allow_create_on_update=True,
+    allow_unconditional_update=False,
+)
+
+# --------------------------------------------------------------------------- the CRD
+
+
+def _drop_status(obj: JsonObj) -> None:
+    obj.pop("status", None)
+
+
+ARTIFACTCHECKS = ResourceType(
+    group="artifactcheck.io",
+    version="v1alpha1",
+    kind="ArtifactCheck",
+    plural="artifactchecks",
+    singular="artifactcheck",
+    namespaced=True,
+    status_subresource=True,
+    strategic_merge=False,
+    allow_unconditional_update=False,
+    track_generation=True,
+    prepare_create=_drop_status,
+)
+
+BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
+    PODS,
+    NODES,
+    NAMESPACES,
+    CONFIGMAPS,
+    EVENTS,
+    EVENTS_V1,
+    LEASES,
+    ARTIFACTCHECKS,
+)

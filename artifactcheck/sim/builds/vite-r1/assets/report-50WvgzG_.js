@@ -1,0 +1,1 @@
+import{_ as a}from"./index-Bfu9pp8v.js";async function i(){const{table:e}=await a(async()=>{const{table:t}=await import("./big-table-D9ljaH91.js");return{table:t}},[]),r=e.reduce((t,o)=>t+o.weight,0);return`rows=${e.length} total=${r}`}export{i as renderReport};

@@ -1,0 +1,98 @@
+"""Reading the certificate an endpoint presents, to record and warn on its expiry.
+
+An expired internal certificate started the outage in DESIGN section 1, so every
+endpoint's certificate expiry is recorded. The certificate is read in binary form
+and parsed with ``cryptography``, which works whether or not the handshake verified
+it: with ``ssl_context=None`` an unverified context is used, so a certificate that
+has already expired (or is signed by an unknown CA) can still be reported instead of
+only failing. Errors are raised as typed :class:`~artifactcheck.errors.FetchError`
+subclasses; the caller decides whether they make an instance inconclusive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from datetime import UTC, datetime
+
+from cryptography import x509
+
+from .errors import FetchConnectError, FetchError, FetchTimeout
+from .models import CertInfo
+
+__all__ = ["days_left", "probe_certificate", "unverified_context"]
+
+
+def unverified_context() -> ssl.SSLContext:
+    """A client context that completes any handshake, for reading certificates only."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def _parse(der: bytes, endpoint: str) -> CertInfo:
+    """CertInfo from a DER certificate; FetchError when it cannot be parsed."""
+    try:
+        cert = x509.load_der_x509_certificate(der)
+        subject = cert.subject.rfc4514_string()
+        issuer = cert.issuer.rfc4514_string()
+        not_after = cert.not_valid_after_utc
+    except ValueError as exc:
+        raise FetchError(f"{endpoint}: unreadable certificate: {exc}") from exc
+    return CertInfo(endpoint=endpoint, subject=subject, issuer=issuer, not_after=not_after)
+
+
+async def probe_certificate(
+    host: str,
+    port: int,
+    *,
+    server_name: str | None,
+    ssl_context: ssl.SSLContext | None,
+    timeout: float,
+) -> CertInfo:
+    """Handshake with ``host:port`` (SNI ``server_name``) and return its certificate.
+
+    ``ssl_context=None`` reads the certificate without verifying it; with a verifying
+    context (e.g. the Fetcher's), a certificate that does not verify raises
+    :class:`~artifactcheck.errors.FetchConnectError`. Timeouts raise
+    :class:`~artifactcheck.errors.FetchTimeout`.
+    """
+    endpoint = f"{host}:{port}"
+    ctx = ssl_context if ssl_context is not None else unverified_context()
+    # Without a name, verify against the address itself (no SNI is sent for an IP).
+    hostname = server_name or host
+    writer: asyncio.StreamWriter | None = None
+    try:
+        async with asyncio.timeout(timeout):
+            _, writer = await asyncio.open_connection(
+                host, port, ssl=ctx, server_hostname=hostname, ssl_handshake_timeout=timeout
+            )
+            ssl_object = writer.get_extra_info("ssl_object")
+            der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    except TimeoutError as exc:
+        raise FetchTimeout(f"{endpoint}: no TLS handshake within {timeout}s") from exc
+    except ssl.SSLCertVerificationError as exc:
+        raise FetchConnectError(
+            f"{endpoint}: certificate verification failed for {hostname}: "
+            f"{exc.verify_message or exc}"
+        ) from exc
+    except ssl.SSLError as exc:
+        raise FetchConnectError(f"{endpoint}: TLS handshake failed: {exc.reason or exc}") from exc
+    except OSError as exc:
+        raise FetchConnectError(f"{endpoint}: cannot connect: {exc.strerror or exc}") from exc
+    finally:
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(OSError, TimeoutError, ssl.SSLError):
+                async with asyncio.timeout(1.0):
+                    await writer.wait_closed()
+    if not der:
+        raise FetchError(f"{endpoint}: the server presented no certificate")
+    return _parse(der, endpoint)
+
+
+def days_left(cert: CertInfo, *, now: datetime | None = None) -> float:
+    """Days until the certificate expires (negative once it has)."""
+    return (cert.not_after - (now or datetime.now(UTC))).total_seconds() / 86400

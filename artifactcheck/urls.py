@@ -1,0 +1,115 @@
+"""URL arithmetic that keeps every request under an allowed base URL (no SSRF).
+
+Paths come from served manifests, and served manifests come from instances, which
+are hostile until proven otherwise: a path may climb with ``..``, name another host,
+or a redirect may point anywhere. Everything the fetcher requests is built by
+:func:`join` and every redirect it follows is checked with :func:`is_under`, so the
+rule "only fetch under the instance's and the CDN's own base URLs" lives in one place.
+This module is pure (no I/O, no httpx) so that the rule can be tested exhaustively.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import SplitResult, quote, unquote, urlsplit
+
+from .errors import UnsafeReferenceError
+from .manifests.limits import normalise_path
+
+__all__ = ["base_directory", "host_key", "is_under", "join", "split_base"]
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# RFC 3986 pchar minus "%" (re-quoted) and "?" / "#" (never part of a path here).
+_PATH_SAFE = "/!$&'()*+,;=:@~-._"
+
+
+def _origin(parts: SplitResult) -> tuple[str, str, int]:
+    """(scheme, host, port) with the default port made explicit; ValueError if unusable."""
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise ValueError(f"not an http(s) URL: scheme {parts.scheme!r}")
+    host = (parts.hostname or "").lower()
+    if not host:
+        raise ValueError("URL has no host")
+    port = parts.port  # raises ValueError for a malformed port
+    return scheme, host, port if port is not None else _DEFAULT_PORTS[scheme]
+
+
+def split_base(base_url: str) -> SplitResult:
+    """Parse a base URL, refusing anything that is not an absolute http(s) URL."""
+    parts = urlsplit(base_url)
+    _origin(parts)
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("base URL must not carry credentials")
+    return parts
+
+
+def _segments(path: str) -> list[str] | None:
+    """Decoded path segments with dot segments resolved; None when it climbs above '/'."""
+    decoded = unquote(path).replace("\\", "/")
+    out: list[str] = []
+    for segment in decoded.split("/"):
+        if segment in ("", "."):
+            continue
+        if segment == "..":
+            if not out:
+                return None
+            out.pop()
+        else:
+            out.append(segment)
+    return out
+
+
+def base_directory(base_url: str) -> str:
+    """The base URL as a directory: trailing ``/`` added, query and fragment dropped."""
+    parts = split_base(base_url)
+    path = parts.path if parts.path.endswith("/") else parts.path + "/"
+    return parts._replace(path=path, query="", fragment="").geturl()
+
+
+def join(base_url: str, path: Any) -> str:
+    """The absolute URL of a manifest path under ``base_url``, or UnsafeReferenceError.
+
+    ``path`` is normalised with :func:`~artifactcheck.manifests.limits.normalise_path`
+    (so ``..``, absolute and protocol-relative URLs are refused and a query string is
+    dropped), then percent-encoded again. A base URL without a trailing ``/`` is read
+    as a directory, as :class:`~artifactcheck.models.Instance` promises.
+    """
+    base = base_directory(base_url)
+    relative = normalise_path(path)
+    url = base + quote(relative, safe=_PATH_SAFE)
+    if not is_under(base, url):  # defence in depth: normalise_path already refuses these
+        raise UnsafeReferenceError(f"path {path!r} resolves outside {base}")
+    return url
+
+
+def is_under(base_url: str, url: str) -> bool:
+    """True when ``url`` has the base's scheme, host and port and a path inside its path.
+
+    Dot segments (also percent-encoded ones) are resolved before comparing, and URLs
+    carrying credentials are refused, so a redirect cannot smuggle a request elsewhere.
+    """
+    try:
+        base = split_base(base_url)
+        target = urlsplit(url)
+        if _origin(base) != _origin(target):
+            return False
+    except ValueError:
+        return False
+    if target.username is not None or target.password is not None:
+        return False
+    base_segments = _segments(base.path)
+    target_segments = _segments(target.path)
+    if base_segments is None or target_segments is None:
+        return False
+    # "/app" as a base is the directory "/app/": "/application" is not under it.
+    return target_segments[: len(base_segments)] == base_segments
+
+
+def host_key(url: str) -> str:
+    """``scheme://host:port`` of a URL, the unit for per-host limits and counters."""
+    parts = urlsplit(url)
+    scheme, host, port = _origin(parts)
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port}"

@@ -1,0 +1,107 @@
+"""Fixtures for the fetch tests: a loopback fleet, fresh 127.x addresses, fetchers.
+
+Everything here is hermetic: proxy and CA environment variables are cleared, every
+test gets its own servers on distinct loopback addresses and random ports, and a test
+fails if it leaves a thread or (through ``make_fetcher``) an asyncio task behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+from fetch_support import RecordingSleep, settings
+
+from artifactcheck.fetch import Fetcher
+from artifactcheck.settings import RetrySettings
+from artifactcheck.sim.web import WebFleet, loopback_hosts
+
+_ENV = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+)
+# Addresses 127.0.3.1 onwards, handed out once per session so tests never share one.
+_HOSTS = iter(loopback_hosts(20_000, "127.0.3.1"))
+
+TRANSPORTS = ("httpx", "aiohttp")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in _ENV:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_threads() -> Iterator[None]:
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 5
+    while True:
+        leaked = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        if not leaked or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    assert not leaked, f"threads left behind: {leaked}"
+
+
+@pytest.fixture
+def host() -> Callable[[], str]:
+    """Call to get a loopback address no other test uses."""
+    return lambda: next(_HOSTS)
+
+
+@pytest.fixture
+def fleet() -> Iterator[WebFleet]:
+    with WebFleet() as running:
+        yield running
+    assert not running.servers
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> str:
+    """Each fetch test runs once per transport under httpx."""
+    return str(request.param)
+
+
+@pytest.fixture
+def make_fetcher(transport: str) -> Callable[..., contextlib.AbstractAsyncContextManager[Fetcher]]:
+    """``async with make_fetcher(http={...}, retry={...}, **kw) as fetcher:``.
+
+    Retries default to instant (fake sleep); on exit the fetcher is closed and no task
+    other than the test's own may remain.
+    """
+
+    @contextlib.asynccontextmanager
+    async def make(
+        *, http: dict[str, Any] | None = None, retry: dict[str, Any] | None = None, **kw: Any
+    ) -> AsyncIterator[Fetcher]:
+        kw.setdefault("sleep", RecordingSleep())
+        fetcher = Fetcher(
+            http=settings(transport, **(http or {})), retry=RetrySettings(**(retry or {})), **kw
+        )
+        async with fetcher:
+            yield fetcher
+        # Abandoned async generators inside httpx are finalised by short-lived tasks
+        # the loop schedules itself; anything still running after a moment is a leak.
+        current = asyncio.current_task()
+        for _ in range(50):
+            left = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+            if not left:
+                break
+            await asyncio.sleep(0.01)
+        assert not left, f"tasks left behind: {left}"
+
+    return make

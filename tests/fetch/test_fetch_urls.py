@@ -1,0 +1,107 @@
+"""urls: every URL the fetcher builds or follows stays under its base URL."""
+
+from __future__ import annotations
+
+import pytest
+
+from artifactcheck.errors import ArtifactCheckError, UnsafeReferenceError
+from artifactcheck.urls import base_directory, host_key, is_under, join
+
+BASE = "http://10.0.0.7:8080/"
+
+
+@pytest.mark.parametrize(
+    ("base", "path", "expected"),
+    [
+        (BASE, "assets/index-Dk.js", "http://10.0.0.7:8080/assets/index-Dk.js"),
+        (BASE, "/assets/a.js", "http://10.0.0.7:8080/assets/a.js"),
+        (BASE, "./assets//a.js", "http://10.0.0.7:8080/assets/a.js"),
+        (BASE, "assets/a.js?v=1#x", "http://10.0.0.7:8080/assets/a.js"),
+        (BASE, "assets/a%20b.js", "http://10.0.0.7:8080/assets/a%20b.js"),
+        (BASE, "assets/ä.js", "http://10.0.0.7:8080/assets/%C3%A4.js"),
+        (BASE, "a/%3Fq.js", "http://10.0.0.7:8080/a/%3Fq.js"),
+        ("https://h/app/", "/version", "https://h/app/version"),
+        ("https://h/app", "x.js", "https://h/app/x.js"),
+        ("https://h/app/?token=1", "x.js", "https://h/app/x.js"),
+    ],
+)
+def test_join(base: str, path: str, expected: str) -> None:
+    assert join(base, path) == expected
+    assert is_under(base_directory(base), expected)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../etc/passwd",
+        "assets/../../x",
+        "/../x",
+        "a\\..\\..\\x",
+        "%2e%2e/x",
+        "http://169.254.169.254/latest/meta-data",
+        "https://evil.example/x.js",
+        "//evil.example/x.js",
+        "javascript:alert(1)",
+        "",
+        " assets/a.js",
+        "a\nb",
+    ],
+)
+def test_join_refuses_paths_leaving_the_base(path: str) -> None:
+    with pytest.raises(UnsafeReferenceError):
+        join(BASE, path)
+
+
+def test_join_refuses_non_strings_with_a_typed_error() -> None:
+    with pytest.raises(ArtifactCheckError):
+        join(BASE, 42)
+
+
+@pytest.mark.parametrize("base", ["ftp://h/", "/relative/", "http:///nohost", "http://u:p@h/"])
+def test_join_refuses_unusable_bases(base: str) -> None:
+    with pytest.raises(ValueError):
+        join(base, "a.js")
+
+
+@pytest.mark.parametrize(
+    ("base", "url", "under"),
+    [
+        (BASE, "http://10.0.0.7:8080/assets/a.js", True),
+        (BASE, "http://10.0.0.7:8080/", True),
+        ("http://h/", "http://h:80/a", True),
+        ("https://h/", "https://H:443/a", True),
+        (BASE, "https://10.0.0.7:8080/a", False),
+        (BASE, "http://10.0.0.8:8080/a", False),
+        (BASE, "http://10.0.0.7:8081/a", False),
+        (BASE, "http://10.0.0.7/a", False),
+        ("http://h/app/", "http://h/app/x", True),
+        ("http://h/app/", "http://h/app", True),
+        ("http://h/app/", "http://h/application/x", False),
+        ("http://h/app/", "http://h/other", False),
+        ("http://h/app/", "http://h/app/../other", False),
+        ("http://h/app/", "http://h/app/%2e%2e/other", False),
+        ("http://h/app/", "http://h/app/x/../y", True),
+        ("http://h/", "http://h/../../etc", False),
+        ("http://h/", "http://user@h/a", False),
+        ("http://h/", "http://h@evil/a", False),
+        ("http://h/", "http://h:notaport/a", False),
+        ("http://h/", "not a url", False),
+        ("http://h/", "file:///etc/passwd", False),
+        ("http://[::1]:8080/", "http://[::1]:8080/a", True),
+    ],
+)
+def test_is_under(base: str, url: str, under: bool) -> None:
+    assert is_under(base, url) is under
+
+
+@pytest.mark.parametrize(
+    ("url", "key"),
+    [
+        ("http://10.0.0.7:8080/a", "http://10.0.0.7:8080"),
+        ("http://H/a", "http://h:80"),
+        ("https://h/a", "https://h:443"),
+        ("https://[::1]/a", "https://[::1]:443"),
+    ],
+)
+def test_host_key(url: str, key: str) -> None:
+    assert host_key(url) == key
