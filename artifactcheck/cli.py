@@ -139,43 +139,79 @@ def _version_endpoint(value: str | None) -> dict[str, str] | None:
 
 
 @main.command()
-@click.option("-t", "--target", "targets", multiple=True, metavar="URL[=VERSION]",
-              help="An instance to check; repeat for a fleet.")
+@click.option(
+    "-t",
+    "--target",
+    "targets",
+    multiple=True,
+    metavar="URL[=VERSION]",
+    help="An instance to check; repeat for a fleet.",
+)
 @click.option("-c", "--config", type=click.Path(dir_okay=False), help="CheckSpec YAML file.")
 @click.option("--cdn", help="CDN base URL every served asset must exist on.")
-@click.option("--release-manifest", metavar="PATH-OR-URL",
-              help="Release manifest; '{version}' is replaced by each reported version.")
+@click.option(
+    "--release-manifest",
+    metavar="PATH-OR-URL",
+    help="Release manifest; '{version}' is replaced by each reported version.",
+)
 @click.option("--release-image", metavar="IMAGE", help="Release image; '{version}' is replaced.")
 @click.option("--release-image-path", metavar="DIR", help="Site directory inside the image.")
-@click.option("--known-version", "known_versions", multiple=True, metavar="V",
-              help="Also load this release to name what a mismatching instance serves.")
+@click.option(
+    "--known-version",
+    "known_versions",
+    multiple=True,
+    metavar="V",
+    help="Also load this release to name what a mismatching instance serves.",
+)
 @click.option("--desired-version", metavar="V", help="Version the fleet should run.")
 @click.option("--manifest-path", metavar="PATH", help="Served manifest path (default: probe).")
 @click.option("--manifest-format", metavar="FORMAT", help="Served manifest format (default auto).")
-@click.option("--version-endpoint", metavar="PATH[#POINTER]",
-              help="Read the version over HTTP, e.g. /version#/version.")
+@click.option(
+    "--version-endpoint",
+    metavar="PATH[#POINTER]",
+    help="Read the version over HTTP, e.g. /version#/version.",
+)
 @click.option("--sample-instances", type=int, metavar="N", help="Check N instances, not all.")
 @click.option("--sample-assets", type=int, metavar="K", help="Fetch K assets per instance.")
 @click.option("--seed", type=int, help="Random seed for sampling.")
 @click.option("--host-header", metavar="NAME", help="Host header and TLS server name to send.")
 @click.option("--header", "headers", multiple=True, metavar="NAME=VALUE", help="Extra header.")
-@click.option("--header-env", multiple=True, metavar="NAME=ENVVAR",
-              help="Extra header whose value is read from an environment variable.")
-@click.option("--header-file", multiple=True, metavar="NAME=FILE",
-              help="Extra header whose value is read from a file.")
+@click.option(
+    "--header-env",
+    multiple=True,
+    metavar="NAME=ENVVAR",
+    help="Extra header whose value is read from an environment variable.",
+)
+@click.option(
+    "--header-file",
+    multiple=True,
+    metavar="NAME=FILE",
+    help="Extra header whose value is read from a file.",
+)
 @click.option("--ca-bundle", type=click.Path(dir_okay=False), help="Extra trusted CAs (PEM).")
 @click.option("--insecure", is_flag=True, help="Do not verify TLS certificates.")
 @click.option("--deadline", type=float, metavar="SECONDS", help="Per-instance deadline.")
 @click.option("--concurrency", type=int, metavar="N", help="Requests in flight in total.")
-@click.option("--docker-label", "docker_labels", multiple=True, metavar="KEY=VALUE",
-              help="Check Docker containers with this label.")
+@click.option(
+    "--docker-label",
+    "docker_labels",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Check Docker containers with this label.",
+)
 @click.option("--docker-network", metavar="NAME", help="Network whose container IP is used.")
 @click.option("--docker-port", type=int, metavar="PORT", help="Container port of the site.")
 @click.option("-n", "--namespace", help="Check pods in this namespace.")
 @click.option("-l", "--selector", help="Label selector of the pods.")
 @click.option("--pod-port", type=int, metavar="PORT", help="Port the pods serve on.")
-@click.option("-o", "--output", "outputs", multiple=True, metavar="FORMAT[=FILE]",
-              help="table (default), json[=FILE], junit=FILE; repeatable.")
+@click.option(
+    "-o",
+    "--output",
+    "outputs",
+    multiple=True,
+    metavar="FORMAT[=FILE]",
+    help="table (default), json[=FILE], junit=FILE; repeatable.",
+)
 @click.option("--verbose-report", is_flag=True, help="Show every finding, info included.")
 def verify(**opts: Any) -> None:
     """Check instances against the expected release, the CDN and each other."""
@@ -225,7 +261,9 @@ def verify(**opts: Any) -> None:
             },
         )
         if not spec.targets and spec.docker is None and spec.kubernetes is None:
-            raise ConfigError("nothing to check: give --target, --docker-label, --selector or a config")
+            raise ConfigError(
+                "nothing to check: give --target, --docker-label, --selector or a config"
+            )
     except ConfigError as exc:
         _fail(str(exc))
     report = _run_with_progress(spec)
@@ -266,8 +304,13 @@ def manifest() -> None:
 @manifest.command("build")
 @click.argument("dist", type=click.Path(file_okay=False))
 @click.option("--version", "version", required=True, help="Release version to record.")
-@click.option("-o", "--output", "out", type=click.Path(dir_okay=False),
-              help="Write here instead of standard output.")
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    type=click.Path(dir_okay=False),
+    help="Write here instead of standard output.",
+)
 def manifest_build(dist: str, version: str, out: str | None) -> None:
     """Hash every file of a build directory into a native release manifest."""
     from .manifests import native
@@ -313,7 +356,12 @@ def manifest_show(source: str, fmt: str, as_json: bool) -> None:
             "version": m.version,
             "source": m.source,
             "files": {
-                p: {"hashes": dict(e.hashes), "size": e.size, "entry": e.entry, "logical": e.logical}
+                p: {
+                    "hashes": dict(e.hashes),
+                    "size": e.size,
+                    "entry": e.entry,
+                    "logical": e.logical,
+                }
                 for p, e in m.files.items()
             },
             "rejected": [{"path": p, "reason": r} for p, r in m.rejected],
@@ -322,16 +370,20 @@ def manifest_show(source: str, fmt: str, as_json: bool) -> None:
         return
     from rich.table import Table
 
-    table = Table(title=f"{m.format} manifest, {len(m.files)} files"
-                  + (f", version {m.version}" if m.version else ""), title_justify="left")
+    table = Table(
+        title=f"{m.format} manifest, {len(m.files)} files"
+        + (f", version {m.version}" if m.version else ""),
+        title_justify="left",
+    )
     table.add_column("path", overflow="fold")
     table.add_column("entry")
     table.add_column("size", justify="right")
     table.add_column("hashes", overflow="fold")
     for path, e in m.files.items():
         hashes = " ".join(f"{a}:{h[:16]}" for a, h in sorted(e.hashes.items()))
-        table.add_row(path, "yes" if e.entry else "", "" if e.size is None else str(e.size),
-                      hashes or "-")
+        table.add_row(
+            path, "yes" if e.entry else "", "" if e.size is None else str(e.size), hashes or "-"
+        )
     console = _console()
     console.print(table)
     for path, reason in m.rejected:
@@ -361,8 +413,13 @@ def _read_source(source: str) -> tuple[bytes, str]:
 
 @manifest.command("from-image")
 @click.argument("image")
-@click.option("--path", "path", default="/usr/share/nginx/html", show_default=True,
-              help="Site directory inside the image.")
+@click.option(
+    "--path",
+    "path",
+    default="/usr/share/nginx/html",
+    show_default=True,
+    help="Site directory inside the image.",
+)
 @click.option("--version", "version", required=True, help="Release version to record.")
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Output file.")
 def manifest_from_image(image: str, path: str, version: str, out: str | None) -> None:

@@ -70,6 +70,13 @@ class HashIndex:
         return sorted(candidates)[-1]
 
 
+def _unobserved(got: Fetched) -> bool:
+    """No usable answer: an error, or a status that says nothing about the content."""
+    if got.error is not None or got.status is None:
+        return True
+    return not (200 <= got.status < 300) and got.status not in MISSING_STATUSES
+
+
 def _names(paths: Sequence[str], limit: int = 5) -> str:
     shown = ", ".join(paths[:limit])
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
@@ -83,7 +90,7 @@ def _against_release(
     findings: list[Finding] = []
     differing_hashes: list[str] = []
     fetched: dict[str, Fetched] = dict(obs.assets)
-    if obs.manifest_fetch is not None and obs.manifest_fetch.ok:
+    if obs.manifest_fetch is not None and obs.manifest_fetch.status is not None:
         fetched.setdefault(obs.manifest_path, obs.manifest_fetch)
     for path in sorted(fetched):
         got = fetched[path]
@@ -301,8 +308,9 @@ def judge_instance(
         )
 
     if obs.error is not None:
+        verdict = Verdict.INCONCLUSIVE if obs.error_kind == "status" else Verdict.UNREACHABLE
         return result(
-            Verdict.UNREACHABLE,
+            verdict,
             f"could not be observed: {obs.error}",
             [Finding(FindingKind.UNREACHABLE, obs.error, instance=inst.name)],
         )
@@ -330,13 +338,14 @@ def judge_instance(
         )
     findings += _integrity(obs)
 
-    failed = sorted(p for p, f in obs.assets.items() if f.error is not None)
+    failed = sorted(p for p, f in obs.assets.items() if _unobserved(f))
     if failed:
+        first = obs.assets[failed[0]]
         findings.append(
             Finding(
                 FindingKind.OBSERVATION_FAILED,
                 f"{len(failed)} file(s) could not be fetched: {_names(failed)} "
-                f"({obs.assets[failed[0]].error})",
+                f"({first.error or f'HTTP {first.status}'})",
                 instance=inst.name,
                 path=failed[0],
                 severity=Severity.WARNING,
@@ -370,8 +379,7 @@ def judge_instance(
                 findings.append(
                     Finding(
                         FindingKind.EXPECTATION_STALE,
-                        f"release {version} from the last known good copy "
-                        f"({expectation.error})",
+                        f"release {version} from the last known good copy ({expectation.error})",
                         instance=inst.name,
                         severity=Severity.INFO,
                     )
@@ -433,13 +441,9 @@ def judge_instance(
         return result(Verdict.CDN_MISMATCH, f"differs on the CDN: {_names(files)}", findings)
     if expectation_missing:
         why = expectation.error if expectation is not None else None
-        return result(
-            Verdict.INCONCLUSIVE, f"no expected release for {version}: {why}", findings
-        )
+        return result(Verdict.INCONCLUSIVE, f"no expected release for {version}: {why}", findings)
     if failed:
-        return result(
-            Verdict.INCONCLUSIVE, f"{len(failed)} file(s) could not be fetched", findings
-        )
+        return result(Verdict.INCONCLUSIVE, f"{len(failed)} file(s) could not be fetched", findings)
     if FindingKind.NO_CONSENSUS in kinds:
         files = sorted({f.path or "" for f in findings if f.kind is FindingKind.NO_CONSENSUS})
         return result(
@@ -466,9 +470,7 @@ def judge_instance(
                 severity=Severity.WARNING,
             )
         )
-        return result(
-            Verdict.DRIFT, f"serves {version}, desired is {desired_version}", findings
-        )
+        return result(Verdict.DRIFT, f"serves {version}, desired is {desired_version}", findings)
     if expectation is None:
         return result(Verdict.CONSISTENT, f"agrees with its siblings on {version}", findings)
     return result(Verdict.CONSISTENT, f"serves release {version}", findings)

@@ -22,10 +22,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from .act.health import Heartbeat, HealthServer
+from .act.health import HealthServer, Heartbeat
 from .act.logs import ContextAdapter
 from .act.metrics import CONTENT_TYPE, Metrics
 from .compare import compare_fleet, reported_version
@@ -34,7 +34,7 @@ from .discover import kubernetes as kube
 from .errors import ArtifactCheckError, ConfigError, DependencyError
 from .expect import Expectations
 from .fetch import Fetcher
-from .models import ActionKind, Expectation, Instance, Observation, Report, Verdict
+from .models import Expectation, Instance, Observation, Report, Verdict
 from .pipeline import Observer, build_expectations, observe_cdn
 from .settings import CheckSpec, load_spec
 
@@ -178,7 +178,7 @@ class Controller:
                     self.lock.try_acquire_or_renew,
                     self.settings.identity,
                     self.settings.lease_duration,
-                    datetime.now(timezone.utc),
+                    datetime.now(UTC),
                 )
             except ArtifactCheckError as exc:
                 self.metrics.api_errors.labels("lease").inc()
@@ -244,7 +244,7 @@ class Controller:
                 queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
                 current = rv
 
-                def pump(start: str = current) -> str:
+                def pump(start: str = current, queue: asyncio.Queue[Any] = queue) -> str:
                     last = start
                     try:
                         for kind, obj in watch_fn(start):
@@ -361,8 +361,10 @@ class Controller:
         def on_event(kind: str, obj: dict[str, Any]) -> None:
             meta = obj.get("metadata", {})
             name = f"{meta.get('namespace')}/{meta.get('name')}"
-            inst = None if kind == "DELETED" else kube.pod_to_instance(
-                obj, source=src, condition_type=condition
+            inst = (
+                None
+                if kind == "DELETED"
+                else kube.pod_to_instance(obj, source=src, condition_type=condition)
             )
             if inst is None:
                 state.pods.pop(name, None)
@@ -393,7 +395,9 @@ class Controller:
             )
         )
         try:
-            async with Fetcher(http=state.spec.http, retry=state.spec.retry, logger=clog) as fetcher:
+            async with Fetcher(
+                http=state.spec.http, retry=state.spec.retry, logger=clog
+            ) as fetcher:
                 state.expectations = build_expectations(state.spec, fetcher)
                 observer = Observer(
                     spec=state.spec, fetcher=fetcher, expectations=state.expectations
@@ -439,12 +443,14 @@ class Controller:
     ) -> None:
         """Observe (all pods, or just new ones), compare everything, decide, act, report."""
         spec = state.spec
-        started = datetime.now(timezone.utc)
+        started = datetime.now(UTC)
         t0 = time.perf_counter()
         requests0, retries0 = fetcher.stats.requests, fetcher.stats.retries
-        targets = list(state.pods.values()) if full else [
-            state.pods[n] for n in state.pending if n in state.pods
-        ]
+        targets = (
+            list(state.pods.values())
+            if full
+            else [state.pods[n] for n in state.pending if n in state.pods]
+        )
         if full and spec.sampling.instances:
             from .sample import sample_instances
 
@@ -563,7 +569,12 @@ class Controller:
         """Patch the ArtifactCheck status, only when something other than time changed."""
         counts = report.counts()
         top = sorted(
-            [f for r in report.results for f in r.findings if f.severity.value in ("error", "alert")]
+            [
+                f
+                for r in report.results
+                for f in r.findings
+                if f.severity.value in ("error", "alert")
+            ]
             + [f for f in report.findings if f.severity.value in ("error", "alert")],
             key=lambda f: (f.severity.value != "alert", f.instance or "", f.path or ""),
         )[:10]
@@ -605,7 +616,7 @@ class Controller:
         if state.last_status == comparable:
             return
         previous = {c["type"]: c for c in (state.last_status or {}).get("conditions", [])}
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         for c in conditions:
             old = previous.get(c["type"])
             c["lastTransitionTime"] = (

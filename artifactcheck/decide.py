@@ -80,7 +80,9 @@ def _workload(result: InstanceResult) -> str:
 
 
 def _files(result: InstanceResult) -> tuple[str, ...]:
-    return tuple(sorted({f.path for f in result.findings if f.path and f.kind.value in _FILE_KINDS}))
+    return tuple(
+        sorted({f.path for f in result.findings if f.path and f.kind.value in _FILE_KINDS})
+    )
 
 
 _FILE_KINDS = {
@@ -154,9 +156,7 @@ def decide(
             budget -= 1
             if not dry:
                 times.append(now)
-        actions.append(
-            Action(kind, r.instance.name, reason, dry_run=dry, files=_files(r))
-        )
+        actions.append(Action(kind, r.instance.name, reason, dry_run=dry, files=_files(r)))
         return True
 
     groups: dict[str, list[InstanceResult]] = defaultdict(list)
@@ -195,11 +195,16 @@ def decide(
             gated = r.instance.has_readiness_gate
             confirmed = st.streak >= policy.confirmations
             if r.verdict in GOOD or (
-                gate_mode and gated and r.verdict in UNKNOWN and policy.gate_fail_open
+                gate_mode
+                and gated
+                and r.verdict in UNKNOWN
+                and policy.gate_fail_open
                 and r.verdict is Verdict.INCONCLUSIVE
             ):
                 needs_open = gated and (st.quarantined or r.instance.gate_status != "True")
-                if needs_open and (st.quarantined and policy.release_on_recovery or not st.quarantined):
+                if needs_open and (
+                    st.quarantined and policy.release_on_recovery or not st.quarantined
+                ):
                     why = (
                         "consistent again"
                         if r.verdict in GOOD
@@ -293,8 +298,7 @@ def _cordon(
         bad = [
             r
             for r in members
-            if r.verdict in QUARANTINABLE
-            and states[r.instance.name].streak >= policy.confirmations
+            if r.verdict in QUARANTINABLE and states[r.instance.name].streak >= policy.confirmations
         ]
         good = [r for r in members if r.verdict is Verdict.CONSISTENT]
         if not bad or not good:

@@ -15,7 +15,7 @@ import logging
 import posixpath
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .compare import CdnView, compare_fleet, reported_version
 from .decide import Decision, History, decide
@@ -78,7 +78,11 @@ def _rebase(manifest: Manifest, manifest_path: str) -> Manifest:
     for path, entry in manifest.files.items():
         full = f"{folder}/{path}"
         files[full] = type(entry)(
-            path=full, hashes=entry.hashes, size=entry.size, entry=entry.entry, logical=entry.logical
+            path=full,
+            hashes=entry.hashes,
+            size=entry.size,
+            entry=entry.entry,
+            logical=entry.logical,
         )
     return Manifest(
         format=manifest.format,
@@ -147,14 +151,19 @@ class Observer:
             if got.error is not None:
                 if got.error_kind in UNREACHABLE_KINDS:
                     return _unreachable(instance, path, got), None
-                manifest_fetch, manifest_error = got, got.error
+                if got.error_kind != "too-large":
+                    return _unobservable(instance, path, got, got.error), None
+                manifest_fetch, manifest_error = got, got.error  # hostile content
                 break
             if got.status in (404, 410) and not self.spec.manifest_path:
                 continue
             manifest_fetch = got
+            if got.status in (404, 410):
+                break  # configured but absent: judged as a file against the release
             if not got.ok or got.body is None:
-                manifest_error = f"HTTP {got.status}"
-                break
+                # 5xx, 429, 401...: the instance could not be observed, which is never
+                # evidence of a mismatch
+                return _unobservable(instance, path, got, f"HTTP {got.status}"), None
             try:
                 fmt = self.spec.manifest_format
                 manifest = parse_manifest(
@@ -244,6 +253,16 @@ def _unreachable(instance: Instance, path: str, got: Fetched) -> Observation:
     )
 
 
+def _unobservable(instance: Instance, path: str, got: Fetched, why: str) -> Observation:
+    return Observation(
+        instance=instance,
+        manifest_path=path,
+        manifest_fetch=got,
+        error=f"{got.url}: {why}",
+        error_kind="status",
+    )
+
+
 def _read_version(got: Fetched, pointer: str) -> tuple[str | None, str | None]:
     """The version from a /version document, or why it could not be read."""
     if got.error is not None:
@@ -262,9 +281,7 @@ def _read_version(got: Fetched, pointer: str) -> tuple[str | None, str | None]:
     return str(value), None
 
 
-async def observe_cdn(
-    fetcher: Fetcher, cdn: str, observations: Sequence[Observation]
-) -> CdnView:
+async def observe_cdn(fetcher: Fetcher, cdn: str, observations: Sequence[Observation]) -> CdnView:
     """Fetch each distinct asset the instances served from the CDN, once."""
     paths = sorted({p for o in observations for p, f in o.assets.items() if f.ok})
     assets: dict[str, Fetched] = {}
@@ -295,7 +312,7 @@ async def check_once(
     now: Callable[[], float] = time.time,
 ) -> tuple[Report, Decision]:
     """Observe, compare and decide for one set of instances."""
-    started_at = datetime.now(timezone.utc)
+    started_at = datetime.now(UTC)
     t0 = time.perf_counter()
     observer = Observer(spec=spec, fetcher=fetcher, expectations=expectations)
     chosen = sample_instances(instances, spec.sampling.instances)
@@ -346,7 +363,9 @@ async def check_once(
     if spec.cdn:
         cdn_view = await observe_cdn(fetcher, spec.cdn, ordered)
         if cdn_view.error:
-            fleet.append(Finding(FindingKind.OBSERVATION_FAILED, cdn_view.error, severity=Severity.ERROR))
+            fleet.append(
+                Finding(FindingKind.OBSERVATION_FAILED, cdn_view.error, severity=Severity.ERROR)
+            )
 
     known = expectations.known() if expectations is not None else {}
     results = compare_fleet(

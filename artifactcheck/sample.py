@@ -13,11 +13,11 @@ import hashlib
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .models import Instance, Manifest
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def sample_instances(instances: Sequence[Instance], n: int | None) -> list[Instance]:
@@ -25,11 +25,9 @@ def sample_instances(instances: Sequence[Instance], n: int | None) -> list[Insta
     if n is None or n >= len(instances):
         return list(instances)
     buckets: dict[tuple[str | None, str | None], list[Instance]] = defaultdict(list)
-    for inst in sorted(
-        instances, key=lambda i: (i.started_at or _EPOCH, i.name), reverse=True
-    ):
+    for inst in sorted(instances, key=lambda i: (i.started_at or _EPOCH, i.name), reverse=True):
         buckets[(inst.node, inst.owner)].append(inst)
-    order = sorted(buckets, key=lambda k: (buckets[k][0].started_at or _EPOCH), reverse=True)
+    order = sorted(buckets, key=lambda k: buckets[k][0].started_at or _EPOCH, reverse=True)
     picked: list[Instance] = []
     while len(picked) < n:
         for key in order:

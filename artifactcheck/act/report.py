@@ -182,7 +182,9 @@ def render_table(report: Report, console: Console, *, verbose: bool = False) -> 
     table.add_column("verdict")
     table.add_column("serves")
     table.add_column("why", overflow="fold")
-    for r in sorted(report.results, key=lambda r: (r.verdict is Verdict.CONSISTENT, r.instance.name)):
+    for r in sorted(
+        report.results, key=lambda r: (r.verdict is Verdict.CONSISTENT, r.instance.name)
+    ):
         table.add_row(
             r.instance.name,
             r.reported_version or "-",

@@ -241,6 +241,11 @@ def _rfc3339(moment: datetime) -> str:
     return _aware(moment).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _micro_time(moment: datetime) -> str:
+    """``metav1.MicroTime``: exactly six fractional digits, as the API server requires."""
+    return _aware(moment).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def _parse_time(value: Any) -> datetime | None:
     if isinstance(value, datetime):
         return _aware(value)
@@ -668,6 +673,8 @@ class KubeActor:
         namespace = involved.get("namespace") or _EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS
         key = "/".join(str(involved.get(k) or "") for k in ("kind", "namespace", "name", "uid"))
         digest = hashlib.sha256(f"{key}/{reason}/{self.component}".encode()).hexdigest()[:16]
+        where = "/".join(str(p) for p in (involved.get("namespace"), involved.get("name")) if p)
+        target = f"{involved.get('kind')} {where}"
         name = f"{str(involved['name'])[:200]}.{digest}"
         now = self.clock().replace(microsecond=0)
         message = _truncate(message)
@@ -690,23 +697,26 @@ class KubeActor:
             reporting_component=self.component,
             reporting_instance=self.controller_name,
         )
-        what = f"create event {namespace}/{name}"
-        try:
-            _call(
-                what,
-                lambda: _read_json(
-                    self._core.create_namespaced_event(
-                        namespace, body, _preload_content=False, _request_timeout=self.timeout
-                    )
-                ),
-                passthrough=(409,),
-            )
-            self.log.info("event %s %s on %s %s", event_type, reason, key, message)
-            return
-        except _Status:
-            pass  # AlreadyExists: aggregate into the existing Event
 
-        def bump() -> None:
+        def create() -> bool:
+            """POST the Event; False when it already exists (AlreadyExists)."""
+            try:
+                _call(
+                    f"create event {namespace}/{name}",
+                    lambda: _read_json(
+                        self._core.create_namespaced_event(
+                            namespace, body, _preload_content=False, _request_timeout=self.timeout
+                        )
+                    ),
+                    passthrough=(409,),
+                )
+            except _Status:
+                return False
+            self.log.info("event %s %s on %s: %s", event_type, reason, target, message)
+            return True
+
+        def bump() -> bool:
+            """Aggregate into the existing Event; False when it expired meanwhile."""
             existing = cast(
                 JsonObj,
                 _call(
@@ -716,6 +726,7 @@ class KubeActor:
                             name, namespace, _preload_content=False, _request_timeout=self.timeout
                         )
                     ),
+                    passthrough=(404,),
                 ),
             )
             seen = existing.get("count")
@@ -738,13 +749,21 @@ class KubeActor:
                         _request_timeout=self.timeout,
                     )
                 ),
-                passthrough=(409,),
+                passthrough=(404, 409),
             )
             self.log.info(
-                "event %s %s on %s repeated (count %d)", event_type, reason, key, count + 1
+                "event %s %s on %s repeated (count %d)", event_type, reason, target, count + 1
             )
+            return True
 
-        _mutate(f"patch event {namespace}/{name}", bump, logger=self.log)
+        if create():
+            return
+        try:
+            _mutate(f"patch event {namespace}/{name}", bump, logger=self.log)
+        except _Status as st:
+            if st.status != 404:
+                raise DependencyError(f"event {namespace}/{name}: {st.message}") from st
+            create()  # expired (event TTL) between our POST and GET: record it anew
 
     @staticmethod
     def _pod_ref(pod: Mapping[str, Any]) -> JsonObj:
@@ -1204,6 +1223,13 @@ class LeaseLock:
     expiry rule can be tested without sleeping; unlike client-go, expiry is judged from
     ``renewTime`` rather than from the local time the record was last observed, so
     replicas need roughly synchronised clocks (within the lease duration).
+
+    Two deliberate differences in the wire format, both because of how the Python
+    client serialises ``datetime`` (``isoformat()`` drops the fraction when the
+    microseconds are 0, and a real API server then rejects the ``MicroTime`` with 400):
+    the record is written with a JSON merge patch carrying ``metadata.resourceVersion``
+    (the same optimistic concurrency as client-go's PUT) whose times are formatted here
+    with exactly six fractional digits, and an absent Lease is first created empty.
     """
 
     def __init__(
@@ -1248,58 +1274,17 @@ class LeaseLock:
         spec = lease.get("spec") if lease else None
         return (spec.get("holderIdentity") or None) if isinstance(spec, Mapping) else None
 
-    def _body(
-        self,
-        *,
-        meta: Mapping[str, Any] | None,
-        spec: Mapping[str, Any],
-        holder: str | None,
-        duration: int,
-        acquire: datetime | None,
-        renew: datetime,
-        transitions: int,
-    ) -> k8s.V1Lease:
-        return k8s.V1Lease(
+    def _create_empty(self) -> JsonObj | None:
+        """Create the Lease with no holder; None when another candidate created it first."""
+        body = k8s.V1Lease(
             api_version="coordination.k8s.io/v1",
             kind="Lease",
-            metadata=k8s.V1ObjectMeta(
-                name=self.name,
-                namespace=self.namespace,
-                resource_version=(meta or {}).get("resourceVersion"),
-                labels=(meta or {}).get("labels"),
-                annotations=(meta or {}).get("annotations"),
-            ),
-            spec=k8s.V1LeaseSpec(
-                holder_identity=holder,
-                lease_duration_seconds=duration,
-                acquire_time=acquire,
-                renew_time=renew,
-                lease_transitions=transitions,
-                strategy=spec.get("strategy"),
-                preferred_holder=spec.get("preferredHolder"),
-            ),
+            metadata=k8s.V1ObjectMeta(name=self.name, namespace=self.namespace),
+            spec=k8s.V1LeaseSpec(lease_transitions=0),
         )
-
-    def try_acquire_or_renew(self, identity: str, lease_duration: float, now: datetime) -> bool:
-        """Become or stay the leader; False when another identity holds a valid lease.
-
-        Raises DependencyError when the API server cannot be reached: the caller must
-        then stop acting once its current lease would have expired.
-        """
-        now = _aware(now)
-        duration = max(1, math.ceil(lease_duration))
-        lease = self.get()
-        if lease is None:
-            body = self._body(
-                meta=None,
-                spec={},
-                holder=identity,
-                duration=duration,
-                acquire=now,
-                renew=now,
-                transitions=0,
-            )
-            try:
+        try:
+            return cast(
+                JsonObj,
                 _call(
                     f"create lease {self.namespace}/{self.name}",
                     lambda: _read_json(
@@ -1311,60 +1296,23 @@ class LeaseLock:
                         )
                     ),
                     passthrough=(409,),
-                )
-            except _Status:
-                self.log.debug("lease %s: created by another candidate first", self.name)
-                return False
-            self.log.info("lease %s/%s acquired by %s", self.namespace, self.name, identity)
-            return True
-
-        meta = _meta(lease)
-        spec = lease.get("spec") if isinstance(lease.get("spec"), Mapping) else {}
-        assert isinstance(spec, Mapping)
-        holder = spec.get("holderIdentity") or ""
-        renewed = _parse_time(spec.get("renewTime"))
-        held_for = spec.get("leaseDurationSeconds")
-        held_for = held_for if isinstance(held_for, int) else 0
-        if holder and holder != identity and renewed is not None:
-            if renewed.timestamp() + held_for > now.timestamp():
-                return False
-        transitions = spec.get("leaseTransitions")
-        transitions = transitions if isinstance(transitions, int) else 0
-        if holder == identity:
-            acquire = _parse_time(spec.get("acquireTime")) or now
-        else:
-            acquire = now
-            transitions += 1
-        body = self._body(
-            meta=meta,
-            spec=spec,
-            holder=identity,
-            duration=duration,
-            acquire=acquire,
-            renew=now,
-            transitions=transitions,
-        )
-        if not self._replace(body):
-            return False
-        if holder != identity:
-            self.log.info(
-                "lease %s/%s acquired by %s (was %s)",
-                self.namespace,
-                self.name,
-                identity,
-                holder or "free",
+                ),
             )
-        return True
+        except _Status:
+            return None
 
-    def _replace(self, body: k8s.V1Lease) -> bool:
+    def _write(self, lease: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
+        """Merge-patch the record, conditional on the resourceVersion read; False on 409."""
+        body = {"metadata": {"resourceVersion": _meta(lease).get("resourceVersion")}, "spec": spec}
         try:
             _call(
-                f"update lease {self.namespace}/{self.name}",
+                f"patch lease {self.namespace}/{self.name}",
                 lambda: _read_json(
-                    self._api.replace_namespaced_lease(
+                    self._api.patch_namespaced_lease(
                         self.name,
                         self.namespace,
                         body,
+                        _content_type=_MERGE_PATCH,
                         _preload_content=False,
                         _request_timeout=self.timeout,
                     )
@@ -1376,28 +1324,76 @@ class LeaseLock:
             return False
         return True
 
+    def try_acquire_or_renew(self, identity: str, lease_duration: float, now: datetime) -> bool:
+        """Become or stay the leader; False when another identity holds a valid lease.
+
+        Raises DependencyError when the API server cannot be reached: the caller must
+        then stop acting once its current lease would have expired.
+        """
+        now = _aware(now)
+        duration = max(1, math.ceil(lease_duration))
+        lease = self.get()
+        created = lease is None
+        if lease is None:
+            lease = self._create_empty()
+            if lease is None:
+                self.log.debug("lease %s: created by another candidate first", self.name)
+                return False
+        raw_spec = lease.get("spec")
+        spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
+        holder = str(spec.get("holderIdentity") or "")
+        renewed = _parse_time(spec.get("renewTime"))
+        held_for = spec.get("leaseDurationSeconds")
+        held_for = held_for if isinstance(held_for, int) else 0
+        if holder and holder != identity and renewed is not None:
+            if renewed.timestamp() + held_for > now.timestamp():
+                return False
+        transitions = spec.get("leaseTransitions")
+        transitions = transitions if isinstance(transitions, int) else 0
+        record: JsonObj = {
+            "holderIdentity": identity,
+            "leaseDurationSeconds": duration,
+            "renewTime": _micro_time(now),
+        }
+        if holder == identity and spec.get("acquireTime"):
+            record["acquireTime"] = spec["acquireTime"]
+        else:
+            record["acquireTime"] = _micro_time(now)
+        if holder != identity:
+            # client-go: a new Lease starts at 0, every change of holder counts one.
+            record["leaseTransitions"] = 0 if created else transitions + 1
+        if not self._write(lease, record):
+            return False
+        if holder != identity:
+            self.log.info(
+                "lease %s/%s acquired by %s (was %s)",
+                self.namespace,
+                self.name,
+                identity,
+                holder or "free",
+            )
+        return True
+
     def release(self, identity: str, now: datetime | None = None) -> bool:
         """Give the lease up at shutdown, so a standby takes over at once (client-go's
         ``ReleaseOnCancel``); does nothing unless ``identity`` holds it."""
-        moment = _aware(now) if now is not None else _utcnow()
+        moment = _micro_time(_aware(now) if now is not None else _utcnow())
         lease = self.get()
         if lease is None:
             return False
-        spec = lease.get("spec") if isinstance(lease.get("spec"), Mapping) else {}
-        assert isinstance(spec, Mapping)
+        raw_spec = lease.get("spec")
+        spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
         if spec.get("holderIdentity") != identity:
             return False
-        transitions = spec.get("leaseTransitions")
-        body = self._body(
-            meta=_meta(lease),
-            spec=spec,
-            holder=None,
-            duration=1,
-            acquire=moment,
-            renew=moment,
-            transitions=transitions if isinstance(transitions, int) else 0,
+        released = self._write(
+            lease,
+            {
+                "holderIdentity": None,
+                "leaseDurationSeconds": 1,
+                "acquireTime": moment,
+                "renewTime": moment,
+            },
         )
-        released = self._replace(body)
         if released:
             self.log.info("lease %s/%s released by %s", self.namespace, self.name, identity)
         return released

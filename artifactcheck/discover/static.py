@@ -19,7 +19,9 @@ def parse_target(text: str) -> Target:
     """``URL`` or ``URL=VERSION`` into a Target, or ConfigError naming the problem."""
     url, sep, version = text.partition("=")
     if "://" not in url:
-        raise ConfigError(f"--target {text!r}: expected URL or URL=VERSION, e.g. http://10.0.0.7/=1.4.2")
+        raise ConfigError(
+            f"--target {text!r}: expected URL or URL=VERSION, e.g. http://10.0.0.7/=1.4.2"
+        )
     if sep and not version:
         raise ConfigError(f"--target {text!r}: empty version after '='")
     try:

@@ -36,7 +36,8 @@ def run_demo(*, instances: int = 6, keep: bool = False, console: Console | None 
         console.print(
             Panel.fit(
                 f"Simulated fleet: {instances} instances of release 1.4.2 (a real Vite build) on "
-                f"{fleet.instances[0].host} ... {fleet.instances[-1].host}, CDN on {fleet.cdn_host}.\n"
+                f"{fleet.instances[0].host} ... {fleet.instances[-1].host}, "
+                f"CDN on {fleet.cdn_host}.\n"
                 f"Planted: [bold]{drifted.name}[/] reports 1.4.2 but serves 1.4.1's bytes for "
                 f"{len(swapped)} file(s) under 1.4.2's names; the CDN answers 403 for "
                 f"{missing_path}.",

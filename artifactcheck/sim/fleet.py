@@ -90,7 +90,9 @@ class SimFleet:
         build = self.releases[version]
         hosts = loopback_hosts(instances, first=first_host)
         self.instances = [
-            SimInstance(name=f"web-{i + 1}", host=h, site=Site(root=build, version=version), version=version)
+            SimInstance(
+                name=f"web-{i + 1}", host=h, site=Site(root=build, version=version), version=version
+            )
             for i, h in enumerate(hosts)
         ]
         self.cdn_site = Site(root=build, server_header="AmazonS3")

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from artifactcheck.compare import CdnView, compare_fleet, consensus_findings, judge_instance, HashIndex
+from artifactcheck.compare import (
+    CdnView,
+    HashIndex,
+    compare_fleet,
+    consensus_findings,
+    judge_instance,
+)
 from artifactcheck.models import (
     Expectation,
     Fetched,
@@ -24,7 +30,10 @@ def release(version: str, files: dict[str, str]) -> Manifest:
     return Manifest(
         format="native",
         version=version,
-        files={p: ManifestEntry(path=p, hashes={"sha256": h}, size=10, entry=p == "index.html") for p, h in files.items()},
+        files={
+            p: ManifestEntry(path=p, hashes={"sha256": h}, size=10, entry=p == "index.html")
+            for p, h in files.items()
+        },
     )
 
 
@@ -32,7 +41,9 @@ R1 = release("1.0", {"index.html": IDX1, "assets/a.js": A1, "assets/b.css": B1})
 R2 = release("2.0", {"index.html": IDX2, "assets/a.js": A2, "assets/b.css": B2})
 
 
-def fetched(path: str, sha: str | None = None, status: int = 200, error: str | None = None) -> Fetched:
+def fetched(
+    path: str, sha: str | None = None, status: int = 200, error: str | None = None
+) -> Fetched:
     return Fetched(
         url=f"http://127.0.0.2/{path}",
         path=path,
@@ -46,7 +57,9 @@ def fetched(path: str, sha: str | None = None, status: int = 200, error: str | N
 
 def obs(name: str, version: str | None, assets: dict[str, Fetched], **kw: object) -> Observation:
     signals = (VersionSignal("target", version),) if version else ()
-    inst = Instance(name=name, base_url=f"http://{name}/", signals=signals, image_id=kw.pop("image_id", None))  # type: ignore[arg-type]
+    inst = Instance(
+        name=name, base_url=f"http://{name}/", signals=signals, image_id=kw.pop("image_id", None)
+    )  # type: ignore[arg-type]
     return Observation(instance=inst, manifest_path="artifactcheck.json", assets=assets, **kw)  # type: ignore[arg-type]
 
 
@@ -55,54 +68,164 @@ def serving(files: dict[str, str]) -> dict[str, Fetched]:
 
 
 CLEAN = {"index.html": IDX1, "assets/a.js": A1, "assets/b.css": B1}
-OLD = {"index.html": IDX1, "assets/a.js": A2, "assets/b.css": B2}  # release 2 bytes, release 1 names
+OLD = {
+    "index.html": IDX1,
+    "assets/a.js": A2,
+    "assets/b.css": B2,
+}  # release 2 bytes, release 1 names
 
 
 @pytest.mark.parametrize(
     ("assets", "expectation", "cdn", "desired", "verdict", "kinds"),
     [
-        pytest.param(serving(CLEAN), Expectation("1.0", R1), None, None, Verdict.CONSISTENT, set(), id="clean"),
-        pytest.param(serving(OLD), Expectation("1.0", R1), None, None, Verdict.MISMATCH,
-                     {FindingKind.CONTENT_DIFFERS, FindingKind.SERVES_OTHER_RELEASE}, id="serves-other-release"),
-        pytest.param({**serving(CLEAN), "assets/a.js": fetched("assets/a.js", status=404)}, Expectation("1.0", R1),
-                     None, None, Verdict.MISMATCH, {FindingKind.FILE_MISSING}, id="file-404"),
-        pytest.param({**serving(CLEAN), "assets/x.js": fetched("assets/x.js", A1)}, Expectation("1.0", R1),
-                     None, None, Verdict.MISMATCH, {FindingKind.FILE_UNEXPECTED}, id="unexpected-file"),
-        pytest.param(serving(CLEAN), Expectation("1.0", None, error="source down"), None, None,
-                     Verdict.INCONCLUSIVE, {FindingKind.EXPECTATION_UNAVAILABLE}, id="no-expectation-inconclusive"),
-        pytest.param(serving(OLD), Expectation("1.0", None, error="source down"), None, None,
-                     Verdict.INCONCLUSIVE, {FindingKind.EXPECTATION_UNAVAILABLE}, id="no-expectation-never-mismatch"),
-        pytest.param(serving(CLEAN), Expectation("1.0", R1, stale=True, error="down"), None, None,
-                     Verdict.CONSISTENT, {FindingKind.EXPECTATION_STALE}, id="stale-copy-still-judges"),
-        pytest.param({**serving(CLEAN), "assets/b.css": fetched("assets/b.css", error="read timeout")},
-                     Expectation("1.0", R1), None, None, Verdict.INCONCLUSIVE, {FindingKind.OBSERVATION_FAILED},
-                     id="asset-timeout-inconclusive"),
-        pytest.param(serving(CLEAN), Expectation("1.0", R1), None, "2.0", Verdict.DRIFT, {FindingKind.DRIFT}, id="drift"),
-        pytest.param(serving(CLEAN), Expectation("1.0", R1),
-                     CdnView("http://cdn/", {"index.html": fetched("index.html", IDX1), "assets/a.js": fetched("assets/a.js", status=403),
-                                             "assets/b.css": fetched("assets/b.css", B1)}),
-                     None, Verdict.CDN_MISSING, {FindingKind.CDN_MISSING}, id="cdn-403"),
-        pytest.param(serving(CLEAN), Expectation("1.0", R1),
-                     CdnView("http://cdn/", {"index.html": fetched("index.html", IDX1), "assets/a.js": fetched("assets/a.js", A2),
-                                             "assets/b.css": fetched("assets/b.css", B1)}),
-                     None, Verdict.CDN_MISMATCH, {FindingKind.CDN_DIFFERS}, id="cdn-differs"),
-        pytest.param(serving(CLEAN), Expectation("1.0", R1), CdnView("http://cdn/", {}, error="CDN unreachable"),
-                     None, Verdict.INCONCLUSIVE, {FindingKind.OBSERVATION_FAILED}, id="cdn-down-inconclusive"),
-        pytest.param(serving(OLD), Expectation("1.0", R1), CdnView("http://cdn/", {}, error="CDN unreachable"),
-                     None, Verdict.MISMATCH, {FindingKind.CONTENT_DIFFERS}, id="cdn-down-mismatch-still-seen"),
+        pytest.param(
+            serving(CLEAN),
+            Expectation("1.0", R1),
+            None,
+            None,
+            Verdict.CONSISTENT,
+            set(),
+            id="clean",
+        ),
+        pytest.param(
+            serving(OLD),
+            Expectation("1.0", R1),
+            None,
+            None,
+            Verdict.MISMATCH,
+            {FindingKind.CONTENT_DIFFERS, FindingKind.SERVES_OTHER_RELEASE},
+            id="serves-other-release",
+        ),
+        pytest.param(
+            {**serving(CLEAN), "assets/a.js": fetched("assets/a.js", status=404)},
+            Expectation("1.0", R1),
+            None,
+            None,
+            Verdict.MISMATCH,
+            {FindingKind.FILE_MISSING},
+            id="file-404",
+        ),
+        pytest.param(
+            {**serving(CLEAN), "assets/x.js": fetched("assets/x.js", A1)},
+            Expectation("1.0", R1),
+            None,
+            None,
+            Verdict.MISMATCH,
+            {FindingKind.FILE_UNEXPECTED},
+            id="unexpected-file",
+        ),
+        pytest.param(
+            serving(CLEAN),
+            Expectation("1.0", None, error="source down"),
+            None,
+            None,
+            Verdict.INCONCLUSIVE,
+            {FindingKind.EXPECTATION_UNAVAILABLE},
+            id="no-expectation-inconclusive",
+        ),
+        pytest.param(
+            serving(OLD),
+            Expectation("1.0", None, error="source down"),
+            None,
+            None,
+            Verdict.INCONCLUSIVE,
+            {FindingKind.EXPECTATION_UNAVAILABLE},
+            id="no-expectation-never-mismatch",
+        ),
+        pytest.param(
+            serving(CLEAN),
+            Expectation("1.0", R1, stale=True, error="down"),
+            None,
+            None,
+            Verdict.CONSISTENT,
+            {FindingKind.EXPECTATION_STALE},
+            id="stale-copy-still-judges",
+        ),
+        pytest.param(
+            {**serving(CLEAN), "assets/b.css": fetched("assets/b.css", error="read timeout")},
+            Expectation("1.0", R1),
+            None,
+            None,
+            Verdict.INCONCLUSIVE,
+            {FindingKind.OBSERVATION_FAILED},
+            id="asset-timeout-inconclusive",
+        ),
+        pytest.param(
+            serving(CLEAN),
+            Expectation("1.0", R1),
+            None,
+            "2.0",
+            Verdict.DRIFT,
+            {FindingKind.DRIFT},
+            id="drift",
+        ),
+        pytest.param(
+            serving(CLEAN),
+            Expectation("1.0", R1),
+            CdnView(
+                "http://cdn/",
+                {
+                    "index.html": fetched("index.html", IDX1),
+                    "assets/a.js": fetched("assets/a.js", status=403),
+                    "assets/b.css": fetched("assets/b.css", B1),
+                },
+            ),
+            None,
+            Verdict.CDN_MISSING,
+            {FindingKind.CDN_MISSING},
+            id="cdn-403",
+        ),
+        pytest.param(
+            serving(CLEAN),
+            Expectation("1.0", R1),
+            CdnView(
+                "http://cdn/",
+                {
+                    "index.html": fetched("index.html", IDX1),
+                    "assets/a.js": fetched("assets/a.js", A2),
+                    "assets/b.css": fetched("assets/b.css", B1),
+                },
+            ),
+            None,
+            Verdict.CDN_MISMATCH,
+            {FindingKind.CDN_DIFFERS},
+            id="cdn-differs",
+        ),
+        pytest.param(
+            serving(CLEAN),
+            Expectation("1.0", R1),
+            CdnView("http://cdn/", {}, error="CDN unreachable"),
+            None,
+            Verdict.INCONCLUSIVE,
+            {FindingKind.OBSERVATION_FAILED},
+            id="cdn-down-inconclusive",
+        ),
+        pytest.param(
+            serving(OLD),
+            Expectation("1.0", R1),
+            CdnView("http://cdn/", {}, error="CDN unreachable"),
+            None,
+            Verdict.MISMATCH,
+            {FindingKind.CONTENT_DIFFERS},
+            id="cdn-down-mismatch-still-seen",
+        ),
     ],
 )
 def test_judge_instance(assets, expectation, cdn, desired, verdict, kinds) -> None:
     o = obs("i1", "1.0", assets)
     index = HashIndex({"1.0": R1, "2.0": R2})
-    result = judge_instance(o, expectation=expectation, index=index, cdn=cdn, desired_version=desired)
+    result = judge_instance(
+        o, expectation=expectation, index=index, cdn=cdn, desired_version=desired
+    )
     assert result.verdict is verdict, result.reason
     assert kinds <= {f.kind for f in result.findings}
 
 
 def test_serves_other_release_is_named() -> None:
     result = judge_instance(
-        obs("i1", "1.0", serving(OLD)), expectation=Expectation("1.0", R1), index=HashIndex({"1.0": R1, "2.0": R2})
+        obs("i1", "1.0", serving(OLD)),
+        expectation=Expectation("1.0", R1),
+        index=HashIndex({"1.0": R1, "2.0": R2}),
     )
     assert result.serves_version == "2.0"
     assert "reports 1.0 but serves 2.0" in result.reason
@@ -110,13 +233,22 @@ def test_serves_other_release_is_named() -> None:
 
 
 def test_other_release_unknown_is_not_named() -> None:
-    result = judge_instance(obs("i1", "1.0", serving(OLD)), expectation=Expectation("1.0", R1), index=HashIndex({"1.0": R1}))
+    result = judge_instance(
+        obs("i1", "1.0", serving(OLD)),
+        expectation=Expectation("1.0", R1),
+        index=HashIndex({"1.0": R1}),
+    )
     assert result.verdict is Verdict.MISMATCH
     assert result.serves_version is None
 
 
 def test_unreachable_instance() -> None:
-    o = Observation(instance=Instance(name="x", base_url="http://x/"), manifest_path="", error="connection refused", error_kind="connect")
+    o = Observation(
+        instance=Instance(name="x", base_url="http://x/"),
+        manifest_path="",
+        error="connection refused",
+        error_kind="connect",
+    )
     r = judge_instance(o, expectation=None, index=HashIndex({}))
     assert r.verdict is Verdict.UNREACHABLE
 
@@ -131,7 +263,9 @@ def test_signal_conflict() -> None:
 
 
 def test_consensus_minority_is_suspect() -> None:
-    fleet = [obs(f"i{n}", "1.0", serving(CLEAN)) for n in range(4)] + [obs("odd", "1.0", serving(OLD))]
+    fleet = [obs(f"i{n}", "1.0", serving(CLEAN)) for n in range(4)] + [
+        obs("odd", "1.0", serving(OLD))
+    ]
     results = {r.instance.name: r for r in compare_fleet(fleet, expectations=None)}
     assert results["odd"].verdict is Verdict.MISMATCH
     assert {f.kind for f in results["odd"].findings} >= {FindingKind.MINORITY_CONTENT}
@@ -148,16 +282,24 @@ def test_consensus_tie_is_inconclusive() -> None:
 def test_image_divergence_is_a_finding() -> None:
     fleet = [obs(f"i{n}", "1.0", serving(CLEAN), image_id="sha256:aaa") for n in range(3)]
     fleet.append(obs("odd", "1.0", serving(CLEAN), image_id="sha256:bbb"))
-    results = {r.instance.name: r for r in compare_fleet(fleet, expectations={"1.0": Expectation("1.0", R1)})}
+    results = {
+        r.instance.name: r
+        for r in compare_fleet(fleet, expectations={"1.0": Expectation("1.0", R1)})
+    }
     kinds = {f.kind for f in results["odd"].findings}
     assert FindingKind.IMAGE_DIVERGES in kinds
     assert FindingKind.IMAGE_DIVERGES not in {f.kind for f in results["i0"].findings}
 
 
 def test_integrity_from_served_manifest_without_release() -> None:
-    served = Manifest(format="webpack-assets", files={"assets/a.js": ManifestEntry("assets/a.js", hashes={"sha256": A1})})
+    served = Manifest(
+        format="webpack-assets",
+        files={"assets/a.js": ManifestEntry("assets/a.js", hashes={"sha256": A1})},
+    )
     o = Observation(
-        instance=Instance(name="i", base_url="http://i/", signals=(VersionSignal("target", "1.0"),)),
+        instance=Instance(
+            name="i", base_url="http://i/", signals=(VersionSignal("target", "1.0"),)
+        ),
         manifest_path="assets-manifest.json",
         manifest=served,
         assets={"assets/a.js": fetched("assets/a.js", A2)},

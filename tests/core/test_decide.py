@@ -5,11 +5,20 @@ from __future__ import annotations
 import pytest
 
 from artifactcheck.decide import History, decide
-from artifactcheck.models import ActionKind, FindingKind, Instance, InstanceResult, Verdict, VersionSignal
+from artifactcheck.models import (
+    ActionKind,
+    FindingKind,
+    Instance,
+    InstanceResult,
+    Verdict,
+    VersionSignal,
+)
 from artifactcheck.settings import PolicySettings
 
 
-def fleet(verdicts: list[Verdict], *, gated: bool = True, owner: str = "web-rs") -> list[InstanceResult]:
+def fleet(
+    verdicts: list[Verdict], *, gated: bool = True, owner: str = "web-rs"
+) -> list[InstanceResult]:
     return [
         InstanceResult(
             instance=Instance(
@@ -41,7 +50,7 @@ def run(verdicts: list[Verdict], cycles: int, policy: PolicySettings, **kw: obje
 
 
 Q = PolicySettings(mode="quarantine")
-M, C, I, U = Verdict.MISMATCH, Verdict.CONSISTENT, Verdict.INCONCLUSIVE, Verdict.UNREACHABLE
+M, C, INC, U = Verdict.MISMATCH, Verdict.CONSISTENT, Verdict.INCONCLUSIVE, Verdict.UNREACHABLE
 
 
 def kinds(d, kind: ActionKind) -> list[str]:
@@ -53,7 +62,9 @@ def test_confirmations_before_acting() -> None:
     assert kinds(first, ActionKind.QUARANTINE) == []
     assert kinds(second, ActionKind.QUARANTINE) == ["pod-0"]
     assert kinds(second, ActionKind.FLAG) == ["pod-0"]
-    assert kinds(third, ActionKind.QUARANTINE) == [] and kinds(third, ActionKind.FLAG) == []  # no repeats
+    assert (
+        kinds(third, ActionKind.QUARANTINE) == [] and kinds(third, ActionKind.FLAG) == []
+    )  # no repeats
 
 
 @pytest.mark.parametrize(
@@ -61,7 +72,7 @@ def test_confirmations_before_acting() -> None:
     [
         ([M] * 3 + [C] * 7, 2, False),  # 25% cap of 10 -> 2
         ([M] * 6 + [C] * 4, 0, True),  # majority disagrees: suspect the expectation
-        ([I] * 10, 0, False),
+        ([INC] * 10, 0, False),
         ([U] * 3 + [C] * 7, 0, False),
         ([M] + [C] * 3, 1, False),  # 25% of 4 -> 1
     ],
@@ -70,11 +81,15 @@ def test_caps_and_majority(verdicts: list[Verdict], expected_quarantined: int, a
     decisions = run(verdicts, 3, Q)
     quarantined = [t for d in decisions for t in kinds(d, ActionKind.QUARANTINE)]
     assert len(quarantined) == expected_quarantined
-    assert alert == any(f.kind is FindingKind.SUSPECT_EXPECTATION for d in decisions for f in d.findings)
+    assert alert == any(
+        f.kind is FindingKind.SUSPECT_EXPECTATION for d in decisions for f in d.findings
+    )
 
 
 def test_ready_floor() -> None:
-    policy = PolicySettings(mode="quarantine", max_quarantine_fraction=1.0, min_ready=2, majority_threshold=1.0)
+    policy = PolicySettings(
+        mode="quarantine", max_quarantine_fraction=1.0, min_ready=2, majority_threshold=1.0
+    )
     decisions = run([M, M, C], 2, policy)
     assert len([t for d in decisions for t in kinds(d, ActionKind.QUARANTINE)]) == 1
 
@@ -101,8 +116,15 @@ def test_release_when_consistent_again() -> None:
     assert history.instances["pod-0"].quarantined
     healed = fleet([C] * 10)
     healed[0] = InstanceResult(
-        instance=Instance(**{**{f: getattr(healed[0].instance, f) for f in healed[0].instance.__slots__}, "gate_status": "False"}),  # type: ignore[arg-type]
-        verdict=C, reason="ok", reported_version="1.0",
+        instance=Instance(
+            **{
+                **{f: getattr(healed[0].instance, f) for f in healed[0].instance.__slots__},
+                "gate_status": "False",
+            }
+        ),  # type: ignore[arg-type]
+        verdict=C,
+        reason="ok",
+        reported_version="1.0",
     )
     d = decide(healed, policy=Q, history=history, now=10)
     assert kinds(d, ActionKind.RELEASE) == ["pod-0"]
@@ -118,7 +140,7 @@ def test_rate_limit() -> None:
 
 def test_inconclusive_keeps_streak_but_never_acts() -> None:
     history = History()
-    for verdicts in ([M, C, C, C, C], [I, C, C, C, C], [I, C, C, C, C]):
+    for verdicts in ([M, C, C, C, C], [INC, C, C, C, C], [INC, C, C, C, C]):
         d = decide(fleet(verdicts), policy=Q, history=history, now=0)
         assert not kinds(d, ActionKind.QUARANTINE)
         history = d.history

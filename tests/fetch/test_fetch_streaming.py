@@ -174,7 +174,9 @@ async def test_gzip_is_decoded_and_the_decoded_bytes_hashed(
     assert [g.content_encoding for g in results] == ["gzip", "gzip", "deflate"]
 
 
-async def test_raw_deflate_is_decoded(make_fetcher, fleet: WebFleet, host: Callable[[], str]) -> None:
+async def test_raw_deflate_is_decoded(
+    make_fetcher, fleet: WebFleet, host: Callable[[], str]
+) -> None:
     js = b"let x = 1;\n" * 1000
     compressor = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)  # no zlib header
     raw = compressor.compress(js) + compressor.flush()

@@ -21,6 +21,8 @@ from artifactcheck.manifests import FORMATS, parse_manifest
 from artifactcheck.manifests.limits import ManifestLimits, normalise_path
 from artifactcheck.models import Manifest
 
+from .builds import REAL_FORMATS, real_manifest
+
 ALL = ("auto", *FORMATS)
 UNSAFE = [
     "../../etc/passwd",
@@ -340,3 +342,38 @@ def test_any_json_object_reads_or_raises_a_manifest_error(doc: dict[str, Any]) -
 def test_any_bytes_read_or_raise_a_manifest_error(data: bytes) -> None:
     for fmt in ALL:
         read(data, fmt)
+
+
+def _paths(node: Any, here: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every position in a document, as a tuple of keys/indices."""
+    out = [here]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out += _paths(value, (*here, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            out += _paths(value, (*here, index))
+    return out
+
+
+def _put(node: Any, at: tuple[Any, ...], value: Any) -> Any:
+    if not at:
+        return value
+    copy = dict(node) if isinstance(node, dict) else list(node)
+    copy[at[0]] = _put(node[at[0]], at[1:], value)
+    return copy
+
+
+REAL_DOCS = {
+    fmt: json.loads(real_manifest(fmt, "r1").file.read_bytes()) for fmt in REAL_FORMATS
+}
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(REAL_DOCS)), st.data())
+def test_real_manifests_with_a_random_part_replaced(fmt: str, data: st.DataObject) -> None:
+    doc = REAL_DOCS[fmt]
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.sampled_from(_paths(doc)))
+        doc = _put(doc, at, data.draw(JSON))
+    _check(doc)
