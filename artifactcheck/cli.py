@@ -442,6 +442,65 @@ def manifest_from_image(image: str, path: str, version: str, out: str | None) ->
 
 
 @main.command()
+@click.option("--namespace-scope", default="cluster", show_default=True, metavar="NS|cluster",
+              help="Watch ArtifactChecks in one namespace, or in all ('cluster').")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig (default: "
+              "in-cluster, then ~/.kube/config).")
+@click.option("--context", help="Kubeconfig context.")
+@click.option("--identity", envvar="POD_NAME", help="Leader-election identity [env POD_NAME].")
+@click.option("--lease-namespace", envvar="POD_NAMESPACE", default="artifactcheck-system",
+              show_default=True, help="Namespace of the leader Lease [env POD_NAMESPACE].")
+@click.option("--lease-duration", type=float, default=15.0, show_default=True,
+              help="Leader lease duration, seconds.")
+@click.option("--metrics-port", type=int, default=8080, show_default=True,
+              help="Port for /metrics (0 = same as health).")
+@click.option("--health-port", type=int, default=8081, show_default=True,
+              help="Port for /healthz, /readyz and /metrics.")
+@click.option("--bind", default="0.0.0.0", show_default=True, help="Address of the probe server.")
+@click.option("--json-logs", is_flag=True, help="One JSON object per log line.")
+def controller(**opts: Any) -> None:
+    """Run the in-cluster controller: watch ArtifactChecks, check pods, act safely."""
+    import signal
+    import socket
+
+    from .controller import Controller, ControllerSettings
+    from .discover.kubernetes import load_api_client
+
+    _setup_logging(1, json_logs=opts["json_logs"])
+    scope = opts["namespace_scope"]
+    settings = ControllerSettings(
+        namespace=None if scope in ("cluster", "all", "") else scope,
+        identity=opts["identity"] or socket.gethostname(),
+        lease_namespace=opts["lease_namespace"],
+        lease_duration=opts["lease_duration"],
+        renew_period=max(1.0, opts["lease_duration"] / 3),
+    )
+    try:
+        api = load_api_client(opts["kubeconfig"], opts["context"])
+    except ConfigError as exc:
+        _fail(str(exc))
+    except DependencyError as exc:
+        _fail(str(exc), EXIT_INCONCLUSIVE)
+    ctl = Controller(api_client=api, settings=settings)
+    servers = [ctl.serve_health(host=opts["bind"], port=opts["health_port"])]
+    if opts["metrics_port"] and opts["metrics_port"] != opts["health_port"]:
+        servers.append(ctl.serve_health(host=opts["bind"], port=opts["metrics_port"]))
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await ctl.run(stop)
+
+    try:
+        asyncio.run(run())
+    finally:
+        for server in servers:
+            server.stop()
+
+
+@main.command()
 @click.option("--instances", default=6, show_default=True, help="Simulated instances.")
 @click.option("--keep", is_flag=True, help="Keep the fleet running until Ctrl-C.")
 def demo(instances: int, keep: bool) -> None:

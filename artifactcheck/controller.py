@@ -338,13 +338,14 @@ class Controller:
         src = state.spec.kubernetes
         assert src is not None
         condition = state.spec.policy.condition_type
-        try:
-            state.history = replace(
-                state.history,
-                cordoned=frozenset(await asyncio.to_thread(kube.cordoned_by_us, self.api)),
-            )
-        except ArtifactCheckError as exc:
-            clog.warning("could not read cordoned nodes: %s", exc)
+        if state.spec.policy.cordon_nodes:  # needs the opt-in node RBAC
+            try:
+                state.history = replace(
+                    state.history,
+                    cordoned=frozenset(await asyncio.to_thread(kube.cordoned_by_us, self.api)),
+                )
+            except ArtifactCheckError as exc:
+                clog.warning("could not read cordoned nodes: %s", exc)
 
         def on_sync(items: list[dict[str, Any]]) -> None:
             pods = {}

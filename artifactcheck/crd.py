@@ -134,6 +134,7 @@ def structural_schema(json_schema: Mapping[str, Any]) -> _Schema:
 def _convert(
     node: Mapping[str, Any], defs: Mapping[str, Any], *, path: str, seen: tuple[str, ...]
 ) -> _Schema:
+    """Convert one node; ``path`` names the field in errors, ``seen`` stops recursion."""
     unknown = set(node) - _HANDLED - _DROPPED - set(_KEPT)
     if unknown:
         raise ValueError(f"{path}: no structural equivalent for {sorted(unknown)}")
@@ -142,9 +143,8 @@ def _convert(
         target, name = _resolve(node, defs, path=path)
         if name in seen:
             raise ValueError(f"{path}: recursive model {name!r} cannot be a structural schema")
+        # The field's description (if any) wins over the model's docstring.
         merged = {**target, **_siblings(node, "$ref", "allOf")}
-        if "description" not in node and "description" in target:
-            merged["description"] = target["description"]
         return _convert(merged, defs, path=path, seen=(*seen, name))
 
     if "anyOf" in node:

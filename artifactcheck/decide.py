@@ -127,7 +127,8 @@ def decide(
             r, condition_type=policy.condition_type
         )
         if r.verdict in FLAGGABLE:
-            streak = prev.streak + 1
+            # capped: only "confirmed or not" matters, and a steady value means no writes
+            streak = min(prev.streak + 1, policy.confirmations)
         elif r.verdict in UNKNOWN:
             streak = prev.streak
         else:

@@ -34,7 +34,6 @@ import asyncio
 import contextlib
 import hashlib
 import http.cookiejar
-import ipaddress
 import logging
 import os
 import random
@@ -43,14 +42,14 @@ import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, Protocol, Self
-from urllib.parse import urljoin, urlsplit
+from typing import Any, Final, Literal, Protocol, Self, cast
+from urllib.parse import urljoin
 
 import aiohttp
 import httpx
@@ -329,9 +328,7 @@ def as_error(fetched: Fetched) -> ArtifactCheckError | None:
 
 def _evidence(headers: httpx.Headers) -> dict[str, str]:
     """The evidence headers present in a response, lowercase names, values joined."""
-    return {
-        name: ", ".join(headers.get_list(name)) for name in EVIDENCE_HEADERS if name in headers
-    }
+    return {name: ", ".join(headers.get_list(name)) for name in EVIDENCE_HEADERS if name in headers}
 
 
 def _content_length(headers: httpx.Headers) -> int | None:
@@ -356,12 +353,14 @@ def _server_name(host_header: str) -> str:
     return host.rstrip(".")
 
 
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
+async def _raw_chunks(response: httpx.Response) -> AsyncGenerator[bytes, None]:
+    """The body as it came off the wire; an async generator, closed by the caller."""
+    if response.is_stream_consumed:  # an injected transport that pre-read the body
+        yield response.content
+        return
+    async with contextlib.aclosing(cast(AsyncGenerator[bytes, None], response.aiter_raw())) as raw:
+        async for chunk in raw:
+            yield chunk
 
 
 # --------------------------------------------------------------------------- decoding
@@ -547,10 +546,11 @@ def _classify(exc: BaseException, *, reading_body: bool, http: HttpSettings) -> 
     """(error_kind, message) for a transport exception from either transport."""
     chain = list(_chain(exc))
     for e in chain:
-        if isinstance(e, ssl.SSLCertVerificationError):
-            return "tls", f"TLS certificate verification failed: {e.verify_message or e}"
         if isinstance(e, aiohttp.ClientConnectorCertificateError):
-            return "tls", f"TLS certificate verification failed: {e.certificate_error}"
+            e = e.certificate_error
+        if isinstance(e, ssl.SSLCertVerificationError):
+            reason = getattr(e, "verify_message", None) or _text(e)
+            return "tls", f"TLS certificate verification failed: {reason}"
     for e in chain:
         if isinstance(e, ssl.SSLError | aiohttp.ClientSSLError):
             return "tls", f"TLS handshake failed: {_root_message(e)}"
@@ -973,9 +973,7 @@ class Fetcher:
                     )
                     result = _Attempt(url, error=message, error_kind=kind)
             except (httpx.HTTPError, aiohttp.ClientError, OSError) as exc:
-                kind, message = _classify(
-                    exc, reading_body=progress.reading_body, http=self._http
-                )
+                kind, message = _classify(exc, reading_body=progress.reading_body, http=self._http)
                 result = _Attempt(url, error=message, error_kind=kind)
             finally:
                 stats.in_flight -= 1
@@ -1036,7 +1034,7 @@ class Fetcher:
         raw = 0
         size = 0
         try:
-            async with contextlib.aclosing(response.aiter_raw()) as chunks:
+            async with contextlib.aclosing(_raw_chunks(response)) as chunks:
                 async for chunk in chunks:
                     raw += len(chunk)
                     self.stats.bytes_read += len(chunk)
@@ -1086,7 +1084,7 @@ class Fetcher:
             return
         read = 0
         try:
-            async with contextlib.aclosing(response.aiter_raw()) as chunks:
+            async with contextlib.aclosing(_raw_chunks(response)) as chunks:
                 async for chunk in chunks:
                     read += len(chunk)
                     if read > _DRAIN_LIMIT:

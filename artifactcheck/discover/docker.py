@@ -6,12 +6,12 @@ the only module that imports the ``docker`` SDK (and ``requests`` under it): eve
 SDK, HTTP and socket error is translated here into the tree of
 :mod:`artifactcheck.errors`, always ``raise ... from exc``:
 
-* the engine cannot be reached or refuses a call -> :class:`DependencyError`
-  (the caller's verdict is ``inconclusive``, never ``mismatch``);
-* an image or a directory inside it does not exist -> :class:`ExpectationUnavailable`
-  (the expected release cannot be obtained from that source);
-* unusable input (blank image, relative path, bad label filter, bad ``DOCKER_HOST``)
-  -> :class:`ConfigError`.
+* the engine cannot be reached, refuses a call, or lacks the image asked for ->
+  :class:`DependencyError` (the verdict is ``inconclusive``, never ``mismatch``);
+* the image lacks the directory, or its archive is not a site tree ->
+  :class:`ManifestError` (no manifest can be read from it);
+* unusable input (blank image, malformed reference, relative path, bad label filter,
+  bad ``DOCKER_HOST``) -> :class:`ConfigError`.
 
 The SDK is synchronous: call these methods from ``asyncio.to_thread``. The engine is
 never asked to pull: images must already be present (``docker load``/``import``).
@@ -24,7 +24,9 @@ import logging
 import os
 import posixpath
 import re
+import socket
 import tarfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -39,7 +41,6 @@ from ..errors import (
     ArtifactCheckError,
     ConfigError,
     DependencyError,
-    ExpectationUnavailable,
     ManifestError,
 )
 from ..manifests import native
@@ -65,7 +66,6 @@ PURPOSE_LABEL = "io.artifactcheck.purpose"
 _NEVER_STARTED = ["/artifactcheck-container-is-never-started"]
 
 _GO_MODE_DIR = 1 << 31  # os.FileMode bits in X-Docker-Container-Path-Stat
-_GO_MODE_SYMLINK = 1 << 27
 _FRACTION = re.compile(r"(\.\d{6})\d+")
 _LOG = logging.getLogger(__name__)
 
@@ -123,6 +123,7 @@ class DockerEngine:
         self.timeout = timeout
         self.logger: Logger = logger or _LOG
         self._client: Any = client
+        self._client_lock = threading.Lock()  # callers use asyncio.to_thread
         self._env = env if base_url is None else None
 
     # -- plumbing ------------------------------------------------------------------
@@ -130,11 +131,14 @@ class DockerEngine:
     @property
     def client(self) -> Any:
         """The ``docker.DockerClient``, connected (API version negotiated) on first use."""
-        if self._client is None:
-            self._client = self._connect()
-        return self._client
+        with self._client_lock:
+            if self._client is None:
+                self._client = self._connect()
+            return self._client
 
     def _connect(self) -> Any:
+        if self.base_url.startswith("unix://"):
+            self._probe_unix_socket(self.base_url[len("unix://") :])
         kwargs: dict[str, Any] = {"base_url": self.base_url}
         try:
             if self._env is not None:
@@ -153,6 +157,17 @@ class DockerEngine:
                 f"Docker engine unreachable at {self.base_url}: {_reason(exc)}"
             ) from exc
 
+    def _probe_unix_socket(self, path: str) -> None:
+        """Connect once ourselves: the SDK leaks its socket when the connect fails."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(self.timeout)
+            try:
+                probe.connect(path if path.startswith("/") else "/" + path)
+            except OSError as exc:
+                raise DependencyError(
+                    f"Docker engine unreachable at {self.base_url}: {_reason(exc)}"
+                ) from exc
+
     @contextmanager
     def _translated(self, action: str) -> Iterator[None]:
         """Turn SDK, HTTP and socket errors raised while doing ``action`` into ours."""
@@ -169,20 +184,25 @@ class DockerEngine:
                 f"Docker engine at {self.base_url} did not answer within "
                 f"{self.timeout:g}s while {action}"
             ) from exc
-        except (
-            requests.exceptions.RequestException,
-            docker.errors.DockerException,
-            OSError,
-        ) as exc:
+        except (requests.exceptions.RequestException, OSError) as exc:
             raise DependencyError(
                 f"Docker engine unreachable at {self.base_url}: {_reason(exc)}"
+            ) from exc
+        except docker.errors.DockerException as exc:
+            if isinstance(exc.__cause__ or exc.__context__, requests.exceptions.RequestException):
+                raise DependencyError(
+                    f"Docker engine unreachable at {self.base_url}: {_reason(exc)}"
+                ) from exc
+            raise DependencyError(
+                f"Docker engine at {self.base_url}: {action} failed: {exc}"
             ) from exc
 
     def close(self) -> None:
         """Release the connection pool."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        with self._client_lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
 
     def __enter__(self) -> DockerEngine:
         return self
@@ -192,7 +212,7 @@ class DockerEngine:
 
     def ping(self) -> None:
         """Fail fast with DependencyError when the engine does not answer."""
-        with self._translated("answering /_ping"):
+        with self._translated("pinging"):
             self.client.ping()
 
     # -- discovery -----------------------------------------------------------------
@@ -290,7 +310,7 @@ class DockerEngine:
         except DependencyError as exc:
             cause = exc.__cause__
             if isinstance(cause, docker.errors.NotFound):
-                raise ExpectationUnavailable(
+                raise DependencyError(
                     f"image {image!r} not found on the Docker engine at {self.base_url} "
                     "(artifactcheck never pulls: pull or load it first)"
                 ) from cause
@@ -321,22 +341,26 @@ class DockerEngine:
                     params={"path": request_path},
                     stream=True,
                 )
-                api._raise_for_status(response)
+                try:
+                    api._raise_for_status(response)
+                except BaseException:
+                    response.close()
+                    raise
         except DependencyError as exc:
             cause = exc.__cause__
             if isinstance(cause, docker.errors.NotFound):
-                raise ExpectationUnavailable(f"{where}: no such directory in the image") from cause
+                raise ManifestError(f"{where}: no such directory in the image") from cause
             if isinstance(cause, docker.errors.APIError) and "not a directory" in _explain(cause):
                 # the engine answers 500 "lstat .../merged/<path>/: not a directory"
-                raise ExpectationUnavailable(f"{where}: not a directory in the image") from cause
+                raise ManifestError(f"{where}: not a directory in the image") from cause
             if isinstance(cause, docker.errors.APIError) and cause.status_code == 400:
-                raise ExpectationUnavailable(f"{where}: {_explain(cause)}") from cause
+                raise ManifestError(f"{where}: {_explain(cause)}") from cause
             raise
         try:
             stat = _path_stat(response.headers.get("X-Docker-Container-Path-Stat"))
             mode = int(stat.get("mode") or 0)
             if stat and not mode & _GO_MODE_DIR:
-                raise ExpectationUnavailable(f"{where}: not a directory in the image")
+                raise ManifestError(f"{where}: not a directory in the image")
             with self._translated(f"reading the archive of {where}"):
                 _read_tar(response.iter_content(native.CHUNK), builder, where, limits)
         finally:
@@ -424,7 +448,8 @@ def _instance_from_attrs(
 
     ``image`` is the reference the container was created from, pinned with the
     matching registry digest when the image has one (``shop/web:1.0@sha256:...``);
-    ``image_id`` is the local image ID, which is what tells two builds apart.
+    ``image_id`` is the local image ID, which is what tells two builds apart. A
+    container whose healthcheck says ``starting`` or ``unhealthy`` is not ``ready``.
     """
     config = attrs.get("Config") or {}
     labels = {str(k): str(v) for k, v in (config.get("Labels") or {}).items()}
@@ -434,6 +459,7 @@ def _instance_from_attrs(
         if labels.get(key)
     )
     state = attrs.get("State") or {}
+    health = (state.get("Health") or {}).get("Status")
     ref = config.get("Image") or None
     return Instance(
         name=str(attrs.get("Name") or attrs.get("Id") or "?").lstrip("/"),
@@ -447,6 +473,7 @@ def _instance_from_attrs(
         started_at=_parse_time(state.get("StartedAt")),
         uid=attrs.get("Id"),
         labels=labels,
+        ready=health not in ("starting", "unhealthy"),  # no healthcheck: serving
     )
 
 
@@ -484,14 +511,18 @@ def _address(attrs: Mapping[str, Any], source: DockerSource) -> str:
 
 
 def _find_network(networks: Mapping[str, Any], wanted: str) -> str | None:
-    """The key of ``networks`` named ``wanted``, or whose ID is or starts with it."""
+    """The key of ``networks`` named ``wanted``, or the one whose ID starts with it.
+
+    Like the docker CLI: an exact name first, then a unique ID prefix.
+    """
     if wanted in networks:
         return wanted
-    for name, net in networks.items():
-        net_id = str((net or {}).get("NetworkID") or "")
-        if net_id and len(wanted) >= 12 and net_id.startswith(wanted):
-            return name
-    return None
+    by_id = [
+        name
+        for name, net in networks.items()
+        if wanted and str((net or {}).get("NetworkID") or "").startswith(wanted)
+    ]
+    return by_id[0] if len(by_id) == 1 else None
 
 
 def _ip(network: Mapping[str, Any] | None) -> str:
@@ -564,7 +595,7 @@ def _read_tar(
                 if prefix is None:  # the archive starts with the directory itself
                     prefix = name + "/" if name else "/"
                     if not member.isdir():
-                        raise ExpectationUnavailable(f"{where}: not a directory in the image")
+                        raise ManifestError(f"{where}: not a directory in the image")
                     continue
                 if not name.startswith(prefix):
                     raise ManifestError(f"{where}: archive member {member.name!r} outside it")

@@ -38,7 +38,8 @@ import json
 import logging
 import math
 import os
-from collections.abc import Callable, Collection, Mapping, Sequence
+import threading
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
@@ -49,7 +50,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from ..errors import ArtifactCheckError, ConfigError, DependencyError
-from ..models import Action, ActionKind, Instance, VersionSignal
+from ..models import Action, ActionKind, Instance, InstanceResult, VersionSignal
 from ..settings import KubernetesSource, PolicySettings
 
 __all__ = [
@@ -69,14 +70,20 @@ __all__ = [
     "LEASE_NAME",
     "KubeActor",
     "LeaseLock",
+    "WatchExpired",
     "cordoned_by_us",
+    "default_source",
     "discover_pods",
     "event_reason_for",
     "list_checks",
+    "list_checks_raw",
+    "list_pods_raw",
     "load_api_client",
     "patch_check_status",
     "pod_is_serving",
     "pod_to_instance",
+    "watch_checks",
+    "watch_pods",
 ]
 
 DEFAULT_CONDITION_TYPE = "artifactcheck.io/content-verified"
@@ -163,7 +170,7 @@ def _translate(what: str, exc: ApiException) -> ArtifactCheckError:
     if status == 403:
         return ConfigError(
             f"{what}: forbidden (403): the RBAC role of artifactcheck does not allow this "
-            f"(see k8s/rbac): {message}"
+            f"(see k8s/rbac.yaml): {message}"
         )
     if status == 404:
         return ConfigError(
@@ -185,7 +192,9 @@ def _call(what: str, fn: Callable[[], T], *, passthrough: Collection[int] = ()) 
             raise _Status(status, _status_message(exc)) from exc
         raise _translate(what, exc) from exc
     except urllib3.exceptions.HTTPError as exc:
-        raise DependencyError(f"{what}: API server unreachable or too slow: {exc}") from exc
+        raise DependencyError(
+            f"{what}: API server unreachable, too slow or overloaded: {exc}"
+        ) from exc
     except OSError as exc:
         raise DependencyError(f"{what}: API server unreachable: {exc}") from exc
     except json.JSONDecodeError as exc:
@@ -263,17 +272,21 @@ def _truncate(text: str, limit: int = _MAX_TEXT) -> str:
 
 def _with_files(message: str, files: Sequence[str]) -> str:
     """The message followed by the files it is about, a bounded number of them named."""
-    if not files:
-        return _truncate(message)
+    if not files or all(f in message for f in files):
+        return _truncate(message)  # the message names them already
     named = ", ".join(files[:_MAX_FILES_NAMED])
     more = len(files) - _MAX_FILES_NAMED
     suffix = f"files: {named}" + (f" (+{more} more)" if more > 0 else "")
     return _truncate(f"{message}; {suffix}" if message else suffix)
 
 
+def _obj(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a JSON object, else an empty one: API data is read defensively."""
+    return cast(Mapping[str, Any], value) if isinstance(value, Mapping) else {}
+
+
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    return _obj(obj.get("metadata"))
 
 
 def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -371,8 +384,7 @@ def pod_is_serving(pod: Any, *, api_client: k8s.ApiClient | None = None) -> bool
     back by artifactcheck's own readiness gate is serving-capable and must be checked.
     """
     data = _pod_dict(pod, api_client)
-    status = data.get("status") if isinstance(data.get("status"), Mapping) else {}
-    assert isinstance(status, Mapping)
+    status = _obj(data.get("status"))
     if not status.get("podIP") or _meta(data).get("deletionTimestamp"):
         return False
     statuses = status.get("containerStatuses")
@@ -428,18 +440,16 @@ def pod_to_instance(
     A pod with no IP cannot be fetched from, so it is not an instance yet; the
     controller converts it again when a watch event brings its IP.
     """
-    src = source or KubernetesSource()  # type: ignore[call-arg]
+    src = source or KubernetesSource.model_validate({})
     data = _pod_dict(pod, api_client)
     meta = _meta(data)
-    spec = data.get("spec") if isinstance(data.get("spec"), Mapping) else {}
-    status = data.get("status") if isinstance(data.get("status"), Mapping) else {}
-    assert isinstance(spec, Mapping) and isinstance(status, Mapping)
+    spec = _obj(data.get("spec"))
+    status = _obj(data.get("status"))
     ip = status.get("podIP")
     if not ip:
         return None
-    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    labels = _obj(meta.get("labels"))
     annotations = _annotations(data)
-    assert isinstance(labels, Mapping)
     signals: list[VersionSignal] = []
     if src.version_label and labels.get(src.version_label):
         signals.append(VersionSignal(f"label:{src.version_label}", str(labels[src.version_label])))
@@ -474,6 +484,45 @@ def pod_to_instance(
     )
 
 
+def default_source(namespace: str) -> KubernetesSource:
+    """Every pod of a namespace, version from the default label: what an ArtifactCheck
+    without a ``kubernetes`` section selects."""
+    return KubernetesSource.model_validate({"namespace": namespace})
+
+
+def _items(doc: Any) -> tuple[list[JsonObj], str]:
+    """A list response's items and its resourceVersion (where a watch resumes)."""
+    body = _obj(doc)
+    items = body.get("items")
+    listed = [dict(i) for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []
+    return listed, str(_meta(body).get("resourceVersion") or "")
+
+
+def list_pods_raw(
+    api_client: k8s.ApiClient,
+    *,
+    namespace: str,
+    selector: str = "",
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> tuple[list[JsonObj], str]:
+    """The pods of a namespace matching a label selector, as JSON, with the list's
+    resourceVersion: the "list" half of list-then-watch. One request."""
+    core = k8s.CoreV1Api(api_client)
+    what = f"list pods in {namespace}" + (f" matching {selector!r}" if selector else "")
+    doc = _call(
+        what,
+        lambda: _read_json(
+            core.list_namespaced_pod(
+                namespace,
+                label_selector=selector or None,
+                _preload_content=False,
+                _request_timeout=request_timeout,
+            )
+        ),
+    )
+    return _items(doc)
+
+
 def discover_pods(
     source: KubernetesSource,
     *,
@@ -486,32 +535,109 @@ def discover_pods(
     With ``source.ready_only`` (the default) only pods that can serve are returned
     (:func:`pod_is_serving`); pods without an IP are never returned.
     """
-    core = k8s.CoreV1Api(api_client)
-    what = f"list pods in {source.namespace}" + (
-        f" matching {source.selector!r}" if source.selector else ""
+    items, _ = list_pods_raw(
+        api_client,
+        namespace=source.namespace,
+        selector=source.selector,
+        request_timeout=request_timeout,
     )
-    doc = _call(
-        what,
-        lambda: _read_json(
-            core.list_namespaced_pod(
-                source.namespace,
-                label_selector=source.selector or None,
-                _preload_content=False,
-                _request_timeout=request_timeout,
-            )
-        ),
-    )
-    items = doc.get("items") if isinstance(doc, Mapping) else None
     out: list[Instance] = []
-    for item in items if isinstance(items, list) else []:
-        if not isinstance(item, Mapping):
-            continue
+    for item in items:
         if source.ready_only and not pod_is_serving(item):
             continue
         inst = pod_to_instance(item, source=source, condition_type=condition_type)
         if inst is not None:
             out.append(inst)
     return sorted(out, key=lambda i: i.name)
+
+
+# --------------------------------------------------------------------------- watch
+
+
+class WatchExpired(DependencyError):
+    """The watch's resourceVersion is older than the server keeps (410 Gone): relist."""
+
+
+def _watch_timeout(request_timeout: Timeout, seconds: int) -> tuple[float, float]:
+    """Connect as usual; wait for data a little longer than the server keeps the watch
+    open, so an idle watch ends by the server's timeout, not by a read timeout."""
+    connect = request_timeout[0] if isinstance(request_timeout, tuple) else request_timeout
+    return (connect, seconds + 10.0)
+
+
+def _watch(
+    what: str, send: Callable[[], Any], stop: threading.Event | None
+) -> Iterator[tuple[str, JsonObj]]:
+    """Stream ``(type, object)`` watch events as JSON until the server ends the watch
+    (its ``timeoutSeconds``) or ``stop`` is set; 410 Gone raises WatchExpired."""
+    try:
+        response = _call(what, send, passthrough=(410,))
+    except _Status as st:
+        raise WatchExpired(f"{what}: {st.message}") from st
+    pending = b""
+    try:
+        for chunk in response.stream(65536, decode_content=True):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                event = _obj(json.loads(line))
+                kind, obj = str(event.get("type")), dict(_obj(event.get("object")))
+                if kind == "ERROR":
+                    message = obj.get("message") or obj.get("reason") or "watch error"
+                    if obj.get("code") == 410:
+                        raise WatchExpired(f"{what}: {message}")
+                    raise DependencyError(
+                        f"{what}: the watch failed ({obj.get('code')}): {message}"
+                    )
+                yield kind, obj
+                if stop is not None and stop.is_set():
+                    return
+    except urllib3.exceptions.HTTPError as exc:
+        raise DependencyError(f"{what}: the watch connection broke: {exc}") from exc
+    except OSError as exc:
+        raise DependencyError(f"{what}: the watch connection broke: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise DependencyError(f"{what}: the API server sent an invalid event: {exc}") from exc
+    finally:
+        response.close()
+        response.release_conn()
+
+
+def watch_pods(
+    api_client: k8s.ApiClient,
+    *,
+    namespace: str,
+    selector: str = "",
+    resource_version: str | None = None,
+    timeout: int = 30,
+    stop: threading.Event | None = None,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> Iterator[tuple[str, JsonObj]]:
+    """Watch pods from ``resource_version`` (from :func:`list_pods_raw`): yields
+    ``(ADDED|MODIFIED|DELETED|BOOKMARK, pod JSON)``, feed them to :func:`pod_to_instance`.
+
+    Ends when the server closes the watch after ``timeout`` seconds (resume from the
+    last resourceVersion seen) or when ``stop`` is set; raises WatchExpired on 410
+    (relist) and DependencyError when the connection breaks (reconnect with backoff).
+    """
+    core = k8s.CoreV1Api(api_client)
+    seconds = max(1, math.ceil(timeout))
+    return _watch(
+        f"watch pods in {namespace}" + (f" matching {selector!r}" if selector else ""),
+        lambda: core.list_namespaced_pod(
+            namespace,
+            label_selector=selector or None,
+            watch=True,
+            allow_watch_bookmarks=True,
+            resource_version=resource_version or None,
+            timeout_seconds=seconds,
+            _preload_content=False,
+            _request_timeout=_watch_timeout(request_timeout, seconds),
+        ),
+        stop,
+    )
 
 
 # --------------------------------------------------------------------------- act
@@ -645,7 +771,7 @@ class KubeActor:
         """Merge-patch only the annotations that differ (None removes one)."""
         current = _annotations(pod)
         diff = {k: v for k, v in changes.items() if current.get(k) != v}
-        if all(v is None and k not in current for k, v in diff.items()):
+        if not diff:
             return None
         body = {
             "metadata": {
@@ -675,7 +801,7 @@ class KubeActor:
         digest = hashlib.sha256(f"{key}/{reason}/{self.component}".encode()).hexdigest()[:16]
         where = "/".join(str(p) for p in (involved.get("namespace"), involved.get("name")) if p)
         target = f"{involved.get('kind')} {where}"
-        name = f"{str(involved['name'])[:200]}.{digest}"
+        name = f"{str(involved['name'])[:200].rstrip('-.')}.{digest}"
         now = self.clock().replace(microsecond=0)
         message = _truncate(message)
         body = k8s.CoreV1Event(
@@ -936,33 +1062,28 @@ class KubeActor:
 
         return self._on_pod(what, pod_ns, pod_name, step)
 
-    def record_streak(
-        self,
-        pod_ns: str,
-        pod_name: str,
-        streak: int,
-        *,
-        current: Mapping[str, str] | None = None,
-    ) -> bool:
-        """Persist the confirmation streak, so a restarted controller recovers it.
+    def record_streak(self, instance: Instance, streak: int) -> bool:
+        """Persist a pod's confirmation streak, so a restarted controller recovers it.
 
-        Writes only when the value changed; a streak of 0 removes the annotation. Pass
-        the pod's annotations as ``current`` (e.g. ``Instance.annotations``) to skip the
-        read when nothing changed.
+        Writes only when the value differs from the pod's annotations as last seen
+        (``instance.annotations``, from discovery or a watch event): an unchanged
+        streak costs no request at all. The value is capped at ``policy.confirmations``:
+        a longer streak changes no decision, and writing it every cycle would patch a
+        persistently bad pod forever. A streak of 0 removes the annotation.
         """
-        wanted = str(streak) if streak > 0 else None
-        if current is not None and current.get(ANN_STREAK) == wanted:
+        kept = min(streak, self.policy.confirmations)
+        wanted = str(kept) if kept > 0 else None
+        if instance.annotations.get(ANN_STREAK) == wanted:
             return False
-        what = f"record streak {streak} on pod {pod_ns}/{pod_name}"
+        ns, name = _pod_target(instance.name, instance)
+        what = f"record streak {streak} on pod {ns}/{name}"
         if self._dry(what):
             return False
         return self._on_pod(
             what,
-            pod_ns,
-            pod_name,
-            lambda pod: (
-                self._set_annotations(pod, pod_ns, pod_name, {ANN_STREAK: wanted}) is not None
-            ),
+            ns,
+            name,
+            lambda pod: self._set_annotations(pod, ns, name, {ANN_STREAK: wanted}) is not None,
         )
 
     # ---- nodes
@@ -1046,8 +1167,7 @@ class KubeActor:
 
         def step(obj: JsonObj) -> bool:
             nonlocal evented
-            spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-            assert isinstance(spec, Mapping)
+            spec = _obj(obj.get("spec"))
             mine = _annotations(obj).get(ANN_CORDONED) == "true"
             if spec.get("unschedulable") and not mine:
                 self.log.warning(
@@ -1124,17 +1244,22 @@ class KubeActor:
         self,
         action: Action,
         instance: Instance | None = None,
+        result: InstanceResult | None = None,
         *,
         verdict: str | None = None,
         streak: int | None = None,
     ) -> bool:
         """Perform one decided Action; dry-run actions are logged and never sent.
 
-        ``Action`` carries no verdict, so pass ``verdict`` (e.g. ``result.verdict``) to
-        name the Event reason and the verdict annotation precisely; without it, flags
-        say ``inconsistent`` and quarantines ``mismatch`` (the only verdict policy
-        quarantines).
+        ``Action`` carries no verdict: pass the ``result`` it was decided from (or
+        ``verdict``) so the Event reason and the verdict annotation name it; without
+        either, flags say ``inconsistent`` and quarantines ``mismatch`` (the only
+        verdict policy quarantines). Returns True when the cluster was changed.
         """
+        if verdict is None and result is not None:
+            verdict = result.verdict.value
+        if instance is None and result is not None:
+            instance = result.instance
         if action.kind is ActionKind.NONE:
             return False
         if action.dry_run or self.policy.dry_run:
@@ -1339,8 +1464,7 @@ class LeaseLock:
             if lease is None:
                 self.log.debug("lease %s: created by another candidate first", self.name)
                 return False
-        raw_spec = lease.get("spec")
-        spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
+        spec = _obj(lease.get("spec"))
         holder = str(spec.get("holderIdentity") or "")
         renewed = _parse_time(spec.get("renewTime"))
         held_for = spec.get("leaseDurationSeconds")
@@ -1381,8 +1505,7 @@ class LeaseLock:
         lease = self.get()
         if lease is None:
             return False
-        raw_spec = lease.get("spec")
-        spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
+        spec = _obj(lease.get("spec"))
         if spec.get("holderIdentity") != identity:
             return False
         released = self._write(
@@ -1402,13 +1525,14 @@ class LeaseLock:
 # --------------------------------------------------------------------------- ArtifactCheck
 
 
-def list_checks(
+def list_checks_raw(
     api_client: k8s.ApiClient,
     namespace: str | None = None,
     *,
     request_timeout: Timeout = DEFAULT_TIMEOUT,
-) -> list[JsonObj]:
-    """ArtifactCheck resources as JSON, in one namespace or cluster-wide (None).
+) -> tuple[list[JsonObj], str]:
+    """ArtifactCheck resources as JSON, in one namespace or cluster-wide (None), with
+    the list's resourceVersion for :func:`watch_checks`.
 
     A 404 means the CRD is not installed: a ConfigError saying so.
     """
@@ -1440,8 +1564,49 @@ def list_checks(
         raise ConfigError(
             f"{what}: the ArtifactCheck CRD is not installed (apply k8s/crd.yaml): {st.message}"
         ) from st
-    items = doc.get("items") if isinstance(doc, Mapping) else None
-    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+    return _items(doc)
+
+
+def list_checks(
+    api_client: k8s.ApiClient,
+    namespace: str | None = None,
+    *,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> list[JsonObj]:
+    """ArtifactCheck resources as JSON, in one namespace or cluster-wide (None)."""
+    return list_checks_raw(api_client, namespace, request_timeout=request_timeout)[0]
+
+
+def watch_checks(
+    api_client: k8s.ApiClient,
+    *,
+    namespace: str | None = None,
+    resource_version: str | None = None,
+    timeout: int = 30,
+    stop: threading.Event | None = None,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> Iterator[tuple[str, JsonObj]]:
+    """Watch ArtifactChecks from ``resource_version``, like :func:`watch_pods`."""
+    api = k8s.CustomObjectsApi(api_client)
+    seconds = max(1, math.ceil(timeout))
+    where = f"in {namespace}" if namespace else "in all namespaces"
+
+    def send() -> Any:
+        options: dict[str, Any] = {
+            "watch": True,
+            "allow_watch_bookmarks": True,
+            "resource_version": resource_version or None,
+            "timeout_seconds": seconds,
+            "_preload_content": False,
+            "_request_timeout": _watch_timeout(request_timeout, seconds),
+        }
+        if namespace:
+            return api.list_namespaced_custom_object(
+                CRD_GROUP, CRD_VERSION, namespace, CRD_PLURAL, **options
+            )
+        return api.list_cluster_custom_object(CRD_GROUP, CRD_VERSION, CRD_PLURAL, **options)
+
+    return _watch(f"watch {CRD_PLURAL}.{CRD_GROUP} {where}", send, stop)
 
 
 def patch_check_status(

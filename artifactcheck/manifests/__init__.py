@@ -67,6 +67,7 @@ __all__ = [
     "ManifestReader",
     "algorithms_needed",
     "detect_format",
+    "formats_for_name",
     "normalise_path",
     "parse_manifest",
     "parse_sri",

@@ -19,8 +19,9 @@ finds is the same everywhere, so it lives here and is tested once:
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import ManifestFormatError, ManifestLimitError, UnsafeReferenceError
@@ -53,6 +54,8 @@ APP_MANIFEST_KEYS = frozenset(
 
 _FILE_LIKE = re.compile(r"[^/\s?#]\.[A-Za-z][A-Za-z0-9]{0,11}(?:[?#]\S*)?\Z")
 _MAX_REASONS = 3
+#: How many values shape detection looks at.
+SAMPLE = 1000
 
 
 def is_app_manifest(doc: Any) -> bool:
@@ -65,10 +68,15 @@ def looks_like_file(value: Any) -> bool:
     return isinstance(value, str) and len(value) < 4096 and bool(_FILE_LIKE.search(value))
 
 
-def mostly(values: Iterable[Any], predicate: Any) -> bool:
-    """True when more than half of the values (and at least one) satisfy the predicate."""
+def mostly(values: Iterable[Any], predicate: Callable[[Any], bool]) -> bool:
+    """True when more than half of the values (and at least one) satisfy the predicate.
+
+    Only the first :data:`SAMPLE` values are looked at: this decides a shape, and
+    detection must stay cheap on a 100,000-entry document (the reader still checks
+    every entry).
+    """
     hits = total = 0
-    for value in values:
+    for value in itertools.islice(values, SAMPLE):
         total += 1
         hits += bool(predicate(value))
     return hits > 0 and hits * 2 > total

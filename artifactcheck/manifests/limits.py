@@ -14,11 +14,12 @@ import posixpath
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from ..errors import ManifestFormatError, ManifestLimitError, UnsafeReferenceError
 
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +88,7 @@ def _check_depth(doc: Any, max_depth: int) -> None:
 
 def _unusable(text: str) -> bool:
     """Control characters (C0, DEL, C1) and lone surrogates have no place in a URL path."""
-    return any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or 0xD800 <= ord(c) <= 0xDFFF for c in text)
+    return _CONTROL.search(text) is not None
 
 
 def normalise_path(raw: Any, limits: ManifestLimits = DEFAULT_LIMITS) -> str:
@@ -106,8 +107,8 @@ def normalise_path(raw: Any, limits: ManifestLimits = DEFAULT_LIMITS) -> str:
         raise UnsafeReferenceError(f"unusable path {raw!r}")
     if raw.replace("\\", "/").startswith("//") or _SCHEME.match(raw):
         raise UnsafeReferenceError(f"absolute URL {raw!r} is outside the base URL")
-    parts = urlsplit(raw)
-    path = unquote(parts.path).replace("\\", "/")
+    # no scheme and no authority are left, so the path is everything before ? or #
+    path = unquote(re.split("[?#]", raw, maxsplit=1)[0]).replace("\\", "/")
     if not path or _unusable(path):
         raise UnsafeReferenceError(f"unusable path {raw!r}")
     segments = [s for s in path.split("/") if s not in ("", ".")]
@@ -119,4 +120,7 @@ def normalise_path(raw: Any, limits: ManifestLimits = DEFAULT_LIMITS) -> str:
         raise UnsafeReferenceError(f"path {raw!r} climbs out of the site root ({resolved})")
     if not segments:
         raise UnsafeReferenceError(f"unusable path {raw!r}")
+    if _SCHEME.match(segments[0]):
+        # decoded, "%68ttps:/evil.com" would read as an absolute URL to urljoin
+        raise UnsafeReferenceError(f"path {raw!r} decodes to an absolute URL")
     return "/".join(segments)

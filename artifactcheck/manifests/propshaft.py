@@ -35,7 +35,7 @@ FORMAT = "propshaft"
 
 def looks_like(doc: Any) -> bool:
     """True for records with a string ``digested_path``, or the old flat map."""
-    if flat_file_map(doc):
+    if flat_file_map(doc) and not isinstance(doc.get("entrypoints"), dict):
         return True
     return isinstance(doc, dict) and mostly(doc.values(), _is_record)
 

@@ -7,13 +7,13 @@
                  "digest": "9f11...26ca", "integrity": "sha256-nxFg..."}},
      "assets": {"application.js": "application-9f11...26ca.js"}}
 
-Sprockets 4 writes ``digest`` as the SHA-256 hex of the compiled asset (the bytes
-written and served; checked against its source and real output) and ``integrity``
-as the SRI form of the same digest. SRI is preferred, being unambiguously a content
-hash; ``digest`` is only used as sha256 when there is no SRI sha256 and it is 64 hex
-digits (Sprockets 2 wrote a 32-hex MD5-based one, which is ignored). The name's
-fingerprint is never used: it can mix in ``config.assets.version``. ``size`` is the
-byte size.
+Sprockets 3.7 and 4 write ``digest`` as the SHA-256 hex of the compiled asset (the
+bytes written and served: checked against real Sprockets 3.7.2 output, and Sprockets
+4's source) and ``integrity`` as the SRI form of the same digest. SRI is preferred,
+being unambiguously a content hash; ``digest`` is only used as sha256 when there is
+no SRI sha256 and it is 64 hex digits (Sprockets 2 wrote a 32-hex MD5-based one,
+which is ignored). The name's fingerprint is never used: it can mix in
+``config.assets.version``. ``size`` is the byte size.
 
 Paths are relative to the directory the manifest sits in: ``public/assets``, served
 at ``config.assets.prefix`` (``/assets/`` by default). The caller's base URL must be

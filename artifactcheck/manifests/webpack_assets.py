@@ -17,8 +17,8 @@ webpack-manifest-plugin). The ``entrypoints`` option adds an ``entrypoints`` obj
 (``{name: {assets: {js: [...], css: [...]}, preload, prefetch}}``; before v4
 ``{name: {js: [...], css: [...]}}``; with ``entrypointsKey: false`` the entry point
 records sit at the top level). Those are not assets: their ``assets`` lists mark
-entry points (by path, or by asset key with ``entrypointsUseAssets``); preload and
-prefetch lists do not.
+entry points (paths, or with ``entrypointsUseAssets`` the asset records); preload and
+prefetch lists do not. Checked against the plugin's real output (v6.5).
 """
 
 from __future__ import annotations
@@ -92,7 +92,12 @@ def parse(
 
 
 def _entry_refs(groups: list[Any]) -> list[Any]:
-    """Every file reference listed as an entry point's own asset, in document order."""
+    """Every file reference listed as an entry point's own asset, in document order.
+
+    Items are paths, or with ``entrypointsUseAssets`` the asset records themselves
+    (``{src, integrity}``, as the real plugin writes them) or, in older releases,
+    asset keys.
+    """
     refs: list[Any] = []
     for record in groups:
         if not isinstance(record, dict):
@@ -100,6 +105,9 @@ def _entry_refs(groups: list[Any]) -> list[Any]:
         assets = record.get("assets")
         by_type = assets if isinstance(assets, dict) else record
         for group, files in by_type.items():
-            if group not in _NOT_ENTRY_GROUPS and isinstance(files, list):
-                refs.extend(strip_auto(f) if isinstance(f, str) else f for f in files)
+            if group in _NOT_ENTRY_GROUPS or not isinstance(files, list):
+                continue
+            for item in files:
+                ref = item.get("src") if isinstance(item, dict) else item
+                refs.append(strip_auto(ref) if isinstance(ref, str) else ref)
     return refs

@@ -6,11 +6,11 @@
      "static/media/logo.svg": "/static/media/logo.4684d137d27c24e34bea.svg"}
 
 Values carry ``output.publicPath`` as a prefix: ``/`` (root-absolute: relative to the
-site root, so the base URL must be the origin the site is served from), ``auto/``
-(webpack 5's default ``publicPath: "auto"``, written literally; it is stripped and the
-rest is relative to the output directory, where the manifest sits), or an absolute
-CDN URL -- recorded in ``Manifest.rejected`` and never fetched from the instance.
-No content hashes.
+site root, so the base URL must be the origin the site is served from), nothing
+(webpack 5's default ``publicPath: "auto"``: version 6 writes paths relative to the
+output directory, where the manifest sits; older versions wrote a literal ``auto/``,
+which is stripped), or an absolute CDN URL -- recorded in ``Manifest.rejected`` and
+never fetched from the instance. No content hashes.
 
 The file is named ``manifest.json`` by default, like the web app manifest of a PWA
 (``{name, icons, start_url}``) and a browser extension's: those are refused by shape,
@@ -35,8 +35,11 @@ _ENTRY_KEY = re.compile(r"[^/]+\.(?:m?js|css)\Z|(?:.*/)?index\.html\Z")
 
 
 def looks_like(doc: Any) -> bool:
-    """True for a flat object of file-like strings that is not a web app manifest."""
-    return flat_file_map(doc)
+    """True for a flat object of file-like strings that is not a web app manifest.
+
+    An ``entrypoints`` object is webpack-assets-manifest's, never this plugin's.
+    """
+    return flat_file_map(doc) and not isinstance(doc.get("entrypoints"), dict)
 
 
 def parse(

@@ -77,11 +77,22 @@ parameters are ignored (lists are always served from the latest state) and a
 watch from a resourceVersion newer than the server's is accepted instead of
 being refused as too large; no ``/log``, ``/exec``, ``/eviction`` or other
 subresources; no API Priority and Fairness (only injected 429s).
+
+Deliberate simplifications: a write to ``/status`` changes nothing but
+``.status`` for every kind (a real ``pods/status`` write may also change labels
+and annotations); ``events.k8s.io/v1`` field selectors use the ``regarding.*``
+names; error message texts follow Kubernetes' formats but are not guaranteed
+byte-for-byte.  Faithful on purpose, although it surprises: a strategic merge
+patch replaces ``status.containerStatuses`` whole (it is ``listType=atomic``
+with no merge key in the Pod type), and an ``events.k8s.io/v1`` view of a legacy
+core event without ``eventTime`` has a null ``eventTime`` (which the Python
+client cannot deserialize, exactly as against a real cluster).
 """
 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import copy
 import json
 import logging
@@ -94,7 +105,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from multidict import MultiDictProxy
+from multidict import MultiMapping
 
 from artifactcheck.sim.apiserver_errors import ApiError
 from artifactcheck.sim.apiserver_resources import (
@@ -141,9 +152,13 @@ def _truthy(value: str | None) -> bool:
     return value is not None and value.lower() in ("true", "1", "yes")
 
 
-def _json_response(body: str | JsonObj, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+def _json_response(
+    body: str | JsonObj, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
     text = body if isinstance(body, str) else _dumps(body)
-    return web.Response(body=text.encode(), status=status, content_type="application/json", headers=headers)
+    return web.Response(
+        body=text.encode(), status=status, content_type="application/json", headers=headers
+    )
 
 
 def _error_response(error: ApiError) -> web.Response:
@@ -219,13 +234,13 @@ class FakeApiServer:
         for namespace in namespaces:
             self._store.create(NAMESPACES, None, {"metadata": {"name": namespace}})
         #: (method, path+query) of every HTTP request received, in order.
-        self.requests: list[tuple[str, str]] = []
+        self.requests: builtins.list[tuple[str, str]] = []
         #: HTTP requests by method (``GET``, ``PATCH``...).
         self.request_counts: Counter[str] = Counter()
         #: HTTP requests by Kubernetes verb (``get``, ``list``, ``watch``, ``create``,
         #: ``update``, ``patch``, ``delete``, ``deletecollection``).
         self.verb_counts: Counter[str] = Counter()
-        self._injections: list[_Injection] = []
+        self._injections: builtins.list[_Injection] = []
         self._inject_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -250,7 +265,9 @@ class FakeApiServer:
             raise RuntimeError("FakeApiServer already started")
         loop = asyncio.new_event_loop()
         ready = threading.Event()
-        thread = threading.Thread(target=self._run_loop, args=(loop, ready), name="FakeApiServer", daemon=True)
+        thread = threading.Thread(
+            target=self._run_loop, args=(loop, ready), name="FakeApiServer", daemon=True
+        )
         thread.start()
         ready.wait()
         self._loop, self._thread = loop, thread
@@ -319,7 +336,11 @@ class FakeApiServer:
         app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         runner = web.AppRunner(
-            app, handle_signals=False, access_log=None, handler_cancellation=True, shutdown_timeout=1.0
+            app,
+            handle_signals=False,
+            access_log=None,
+            handler_cancellation=True,
+            shutdown_timeout=1.0,
         )
         await runner.setup()
         try:
@@ -359,7 +380,9 @@ class FakeApiServer:
         """Forget the event history: watches from older resourceVersions get 410 Gone."""
         self._store.compact()
 
-    def inject(self, method: str, path_regex: str, status: int, times: int = 1, delay: float = 0) -> None:
+    def inject(
+        self, method: str, path_regex: str, status: int, times: int = 1, delay: float = 0
+    ) -> None:
         """Make the next ``times`` requests matching ``method`` and ``path_regex`` misbehave.
 
         ``method`` is an HTTP method or ``"*"``; ``path_regex`` is searched
@@ -373,7 +396,9 @@ class FakeApiServer:
         if times == 0 or times < -1:
             raise ValueError("times must be positive, or -1 for unlimited")
         with self._inject_lock:
-            self._injections.append(_Injection(method.upper(), re.compile(path_regex), status, times, delay))
+            self._injections.append(
+                _Injection(method.upper(), re.compile(path_regex), status, times, delay)
+            )
 
     def clear_injections(self) -> None:
         with self._inject_lock:
@@ -415,7 +440,11 @@ class FakeApiServer:
     def _resource(self, api_version: str | None, kind: str | None) -> ResourceType:
         resource = self._registry.by_kind(str(api_version or ""), str(kind or ""))
         if resource is None:
-            raise ApiError(404, "NotFound", f'the server doesn\'t have a resource type for "{api_version}" "{kind}"')
+            raise ApiError(
+                404,
+                "NotFound",
+                f'the server doesn\'t have a resource type for "{api_version}" "{kind}"',
+            )
         return resource
 
     @staticmethod
@@ -502,9 +531,13 @@ class FakeApiServer:
         patch_type: str = "merge",
     ) -> JsonObj:
         """PATCH the ``/status`` subresource: only ``.status`` changes."""
-        return self.patch(api_version, kind, namespace, name, patch, patch_type=patch_type, subresource="status")
+        return self.patch(
+            api_version, kind, namespace, name, patch, patch_type=patch_type, subresource="status"
+        )
 
-    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> JsonObj | None:
+    def delete(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> JsonObj | None:
         """Delete as a DELETE would; returns its answer (object or Status), None if absent."""
         resource = self._resource(api_version, kind)
         try:
@@ -571,7 +604,13 @@ class FakeApiServer:
             if not group or group not in groups:
                 raise ApiError.no_route()
             if len(segments) == 2:
-                return _json_response({"kind": "APIGroup", "apiVersion": "v1", **self._api_group(group, groups[group])})
+                return _json_response(
+                    {
+                        "kind": "APIGroup",
+                        "apiVersion": "v1",
+                        **self._api_group(group, groups[group]),
+                    }
+                )
             version, rest = segments[2], segments[3:]
         else:
             raise ApiError.no_route()
@@ -582,7 +621,7 @@ class FakeApiServer:
         route = self._route(group, version, rest)
         return await self._serve(request, route)
 
-    def _paths(self) -> list[str]:
+    def _paths(self) -> builtins.list[str]:
         paths = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]
         for group, versions in self._registry.group_versions().items():
             if group:
@@ -591,12 +630,12 @@ class FakeApiServer:
         return sorted(paths)
 
     @staticmethod
-    def _api_group(group: str, versions: list[str]) -> JsonObj:
+    def _api_group(group: str, versions: builtins.list[str]) -> JsonObj:
         entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
         return {"name": group, "versions": entries, "preferredVersion": entries[0]}
 
     def _resource_list(self, group: str, version: str) -> JsonObj:
-        resources: list[JsonObj] = []
+        resources: builtins.list[JsonObj] = []
         for r in self._registry.in_group_version(group, version):
             entry: JsonObj = {
                 "name": r.plural,
@@ -610,13 +649,23 @@ class FakeApiServer:
             resources.append(entry)
             if r.status_subresource:
                 resources.append(
-                    {"name": f"{r.plural}/status", "singularName": "", "namespaced": r.namespaced,
-                     "kind": r.kind, "verbs": ["get", "patch", "update"]}
+                    {
+                        "name": f"{r.plural}/status",
+                        "singularName": "",
+                        "namespaced": r.namespaced,
+                        "kind": r.kind,
+                        "verbs": ["get", "patch", "update"],
+                    }
                 )
             for sub in r.subresources:
                 resources.append(
-                    {"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
-                     "kind": "Binding" if sub == "binding" else r.kind, "verbs": ["create"]}
+                    {
+                        "name": f"{r.plural}/{sub}",
+                        "singularName": "",
+                        "namespaced": r.namespaced,
+                        "kind": "Binding" if sub == "binding" else r.kind,
+                        "verbs": ["create"],
+                    }
                 )
         return {
             "kind": "APIResourceList",
@@ -625,12 +674,16 @@ class FakeApiServer:
             "resources": resources,
         }
 
-    def _route(self, group: str, version: str, rest: list[str]) -> _Route:
+    def _route(self, group: str, version: str, rest: builtins.list[str]) -> _Route:
         watch_path = bool(rest) and rest[0] == "watch"
         if watch_path:
             rest = rest[1:]
         namespace: str | None = None
-        if len(rest) >= 3 and rest[0] == "namespaces" and self._registry.by_path(group, version, rest[2]):
+        if (
+            len(rest) >= 3
+            and rest[0] == "namespaces"
+            and self._registry.by_path(group, version, rest[2])
+        ):
             namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
             raise ApiError.no_route()
@@ -659,21 +712,29 @@ class FakeApiServer:
                 raise ApiError.bad_request("the body of the request is empty")
             return None
         content_type = request.content_type
-        if request.method in ("POST", "PUT") and content_type not in ("application/json", "application/octet-stream", ""):
+        if request.method in ("POST", "PUT") and content_type not in (
+            "application/json",
+            "application/octet-stream",
+            "",
+        ):
             raise ApiError.unsupported_media_type(content_type, ["application/json"])
         try:
             return json.loads(raw)
         except ValueError as exc:
-            raise ApiError.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
+            raise ApiError.bad_request(
+                f"couldn't get version/kind; json parse error: {exc}"
+            ) from None
 
     @staticmethod
-    def _selectors(query: MultiDictProxy[str]) -> tuple[LabelSelector, FieldSelector]:
+    def _selectors(query: MultiMapping[str]) -> tuple[LabelSelector, FieldSelector]:
         try:
-            return LabelSelector.parse(query.get("labelSelector")), FieldSelector.parse(query.get("fieldSelector"))
+            return LabelSelector.parse(query.get("labelSelector")), FieldSelector.parse(
+                query.get("fieldSelector")
+            )
         except SelectorError as exc:
             raise ApiError.bad_request(str(exc)) from None
 
-    def _list_body(self, resource: ResourceType, items: list[str], meta: JsonObj) -> str:
+    def _list_body(self, resource: ResourceType, items: builtins.list[str], meta: JsonObj) -> str:
         return (
             f'{{"kind":"{resource.list_kind}","apiVersion":"{resource.api_version}",'
             f'"metadata":{_dumps(meta)},"items":[{",".join(items)}]}}'
@@ -682,7 +743,12 @@ class FakeApiServer:
     async def _serve(self, request: web.Request, route: _Route) -> web.StreamResponse:
         method = request.method
         query = request.query
-        resource, namespace, name, sub = route.resource, route.namespace, route.name, route.subresource
+        resource, namespace, name, sub = (
+            route.resource,
+            route.namespace,
+            route.name,
+            route.subresource,
+        )
         dry_run = "All" in query.getall("dryRun", [])
         store = self._store
 
@@ -699,22 +765,33 @@ class FakeApiServer:
                 except ValueError:
                     raise ApiError.bad_request(f"invalid limit {limit!r}") from None
                 result = store.list(
-                    resource, namespace, labels, fields, limit=limit_n, continue_token=query.get("continue") or None
+                    resource,
+                    namespace,
+                    labels,
+                    fields,
+                    limit=limit_n,
+                    continue_token=query.get("continue") or None,
                 )
                 meta: JsonObj = {"resourceVersion": str(result.resource_version)}
                 if result.continue_token:
                     meta["continue"] = result.continue_token
                     meta["remainingItemCount"] = result.remaining
-                return _json_response(self._list_body(resource, [i.raw for i in result.items], meta))
+                return _json_response(
+                    self._list_body(resource, [i.raw for i in result.items], meta)
+                )
             if resource.namespaced and namespace is None:
                 raise ApiError.method_not_allowed()
             if method == "POST":
                 self.verb_counts["create"] += 1
                 body = await self._body(request)
-                return _json_response(store.create(resource, namespace, body, dry_run=dry_run).raw, 201)
+                return _json_response(
+                    store.create(resource, namespace, body, dry_run=dry_run).raw, 201
+                )
             if method == "DELETE":
                 self.verb_counts["deletecollection"] += 1
-                deleted = store.delete_collection(resource, namespace, labels, fields, dry_run=dry_run)
+                deleted = store.delete_collection(
+                    resource, namespace, labels, fields, dry_run=dry_run
+                )
                 meta = {"resourceVersion": str(store.resource_version)}
                 return _json_response(self._list_body(resource, [_dumps(d) for d in deleted], meta))
             raise ApiError.method_not_allowed()
@@ -724,7 +801,9 @@ class FakeApiServer:
                 raise ApiError.method_not_allowed()
             self.verb_counts["watch"] += 1
             labels, fields = self._selectors(query)
-            fields = FieldSelector(fields.requirements + FieldSelector.parse(f"metadata.name={name}").requirements)
+            fields = FieldSelector(
+                fields.requirements + FieldSelector.parse(f"metadata.name={name}").requirements
+            )
             return await self._watch(request, resource, namespace, labels, fields)
 
         if sub == "binding":
@@ -741,7 +820,9 @@ class FakeApiServer:
         if method == "PUT":
             self.verb_counts["update"] += 1
             body = await self._body(request)
-            stored, created = store.update(resource, namespace, name, body, subresource=sub, dry_run=dry_run)
+            stored, created = store.update(
+                resource, namespace, name, body, subresource=sub, dry_run=dry_run
+            )
             return _json_response(stored.raw, 201 if created else 200)
         if method == "PATCH":
             self.verb_counts["patch"] += 1
@@ -750,16 +831,23 @@ class FakeApiServer:
                 raise ApiError(
                     415,
                     "UnsupportedMediaType",
-                    "server-side apply (application/apply-patch+yaml) is not implemented by the fake API server",
+                    "server-side apply (application/apply-patch+yaml) is not implemented"
+                    " by the fake API server",
                 )
             patch_type = PATCH_TYPES.get(content_type)
             if patch_type is None or (patch_type == "strategic" and not resource.strategic_merge):
-                accepted = ["application/json-patch+json", "application/merge-patch+json", _APPLY_PATCH]
+                accepted = [
+                    "application/json-patch+json",
+                    "application/merge-patch+json",
+                    _APPLY_PATCH,
+                ]
                 if resource.strategic_merge:
                     accepted.append("application/strategic-merge-patch+json")
                 raise ApiError.unsupported_media_type(content_type, accepted)
             body = await self._body(request)
-            stored = store.patch(resource, namespace, name, patch_type, body, subresource=sub, dry_run=dry_run)
+            stored = store.patch(
+                resource, namespace, name, patch_type, body, subresource=sub, dry_run=dry_run
+            )
             return _json_response(stored.raw)
         if method == "DELETE" and sub is None:
             self.verb_counts["delete"] += 1
@@ -767,14 +855,14 @@ class FakeApiServer:
             preconditions = options.get("preconditions") if isinstance(options, dict) else None
             if isinstance(options, dict) and "All" in (options.get("dryRun") or []):
                 dry_run = True
-            result = store.delete(
+            answer = store.delete(
                 resource,
                 namespace,
                 name,
                 preconditions=preconditions if isinstance(preconditions, dict) else None,
                 dry_run=dry_run,
             )
-            return _json_response(result)
+            return _json_response(answer)
         raise ApiError.method_not_allowed()
 
     # ------------------------------------------------------------------ HTTP: watch
@@ -791,9 +879,11 @@ class FakeApiServer:
         loop = asyncio.get_running_loop()
         timeout_param = query.get("timeoutSeconds")
         try:
-            timeout = float(int(timeout_param)) if timeout_param else _WATCH_DEFAULT_TIMEOUT
+            timeout = float(int(timeout_param)) if timeout_param else 0.0
         except ValueError:
             raise ApiError.bad_request(f"invalid timeoutSeconds {timeout_param!r}") from None
+        if timeout <= 0:  # as on a real server, 0 (or nothing) means the server's default
+            timeout = _WATCH_DEFAULT_TIMEOUT
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
         send_initial_param = query.get("sendInitialEvents")
         send_initial = None if send_initial_param is None else _truthy(send_initial_param)
@@ -806,7 +896,13 @@ class FakeApiServer:
                 pass
 
         lines, watcher = self._store.watch(
-            resource, namespace, labels, fields, query.get("resourceVersion"), deliver, send_initial_events=send_initial
+            resource,
+            namespace,
+            labels,
+            fields,
+            query.get("resourceVersion"),
+            deliver,
+            send_initial_events=send_initial,
         )
         self._streams.add(stream)
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
@@ -824,13 +920,15 @@ class FakeApiServer:
                 if now >= deadline:
                     break
                 try:
-                    item = await asyncio.wait_for(stream.queue.get(), min(deadline, next_bookmark) - now)
+                    item = await asyncio.wait_for(
+                        stream.queue.get(), min(deadline, next_bookmark) - now
+                    )
                 except TimeoutError:
                     if loop.time() >= next_bookmark:
                         self._store.bookmark(watcher)
                         next_bookmark = loop.time() + self.bookmark_interval
                     continue
-                batch: list[str] = []
+                batch: builtins.list[str] = []
                 signal: _Signal | None = None
                 while True:
                     if isinstance(item, _Signal):

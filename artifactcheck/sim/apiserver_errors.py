@@ -240,7 +240,8 @@ class ApiError(Exception):
         return cls(
             code,
             REASONS.get(code, "Unknown"),
-            message or _GENERIC_MESSAGES.get(code, f"the server responded with the status code {code}"),
+            message
+            or _GENERIC_MESSAGES.get(code, f"the server responded with the status code {code}"),
             details=details,
             headers=headers,
         )

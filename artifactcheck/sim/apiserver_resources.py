@@ -240,7 +240,9 @@ def validate_metadata(resource: ResourceType, obj: JsonObj) -> list[FieldError]:
                 if key_error:
                     errors.append(FieldError("metadata.labels", "invalid", key_error, key))
                 if not isinstance(value, str):
-                    errors.append(FieldError(f"metadata.labels[{key}]", "invalid", "must be a string", value))
+                    errors.append(
+                        FieldError(f"metadata.labels[{key}]", "invalid", "must be a string", value)
+                    )
                 else:
                     value_error = label_value_error(value)
                     if value_error:
@@ -248,7 +250,9 @@ def validate_metadata(resource: ResourceType, obj: JsonObj) -> list[FieldError]:
     annotations = meta.get("annotations")
     if annotations is not None:
         if not isinstance(annotations, dict):
-            errors.append(FieldError("metadata.annotations", "invalid", "must be a map", annotations))
+            errors.append(
+                FieldError("metadata.annotations", "invalid", "must be a map", annotations)
+            )
         else:
             for key, value in annotations.items():
                 key_error = label_key_error(key)
@@ -256,13 +260,17 @@ def validate_metadata(resource: ResourceType, obj: JsonObj) -> list[FieldError]:
                     errors.append(FieldError("metadata.annotations", "invalid", key_error, key))
                 if not isinstance(value, str):
                     errors.append(
-                        FieldError(f"metadata.annotations[{key}]", "invalid", "must be a string", value)
+                        FieldError(
+                            f"metadata.annotations[{key}]", "invalid", "must be a string", value
+                        )
                     )
     finalizers = meta.get("finalizers")
     if finalizers is not None and (
         not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)
     ):
-        errors.append(FieldError("metadata.finalizers", "invalid", "must be a list of strings", finalizers))
+        errors.append(
+            FieldError("metadata.finalizers", "invalid", "must be a list of strings", finalizers)
+        )
     return errors
 
 
@@ -311,7 +319,9 @@ def parse_quantity(value: Any) -> Decimal | None:
         return None
 
 
-def _containers(spec: JsonObj, keys: tuple[str, ...] = ("initContainers", "containers")) -> list[JsonObj]:
+def _containers(
+    spec: JsonObj, keys: tuple[str, ...] = ("initContainers", "containers")
+) -> list[JsonObj]:
     out: list[JsonObj] = []
     for key in keys:
         items = spec.get(key)
@@ -328,7 +338,9 @@ def pod_qos_class(pod: JsonObj) -> str:
     limits: dict[str, Decimal] = {}
     guaranteed = True
     for container in _containers(spec):
-        resources = container.get("resources") if isinstance(container.get("resources"), dict) else {}
+        resources = (
+            container.get("resources") if isinstance(container.get("resources"), dict) else {}
+        )
         assert isinstance(resources, dict)
         found_limits: set[str] = set()
         for bucket, total in (("requests", requests), ("limits", limits)):
@@ -346,7 +358,11 @@ def pod_qos_class(pod: JsonObj) -> str:
             guaranteed = False
     if not requests and not limits:
         return "BestEffort"
-    if guaranteed and requests.keys() == limits.keys() and all(requests[k] == limits[k] for k in requests):
+    if (
+        guaranteed
+        and requests.keys() == limits.keys()
+        and all(requests[k] == limits[k] for k in requests)
+    ):
         return "Guaranteed"
     return "Burstable"
 
@@ -400,7 +416,12 @@ def _prepare_pod_create(pod: JsonObj) -> None:
             for taint in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
                 if not any(isinstance(t, dict) and t.get("key") == taint for t in tolerations):
                     tolerations.append(
-                        {"key": taint, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                        {
+                            "key": taint,
+                            "operator": "Exists",
+                            "effect": "NoExecute",
+                            "tolerationSeconds": 300,
+                        }
                     )
     # podStrategy.PrepareForCreate: whatever status the client sent is replaced.
     pod["status"] = {"phase": "Pending", "qosClass": pod_qos_class(pod)}
@@ -618,7 +639,8 @@ def _validate_configmap(cm: JsonObj, old: JsonObj | None) -> list[FieldError]:
                     FieldError(
                         bucket,
                         "invalid",
-                        "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                        "a valid config key must consist of alphanumeric characters,"
+                        " '-', '_' or '.'",
                         key,
                     )
                 )
@@ -627,9 +649,13 @@ def _validate_configmap(cm: JsonObj, old: JsonObj | None) -> list[FieldError]:
     if old is not None and old.get("immutable") is True:
         for key in ("data", "binaryData"):
             if cm.get(key) != old.get(key):
-                errors.append(FieldError(key, "forbidden", "field is immutable when `immutable` is set"))
+                errors.append(
+                    FieldError(key, "forbidden", "field is immutable when `immutable` is set")
+                )
         if cm.get("immutable") is not True:
-            errors.append(FieldError("immutable", "forbidden", "field is immutable when `immutable` is set"))
+            errors.append(
+                FieldError("immutable", "forbidden", "field is immutable when `immutable` is set")
+            )
     return errors
 
 
@@ -684,7 +710,9 @@ def _validate_event_v1(event: JsonObj, old: JsonObj | None) -> list[FieldError]:
         errors.append(FieldError("eventTime", "required"))
     if event.get("type") not in ("Normal", "Warning"):
         errors.append(
-            FieldError("type", "not_supported", 'supported values: "Normal", "Warning"', event.get("type"))
+            FieldError(
+                "type", "not_supported", 'supported values: "Normal", "Warning"', event.get("type")
+            )
         )
     for name in ("reportingController", "reportingInstance", "action", "reason"):
         if not event.get(name):
@@ -699,7 +727,15 @@ _EVENT_FIELDS_CORE: Mapping[str, FieldGetter] = {
     **_META_FIELDS,
     **{
         f"involvedObject.{name}": field_path("involvedObject", name)
-        for name in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+        for name in (
+            "kind",
+            "namespace",
+            "name",
+            "uid",
+            "apiVersion",
+            "resourceVersion",
+            "fieldPath",
+        )
     },
     "reason": field_path("reason"),
     "reportingComponent": field_path("reportingComponent"),
@@ -710,7 +746,15 @@ _EVENT_FIELDS_V1: Mapping[str, FieldGetter] = {
     **_META_FIELDS,
     **{
         f"regarding.{name}": field_path("regarding", name)
-        for name in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+        for name in (
+            "kind",
+            "namespace",
+            "name",
+            "uid",
+            "apiVersion",
+            "resourceVersion",
+            "fieldPath",
+        )
     },
     "reason": field_path("reason"),
     "reportingController": field_path("reportingController"),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import builtins
 import copy
 import json
 import secrets
@@ -68,6 +69,24 @@ def now_rfc3339() -> str:
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+_NAMESPACE_MISMATCH = (
+    "the namespace of the provided object does not match the namespace sent on the request"
+)
+_MODIFIED = (
+    "the object has been modified; please apply your changes to the latest version and try again"
+)
+
+
+def _name_mismatch(have: Any, want: str) -> ApiError:
+    return ApiError.bad_request(
+        f"the name of the object ({have or ''}) does not match the name on the URL ({want})"
+    )
+
+
+def _uid_precondition(wanted: Any, have: Any) -> str:
+    return f"Precondition failed: UID in precondition: {wanted}, UID in object meta: {have}"
 
 
 @dataclass(frozen=True)
@@ -175,7 +194,7 @@ class Store:
         self._data: dict[str, dict[str, dict[str, Stored]]] = {}
         self._history: dict[str, deque[_Event]] = {}
         self._compacted: dict[str, int] = {}
-        self._watchers: dict[str, list[Watcher]] = {}
+        self._watchers: dict[str, builtins.list[Watcher]] = {}
 
     # ------------------------------------------------------------------ basics
 
@@ -205,7 +224,9 @@ class Store:
             return stored
         return Stored.of(resource.from_storage(stored.obj))
 
-    def _iter(self, resource: ResourceType, namespace: str | None) -> Iterator[tuple[str, str, Stored]]:
+    def _iter(
+        self, resource: ResourceType, namespace: str | None
+    ) -> Iterator[tuple[str, str, Stored]]:
         buckets = self._data.get(resource.storage, {})
         if namespace is not None and resource.namespaced:
             names = buckets.get(namespace, {})
@@ -304,9 +325,11 @@ class Store:
         obj = copy.deepcopy(body)
         api_version = obj.get("apiVersion")
         kind = obj.get("kind")
-        if (api_version and api_version != resource.api_version) or (kind and kind != resource.kind):
+        if (api_version and api_version != resource.api_version) or (
+            kind and kind != resource.kind
+        ):
             raise ApiError.bad_request(
-                f"{kind or resource.kind} in version \"{api_version or resource.api_version}\""
+                f'{kind or resource.kind} in version "{api_version or resource.api_version}"'
                 f" cannot be handled as a {resource.kind}: the object provided is unrecognized"
                 f" (must be of type {resource.kind})"
             )
@@ -317,7 +340,7 @@ class Store:
             meta = obj["metadata"] = {}
         if not isinstance(meta, dict):
             raise ApiError.bad_request(
-                f"{resource.kind} in version \"{resource.api_version}\" cannot be handled as a"
+                f'{resource.kind} in version "{resource.api_version}" cannot be handled as a'
                 f" {resource.kind}: metadata must be an object"
             )
         return obj
@@ -331,13 +354,13 @@ class Store:
         if namespace is None:
             namespace = have or "default"
         elif have and have != namespace:
-            raise ApiError.bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request"
-            )
+            raise ApiError.bad_request(_NAMESPACE_MISMATCH)
         meta["namespace"] = namespace
         return namespace
 
-    def _invalid(self, resource: ResourceType, name: str, errors: list[FieldError]) -> ApiError:
+    def _invalid(
+        self, resource: ResourceType, name: str, errors: builtins.list[FieldError]
+    ) -> ApiError:
         return ApiError.invalid(resource.kind, resource.group, name, errors)
 
     def _validate(self, resource: ResourceType, obj: JsonObj, old: JsonObj | None) -> None:
@@ -375,8 +398,10 @@ class Store:
             list_rv = self._rv
             if continue_token:
                 list_rv, start_after = self._parse_continue(resource, continue_token)
-            matcher = Watcher(resource, namespace if resource.namespaced else None, labels, fields, _no_deliver)
-            items: list[Stored] = []
+            matcher = Watcher(
+                resource, namespace if resource.namespaced else None, labels, fields, _no_deliver
+            )
+            items: builtins.list[Stored] = []
             last_key: tuple[str, str] | None = None
             remaining = 0
             for ns, name, stored in self._iter(resource, namespace):
@@ -395,7 +420,9 @@ class Store:
                 token = base64.urlsafe_b64encode(
                     _dumps({"v": "meta.k8s.io/v1", "rv": list_rv, "start": list(last_key)}).encode()
                 ).decode()
-            return ListResult(items, self._rv if not continue_token else list_rv, token, remaining or None)
+            return ListResult(
+                items, self._rv if not continue_token else list_rv, token, remaining or None
+            )
 
     def _parse_continue(self, resource: ResourceType, token: str) -> tuple[int, tuple[str, str]]:
         try:
@@ -403,7 +430,9 @@ class Store:
             rv = int(data["rv"])
             ns, name = data["start"]
         except (ValueError, KeyError, TypeError, binascii.Error):
-            raise ApiError.bad_request("continue key is not valid: incorrect encoded start resourceVersion") from None
+            raise ApiError.bad_request(
+                "continue key is not valid: incorrect encoded start resourceVersion"
+            ) from None
         if rv < self.compacted_for(resource):
             raise ApiError.expired(
                 "The provided continue parameter is too old to display a consistent list result."
@@ -422,18 +451,26 @@ class Store:
                 return name
         return name  # the AlreadyExists below reports it, as a real server would
 
-    def create(self, resource: ResourceType, namespace: str | None, body: Any, *, dry_run: bool = False) -> Stored:
+    def create(
+        self, resource: ResourceType, namespace: str | None, body: Any, *, dry_run: bool = False
+    ) -> Stored:
         obj = self._decode(resource, body)
         meta = obj["metadata"]
         ns = self._set_namespace(resource, meta, namespace)
         with self._lock:
             return self._create_locked(resource, ns, obj, dry_run=dry_run)
 
-    def _create_locked(self, resource: ResourceType, ns: str, obj: JsonObj, *, dry_run: bool) -> Stored:
+    def _create_locked(
+        self, resource: ResourceType, ns: str, obj: JsonObj, *, dry_run: bool
+    ) -> Stored:
         meta = obj["metadata"]
         if meta.get("resourceVersion"):
             raise ApiError.internal("resourceVersion should not be set on objects to be created")
-        if not meta.get("name") and isinstance(meta.get("generateName"), str) and meta["generateName"]:
+        if (
+            not meta.get("name")
+            and isinstance(meta.get("generateName"), str)
+            and meta["generateName"]
+        ):
             meta["name"] = self._generate_name(resource, ns, meta["generateName"])
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_rfc3339()
@@ -482,9 +519,7 @@ class Store:
         if name is None:
             name = str(meta.get("name") or "")
         if meta.get("name") != name:
-            raise ApiError.bad_request(
-                f"the name of the object ({meta.get('name') or ''}) does not match the name on the URL ({name})"
-            )
+            raise _name_mismatch(meta.get("name"), name)
         with self._lock:
             current = self._find(resource, ns, name)
             if current is None:
@@ -498,7 +533,15 @@ class Store:
                     resource.plural,
                     resource.group,
                     name,
-                    [FieldError("metadata.resourceVersion", "invalid", "must be specified for an update", 0, True)],
+                    [
+                        FieldError(
+                            "metadata.resourceVersion",
+                            "invalid",
+                            "must be specified for an update",
+                            0,
+                            True,
+                        )
+                    ],
                 )
             return self._update_locked(resource, ns, current, obj, subresource, dry_run), False
 
@@ -520,7 +563,7 @@ class Store:
                 resource.plural,
                 resource.group,
                 name,
-                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {current_meta.get('uid')}",
+                _uid_precondition(uid, current_meta.get("uid")),
             )
         rv = meta.get("resourceVersion")
         if rv and str(rv) != current_meta.get("resourceVersion"):
@@ -528,7 +571,7 @@ class Store:
                 resource.plural,
                 resource.group,
                 name,
-                "the object has been modified; please apply your changes to the latest version and try again",
+                _MODIFIED,
             )
         old = resource.view(current.obj)
         old_meta = _meta(old)
@@ -561,7 +604,11 @@ class Store:
             if resource.default is not None:
                 resource.default(new)
             if old_meta.get("deletionTimestamp"):
-                added = [f for f in (meta.get("finalizers") or []) if f not in (old_meta.get("finalizers") or [])]
+                added = [
+                    f
+                    for f in (meta.get("finalizers") or [])
+                    if f not in (old_meta.get("finalizers") or [])
+                ]
                 if added:
                     raise self._invalid(
                         resource,
@@ -620,7 +667,11 @@ class Store:
                     if not resource.strategic_merge:
                         raise ApiError.unsupported_media_type(
                             "application/strategic-merge-patch+json",
-                            ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"],
+                            [
+                                "application/json-patch+json",
+                                "application/merge-patch+json",
+                                "application/apply-patch+yaml",
+                            ],
                         )
                     patched = strategic_merge_patch(old, patch, resource.merge_schema)
                 elif patch_type == "merge":
@@ -640,13 +691,9 @@ class Store:
             obj = self._decode(resource, patched)
             meta = obj["metadata"]
             if meta.get("name") != name:
-                raise ApiError.bad_request(
-                    f"the name of the object ({meta.get('name') or ''}) does not match the name on the URL ({name})"
-                )
+                raise _name_mismatch(meta.get("name"), name)
             if resource.namespaced and meta.get("namespace") != ns:
-                raise ApiError.bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request"
-                )
+                raise ApiError.bad_request(_NAMESPACE_MISMATCH)
             if not meta.get("resourceVersion"):
                 meta["resourceVersion"] = _meta(current.obj).get("resourceVersion")
             return self._update_locked(resource, ns, current, obj, subresource, dry_run)
@@ -657,7 +704,9 @@ class Store:
         if resource is NAMESPACES:
             for other in self.registry:
                 if other.namespaced and other.from_storage is None:
-                    for child_name, child in list(self._data.get(other.storage, {}).get(name, {}).items()):
+                    for child_name, child in list(
+                        self._data.get(other.storage, {}).get(name, {}).items()
+                    ):
                         self._delete_now(other, name, child_name, child)
         rv = self._next_rv()
         del self._bucket(resource, ns)[name]
@@ -686,14 +735,17 @@ class Store:
                     resource.plural,
                     resource.group,
                     name,
-                    f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta.get('uid')}",
+                    _uid_precondition(pre["uid"], meta.get("uid")),
                 )
-            if pre.get("resourceVersion") and str(pre["resourceVersion"]) != meta.get("resourceVersion"):
+            if pre.get("resourceVersion") and str(pre["resourceVersion"]) != meta.get(
+                "resourceVersion"
+            ):
                 raise ApiError.conflict(
                     resource.plural,
                     resource.group,
                     name,
-                    f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']},"
+                    "Precondition failed: ResourceVersion in precondition:"
+                    f" {pre['resourceVersion']},"
                     f" ResourceVersion in object meta: {meta.get('resourceVersion')}",
                 )
             if meta.get("finalizers"):
@@ -719,7 +771,13 @@ class Store:
                 details["group"] = resource.group
             details["kind"] = resource.plural
             details["uid"] = meta.get("uid")
-            return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+            return {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "details": details,
+            }
 
     def delete_collection(
         self,
@@ -729,10 +787,10 @@ class Store:
         fields: FieldSelector,
         *,
         dry_run: bool = False,
-    ) -> list[JsonObj]:
+    ) -> builtins.list[JsonObj]:
         with self._lock:
             listed = self.list(resource, namespace, labels, fields)
-            out: list[JsonObj] = []
+            out: builtins.list[JsonObj] = []
             for item in listed.items:
                 meta = item.obj["metadata"]
                 result = self.delete(resource, meta.get("namespace"), meta["name"], dry_run=dry_run)
@@ -744,19 +802,21 @@ class Store:
     def bind(self, resource: ResourceType, namespace: str, name: str, body: Any) -> JsonObj:
         """POST ``pods/<name>/binding``: set ``spec.nodeName`` once, like the scheduler."""
         if not isinstance(body, dict) or not isinstance(body.get("target"), dict):
-            raise ApiError.bad_request("the object provided is unrecognized (must be of type Binding)")
+            raise ApiError.bad_request(
+                "the object provided is unrecognized (must be of type Binding)"
+            )
         node = body["target"].get("name")
         if not node:
-            raise ApiError.invalid(
-                "Binding", "", name, [FieldError("target.name", "required")]
-            )
+            raise ApiError.invalid("Binding", "", name, [FieldError("target.name", "required")])
         with self._lock:
             current = self._find(resource, namespace, name)
             if current is None:
                 raise self._not_found(resource, name)
             pod = copy.deepcopy(current.obj)
             if pod["metadata"].get("deletionTimestamp"):
-                raise ApiError.conflict(resource.plural, "", name, "pod is being deleted, cannot be assigned to a host")
+                raise ApiError.conflict(
+                    resource.plural, "", name, "pod is being deleted, cannot be assigned to a host"
+                )
             have = (pod.get("spec") or {}).get("nodeName")
             if have:
                 raise ApiError.conflict(
@@ -764,9 +824,16 @@ class Store:
                 )
             pod.setdefault("spec", {})["nodeName"] = node
             status = pod.setdefault("status", {})
-            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conditions = [
+                c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"
+            ]
             conditions.append(
-                {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": now_rfc3339(),
+                }
             )
             status["conditions"] = conditions
             rv = self._next_rv()
@@ -774,7 +841,13 @@ class Store:
             stored = Stored.of(pod)
             self._bucket(resource, namespace)[name] = stored
             self._emit(resource, _Event("MODIFIED", rv, stored, current))
-            return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+            return {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "code": 201,
+            }
 
     # ------------------------------------------------------------------ watch
 
@@ -788,7 +861,7 @@ class Store:
         deliver: Callable[[str], None],
         *,
         send_initial_events: bool | None = None,
-    ) -> tuple[list[str], Watcher | None]:
+    ) -> tuple[builtins.list[str], Watcher | None]:
         """Register a watch; returns the lines to send first and the watcher.
 
         The watcher is None when the watch ends right away (its only line is an
@@ -802,11 +875,15 @@ class Store:
                 if start < 0:
                     raise ValueError
             except ValueError:
-                raise ApiError.bad_request(f'invalid resource version "{resource_version}"') from None
+                raise ApiError.bad_request(
+                    f'invalid resource version "{resource_version}"'
+                ) from None
         initial = start is None if send_initial_events is None else send_initial_events
-        watcher = Watcher(resource, namespace if resource.namespaced else None, labels, fields, deliver)
+        watcher = Watcher(
+            resource, namespace if resource.namespaced else None, labels, fields, deliver
+        )
         with self._lock:
-            lines: list[str] = []
+            lines: builtins.list[str] = []
             if initial:
                 for _, _, stored in self._iter(resource, watcher.namespace):
                     view = self._view(resource, stored)
@@ -817,7 +894,9 @@ class Store:
             elif start is not None:
                 compacted = self.compacted_for(resource)
                 if start < compacted:
-                    status = ApiError.expired(f"too old resource version: {start} ({compacted})").to_status()
+                    status = ApiError.expired(
+                        f"too old resource version: {start} ({compacted})"
+                    ).to_status()
                     return [_line("ERROR", _dumps(status))], None
                 for event in self._history.get(resource.storage, ()):
                     if event.rv > start:
@@ -842,7 +921,10 @@ class Store:
         meta: JsonObj = {"resourceVersion": str(self._rv)}
         if initial_events_end:
             meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-        return _line("BOOKMARK", _dumps({"kind": resource.kind, "apiVersion": resource.api_version, "metadata": meta}))
+        return _line(
+            "BOOKMARK",
+            _dumps({"kind": resource.kind, "apiVersion": resource.api_version, "metadata": meta}),
+        )
 
     def bookmark(self, watcher: Watcher) -> None:
         """Send ``watcher`` a BOOKMARK at the current resourceVersion, in order with events."""

@@ -16,11 +16,14 @@ requests; pure functions over ``dict``/``list``/scalars, no I/O.
   by ``name``...) or, for lists of scalars such as ``metadata.finalizers``, as a
   set union.  Which lists merge and on which key is given by a
   :data:`MergeSchema`, since real servers take it from the Go struct tags.
-  Directives supported: ``$patch: replace|delete|merge`` in maps and list
-  items, ``$deleteFromPrimitiveList/<field>``, ``$setElementOrder/<field>``
-  and ``$retainKeys``.  Not supported: the ``retainKeys`` strategy's
-  validation errors and the ordering rules for lists that have no merge key
-  (those are replaced, as real servers do).
+  Directives supported: ``$patch: replace|delete|merge`` in maps; in lists
+  merged by key, an item with ``$patch: delete`` removes the items with its
+  merge key and any item with ``$patch: replace`` makes the list the patch's
+  plain items (as ``mergeSliceWithSpecialElements`` does);
+  ``$deleteFromPrimitiveList/<field>``, ``$setElementOrder/<field>`` and
+  ``$retainKeys``.  Not reproduced: the validation errors of the
+  ``retainKeys`` strategy, and exact error texts.  Lists without a merge
+  strategy are replaced whole, as on real servers.
 
 Errors raise :class:`PatchError`, carrying the HTTP status the real API server
 answers with: 400 for a patch document that is malformed, 422 for a patch that
@@ -290,7 +293,9 @@ def _merge_map(
             strategy = schema.get(key)
             current = result.get(key)
             if isinstance(strategy, ListStrategy):
-                result[key] = _merge_list(current if isinstance(current, list) else [], value, strategy)
+                result[key] = _merge_list(
+                    current if isinstance(current, list) else [], value, strategy
+                )
             else:
                 result[key] = _strip(value)
         else:
@@ -299,7 +304,9 @@ def _merge_map(
         strategy = schema.get(name)
         current = result.get(name)
         if isinstance(current, list):
-            result[name] = _reorder(current, order, strategy if isinstance(strategy, ListStrategy) else None)
+            result[name] = _reorder(
+                current, order, strategy if isinstance(strategy, ListStrategy) else None
+            )
     retain = patch.get(_RETAIN_KEYS)
     if retain is not None:
         if not isinstance(retain, list):
@@ -308,7 +315,9 @@ def _merge_map(
     return result
 
 
-def _merge_list(original: list[JsonValue], patch: list[JsonValue], strategy: ListStrategy) -> list[JsonValue]:
+def _merge_list(
+    original: list[JsonValue], patch: list[JsonValue], strategy: ListStrategy
+) -> list[JsonValue]:
     key = strategy.merge_key
     if key is None:
         result = list(original)
@@ -318,36 +327,67 @@ def _merge_list(original: list[JsonValue], patch: list[JsonValue], strategy: Lis
             if not any(json_equal(value, have) for have in result):
                 result.append(value)
         return result
-    if any(isinstance(item, dict) and item.get(_DIRECTIVE) == "replace" for item in patch):
-        return [_strip(item) for item in patch if not (isinstance(item, dict) and _DIRECTIVE in item)]
+    # As mergeSliceWithSpecialElements: directive elements first (any "$patch: replace"
+    # element replaces the whole list with the plain elements), then the plain ones.
     result = [copy.deepcopy(item) for item in original]
+    plain: list[dict[str, JsonValue]] = []
+    replace = False
     for item in patch:
         if not isinstance(item, dict):
             raise PatchError(
                 f"list item {item!r} must be a map: the list is merged on key {key!r}", status=400
             )
-        if key not in item:
-            raise PatchError(f"map: {item!r} does not contain declared merge key: {key}", status=400)
-        wanted = item[key]
-        matches = [i for i, have in enumerate(result) if isinstance(have, dict) and json_equal(have.get(key), wanted)]
-        if item.get(_DIRECTIVE) == "delete":
-            for i in reversed(matches):
-                del result[i]
-            continue
-        if matches:
-            merged = _merge_map(result[matches[0]], item, strategy.item)
-            if isinstance(merged, _Delete):
-                del result[matches[0]]
-            else:
-                result[matches[0]] = merged
+        directive = item.get(_DIRECTIVE)
+        if directive is None:
+            plain.append(item)
+        elif directive == "delete":
+            if key not in item:
+                raise PatchError(
+                    f"map: {item!r} does not contain declared merge key: {key}", status=400
+                )
+            result = [
+                have
+                for have in result
+                if not (isinstance(have, dict) and json_equal(have.get(key), item[key]))
+            ]
+        elif directive == "replace":
+            replace = True
+        elif directive == "merge":
+            raise PatchError("merging lists cannot yet be specified in the patch", status=400)
         else:
+            raise PatchError(f"Unknown patch type: {directive} in map: {item!r}", status=400)
+    if replace:
+        return [_strip(item) for item in plain]
+    for item in plain:
+        if key not in item:
+            raise PatchError(
+                f"map: {item!r} does not contain declared merge key: {key}", status=400
+            )
+        wanted = item[key]
+        index = next(
+            (
+                i
+                for i, have in enumerate(result)
+                if isinstance(have, dict) and json_equal(have.get(key), wanted)
+            ),
+            None,
+        )
+        if index is None:
             merged = _merge_map({}, item, strategy.item)
             if not isinstance(merged, _Delete):
                 result.append(merged)
+            continue
+        merged = _merge_map(result[index], item, strategy.item)
+        if isinstance(merged, _Delete):
+            del result[index]
+        else:
+            result[index] = merged
     return result
 
 
-def _reorder(items: list[JsonValue], order: list[JsonValue], strategy: ListStrategy | None) -> list[JsonValue]:
+def _reorder(
+    items: list[JsonValue], order: list[JsonValue], strategy: ListStrategy | None
+) -> list[JsonValue]:
     key = strategy.merge_key if strategy is not None else None
 
     def ident(value: JsonValue) -> JsonValue:

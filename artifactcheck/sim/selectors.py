@@ -221,8 +221,7 @@ class _LabelParser:
             raise self._fail(f"found {text!r}, expected: ',' or ')'")
         if not values:
             raise SelectorError(
-                "for 'in', 'notin' operators, values set can't be empty"
-                f" in {self.text!r}"
+                f"for 'in', 'notin' operators, values set can't be empty in {self.text!r}"
             )
         return tuple(dict.fromkeys(values))
 
@@ -254,9 +253,7 @@ class _LabelParser:
             if nxt is None or nxt[0] != _T_IDENT or not re.fullmatch(r"-?[0-9]+", nxt[1]):
                 raise self._fail("for 'Gt', 'Lt' operators, the value must be an integer")
             return LabelRequirement(key, _GREATER if kind == ">" else _LESS, (nxt[1],))
-        raise self._fail(
-            f"found {tok[1]!r}, expected: in, notin, =, ==, !=, gt, lt"
-        )
+        raise self._fail(f"found {tok[1]!r}, expected: in, notin, =, ==, !=, gt, lt")
 
     def parse(self) -> tuple[LabelRequirement, ...]:
         if not self.tokens:

@@ -138,6 +138,35 @@ def _parse_head(head: bytes, sni: str | None) -> Received | None:
     return Received(method.upper(), target, path, headers, sni)
 
 
+_BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+_MAX_HEAD = 64 * 1024
+
+
+async def _read_head(reader: asyncio.StreamReader, buffer: bytearray) -> bytes | None:
+    """The next request head from the connection; None at EOF or on non-HTTP input."""
+    while True:
+        end = buffer.find(b"\r\n\r\n")
+        if end >= 0:
+            head = bytes(buffer[: end + 4])
+            del buffer[: end + 4]
+            return head
+        if buffer and not (65 <= buffer[0] <= 90) or len(buffer) > _MAX_HEAD:
+            return None  # not a method name: TLS hello, garbage, or an endless head
+        data = await reader.read(65536)
+        if not data:
+            buffer.clear()
+            return None
+        buffer += data
+
+
+async def _discard(reader: asyncio.StreamReader, buffer: bytearray, length: int) -> None:
+    """Skip a request body."""
+    taken = min(length, len(buffer))
+    del buffer[:taken]
+    if length > taken:
+        await reader.readexactly(length - taken)
+
+
 # --------------------------------------------------------------------------- site
 
 
@@ -705,19 +734,18 @@ class SiteServer:
         ssl_object = writer.get_extra_info("ssl_object")
         sni = getattr(ssl_object, "artifactcheck_sni", None)
         aborted = False
+        buffer = bytearray()
         try:
             while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-                    break
-                request = _parse_head(head, sni)
+                head = await _read_head(reader, buffer)
+                request = _parse_head(head, sni) if head is not None else None
                 if request is None:
-                    writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                    if head is not None or buffer:  # garbage (a TLS hello?), like nginx: 400
+                        writer.write(_BAD_REQUEST)
                     break
                 length = request.headers.get("content-length")
                 if length and length.isdigit():
-                    await reader.readexactly(int(length))
+                    await _discard(reader, buffer, int(length))
                 self.received.append(request)
                 fleet.requests += 1
                 self.in_flight += 1
@@ -794,8 +822,10 @@ class SiteServer:
             return
         compressible = entry.content_type.startswith(_COMPRESSIBLE)
         accepts_gzip = "gzip" in ex.request.headers.get("accept-encoding", "")
-        if entry.data is not None and compressible and (
-            site.gzip == "always" or (site.gzip == "on" and accepts_gzip)
+        if (
+            entry.data is not None
+            and compressible
+            and (site.gzip == "always" or (site.gzip == "on" and accepts_gzip))
         ):
             if entry.gzipped is None:
                 compressor = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)

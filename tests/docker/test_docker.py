@@ -25,7 +25,7 @@ from artifactcheck.discover.docker import (
     PURPOSE_LABEL,
     DockerEngine,
 )
-from artifactcheck.errors import ConfigError, DependencyError, ExpectationUnavailable
+from artifactcheck.errors import ConfigError, DependencyError, ManifestError
 from artifactcheck.manifests import native
 from artifactcheck.models import Instance
 from artifactcheck.settings import DockerSource
@@ -164,7 +164,7 @@ def test_container_stopped_after_discovery_is_unreachable(
     container.reload()
     assert container.status == "exited"
     with pytest.raises(OSError):
-        http_get(inst.base_url + "index.html", timeout=3)
+        http_get(inst.base_url + "index.html", timeout=2)
     assert docker_engine.discover(select("case=stop")) == []
 
 
@@ -203,7 +203,7 @@ def test_disconnect_takes_a_container_out_of_a_network(
     assert net.name not in container.attrs["NetworkSettings"]["Networks"]
     assert docker_engine.discover(select("case=disc", network=net.name)) == []
     with pytest.raises(OSError):
-        http_get(inst.base_url + "index.html", timeout=3)
+        http_get(inst.base_url + "index.html", timeout=2)
     (still,) = docker_engine.discover(select("case=disc"))  # still on the default bridge
     assert http_get(still.base_url + "index.html")
 
@@ -269,9 +269,9 @@ def test_manifest_from_tampered_image_differs_in_one_file(
 @pytest.mark.parametrize(
     ("image", "path", "error", "words"),
     [
-        ("artifactcheck-test/absent:{run}", "{html}", ExpectationUnavailable, "not found"),
-        ("{clean}", "/srv/absent", ExpectationUnavailable, "no such directory"),
-        ("{clean}", "{html}/index.html", ExpectationUnavailable, "not a directory"),
+        ("artifactcheck-test/absent:{run}", "{html}", DependencyError, "never pulls"),
+        ("{clean}", "/srv/absent", ManifestError, "no such directory"),
+        ("{clean}", "{html}/index.html", ManifestError, "not a directory"),
         ("{clean}", "usr/share/nginx/html", ConfigError, "must be absolute"),
         ("Not A Reference", "{html}", ConfigError, "invalid reference format"),
     ],

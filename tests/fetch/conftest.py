@@ -1,6 +1,6 @@
 """Fixtures for the fetch tests: a loopback fleet, fresh 127.x addresses, fetchers.
 
-Everything here is hermetic: proxy and CA environment variables are cleared, every
+Everything here is hermetic (the root conftest clears proxy and CA variables): every
 test gets its own servers on distinct loopback addresses and random ports, and a test
 fails if it leaves a thread or (through ``make_fetcher``) an asyncio task behind.
 """
@@ -21,27 +21,10 @@ from artifactcheck.fetch import Fetcher
 from artifactcheck.settings import RetrySettings
 from artifactcheck.sim.web import WebFleet, loopback_hosts
 
-_ENV = (
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "NO_PROXY",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE",
-)
 # Addresses 127.0.3.1 onwards, handed out once per session so tests never share one.
 _HOSTS = iter(loopback_hosts(20_000, "127.0.3.1"))
 
 TRANSPORTS = ("httpx", "aiohttp")
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in _ENV:
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.lower(), raising=False)
 
 
 @pytest.fixture(autouse=True)

@@ -5,11 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import pytest
-
 from artifactcheck.sim.web import Body, Delay, Site, WebFleet
-
-pytestmark = pytest.mark.asyncio
 
 
 def slow_site(delay: float = 0.05) -> Site:

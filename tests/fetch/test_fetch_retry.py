@@ -15,8 +15,6 @@ from fetch_support import RecordingSleep, UpperBoundRng
 from artifactcheck.fetch import RetryBudget
 from artifactcheck.sim.web import Body, Flaky, Reset, Site, Status, WebFleet
 
-pytestmark = pytest.mark.asyncio
-
 LOGGER = "artifactcheck.test.fetch"
 
 

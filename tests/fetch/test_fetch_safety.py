@@ -13,8 +13,6 @@ from artifactcheck.fetch import Fetcher
 from artifactcheck.settings import HttpSettings, RetrySettings
 from artifactcheck.sim.web import Body, Redirect, Site, WebFleet
 
-pytestmark = pytest.mark.asyncio
-
 
 async def test_redirect_to_another_host_is_refused(
     make_fetcher, fleet: WebFleet, host: Callable[[], str]

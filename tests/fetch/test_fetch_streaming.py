@@ -22,8 +22,6 @@ from artifactcheck.sim.web import (
     WrongLength,
 )
 
-pytestmark = pytest.mark.asyncio
-
 MB = 1024 * 1024
 
 

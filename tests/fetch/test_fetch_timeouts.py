@@ -12,8 +12,6 @@ from fetch_support import eventually
 
 from artifactcheck.sim.web import Body, Hang, Site, Trickle, WebFleet, WrongLength
 
-pytestmark = pytest.mark.asyncio
-
 
 async def test_hang_times_out_on_read(
     make_fetcher, fleet: WebFleet, host: Callable[[], str]
@@ -65,7 +63,9 @@ async def test_long_content_length_then_silence_times_out(
     assert got.error_kind == "timeout"
 
 
-async def test_connect_timeout_against_a_full_backlog(make_fetcher, host: Callable[[], str]) -> None:
+async def test_connect_timeout_against_a_full_backlog(
+    make_fetcher, host: Callable[[], str]
+) -> None:
     # A listener that never accepts: once its queue is full, SYNs are dropped (Linux).
     address = host()
     listener = socket.socket()

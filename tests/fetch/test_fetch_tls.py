@@ -16,8 +16,6 @@ from artifactcheck.errors import FetchConnectError, FetchError, FetchTimeout
 from artifactcheck.sim.web import Site, WebFleet
 from artifactcheck.tls import days_left, probe_certificate, unverified_context
 
-pytestmark = pytest.mark.asyncio
-
 NAME = "shop.example"
 
 
@@ -33,7 +31,9 @@ def ca_file(ca: trustme.CA, tmp_path: Path) -> str:
     return str(path)
 
 
-def server_context(ca: trustme.CA, *names: str, not_after: datetime | None = None) -> ssl.SSLContext:
+def server_context(
+    ca: trustme.CA, *names: str, not_after: datetime | None = None
+) -> ssl.SSLContext:
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert(*names, not_after=not_after).configure_cert(ctx)
     return ctx
@@ -42,7 +42,9 @@ def server_context(ca: trustme.CA, *names: str, not_after: datetime | None = Non
 @pytest.fixture
 def tls_site(ca: trustme.CA, fleet: WebFleet, host: Callable[[], str]) -> Iterator[str]:
     """An https site on an IP whose certificate names only shop.example."""
-    yield fleet.add(Site(overrides={"/a.js": b"tls ok"}), host(), ssl_context=server_context(ca, NAME))
+    yield fleet.add(
+        Site(overrides={"/a.js": b"tls ok"}), host(), ssl_context=server_context(ca, NAME)
+    )
 
 
 async def test_host_header_sets_sni_and_verifies(
@@ -93,7 +95,9 @@ async def test_certificate_for_the_ip_itself(
     make_fetcher, ca: trustme.CA, fleet: WebFleet, host: Callable[[], str], ca_file: str
 ) -> None:
     address = host()
-    base = fleet.add(Site(overrides={"/a.js": b"x"}), address, ssl_context=server_context(ca, address))
+    base = fleet.add(
+        Site(overrides={"/a.js": b"x"}), address, ssl_context=server_context(ca, address)
+    )
     async with make_fetcher(http={"ca_bundle": ca_file}) as f:
         got = await f.get_asset(base, "a.js")
     assert got.ok, got.error
@@ -131,7 +135,9 @@ async def test_probe_reads_expiry_and_sends_sni(
     base = fleet.add(Site(), host(), ssl_context=server_context(ca, NAME, not_after=not_after))
     address, port = _endpoint(base)
     verifying = ssl.create_default_context(cafile=ca_file)
-    info = await probe_certificate(address, port, server_name=NAME, ssl_context=verifying, timeout=2)
+    info = await probe_certificate(
+        address, port, server_name=NAME, ssl_context=verifying, timeout=2
+    )
     assert info.not_after == not_after
     assert info.endpoint == f"{address}:{port}"
     assert "trustme" in info.issuer

@@ -82,6 +82,10 @@ def make_pod(server: FakeApiServer) -> PodFactory:
         pod_ready: bool | None = None,
         status_order: Sequence[int] | None = None,
     ) -> dict[str, Any]:
+        if server.get("v1", "Namespace", None, namespace) is None:
+            server.create(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            )
         meta: dict[str, Any] = {
             "name": name,
             "namespace": namespace,
@@ -123,7 +127,9 @@ def make_pod(server: FakeApiServer) -> PodFactory:
         ]
         if status_order is not None:
             statuses = [statuses[i] for i in status_order]
-        is_ready = pod_ready if pod_ready is not None else ready and (not gate or gate_status == "True")
+        is_ready = (
+            pod_ready if pod_ready is not None else ready and (not gate or gate_status == "True")
+        )
         conditions: list[dict[str, Any]] = [
             {"type": "PodScheduled", "status": "True"},
             {"type": "Initialized", "status": "True"},

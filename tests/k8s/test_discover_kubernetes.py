@@ -8,6 +8,8 @@ how it reads what comes back (every Instance field, V1Pod models and watch event
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,18 +22,24 @@ from kubernetes import watch as k8s_watch
 
 from artifactcheck.discover.kubernetes import (
     DEFAULT_CONDITION_TYPE,
+    WatchExpired,
+    default_source,
     discover_pods,
     list_checks,
+    list_checks_raw,
+    list_pods_raw,
     load_api_client,
     patch_check_status,
     pod_is_serving,
     pod_to_instance,
+    watch_checks,
+    watch_pods,
 )
 from artifactcheck.errors import ConfigError, DependencyError
 from artifactcheck.models import VersionSignal
+from artifactcheck.settings import KubernetesSource
 from artifactcheck.sim.apiserver import FakeApiServer
 from artifactcheck.sim.apiserver_resources import ARTIFACTCHECKS, BUILTIN_RESOURCES
-from artifactcheck.settings import KubernetesSource
 
 SHA_A = "docker-pullable://nginx@sha256:" + "a" * 64
 SHA_B = "docker-pullable://nginx@sha256:" + "b" * 64
@@ -87,10 +95,20 @@ def test_only_serving_pods_by_default(server, api, make_pod) -> None:
         {
             "status": {
                 "containerStatuses": [
-                    {"name": "nginx", "image": "nginx:1", "imageID": SHA_A, "ready": True,
-                     "restartCount": 0},
-                    {"name": "sidecar", "image": "envoy:1", "imageID": SHA_B, "ready": False,
-                     "restartCount": 3},
+                    {
+                        "name": "nginx",
+                        "image": "nginx:1",
+                        "imageID": SHA_A,
+                        "ready": True,
+                        "restartCount": 0,
+                    },
+                    {
+                        "name": "sidecar",
+                        "image": "envoy:1",
+                        "imageID": SHA_B,
+                        "ready": False,
+                        "restartCount": 3,
+                    },
                 ]
             }
         },
@@ -260,7 +278,6 @@ def test_paused_api_server_is_a_dependency_error_then_recovers(server, api, make
     [
         (500, DependencyError, "answered 500"),
         (503, DependencyError, "answered 503"),
-        (429, DependencyError, "answered 429"),
         (403, ConfigError, "RBAC"),
         (401, ConfigError, "credentials"),
     ],
@@ -270,6 +287,18 @@ def test_error_statuses_are_translated(server, api, status, error, text) -> None
     with pytest.raises(error, match=text) as info:
         discover_pods(source(), api_client=api)
     assert isinstance(info.value.__cause__, k8s.ApiException)
+
+
+def test_throttling_honours_retry_after_then_gives_up(server, api, make_pod) -> None:
+    make_pod("web-1", ip="127.0.0.11")
+    server.inject("GET", r"/pods", 429)  # answered with Retry-After: 1
+    assert len(discover_pods(source(), api_client=api)) == 1  # the client waited and retried
+    server.inject("GET", r"/pods", 429, times=-1)
+    try:
+        with pytest.raises(DependencyError, match="429"):
+            discover_pods(source(), api_client=api)
+    finally:
+        server.clear_injections()
 
 
 def test_hung_api_server_times_out(server, api) -> None:
@@ -364,7 +393,10 @@ def test_patch_check_status_is_a_merge_patch_of_the_status_subresource(server, a
     assert out["status"]["conditions"] == []
     stored = server.get("artifactcheck.io/v1alpha1", "ArtifactCheck", "default", "shop-web")
     assert stored["spec"] == {"kubernetes": {"selector": "app=web"}}
-    assert ("PATCH", "/apis/artifactcheck.io/v1alpha1/namespaces/default/artifactchecks/shop-web/status") in server.requests
+    assert (
+        "PATCH",
+        "/apis/artifactcheck.io/v1alpha1/namespaces/default/artifactchecks/shop-web/status",
+    ) in server.requests
 
 
 def test_patch_check_status_of_a_deleted_check_is_none(api, caplog) -> None:
@@ -385,3 +417,124 @@ def test_check_status_api_down_is_a_dependency_error(server, api) -> None:
     server.inject("PATCH", r"/artifactchecks/", 503)
     with pytest.raises(DependencyError, match="answered 503"):
         patch_check_status(api, "default", "shop-web", {"counts": {}})
+
+
+# --------------------------------------------------------------------------- list + watch
+
+
+def test_list_then_watch_pods(server, api, make_pod) -> None:
+    make_pod("web-1", labels={"app": "web"}, ip="127.0.0.11")
+    make_pod("api-1", labels={"app": "api"}, ip="127.0.0.12")
+    items, rv = list_pods_raw(api, namespace="default", selector="app=web")
+    assert [i["metadata"]["name"] for i in items] == ["web-1"]
+    assert rv == server.resource_version
+
+    make_pod("web-2", labels={"app": "web"}, ip="127.0.0.13")  # ADDED, then MODIFIED (status)
+    make_pod("api-2", labels={"app": "api"}, ip="127.0.0.14")  # not selected
+    server.delete("v1", "Pod", "default", "web-1")
+    seen = [
+        (kind, obj["metadata"]["name"])
+        for kind, obj in watch_pods(
+            api, namespace="default", selector="app=web", resource_version=rv, timeout=1
+        )
+        if kind != "BOOKMARK"
+    ]
+    assert seen == [("ADDED", "web-2"), ("MODIFIED", "web-2"), ("DELETED", "web-1")]
+
+
+def test_watch_events_convert_to_instances(server, api, make_pod) -> None:
+    _, rv = list_pods_raw(api, namespace="default")
+    make_pod("web-1", labels={"app": "web", "app.kubernetes.io/version": "3.1"}, ip="127.0.0.11")
+    stop = threading.Event()
+    instances = []
+    for kind, obj in watch_pods(
+        api, namespace="default", resource_version=rv, timeout=5, stop=stop
+    ):
+        if kind == "MODIFIED" and pod_is_serving(obj):
+            instances.append(pod_to_instance(obj))
+            stop.set()  # ends the watch after this event, long before its timeout
+    (inst,) = instances
+    assert (inst.name, inst.reported_version, inst.base_url) == (
+        "default/web-1",
+        "3.1",
+        "http://127.0.0.11:80/",
+    )
+    deadline = time.monotonic() + 5  # the server notices the closed stream on its next write
+    while server.watch_count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.watch_count == 0
+
+
+def test_watch_from_a_compacted_version_expires(server, api, make_pod) -> None:
+    _, rv = list_pods_raw(api, namespace="default")
+    make_pod("web-1", ip="127.0.0.11")
+    server.compact()
+    with pytest.raises(WatchExpired, match="watch pods in default"):
+        list(watch_pods(api, namespace="default", resource_version=rv, timeout=2))
+    assert issubclass(WatchExpired, DependencyError)
+
+
+def test_watch_broken_by_an_api_server_restart(server, api, make_pod) -> None:
+    _, rv = list_pods_raw(api, namespace="default")
+    received: list[str] = []
+    failure: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            for kind, _obj in watch_pods(api, namespace="default", resource_version=rv, timeout=20):
+                received.append(kind)
+        except DependencyError as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while server.watch_count == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    server.pause()
+    thread.join(timeout=15)
+    server.resume()
+    assert not thread.is_alive()
+    (exc,) = failure
+    assert isinstance(exc, DependencyError) and not isinstance(exc, WatchExpired)
+    assert "watch pods in default" in str(exc)
+
+
+def test_watch_of_an_unreachable_server_is_a_dependency_error(server, api) -> None:
+    server.pause()
+    try:
+        with pytest.raises(DependencyError, match="unreachable"):
+            list(watch_pods(api, namespace="default", resource_version="1", timeout=1))
+    finally:
+        server.resume()
+
+
+def test_list_then_watch_checks(server, api) -> None:
+    _check(server, "shop-web")
+    items, rv = list_checks_raw(api)
+    assert [i["metadata"]["name"] for i in items] == ["shop-web"]
+    _check(server, "sys", namespace="kube-system")
+    server.patch_status(
+        "artifactcheck.io/v1alpha1", "ArtifactCheck", "default", "shop-web", {"status": {"x": 1}}
+    )
+    everywhere = [
+        (k, o["metadata"]["name"])
+        for k, o in watch_checks(api, resource_version=rv, timeout=1)
+        if k != "BOOKMARK"
+    ]
+    assert everywhere == [("ADDED", "sys"), ("MODIFIED", "shop-web")]
+    one_namespace = [
+        (k, o["metadata"]["name"])
+        for k, o in watch_checks(api, namespace="kube-system", resource_version=rv, timeout=1)
+        if k != "BOOKMARK"
+    ]
+    assert one_namespace == [("ADDED", "sys")]
+
+
+def test_default_source_selects_the_whole_namespace() -> None:
+    src = default_source("shop")
+    assert (src.namespace, src.selector, src.version_label) == (
+        "shop",
+        "",
+        "app.kubernetes.io/version",
+    )

@@ -12,12 +12,12 @@ from artifactcheck.manifests import (
     FORMATS,
     WELL_KNOWN_PATHS,
     detect_format,
+    formats_for_name,
     native,
     parse_manifest,
 )
-from artifactcheck.manifests.__init__ import formats_for_name
 
-from .builds import REAL, BUILDS, real_manifest
+from .builds import BUILDS, REAL, real_manifest
 
 FLAT = {"main.js": "/static/js/main.1234abcd.js", "index.html": "/index.html"}
 PWA = {
@@ -140,7 +140,9 @@ def test_an_explicit_format_that_does_not_fit_names_both(fmt: str, requested: st
 
 def test_an_explicit_format_overrides_the_file_name() -> None:
     real = real_manifest("webpack-manifest", "r1")
-    as_sri = parse_manifest(real.file.read_bytes(), format="webpack-assets", path_hint="manifest.json")
+    as_sri = parse_manifest(
+        real.file.read_bytes(), format="webpack-assets", path_hint="manifest.json"
+    )
     assert as_sri.format == "webpack-assets"
     assert set(as_sri.files) == set(real.read().files)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -132,7 +133,7 @@ def big(fmt: str, n: int) -> Any:
     """A well-formed document of one format with ``n`` entries."""
     names = [f"static/c{i}.js" for i in range(n)]
     sri = "sha256-" + "A" * 43 + "="
-    return {
+    makers: dict[str, Callable[[], Any]] = {
         "native": lambda: {
             "schema": "artifactcheck/release-manifest/v1",
             "files": {p: {"sha256": "0" * 64, "size": 1} for p in names},
@@ -145,7 +146,8 @@ def big(fmt: str, n: int) -> Any:
         "ngsw": lambda: {"configVersion": 1, "hashTable": {"/" + p: "a" * 40 for p in names}},
         "sprockets": lambda: {"files": {p: {"logical_path": p} for p in names}, "assets": {}},
         "propshaft": lambda: {p: {"digested_path": p} for p in names},
-    }[fmt]()
+    }
+    return makers[fmt]()
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
@@ -194,7 +196,7 @@ def test_entry_cap_counts_nested_references(doc: dict[str, Any]) -> None:
         b"nul",
         b'{"a.js": "/a.js"',
         b"\xef\xbb\xbf\xef\xbb\xbf{}",
-        "{\"a\": 1e999999}".encode(),
+        b'{"a": 1e999999}',
         b'{"a": ' + b"1" * 5000 + b"}",
         b"[]",
         b"null",
@@ -299,15 +301,11 @@ STRINGS = st.one_of(
     ),
     st.text(max_size=30),
 )
-SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), STRINGS
-)
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), STRINGS)
 KEYS = st.one_of(st.sampled_from(VOCABULARY), st.text(max_size=20))
 JSON = st.recursive(
     SCALARS,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=6), st.dictionaries(KEYS, inner, max_size=6)
-    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=6), st.dictionaries(KEYS, inner, max_size=6)),
     max_leaves=40,
 )
 
@@ -364,9 +362,7 @@ def _put(node: Any, at: tuple[Any, ...], value: Any) -> Any:
     return copy
 
 
-REAL_DOCS = {
-    fmt: json.loads(real_manifest(fmt, "r1").file.read_bytes()) for fmt in REAL_FORMATS
-}
+REAL_DOCS = {fmt: json.loads(real_manifest(fmt, "r1").file.read_bytes()) for fmt in REAL_FORMATS}
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -28,7 +28,7 @@ GROUP, VERSION, PLURAL = "artifactcheck.io", "v1alpha1", "artifactchecks"
 RFC3339_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
-# --------------------------------------------------------------------------- fixtures
+# ----------------------------------------------------------------------------------------- fixtures
 
 
 @pytest.fixture
@@ -59,7 +59,9 @@ def custom(api: ApiClient) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(api)
 
 
-def pod(name: str, labels: dict[str, str] | None = None, *, node: str | None = None, **extra: Any) -> dict[str, Any]:
+def pod(
+    name: str, labels: dict[str, str] | None = None, *, node: str | None = None, **extra: Any
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [{"name": "app", "image": "registry.example/app:1.0"}]}
     if node:
         spec["nodeName"] = node
@@ -89,8 +91,13 @@ def status_of(exc: ApiException) -> dict[str, Any]:
     return body
 
 
-def raw(server: FakeApiServer, method: str, path: str, body: bytes | None = None,
-        content_type: str = "application/json") -> tuple[int, bytes]:
+def raw(
+    server: FakeApiServer,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    content_type: str = "application/json",
+) -> tuple[int, bytes]:
     """One plain HTTP request, for what the official client cannot send."""
     conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
     try:
@@ -102,7 +109,7 @@ def raw(server: FakeApiServer, method: str, path: str, body: bytes | None = None
         conn.close()
 
 
-# --------------------------------------------------------------------------- CRUD & metadata
+# ---------------------------------------------------------------------------------- CRUD & metadata
 
 
 def test_create_sets_system_metadata_defaults_and_resets_pod_status(core: client.CoreV1Api) -> None:
@@ -126,7 +133,9 @@ def test_create_sets_system_metadata_defaults_and_resets_pod_status(core: client
     assert fetched.metadata.resource_version == meta.resource_version
 
 
-def test_creation_timestamp_is_rfc3339_utc_on_the_wire(server: FakeApiServer, core: client.CoreV1Api) -> None:
+def test_creation_timestamp_is_rfc3339_utc_on_the_wire(
+    server: FakeApiServer, core: client.CoreV1Api
+) -> None:
     core.create_namespaced_config_map("default", {"metadata": {"name": "cm"}, "data": {"a": "1"}})
     status, body = raw(server, "GET", "/api/v1/namespaces/default/configmaps/cm")
     assert status == 200
@@ -159,7 +168,10 @@ def test_list_cluster_wide_and_per_namespace(server: FakeApiServer, core: client
     core.create_namespaced_pod("default", pod("a"))
     core.create_namespaced_pod("other", pod("b"))
     everywhere = core.list_pod_for_all_namespaces()
-    assert [(p.metadata.namespace, p.metadata.name) for p in everywhere.items] == [("default", "a"), ("other", "b")]
+    assert [(p.metadata.namespace, p.metadata.name) for p in everywhere.items] == [
+        ("default", "a"),
+        ("other", "b"),
+    ]
     assert everywhere.kind == "PodList" and everywhere.api_version == "v1"
     assert everywhere.metadata.resource_version == server.resource_version
     assert [p.metadata.name for p in core.list_namespaced_pod("other").items] == ["b"]
@@ -191,7 +203,9 @@ def test_namespaces_exist_from_the_start_and_are_labelled(core: client.CoreV1Api
     assert created.spec.finalizers == ["kubernetes"]
 
 
-def test_deleting_a_namespace_deletes_its_objects(server: FakeApiServer, core: client.CoreV1Api) -> None:
+def test_deleting_a_namespace_deletes_its_objects(
+    server: FakeApiServer, core: client.CoreV1Api
+) -> None:
     core.create_namespace({"metadata": {"name": "doomed"}})
     core.create_namespaced_pod("doomed", pod("p"))
     core.create_namespaced_config_map("doomed", {"metadata": {"name": "c"}})
@@ -205,27 +219,35 @@ def test_deleting_a_namespace_deletes_its_objects(server: FakeApiServer, core: c
 
 
 def test_nodes_are_cluster_scoped_with_a_status_subresource(core: client.CoreV1Api) -> None:
-    node = core.create_node({"metadata": {"name": "n1", "labels": {"zone": "a"}},
-                             "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    node = core.create_node(
+        {
+            "metadata": {"name": "n1", "labels": {"zone": "a"}},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        }
+    )
     assert node.metadata.namespace is None
     assert node.status.conditions[0].type == "Ready"  # nodes keep the status they are created with
     patched = core.patch_node_status(
         "n1", {"status": {"conditions": [{"type": "MemoryPressure", "status": "False"}]}}
     )
     assert [c.type for c in patched.status.conditions] == ["Ready", "MemoryPressure"]
-    replaced = core.patch_node("n1", {"metadata": {"labels": {"zone": "b"}}, "status": {"conditions": []}})
+    replaced = core.patch_node(
+        "n1", {"metadata": {"labels": {"zone": "b"}}, "status": {"conditions": []}}
+    )
     assert replaced.metadata.labels == {"zone": "b"}
     assert len(replaced.status.conditions) == 2  # the main resource ignores status
     assert [n.metadata.name for n in core.list_node(label_selector="zone=b").items] == ["n1"]
 
 
 def test_dry_run_create_is_not_persisted(core: client.CoreV1Api) -> None:
-    answer = core.create_namespaced_config_map("default", {"metadata": {"name": "dry"}}, dry_run="All")
+    answer = core.create_namespaced_config_map(
+        "default", {"metadata": {"name": "dry"}}, dry_run="All"
+    )
     assert answer.metadata.name == "dry"
     assert core.list_namespaced_config_map("default").items == []
 
 
-# --------------------------------------------------------------------------- errors
+# ------------------------------------------------------------------------------------------- errors
 
 
 def test_get_missing_is_404_with_a_status_body(core: client.CoreV1Api) -> None:
@@ -281,11 +303,25 @@ def test_missing_name_is_422_invalid_with_a_cause(core: client.CoreV1Api) -> Non
 @pytest.mark.parametrize(
     "body, field",
     [
-        ({"metadata": {"name": "Upper_Case"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, "metadata.name"),
+        (
+            {
+                "metadata": {"name": "Upper_Case"},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            },
+            "metadata.name",
+        ),
         ({"metadata": {"name": "p"}, "spec": {"containers": []}}, "spec.containers"),
-        ({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}, "spec.containers[0].image"),
-        ({"metadata": {"name": "p", "labels": {"bad key!": "v"}},
-          "spec": {"containers": [{"name": "c", "image": "i"}]}}, "metadata.labels"),
+        (
+            {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}},
+            "spec.containers[0].image",
+        ),
+        (
+            {
+                "metadata": {"name": "p", "labels": {"bad key!": "v"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            },
+            "metadata.labels",
+        ),
     ],
 )
 def test_invalid_pods_are_422(core: client.CoreV1Api, body: dict[str, Any], field: str) -> None:
@@ -296,8 +332,12 @@ def test_invalid_pods_are_422(core: client.CoreV1Api, body: dict[str, Any], fiel
 
 
 def test_wrong_kind_and_malformed_json_are_400(server: FakeApiServer) -> None:
-    status, body = raw(server, "POST", "/api/v1/namespaces/default/pods",
-                       json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}).encode())
+    status, body = raw(
+        server,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}).encode(),
+    )
     assert status == 400 and json.loads(body)["reason"] == "BadRequest"
     status, body = raw(server, "POST", "/api/v1/namespaces/default/configmaps", b"{not json")
     assert status == 400 and json.loads(body)["reason"] == "BadRequest"
@@ -314,7 +354,9 @@ def test_namespace_mismatch_is_400(core: client.CoreV1Api) -> None:
 
 def test_resource_version_on_create_is_rejected(core: client.CoreV1Api) -> None:
     with pytest.raises(ApiException) as info:
-        core.create_namespaced_config_map("default", {"metadata": {"name": "c", "resourceVersion": "5"}})
+        core.create_namespaced_config_map(
+            "default", {"metadata": {"name": "c", "resourceVersion": "5"}}
+        )
     assert info.value.status == 500
     assert "resourceVersion should not be set" in status_of(info.value)["message"]
 
@@ -329,8 +371,13 @@ def test_unknown_paths_are_404_and_wrong_methods_405(server: FakeApiServer) -> N
 
 
 def test_yaml_bodies_are_415(server: FakeApiServer) -> None:
-    status, body = raw(server, "POST", "/api/v1/namespaces/default/configmaps",
-                       b"metadata: {name: x}", content_type="application/yaml")
+    status, body = raw(
+        server,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        b"metadata: {name: x}",
+        content_type="application/yaml",
+    )
     assert status == 415 and json.loads(body)["reason"] == "UnsupportedMediaType"
 
 
@@ -338,7 +385,9 @@ def test_yaml_bodies_are_415(server: FakeApiServer) -> None:
 
 
 def test_replace_with_a_stale_resource_version_is_409_conflict(core: client.CoreV1Api) -> None:
-    cm = core.create_namespaced_config_map("default", {"metadata": {"name": "cfg"}, "data": {"v": "1"}})
+    cm = core.create_namespaced_config_map(
+        "default", {"metadata": {"name": "cfg"}, "data": {"v": "1"}}
+    )
     stale = cm.metadata.resource_version
     cm.data = {"v": "2"}
     updated = core.replace_namespaced_config_map("cfg", "default", cm)
@@ -356,9 +405,13 @@ def test_replace_with_a_stale_resource_version_is_409_conflict(core: client.Core
     assert core.read_namespaced_config_map("cfg", "default").data == {"v": "2"}
 
 
-def test_replace_without_resource_version_is_unconditional_for_configmaps(core: client.CoreV1Api) -> None:
+def test_replace_without_resource_version_is_unconditional_for_configmaps(
+    core: client.CoreV1Api,
+) -> None:
     core.create_namespaced_config_map("default", {"metadata": {"name": "cfg"}, "data": {"v": "1"}})
-    updated = core.replace_namespaced_config_map("cfg", "default", {"metadata": {"name": "cfg"}, "data": {"v": "9"}})
+    updated = core.replace_namespaced_config_map(
+        "cfg", "default", {"metadata": {"name": "cfg"}, "data": {"v": "9"}}
+    )
     assert updated.data == {"v": "9"}
 
 
@@ -373,7 +426,10 @@ def test_replace_with_a_different_name_is_400(core: client.CoreV1Api) -> None:
     with pytest.raises(ApiException) as info:
         core.replace_namespaced_config_map("a", "default", {"metadata": {"name": "b"}})
     assert info.value.status == 400
-    assert status_of(info.value)["message"] == "the name of the object (b) does not match the name on the URL (a)"
+    assert (
+        status_of(info.value)["message"]
+        == "the name of the object (b) does not match the name on the URL (a)"
+    )
 
 
 def test_patch_carrying_a_stale_resource_version_is_409(core: client.CoreV1Api) -> None:
@@ -381,13 +437,19 @@ def test_patch_carrying_a_stale_resource_version_is_409(core: client.CoreV1Api) 
     core.patch_namespaced_config_map("cfg", "default", {"data": {"a": "1"}})
     with pytest.raises(ApiException) as info:
         core.patch_namespaced_config_map(
-            "cfg", "default", {"metadata": {"resourceVersion": cm.metadata.resource_version}, "data": {"a": "2"}}
+            "cfg",
+            "default",
+            {"metadata": {"resourceVersion": cm.metadata.resource_version}, "data": {"a": "2"}},
         )
     assert info.value.status == 409
 
 
-def test_a_no_op_write_keeps_the_resource_version(server: FakeApiServer, core: client.CoreV1Api) -> None:
-    cm = core.create_namespaced_config_map("default", {"metadata": {"name": "cfg", "labels": {"a": "1"}}})
+def test_a_no_op_write_keeps_the_resource_version(
+    server: FakeApiServer, core: client.CoreV1Api
+) -> None:
+    cm = core.create_namespaced_config_map(
+        "default", {"metadata": {"name": "cfg", "labels": {"a": "1"}}}
+    )
     again = core.patch_namespaced_config_map("cfg", "default", {"metadata": {"labels": {"a": "1"}}})
     assert again.metadata.resource_version == cm.metadata.resource_version
     assert server.resource_version == cm.metadata.resource_version
@@ -395,8 +457,10 @@ def test_a_no_op_write_keeps_the_resource_version(server: FakeApiServer, core: c
 
 def test_lease_optimistic_concurrency_for_leader_election(api: ApiClient) -> None:
     leases = client.CoordinationV1Api(api)
-    body = {"metadata": {"name": "artifactcheck-leader"},
-            "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}
+    body = {
+        "metadata": {"name": "artifactcheck-leader"},
+        "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15},
+    }
     # PUT may create a lease (AllowCreateOnUpdate), as client-go's leader election relies on.
     created = leases.replace_namespaced_lease("artifactcheck-leader", "kube-system", body)
     assert created.spec.holder_identity == "a"
@@ -408,7 +472,10 @@ def test_lease_optimistic_concurrency_for_leader_election(api: ApiClient) -> Non
     with pytest.raises(ApiException) as info:
         leases.replace_namespaced_lease("artifactcheck-leader", "kube-system", seen_by_a)
     assert info.value.status == 409
-    assert leases.read_namespaced_lease("artifactcheck-leader", "kube-system").spec.holder_identity == "b"
+    assert (
+        leases.read_namespaced_lease("artifactcheck-leader", "kube-system").spec.holder_identity
+        == "b"
+    )
     # Leases, like custom resources, refuse an update that names no resourceVersion.
     seen_by_a.metadata.resource_version = None
     with pytest.raises(ApiException) as info:
@@ -416,7 +483,45 @@ def test_lease_optimistic_concurrency_for_leader_election(api: ApiClient) -> Non
     assert info.value.status == 422
 
 
-# --------------------------------------------------------------------------- delete & finalizers
+def test_the_clients_own_leader_election_runs_against_the_fake(
+    server: FakeApiServer, api: ApiClient
+) -> None:
+    from kubernetes.leaderelection import electionconfig, leaderelection
+    from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+
+    lock = LeaseLock("artifactcheck", "kube-system", "candidate-a")
+    lock.api_instance = client.CoordinationV1Api(api)
+    started, stopped = threading.Event(), threading.Event()
+    config = electionconfig.Config(
+        lock,
+        lease_duration=3,  # the client accepts nothing shorter than these
+        renew_deadline=2,
+        retry_period=1,
+        onstarted_leading=started.set,
+        onstopped_leading=stopped.set,
+    )
+    election = threading.Thread(target=leaderelection.LeaderElection(config).run)
+    election.start()
+    try:
+        assert started.wait(5)
+        lease = server.get("coordination.k8s.io/v1", "Lease", "kube-system", "artifactcheck")
+        assert lease is not None and lease["spec"]["holderIdentity"] == "candidate-a"
+        renewed_from = lease["metadata"]["resourceVersion"]
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and server.verb_counts["update"] < 2:
+            time.sleep(0.05)
+        assert server.verb_counts["update"] >= 2  # renewals are PUTs with a resourceVersion
+        renewed = server.get("coordination.k8s.io/v1", "Lease", "kube-system", "artifactcheck")
+        assert renewed is not None and renewed["metadata"]["resourceVersion"] != renewed_from
+        server.inject("PUT", r"/leases/artifactcheck$", 500, times=-1)  # renewals now fail
+        assert stopped.wait(10)
+    finally:
+        server.clear_injections()
+        election.join(10)
+    assert not election.is_alive()
+
+
+# ------------------------------------------------------------------------------ delete & finalizers
 
 
 def test_delete_answers_pods_with_the_object_and_configmaps_with_a_status(
@@ -438,7 +543,9 @@ def test_delete_answers_pods_with_the_object_and_configmaps_with_a_status(
 def test_delete_preconditions(core: client.CoreV1Api) -> None:
     core.create_namespaced_config_map("default", {"metadata": {"name": "c"}})
     with pytest.raises(ApiException) as info:
-        core.delete_namespaced_config_map("c", "default", body={"preconditions": {"uid": "not-the-uid"}})
+        core.delete_namespaced_config_map(
+            "c", "default", body={"preconditions": {"uid": "not-the-uid"}}
+        )
     assert info.value.status == 409
 
 
@@ -452,11 +559,17 @@ def test_finalizers_hold_deletion_until_removed(custom: client.CustomObjectsApi)
     assert still["metadata"]["deletionTimestamp"]
     with pytest.raises(ApiException) as info:  # no new finalizers once deletion started
         custom.patch_namespaced_custom_object(
-            GROUP, VERSION, "default", PLURAL, "held",
+            GROUP,
+            VERSION,
+            "default",
+            PLURAL,
+            "held",
             {"metadata": {"finalizers": ["artifactcheck.io/cleanup", "other"]}},
         )
     assert info.value.status == 422
-    custom.patch_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "held", {"metadata": {"finalizers": None}})
+    custom.patch_namespaced_custom_object(
+        GROUP, VERSION, "default", PLURAL, "held", {"metadata": {"finalizers": None}}
+    )
     with pytest.raises(ApiException) as info:
         custom.get_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "held")
     assert info.value.status == 404
@@ -469,7 +582,7 @@ def test_delete_collection_by_label(core: client.CoreV1Api) -> None:
     assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["c"]
 
 
-# --------------------------------------------------------------------------- label selectors
+# ---------------------------------------------------------------------------------- label selectors
 
 LABELLED = {
     "web-prod": {"app": "web", "env": "prod", "tier": "frontend"},
@@ -497,14 +610,18 @@ LABELLED = {
         ("app=nothing", []),
     ],
 )
-def test_label_selector_operators(core: client.CoreV1Api, selector: str, expected: list[str]) -> None:
+def test_label_selector_operators(
+    core: client.CoreV1Api, selector: str, expected: list[str]
+) -> None:
     for name, labels in LABELLED.items():
         core.create_namespaced_pod("default", pod(name, labels))
     found = core.list_namespaced_pod("default", label_selector=selector).items
     assert sorted(p.metadata.name for p in found) == expected
 
 
-@pytest.mark.parametrize("selector", ["app=", "app in ()", "app in (a", "=web", "app=web,", "app=(x)", "bad key=x"])
+@pytest.mark.parametrize(
+    "selector", ["app=", "app in ()", "app in (a", "=web", "app=web,", "app=(x)", "bad key=x"]
+)
 def test_invalid_label_selectors_are_400(core: client.CoreV1Api, selector: str) -> None:
     if selector == "app=":  # an empty value is valid: it matches app="" only
         assert core.list_namespaced_pod("default", label_selector=selector).items == []
@@ -514,7 +631,7 @@ def test_invalid_label_selectors_are_400(core: client.CoreV1Api, selector: str) 
     assert info.value.status == 400
 
 
-# --------------------------------------------------------------------------- field selectors
+# ---------------------------------------------------------------------------------- field selectors
 
 
 def test_field_selectors_on_pods(server: FakeApiServer, core: client.CoreV1Api) -> None:
@@ -524,7 +641,9 @@ def test_field_selectors_on_pods(server: FakeApiServer, core: client.CoreV1Api) 
     core.patch_namespaced_pod_status("on-n1", "default", {"status": {"phase": "Running"}})
 
     def names(selector: str) -> list[str]:
-        return sorted(p.metadata.name for p in core.list_pod_for_all_namespaces(field_selector=selector).items)
+        return sorted(
+            p.metadata.name for p in core.list_pod_for_all_namespaces(field_selector=selector).items
+        )
 
     assert names("spec.nodeName=n1") == ["on-n1"]
     assert names("spec.nodeName==n2") == ["on-n2"]
@@ -547,10 +666,17 @@ def test_field_selectors_on_core_events(core: client.CoreV1Api) -> None:
     for i, (kind, name) in enumerate([("Pod", "web-1"), ("Pod", "web-2"), ("Node", "web-1")]):
         core.create_namespaced_event(
             "default",
-            {"metadata": {"name": f"ev{i}"}, "involvedObject": {"kind": kind, "name": name, "namespace": "default"},
-             "reason": "Checked", "message": "ok", "type": "Normal"},
+            {
+                "metadata": {"name": f"ev{i}"},
+                "involvedObject": {"kind": kind, "name": name, "namespace": "default"},
+                "reason": "Checked",
+                "message": "ok",
+                "type": "Normal",
+            },
         )
-    found = core.list_namespaced_event("default", field_selector="involvedObject.name=web-1,involvedObject.kind=Pod")
+    found = core.list_namespaced_event(
+        "default", field_selector="involvedObject.name=web-1,involvedObject.kind=Pod"
+    )
     assert [e.metadata.name for e in found.items] == ["ev0"]
     found = core.list_namespaced_event("default", field_selector="involvedObject.namespace=default")
     assert len(found.items) == 3
@@ -581,31 +707,50 @@ def test_events_v1_and_core_v1_share_storage(
     as_v1 = events.list_namespaced_event("default", field_selector="regarding.name=web-1").items
     assert [e.note for e in as_v1] == ["pod web-1 serves 1.2.2, expected 1.2.3"]
     # events.k8s.io/v1 requires eventTime & co (the client checks eventTime itself, hence raw HTTP)
-    status, body = raw(server, "POST", "/apis/events.k8s.io/v1/namespaces/default/events",
-                       json.dumps({"metadata": {"name": "bad"}, "reason": "X", "type": "Normal"}).encode())
+    status, body = raw(
+        server,
+        "POST",
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        json.dumps({"metadata": {"name": "bad"}, "reason": "X", "type": "Normal"}).encode(),
+    )
     assert status == 422
     fields = {c["field"] for c in json.loads(body)["details"]["causes"]}
     assert {"eventTime", "reportingController", "reportingInstance", "action"} <= fields
 
 
-# --------------------------------------------------------------------------- patches
+# ------------------------------------------------------------------------------------------ patches
 
 
-def test_strategic_merge_patch_of_pod_status_merges_conditions_by_type(core: client.CoreV1Api) -> None:
+def test_strategic_merge_patch_of_pod_status_merges_conditions_by_type(
+    core: client.CoreV1Api,
+) -> None:
     core.create_namespaced_pod("default", pod("web"))
     core.patch_namespaced_pod_status(
-        "web", "default",
-        {"status": {"conditions": [{"type": "PodScheduled", "status": "True"},
-                                   {"type": "Initialized", "status": "True"}]}},
+        "web",
+        "default",
+        {
+            "status": {
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True"},
+                    {"type": "Initialized", "status": "True"},
+                ]
+            }
+        },
     )
     added = core.patch_namespaced_pod_status(
-        "web", "default", {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Starting"}]}}
+        "web",
+        "default",
+        {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Starting"}]}},
     )
     assert [(c.type, c.status) for c in added.status.conditions] == [
-        ("PodScheduled", "True"), ("Initialized", "True"), ("Ready", "False")
+        ("PodScheduled", "True"),
+        ("Initialized", "True"),
+        ("Ready", "False"),
     ]
     changed = core.patch_namespaced_pod_status(
-        "web", "default", {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": None}]}}
+        "web",
+        "default",
+        {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": None}]}},
     )
     ready = [c for c in changed.status.conditions if c.type == "Ready"]
     assert len(changed.status.conditions) == 3
@@ -622,12 +767,21 @@ def test_strategic_merge_patch_replaces_container_statuses_whole(core: client.Co
     body = pod("two")
     body["spec"]["containers"].append({"name": "sidecar", "image": "registry.example/side:1"})
     core.create_namespaced_pod("default", body)
-    statuses = [{"name": n, "ready": False, "restartCount": 0, "image": "i", "imageID": ""} for n in ("app", "sidecar")]
+    statuses = [
+        {"name": n, "ready": False, "restartCount": 0, "image": "i", "imageID": ""}
+        for n in ("app", "sidecar")
+    ]
     core.patch_namespaced_pod_status("two", "default", {"status": {"containerStatuses": statuses}})
     after = core.patch_namespaced_pod_status(
-        "two", "default",
-        {"status": {"containerStatuses": [{"name": "app", "ready": True, "restartCount": 0, "image": "i",
-                                           "imageID": ""}]}},
+        "two",
+        "default",
+        {
+            "status": {
+                "containerStatuses": [
+                    {"name": "app", "ready": True, "restartCount": 0, "image": "i", "imageID": ""}
+                ]
+            }
+        },
     )
     assert [(s.name, s.ready) for s in after.status.container_statuses] == [("app", True)]
 
@@ -637,20 +791,26 @@ def test_strategic_merge_patch_merges_containers_by_name(core: client.CoreV1Api)
     body["spec"]["containers"].append({"name": "sidecar", "image": "registry.example/side:1"})
     core.create_namespaced_pod("default", body)
     patched = core.patch_namespaced_pod(
-        "two", "default", {"spec": {"containers": [{"name": "sidecar", "image": "registry.example/side:2"}]}}
+        "two",
+        "default",
+        {"spec": {"containers": [{"name": "sidecar", "image": "registry.example/side:2"}]}},
     )
     assert [(c.name, c.image) for c in patched.spec.containers] == [
-        ("app", "registry.example/app:1.0"), ("sidecar", "registry.example/side:2")
+        ("app", "registry.example/app:1.0"),
+        ("sidecar", "registry.example/side:2"),
     ]
     assert patched.metadata.generation == 2  # a spec change bumps a pod's generation
     with pytest.raises(ApiException) as info:  # pod specs are immutable but for images & co
-        core.patch_namespaced_pod("two", "default", {"spec": {"containers": [{"name": "app", "command": ["sh"]}]}})
+        core.patch_namespaced_pod(
+            "two", "default", {"spec": {"containers": [{"name": "app", "command": ["sh"]}]}}
+        )
     assert info.value.status == 422
 
 
 def test_strategic_merge_patch_unions_finalizers_and_null_deletes(core: client.CoreV1Api) -> None:
     core.create_namespaced_config_map(
-        "default", {"metadata": {"name": "c", "finalizers": ["a/x"], "labels": {"keep": "1", "drop": "1"}}}
+        "default",
+        {"metadata": {"name": "c", "finalizers": ["a/x"], "labels": {"keep": "1", "drop": "1"}}},
     )
     patched = core.patch_namespaced_config_map(
         "c", "default", {"metadata": {"finalizers": ["b/y"], "labels": {"drop": None}}}
@@ -661,19 +821,39 @@ def test_strategic_merge_patch_unions_finalizers_and_null_deletes(core: client.C
 
 def test_merge_patch_on_the_custom_resource(custom: client.CustomObjectsApi) -> None:
     custom.create_namespaced_custom_object(
-        GROUP, VERSION, "default", PLURAL, check("c", {"selector": {"app": "web", "tier": "fe"}, "interval": "30s"})
+        GROUP,
+        VERSION,
+        "default",
+        PLURAL,
+        check("c", {"selector": {"app": "web", "tier": "fe"}, "interval": "30s"}),
     )
     patched = custom.patch_namespaced_custom_object(
-        GROUP, VERSION, "default", PLURAL, "c", {"spec": {"selector": {"tier": None, "env": "prod"}, "paused": True}}
+        GROUP,
+        VERSION,
+        "default",
+        PLURAL,
+        "c",
+        {"spec": {"selector": {"tier": None, "env": "prod"}, "paused": True}},
     )
-    assert patched["spec"] == {"selector": {"app": "web", "env": "prod"}, "interval": "30s", "paused": True}
+    assert patched["spec"] == {
+        "selector": {"app": "web", "env": "prod"},
+        "interval": "30s",
+        "paused": True,
+    }
 
 
-def test_strategic_merge_patch_on_the_custom_resource_is_415(custom: client.CustomObjectsApi) -> None:
+def test_strategic_merge_patch_on_the_custom_resource_is_415(
+    custom: client.CustomObjectsApi,
+) -> None:
     custom.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, check("c"))
     with pytest.raises(ApiException) as info:
         custom.patch_namespaced_custom_object(
-            GROUP, VERSION, "default", PLURAL, "c", {"spec": {"paused": True}},
+            GROUP,
+            VERSION,
+            "default",
+            PLURAL,
+            "c",
+            {"spec": {"paused": True}},
             _content_type="application/strategic-merge-patch+json",
         )
     assert info.value.status == 415
@@ -683,39 +863,58 @@ def test_strategic_merge_patch_on_the_custom_resource_is_415(custom: client.Cust
     assert "strategic" not in body["message"]
 
 
-def test_json_patch_with_a_failing_test_op_is_422_and_changes_nothing(core: client.CoreV1Api) -> None:
-    core.create_namespaced_config_map("default", {"metadata": {"name": "c"}, "data": {"version": "1.2.3"}})
+def test_json_patch_with_a_failing_test_op_is_422_and_changes_nothing(
+    core: client.CoreV1Api,
+) -> None:
+    core.create_namespaced_config_map(
+        "default", {"metadata": {"name": "c"}, "data": {"version": "1.2.3"}}
+    )
     ok = core.patch_namespaced_config_map(
-        "c", "default",
-        [{"op": "test", "path": "/data/version", "value": "1.2.3"},
-         {"op": "replace", "path": "/data/version", "value": "1.2.4"},
-         {"op": "add", "path": "/metadata/labels", "value": {"a/b": "c"}}],
+        "c",
+        "default",
+        [
+            {"op": "test", "path": "/data/version", "value": "1.2.3"},
+            {"op": "replace", "path": "/data/version", "value": "1.2.4"},
+            {"op": "add", "path": "/metadata/labels", "value": {"a/b": "c"}},
+        ],
     )
     assert ok.data == {"version": "1.2.4"} and ok.metadata.labels == {"a/b": "c"}
     with pytest.raises(ApiException) as info:
         core.patch_namespaced_config_map(
-            "c", "default",
-            [{"op": "replace", "path": "/data/version", "value": "9"},
-             {"op": "test", "path": "/data/version", "value": "1.2.3"}],
+            "c",
+            "default",
+            [
+                {"op": "replace", "path": "/data/version", "value": "9"},
+                {"op": "test", "path": "/data/version", "value": "1.2.3"},
+            ],
         )
     assert info.value.status == 422
     assert status_of(info.value)["reason"] == "Invalid"
     assert core.read_namespaced_config_map("c", "default").data == {"version": "1.2.4"}
     with pytest.raises(ApiException) as info:
-        core.patch_namespaced_config_map("c", "default", [{"op": "remove", "path": "/data/missing"}])
+        core.patch_namespaced_config_map(
+            "c", "default", [{"op": "remove", "path": "/data/missing"}]
+        )
     assert info.value.status == 422
 
 
 def test_json_patch_on_the_custom_resource(custom: client.CustomObjectsApi) -> None:
     custom.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, check("c"))
     patched = custom.patch_namespaced_custom_object(
-        GROUP, VERSION, "default", PLURAL, "c", [{"op": "replace", "path": "/spec/interval", "value": "1m"}],
+        GROUP,
+        VERSION,
+        "default",
+        PLURAL,
+        "c",
+        [{"op": "replace", "path": "/spec/interval", "value": "1m"}],
         _content_type="application/json-patch+json",
     )
     assert patched["spec"]["interval"] == "1m"
 
 
-def test_malformed_patches_are_400_and_apply_patch_415(server: FakeApiServer, core: client.CoreV1Api) -> None:
+def test_malformed_patches_are_400_and_apply_patch_415(
+    server: FakeApiServer, core: client.CoreV1Api
+) -> None:
     core.create_namespaced_config_map("default", {"metadata": {"name": "c"}})
     path = "/api/v1/namespaces/default/configmaps/c"
     assert raw(server, "PATCH", path, b"{oops", "application/merge-patch+json")[0] == 400
@@ -724,7 +923,7 @@ def test_malformed_patches_are_400_and_apply_patch_415(server: FakeApiServer, co
     assert raw(server, "PATCH", path, b"{}", "text/plain")[0] == 415
 
 
-# --------------------------------------------------------------------------- status subresource & generation
+# ------------------------------------------------------------------ status subresource & generation
 
 
 def test_custom_resource_status_subresource_and_generation(custom: client.CustomObjectsApi) -> None:
@@ -735,7 +934,11 @@ def test_custom_resource_status_subresource_and_generation(custom: client.Custom
     assert created["metadata"]["generation"] == 1
 
     with_status = custom.patch_namespaced_custom_object_status(
-        GROUP, VERSION, "default", PLURAL, "c",
+        GROUP,
+        VERSION,
+        "default",
+        PLURAL,
+        "c",
         {"status": {"phase": "Verified", "observedGeneration": 1}, "spec": {"interval": "5m"}},
     )
     assert with_status["status"] == {"phase": "Verified", "observedGeneration": 1}
@@ -743,7 +946,12 @@ def test_custom_resource_status_subresource_and_generation(custom: client.Custom
     assert with_status["metadata"]["generation"] == 1
 
     labelled = custom.patch_namespaced_custom_object(
-        GROUP, VERSION, "default", PLURAL, "c", {"metadata": {"labels": {"team": "a"}}, "status": {"phase": "X"}}
+        GROUP,
+        VERSION,
+        "default",
+        PLURAL,
+        "c",
+        {"metadata": {"labels": {"team": "a"}}, "status": {"phase": "X"}},
     )
     assert labelled["metadata"]["generation"] == 1  # metadata changes do not bump generation
     assert labelled["status"]["phase"] == "Verified"  # the main resource ignores status
@@ -756,7 +964,9 @@ def test_custom_resource_status_subresource_and_generation(custom: client.Custom
     # PUT of the status subresource: only the status is taken
     respecced["status"] = {"phase": "Stale"}
     respecced["spec"]["interval"] = "ignored"
-    replaced = custom.replace_namespaced_custom_object_status(GROUP, VERSION, "default", PLURAL, "c", respecced)
+    replaced = custom.replace_namespaced_custom_object_status(
+        GROUP, VERSION, "default", PLURAL, "c", respecced
+    )
     assert replaced["status"] == {"phase": "Stale"} and replaced["spec"]["interval"] == "1m"
 
 
@@ -772,7 +982,9 @@ def test_custom_resource_replace_needs_a_resource_version(custom: client.CustomO
 
 def test_pod_writes_to_the_main_resource_ignore_status(core: client.CoreV1Api) -> None:
     core.create_namespaced_pod("default", pod("p"))
-    patched = core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"a": "b"}}, "status": {"phase": "Failed"}})
+    patched = core.patch_namespaced_pod(
+        "p", "default", {"metadata": {"labels": {"a": "b"}}, "status": {"phase": "Failed"}}
+    )
     assert patched.status.phase == "Pending"
     assert patched.metadata.labels == {"a": "b"}
     assert patched.metadata.generation == 1
@@ -780,8 +992,12 @@ def test_pod_writes_to_the_main_resource_ignore_status(core: client.CoreV1Api) -
 
 def test_pod_binding_sets_the_node_once(core: client.CoreV1Api) -> None:
     core.create_namespaced_pod("default", pod("p"))
-    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
-               "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "p"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"},
+    }
     # A real server answers a binding with a Status, which this client cannot read as a
     # V1Binding, hence _preload_content=False.
     response = core.create_namespaced_pod_binding("p", "default", binding, _preload_content=False)
@@ -795,20 +1011,31 @@ def test_pod_binding_sets_the_node_once(core: client.CoreV1Api) -> None:
     assert info.value.status == 409
 
 
-# --------------------------------------------------------------------------- discovery & bookkeeping
+# -------------------------------------------------------------------------- discovery & bookkeeping
 
 
 def test_discovery_endpoints(api: ApiClient) -> None:
     assert client.CoreApi(api).get_api_versions().versions == ["v1"]
-    groups = {g.name: g.preferred_version.version for g in client.ApisApi(api).get_api_versions().groups}
+    groups = {
+        g.name: g.preferred_version.version for g in client.ApisApi(api).get_api_versions().groups
+    }
     assert groups == {"events.k8s.io": "v1", "coordination.k8s.io": "v1", GROUP: VERSION}
     core_resources = {r.name: r for r in client.CoreV1Api(api).get_api_resources().resources}
-    assert {"pods", "pods/status", "nodes", "nodes/status", "namespaces", "configmaps", "events"} <= set(core_resources)
+    assert {
+        "pods",
+        "pods/status",
+        "nodes",
+        "nodes/status",
+        "namespaces",
+        "configmaps",
+        "events",
+    } <= set(core_resources)
     assert core_resources["pods"].namespaced and not core_resources["nodes"].namespaced
     assert "watch" in core_resources["pods"].verbs
     custom_resources = client.CustomObjectsApi(api).get_api_resources(GROUP, VERSION)
     assert {r.name: r.kind for r in custom_resources.resources} == {
-        PLURAL: "ArtifactCheck", f"{PLURAL}/status": "ArtifactCheck"
+        PLURAL: "ArtifactCheck",
+        f"{PLURAL}/status": "ArtifactCheck",
     }
     assert client.VersionApi(api).get_code().major == "1"
 
@@ -830,13 +1057,23 @@ def test_requests_are_recorded_and_counted(server: FakeApiServer, core: client.C
 
 
 def test_in_process_api_matches_http(server: FakeApiServer, core: client.CoreV1Api) -> None:
-    created = server.create(pod("direct", {"app": "web"}) | {"metadata": {"name": "direct", "namespace": "default",
-                                                                          "labels": {"app": "web"}}})
+    created = server.create(
+        pod("direct", {"app": "web"})
+        | {"metadata": {"name": "direct", "namespace": "default", "labels": {"app": "web"}}}
+    )
     assert core.read_namespaced_pod("direct", "default").metadata.uid == created["metadata"]["uid"]
-    server.patch_status("v1", "Pod", "default", "direct",
-                        {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}, patch_type="strategic")
+    server.patch_status(
+        "v1",
+        "Pod",
+        "default",
+        "direct",
+        {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+        patch_type="strategic",
+    )
     assert core.read_namespaced_pod("direct", "default").status.conditions[0].type == "Ready"
-    assert [p["metadata"]["name"] for p in server.list("v1", "Pod", label_selector="app=web")] == ["direct"]
+    assert [p["metadata"]["name"] for p in server.list("v1", "Pod", label_selector="app=web")] == [
+        "direct"
+    ]
     got = server.get("v1", "Pod", "default", "direct")
     assert got is not None
     got["metadata"]["labels"]["app"] = "mutated"  # callers get copies
@@ -849,14 +1086,27 @@ def test_in_process_api_matches_http(server: FakeApiServer, core: client.CoreV1A
 def test_five_thousand_pods_stay_fast(server: FakeApiServer, core: client.CoreV1Api) -> None:
     started = time.perf_counter()
     for i in range(5000):
-        server.create({"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": f"p-{i:04d}", "namespace": "default", "labels": {"shard": str(i % 10)}},
-                       "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}],
-                                "nodeName": f"n{i % 50}"}})
+        server.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"p-{i:04d}",
+                    "namespace": "default",
+                    "labels": {"shard": str(i % 10)},
+                },
+                "spec": {
+                    "containers": [{"name": "app", "image": "registry.example/app:1"}],
+                    "nodeName": f"n{i % 50}",
+                },
+            }
+        )
     created = time.perf_counter()
     everything = core.list_pod_for_all_namespaces(_preload_content=False)
     items = json.loads(everything.data)["items"]
-    one_shard = core.list_namespaced_pod("default", label_selector="shard=3", field_selector="spec.nodeName=n3")
+    one_shard = core.list_namespaced_pod(
+        "default", label_selector="shard=3", field_selector="spec.nodeName=n3"
+    )
     finished = time.perf_counter()
     assert len(items) == 5000
     assert len(one_shard.items) == 100

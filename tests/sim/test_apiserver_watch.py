@@ -50,7 +50,9 @@ def core(api: ApiClient) -> client.CoreV1Api:
     return client.CoreV1Api(api)
 
 
-def pod(name: str, labels: dict[str, str] | None = None, namespace: str = "default", **spec: Any) -> dict[str, Any]:
+def pod(
+    name: str, labels: dict[str, str] | None = None, namespace: str = "default", **spec: Any
+) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -70,7 +72,9 @@ def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
 class Collector:
     """Runs ``Watch().stream(func, ...)`` in a thread, keeping every event."""
 
-    def __init__(self, server: FakeApiServer, func: Any, *args: Any, stop_after: int = 10**9, **kwargs: Any) -> None:
+    def __init__(
+        self, server: FakeApiServer, func: Any, *args: Any, stop_after: int = 10**9, **kwargs: Any
+    ) -> None:
         self.server = server
         self.events: list[dict[str, Any]] = []
         self.error: BaseException | None = None
@@ -113,7 +117,7 @@ def raw_watch(server: FakeApiServer, path: str) -> tuple[int, list[dict[str, Any
         conn.close()
 
 
-# --------------------------------------------------------------------------- basics
+# ------------------------------------------------------------------------------------------- basics
 
 
 def test_watch_without_resource_version_starts_with_synthetic_added_and_honours_timeout(
@@ -124,13 +128,20 @@ def test_watch_without_resource_version_starts_with_synthetic_added_and_honours_
     started = time.monotonic()
     events = list(watch.Watch().stream(core.list_namespaced_pod, "default", timeout_seconds=1))
     elapsed = time.monotonic() - started
-    assert [(e["type"], e["object"].metadata.name) for e in events] == [("ADDED", "a"), ("ADDED", "b")]
+    assert [(e["type"], e["object"].metadata.name) for e in events] == [
+        ("ADDED", "a"),
+        ("ADDED", "b"),
+    ]
     assert isinstance(events[0]["object"], client.V1Pod)
     assert 0.9 <= elapsed < 3
 
 
-def test_live_events_in_order_from_http_and_in_process_writes(server: FakeApiServer, core: client.CoreV1Api) -> None:
-    collector = Collector(server, core.list_namespaced_pod, "default", timeout_seconds=10, stop_after=4).start()
+def test_live_events_in_order_from_http_and_in_process_writes(
+    server: FakeApiServer, core: client.CoreV1Api
+) -> None:
+    collector = Collector(
+        server, core.list_namespaced_pod, "default", timeout_seconds=10, stop_after=4
+    ).start()
     core.create_namespaced_pod("default", pod("web"))
     server.patch("v1", "Pod", "default", "web", {"metadata": {"labels": {"v": "2"}}})
     server.patch_status("v1", "Pod", "default", "web", {"status": {"phase": "Running"}})
@@ -153,30 +164,58 @@ def test_resume_from_a_resource_version_replays_only_later_events(
     server.patch("v1", "Pod", "default", "old", {"metadata": {"labels": {"touched": "yes"}}})
     events = list(
         watch.Watch().stream(
-            core.list_namespaced_pod, "default", resource_version=listed.metadata.resource_version, timeout_seconds=1
+            core.list_namespaced_pod,
+            "default",
+            resource_version=listed.metadata.resource_version,
+            timeout_seconds=1,
         )
     )
-    assert [(e["type"], e["object"].metadata.name) for e in events] == [("ADDED", "new"), ("MODIFIED", "old")]
+    assert [(e["type"], e["object"].metadata.name) for e in events] == [
+        ("ADDED", "new"),
+        ("MODIFIED", "old"),
+    ]
 
 
-def test_watches_are_scoped_to_their_namespace(server: FakeApiServer, core: client.CoreV1Api) -> None:
+def test_watches_are_scoped_to_their_namespace(
+    server: FakeApiServer, core: client.CoreV1Api
+) -> None:
     server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
     server.create(pod("here"))
     server.create(pod("there", namespace="other"))
-    names = [e["object"].metadata.name for e in watch.Watch().stream(core.list_namespaced_pod, "default",
-                                                                      timeout_seconds=1)]
-    everywhere = [e["object"].metadata.name
-                  for e in watch.Watch().stream(core.list_pod_for_all_namespaces, timeout_seconds=1)]
+    names = [
+        e["object"].metadata.name
+        for e in watch.Watch().stream(core.list_namespaced_pod, "default", timeout_seconds=1)
+    ]
+    everywhere = [
+        e["object"].metadata.name
+        for e in watch.Watch().stream(core.list_pod_for_all_namespaces, timeout_seconds=1)
+    ]
     assert names == ["here"] and everywhere == ["here", "there"]
 
 
 def test_custom_resource_and_events_v1_watches(server: FakeApiServer, api: ApiClient) -> None:
     custom = client.CustomObjectsApi(api)
-    collector = Collector(server, custom.list_namespaced_custom_object, GROUP, VERSION, "default", PLURAL,
-                          timeout_seconds=10, stop_after=2).start()
-    server.create({"apiVersion": f"{GROUP}/{VERSION}", "kind": "ArtifactCheck",
-                   "metadata": {"name": "c", "namespace": "default"}, "spec": {}})
-    server.patch_status("artifactcheck.io/v1alpha1", "ArtifactCheck", "default", "c", {"status": {"phase": "Ok"}})
+    collector = Collector(
+        server,
+        custom.list_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        "default",
+        PLURAL,
+        timeout_seconds=10,
+        stop_after=2,
+    ).start()
+    server.create(
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "ArtifactCheck",
+            "metadata": {"name": "c", "namespace": "default"},
+            "spec": {},
+        }
+    )
+    server.patch_status(
+        "artifactcheck.io/v1alpha1", "ArtifactCheck", "default", "c", {"status": {"phase": "Ok"}}
+    )
     events = collector.join()
     assert [e["type"] for e in events] == ["ADDED", "MODIFIED"]
     assert events[1]["object"]["status"] == {"phase": "Ok"}  # custom objects stay dicts
@@ -185,19 +224,67 @@ def test_custom_resource_and_events_v1_watches(server: FakeApiServer, api: ApiCl
     # eventTime: this client cannot read an events.k8s.io/v1 Event without one, and a real
     # server converts a legacy event without one to exactly that.)
     client.CoreV1Api(api).create_namespaced_event(
-        "default", {"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"},
-                    "eventTime": "2024-01-01T00:00:00.000000Z", "message": "hello", "reason": "R",
-                    "type": "Normal"})
-    v1_events = list(watch.Watch().stream(client.EventsV1Api(api).list_namespaced_event, "default",
-                                          timeout_seconds=1))
+        "default",
+        {
+            "metadata": {"name": "e"},
+            "involvedObject": {"kind": "Pod", "name": "p"},
+            "eventTime": "2024-01-01T00:00:00.000000Z",
+            "message": "hello",
+            "reason": "R",
+            "type": "Normal",
+        },
+    )
+    v1_events = list(
+        watch.Watch().stream(
+            client.EventsV1Api(api).list_namespaced_event, "default", timeout_seconds=1
+        )
+    )
     assert [(e["object"].note, e["object"].regarding.name) for e in v1_events] == [("hello", "p")]
 
 
-# --------------------------------------------------------------------------- 410 Gone
+def test_concurrent_writers_yield_one_ordered_stream(
+    server: FakeApiServer, core: client.CoreV1Api
+) -> None:
+    writers, per_writer = 4, 100
+    collector = Collector(
+        server,
+        core.list_namespaced_config_map,
+        "default",
+        timeout_seconds=30,
+        stop_after=writers * per_writer * 2,
+    ).start()
+
+    def write(w: int) -> None:
+        for i in range(per_writer):
+            name = f"w{w}-{i}"
+            server.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": "default"},
+                }
+            )
+            server.patch("v1", "ConfigMap", "default", name, {"data": {"i": str(i)}})
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    events = collector.join()
+    assert collector.error is None
+    versions = [int(e["raw_object"]["metadata"]["resourceVersion"]) for e in events]
+    assert versions == sorted(versions) and len(set(versions)) == len(versions) == 800
+    assert sum(e["type"] == "ADDED" for e in events) == 400
+
+
+# ----------------------------------------------------------------------------------------- 410 Gone
 
 
 def test_resource_version_older_than_history_gets_an_in_stream_410(server: FakeApiServer) -> None:
-    server.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}})
+    server.create(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}}
+    )
     old = server.resource_version
     server.patch("v1", "ConfigMap", "default", "a", {"data": {"k": "v"}})
     server.compact()
@@ -211,20 +298,27 @@ def test_resource_version_older_than_history_gets_an_in_stream_410(server: FakeA
     assert events[0]["object"]["message"].startswith("too old resource version")
     # The current resourceVersion is still fine after a compaction.
     status, events = raw_watch(
-        server, f"/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={server.resource_version}"
-        "&timeoutSeconds=1"
+        server,
+        f"/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={server.resource_version}"
+        "&timeoutSeconds=1",
     )
     assert status == 200 and events == []
 
 
-def test_watch_stream_raises_410_after_compaction(server: FakeApiServer, core: client.CoreV1Api) -> None:
+def test_watch_stream_raises_410_after_compaction(
+    server: FakeApiServer, core: client.CoreV1Api
+) -> None:
     server.create(pod("a"))
     stale = core.list_namespaced_pod("default").metadata.resource_version
     server.create(pod("b"))
     server.compact()
     # With timeout_seconds the client does not retry: the ERROR event becomes an ApiException.
     with pytest.raises(ApiException) as info:
-        list(watch.Watch().stream(core.list_namespaced_pod, "default", resource_version=stale, timeout_seconds=5))
+        list(
+            watch.Watch().stream(
+                core.list_namespaced_pod, "default", resource_version=stale, timeout_seconds=5
+            )
+        )
     assert info.value.status == 410
     assert "Expired: too old resource version" in str(info.value.reason)
     # Without it, Watch().stream retries once from the same resourceVersion, then raises.
@@ -242,29 +336,46 @@ def test_bounded_history_expires_old_resource_versions(core: client.CoreV1Api) -
         for i in range(5):
             small.create(pod(f"p{i}"))
         with pytest.raises(ApiException) as info:
-            list(watch.Watch().stream(pods.list_namespaced_pod, "default", resource_version=start, timeout_seconds=1))
+            list(
+                watch.Watch().stream(
+                    pods.list_namespaced_pod, "default", resource_version=start, timeout_seconds=1
+                )
+            )
         assert info.value.status == 410
         recent = str(int(small.resource_version) - 3)
-        events = list(watch.Watch().stream(pods.list_namespaced_pod, "default", resource_version=recent,
-                                           timeout_seconds=1))
+        events = list(
+            watch.Watch().stream(
+                pods.list_namespaced_pod, "default", resource_version=recent, timeout_seconds=1
+            )
+        )
         assert [e["object"].metadata.name for e in events] == ["p2", "p3", "p4"]
 
 
 def test_invalid_resource_version_is_400(core: client.CoreV1Api) -> None:
     with pytest.raises(ApiException) as info:
-        list(watch.Watch().stream(core.list_namespaced_pod, "default", resource_version="abc", timeout_seconds=1))
+        list(
+            watch.Watch().stream(
+                core.list_namespaced_pod, "default", resource_version="abc", timeout_seconds=1
+            )
+        )
     assert info.value.status == 400
 
 
-# --------------------------------------------------------------------------- selectors on watches
+# ----------------------------------------------------------------------------- selectors on watches
 
 
 def test_label_selector_watch_gets_deleted_when_an_object_stops_matching(
     server: FakeApiServer, core: client.CoreV1Api
 ) -> None:
     server.create(pod("web-1", {"app": "web"}))
-    collector = Collector(server, core.list_namespaced_pod, "default", label_selector="app=web",
-                          timeout_seconds=10, stop_after=5).start()
+    collector = Collector(
+        server,
+        core.list_namespaced_pod,
+        "default",
+        label_selector="app=web",
+        timeout_seconds=10,
+        stop_after=5,
+    ).start()
     server.create(pod("db-1", {"app": "db"}))  # never matches: no event
     server.patch("v1", "Pod", "default", "web-1", {"metadata": {"labels": {"app": "db"}}})
     server.patch("v1", "Pod", "default", "db-1", {"metadata": {"labels": {"app": "web"}}})
@@ -278,15 +389,23 @@ def test_label_selector_watch_gets_deleted_when_an_object_stops_matching(
         ("MODIFIED", "db-1"),
         ("DELETED", "db-1"),
     ]
-    # The DELETED for a relabelled object carries its last matching state at the new resourceVersion.
+    # The DELETED for a relabelled object carries its last matching state, at the new
+    # resourceVersion.
     gone = events[1]["raw_object"]
     assert gone["metadata"]["labels"] == {"app": "web"}
-    assert int(gone["metadata"]["resourceVersion"]) > int(events[0]["raw_object"]["metadata"]["resourceVersion"])
+    assert int(gone["metadata"]["resourceVersion"]) > int(
+        events[0]["raw_object"]["metadata"]["resourceVersion"]
+    )
 
 
 def test_field_selector_watch(server: FakeApiServer, core: client.CoreV1Api) -> None:
-    collector = Collector(server, core.list_pod_for_all_namespaces, field_selector="spec.nodeName=n1",
-                          timeout_seconds=10, stop_after=2).start()
+    collector = Collector(
+        server,
+        core.list_pod_for_all_namespaces,
+        field_selector="spec.nodeName=n1",
+        timeout_seconds=10,
+        stop_after=2,
+    ).start()
     server.create(pod("elsewhere", nodeName="n2"))
     server.create(pod("here", nodeName="n1"))
     server.patch_status("v1", "Pod", "default", "here", {"status": {"phase": "Running"}})
@@ -297,18 +416,26 @@ def test_field_selector_watch(server: FakeApiServer, core: client.CoreV1Api) -> 
 def test_invalid_selectors_on_watches_are_400(core: client.CoreV1Api) -> None:
     for kwargs in ({"label_selector": "app in ("}, {"field_selector": "spec.image=x"}):
         with pytest.raises(ApiException) as info:
-            list(watch.Watch().stream(core.list_namespaced_pod, "default", timeout_seconds=1, **kwargs))
+            list(
+                watch.Watch().stream(
+                    core.list_namespaced_pod, "default", timeout_seconds=1, **kwargs
+                )
+            )
         assert info.value.status == 400
 
 
-# --------------------------------------------------------------------------- bookmarks & initial events
+# ----------------------------------------------------------------------- bookmarks & initial events
 
 
 def test_bookmarks_when_allowed(server: FakeApiServer, core: client.CoreV1Api) -> None:
     server.create(pod("a"))
-    server.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}})
+    server.create(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}
+    )
     w = watch.Watch()
-    events = list(w.stream(core.list_namespaced_pod, "default", allow_watch_bookmarks=True, timeout_seconds=1))
+    events = list(
+        w.stream(core.list_namespaced_pod, "default", allow_watch_bookmarks=True, timeout_seconds=1)
+    )
     bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
     assert events[0]["type"] == "ADDED" and bookmarks
     # A bookmark reports progress past events of other resources, too.
@@ -331,10 +458,12 @@ def test_send_initial_events_ends_with_a_marked_bookmark(server: FakeApiServer) 
     assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
 
 
-# --------------------------------------------------------------------------- restarts & teardown
+# ------------------------------------------------------------------------------ restarts & teardown
 
 
-def test_pause_and_resume_keep_state_and_port(server: FakeApiServer, core: client.CoreV1Api) -> None:
+def test_pause_and_resume_keep_state_and_port(
+    server: FakeApiServer, core: client.CoreV1Api
+) -> None:
     server.create(pod("before"))
     port, url = server.port, server.url
     collector = Collector(server, core.list_namespaced_pod, "default", timeout_seconds=30).start()
@@ -351,13 +480,21 @@ def test_pause_and_resume_keep_state_and_port(server: FakeApiServer, core: clien
 
     server.resume()
     assert server.port == port and server.url == url and server.running
-    assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["before", "during"]
-    resumed = list(watch.Watch().stream(core.list_namespaced_pod, "default", resource_version=last_seen,
-                                        timeout_seconds=1))
+    assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == [
+        "before",
+        "during",
+    ]
+    resumed = list(
+        watch.Watch().stream(
+            core.list_namespaced_pod, "default", resource_version=last_seen, timeout_seconds=1
+        )
+    )
     assert [(e["type"], e["object"].metadata.name) for e in resumed] == [("ADDED", "during")]
 
 
-def test_stop_ends_open_watches_and_a_client_going_away_ends_its_watch(core: client.CoreV1Api) -> None:
+def test_stop_ends_open_watches_and_a_client_going_away_ends_its_watch(
+    core: client.CoreV1Api,
+) -> None:
     with FakeApiServer() as other, other.api_client() as api:
         pods = client.CoreV1Api(api)
         other.create(pod("p"))
@@ -372,10 +509,12 @@ def test_stop_ends_open_watches_and_a_client_going_away_ends_its_watch(core: cli
         assert other.watch_count == 0
 
 
-# --------------------------------------------------------------------------- injected faults
+# ---------------------------------------------------------------------------------- injected faults
 
 
-def test_injected_errors_answer_the_next_matching_requests(server: FakeApiServer, core: client.CoreV1Api) -> None:
+def test_injected_errors_answer_the_next_matching_requests(
+    server: FakeApiServer, core: client.CoreV1Api
+) -> None:
     server.create(pod("web"))
     server.inject("GET", r"/namespaces/default/pods/web$", 500)
     with pytest.raises(ApiException) as info:
@@ -390,10 +529,17 @@ def test_injected_errors_answer_the_next_matching_requests(server: FakeApiServer
             core.patch_namespaced_pod_status("web", "default", {"status": {"phase": "Running"}})
         assert info.value.status == 409
     assert server.get("v1", "Pod", "default", "web")["status"]["phase"] == "Pending"  # type: ignore[index]
-    assert core.patch_namespaced_pod_status("web", "default", {"status": {"phase": "Running"}}).status.phase == "Running"
+    assert (
+        core.patch_namespaced_pod_status(
+            "web", "default", {"status": {"phase": "Running"}}
+        ).status.phase
+        == "Running"
+    )
 
 
-def test_injected_errors_on_watches_and_unlimited_injections(server: FakeApiServer, core: client.CoreV1Api) -> None:
+def test_injected_errors_on_watches_and_unlimited_injections(
+    server: FakeApiServer, core: client.CoreV1Api
+) -> None:
     server.inject("*", r"watch=true", 503, times=-1)
     for _ in range(2):
         with pytest.raises(ApiException) as info:

@@ -1,0 +1,600 @@
+"""``artifactcheck investigate TARGET`` and ``artifactcheck fleet``: the on-call commands.
+
+In the outage behind artifactcheck the truth came from running curl against new
+instances by hand, 80 minutes in. These two commands are that curl, done right: the
+same check as ``verify`` (same flags, same engine, same exit codes), but over every
+file of every instance, and shown as a plain-language summary with every signal side
+by side (``investigate``) or as the fleet grouped by what it actually serves
+(``fleet``). The pure view building lives in :mod:`artifactcheck.act.investigate`, the
+rendering in :mod:`artifactcheck.act.views`; this module does the I/O: discovery,
+the check, certificate probes and the second fetch that ``--diff`` needs.
+
+Registered on the main group by ``cli.py``; helpers from ``cli.py`` are imported
+inside the commands so either module can be imported first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import click
+
+from .act.investigate import (
+    DiffView,
+    FleetView,
+    Investigation,
+    PodEvent,
+    TlsView,
+    build_fleet,
+    build_investigation,
+    diff_plans,
+    find_target,
+    text_diff,
+    tls_view,
+    unknown_target,
+)
+from .errors import ArtifactCheckError, ConfigError, DependencyError
+from .fetch import Fetcher
+from .models import Fetched, Instance, Manifest, Report
+from .settings import CheckSpec, SamplingSettings
+
+#: Largest file fetched again for ``--diff``, bytes: the first lines are what is shown.
+DIFF_MAX_BYTES = 2 * 1024 * 1024
+EventSource = Callable[[Instance, CheckSpec], Sequence[PodEvent]]
+
+
+# --------------------------------------------------------------------------- hooks
+
+
+def events_for(instance: Instance, spec: CheckSpec | None = None) -> list[PodEvent]:
+    """HOOK — recent Kubernetes Events of a pod, newest first.
+
+    NOT WIRED YET: returns [] always. Wire it to the Events API (``involvedObject.uid``
+    field selector, in the instance's namespace) in ``discover/kubernetes.py``; it must
+    return [] when no cluster is configured (``spec.kubernetes`` is None) or the
+    instance is not a pod, and should turn an API error into [] plus a logged warning:
+    Events are evidence, never a reason for the investigation to fail.
+    """
+    if instance.kind != "pod" or spec is None or spec.kubernetes is None:
+        return []
+    return []
+
+
+# --------------------------------------------------------------------------- I/O
+
+
+class _RecordingFetcher(Fetcher):
+    """A Fetcher that keeps what the CDN answered, which a Report does not carry."""
+
+    def __init__(self, *, cdn: str | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._cdn = cdn
+        self.cdn_assets: dict[str, Fetched] = {}
+
+    async def get_asset(
+        self,
+        base_url: str,
+        path: str,
+        *,
+        algorithms: Iterable[str] = ("sha256",),
+        host_header: str | None = None,
+    ) -> Fetched:
+        """Fetch as usual; remember the answer when it came from the CDN."""
+        got = await super().get_asset(
+            base_url, path, algorithms=algorithms, host_header=host_header
+        )
+        if self._cdn is not None and base_url == self._cdn:
+            self.cdn_assets[path] = got
+        return got
+
+
+def release_source(spec: CheckSpec) -> str | None:
+    """A description of where expected releases come from; None in consensus mode."""
+    if spec.release_manifest:
+        return spec.release_manifest
+    if spec.release_image:
+        return f"image {spec.release_image}:{spec.release_image_path}"
+    return None
+
+
+async def _check(
+    spec: CheckSpec, instances: Sequence[Instance], fetcher: _RecordingFetcher
+) -> tuple[Report, dict[str, Manifest]]:
+    """The same check as ``verify``; also returns the releases it loaded."""
+    from .pipeline import build_expectations, check_once
+
+    expectations = build_expectations(spec, fetcher)
+    report, _decision = await check_once(
+        spec,
+        instances=instances,
+        fetcher=fetcher,
+        expectations=expectations,
+        known_versions=spec.known_versions,
+    )
+    return report, (expectations.known() if expectations is not None else {})
+
+
+def _fetcher(spec: CheckSpec) -> _RecordingFetcher:
+    from .pipeline import log
+
+    return _RecordingFetcher(cdn=spec.cdn, http=spec.http, retry=spec.retry, logger=log)
+
+
+async def _probe_tls(url: str, role: str, spec: CheckSpec, now: datetime) -> TlsView:
+    """The certificate of an https endpoint, read without verifying so expiry shows."""
+    if not url.startswith("https://"):
+        return tls_view(role, url, None, now=now)
+    from .tls import probe_certificate
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        cert = await probe_certificate(
+            host,
+            parts.port or 443,
+            server_name=spec.http.host_header if role == "instance" else None,
+            ssl_context=None,
+            timeout=spec.http.connect_timeout,
+        )
+    except ArtifactCheckError as exc:
+        return tls_view(role, url, None, error=f"could not check: {exc}", now=now)
+    return tls_view(role, url, cert, now=now)
+
+
+async def _fetch_diffs(
+    inv: Investigation,
+    report: Report,
+    fetcher: _RecordingFetcher,
+    *,
+    host_header: str | None,
+    max_lines: int,
+) -> list[DiffView]:
+    """Fetch served and expected bytes again for each mismatching text file, then diff.
+
+    The check only kept hashes (bodies are hashed while streaming, never held), so the
+    bytes are fetched once more: served from the target, expected from a sibling or
+    the CDN that served the expected sha256 — verified again before it is used.
+    """
+    diffs = []
+    for plan in diff_plans(inv, report, fetcher.cdn_assets):
+        served = await fetcher.get_document(
+            inv.url, plan.path, max_bytes=DIFF_MAX_BYTES, host_header=host_header
+        )
+        if not served.ok or served.body is None:
+            why = served.error or f"HTTP {served.status}"
+            diffs.append(
+                DiffView(plan.path, None, note=f"could not fetch the served bytes again: {why}")
+            )
+            continue
+        changed = ""
+        if plan.served_sha256 and served.sha256 != plan.served_sha256:
+            changed = "; the instance now serves other bytes than during the check"
+        expected: bytes | None = None
+        used: str | None = None
+        tried = []
+        for label, base in plan.sources:
+            host = host_header if not label.startswith("CDN") else None
+            got = await fetcher.get_document(
+                base, plan.path, max_bytes=DIFF_MAX_BYTES, host_header=host
+            )
+            if got.ok and got.body is not None and got.sha256 == plan.expected_sha256:
+                expected, used = got.body, label
+                break
+            tried.append(f"{label}: {got.error or got.sha256 or got.status}")
+        if expected is None or used is None:
+            where = "; ".join(tried) if tried else "no sibling or CDN serves the expected sha256"
+            diffs.append(
+                DiffView(
+                    plan.path,
+                    None,
+                    note=f"no source has the expected bytes ({plan.expected_sha256[:12]}): "
+                    f"{where}{changed}",
+                )
+            )
+            continue
+        view = text_diff(
+            plan.path, expected, served.body, expected_source=used, max_lines=max_lines
+        )
+        if changed:
+            view = replace(view, note=((view.note or "") + changed).lstrip("; "))
+        diffs.append(view)
+    return diffs
+
+
+def _full(spec: CheckSpec, *, assets: bool) -> CheckSpec:
+    """The spec without instance sampling (and without asset sampling for investigate)."""
+    sampling = (
+        SamplingSettings.model_validate({})
+        if assets
+        else spec.sampling.model_copy(update={"instances": None})
+    )
+    return spec.model_copy(update={"sampling": sampling})
+
+
+async def collect_investigation(
+    spec: CheckSpec,
+    target: str,
+    *,
+    instances: Sequence[Instance] | None = None,
+    diff: bool = False,
+    diff_lines: int = 40,
+    events: EventSource | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Investigation:
+    """Discover, check the target with its siblings over every file, and build the view.
+
+    ``target`` is a URL (``URL[=VERSION]``; added as an instance when no discovered one
+    has that URL), a name, ``namespace/pod``, a pod or container name. ConfigError when
+    it names nothing; DependencyError when discovery's API is down.
+    """
+    from .discover.static import instances_from_targets, parse_target
+    from .pipeline import discover_all
+
+    spec = _full(spec, assets=True)
+    found = list(instances) if instances is not None else await discover_all(spec)
+    chosen = find_target(target.partition("=")[0] if "://" in target else target, found)
+    if chosen is None:
+        if "://" not in target:
+            raise unknown_target(target, found)
+        (chosen,) = instances_from_targets([parse_target(target)])
+        found.append(chosen)
+    async with _fetcher(spec) as fetcher:
+        report, releases = await _check(spec, found, fetcher)
+        stamp = now()
+        tls = [await _probe_tls(chosen.base_url, "instance", spec, stamp)]
+        if spec.cdn:
+            tls.append(await _probe_tls(spec.cdn, "CDN", spec, stamp))
+        pod_events: Sequence[PodEvent] = ()
+        events_note = None
+        if chosen.kind == "pod":
+            pod_events = (events or events_for)(chosen, spec)
+            if not pod_events and spec.kubernetes is None:
+                events_note = "no cluster configured: Events not read"
+        inv = build_investigation(
+            report,
+            chosen.name,
+            releases=releases,
+            cdn_assets=fetcher.cdn_assets,
+            tls=tls,
+            events=pod_events,
+            events_note=events_note,
+            condition_type=spec.policy.condition_type,
+            release_source=release_source(spec),
+            now=stamp,
+        )
+        if diff:
+            diffs = await _fetch_diffs(
+                inv, report, fetcher, host_header=spec.http.host_header, max_lines=diff_lines
+            )
+            inv = inv.with_diffs(diffs)
+    return inv
+
+
+async def collect_fleet(
+    spec: CheckSpec,
+    *,
+    instances: Sequence[Instance] | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> FleetView:
+    """Discover, check every instance, and group them by what they serve."""
+    from .pipeline import discover_all
+
+    spec = _full(spec, assets=False)
+    found = list(instances) if instances is not None else await discover_all(spec)
+    async with _fetcher(spec) as fetcher:
+        report, _releases = await _check(spec, found, fetcher)
+    return build_fleet(report, release_source=release_source(spec), now=now())
+
+
+# --------------------------------------------------------------------------- options
+
+
+def _target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The instance, release and CDN flags of ``verify``, so the three commands agree."""
+    options = [
+        click.option(
+            "-t",
+            "--target",
+            "targets",
+            multiple=True,
+            metavar="URL[=VERSION]",
+            help="An instance to check; repeat for a fleet.",
+        ),
+        click.option("-c", "--config", type=click.Path(dir_okay=False), help="CheckSpec YAML."),
+        click.option("--cdn", help="CDN base URL every served asset must exist on."),
+        click.option(
+            "--release-manifest",
+            metavar="PATH-OR-URL",
+            help="Release manifest; '{version}' is replaced by each reported version.",
+        ),
+        click.option("--release-image", metavar="IMAGE", help="Release image; '{version}' ok."),
+        click.option("--release-image-path", metavar="DIR", help="Site directory in the image."),
+        click.option(
+            "--known-version",
+            "known_versions",
+            multiple=True,
+            metavar="V",
+            help="Also load this release to name what a mismatching instance serves.",
+        ),
+        click.option("--desired-version", metavar="V", help="Version the fleet should run."),
+        click.option("--manifest-path", metavar="PATH", help="Served manifest path."),
+        click.option("--manifest-format", metavar="FORMAT", help="Served manifest format."),
+        click.option(
+            "--version-endpoint",
+            metavar="PATH[#POINTER]",
+            help="Read the version over HTTP, e.g. /version#/version.",
+        ),
+        click.option("--host-header", metavar="NAME", help="Host header and TLS server name."),
+        click.option("--header", "headers", multiple=True, metavar="NAME=VALUE"),
+        click.option("--header-env", multiple=True, metavar="NAME=ENVVAR"),
+        click.option("--header-file", multiple=True, metavar="NAME=FILE"),
+        click.option("--ca-bundle", type=click.Path(dir_okay=False), help="Extra CAs (PEM)."),
+        click.option("--insecure", is_flag=True, help="Do not verify TLS certificates."),
+        click.option("--deadline", type=float, metavar="SECONDS", help="Per-instance deadline."),
+        click.option("--concurrency", type=int, metavar="N", help="Requests in flight."),
+        click.option("--docker-label", "docker_labels", multiple=True, metavar="KEY=VALUE"),
+        click.option("--docker-network", metavar="NAME"),
+        click.option("--docker-port", type=int, metavar="PORT"),
+        click.option("-n", "--namespace", help="Pods in this namespace."),
+        click.option("-l", "--selector", help="Label selector of the pods."),
+        click.option("--pod-port", type=int, metavar="PORT", help="Port the pods serve on."),
+        click.option(
+            "-o",
+            "--output",
+            "outputs",
+            multiple=True,
+            metavar="FORMAT[=FILE]",
+            help="table (default), json or json=FILE; repeatable.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def spec_from_options(opts: dict[str, Any]) -> CheckSpec:
+    """A CheckSpec from the shared flags, built exactly as ``verify`` builds it."""
+    from .cli import _parse_kv, _version_endpoint, build_spec
+    from .discover.static import parse_target
+
+    targets = [parse_target(t).model_dump(exclude_none=True) for t in opts["targets"]]
+    docker: dict[str, Any] | None = None
+    if opts["docker_labels"] or opts["docker_network"] or opts["docker_port"]:
+        docker = {"labels": list(opts["docker_labels"])}
+        if opts["docker_network"]:
+            docker["network"] = opts["docker_network"]
+        if opts["docker_port"]:
+            docker["port"] = opts["docker_port"]
+    kube: dict[str, Any] | None = None
+    if opts["namespace"] or opts["selector"]:
+        kube = {"namespace": opts["namespace"] or "default", "selector": opts["selector"] or ""}
+        if opts["pod_port"]:
+            kube["port"] = opts["pod_port"]
+    spec: CheckSpec = build_spec(
+        opts["config"],
+        {
+            "targets": targets,
+            "docker": docker,
+            "kubernetes": kube,
+            "cdn": opts["cdn"],
+            "release_manifest": opts["release_manifest"],
+            "release_image": opts["release_image"],
+            "release_image_path": opts["release_image_path"],
+            "known_versions": list(opts["known_versions"]),
+            "desired_version": opts["desired_version"],
+            "manifest_path": opts["manifest_path"],
+            "manifest_format": opts["manifest_format"],
+            "version_endpoint": _version_endpoint(opts["version_endpoint"]),
+            "http.host_header": opts["host_header"],
+            "http.headers": _parse_kv(opts["headers"], "--header") or None,
+            "http.header_env": _parse_kv(opts["header_env"], "--header-env") or None,
+            "http.header_files": _parse_kv(opts["header_file"], "--header-file") or None,
+            "http.ca_bundle": opts["ca_bundle"],
+            "http.verify_tls": False if opts["insecure"] else None,
+            "http.instance_deadline": opts["deadline"],
+            "http.max_connections": opts["concurrency"],
+        },
+    )
+    return spec
+
+
+def parse_outputs(values: Sequence[str]) -> list[tuple[str, str | None]]:
+    """``table``, ``json`` or ``json=FILE`` (junit has no meaning for one instance)."""
+    outs: list[tuple[str, str | None]] = []
+    for item in values or ("table",):
+        kind, _, dest = item.partition("=")
+        if kind not in ("table", "json") or (kind == "table" and dest):
+            raise ConfigError(f"--output {item!r}: expected table, json or json=FILE")
+        outs.append((kind, dest or None))
+    return outs
+
+
+def make_console(file: Any = None) -> Any:
+    """Colour on a terminal; plain text, wide enough for hashes, when piped."""
+    from rich.console import Console
+
+    stream = file if file is not None else sys.stdout
+    width = None
+    if not (hasattr(stream, "isatty") and stream.isatty()) and "COLUMNS" not in os.environ:
+        width = 150
+    return Console(file=file, highlight=False, soft_wrap=False, width=width)
+
+
+def _write(text: str, dest: str | None) -> None:
+    if dest in (None, "-"):
+        click.echo(text, nl=False)
+    else:
+        Path(dest).write_text(text, encoding="utf-8")
+
+
+def _run(coro: Any) -> Any:
+    """asyncio.run with verify's error mapping: usage errors 2, dependencies down 3."""
+    from .cli import EXIT_INCONCLUSIVE, _fail
+
+    try:
+        return asyncio.run(coro)
+    except ConfigError as exc:
+        _fail(str(exc))
+    except (DependencyError, ArtifactCheckError) as exc:
+        _fail(str(exc), EXIT_INCONCLUSIVE)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+@click.command()
+@click.argument("target")
+@_target_options
+@click.option("--diff", is_flag=True, help="Unified diff of mismatching text files (JS/CSS/HTML).")
+@click.option(
+    "--diff-lines",
+    type=click.IntRange(1, 10_000),
+    default=40,
+    show_default=True,
+    help="Diff lines shown per file.",
+)
+def investigate(target: str, **opts: Any) -> None:
+    """Explain one instance: summary first, then every signal side by side.
+
+    TARGET is a URL[=VERSION], a pod name, namespace/pod, or a container name. Its
+    siblings (every instance the other flags select) are checked with it, over all
+    their files, so the summary can say how many do the same. Exit code: 0 the target
+    is consistent, 1 it serves something wrong, 2 usage error, 3 could not judge.
+    """
+    from .act.views import dumps, investigation_json, render_investigation
+    from .cli import _fail
+
+    try:
+        outputs = parse_outputs(opts["outputs"])
+        spec = spec_from_options(opts)
+    except ConfigError as exc:
+        _fail(str(exc))
+    inv: Investigation = _run(
+        collect_investigation(spec, target, diff=opts["diff"], diff_lines=opts["diff_lines"])
+    )
+    for kind, dest in outputs:
+        if kind == "table":
+            render_investigation(inv, make_console())
+        else:
+            _write(dumps(investigation_json(inv)), dest)
+    sys.exit(inv.exit_code)
+
+
+@click.command()
+@_target_options
+@click.option(
+    "--watch",
+    type=click.FloatRange(min=0.1),
+    is_flag=False,
+    flag_value=5.0,
+    default=None,
+    metavar="[SECONDS]",
+    help="Refresh in place every SECONDS (default 5) until Ctrl-C.",
+)
+@click.option("--iterations", type=click.IntRange(min=1), default=None, hidden=True)
+def fleet(**opts: Any) -> None:
+    """Group instances by reported version, served content and image digest.
+
+    The largest group comes first and groups that stand out among the instances of
+    their version are marked with "!", so "2 of 14 pods of 1.4.2 serve different
+    content" is the first thing you read. Exit codes as for verify (0/1/2/3).
+    """
+    from .cli import _fail
+
+    try:
+        outputs = parse_outputs(opts["outputs"])
+        spec = spec_from_options(opts)
+        if not spec.targets and spec.docker is None and spec.kubernetes is None:
+            raise ConfigError(
+                "nothing to check: give --target, --docker-label, --selector or a config"
+            )
+    except ConfigError as exc:
+        _fail(str(exc))
+    if opts["watch"] is None:
+        view: FleetView = _run(collect_fleet(spec))
+        _emit_fleet(view, outputs)
+        sys.exit(view.exit_code)
+    code = _watch(spec, outputs, seconds=opts["watch"], iterations=opts["iterations"])
+    sys.exit(code)
+
+
+def _emit_fleet(
+    view: FleetView,
+    outputs: list[tuple[str, str | None]],
+    *,
+    compact: bool = False,
+    console: Any = None,
+) -> None:
+    from .act.views import dumps, fleet_json, render_fleet
+
+    for kind, dest in outputs:
+        if kind == "table":
+            render_fleet(view, console or make_console())
+        else:
+            _write(dumps(fleet_json(view), compact=compact), dest)
+
+
+def _watch(
+    spec: CheckSpec,
+    outputs: list[tuple[str, str | None]],
+    *,
+    seconds: float,
+    iterations: int | None,
+    console: Any = None,
+    collect: Callable[[CheckSpec], Awaitable[FleetView]] | None = None,
+) -> int:
+    """Re-check every ``seconds``; redraw in place on a terminal, append when piped.
+
+    A refresh that fails (an API server blip) keeps the last view on screen with a
+    note instead of ending the watch: a dependency outage must not blind on-call.
+    """
+    from rich.live import Live
+
+    from .act.views import fleet_renderable
+
+    console = console or make_console()
+    tables = any(kind == "table" for kind, _ in outputs)
+    json_outputs = [(k, d) for k, d in outputs if k == "json"]
+    state: dict[str, Any] = {"view": None}
+
+    async def loop(live: Live | None) -> None:
+        n = 0
+        while iterations is None or n < iterations:
+            if n:
+                await asyncio.sleep(seconds)
+            n += 1
+            try:
+                view = await (collect or collect_fleet)(spec)
+            except ArtifactCheckError as exc:
+                if state["view"] is None:
+                    raise
+                stamp = datetime.now(UTC).strftime("%H:%M:%S")
+                view = state["view"].with_note(f"refresh at {stamp} UTC failed: {exc}")
+            state["view"] = view
+            if json_outputs:
+                _emit_fleet(view, json_outputs, compact=True)
+            if tables and live is not None:
+                live.update(fleet_renderable(view, console), refresh=True)
+            elif tables:
+                if n > 1:
+                    console.print()
+                console.print(fleet_renderable(view, console))
+
+    try:
+        if tables and console.is_terminal:
+            with Live(console=console, auto_refresh=False, transient=False) as live:
+                _run(loop(live))
+        else:
+            _run(loop(None))
+    except KeyboardInterrupt:
+        pass
+    view = state["view"]
+    return 3 if view is None else int(view.exit_code)

@@ -1,0 +1,274 @@
+"""Shared helpers: the machine, measured subprocesses, the fleet server process.
+
+CPU time and peak RSS of a command are taken from ``os.wait4`` on the process we
+started, which includes every descendant it waited for (so ``xargs`` + ``sh`` + ``curl``
++ ``sha256sum`` are all counted in the baseline, and the server process never is).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import selectors
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    model = "unknown"
+    with open("/proc/cpuinfo", encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    nginx = "absent"
+    if shutil.which("nginx"):
+        out = subprocess.run(["nginx", "-v"], capture_output=True, text=True, check=False)
+        nginx = (out.stderr or out.stdout).strip().split(":", 1)[-1].strip()
+    mem_kb = 0
+    with open("/proc/meminfo", encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("MemTotal"):
+                mem_kb = int(line.split()[1])
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": model,
+        "memory_gb": round(mem_kb / 1024 / 1024, 1),
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "nginx": nginx,
+        "loadavg_at_start": os.getloadavg(),
+    }
+
+
+@dataclass
+class Measured:
+    """One measured command: wall time, CPU of it and its descendants, peak RSS."""
+
+    wall: float
+    user: float
+    sys: float
+    max_rss_mb: float
+    returncode: int
+    loadavg: float = 0.0  # 1-minute load average when it finished (the machine is shared)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cpu(self) -> float:
+        return self.user + self.sys
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["cpu"] = self.cpu
+        return out
+
+
+def run_measured(
+    argv: Sequence[str] | str,
+    *,
+    timeout: float,
+    stdin: IO[Any] | int | None = subprocess.DEVNULL,
+    stdout: IO[Any] | int | None = subprocess.DEVNULL,
+    stderr: IO[Any] | int | None = None,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
+) -> Measured:
+    """Run a command to completion (killed after ``timeout`` s) and measure it."""
+    shell = isinstance(argv, str)
+    started = time.perf_counter()
+    proc = subprocess.Popen(  # noqa: S603 - benchmark commands are ours
+        argv,
+        shell=shell,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,  # its own process group: killable as a unit, by our PID
+    )
+    timer = threading.Timer(timeout, _kill_group, args=(proc.pid,))
+    timer.start()
+    try:
+        _pid, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
+    wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode < 0 and -proc.returncode == signal.SIGKILL:
+        raise TimeoutError(f"{argv!r} did not finish within {timeout}s; killed")
+    return Measured(
+        wall=wall,
+        user=usage.ru_utime,
+        sys=usage.ru_stime,
+        max_rss_mb=usage.ru_maxrss / 1024,
+        returncode=proc.returncode,
+        loadavg=os.getloadavg()[0],
+    )
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)  # the group of a session we created for this PID
+    except ProcessLookupError:
+        pass
+
+
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used, from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of a process."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    """Median, min and max of repeated measurements."""
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+    }
+
+
+def save(name: str, data: dict[str, Any]) -> Path:
+    """Write a benchmark's raw figures to bench/results/NAME.json."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    return path
+
+
+def artifactcheck_command() -> list[str]:
+    """The installed console script (what users run), else ``python -m artifactcheck``.
+
+    The pyenv shim in PATH is a bash script that forks pyenv itself; it is skipped so
+    the start-up measured is the program's, not the shim's.
+    """
+    script = Path(sys.executable).parent / "artifactcheck"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "artifactcheck"]
+
+
+class FleetServer:
+    """``python -m bench.fleet_server`` as a separate process: start, read info, stop.
+
+    The server process prints one JSON line when it is ready; stopping it is a SIGTERM
+    to that PID, after which it stops nginx (its own child) and removes its files.
+    """
+
+    def __init__(self, args: Sequence[str], *, ready_timeout: float = 180.0) -> None:
+        self.args = list(args)
+        self.ready_timeout = ready_timeout
+        self.proc: subprocess.Popen[str] | None = None
+        self.info: dict[str, Any] = {}
+
+    def start(self) -> FleetServer:
+        self.proc = subprocess.Popen(  # noqa: S603
+            [sys.executable, "-m", "bench.fleet_server", *self.args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stdin=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + self.ready_timeout
+        line = ""
+        while not line:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(timeout=left):
+                self.stop()
+                raise TimeoutError("fleet server not ready in time")
+            line = self.proc.stdout.readline()
+            if not line and self.proc.poll() is not None:
+                raise RuntimeError(f"fleet server exited with {self.proc.returncode}")
+        sel.close()
+        self.info = json.loads(line)
+        return self
+
+    def server_cpu(self) -> float:
+        """CPU seconds used so far by the serving processes (nginx workers or the loop)."""
+        pids = self.info.get("serving_pids") or []
+        return sum(proc_cpu(p) for p in pids)
+
+    def nginx_requests(self) -> int | None:
+        """nginx's total request counter (stub_status), None for other servers."""
+        url = self.info.get("status_url")
+        if not url:
+            return None
+        import urllib.request
+
+        with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - loopback
+            lines = resp.read().decode().splitlines()
+        return int(lines[2].split()[2])  # " accepts handled requests" -> requests
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        for stream in (proc.stdout, proc.stdin):
+            if stream is not None:
+                stream.close()
+
+    def __enter__(self) -> FleetServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+@contextmanager
+def fleet_server(args: Sequence[str]) -> Iterator[FleetServer]:
+    """A started :class:`FleetServer`, stopped on exit."""
+    server = FleetServer(args)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def fmt_s(value: float) -> str:
+    return f"{value:.2f} s"
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

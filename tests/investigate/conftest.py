@@ -1,0 +1,94 @@
+"""Fixtures for the on-call views: a simulated fleet on 127.96.N.x and a CLI to drive.
+
+The fleets are the e2e suite's (real Vite builds on loopback servers, a CDN, release
+manifests) on their own subnet, so the suites never share an address. ``cli`` runs the
+``investigate`` and ``fleet`` commands on a local click group, as ``cli.py`` registers
+them, and ``config`` writes a CheckSpec YAML whose targets carry names (web-1...), the
+way a person would name them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from artifactcheck.cli_investigate import fleet as fleet_command
+from artifactcheck.cli_investigate import investigate as investigate_command
+from artifactcheck.sim.fleet import SimFleet
+from artifactcheck.sim.web import WebFleet
+
+_subnet = itertools.count(10)
+
+
+@click.group()
+def cli_group() -> None:
+    """The two commands as cli.py registers them on ``main``."""
+
+
+cli_group.add_command(investigate_command)
+cli_group.add_command(fleet_command)
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def web() -> Iterator[WebFleet]:
+    with WebFleet(name="test-investigate") as fleet:
+        yield fleet
+
+
+@pytest.fixture
+def make_fleet(web: WebFleet) -> Iterator[Callable[..., SimFleet]]:
+    """Factory for SimFleets on fresh 127.96.N.x addresses sharing one server loop."""
+    made: list[SimFleet] = []
+
+    def make(instances: int = 6, version: str = "1.4.2") -> SimFleet:
+        n = next(_subnet)
+        fleet = SimFleet(
+            instances=instances,
+            version=version,
+            first_host=f"127.96.{n}.1",
+            cdn_host=f"127.96.{n}.250",
+            web=web,
+        )
+        made.append(fleet.start())
+        return fleet
+
+    yield make
+    for fleet in made:
+        fleet.stop()
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Callable[..., str]:
+    """Write ``fleet.spec(**overrides)`` as a YAML file; returns its path."""
+    counter = itertools.count()
+
+    def write(fleet: SimFleet, **overrides: Any) -> str:
+        path = tmp_path / f"check-{next(counter)}.yaml"
+        path.write_text(yaml.safe_dump(fleet.spec(**overrides)), encoding="utf-8")
+        return str(path)
+
+    return write
+
+
+@pytest.fixture
+def cli() -> Callable[..., Result]:
+    def run(*args: str) -> Result:
+        result = CliRunner().invoke(cli_group, list(args), catch_exceptions=False)
+        return Result(result.exit_code, result.stdout, result.stderr)
+
+    return run

@@ -1,0 +1,155 @@
+"""The controller end to end: fake API server over HTTP, pods served by real loopback servers."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from artifactcheck.sim.cluster import SimCluster, wait_for
+
+from artifactcheck.sim.running import RunningController
+
+_net = itertools.count(1)
+
+
+@pytest.fixture
+def cluster():
+    n = next(_net)
+    with SimCluster(first_host=f"127.79.{n}.1", cdn_host=f"127.79.{200 + n}.1") as c:
+        yield c
+
+
+def gate(cluster: SimCluster, name: str) -> str | None:
+    c = cluster.condition(name)
+    return c["status"] if c else None
+
+
+def test_one_drifted_pod_is_quarantined_then_released(cluster: SimCluster) -> None:
+    pods = [cluster.add_pod() for _ in range(9)]
+    bad = cluster.add_pod(serves="1.4.1")
+    cluster.add_check(interval=0.5, policy={"mode": "quarantine", "confirmations": 2})
+    with RunningController(cluster) as ctl:
+        wait_for(lambda: gate(cluster, bad.name) == "False", timeout=20)
+        cond = cluster.condition(bad.name)
+        assert cond["reason"] == "ContentMismatch" or "Mismatch" in cond["reason"]
+        for path in bad.planted:
+            assert path.rsplit("/", 1)[-1] in cond["message"]
+        wait_for(lambda: all(gate(cluster, p.name) == "True" for p in pods), timeout=10)
+        events = [e for e in cluster.events(bad.name) if e.get("type") == "Warning"]
+        assert len(events) == 1, events
+        others = [e for p in pods for e in cluster.events(p.name) if e.get("type") == "Warning"]
+        assert others == []
+        metrics = ctl.controller.metrics.exposition().decode()
+        assert 'artifactcheck_instances{check="shop/web",verdict="mismatch"} 1.0' in metrics
+        assert "artifactcheck_quarantined" in metrics
+        status = wait_for(lambda: cluster.check_status() or None)
+        assert status["counts"]["mismatch"] == 1
+        cluster.fix_pod(bad.name)
+        wait_for(lambda: gate(cluster, bad.name) == "True", timeout=20)
+        assert len([e for e in cluster.events(bad.name) if e.get("type") == "Warning"]) == 1
+
+
+def test_majority_drifted_quarantines_nobody(cluster: SimCluster) -> None:
+    for _ in range(4):
+        cluster.add_pod()
+    drifted = [cluster.add_pod(serves="1.4.1") for _ in range(6)]
+    cluster.add_check(interval=0.5, policy={"mode": "quarantine"})
+    with RunningController(cluster) as ctl:
+        wait_for(lambda: ctl.controller.cycles_completed >= 3, timeout=20)
+        assert all(gate(cluster, p.name) != "False" for p in drifted)
+        metrics = ctl.controller.metrics.exposition().decode()
+        assert 'artifactcheck_suspect_expectation{check="shop/web"} 1.0' in metrics
+        status = cluster.check_status()
+        assert any(f["kind"] == "suspect-expectation" for f in status["findings"])
+
+
+def test_cap_limits_quarantine(cluster: SimCluster) -> None:
+    for _ in range(7):
+        cluster.add_pod()
+    drifted = [cluster.add_pod(serves="1.4.1") for _ in range(3)]
+    cluster.add_check(interval=0.5, policy={"mode": "quarantine", "max_quarantine_fraction": 0.25})
+    with RunningController(cluster) as ctl:
+        wait_for(lambda: ctl.controller.cycles_completed >= 4, timeout=20)
+        quarantined = [p for p in drifted if gate(cluster, p.name) == "False"]
+        assert len(quarantined) <= 2
+
+
+def test_release_source_down_never_quarantines(cluster: SimCluster) -> None:
+    pods = [cluster.add_pod() for _ in range(3)]
+    bad = cluster.add_pod(serves="1.4.1")
+    cluster.add_check(
+        interval=0.5,
+        release_manifest="/nonexistent/{version}.json",
+        known_versions=[],
+        policy={"mode": "quarantine"},
+    )
+    with RunningController(cluster) as ctl:
+        wait_for(lambda: ctl.controller.cycles_completed >= 3, timeout=20)
+        assert gate(cluster, bad.name) != "False"
+        # gate mode fails open: verification impossible because a dependency is down
+        assert all(gate(cluster, p.name) == "True" for p in pods)
+        counts = cluster.check_status()["counts"]
+        assert counts["inconclusive"] == 3
+        # the CDN is still a witness: the drifted pod's bytes differ from the CDN's
+        assert counts["cdn-mismatch"] == 1 and counts["mismatch"] == 0
+
+
+def test_api_server_restart_and_410_recovered(cluster: SimCluster) -> None:
+    pods = [cluster.add_pod() for _ in range(3)]
+    cluster.add_check(interval=0.5, policy={"mode": "quarantine"})
+    with RunningController(cluster) as ctl:
+        wait_for(lambda: all(gate(cluster, p.name) == "True" for p in pods), timeout=20)
+        cluster.api.pause()
+        import time
+
+        time.sleep(1.5)
+        cluster.api.resume()
+        cluster.api.compact()  # the watch resumes from a resourceVersion now too old: 410
+        late = cluster.add_pod()
+        wait_for(lambda: gate(cluster, late.name) == "True", timeout=20)
+        assert ctl.controller.metrics.exposition()
+    assert all(gate(cluster, p.name) == "True" for p in pods)
+
+
+def test_two_replicas_only_leader_acts(cluster: SimCluster) -> None:
+    for _ in range(3):
+        cluster.add_pod()
+    bad = cluster.add_pod(serves="1.4.1")
+    cluster.add_check(interval=0.5, policy={"mode": "quarantine", "max_quarantine_fraction": 0.5})
+    a = RunningController(cluster, identity="ctl-a").start()
+    b = RunningController(cluster, identity="ctl-b").start()
+    try:
+        wait_for(lambda: a.controller.is_leader or b.controller.is_leader, timeout=10)
+        leader, standby = (a, b) if a.controller.is_leader else (b, a)
+        assert not standby.controller.is_leader
+        wait_for(lambda: gate(cluster, bad.name) == "False", timeout=20)
+        assert standby.controller.cycles_completed == 0
+        leader.stop()
+        wait_for(lambda: standby.controller.is_leader, timeout=2.0 + 3.0)
+        cluster.fix_pod(bad.name)
+        wait_for(lambda: gate(cluster, bad.name) == "True", timeout=20)
+        wait_for(lambda: standby.controller.cycles_completed > 0, timeout=5)
+    finally:
+        for r in (a, b):
+            if r._thread.is_alive():
+                r.stop()
+
+
+def test_restart_does_not_repeat_actions_or_events(cluster: SimCluster) -> None:
+    for _ in range(5):
+        cluster.add_pod()
+    bad = cluster.add_pod(serves="1.4.1")
+    cluster.add_check(interval=0.4, policy={"mode": "quarantine", "max_quarantine_fraction": 0.5})
+    with RunningController(cluster):
+        wait_for(lambda: gate(cluster, bad.name) == "False", timeout=20)
+    writes_before = len(cluster.events(bad.name))
+    cluster.api.reset_requests()
+    with RunningController(cluster, identity="ctl-restarted") as ctl:
+        wait_for(lambda: ctl.controller.cycles_completed >= 3, timeout=20)
+    assert gate(cluster, bad.name) == "False"
+    assert len(cluster.events(bad.name)) == writes_before
+    pod_writes = [
+        (m, p) for m, p in cluster.api.requests if m in ("PATCH", "PUT", "POST") and "/pods/" in p
+    ]
+    assert pod_writes == [], pod_writes

@@ -1,0 +1,97 @@
+"""JSON caps and path hygiene shared by every reader."""
+
+from __future__ import annotations
+
+import pytest
+
+from artifactcheck.errors import (
+    ManifestFormatError,
+    ManifestLimitError,
+    UnsafeReferenceError,
+)
+from artifactcheck.manifests.limits import DEFAULT_LIMITS, ManifestLimits, load_json, normalise_path
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("assets/a.js", "assets/a.js"),
+        ("./assets/a.js", "assets/a.js"),
+        ("/assets/a.js", "assets/a.js"),
+        ("assets//a.js", "assets/a.js"),
+        ("assets/./a.js", "assets/a.js"),
+        ("assets/a.js?v=3#frag", "assets/a.js"),
+        ("assets/a%20b.js", "assets/a b.js"),
+        ("assets\\a.js", "assets/a.js"),
+        ("assets/ünïcode-ß.js", "assets/ünïcode-ß.js"),
+        ("a..b.js", "a..b.js"),
+    ],
+)
+def test_normalise_path(raw: str, expected: str) -> None:
+    assert normalise_path(raw) == expected
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "",
+        "/",
+        "./",
+        " a.js",
+        "a.js\n",
+        "a\x00.js",
+        "a%00.js",
+        "a%0a.js",
+        "a\x7f.js",
+        "a\x85.js",
+        "\ud800.js",
+        "..",
+        "../a.js",
+        "a/../../b.js",
+        "a/%2e%2e/%2e%2e/b.js",
+        "/..",
+        "http://169.254.169.254/latest",
+        "//evil.com/x",
+        "\\\\evil.com\\x",
+        "/\\evil.com/x",
+        "\\/evil.com/x",
+        "javascript:alert(1)",
+        "file:///etc/passwd",
+        "?only=query",
+        "%68ttps:/evil.com/x.js",
+        "/https%3A//evil.com/x.js",
+        "%2F%2F..%2Fx",
+        "#only-fragment",
+    ],
+)
+def test_unsafe_paths(raw: str) -> None:
+    with pytest.raises(UnsafeReferenceError):
+        normalise_path(raw)
+
+
+def test_normalise_path_types_and_length() -> None:
+    with pytest.raises(ManifestFormatError):
+        normalise_path(3)
+    with pytest.raises(ManifestLimitError):
+        normalise_path("a" * 5000)
+
+
+def test_load_json_caps() -> None:
+    limits = ManifestLimits(max_bytes=10, max_depth=3)
+    assert load_json(b'{"a":[1]}', limits) == {"a": [1]}
+    assert load_json(b'\xef\xbb\xbf{"a":1}', limits) == {"a": 1}
+    with pytest.raises(ManifestLimitError):
+        load_json(b'{"a":"' + b"x" * 10 + b'"}', limits)
+    with pytest.raises(ManifestLimitError):
+        load_json("é" * 6, limits)  # 6 characters, 12 bytes
+    with pytest.raises(ManifestLimitError, match="nested"):
+        load_json(b"[[[[1]]]]", limits)
+    with pytest.raises(ManifestFormatError, match="UTF-8"):
+        load_json(b'"\xff"', DEFAULT_LIMITS)
+    with pytest.raises(ManifestFormatError, match="JSON"):
+        load_json(b"{", DEFAULT_LIMITS)
+
+
+def test_depth_counts_containers_not_brackets_in_strings() -> None:
+    limits = ManifestLimits(max_depth=2)
+    assert load_json('{"a": "[[[[{{{{", "b": [1]}', limits) == {"a": "[[[[{{{{", "b": [1]}
