@@ -503,11 +503,13 @@ def controller(**opts: Any) -> None:
 @main.command()
 @click.option("--instances", default=6, show_default=True, help="Simulated instances.")
 @click.option("--keep", is_flag=True, help="Keep the fleet running until Ctrl-C.")
-def demo(instances: int, keep: bool) -> None:
+@click.option("--kubernetes/--no-kubernetes", default=True, show_default=True,
+              help="Also run the controller against a simulated cluster.")
+def demo(instances: int, keep: bool, kubernetes: bool) -> None:
     """Start a simulated fleet on loopback, check it, and explain what was found."""
     from .sim.demo import run_demo
 
-    sys.exit(run_demo(instances=instances, keep=keep, console=_console()))
+    sys.exit(run_demo(instances=instances, keep=keep, console=_console(), kubernetes=kubernetes))
 
 
 if __name__ == "__main__":  # pragma: no cover

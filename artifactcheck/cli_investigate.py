@@ -598,3 +598,19 @@ def _watch(
         pass
     view = state["view"]
     return 3 if view is None else int(view.exit_code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def standalone() -> None:
+    """investigate and fleet on their own: ``python -m artifactcheck.cli_investigate``.
+
+    For scripts (docs/examples/record.sh) that must run before, or without, the
+    registration of both commands on ``artifactcheck``'s main group.
+    """
+
+
+standalone.add_command(investigate)
+standalone.add_command(fleet)
+
+if __name__ == "__main__":  # pragma: no cover
+    standalone()

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from .compare import CdnView, compare_fleet, reported_version
 from .decide import Decision, History, decide
-from .errors import ArtifactCheckError, ManifestError, UnsafeReferenceError
+from .errors import ArtifactCheckError, ConfigError, ManifestError, UnsafeReferenceError
 from .expect import Expectations
 from .fetch import Fetcher
 from .manifests import WELL_KNOWN_PATHS, algorithms_needed, parse_manifest
@@ -417,9 +417,27 @@ def build_expectations(spec: CheckSpec, fetcher: Fetcher) -> Expectations | None
         source = TemplateSource(spec.release_manifest, fetcher=fetcher, limits=limits_of(spec))
         return Expectations(source, max_versions=spec.cache_versions)
     if spec.release_image:
-        from .discover.images import image_source
+        from .expect import CallableSource
 
-        return Expectations(image_source(spec), max_versions=spec.cache_versions)
+        template, site = spec.release_image, spec.release_image_path
+
+        async def from_image(version: str) -> Manifest:
+            from .discover.docker import DockerEngine
+            from .errors import DependencyError, ExpectationUnavailable
+
+            image = template.replace("{version}", version)
+
+            def read() -> Manifest:
+                with DockerEngine() as engine:
+                    return engine.manifest_from_image(image, path=site, version=version)
+
+            try:
+                return await asyncio.to_thread(read)
+            except (DependencyError, ManifestError, ConfigError) as exc:
+                raise ExpectationUnavailable(f"image {image}: {exc}") from exc
+
+        source = CallableSource(from_image, description=f"image {template}:{site}")
+        return Expectations(source, max_versions=spec.cache_versions)
     return None
 
 

@@ -364,6 +364,13 @@ def _verb(n: int, one: str, many: str) -> str:
 # --------------------------------------------------------------------------- target
 
 
+def natural(name: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that puts web-5 before web-10."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part
+    )
+
+
 def _norm_url(url: str) -> str:
     return url if url.endswith("/") else url + "/"
 
@@ -691,7 +698,7 @@ def siblings(report: Report, target: InstanceResult) -> Siblings:
     return Siblings(
         noun=noun_for(r.instance for r in results),
         total=len(results),
-        same=tuple(r.instance.name for r in same),
+        same=tuple(sorted((r.instance.name for r in same), key=natural)),
         same_version=len(same_version),
         same_version_same_content=sum(
             1 for r in same_version if r.fingerprint == target.fingerprint
@@ -729,26 +736,25 @@ def _where_and_when(sib: Siblings, now: datetime, *, group_of: int) -> str:
 
 
 def _cdn_clause(changed: Sequence[AssetRow], others_missing: Sequence[AssetRow]) -> str:
-    """What the CDN has of the files that differ, and which other files it lacks."""
-    parts = []
+    """One clause: what the CDN has of the differing files, and which other files it lacks."""
+    said = []
     states = {r.cdn_state for r in changed}
     if changed and states <= {"differs", "missing"}:
-        n = len(changed)
-        text = {1: "the CDN does not have it", 2: "the CDN has neither"}.get(
-            n, "the CDN has none of them"
-        )
-        if all(r.cdn_sha256 is not None and r.cdn_sha256 == r.expected_sha256 for r in changed):
-            text += " (it serves the expected bytes)"
-        parts.append(text)
+        said.append({1: "does not have it", 2: "has neither"}.get(len(changed), "has none of them"))
+        origins = {r.expected_from for r in changed}
+        if len(origins) == 1 and all(
+            r.cdn_sha256 is not None and r.cdn_sha256 == r.expected_sha256 for r in changed
+        ):
+            said[-1] += f" (it has {next(iter(origins))}'s bytes)"
     elif changed and states == {"same"}:
-        parts.append("the CDN serves the same bytes")
+        said.append("serves the same bytes")
     if others_missing:
         statuses = sorted({r.cdn_status for r in others_missing if r.cdn_status})
-        parts.append(
-            f"the CDN answers {'/'.join(map(str, statuses))} for "
+        said.append(
+            f"answers {'/'.join(map(str, statuses))} for "
             f"{file_names([r.path for r in others_missing])}"
         )
-    return "; ".join(parts)
+    return f"the CDN {' and '.join(said)}" if said else ""
 
 
 def _siblings_clause(sib: Siblings, target: InstanceResult, now: datetime) -> str:
@@ -838,8 +844,8 @@ def summarise(
     if sib_clause:
         clauses.append(sib_clause)
     text = "; ".join(c for c in clauses if c) + "."
-    if notes:
-        text += f" Could not check everything: see {plural(len(notes), 'note')} below."
+    if any(n.startswith("could not check") for n in notes):
+        text += " Could not check everything: see the notes below."
     return text
 
 
@@ -1062,7 +1068,7 @@ def build_fleet(report: Report, *, release_source: str | None, now: datetime) ->
                 version=version,
                 fingerprint=fp,
                 image_id=image,
-                instances=tuple(sorted(m.instance.name for m in members)),
+                instances=tuple(sorted((m.instance.name for m in members), key=natural)),
                 verdicts=dict(Counter(m.verdict.value for m in members).most_common()),
                 serves_version=serves[0][0] if serves else None,
                 nodes=tuple(sorted({m.instance.node for m in members if m.instance.node})),

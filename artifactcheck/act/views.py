@@ -594,15 +594,26 @@ def fleet_renderable(view: FleetView, console: Console) -> RenderableType:
         console,
         f"{view.total} {view.noun} in {len(view.groups)} group(s) by version, content and image",
     )
+    # columns no group has a value for (URL targets have no node, owner or start) are noise
+    has = {
+        "image": any(g.image_id for g in view.groups),
+        "nodes": any(g.nodes for g in view.groups),
+        "owners": any(g.owners for g in view.groups),
+        "age": any(g.first_started for g in view.groups),
+    }
     table.add_column("", width=1)
     table.add_column("n", justify="right")
     table.add_column("version")
     table.add_column("content")
-    table.add_column("image", overflow="fold", max_width=22)
+    if has["image"]:
+        table.add_column("image", overflow="fold", max_width=22)
     table.add_column("verdicts", overflow="fold")
-    table.add_column("nodes", overflow="fold")
-    table.add_column("owners", overflow="fold")
-    table.add_column("age")
+    if has["nodes"]:
+        table.add_column("nodes", overflow="fold")
+    if has["owners"]:
+        table.add_column("owners", overflow="fold")
+    if has["age"]:
+        table.add_column("age")
     table.add_column("instances", overflow="fold")
     for g in view.groups:
         verdicts = Text()
@@ -621,19 +632,18 @@ def fleet_renderable(view: FleetView, console: Console) -> RenderableType:
         instances = Text(_names(g.instances))
         if g.why:
             instances.append(f"\n{g.why}", style="red")
-        table.add_row(
-            marker,
-            str(g.count),
-            g.version or "-",
-            g.fingerprint or "-",
-            image,
-            verdicts,
-            _names(g.nodes, 3),
-            _names(g.owners, 3),
-            _ages(g, view.generated_at),
-            instances,
-            style="bold" if g.odd else "",
-        )
+        cells: list[RenderableType] = [marker, str(g.count), g.version or "-", g.fingerprint or "-"]
+        if has["image"]:
+            cells.append(image)
+        cells.append(verdicts)
+        if has["nodes"]:
+            cells.append(_names(g.nodes, 3))
+        if has["owners"]:
+            cells.append(_names(g.owners, 3))
+        if has["age"]:
+            cells.append(_ages(g, view.generated_at))
+        cells.append(instances)
+        table.add_row(*cells, style="bold" if g.odd else "")
     parts.append(table)
     counts = ", ".join(f"{v} {k}" for k, v in view.counts.items()) or "no instances"
     parts.append(

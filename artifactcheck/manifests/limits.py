@@ -19,6 +19,7 @@ from urllib.parse import unquote
 from ..errors import ManifestFormatError, ManifestLimitError, UnsafeReferenceError
 
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+_AMBIGUOUS = re.compile(r"%[0-9A-Fa-f]{2}|[?#]")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
@@ -97,7 +98,8 @@ def normalise_path(raw: Any, limits: ManifestLimits = DEFAULT_LIMITS) -> str:
     Absolute URLs, protocol-relative URLs and paths that climb out of the root are
     refused; query strings and fragments are dropped. Control characters and lone
     surrogates are refused before and after percent-decoding (``%00`` is a NUL too),
-    so a normalised path can always be encoded and put in a URL.
+    so a normalised path can always be encoded and put in a URL. The result is a
+    fixed point: normalising it again returns it unchanged.
     """
     if not isinstance(raw, str):
         raise ManifestFormatError(f"path must be a string, got {type(raw).__name__}")
@@ -111,6 +113,10 @@ def normalise_path(raw: Any, limits: ManifestLimits = DEFAULT_LIMITS) -> str:
     path = unquote(re.split("[?#]", raw, maxsplit=1)[0]).replace("\\", "/")
     if not path or _unusable(path):
         raise UnsafeReferenceError(f"unusable path {raw!r}")
+    if _AMBIGUOUS.search(path):
+        # decoded, it would decode (or split) again: normalising must be idempotent,
+        # because the path is normalised again wherever it is turned into a URL
+        raise UnsafeReferenceError(f"path {raw!r} is encoded twice or names a query")
     segments = [s for s in path.split("/") if s not in ("", ".")]
     if ".." in segments:
         resolved = posixpath.normpath("/" + "/".join(segments))
@@ -123,4 +129,7 @@ def normalise_path(raw: Any, limits: ManifestLimits = DEFAULT_LIMITS) -> str:
     if _SCHEME.match(segments[0]):
         # decoded, "%68ttps:/evil.com" would read as an absolute URL to urljoin
         raise UnsafeReferenceError(f"path {raw!r} decodes to an absolute URL")
-    return "/".join(segments)
+    path = "/".join(segments)
+    if path.strip() != path:
+        raise UnsafeReferenceError(f"unusable path {raw!r}")
+    return path

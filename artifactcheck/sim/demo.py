@@ -23,7 +23,13 @@ from ..settings import load_spec
 from .fleet import SimFleet
 
 
-def run_demo(*, instances: int = 6, keep: bool = False, console: Console | None = None) -> int:
+def run_demo(
+    *,
+    instances: int = 6,
+    keep: bool = False,
+    console: Console | None = None,
+    kubernetes: bool = True,
+) -> int:
     """Run the demo; 0 when the planted drift and CDN gap were both found."""
     console = console or Console()
     instances = max(3, instances)
@@ -84,9 +90,62 @@ def run_demo(*, instances: int = 6, keep: bool = False, console: Console | None 
             console.print(f"  --cdn {fleet.cdn_url} --release-manifest '{fleet.release_template}'")
             _wait_forever()
     ok = drift_found and cdn_found
+    if kubernetes:
+        ok = run_kubernetes_act(console=console, pods=instances) and ok
     if not ok:
         console.print("[red]demo: the planted faults were not all found[/]")
     return 0 if ok else 1
+
+
+def run_kubernetes_act(*, console: Console, pods: int = 6) -> bool:
+    """Act two: the controller against a simulated cluster quarantines the drifted pod."""
+    import json
+
+    from .cluster import SimCluster, wait_for
+    from .running import RunningController
+
+    console.rule("act two: the in-cluster controller")
+    with SimCluster(first_host="127.77.2.1", cdn_host="127.77.3.1") as cluster:
+        made = [cluster.add_pod(node=f"node-{'abc'[i % 3]}") for i in range(pods - 1)]
+        bad = cluster.add_pod(serves="1.4.1", node="node-b")
+        cluster.add_check(
+            interval=1.0,
+            cdn=None,
+            policy={"mode": "quarantine", "confirmations": 2, "max_quarantine_fraction": 0.25},
+        )
+        console.print(
+            f"fake API server {cluster.api.url}, namespace {cluster.namespace}: {pods} pods "
+            f"with the readiness gate artifactcheck.io/content-verified; {bad.name} on "
+            f"{bad.node} serves 1.4.1's bytes while labelled 1.4.2. Controller started..."
+        )
+        started = time.perf_counter()
+        with RunningController(cluster, identity="demo-controller"):
+            try:
+                wait_for(lambda: (cluster.condition(bad.name) or {}).get("status") == "False",
+                         timeout=30)
+                wait_for(lambda: all(
+                    (cluster.condition(p.name) or {}).get("status") == "True" for p in made
+                ), timeout=30)
+                wait_for(lambda: cluster.check_status().get("counts"), timeout=10)
+            except TimeoutError:
+                console.print("[red]the controller did not act in time[/]")
+                return False
+        took = time.perf_counter() - started
+        cond = cluster.condition(bad.name) or {}
+        events = [e for e in cluster.events(bad.name) if e.get("type") == "Warning"]
+        status = cluster.check_status()
+        console.print(f"after {took:.1f}s:")
+        for p in [*made, bad]:
+            c = cluster.condition(p.name) or {}
+            ready = (cluster.condition(p.name, "Ready") or {}).get("status")
+            console.print(f"  {p.name} on {p.node}: content-verified={c.get('status')} Ready={ready}")
+        console.print(f"  {bad.name} condition: reason={cond.get('reason')} "
+                      f"message={cond.get('message', '')[:160]!r}")
+        for e in events:
+            console.print(f"  Event {e.get('type')} {e.get('reason')}: {e.get('message', '')[:120]}")
+        console.print("ArtifactCheck shop/web status:")
+        console.print_json(json.dumps({k: status[k] for k in sorted(status) if k != "findings"}))
+        return cond.get("status") == "False" and len(events) == 1
 
 
 def _wait_forever() -> Any:

@@ -28,7 +28,7 @@ def test_odd_group_jumps_out(make_fleet, config, cli) -> None:
     big, odd = rows  # largest group first, the odd one marked with "!"
     assert big.split()[0] == "12" and "12 consistent" in big
     assert odd.split()[:2] == ["!", "2"] and "2 mismatch (serves 1.4.1)" in odd
-    assert "web-10, web-5" in odd
+    assert "web-5, web-10" in odd
     assert "content differs from 12 of 14 instances of 1.4.2" in r.out
 
 
@@ -110,7 +110,11 @@ def test_watch_redraws_in_place_on_a_terminal(make_fleet) -> None:
         return view
 
     code = _watch(
-        spec, parse_outputs(()), seconds=0.1, iterations=2, console=console,
+        spec,
+        parse_outputs(()),
+        seconds=0.1,
+        iterations=2,
+        console=console,
         collect=collect_then_break,
     )
     assert code == 1
@@ -136,7 +140,11 @@ def test_watch_keeps_last_view_when_a_refresh_fails(make_fleet) -> None:
         return await collect_fleet(spec_)
 
     code = _watch(
-        spec, parse_outputs(()), seconds=0.1, iterations=3, console=Console(file=out, width=150),
+        spec,
+        parse_outputs(()),
+        seconds=0.1,
+        iterations=3,
+        console=Console(file=out, width=150),
         collect=flaky,
     )
     text = out.getvalue()
@@ -151,6 +159,12 @@ def test_watch_fails_when_the_first_check_fails(make_fleet) -> None:
         raise DependencyError("API server unreachable")
 
     with pytest.raises(SystemExit) as exc:
-        _watch(load_spec(fleet.spec()), parse_outputs(()), seconds=0.1, iterations=2,
-               console=Console(file=io.StringIO()), collect=down)
+        _watch(
+            load_spec(fleet.spec()),
+            parse_outputs(()),
+            seconds=0.1,
+            iterations=2,
+            console=Console(file=io.StringIO()),
+            collect=down,
+        )
     assert exc.value.code == 3

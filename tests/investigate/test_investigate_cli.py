@@ -46,8 +46,10 @@ def test_summary_names_instance_files_and_release(drifted, cli) -> None:
     assert summary.startswith("web-4 reports 1.4.2 but serves 1.4.1's ")
     for path in swapped:
         assert path.rsplit("/", 1)[-1] in summary
-    assert "the CDN has none of them" in summary
-    assert "the CDN answers 403 for logo-m9-UFto3.svg" in summary
+    assert (
+        "the CDN has none of them (it has release 1.4.2's bytes) and answers 403 for "
+        "logo-m9-UFto3.svg" in summary
+    )
     assert "it is the only one of 6 instances doing so" in summary
     # signals side by side: the label says 1.4.2, the bytes say 1.4.1
     assert "they DISAGREE" in r.out
@@ -101,8 +103,9 @@ def test_diff_from_a_consistent_sibling(drifted, cli) -> None:
 
 def test_diff_lines_are_capped(drifted, cli) -> None:
     _fleet, _swapped, cfg = drifted
-    doc = json.loads(cli("investigate", "web-4", "-c", cfg, "-o", "json", "--diff",
-                         "--diff-lines", "3").out)
+    doc = json.loads(
+        cli("investigate", "web-4", "-c", cfg, "-o", "json", "--diff", "--diff-lines", "3").out
+    )
     assert all(len(d["lines"]) <= 3 for d in doc["diffs"])
     assert any(d["truncated"] > 0 for d in doc["diffs"])
 
@@ -126,7 +129,7 @@ def test_diff_says_when_no_source_has_the_expected_bytes(make_fleet, config, cli
     assert "could not check the CDN: none configured" in r.out
 
 
-def test_consistent_instance_exits_0(drifted, cli) -> None:
+def test_sibling_sharing_a_cdn_gap_is_told_how_many_share_it(drifted, cli) -> None:
     _fleet, _swapped, cfg = drifted
     r = cli("investigate", "web-1", "-c", cfg, "--output", "json")
     doc = json.loads(r.out)
@@ -245,8 +248,9 @@ def test_release_source_down_still_renders(make_fleet, config, cli, tmp_path: Pa
 def test_consensus_mode_without_release_source(make_fleet, config, cli) -> None:
     fleet = make_fleet(4)
     swapped = fleet.drift(2, serves="1.4.1")
-    r = cli("investigate", "web-3", "-c", config(fleet, release_manifest=None), "-o", "json",
-            "--diff")
+    r = cli(
+        "investigate", "web-3", "-c", config(fleet, release_manifest=None), "-o", "json", "--diff"
+    )
     doc = json.loads(r.out)
     validate(doc, "investigate")
     assert r.code == 1 and doc["verdict"] == "mismatch"

@@ -61,7 +61,9 @@ def pods_for(fleet) -> list[Instance]:
                 owner="web-5d8f7" if bad else "web-7f9c4",
                 image="shop/web:1.4.2",
                 image_id=STALE_IMAGE if bad else OLD_IMAGE,
-                started_at=NOW - timedelta(minutes=25 - 2 * i) if bad else NOW - timedelta(hours=3, minutes=i),
+                started_at=NOW - timedelta(minutes=25 - 2 * i)
+                if bad
+                else NOW - timedelta(hours=3, minutes=i),
                 has_readiness_gate=True,
                 gate_status="False" if bad else "True",
                 annotations={
@@ -102,9 +104,9 @@ def test_pod_summary_names_pod_files_release_node_and_time(pod_investigation) ->
     assert inv.target.name == "shop/web-3" and inv.exit_code == 1
     assert inv.summary == (
         "shop/web-3 reports 1.4.2 but serves 1.4.1's index-D62fgCHr.css, index-DbDROF-m.js and "
-        "report-DjQj1oj0.js; the CDN has none of them (it serves the expected bytes); "
+        "report-DjQj1oj0.js; the CDN has none of them (it has release 1.4.2's bytes); "
         "2 of 6 pods do the same (shop/web-5), all on node ip-10-0-3-7, started between "
-        "12:05 UTC and 12:09 UTC, after every other one."
+        "12:09 UTC and 12:13 UTC, after every other one."
     )
     assert inv.siblings.image_same == 2 and inv.siblings.image_total == 6
     assert inv.siblings.majority_image == OLD_IMAGE
@@ -113,7 +115,7 @@ def test_pod_summary_names_pod_files_release_node_and_time(pod_investigation) ->
 def test_pod_rendering_on_a_terminal_has_colour(pod_investigation) -> None:
     console = Console(record=True, force_terminal=True, width=160, file=io.StringIO())
     render_investigation(pod_investigation, console)
-    styled = console.export_text(styles=True)
+    styled = console.export_text(styles=True, clear=False)
     text = console.export_text()
     assert "\x1b[" in styled
     assert "\x1b[1;31mmismatch" in styled  # the verdict in bold red
@@ -122,7 +124,7 @@ def test_pod_rendering_on_a_terminal_has_colour(pod_investigation) -> None:
     assert "ContentMismatch" in text and "reports 1.4.2, serves 1.4.1" in text
     assert "DIFFERS: only 2 of 6 pods reporting 1.4.2 run it" in text
     assert "ip-10-0-3-7" in text and "web-5d8f7" in text
-    assert "12:05 UTC (25m ago)" in text
+    assert "12:09 UTC (21m ago)" in text
 
 
 def test_piped_rendering_is_plain_ascii(pod_investigation) -> None:
@@ -166,11 +168,10 @@ def test_pod_fleet_view_groups_by_content_and_image(pod_fleet) -> None:
     validate(fleet_json(view), "fleet")
     console = Console(record=True, force_terminal=True, width=160, file=io.StringIO())
     render_fleet(view, console)
+    styled = console.export_text(styles=True, clear=False)
     text = console.export_text()
-    assert "bbbbbbbbbbbb" in text and "21m-25m" in text
-    assert "\x1b[1;31m2 of 6 pods of 1.4.2 serve different content" in console.export_text(
-        styles=True
-    )
+    assert "bbbbbbbbbbbb" in text and "17m-21m" in text and "3h00m-3h05m" in text
+    assert "\x1b[1;31m2 of 6 pods of 1.4.2 serve different content" in styled
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -183,7 +184,9 @@ def inst(name: str, **kw: object) -> Instance:
 def result(name: str, version: str, fp: str | None, image: str | None = None) -> InstanceResult:
     verdict = Verdict.CONSISTENT if fp else Verdict.UNREACHABLE
     return InstanceResult(
-        instance=inst(name, kind="pod", image_id=image, signals=(VersionSignal("target", version),)),
+        instance=inst(
+            name, kind="pod", image_id=image, signals=(VersionSignal("target", version),)
+        ),
         verdict=verdict,
         reason="",
         reported_version=version,
@@ -220,10 +223,6 @@ def test_fleet_same_content_different_image() -> None:
     assert view.headlines == (
         "All 3 observed pods of 2.0 serve the same content",
         "1 of 3 pods of 2.0 runs a different image digest",
-        "Verdicts of 3 pods: 3 consistent",
-    ) or view.headlines[:2] == (
-        "All 3 observed pods of 2.0 serve the same content",
-        "1 of 3 pods of 2.0 runs a different image digest",
     )
     odd = [g for g in view.groups if g.odd]
     assert [g.instances for g in odd] == [("c",)]
@@ -237,8 +236,9 @@ def test_find_target_forms() -> None:
     ]
     assert find_target("shop/web-1", pods) is pods[0]
     assert find_target("web-2", pods) is pods[2]
-    assert find_target("http://shop/web-2.test", pods) is None
-    assert find_target("http://shop/web-2.test/", [replace(pods[2], base_url="http://shop/web-2.test/")])
+    assert find_target("http://10.0.0.9", pods) is None
+    moved = [replace(pods[2], base_url="http://10.0.0.9/")]
+    assert find_target("http://10.0.0.9", moved) is moved[0]
     assert find_target("0123456789ab", pods) is pods[0]
     assert find_target("web-9", pods) is None
     with pytest.raises(ConfigError, match="ambiguous: blog/web-1, shop/web-1"):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from artifactcheck.errors import (
     ManifestFormatError,
@@ -25,6 +27,8 @@ from artifactcheck.manifests.limits import DEFAULT_LIMITS, ManifestLimits, load_
         ("assets\\a.js", "assets/a.js"),
         ("assets/ünïcode-ß.js", "assets/ünïcode-ß.js"),
         ("a..b.js", "a..b.js"),
+        ("100%.js", "100%.js"),
+        ("a%zz.js", "a%zz.js"),
     ],
 )
 def test_normalise_path(raw: str, expected: str) -> None:
@@ -58,6 +62,10 @@ def test_normalise_path(raw: str, expected: str) -> None:
         "javascript:alert(1)",
         "file:///etc/passwd",
         "?only=query",
+        "a%2541.js",
+        "a%253F.js",
+        "a%3Fb.js",
+        "a%23b.js",
         "%68ttps:/evil.com/x.js",
         "/https%3A//evil.com/x.js",
         "%2F%2F..%2Fx",
@@ -95,3 +103,23 @@ def test_load_json_caps() -> None:
 def test_depth_counts_containers_not_brackets_in_strings() -> None:
     limits = ManifestLimits(max_depth=2)
     assert load_json('{"a": "[[[[{{{{", "b": [1]}', limits) == {"a": "[[[[{{{{", "b": [1]}
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.text(
+        alphabet=st.one_of(
+            st.sampled_from(list("/\\.%?#:@ 2aAfF5-_")),
+            st.characters(codec="utf-8"),
+        ),
+        max_size=24,
+    )
+)
+def test_normalise_path_is_a_fixed_point(raw: str) -> None:
+    """Paths are normalised again wherever they become URLs: that must change nothing."""
+    try:
+        path = normalise_path(raw)
+    except (UnsafeReferenceError, ManifestFormatError, ManifestLimitError):
+        return
+    assert normalise_path(path) == path
+    assert not path.startswith("/") and ".." not in path.split("/")
