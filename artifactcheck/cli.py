@@ -204,6 +204,8 @@ def _version_endpoint(value: str | None) -> dict[str, str] | None:
 @click.option("-n", "--namespace", help="Check pods in this namespace.")
 @click.option("-l", "--selector", help="Label selector of the pods.")
 @click.option("--pod-port", type=int, metavar="PORT", help="Port the pods serve on.")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file.")
+@click.option("--context", "kube_context", help="Kubeconfig context.")
 @click.option(
     "-o",
     "--output",
@@ -266,17 +268,17 @@ def verify(**opts: Any) -> None:
             )
     except ConfigError as exc:
         _fail(str(exc))
-    report = _run_with_progress(spec)
+    report = _run_with_progress(spec, kubeconfig=opts["kubeconfig"], context=opts["kube_context"])
     emit(report, outputs, verbose=opts["verbose_report"])
     sys.exit(report.exit_code)
 
 
-def _run_with_progress(spec: Any) -> Any:
+def _run_with_progress(spec: Any, **kw: Any) -> Any:
     from .pipeline import run_check
 
     try:
         if not sys.stderr.isatty():
-            return asyncio.run(run_check(spec))
+            return asyncio.run(run_check(spec, **kw))
         from rich.progress import Progress
 
         with Progress(console=_console(stderr=True), transient=True) as progress:
@@ -286,6 +288,7 @@ def _run_with_progress(spec: Any) -> Any:
                     spec,
                     on_discovered=lambda n: progress.update(task, total=n),
                     on_result=lambda _obs: progress.advance(task),
+                    **kw,
                 )
             )
     except ConfigError as exc:

@@ -18,11 +18,11 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import click
@@ -42,13 +42,15 @@ from .act.investigate import (
     unknown_target,
 )
 from .errors import ArtifactCheckError, ConfigError, DependencyError
-from .fetch import Fetcher
 from .models import Fetched, Instance, Manifest, Report
-from .settings import CheckSpec, SamplingSettings
+
+if TYPE_CHECKING:  # httpx, aiohttp and pydantic load in the commands, not for --help
+    from .fetch import Fetcher
+    from .settings import CheckSpec
 
 #: Largest file fetched again for ``--diff``, bytes: the first lines are what is shown.
 DIFF_MAX_BYTES = 2 * 1024 * 1024
-EventSource = Callable[[Instance, CheckSpec], Sequence[PodEvent]]
+EventSource = Callable[[Instance, "CheckSpec"], Sequence[PodEvent]]
 
 
 # --------------------------------------------------------------------------- hooks
@@ -71,29 +73,35 @@ def events_for(instance: Instance, spec: CheckSpec | None = None) -> list[PodEve
 # --------------------------------------------------------------------------- I/O
 
 
-class _RecordingFetcher(Fetcher):
-    """A Fetcher that keeps what the CDN answered, which a Report does not carry."""
+def recording_fetcher(spec: CheckSpec) -> tuple[Fetcher, dict[str, Fetched]]:
+    """A Fetcher for the check, and the dict where it keeps what the CDN answered.
 
-    def __init__(self, *, cdn: str | None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._cdn = cdn
-        self.cdn_assets: dict[str, Fetched] = {}
+    A Report carries the CDN's verdicts but not its answers (status, sha256, headers),
+    and the per-asset table shows them; recording them as they are fetched costs no
+    second request and shows exactly what the judgement was based on.
+    """
+    from .fetch import Fetcher
+    from .pipeline import log
 
-    async def get_asset(
-        self,
-        base_url: str,
-        path: str,
-        *,
-        algorithms: Iterable[str] = ("sha256",),
-        host_header: str | None = None,
-    ) -> Fetched:
-        """Fetch as usual; remember the answer when it came from the CDN."""
-        got = await super().get_asset(
-            base_url, path, algorithms=algorithms, host_header=host_header
-        )
-        if self._cdn is not None and base_url == self._cdn:
-            self.cdn_assets[path] = got
-        return got
+    cdn_assets: dict[str, Fetched] = {}
+
+    class RecordingFetcher(Fetcher):
+        async def get_asset(
+            self,
+            base_url: str,
+            path: str,
+            *,
+            algorithms: Iterable[str] = ("sha256",),
+            host_header: str | None = None,
+        ) -> Fetched:
+            got = await super().get_asset(
+                base_url, path, algorithms=algorithms, host_header=host_header
+            )
+            if spec.cdn is not None and base_url == spec.cdn:
+                cdn_assets[path] = got
+            return got
+
+    return RecordingFetcher(http=spec.http, retry=spec.retry, logger=log), cdn_assets
 
 
 def release_source(spec: CheckSpec) -> str | None:
@@ -106,7 +114,7 @@ def release_source(spec: CheckSpec) -> str | None:
 
 
 async def _check(
-    spec: CheckSpec, instances: Sequence[Instance], fetcher: _RecordingFetcher
+    spec: CheckSpec, instances: Sequence[Instance], fetcher: Fetcher
 ) -> tuple[Report, dict[str, Manifest]]:
     """The same check as ``verify``; also returns the releases it loaded."""
     from .pipeline import build_expectations, check_once
@@ -120,12 +128,6 @@ async def _check(
         known_versions=spec.known_versions,
     )
     return report, (expectations.known() if expectations is not None else {})
-
-
-def _fetcher(spec: CheckSpec) -> _RecordingFetcher:
-    from .pipeline import log
-
-    return _RecordingFetcher(cdn=spec.cdn, http=spec.http, retry=spec.retry, logger=log)
 
 
 async def _probe_tls(url: str, role: str, spec: CheckSpec, now: datetime) -> TlsView:
@@ -152,7 +154,8 @@ async def _probe_tls(url: str, role: str, spec: CheckSpec, now: datetime) -> Tls
 async def _fetch_diffs(
     inv: Investigation,
     report: Report,
-    fetcher: _RecordingFetcher,
+    fetcher: Fetcher,
+    cdn_assets: Mapping[str, Fetched],
     *,
     host_header: str | None,
     max_lines: int,
@@ -164,7 +167,7 @@ async def _fetch_diffs(
     the CDN that served the expected sha256 — verified again before it is used.
     """
     diffs = []
-    for plan in diff_plans(inv, report, fetcher.cdn_assets):
+    for plan in diff_plans(inv, report, cdn_assets):
         served = await fetcher.get_document(
             inv.url, plan.path, max_bytes=DIFF_MAX_BYTES, host_header=host_header
         )
@@ -211,6 +214,8 @@ async def _fetch_diffs(
 
 def _full(spec: CheckSpec, *, assets: bool) -> CheckSpec:
     """The spec without instance sampling (and without asset sampling for investigate)."""
+    from .settings import SamplingSettings
+
     sampling = (
         SamplingSettings.model_validate({})
         if assets
@@ -246,7 +251,8 @@ async def collect_investigation(
             raise unknown_target(target, found)
         (chosen,) = instances_from_targets([parse_target(target)])
         found.append(chosen)
-    async with _fetcher(spec) as fetcher:
+    fetcher, cdn_assets = recording_fetcher(spec)
+    async with fetcher:
         report, releases = await _check(spec, found, fetcher)
         stamp = now()
         tls = [await _probe_tls(chosen.base_url, "instance", spec, stamp)]
@@ -262,7 +268,7 @@ async def collect_investigation(
             report,
             chosen.name,
             releases=releases,
-            cdn_assets=fetcher.cdn_assets,
+            cdn_assets=cdn_assets,
             tls=tls,
             events=pod_events,
             events_note=events_note,
@@ -272,7 +278,12 @@ async def collect_investigation(
         )
         if diff:
             diffs = await _fetch_diffs(
-                inv, report, fetcher, host_header=spec.http.host_header, max_lines=diff_lines
+                inv,
+                report,
+                fetcher,
+                cdn_assets,
+                host_header=spec.http.host_header,
+                max_lines=diff_lines,
             )
             inv = inv.with_diffs(diffs)
     return inv
@@ -289,7 +300,8 @@ async def collect_fleet(
 
     spec = _full(spec, assets=False)
     found = list(instances) if instances is not None else await discover_all(spec)
-    async with _fetcher(spec) as fetcher:
+    fetcher, _cdn_assets = recording_fetcher(spec)
+    async with fetcher:
         report, _releases = await _check(spec, found, fetcher)
     return build_fleet(report, release_source=release_source(spec), now=now())
 

@@ -117,6 +117,7 @@ EVIDENCE_HEADERS: Final = (
     "retry-after",
 )
 
+_EVIDENCE = frozenset(EVIDENCE_HEADERS)
 MAX_REDIRECTS: Final = 5
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _RETRY_KINDS = frozenset({"timeout", "connect", "truncated"})
@@ -328,7 +329,12 @@ def as_error(fetched: Fetched) -> ArtifactCheckError | None:
 
 def _evidence(headers: httpx.Headers) -> dict[str, str]:
     """The evidence headers present in a response, lowercase names, values joined."""
-    return {name: ", ".join(headers.get_list(name)) for name in EVIDENCE_HEADERS if name in headers}
+    out: dict[str, str] = {}
+    for name, value in headers.multi_items():  # one pass: Headers lookups are linear
+        name = name.lower()
+        if name in _EVIDENCE:
+            out[name] = f"{out[name]}, {value}" if name in out else value
+    return out
 
 
 def _content_length(headers: httpx.Headers) -> int | None:

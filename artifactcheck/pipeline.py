@@ -441,7 +441,9 @@ def build_expectations(spec: CheckSpec, fetcher: Fetcher) -> Expectations | None
     return None
 
 
-async def discover_all(spec: CheckSpec) -> list[Instance]:
+async def discover_all(
+    spec: CheckSpec, *, kubeconfig: str | None = None, context: str | None = None
+) -> list[Instance]:
     """Every instance the spec selects: URLs, Docker containers, pods."""
     from .discover.static import instances_from_targets
 
@@ -455,9 +457,20 @@ async def discover_all(spec: CheckSpec) -> list[Instance]:
         finally:
             engine.close()
     if spec.kubernetes is not None:
-        from .discover.kubernetes import discover_pods
+        from .discover.kubernetes import discover_pods, load_api_client
 
-        instances += await asyncio.to_thread(discover_pods, spec.kubernetes)
+        source = spec.kubernetes
+
+        def pods() -> list[Instance]:
+            api = load_api_client(kubeconfig, context)
+            try:
+                return discover_pods(
+                    source, api_client=api, condition_type=spec.policy.condition_type
+                )
+            finally:
+                api.close()
+
+        instances += await asyncio.to_thread(pods)
     return instances
 
 
@@ -467,9 +480,14 @@ async def run_check(
     instances: Sequence[Instance] | None = None,
     on_discovered: Callable[[int], None] | None = None,
     on_result: Callable[[Observation], None] | None = None,
+    kubeconfig: str | None = None,
+    context: str | None = None,
 ) -> Report:
     """Discover, then check once with a fresh fetcher: what ``verify`` runs."""
-    chosen = list(instances) if instances is not None else await discover_all(spec)
+    if instances is not None:
+        chosen = list(instances)
+    else:
+        chosen = await discover_all(spec, kubeconfig=kubeconfig, context=context)
     if on_discovered is not None:
         on_discovered(min(len(chosen), spec.sampling.instances or len(chosen)))
     async with Fetcher(http=spec.http, retry=spec.retry, logger=log) as fetcher:

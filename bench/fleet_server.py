@@ -68,8 +68,14 @@ def generate_site(
         if variant and i % 10 == 0:
             body = body.replace(b"export", b"export  ", 1)  # same name, other bytes
         (gen / f"chunk-{i:04d}-{digest}.js").write_bytes(body)
+    served = root / "artifactcheck.json"
+    served.unlink(missing_ok=True)
     manifest = native.build(root, version=VERSION)
-    (root / "artifactcheck.json").write_bytes(native.dump(manifest))
+    served.write_bytes(native.dump(manifest))
+    # What CI publishes: `manifest build` of the final tree, served manifest included
+    # (compare flags a served file the release does not list, the manifest too).
+    release = native.build(root, version=VERSION)
+    (root.parent / f"{root.name}.release.json").write_bytes(native.dump(release))
     return len(manifest.files)
 
 
@@ -202,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             entries = generate_site(
                 site, assets=args.assets, asset_size=args.asset_size, seed=args.seed
             )
-            shutil.copy(site / "artifactcheck.json", releases / f"{VERSION}.json")
+            shutil.copy(work / "site.release.json", releases / f"{VERSION}.json")
             groups = [(site, [h for h in hosts if h not in set(drifted)])]
             if drifted:
                 rebuilt = work / "site-rebuilt"

@@ -5,8 +5,10 @@ under it), so that the rest of artifactcheck never sees a library type or a libr
 error. It does four things:
 
 * **discover**: :func:`discover_pods` turns the pods of a namespace and label selector
-  into :class:`~artifactcheck.models.Instance` values with one list call;
-  :func:`pod_to_instance` does the same for one pod coming from a watch;
+  into :class:`~artifactcheck.models.Instance` values with one list call; for the
+  controller's list-then-watch, :func:`list_pods_raw` and :func:`watch_pods` stream the
+  pods as JSON (410 Gone is :class:`WatchExpired`: relist) and :func:`pod_to_instance`
+  converts one pod, whether raw JSON, a ``V1Pod`` or a ``Watch().stream`` event;
 * **act**: :class:`KubeActor` quarantines (readiness-gate condition ``False``),
   releases, flags (annotations + one deduplicated Warning Event), cordons nodes, and
   dispatches the :class:`~artifactcheck.models.Action` values decided by
@@ -14,8 +16,9 @@ error. It does four things:
   differs, so repeating it (a retry, a restarted controller) writes nothing;
 * **lead**: :class:`LeaseLock` is client-go's ``LeaseLock`` + ``tryAcquireOrRenew`` on a
   ``coordination.k8s.io/v1`` Lease, so two controller replicas never both act;
-* **report**: :func:`list_checks` / :func:`patch_check_status` read ``ArtifactCheck``
-  resources and write their status subresource.
+* **report**: :func:`list_checks` (and :func:`list_checks_raw` / :func:`watch_checks`)
+  read ``ArtifactCheck`` resources, :func:`patch_check_status` writes their status
+  subresource.
 
 Errors are translated here, always ``raise ... from exc``: an unreachable, slow or
 failing API server (connection errors, timeouts, 429, 5xx, a conflict that persists)
@@ -44,6 +47,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 import urllib3
+import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -351,7 +355,7 @@ def load_api_client(kubeconfig: str | None = None, context: str | None = None) -
             client_configuration=configuration,
             persist_config=False,
         )
-    except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as exc:
         tried.append(f"kubeconfig {path}: {exc}")
         raise ConfigError("no usable Kubernetes configuration: " + "; ".join(tried)) from exc
     return k8s.ApiClient(configuration)

@@ -153,3 +153,123 @@ def test_restart_does_not_repeat_actions_or_events(cluster: SimCluster) -> None:
         (m, p) for m, p in cluster.api.requests if m in ("PATCH", "PUT", "POST") and "/pods/" in p
     ]
     assert pod_writes == [], pod_writes
+
+
+def _kubeconfig(cluster: SimCluster, tmp_path) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: sim\n"
+        f"clusters: [{{name: sim, cluster: {{server: '{cluster.api.url}'}}}}]\n"
+        "users: [{name: sim, user: {token: sim-token}}]\n"
+        "contexts: [{name: sim, context: {cluster: sim, user: sim}}]\n"
+    )
+    return str(path)
+
+
+def test_verify_against_cluster(cluster: SimCluster, tmp_path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from artifactcheck.cli import main
+
+    for _ in range(3):
+        cluster.add_pod(gated=False)
+    bad = cluster.add_pod(serves="1.4.1", gated=False)
+    cluster.kubelet_sync()
+    result = CliRunner().invoke(
+        main,
+        [
+            "verify", "--kubeconfig", _kubeconfig(cluster, tmp_path), "--namespace", "shop",
+            "--selector", "app=web,app.kubernetes.io/version in (1.4.2)",
+            "--pod-port", str(cluster.port), "--release-manifest", cluster.release_template,
+            "--known-version", "1.4.1", "--output", "json",
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    verdicts = {r["instance"]: r for r in doc["results"]}
+    assert len(verdicts) == 4
+    odd = verdicts[f"shop/{bad.name}"]
+    assert odd["verdict"] == "mismatch" and odd["serves_version"] == "1.4.1"
+    assert odd["node"] == "node-a" and odd["owner"] == "web-7f9c"
+    # verify never writes to the cluster
+    assert not [m for m, _ in cluster.api.requests if m in ("POST", "PUT", "PATCH", "DELETE")][4 * 2 :]
+
+
+def test_verify_cluster_unreachable_exits_3(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from artifactcheck.cli import main
+
+    cfg = tmp_path / "kubeconfig"
+    cfg.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        "clusters: [{name: x, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "users: [{name: x, user: {}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\n"
+    )
+    result = CliRunner().invoke(main, ["verify", "--kubeconfig", str(cfg), "-n", "shop", "-l", "app=web"])
+    assert result.exit_code == 3
+    assert "list pods" in result.stderr
+
+
+def test_node_cordon_once_and_capped(cluster: SimCluster) -> None:
+    stale = "docker.io/library/web@sha256:" + "5" * 64
+    for node in ("node-a", "node-b"):
+        for _ in range(2):
+            cluster.add_pod(node=node)
+    on_c = [cluster.add_pod(node="node-c", serves="1.4.1", image_id=stale) for _ in range(1)]
+    cluster.add_check(
+        interval=0.4,
+        policy={"mode": "quarantine", "cordon_nodes": True, "max_cordoned_nodes": 1,
+                "max_quarantine_fraction": 0.5},
+    )
+    with RunningController(cluster) as ctl:
+        wait_for(lambda: cluster.api.get("v1", "Node", None, "node-c")["spec"].get("unschedulable"),
+                 timeout=20)
+        node = cluster.api.get("v1", "Node", None, "node-c")
+        assert node["metadata"]["annotations"]["artifactcheck.io/cordoned"] == "true"
+        # a second stale node: capped at 1, so an alert instead of a cordon
+        cluster.add_pod(node="node-d", serves="1.4.1", image_id=stale)
+        wait_for(lambda: any(f["kind"] == "node-suspect" for f in cluster.check_status().get("findings", [])),
+                 timeout=20)
+        assert not cluster.api.get("v1", "Node", None, "node-d")["spec"].get("unschedulable")
+        patches = [p for m, p in cluster.api.requests if m == "PATCH" and p.startswith("/api/v1/nodes/")]
+        assert len(patches) == 1, patches
+        assert on_c and ctl.controller.cycles_completed > 0
+
+
+def test_health_endpoints_and_metrics(cluster: SimCluster) -> None:
+    import urllib.request
+
+    cluster.add_pod()
+    cluster.add_check(interval=0.5)
+    with RunningController(cluster) as ctl:
+        server = ctl.controller.serve_health(host="127.0.0.1", port=0)
+        try:
+            base = f"http://127.0.0.1:{server.port}"
+            wait_for(lambda: ctl.controller.cycles_completed >= 1, timeout=20)
+            assert urllib.request.urlopen(base + "/healthz").status == 200
+            assert urllib.request.urlopen(base + "/readyz").status == 200
+            body = urllib.request.urlopen(base + "/metrics").read().decode()
+            assert "artifactcheck_leader 1.0" in body
+            assert "artifactcheck_cycles_total" in body
+        finally:
+            server.stop()
+
+
+def test_steady_state_costs_no_api_calls(cluster: SimCluster) -> None:
+    pods = [cluster.add_pod() for _ in range(5)]
+    cluster.add_check(interval=0.3)
+    with RunningController(cluster, renew_period=0.3) as ctl:
+        wait_for(lambda: all(gate(cluster, p.name) == "True" for p in pods), timeout=20)
+        wait_for(lambda: cluster.check_status().get("counts", {}).get("consistent") == 5, timeout=20)
+        start = ctl.controller.cycles_completed
+        cluster.api.reset_requests()
+        wait_for(lambda: ctl.controller.cycles_completed >= start + 3, timeout=20)
+        calls = list(cluster.api.requests)
+    lease = [c for c in calls if "/leases" in c[1]]
+    other = [c for c in calls if c not in lease]
+    # only lease renewals (and possibly a watch reconnect): no per-pod reads, no writes
+    assert all(m == "GET" and "watch" in p for m, p in other), other
+    assert not [c for c in other if "/pods/" in c[1]]

@@ -351,6 +351,10 @@ def test_load_api_client_errors_are_config_errors(server, tmp_path, monkeypatch)
         load_api_client()
     with pytest.raises(ConfigError, match="no usable Kubernetes configuration"):
         load_api_client(str(_kubeconfig(tmp_path, server)), context="no-such-context")
+    broken = tmp_path / "broken"
+    broken.write_text("clusters: [unterminated\n")
+    with pytest.raises(ConfigError, match="broken"):
+        load_api_client(str(broken))
 
 
 # --------------------------------------------------------------------------- ArtifactCheck
