@@ -613,7 +613,7 @@ class Controller:
                 for f in top
             ],
         }
-        comparable = {**body, "conditions": conditions}
+        comparable = {**body, "conditions": [dict(c) for c in conditions]}
         if state.last_status == comparable:
             return
         previous = {c["type"]: c for c in (state.last_status or {}).get("conditions", [])}

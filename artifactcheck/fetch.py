@@ -948,7 +948,9 @@ class Fetcher:
         per_host = self._per_host.get(key)
         if per_host is None:
             per_host = self._per_host[key] = asyncio.Semaphore(self._http.max_per_host)
-        host_stats = self._host_stats(url)
+        host_stats = self.stats.per_host.get(key)
+        if host_stats is None:
+            host_stats = self.stats.per_host[key] = HostStats()
         # The host slot first: a request waiting for a busy host holds no global slot.
         async with per_host, self._total:
             stats = self.stats

@@ -112,3 +112,15 @@ async def test_caller_deadline_cancels_without_leaking(
         got = await asyncio.wait_for(f.get_asset(other, "ok.js"), 2)
     assert got.ok
     assert fleet.server(base).request_count == 1
+
+
+async def test_cancelled_mid_body_closes_the_connection(
+    make_fetcher, fleet: WebFleet, host: Callable[[], str]
+) -> None:
+    base = fleet.add(Site(fault=Trickle(b"x" * 1000, interval=0.02, chunk=10)), host())
+    async with make_fetcher(http={"max_per_host": 1}) as f:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.3):
+                await f.get_asset(base, "a.js")
+        assert f.stats.in_flight == 0 and f.stats.bytes_read > 0
+        await eventually(lambda: fleet.server(base).connections_current == 0)
