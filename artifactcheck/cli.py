@@ -201,6 +201,13 @@ def _version_endpoint(value: str | None) -> dict[str, str] | None:
 )
 @click.option("--docker-network", metavar="NAME", help="Network whose container IP is used.")
 @click.option("--docker-port", type=int, metavar="PORT", help="Container port of the site.")
+@click.option("--on-mismatch", metavar="stop|pause|disconnect=NET",
+              help="Containers: take a confirmed mismatch out of traffic (off by default).")
+@click.option("--confirmations", type=int, metavar="N",
+              help="Consecutive mismatches before acting (default 2).")
+@click.option("--max-fraction", type=float, metavar="F",
+              help="Largest fraction of a workload acted on (default 0.25).")
+@click.option("--dry-run", is_flag=True, help="Decide and report actions, never perform them.")
 @click.option("-n", "--namespace", help="Check pods in this namespace.")
 @click.option("-l", "--selector", help="Label selector of the pods.")
 @click.option("--pod-port", type=int, metavar="PORT", help="Port the pods serve on.")
@@ -225,6 +232,8 @@ def verify(**opts: Any) -> None:
         docker: dict[str, Any] | None = None
         if opts["docker_labels"] or opts["docker_network"] or opts["docker_port"]:
             docker = {"labels": list(opts["docker_labels"])}
+            if opts["on_mismatch"]:
+                docker["on_mismatch"] = opts["on_mismatch"]
             if opts["docker_network"]:
                 docker["network"] = opts["docker_network"]
             if opts["docker_port"]:
@@ -260,6 +269,9 @@ def verify(**opts: Any) -> None:
                 "http.verify_tls": False if opts["insecure"] else None,
                 "http.instance_deadline": opts["deadline"],
                 "http.max_connections": opts["concurrency"],
+                "policy.confirmations": opts["confirmations"],
+                "policy.max_quarantine_fraction": opts["max_fraction"],
+                "policy.dry_run": True if opts["dry_run"] else None,
             },
         )
         if not spec.targets and spec.docker is None and spec.kubernetes is None:

@@ -15,6 +15,7 @@ import logging
 import posixpath
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from .compare import CdnView, compare_fleet, reported_version
@@ -25,6 +26,8 @@ from .fetch import Fetcher
 from .manifests import WELL_KNOWN_PATHS, algorithms_needed, parse_manifest
 from .manifests.limits import ManifestLimits, normalise_path
 from .models import (
+    Action,
+    ActionKind,
     Expectation,
     Fetched,
     Finding,
@@ -35,6 +38,7 @@ from .models import (
     Observation,
     Report,
     Severity,
+    Verdict,
 )
 from .sample import entry_points, sample_instances, sample_paths
 from .settings import CheckSpec
@@ -490,14 +494,69 @@ async def run_check(
         chosen = await discover_all(spec, kubeconfig=kubeconfig, context=context)
     if on_discovered is not None:
         on_discovered(min(len(chosen), spec.sampling.instances or len(chosen)))
+    containers_act = spec.docker is not None and spec.docker.on_mismatch is not None
+    if containers_act:
+        # the configured action is how a container leaves traffic: it plays the gate's role
+        chosen = [
+            replace(i, has_readiness_gate=True) if i.kind == "container" else i for i in chosen
+        ]
+        spec = spec.model_copy(
+            update={"policy": spec.policy.model_copy(update={"mode": "quarantine"})}
+        )
+    rounds = spec.policy.confirmations if containers_act else 1
+    history: History | None = None
     async with Fetcher(http=spec.http, retry=spec.retry, logger=log) as fetcher:
         expectations = build_expectations(spec, fetcher)
-        report, _decision = await check_once(
-            spec,
-            instances=chosen,
-            fetcher=fetcher,
-            expectations=expectations,
-            known_versions=spec.known_versions,
-            on_result=on_result,
-        )
+        for round_ in range(rounds):
+            report, decision = await check_once(
+                spec,
+                instances=chosen,
+                fetcher=fetcher,
+                expectations=expectations,
+                history=history,
+                known_versions=spec.known_versions,
+                on_result=on_result if round_ == 0 else None,
+            )
+            history = decision.history
+            if not any(r.verdict in (Verdict.MISMATCH,) for r in report.results):
+                break
+    if containers_act and report.actions:
+        report = await act_on_containers(spec, report)
     return report
+
+
+async def act_on_containers(spec: CheckSpec, report: Report) -> Report:
+    """Perform decided quarantines as the configured Docker action (never in dry-run)."""
+    from .discover.docker import DockerEngine
+
+    assert spec.docker is not None and spec.docker.on_mismatch is not None
+    kind, _, network = spec.docker.on_mismatch.partition("=")
+    done: list[Action] = []
+    held: list[Finding] = []
+    with DockerEngine() as engine:
+        for action in report.actions:
+            if action.kind is not ActionKind.QUARANTINE:
+                done.append(action)
+                continue
+            described = replace(action, reason=f"docker {spec.docker.on_mismatch}: {action.reason}")
+            if action.dry_run:
+                done.append(described)
+                continue
+            try:
+                if kind == "stop":
+                    await asyncio.to_thread(engine.stop, action.target)
+                elif kind == "pause":
+                    await asyncio.to_thread(engine.pause, action.target)
+                else:
+                    await asyncio.to_thread(engine.disconnect, action.target, network)
+                done.append(described)
+            except ArtifactCheckError as exc:
+                held.append(
+                    Finding(
+                        FindingKind.ACTION_HELD,
+                        f"docker {kind} of {action.target} failed: {exc}",
+                        instance=action.target,
+                        severity=Severity.WARNING,
+                    )
+                )
+    return replace(report, actions=tuple(done), findings=report.findings + tuple(held))

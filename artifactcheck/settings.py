@@ -182,6 +182,21 @@ class DockerSource(_Model):
         default_factory=lambda: ["org.opencontainers.image.version", "app.kubernetes.io/version"],
         description="Container labels holding the version, first found wins.",
     )
+    on_mismatch: str | None = Field(
+        None,
+        description="Take a confirmed mismatching container out of traffic: 'stop', 'pause' "
+        "or 'disconnect=NETWORK' (labels cannot be changed); off by default.",
+    )
+
+    @field_validator("on_mismatch")
+    @classmethod
+    def _on_mismatch(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        kind, _, network = v.partition("=")
+        if kind not in ("stop", "pause", "disconnect") or (kind == "disconnect") != bool(network):
+            raise ValueError("expected 'stop', 'pause' or 'disconnect=NETWORK'")
+        return v
 
 
 class PolicySettings(_Model):

@@ -295,3 +295,22 @@ def test_tls_certificate_of_an_https_instance(make_fleet, web, cli, tmp_path: Pa
     (tls,) = doc["tls"]
     assert tls["role"] == "instance" and tls["endpoint"] == url
     assert "O=trustme" in (tls["issuer"] or "") and tls["days_left"] > 300
+
+
+def test_version_endpoint_signal_side_by_side(make_fleet, config, cli) -> None:
+    fleet = make_fleet(3)
+    fleet.instances[0].site.version = "1.4.1"  # /version disagrees with the deployment
+    cfg = config(fleet, version_endpoint={"path": "/version", "pointer": "/version"})
+    doc = json.loads(cli("investigate", "web-1", "-c", cfg, "-o", "json").out)
+    validate(doc, "investigate")
+    assert doc["verdict"] == "signal-conflict" and doc["exit_code"] == 1
+    signals = {s["source"]: s for s in doc["signals"]["items"]}
+    assert signals["target"]["value"] == "1.4.2" and signals["target"]["agrees"] is True
+    assert signals["endpoint"]["value"] == "1.4.1" and signals["endpoint"]["agrees"] is False
+    assert doc["signals"]["agree"] is False
+    assert doc["summary"].startswith(
+        "web-1's version signals disagree: target says 1.4.2, endpoint says 1.4.1"
+    )
+    clean = json.loads(cli("investigate", "web-2", "-c", cfg, "-o", "json").out)
+    assert clean["signals"]["agree"] is True and clean["exit_code"] == 0
+    assert [s["source"] for s in clean["signals"]["items"]] == ["target", "endpoint", "content"]

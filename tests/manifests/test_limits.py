@@ -105,7 +105,7 @@ def test_depth_counts_containers_not_brackets_in_strings() -> None:
     assert load_json('{"a": "[[[[{{{{", "b": [1]}', limits) == {"a": "[[[[{{{{", "b": [1]}
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(
     st.text(
         alphabet=st.one_of(
