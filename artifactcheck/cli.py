@@ -527,5 +527,14 @@ def demo(instances: int, keep: bool, kubernetes: bool) -> None:
     sys.exit(run_demo(instances=instances, keep=keep, console=_console(), kubernetes=kubernetes))
 
 
+def _register() -> None:
+    from .cli_investigate import fleet, investigate
+
+    main.add_command(investigate)
+    main.add_command(fleet)
+
+
+_register()
+
 if __name__ == "__main__":  # pragma: no cover
     main()

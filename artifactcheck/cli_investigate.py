@@ -86,6 +86,8 @@ def recording_fetcher(spec: CheckSpec) -> tuple[Fetcher, dict[str, Fetched]]:
     cdn_assets: dict[str, Fetched] = {}
 
     class RecordingFetcher(Fetcher):
+        """Fetcher that remembers the CDN's answers in ``cdn_assets``."""
+
         async def get_asset(
             self,
             base_url: str,
@@ -94,6 +96,7 @@ def recording_fetcher(spec: CheckSpec) -> tuple[Fetcher, dict[str, Fetched]]:
             algorithms: Iterable[str] = ("sha256",),
             host_header: str | None = None,
         ) -> Fetched:
+            """Fetch as usual; remember the answer when it came from the CDN."""
             got = await super().get_asset(
                 base_url, path, algorithms=algorithms, host_header=host_header
             )
@@ -441,6 +444,7 @@ def make_console(file: Any = None) -> Any:
 
 
 def _write(text: str, dest: str | None) -> None:
+    """Write a document to stdout or a file, as verify's --output json=FILE does."""
     if dest in (None, "-"):
         click.echo(text, nl=False)
     else:
@@ -545,6 +549,7 @@ def _emit_fleet(
     compact: bool = False,
     console: Any = None,
 ) -> None:
+    """The fleet view in every requested format."""
     from .act.views import dumps, fleet_json, render_fleet
 
     for kind, dest in outputs:
@@ -578,6 +583,7 @@ def _watch(
     state: dict[str, Any] = {"view": None}
 
     async def loop(live: Live | None) -> None:
+        """Refresh until the iteration bound (or forever), one check per refresh."""
         n = 0
         while iterations is None or n < iterations:
             if n:

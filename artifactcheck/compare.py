@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from .manifests import verify_integrity
 from .models import (
+    CertInfo,
     Expectation,
     Fetched,
     Finding,
@@ -41,6 +43,7 @@ class CdnView:
     base_url: str
     assets: Mapping[str, Fetched] = field(default_factory=dict)
     error: str | None = None
+    tls: CertInfo | None = None
 
 
 class HashIndex:
@@ -289,6 +292,8 @@ def judge_instance(
     cdn: CdnView | None = None,
     desired_version: str | None = None,
     extra: Sequence[Finding] = (),
+    now: datetime | None = None,
+    tls_warn_days: float = 14.0,
 ) -> InstanceResult:
     """The verdict for one instance from its observation and what it should serve."""
     inst = obs.instance
@@ -317,6 +322,8 @@ def judge_instance(
 
     findings: list[Finding] = list(extra)
     findings += _signals(inst, obs.endpoint_version)
+    if obs.tls is not None and now is not None:
+        findings += tls_findings(obs.tls, now=now, warn_days=tls_warn_days, instance=inst.name)
     if obs.manifest_error is not None:
         findings.append(
             Finding(
@@ -476,6 +483,25 @@ def judge_instance(
     return result(Verdict.CONSISTENT, f"serves release {version}", findings)
 
 
+def tls_findings(
+    cert: CertInfo, *, now: datetime, warn_days: float, instance: str | None = None
+) -> list[Finding]:
+    """A warning when a certificate expires within ``warn_days`` (an error once expired)."""
+    if cert.not_after >= now + timedelta(days=warn_days):
+        return []
+    expired = cert.not_after <= now
+    return [
+        Finding(
+            FindingKind.TLS_EXPIRING,
+            f"certificate of {cert.endpoint} ({cert.subject}) "
+            f"{'expired' if expired else 'expires'} {cert.not_after:%Y-%m-%d %H:%M} UTC",
+            instance=instance,
+            actual=cert.not_after.isoformat(),
+            severity=Severity.ERROR if expired else Severity.WARNING,
+        )
+    ]
+
+
 def consensus_findings(observations: Sequence[Observation]) -> dict[str, list[Finding]]:
     """Siblings reporting the same version must serve the same bytes; minorities are suspect.
 
@@ -567,6 +593,8 @@ def compare_fleet(
     known_releases: Mapping[str, Manifest] | None = None,
     cdn: CdnView | None = None,
     desired_version: str | None = None,
+    now: datetime | None = None,
+    tls_warn_days: float = 14.0,
 ) -> list[InstanceResult]:
     """Judge every instance; ``expectations=None`` means consensus mode (no release source)."""
     releases = dict(known_releases or {})
@@ -596,6 +624,8 @@ def compare_fleet(
                 cdn=cdn,
                 desired_version=desired_version,
                 extra=extra.get(obs.instance.name, ()),
+                now=now,
+                tls_warn_days=tls_warn_days,
             )
         )
     return results

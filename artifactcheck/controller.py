@@ -328,7 +328,9 @@ class Controller:
     def _start_check(self, state: CheckState) -> None:
         if state.key in self._tasks or self._loop is None:
             return
-        self._tasks[state.key] = self._loop.create_task(self._run_check(state))
+        self._tasks[state.key] = self._loop.create_task(
+            self._guard(f"check {state.key}", self._run_check(state))
+        )
 
     # -- one ArtifactCheck ---------------------------------------------------------
 
@@ -482,7 +484,18 @@ class Controller:
             for version in set(spec.known_versions) | ({spec.desired_version} - {None}):
                 if version is not None and version not in loaded:
                     loaded[version] = await state.expectations.get(version)
-        cdn_view = await observe_cdn(fetcher, spec.cdn, observations) if spec.cdn else None
+        cdn_view = (
+            await observe_cdn(fetcher, spec.cdn, observations, observer=observer)
+            if spec.cdn
+            else None
+        )
+        for obs in observations:
+            if obs.tls is not None:
+                self.metrics.tls_expiry.labels(obs.tls.endpoint).set(obs.tls.not_after.timestamp())
+        if cdn_view is not None and cdn_view.tls is not None:
+            self.metrics.tls_expiry.labels(cdn_view.tls.endpoint).set(
+                cdn_view.tls.not_after.timestamp()
+            )
         known = state.expectations.known() if state.expectations is not None else {}
         results = compare_fleet(
             observations,
@@ -490,6 +503,8 @@ class Controller:
             known_releases=known,
             cdn=cdn_view,
             desired_version=spec.desired_version,
+            now=started,
+            tls_warn_days=spec.http.tls_expiry_warning_days,
         )
         decision = decide(
             results, policy=spec.policy, history=state.history, now=self.clock(), gate_mode=True

@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
-from .compare import CdnView, compare_fleet, reported_version
+from .compare import CdnView, compare_fleet, reported_version, tls_findings
 from .decide import Decision, History, decide
 from .errors import ArtifactCheckError, ConfigError, ManifestError, UnsafeReferenceError
 from .expect import Expectations
@@ -27,6 +28,7 @@ from .manifests import WELL_KNOWN_PATHS, algorithms_needed, parse_manifest
 from .manifests.limits import ManifestLimits, normalise_path
 from .models import (
     Action,
+    CertInfo,
     ActionKind,
     Expectation,
     Fetched,
@@ -109,6 +111,38 @@ class Observer:
         self.expectations = expectations
         self.limits = limits_of(spec)
         self.found_manifest_path: str | None = None  # learned from the first instance
+        self._certs: dict[str, asyncio.Task[CertInfo | None]] = {}
+
+    async def certificate(self, base_url: str) -> CertInfo | None:
+        """The certificate an https endpoint presents (read once per endpoint and run).
+
+        It is read without verification on purpose: an expired or mismatched
+        certificate is exactly what must be reported, not hidden behind an error.
+        """
+        if not base_url.startswith("https://"):
+            return None
+        parts = urlsplit(base_url)
+        key = f"{parts.hostname}:{parts.port or 443}"
+        task = self._certs.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._probe(parts.hostname or "", parts.port or 443))
+            self._certs[key] = task
+        return await asyncio.shield(task)
+
+    async def _probe(self, host: str, port: int) -> CertInfo | None:
+        from .tls import probe_certificate
+
+        try:
+            return await probe_certificate(
+                host,
+                port,
+                server_name=self.spec.http.host_header,
+                ssl_context=None,
+                timeout=self.spec.http.connect_timeout,
+            )
+        except ArtifactCheckError as exc:
+            log.debug("no certificate from %s:%s: %s", host, port, exc)
+            return None
 
     def _candidates(self) -> list[str]:
         if self.spec.manifest_path:
@@ -171,9 +205,13 @@ class Observer:
             try:
                 fmt = self.spec.manifest_format
                 manifest = parse_manifest(
-                    got.body, format=fmt, path_hint=path, limits=self.limits, source=got.url
+                    got.body,
+                    format=fmt,
+                    path_hint=path,
+                    location=path,
+                    limits=self.limits,
+                    source=got.url,
                 )
-                manifest = _rebase(manifest, path)
                 self.found_manifest_path = path
             except ManifestError as exc:
                 if not self.spec.manifest_path and self.spec.manifest_format == "auto":
@@ -209,9 +247,11 @@ class Observer:
         algorithms = sorted({"sha256"} | (algorithms_needed(manifest) if manifest else set()))
         assets = await self._fetch_all(instance, paths, algorithms)
         unsafe = tuple(raw for raw, _why in manifest.rejected) if manifest else ()
+        cert = await self.certificate(instance.base_url)
         return (
             Observation(
                 instance=instance,
+                tls=cert,
                 manifest_path=manifest_path,
                 manifest=manifest,
                 manifest_fetch=manifest_fetch,
@@ -285,7 +325,13 @@ def _read_version(got: Fetched, pointer: str) -> tuple[str | None, str | None]:
     return str(value), None
 
 
-async def observe_cdn(fetcher: Fetcher, cdn: str, observations: Sequence[Observation]) -> CdnView:
+async def observe_cdn(
+    fetcher: Fetcher,
+    cdn: str,
+    observations: Sequence[Observation],
+    *,
+    observer: Observer | None = None,
+) -> CdnView:
     """Fetch each distinct asset the instances served from the CDN, once."""
     paths = sorted({p for o in observations for p, f in o.assets.items() if f.ok})
     assets: dict[str, Fetched] = {}
@@ -300,7 +346,8 @@ async def observe_cdn(fetcher: Fetcher, cdn: str, observations: Sequence[Observa
     if assets and all(f.error_kind in UNREACHABLE_KINDS for f in assets.values()):
         first = next(iter(assets.values()))
         error = f"CDN {cdn} unreachable: {first.error}"
-    return CdnView(base_url=cdn, assets=assets, error=error)
+    cert = await observer.certificate(cdn) if observer is not None else None
+    return CdnView(base_url=cdn, assets=assets, error=error, tls=cert)
 
 
 async def check_once(
@@ -365,10 +412,14 @@ async def check_once(
 
     cdn_view = None
     if spec.cdn:
-        cdn_view = await observe_cdn(fetcher, spec.cdn, ordered)
+        cdn_view = await observe_cdn(fetcher, spec.cdn, ordered, observer=observer)
         if cdn_view.error:
             fleet.append(
                 Finding(FindingKind.OBSERVATION_FAILED, cdn_view.error, severity=Severity.ERROR)
+            )
+        if cdn_view.tls is not None:
+            fleet += tls_findings(
+                cdn_view.tls, now=started_at, warn_days=spec.http.tls_expiry_warning_days
             )
 
     known = expectations.known() if expectations is not None else {}
@@ -378,6 +429,8 @@ async def check_once(
         known_releases=known,
         cdn=cdn_view,
         desired_version=spec.desired_version,
+        now=started_at,
+        tls_warn_days=spec.http.tls_expiry_warning_days,
     )
     decision = decide(
         results, policy=spec.policy, history=history or History(), now=now(), gate_mode=gate_mode

@@ -358,6 +358,7 @@ def noun_for(instances: Iterable[Instance]) -> str:
 
 
 def _verb(n: int, one: str, many: str) -> str:
+    """Subject-verb agreement: '1 of 6 serves', '2 of 6 serve'."""
     return one if n == 1 else many
 
 
@@ -372,6 +373,7 @@ def natural(name: str) -> tuple[tuple[int, int | str], ...]:
 
 
 def _norm_url(url: str) -> str:
+    """Base URLs always end with '/', so compare URLs the same way."""
     return url if url.endswith("/") else url + "/"
 
 
@@ -415,6 +417,7 @@ def unknown_target(ref: str, instances: Sequence[Instance]) -> ConfigError:
 
 
 def _evidence(headers: Mapping[str, str]) -> Evidence:
+    """The evidence subset of kept headers; the cache status has four common names."""
     cache = next((headers[h] for h in _CACHE_STATUS if h in headers), None)
     return Evidence(
         etag=headers.get("etag"),
@@ -437,6 +440,11 @@ def _release_index(releases: Mapping[str, Manifest]) -> dict[str, list[str]]:
 
 
 def _cdn_state(row_sha: str | None, got: Fetched | None) -> tuple[str, int | None, str | None]:
+    """The CDN's answer for a path, relative to the bytes the instance served.
+
+    Mirrors compare's rules (403 counts as missing, the S3 symptom) so the table and
+    the verdict never disagree; (state, status, error).
+    """
     if got is None:
         return "not-checked", None, None
     if got.error is not None or got.status is None:
@@ -458,6 +466,11 @@ def _asset_row(
     index: Mapping[str, list[str]],
     cdn: Fetched | None,
 ) -> AssetRow:
+    """One file's row: its state against the release (or siblings) and the CDN.
+
+    The expected hash comes from the release manifest when there is one, else from the
+    siblings' majority (consensus findings), so consensus mode still shows a diffable row.
+    """
     entry = release.files.get(path) if release is not None else None
     expected = entry.hashes.get("sha256") if entry is not None else consensus.get(path)
     expected_from = (
@@ -518,7 +531,13 @@ def asset_rows(
     releases: Mapping[str, Manifest],
     cdn_assets: Mapping[str, Fetched],
 ) -> tuple[AssetRow, ...]:
-    """Every file of the target, problems first: expected, served and CDN side by side."""
+    """Every file of the target, problems first: expected, served and CDN side by side.
+
+    Rows come from what was fetched (assets and the served manifest itself) plus the
+    release's files that were not fetched, so nothing the release promises is silently
+    absent from the table. Each served hash is looked up in every known release: "these
+    bytes are 1.4.1's index-Bfu9pp8v.js" is the sentence that ends an incident.
+    """
     obs = result.observation
     if obs is None:
         return ()
@@ -567,7 +586,12 @@ def manifest_comparison(
     releases: Mapping[str, Manifest],
     release_source: str | None,
 ) -> ManifestComparison:
-    """Served files against the expected release, and which known release the bytes match."""
+    """Served files against the expected release, and which known release the bytes match.
+
+    Formats that list every file (native) make an omission a removal; formats that list
+    only chunks (Vite, webpack...) cannot, so the release files they do not mention are
+    reported as "not compared" rather than guessed to be missing.
+    """
     obs = result.observation
     version = result.reported_version
     release = releases.get(version) if version else None
@@ -630,7 +654,11 @@ def manifest_comparison(
 
 
 def signal_rows(result: InstanceResult) -> tuple[tuple[SignalRow, ...], bool]:
-    """Every version signal with its agreement, the served content last; and "all agree"."""
+    """Every version signal with its agreement, the served content last; and "all agree".
+
+    The content row is the point of the whole tool: labels, annotations and /version
+    can all agree with each other and still be false about the bytes.
+    """
     inst = result.instance
     obs = result.observation
     reported = result.reported_version
@@ -672,6 +700,10 @@ def signal_rows(result: InstanceResult) -> tuple[tuple[SignalRow, ...], bool]:
 
 
 def _does_the_same(target: InstanceResult, other: InstanceResult) -> bool:
+    """Whether ``other`` serves what ``target`` serves: same version, same fingerprint.
+
+    Unobserved instances have no fingerprint; they 'do the same' when equally unobserved.
+    """
     if target.fingerprint is None:
         return other.fingerprint is None and other.verdict is target.verdict
     return (
@@ -681,7 +713,12 @@ def _does_the_same(target: InstanceResult, other: InstanceResult) -> bool:
 
 
 def siblings(report: Report, target: InstanceResult) -> Siblings:
-    """Who else does what the target does, where they run and when they started."""
+    """Who else does what the target does, where they run and when they started.
+
+    One bad pod is a curiosity; three of twenty on one node, all started after the
+    same minute, is a stale image cache or a bad rebuild, and tells on-call where to
+    look next. Image digests are compared only among instances of the same version.
+    """
     results = report.results
     same = [r for r in results if _does_the_same(target, r)]
     rest = [r for r in results if not _does_the_same(target, r)]
@@ -758,6 +795,7 @@ def _cdn_clause(changed: Sequence[AssetRow], others_missing: Sequence[AssetRow])
 
 
 def _siblings_clause(sib: Siblings, target: InstanceResult, now: datetime) -> str:
+    """The summary's 'N of M do the same' clause: the scale of the problem first."""
     n = len(sib.same)
     if sib.total <= 1:
         return "no siblings were checked to compare with"
@@ -780,7 +818,13 @@ def summarise(
     desired: str | None,
     now: datetime,
 ) -> str:
-    """The one paragraph an on-call engineer reads first, in plain language."""
+    """The one paragraph an on-call engineer reads first, in plain language.
+
+    Built from the verdict and the rows, never from free text, so each clause is
+    testable: who, what it claims, what it serves (and whose bytes those are), what the
+    CDN has, how many siblings do the same, where and since when. Names are base names
+    when unambiguous; what could not be checked is pointed to, not hidden.
+    """
     name = result.instance.name
     v = result.reported_version
     verdict = result.verdict
@@ -853,6 +897,11 @@ def summarise(
 
 
 def _fleet_notes(report: Report, *, release_source: str | None) -> list[str]:
+    """'could not check' notes from the run's fleet-wide findings and configuration.
+
+    A missing CDN or release source is said, not silently skipped: a quiet check that
+    checked nothing is how a tired human is misled.
+    """
     notes: list[str] = []
     if report.cdn is None:
         notes.append("could not check the CDN: none configured (give --cdn)")
@@ -874,6 +923,7 @@ def _fleet_notes(report: Report, *, release_source: str | None) -> list[str]:
 
 
 def _instance_notes(result: InstanceResult) -> list[str]:
+    """'could not check' notes about the target itself (files, endpoint, reachability)."""
     notes = []
     for f in result.findings:
         if f.kind is FindingKind.OBSERVATION_FAILED:
@@ -887,6 +937,7 @@ def _instance_notes(result: InstanceResult) -> list[str]:
 
 
 def _dedupe(items: Iterable[str]) -> tuple[str, ...]:
+    """Keep the first of each note, in order (a fleet note can repeat per instance)."""
     return tuple(dict.fromkeys(items))
 
 
@@ -958,7 +1009,13 @@ def build_investigation(
     release_source: str | None = None,
     now: datetime,
 ) -> Investigation:
-    """The investigation of instance ``target`` (its name) from a whole-fleet report."""
+    """The investigation of instance ``target`` (its name) from a whole-fleet report.
+
+    ``releases`` are the manifests the check loaded (expected and known versions),
+    ``cdn_assets`` what the CDN answered per path; TLS views and pod Events are read by
+    the caller, which does the I/O. ``now`` is a parameter so ages and clock times are
+    reproducible.
+    """
     result = next((r for r in report.results if r.instance.name == target), None)
     if result is None:
         raise ValueError(f"{target} is not in the report")
@@ -1003,7 +1060,13 @@ def build_investigation(
 
 
 def build_fleet(report: Report, *, release_source: str | None, now: datetime) -> FleetView:
-    """Instances grouped by (version, content, image), largest first, odd groups marked."""
+    """Instances grouped by (version, content, image), largest first, odd groups marked.
+
+    Oddness is judged per reported version, against the majority of that version's
+    instances: the whole point is that the version labels agree while the content does
+    not. Headlines state each disagreement as a sentence ("2 of 14 pods of 1.4.2 serve
+    different content") because a table of fingerprints does not jump out at 3 a.m.
+    """
     results = report.results
     noun = noun_for(r.instance for r in results)
     keyed: dict[tuple[str | None, str | None, str | None], list[InstanceResult]] = defaultdict(list)
@@ -1169,7 +1232,12 @@ def text_diff(
     expected_source: str,
     max_lines: int = 40,
 ) -> DiffView:
-    """A unified diff (difflib) of expected against served, the first ``max_lines`` lines."""
+    """A unified diff (difflib) of expected against served, the first ``max_lines`` lines.
+
+    Bundles are minified onto one line, where a line diff says only "everything
+    changed"; both sides are broken at the same statement boundaries first so the diff
+    points at the changed statement. Bytes that decode to the same text are said to.
+    """
     a = expected.decode("utf-8", errors="replace")
     b = served.decode("utf-8", errors="replace")
     left, right = _reflow(a), _reflow(b)
@@ -1207,7 +1275,11 @@ class DiffPlan:
 def diff_plans(
     inv: Investigation, report: Report, cdn_assets: Mapping[str, Fetched]
 ) -> tuple[DiffPlan, ...]:
-    """For each mismatching text file: siblings that serve the expected bytes, then the CDN."""
+    """For each mismatching text file: siblings that serve the expected bytes, then the CDN.
+
+    Only sources whose observed sha256 equals the expected one qualify, so the diff is
+    against the real expected bytes, never against another wrong copy.
+    """
     plans = []
     for row in inv.assets:
         if row.state != "differs" or not row.is_text or row.expected_sha256 is None:

@@ -60,10 +60,12 @@ def schema_path(name: str) -> Path:
 
 
 def _box(console: Console) -> box.Box:
+    """Box drawing on a terminal, ASCII rules when piped (tickets, logs, e-mail)."""
     return box.SIMPLE_HEAD if console.is_terminal else PLAIN_BOX
 
 
 def _table(console: Console, title: str) -> Table:
+    """A compact left-titled table, the one look every section shares."""
     return Table(
         title=title,
         title_justify="left",
@@ -75,14 +77,17 @@ def _table(console: Console, title: str) -> Table:
 
 
 def _iso(moment: datetime | None) -> str | None:
+    """ISO 8601 or None, as the JSON Schemas' date-time format expects."""
     return moment.isoformat() if moment is not None else None
 
 
 def _verdict(verdict: Verdict) -> Text:
+    """A verdict in the colour the verify report uses for it."""
     return Text(verdict.value, style=VERDICT_STYLE[verdict])
 
 
 def _state(value: str) -> Text:
+    """A file or CDN state in its colour: red for wrong, yellow for unknown."""
     return Text(value, style=_STATE_STYLE.get(value, ""))
 
 
@@ -90,7 +95,11 @@ def _state(value: str) -> Text:
 
 
 def investigation_renderables(inv: Investigation, console: Console) -> list[RenderableType]:
-    """Every section of an investigation, summary first, as rich renderables."""
+    """Every section of an investigation, summary first, as rich renderables.
+
+    The order is the order of questions at 3 a.m.: what is wrong, what can't we tell,
+    do the signals lie, where does it run, which files, whose bytes, since when.
+    """
     out: list[RenderableType] = []
     head = Text()
     head.append(f"{inv.target.name} ", style="bold")
@@ -136,6 +145,7 @@ def render_investigation(inv: Investigation, console: Console) -> None:
 
 
 def _signals(inv: Investigation, console: Console) -> Table:
+    """Every version signal side by side, with agreement: the lie shows here first."""
     agree = "all agree" if inv.signals_agree else "they DISAGREE"
     table = _table(console, f"version signals ({agree})")
     table.add_column("signal")
@@ -151,6 +161,7 @@ def _signals(inv: Investigation, console: Console) -> Table:
 
 
 def _facts(inv: Investigation, console: Console) -> Table:
+    """Where the instance runs and what image, against its siblings of the same version."""
     t = inv.target
     sib = inv.siblings
     table = _table(console, f"{'instance' if t.kind == 'url' else t.kind} and its siblings")
@@ -190,6 +201,7 @@ def _facts(inv: Investigation, console: Console) -> Table:
 
 
 def _manifest(inv: Investigation, console: Console) -> list[RenderableType]:
+    """Served manifest against the expected release, and which release the bytes are."""
     m = inv.manifest
     text = Text()
     text.append("served manifest vs expected release\n", style="bold")
@@ -235,6 +247,7 @@ def _manifest(inv: Investigation, console: Console) -> list[RenderableType]:
 
 
 def _cdn_cell(row: AssetRow) -> Text:
+    """The CDN column: status, state and hash prefix in one cell."""
     if row.cdn_state == "not-checked":
         return Text("-", style="dim")
     if row.cdn_state == "error":
@@ -247,6 +260,7 @@ def _cdn_cell(row: AssetRow) -> Text:
 
 
 def _served_cell(row: AssetRow) -> Text:
+    """The served column; for a wrong file, which known release file has these bytes."""
     if row.state == "not-fetched":
         return Text("not fetched", style="dim")
     if row.served_sha256 is None:
@@ -258,6 +272,7 @@ def _served_cell(row: AssetRow) -> Text:
 
 
 def _assets(inv: Investigation, console: Console) -> Table:
+    """The per-file table, problems first, expected/served/CDN side by side."""
     table = _table(console, f"files ({len(inv.assets)})")
     table.add_column("path", overflow="fold")
     table.add_column("state")
@@ -280,6 +295,7 @@ def _assets(inv: Investigation, console: Console) -> Table:
 
 
 def _ev(e: Evidence | None) -> tuple[str, str, str, str, str]:
+    """Evidence as five cells, '-' for absent headers."""
     if e is None:
         return ("-", "-", "-", "-", "-")
     return (
@@ -292,6 +308,11 @@ def _ev(e: Evidence | None) -> tuple[str, str, str, str, str]:
 
 
 def _evidence_table(inv: Investigation, console: Console) -> Table:
+    """ETag/Age/Cache-Control/cache/Server per file, instance then CDN.
+
+    A rebuilt file often gives itself away here first (another ETag, no immutable
+    caching), before anyone compares bytes.
+    """
     table = _table(console, "evidence headers (instance, then CDN)")
     table.add_column("path", overflow="fold")
     table.add_column("from")
@@ -307,6 +328,7 @@ def _evidence_table(inv: Investigation, console: Console) -> Table:
 
 
 def _tls(inv: Investigation, console: Console) -> Table:
+    """Certificate subject and expiry per endpoint; an expired one started an outage."""
     table = _table(console, "TLS certificates")
     table.add_column("endpoint", overflow="fold")
     table.add_column("subject", overflow="fold")
@@ -323,6 +345,7 @@ def _tls(inv: Investigation, console: Console) -> Table:
 
 
 def _pod(inv: Investigation, console: Console) -> list[RenderableType]:
+    """The pod's gate condition, annotations and Events, as kubectl describe would."""
     pod = inv.pod
     assert pod is not None
     gate = Text()
@@ -363,6 +386,7 @@ def _pod(inv: Investigation, console: Console) -> list[RenderableType]:
 
 
 def _findings(findings: tuple[Finding, ...]) -> Text:
+    """The target's findings in the verify report's wording."""
     text = Text("findings\n", style="bold")
     for f in findings:
         text.append(f"  [{f.kind.value}] ", style=SEVERITY_STYLE[f.severity])
@@ -375,6 +399,7 @@ def _findings(findings: tuple[Finding, ...]) -> Text:
 
 
 def _diff(diff: DiffView) -> Text:
+    """A unified diff with +/- colours and where the expected bytes came from."""
     text = Text(f"diff {diff.path}\n", style="bold")
     if diff.expected_source:
         text.append(f"  expected bytes from {diff.expected_source}\n", style="dim")
@@ -399,6 +424,7 @@ def _diff(diff: DiffView) -> Text:
 
 
 def _evidence_json(e: Evidence | None) -> dict[str, str | None] | None:
+    """Evidence headers as a JSON object (null when the CDN did not answer)."""
     if e is None:
         return None
     return {
@@ -411,7 +437,11 @@ def _evidence_json(e: Evidence | None) -> dict[str, str | None] | None:
 
 
 def investigation_json(inv: Investigation) -> dict[str, Any]:
-    """The ``artifactcheck/investigate/v1`` document (see act/schemas)."""
+    """The ``artifactcheck/investigate/v1`` document (see act/schemas).
+
+    Every key is always present (null when unknown) so consumers need no guessing, and
+    hashes are full length here, unlike the table's prefixes.
+    """
     t = inv.target
     sib = inv.siblings
     m = inv.manifest
@@ -552,6 +582,7 @@ def investigation_json(inv: Investigation) -> dict[str, Any]:
 
 
 def _finding_json(f: Finding) -> dict[str, Any]:
+    """A finding as in the verify report's JSON, minus the instance (it is the target)."""
     out: dict[str, Any] = {"kind": f.kind.value, "severity": f.severity.value, "message": f.message}
     for key in ("path", "expected", "actual"):
         value = getattr(f, key)
@@ -561,6 +592,7 @@ def _finding_json(f: Finding) -> dict[str, Any]:
 
 
 def _run_json(counts: Any, elapsed: float, requests: int) -> dict[str, Any]:
+    """Counts, time and load of the run, so consumers can tell a cheap check from a costly one."""
     return {"counts": dict(counts), "elapsed_s": round(elapsed, 3), "requests": requests}
 
 
@@ -568,6 +600,7 @@ def _run_json(counts: Any, elapsed: float, requests: int) -> dict[str, Any]:
 
 
 def _ages(g: FleetGroup, now: datetime) -> str:
+    """Age range of a group ('17m-21m'): a fresh group is where a bad rebuild lands."""
     if g.first_started is None or g.last_started is None:
         return "-"
     oldest = age((now - g.first_started).total_seconds())
@@ -576,6 +609,7 @@ def _ages(g: FleetGroup, now: datetime) -> str:
 
 
 def _names(items: tuple[str, ...], limit: int = 4) -> str:
+    """The first few names and how many more, to keep rows one screen wide."""
     if not items:
         return "-"
     shown = ", ".join(items[:limit])
@@ -583,7 +617,11 @@ def _names(items: tuple[str, ...], limit: int = 4) -> str:
 
 
 def fleet_renderable(view: FleetView, console: Console) -> RenderableType:
-    """The fleet view as one renderable, so ``--watch`` can redraw it in place."""
+    """The fleet view as one renderable, so ``--watch`` can redraw it in place.
+
+    Headlines first (the odd ones in red), then notes, then the groups; columns that no
+    group has a value for are left out rather than filled with dashes.
+    """
     parts: list[RenderableType] = []
     for line in view.headlines:
         odd = any(w in line for w in ("different", "disagree", "could not", "Verdicts"))

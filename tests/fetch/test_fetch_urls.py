@@ -19,7 +19,6 @@ BASE = "http://10.0.0.7:8080/"
         (BASE, "assets/a.js?v=1#x", "http://10.0.0.7:8080/assets/a.js"),
         (BASE, "assets/a%20b.js", "http://10.0.0.7:8080/assets/a%20b.js"),
         (BASE, "assets/ä.js", "http://10.0.0.7:8080/assets/%C3%A4.js"),
-        (BASE, "a/%3Fq.js", "http://10.0.0.7:8080/a/%3Fq.js"),
         ("https://h/app/", "/version", "https://h/app/version"),
         ("https://h/app", "x.js", "https://h/app/x.js"),
         ("https://h/app/?token=1", "x.js", "https://h/app/x.js"),
@@ -45,6 +44,8 @@ def test_join(base: str, path: str, expected: str) -> None:
         "",
         " assets/a.js",
         "a\nb",
+        "a/%3Fq.js",  # decodes to a query: ambiguous, refused by normalise_path
+        "%252e%252e/x",  # encoded twice
     ],
 )
 def test_join_refuses_paths_leaving_the_base(path: str) -> None:

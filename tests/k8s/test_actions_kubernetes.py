@@ -43,6 +43,9 @@ GATE = "artifactcheck.io/content-verified"
 T0 = datetime(2024, 6, 1, 12, 0, 0, tzinfo=UTC)
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 FAST = (1.0, 2.0)
+#: caplog levels are set on our own logger: another test (the CLI) may have raised the
+#: level of the "artifactcheck" logger, and records must still reach caplog.
+LOGGER = "artifactcheck.discover.kubernetes"
 
 
 class Clock:
@@ -183,7 +186,7 @@ def test_pod_without_the_gate_can_only_be_flagged(server, api, make_pod, writes,
     make_pod("plain", gate=False)
     assert instance(api, "plain").has_readiness_gate is False
     server.reset_requests()
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert actor(api).quarantine("default", "plain", message="differs") is False
     assert writes() == []
     assert "no readiness gate" in caplog.text
@@ -407,7 +410,7 @@ def test_never_touches_a_node_someone_else_cordoned(server, api, make_node, writ
     make_node("node-x", unschedulable=True, annotations={"ops/maintenance": "disk"})
     kube = actor(api, cordon_nodes=True)
     server.reset_requests()
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert kube.uncordon("node-x") is False
         assert kube.cordon("node-x", reason="stale") is False
     assert writes() == []
@@ -531,7 +534,7 @@ def test_a_real_conflict_is_reread_and_retried_once(server, api, make_pod, clock
         )
 
     clock.hook = kubelet_writes_meanwhile
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger=LOGGER):
         assert actor(api, clock).quarantine("default", "web-1", message="differs") is True
     assert re.search(r"quarantine pod default/web-1: conflict .* retrying once", caplog.text)
     after = conditions(pod(server, "web-1"))
@@ -593,7 +596,7 @@ def test_event_rbac_error_is_a_config_error(server, api, make_pod) -> None:
 
 
 def test_a_pod_that_is_gone_is_nothing_to_do(server, api, caplog) -> None:
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert actor(api).quarantine("default", "gone", message="differs") is False
         assert actor(api).uncordon("no-such-node") is False
     assert "pod default/gone is gone" in caplog.text

@@ -44,6 +44,9 @@ from artifactcheck.sim.apiserver_resources import ARTIFACTCHECKS, BUILTIN_RESOUR
 SHA_A = "docker-pullable://nginx@sha256:" + "a" * 64
 SHA_B = "docker-pullable://nginx@sha256:" + "b" * 64
 FAST = (1.0, 2.0)  # request timeout for tests that expect failures
+#: caplog levels are set on our own logger: another test (the CLI) may have raised the
+#: level of the "artifactcheck" logger, and records must still reach caplog.
+LOGGER = "artifactcheck.discover.kubernetes"
 
 
 def source(**kw: Any) -> KubernetesSource:
@@ -404,7 +407,7 @@ def test_patch_check_status_is_a_merge_patch_of_the_status_subresource(server, a
 
 
 def test_patch_check_status_of_a_deleted_check_is_none(api, caplog) -> None:
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger=LOGGER):
         assert patch_check_status(api, "default", "gone", {"counts": {}}) is None
     assert "is gone" in caplog.text
 
