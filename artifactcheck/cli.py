@@ -201,12 +201,23 @@ def _version_endpoint(value: str | None) -> dict[str, str] | None:
 )
 @click.option("--docker-network", metavar="NAME", help="Network whose container IP is used.")
 @click.option("--docker-port", type=int, metavar="PORT", help="Container port of the site.")
-@click.option("--on-mismatch", metavar="stop|pause|disconnect=NET",
-              help="Containers: take a confirmed mismatch out of traffic (off by default).")
-@click.option("--confirmations", type=int, metavar="N",
-              help="Consecutive mismatches before acting (default 2).")
-@click.option("--max-fraction", type=float, metavar="F",
-              help="Largest fraction of a workload acted on (default 0.25).")
+@click.option(
+    "--on-mismatch",
+    metavar="stop|pause|disconnect=NET",
+    help="Containers: take a confirmed mismatch out of traffic (off by default).",
+)
+@click.option(
+    "--confirmations",
+    type=int,
+    metavar="N",
+    help="Consecutive mismatches before acting (default 2).",
+)
+@click.option(
+    "--max-fraction",
+    type=float,
+    metavar="F",
+    help="Largest fraction of a workload acted on (default 0.25).",
+)
 @click.option("--dry-run", is_flag=True, help="Decide and report actions, never perform them.")
 @click.option("-n", "--namespace", help="Check pods in this namespace.")
 @click.option("-l", "--selector", help="Label selector of the pods.")
@@ -457,20 +468,48 @@ def manifest_from_image(image: str, path: str, version: str, out: str | None) ->
 
 
 @main.command()
-@click.option("--namespace-scope", default="cluster", show_default=True, metavar="NS|cluster",
-              help="Watch ArtifactChecks in one namespace, or in all ('cluster').")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig (default: "
-              "in-cluster, then ~/.kube/config).")
+@click.option(
+    "--namespace-scope",
+    default="cluster",
+    show_default=True,
+    metavar="NS|cluster",
+    help="Watch ArtifactChecks in one namespace, or in all ('cluster').",
+)
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    help="Kubeconfig (default: in-cluster, then ~/.kube/config).",
+)
 @click.option("--context", help="Kubeconfig context.")
 @click.option("--identity", envvar="POD_NAME", help="Leader-election identity [env POD_NAME].")
-@click.option("--lease-namespace", envvar="POD_NAMESPACE", default="artifactcheck-system",
-              show_default=True, help="Namespace of the leader Lease [env POD_NAMESPACE].")
-@click.option("--lease-duration", type=float, default=15.0, show_default=True,
-              help="Leader lease duration, seconds.")
-@click.option("--metrics-port", type=int, default=8080, show_default=True,
-              help="Port for /metrics (0 = same as health).")
-@click.option("--health-port", type=int, default=8081, show_default=True,
-              help="Port for /healthz, /readyz and /metrics.")
+@click.option(
+    "--lease-namespace",
+    envvar="POD_NAMESPACE",
+    default="artifactcheck-system",
+    show_default=True,
+    help="Namespace of the leader Lease [env POD_NAMESPACE].",
+)
+@click.option(
+    "--lease-duration",
+    type=float,
+    default=15.0,
+    show_default=True,
+    help="Leader lease duration, seconds.",
+)
+@click.option(
+    "--metrics-port",
+    type=int,
+    default=8080,
+    show_default=True,
+    help="Port for /metrics (0 = same as health).",
+)
+@click.option(
+    "--health-port",
+    type=int,
+    default=8081,
+    show_default=True,
+    help="Port for /healthz, /readyz and /metrics.",
+)
 @click.option("--bind", default="0.0.0.0", show_default=True, help="Address of the probe server.")
 @click.option("--json-logs", is_flag=True, help="One JSON object per log line.")
 def controller(**opts: Any) -> None:
@@ -518,8 +557,12 @@ def controller(**opts: Any) -> None:
 @main.command()
 @click.option("--instances", default=6, show_default=True, help="Simulated instances.")
 @click.option("--keep", is_flag=True, help="Keep the fleet running until Ctrl-C.")
-@click.option("--kubernetes/--no-kubernetes", default=True, show_default=True,
-              help="Also run the controller against a simulated cluster.")
+@click.option(
+    "--kubernetes/--no-kubernetes",
+    default=True,
+    show_default=True,
+    help="Also run the controller against a simulated cluster.",
+)
 def demo(instances: int, keep: bool, kubernetes: bool) -> None:
     """Start a simulated fleet on loopback, check it, and explain what was found."""
     from .sim.demo import run_demo

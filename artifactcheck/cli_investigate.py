@@ -16,6 +16,7 @@ inside the commands so either module can be imported first.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -56,18 +57,51 @@ EventSource = Callable[[Instance, "CheckSpec"], Sequence[PodEvent]]
 # --------------------------------------------------------------------------- hooks
 
 
-def events_for(instance: Instance, spec: CheckSpec | None = None) -> list[PodEvent]:
-    """HOOK — recent Kubernetes Events of a pod, newest first.
+def events_for(
+    instance: Instance,
+    spec: CheckSpec | None = None,
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+) -> list[PodEvent]:
+    """Recent Kubernetes Events of a pod, newest first.
 
-    NOT WIRED YET: returns [] always. Wire it to the Events API (``involvedObject.uid``
-    field selector, in the instance's namespace) in ``discover/kubernetes.py``; it must
-    return [] when no cluster is configured (``spec.kubernetes`` is None) or the
-    instance is not a pod, and should turn an API error into [] plus a logged warning:
-    Events are evidence, never a reason for the investigation to fail.
+    [] when no cluster is configured or the instance is not a pod; an API error gives
+    [] and a logged warning: Events are evidence, never a reason for the
+    investigation to fail.
     """
     if instance.kind != "pod" or spec is None or spec.kubernetes is None:
         return []
-    return []
+    from .discover import kubernetes as kube
+    from .errors import ArtifactCheckError
+
+    namespace, _, name = instance.name.rpartition("/")
+    try:
+        api = kube.load_api_client(kubeconfig, context)
+        try:
+            raw = kube.list_pod_events(api, namespace=namespace or "default", name=name)
+        finally:
+            api.close()  # type: ignore[no-untyped-call]
+    except ArtifactCheckError as exc:
+        logging.getLogger("artifactcheck").warning("could not read Events of %s: %s", name, exc)
+        return []
+    out = []
+    for e in raw:
+        when = e.get("lastTimestamp") or e.get("eventTime")
+        try:
+            last = datetime.fromisoformat(str(when).replace("Z", "+00:00")) if when else None
+        except ValueError:
+            last = None
+        out.append(
+            PodEvent(
+                type=str(e.get("type") or ""),
+                reason=str(e.get("reason") or ""),
+                message=str(e.get("message") or ""),
+                count=int(e.get("count") or 1),
+                last_seen=last,
+            )
+        )
+    return out
 
 
 # --------------------------------------------------------------------------- I/O
@@ -236,6 +270,8 @@ async def collect_investigation(
     diff_lines: int = 40,
     events: EventSource | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    kubeconfig: str | None = None,
+    context: str | None = None,
 ) -> Investigation:
     """Discover, check the target with its siblings over every file, and build the view.
 
@@ -247,7 +283,11 @@ async def collect_investigation(
     from .pipeline import discover_all
 
     spec = _full(spec, assets=True)
-    found = list(instances) if instances is not None else await discover_all(spec)
+    found = (
+        list(instances)
+        if instances is not None
+        else await discover_all(spec, kubeconfig=kubeconfig, context=context)
+    )
     chosen = find_target(target.partition("=")[0] if "://" in target else target, found)
     if chosen is None:
         if "://" not in target:
@@ -264,7 +304,11 @@ async def collect_investigation(
         pod_events: Sequence[PodEvent] = ()
         events_note = None
         if chosen.kind == "pod":
-            pod_events = (events or events_for)(chosen, spec)
+            pod_events = (
+                events(chosen, spec)
+                if events is not None
+                else events_for(chosen, spec, kubeconfig=kubeconfig, context=context)
+            )
             if not pod_events and spec.kubernetes is None:
                 events_note = "no cluster configured: Events not read"
         inv = build_investigation(
@@ -297,12 +341,18 @@ async def collect_fleet(
     *,
     instances: Sequence[Instance] | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    kubeconfig: str | None = None,
+    context: str | None = None,
 ) -> FleetView:
     """Discover, check every instance, and group them by what they serve."""
     from .pipeline import discover_all
 
     spec = _full(spec, assets=False)
-    found = list(instances) if instances is not None else await discover_all(spec)
+    found = (
+        list(instances)
+        if instances is not None
+        else await discover_all(spec, kubeconfig=kubeconfig, context=context)
+    )
     fetcher, _cdn_assets = recording_fetcher(spec)
     async with fetcher:
         report, _releases = await _check(spec, found, fetcher)
@@ -361,6 +411,8 @@ def _target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("-n", "--namespace", help="Pods in this namespace."),
         click.option("-l", "--selector", help="Label selector of the pods."),
         click.option("--pod-port", type=int, metavar="PORT", help="Port the pods serve on."),
+        click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file."),
+        click.option("--context", "kube_context", help="Kubeconfig context."),
         click.option(
             "-o",
             "--output",
@@ -494,7 +546,14 @@ def investigate(target: str, **opts: Any) -> None:
     except ConfigError as exc:
         _fail(str(exc))
     inv: Investigation = _run(
-        collect_investigation(spec, target, diff=opts["diff"], diff_lines=opts["diff_lines"])
+        collect_investigation(
+            spec,
+            target,
+            diff=opts["diff"],
+            diff_lines=opts["diff_lines"],
+            kubeconfig=opts["kubeconfig"],
+            context=opts["kube_context"],
+        )
     )
     for kind, dest in outputs:
         if kind == "table":
@@ -535,7 +594,9 @@ def fleet(**opts: Any) -> None:
     except ConfigError as exc:
         _fail(str(exc))
     if opts["watch"] is None:
-        view: FleetView = _run(collect_fleet(spec))
+        view: FleetView = _run(
+            collect_fleet(spec, kubeconfig=opts["kubeconfig"], context=opts["kube_context"])
+        )
         _emit_fleet(view, outputs)
         sys.exit(view.exit_code)
     code = _watch(spec, outputs, seconds=opts["watch"], iterations=opts["iterations"])

@@ -300,7 +300,9 @@ def judge_instance(
     version = reported_version(obs)
     fp = observed_fingerprint(obs)
 
-    def result(verdict: Verdict, reason: str, findings: list[Finding], serves: str | None = None):
+    def result(
+        verdict: Verdict, reason: str, findings: list[Finding], serves: str | None = None
+    ) -> InstanceResult:
         return InstanceResult(
             instance=inst,
             verdict=verdict,
@@ -447,8 +449,10 @@ def judge_instance(
         files = sorted({f.path or "" for f in cdn_findings})
         return result(Verdict.CDN_MISMATCH, f"differs on the CDN: {_names(files)}", findings)
     if expectation_missing:
-        why = expectation.error if expectation is not None else None
-        return result(Verdict.INCONCLUSIVE, f"no expected release for {version}: {why}", findings)
+        why_missing = expectation.error if expectation is not None else None
+        return result(
+            Verdict.INCONCLUSIVE, f"no expected release for {version}: {why_missing}", findings
+        )
     if failed:
         return result(Verdict.INCONCLUSIVE, f"{len(failed)} file(s) could not be fetched", findings)
     if FindingKind.NO_CONSENSUS in kinds:
@@ -598,9 +602,9 @@ def compare_fleet(
 ) -> list[InstanceResult]:
     """Judge every instance; ``expectations=None`` means consensus mode (no release source)."""
     releases = dict(known_releases or {})
-    for version, exp in (expectations or {}).items():
+    for loaded_version, exp in (expectations or {}).items():
         if exp.manifest is not None:
-            releases.setdefault(version, exp.manifest)
+            releases.setdefault(loaded_version, exp.manifest)
     index = HashIndex(releases)
     extra: dict[str, list[Finding]] = defaultdict(list)
     for name, found in image_findings([o.instance for o in observations]).items():

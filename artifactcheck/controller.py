@@ -242,7 +242,7 @@ class Controller:
                         self.settings.backoff_base, self.settings.backoff_max, self.rng
                     )
                 queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
-                current = rv
+                current: str = rv or ""
 
                 def pump(start: str = current, queue: asyncio.Queue[Any] = queue) -> str:
                     last = start

@@ -377,6 +377,8 @@ class _DecodeError(Exception):
 
 
 class _Decoder(Protocol):
+    """Undoes one Content-Encoding in bounded pieces, so the cap is checked between them."""
+
     def feed(self, data: bytes) -> Iterator[bytes]: ...
     def flush(self) -> Iterator[bytes]: ...
     @property
@@ -384,6 +386,8 @@ class _Decoder(Protocol):
 
 
 class _Identity:
+    """No content coding: bytes pass through unchanged."""
+
     complete = True
 
     def feed(self, data: bytes) -> Iterator[bytes]:
@@ -469,6 +473,7 @@ class _Brotli:  # pragma: no cover - brotli is optional and not installed in CI
 
 
 def _brotli_usable() -> bool:
+    """True when brotli can bound its output; without that a br bomb cannot be capped."""
     try:
         import brotli
     except ImportError:
@@ -527,6 +532,7 @@ def _decoder_for(content_encoding: str | None) -> tuple[_Decoder, str | None]:
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """An exception and its causes, outermost first (transports wrap the real error)."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -634,6 +640,10 @@ class Fetcher:
 
     Use as ``async with Fetcher(http=..., retry=...) as fetcher:``; one Fetcher (one
     client, one TLS context, one pool of kept-alive connections) serves a whole run.
+    ``host_header=None`` on a call means ``http.host_header``; ``""`` means the URL's
+    own host (e.g. for the CDN when instances are reached by IP with a site name).
+    ``Fetched.attempts`` counts every request sent for the call, redirect hops included;
+    ``Fetched.elapsed`` is the time spent in those requests, not in queues or backoff.
     """
 
     def __init__(
@@ -689,6 +699,7 @@ class Fetcher:
     # ----------------------------------------------------------------- lifecycle
 
     def _make_transport(self) -> httpx.AsyncBaseTransport:
+        """The transport chosen by ``http.transport``, sized to our own limits."""
         if self._injected is not None:
             return self._injected
         if self.transport_name == "httpx":
@@ -806,6 +817,7 @@ class Fetcher:
         keep_body: bool,
         host: str | None,
     ) -> Fetched:
+        """The one retry loop: validate, send, follow safe redirects, retry, give up."""
         if self._client is None:
             raise RuntimeError("use the Fetcher as 'async with Fetcher(...) as fetcher'")
         try:
@@ -894,6 +906,7 @@ class Fetcher:
             await self._sleep(delay)
 
     def _budget_spent(self, url: str, tries: int, attempts: int, reason: str) -> None:
+        """Warn once per Fetcher: a failing fleet would otherwise flood the log."""
         level = logging.DEBUG if self._budget_warned else logging.WARNING
         self._budget_warned = True
         self._log.log(
@@ -907,6 +920,7 @@ class Fetcher:
         )
 
     def _finish(self, result: _Attempt, path: str, sent: int, elapsed: float) -> Fetched:
+        """The frozen observation handed to the caller, counted in the stats."""
         if result.error_kind is not None:
             self.stats.errors[result.error_kind] += 1
             self._host_stats(result.url).errors += 1
@@ -926,6 +940,7 @@ class Fetcher:
         )
 
     def _host_stats(self, url: str) -> HostStats:
+        """The counters of a URL's ``scheme://host:port``."""
         key = urls.host_key(url)
         stats = self.stats.per_host.get(key)
         if stats is None:
@@ -944,6 +959,7 @@ class Fetcher:
         algorithms: tuple[str, ...],
         keep_body: bool,
     ) -> _Attempt:
+        """One request under the concurrency slots and the whole-request timeout."""
         key = urls.host_key(url)
         per_host = self._per_host.get(key)
         if per_host is None:
@@ -999,6 +1015,7 @@ class Fetcher:
         keep_body: bool,
         progress: _Progress,
     ) -> _Attempt:
+        """Send and read; the response is always closed, also when cancelled mid-body."""
         assert self._client is not None
         request = self._client.build_request("GET", url, headers=headers, extensions=extensions)
         response = await self._client.send(request, stream=True)
@@ -1016,6 +1033,7 @@ class Fetcher:
         algorithms: tuple[str, ...],
         keep_body: bool,
     ) -> _Attempt:
+        """Hash (and keep, for documents) the decoded body piece by piece under the cap."""
         status = response.status_code
         evidence = _evidence(response.headers)
         result = _Attempt(url, status=status, headers=evidence)

@@ -28,8 +28,8 @@ from .manifests import WELL_KNOWN_PATHS, algorithms_needed, parse_manifest
 from .manifests.limits import ManifestLimits, normalise_path
 from .models import (
     Action,
-    CertInfo,
     ActionKind,
+    CertInfo,
     Expectation,
     Fetched,
     Finding,
@@ -493,8 +493,8 @@ def build_expectations(spec: CheckSpec, fetcher: Fetcher) -> Expectations | None
             except (DependencyError, ManifestError, ConfigError) as exc:
                 raise ExpectationUnavailable(f"image {image}: {exc}") from exc
 
-        source = CallableSource(from_image, description=f"image {template}:{site}")
-        return Expectations(source, max_versions=spec.cache_versions)
+        image_source = CallableSource(from_image, description=f"image {template}:{site}")
+        return Expectations(image_source, max_versions=spec.cache_versions)
     return None
 
 
@@ -525,7 +525,7 @@ async def discover_all(
                     source, api_client=api, condition_type=spec.policy.condition_type
                 )
             finally:
-                api.close()
+                api.close()  # type: ignore[no-untyped-call]
 
         instances += await asyncio.to_thread(pods)
     return instances

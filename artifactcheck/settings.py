@@ -267,10 +267,10 @@ class CheckSpec(_Model):
         None, description="Read the version from the instance over HTTP."
     )
     interval: float = Field(60.0, gt=0, description="Controller re-sampling period, seconds.")
-    sampling: SamplingSettings = Field(default_factory=SamplingSettings)  # type: ignore[arg-type]
-    http: HttpSettings = Field(default_factory=HttpSettings)  # type: ignore[arg-type]
-    retry: RetrySettings = Field(default_factory=RetrySettings)  # type: ignore[arg-type]
-    policy: PolicySettings = Field(default_factory=PolicySettings)  # type: ignore[arg-type]
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
     cache_versions: int = Field(
         32, ge=1, le=10_000, description="Release manifests kept in memory, most recent first."
     )

@@ -1652,3 +1652,39 @@ def patch_check_status(
     except _Status:
         _LOG.info("%s: the ArtifactCheck is gone; status not written", what)
         return None
+
+
+def list_pod_events(
+    api_client: k8s.ApiClient,
+    *,
+    namespace: str,
+    name: str,
+    limit: int = 20,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> list[JsonObj]:
+    """The core/v1 Events about one pod, newest first (one list call with a field
+    selector), for ``investigate``: what ``kubectl describe pod`` shows at the end."""
+    core = k8s.CoreV1Api(api_client)
+    what = f"list events of pod {namespace}/{name}"
+    doc = _call(
+        what,
+        lambda: _read_json(
+            core.list_namespaced_event(
+                namespace,
+                field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}",
+                _preload_content=False,
+                _request_timeout=request_timeout,
+            )
+        ),
+    )
+    items, _ = _items(doc)
+
+    def stamp(event: Mapping[str, Any]) -> str:
+        return str(
+            event.get("lastTimestamp")
+            or event.get("eventTime")
+            or _meta(event).get("creationTimestamp")
+            or ""
+        )
+
+    return sorted(items, key=stamp, reverse=True)[:limit]

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .apiserver import FakeApiServer
 from ..manifests import native
+from .apiserver import FakeApiServer
 from .fleet import RELEASES, foreign_bytes
 from .web import Site, WebFleet, loopback_hosts
 

@@ -121,11 +121,15 @@ def run_kubernetes_act(*, console: Console, pods: int = 6) -> bool:
         started = time.perf_counter()
         with RunningController(cluster, identity="demo-controller"):
             try:
-                wait_for(lambda: (cluster.condition(bad.name) or {}).get("status") == "False",
-                         timeout=30)
-                wait_for(lambda: all(
-                    (cluster.condition(p.name) or {}).get("status") == "True" for p in made
-                ), timeout=30)
+                wait_for(
+                    lambda: (cluster.condition(bad.name) or {}).get("status") == "False", timeout=30
+                )
+                wait_for(
+                    lambda: all(
+                        (cluster.condition(p.name) or {}).get("status") == "True" for p in made
+                    ),
+                    timeout=30,
+                )
                 wait_for(lambda: cluster.check_status().get("counts"), timeout=10)
             except TimeoutError:
                 console.print("[red]the controller did not act in time[/]")
@@ -138,11 +142,17 @@ def run_kubernetes_act(*, console: Console, pods: int = 6) -> bool:
         for p in [*made, bad]:
             c = cluster.condition(p.name) or {}
             ready = (cluster.condition(p.name, "Ready") or {}).get("status")
-            console.print(f"  {p.name} on {p.node}: content-verified={c.get('status')} Ready={ready}")
-        console.print(f"  {bad.name} condition: reason={cond.get('reason')} "
-                      f"message={cond.get('message', '')[:160]!r}")
+            console.print(
+                f"  {p.name} on {p.node}: content-verified={c.get('status')} Ready={ready}"
+            )
+        console.print(
+            f"  {bad.name} condition: reason={cond.get('reason')} "
+            f"message={cond.get('message', '')[:160]!r}"
+        )
         for e in events:
-            console.print(f"  Event {e.get('type')} {e.get('reason')}: {e.get('message', '')[:120]}")
+            console.print(
+                f"  Event {e.get('type')} {e.get('reason')}: {e.get('message', '')[:120]}"
+            )
         console.print("ArtifactCheck shop/web status:")
         console.print_json(json.dumps({k: status[k] for k in sorted(status) if k != "findings"}))
         return cond.get("status") == "False" and len(events) == 1

@@ -26,10 +26,14 @@ class RunningController:
             "backoff_max": 0.5,
             **settings,
         }
-        self.controller = Controller(api_client=self.api_client, settings=ControllerSettings(**opts))
+        self.controller = Controller(
+            api_client=self.api_client, settings=ControllerSettings(**opts)
+        )
         self._loop = asyncio.new_event_loop()
         self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._run, name=f"controller-{identity}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"controller-{identity}", daemon=True
+        )
         self.error: BaseException | None = None
 
     def _run(self) -> None:
@@ -55,7 +59,7 @@ class RunningController:
         if self._stop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout=20)
-        self.api_client.close()
+        self.api_client.close()  # type: ignore[no-untyped-call]
         assert not self._thread.is_alive(), "controller did not stop"
         if self.error is not None:
             raise self.error

@@ -119,6 +119,7 @@ class Received:
 
 
 def _parse_head(head: bytes, sni: str | None) -> Received | None:
+    """A request head as :class:`Received`; None for anything that is not HTTP/1.x."""
     try:
         lines = head.decode("latin-1").split("\r\n")
         method, target, version = lines[0].split(" ")
@@ -172,6 +173,8 @@ async def _discard(reader: asyncio.StreamReader, buffer: bytearray, length: int)
 
 @dataclass(slots=True)
 class _File:
+    """A static file as served: cached bytes (small files) and nginx-style validators."""
+
     data: bytes | None  # None: too large to cache, streamed from disk
     path: Path
     size: int
@@ -519,6 +522,7 @@ class Huge:
 
 @functools.cache
 def _gzip_of_zeros(size: int) -> bytes:
+    """Compressed once per size and cached: a 64 MB bomb is ~64 KB on the wire."""
     compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     block = bytes(1024 * 1024)
     parts = []
@@ -596,6 +600,8 @@ class Delay:
 
 @dataclass(slots=True)
 class _FleetCounters:
+    """Counters across every server of a fleet (they all run on one loop)."""
+
     requests: int = 0
     in_flight: int = 0
     peak_in_flight: int = 0
@@ -722,6 +728,7 @@ class SiteServer:
     async def _on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        """One connection: counted at accept, serving requests until close (keep-alive)."""
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
@@ -773,6 +780,7 @@ class SiteServer:
                 writer.close()
 
     async def _dispatch(self, ex: Exchange) -> None:
+        """Site-wide fault first, then a per-path handler, then the normal content."""
         site = self.site
         if site.fault is not None:
             await site.fault(ex)
@@ -809,6 +817,7 @@ class SiteServer:
         await self._serve_file(ex, path, entry)
 
     async def _serve_file(self, ex: Exchange, path: str, entry: _File) -> None:
+        """Serve a file as nginx would: validators, 304, optional gzip, large files streamed."""
         site = self.site
         headers = {
             "Content-Type": entry.content_type,
@@ -926,6 +935,7 @@ class WebFleet:
         self.stop()  # brief; a thread hop would leave an executor thread behind
 
     def _call(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
+        """Run a coroutine on the fleet's loop from any other thread and wait for it."""
         if self._loop is None:
             coro.close()
             raise RuntimeError("WebFleet is not started")

@@ -19,20 +19,41 @@ def verify(docker_host: str, monkeypatch: pytest.MonkeyPatch, *args: str) -> Any
 
 
 def test_tampered_container_is_named_with_its_image(
-    docker_host: str, monkeypatch: pytest.MonkeyPatch, run_id: str, site_images: Any,
-    containers: Any, tmp_path: Any,
+    docker_host: str,
+    monkeypatch: pytest.MonkeyPatch,
+    run_id: str,
+    site_images: Any,
+    containers: Any,
+    tmp_path: Any,
 ) -> None:
     labels = {"case": "verify"}
     clean = [containers.start(site_images.clean, labels=labels) for _ in range(2)]
     bad = containers.start(site_images.tampered, labels=labels)
     release = tmp_path / "release-{version}.json"
-    build = CliRunner().invoke(main, ["manifest", "build", str(site_images.site), "--version",
-                                      site_images.version, "-o", str(tmp_path / f"release-{site_images.version}.json")])
+    build = CliRunner().invoke(
+        main,
+        [
+            "manifest",
+            "build",
+            str(site_images.site),
+            "--version",
+            site_images.version,
+            "-o",
+            str(tmp_path / f"release-{site_images.version}.json"),
+        ],
+    )
     assert build.exit_code == 0, build.output
     result = verify(
-        docker_host, monkeypatch,
-        "--docker-label", f"artifactcheck.test={run_id}", "--docker-label", "case=verify",
-        "--release-manifest", str(release), "--output", "json",
+        docker_host,
+        monkeypatch,
+        "--docker-label",
+        f"artifactcheck.test={run_id}",
+        "--docker-label",
+        "case=verify",
+        "--release-manifest",
+        str(release),
+        "--output",
+        "json",
     )
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)
@@ -43,25 +64,46 @@ def test_tampered_container_is_named_with_its_image(
     assert any(f["kind"] == "image-diverges" for f in results[bad.name]["findings"])
     assert all(results[c.name]["verdict"] == "consistent" for c in clean)
     table = verify(
-        docker_host, monkeypatch,
-        "--docker-label", f"artifactcheck.test={run_id}", "--docker-label", "case=verify",
-        "--release-manifest", str(release),
+        docker_host,
+        monkeypatch,
+        "--docker-label",
+        f"artifactcheck.test={run_id}",
+        "--docker-label",
+        "case=verify",
+        "--release-manifest",
+        str(release),
     )
     flat = table.stdout.replace("\n", " ")
-    assert bad.name in flat and site_images.tampered_id[:19] in flat.replace(" ", "") or bad.name in flat
+    assert (
+        bad.name in flat
+        and site_images.tampered_id[:19] in flat.replace(" ", "")
+        or bad.name in flat
+    )
 
 
 def test_release_image_as_expected_content(
-    docker_host: str, monkeypatch: pytest.MonkeyPatch, run_id: str, site_images: Any, containers: Any,
+    docker_host: str,
+    monkeypatch: pytest.MonkeyPatch,
+    run_id: str,
+    site_images: Any,
+    containers: Any,
 ) -> None:
     labels = {"case": "from-image"}
     containers.start(site_images.clean, labels=labels)
     bad = containers.start(site_images.tampered, labels=labels)
     result = verify(
-        docker_host, monkeypatch,
-        "--docker-label", f"artifactcheck.test={run_id}", "--docker-label", "case=from-image",
-        "--release-image", site_images.clean, "--release-image-path", "/usr/share/nginx/html",
-        "--output", "json",
+        docker_host,
+        monkeypatch,
+        "--docker-label",
+        f"artifactcheck.test={run_id}",
+        "--docker-label",
+        "case=from-image",
+        "--release-image",
+        site_images.clean,
+        "--release-image-path",
+        "/usr/share/nginx/html",
+        "--output",
+        "json",
     )
     assert result.exit_code == 1, result.output
     verdicts = {r["instance"]: r["verdict"] for r in json.loads(result.stdout)["results"]}
@@ -70,14 +112,28 @@ def test_release_image_as_expected_content(
 
 
 def test_on_mismatch_stop_under_safety_limits(
-    docker_host: str, monkeypatch: pytest.MonkeyPatch, run_id: str, site_images: Any,
-    containers: Any, docker_client: Any,
+    docker_host: str,
+    monkeypatch: pytest.MonkeyPatch,
+    run_id: str,
+    site_images: Any,
+    containers: Any,
+    docker_client: Any,
 ) -> None:
     labels = {"case": "act"}
     clean = [containers.start(site_images.clean, labels=labels) for _ in range(3)]
     bad = containers.start(site_images.tampered, labels=labels)
-    args = ["--docker-label", f"artifactcheck.test={run_id}", "--docker-label", "case=act",
-            "--release-image", site_images.clean, "--on-mismatch", "stop", "--output", "json"]
+    args = [
+        "--docker-label",
+        f"artifactcheck.test={run_id}",
+        "--docker-label",
+        "case=act",
+        "--release-image",
+        site_images.clean,
+        "--on-mismatch",
+        "stop",
+        "--output",
+        "json",
+    ]
     dry = verify(docker_host, monkeypatch, *args, "--dry-run")
     assert dry.exit_code == 1
     acts = json.loads(dry.stdout)["actions"]
@@ -95,8 +151,12 @@ def test_on_mismatch_stop_under_safety_limits(
 
 
 def test_container_stopped_mid_run_is_unreachable_not_mismatch(
-    docker_host: str, monkeypatch: pytest.MonkeyPatch, run_id: str, site_images: Any,
-    containers: Any, tmp_path: Any,
+    docker_host: str,
+    monkeypatch: pytest.MonkeyPatch,
+    run_id: str,
+    site_images: Any,
+    containers: Any,
+    tmp_path: Any,
 ) -> None:
     import asyncio
 
@@ -107,11 +167,13 @@ def test_container_stopped_mid_run_is_unreachable_not_mismatch(
     labels = {"case": "stopped"}
     containers.start(site_images.clean, labels=labels)
     gone = containers.start(site_images.clean, labels=labels)
-    spec = load_spec({
-        "docker": {"labels": [f"artifactcheck.test={run_id}", "case=stopped"]},
-        "http": {"connect_timeout": 1.0, "instance_deadline": 5.0},
-        "retry": {"attempts": 1},
-    })
+    spec = load_spec(
+        {
+            "docker": {"labels": [f"artifactcheck.test={run_id}", "case=stopped"]},
+            "http": {"connect_timeout": 1.0, "instance_deadline": 5.0},
+            "retry": {"attempts": 1},
+        }
+    )
     monkeypatch.setenv("DOCKER_HOST", docker_host)
     from artifactcheck.pipeline import discover_all
 

@@ -43,7 +43,11 @@ def test_huge_manifest_is_refused_with_bounded_memory(make_fleet, web) -> None:
     r = by_name(report)["huge"]
     assert r.verdict is Verdict.MISMATCH
     invalid = [f for f in r.findings if f.kind is FindingKind.MANIFEST_INVALID]
-    assert invalid and "too-large" in (r.observation.manifest_fetch.error_kind or "") or "cap" in invalid[0].message
+    assert (
+        invalid
+        and "too-large" in (r.observation.manifest_fetch.error_kind or "")
+        or "cap" in invalid[0].message
+    )
     assert peak < 40 * 1024 * 1024, f"peak traced memory {peak / 1e6:.1f} MB"
     # the server did not have to send all 50 MB: the client stopped reading at the cap
     assert web.server(huge).bytes_sent < 50 * 1024 * 1024
@@ -80,7 +84,9 @@ def test_ssrf_paths_in_manifest_are_never_fetched(make_fleet, web) -> None:
     # the native reader refuses the whole manifest or records the unsafe entries
     assert kinds & {FindingKind.MANIFEST_INVALID, FindingKind.UNSAFE_REFERENCE}
     evil_paths = web.server(evil_url).paths
-    assert all(".." not in p and "169.254" not in p and "://" not in p for p in evil_paths), evil_paths
+    assert all(".." not in p and "169.254" not in p and "://" not in p for p in evil_paths), (
+        evil_paths
+    )
     assert web.server(other).request_count == 0, "a redirect off the base URL was followed"
 
 
@@ -88,7 +94,9 @@ def test_off_host_redirect_is_an_error_not_followed(make_fleet, web) -> None:
     fleet = make_fleet(1)
     other = web.add(Site(root=fleet.releases["1.4.1"]), "127.91.2.2")
     redirecting = web.add(
-        Site(root=fleet.releases["1.4.1"], overrides={"index.html": Redirect(other + "index.html")}),
+        Site(
+            root=fleet.releases["1.4.1"], overrides={"index.html": Redirect(other + "index.html")}
+        ),
         "127.91.2.1",
     )
     spec = fleet.spec(targets=[{"url": redirecting, "version": "1.4.1", "name": "redir"}])
@@ -104,7 +112,10 @@ def test_tarpit_and_trickle_end_within_deadline(make_fleet, web) -> None:
     fleet = make_fleet(1)
     hang = web.add(Site(fault=Hang()), "127.91.3.1")
     trickle = web.add(
-        Site(root=fleet.releases["1.4.1"], overrides={".vite/manifest.json": Trickle(b"{" * 600, interval=1.0)}),
+        Site(
+            root=fleet.releases["1.4.1"],
+            overrides={".vite/manifest.json": Trickle(b"{" * 600, interval=1.0)},
+        ),
         "127.91.3.2",
     )
     spec = fleet.spec(
@@ -113,7 +124,12 @@ def test_tarpit_and_trickle_end_within_deadline(make_fleet, web) -> None:
             {"url": trickle, "version": "1.4.1", "name": "trickle"},
             *fleet.targets(),
         ],
-        http={"instance_deadline": 3.0, "request_timeout": 2.0, "read_timeout": 1.5, "connect_timeout": 1.0},
+        http={
+            "instance_deadline": 3.0,
+            "request_timeout": 2.0,
+            "read_timeout": 1.5,
+            "connect_timeout": 1.0,
+        },
         retry={"attempts": 1},
     )
     spec["cdn"] = None
@@ -124,7 +140,11 @@ def test_tarpit_and_trickle_end_within_deadline(make_fleet, web) -> None:
     results = by_name(report)
     assert results["hang"].verdict is Verdict.UNREACHABLE
     assert "timeout" in (results["hang"].observation.error_kind or "")
-    assert results["trickle"].verdict in (Verdict.UNREACHABLE, Verdict.MISMATCH, Verdict.INCONCLUSIVE)
+    assert results["trickle"].verdict in (
+        Verdict.UNREACHABLE,
+        Verdict.MISMATCH,
+        Verdict.INCONCLUSIVE,
+    )
     assert results["trickle"].verdict is not Verdict.CONSISTENT
     assert results[fleet.instances[0].name].verdict is Verdict.CONSISTENT
 
@@ -133,11 +153,19 @@ def test_failing_fleet_gets_bounded_load(web) -> None:
     """Every instance answers 503: total requests stay within first attempts + budget."""
     from artifactcheck.sim.web import Status, loopback_hosts
 
-    urls = web.add_many([(Site(fault=Status(503)), h) for h in loopback_hosts(20, first="127.92.0.1")])
+    urls = web.add_many(
+        [(Site(fault=Status(503)), h) for h in loopback_hosts(20, first="127.92.0.1")]
+    )
     spec = {
         "targets": [{"url": u, "version": "1.0"} for u in urls],
         "manifest_path": "artifactcheck.json",
-        "retry": {"attempts": 4, "base_delay": 0.01, "max_delay": 0.05, "budget_ratio": 0.2, "budget_min": 2},
+        "retry": {
+            "attempts": 4,
+            "base_delay": 0.01,
+            "max_delay": 0.05,
+            "budget_ratio": 0.2,
+            "budget_min": 2,
+        },
     }
     report = check(spec)
     received = sum(web.server(u).request_count for u in urls)
@@ -145,5 +173,11 @@ def test_failing_fleet_gets_bounded_load(web) -> None:
     allowance = 2 + 0.2 * first_attempts
     assert received <= first_attempts + allowance, received
     assert received == report.requests
-    assert {r.verdict for r in report.results} <= {Verdict.INCONCLUSIVE, Verdict.MISMATCH, Verdict.UNREACHABLE}
-    assert not any(r.verdict is Verdict.MISMATCH for r in report.results), "a 503 is never evidence of a mismatch"
+    assert {r.verdict for r in report.results} <= {
+        Verdict.INCONCLUSIVE,
+        Verdict.MISMATCH,
+        Verdict.UNREACHABLE,
+    }
+    assert not any(r.verdict is Verdict.MISMATCH for r in report.results), (
+        "a 503 is never evidence of a mismatch"
+    )

@@ -54,9 +54,13 @@ def test_other_release_bytes_under_same_names(make_fleet) -> None:
     assert bad["serves_version"] == "1.4.2"
     differing = {f["path"] for f in bad["findings"] if f["kind"] == "content-differs"}
     assert differing == set(swapped)
-    same_size = [f for f in bad["findings"] if f["kind"] == "content-differs" and "same size" in f["message"]]
+    same_size = [
+        f for f in bad["findings"] if f["kind"] == "content-differs" and "same size" in f["message"]
+    ]
     assert same_size, "the JS files keep their size between releases: only hashing catches them"
-    assert [r["verdict"] for n, r in results.items() if n != fleet.instances[1].url] == ["consistent"] * 3
+    assert [r["verdict"] for n, r in results.items() if n != fleet.instances[1].url] == [
+        "consistent"
+    ] * 3
 
 
 def test_other_release_unknown_still_mismatch(make_fleet) -> None:
@@ -141,8 +145,13 @@ def test_version_endpoint(make_fleet) -> None:
     fleet = make_fleet(2)
     args = [a for inst in fleet.instances for a in ("--target", inst.url)]
     code, out, _ = verify(
-        *args, "--release-manifest", fleet.release_template, "--version-endpoint", "/version#/version",
-        "--output", "json",
+        *args,
+        "--release-manifest",
+        fleet.release_template,
+        "--version-endpoint",
+        "/version#/version",
+        "--output",
+        "json",
     )
     doc = json.loads(out)
     assert code == 0, doc
@@ -164,8 +173,15 @@ def test_junit_and_json_files(make_fleet, tmp_path) -> None:
 
 def test_sampling_keeps_entry_points(make_fleet) -> None:
     fleet = make_fleet(3)
-    code, out, _ = verify(*fleet_args(fleet, cdn=False), "--sample-assets", "1", "--sample-instances", "2",
-                          "--output", "json")
+    code, out, _ = verify(
+        *fleet_args(fleet, cdn=False),
+        "--sample-assets",
+        "1",
+        "--sample-instances",
+        "2",
+        "--output",
+        "json",
+    )
     doc = json.loads(out)
     assert code == 0
     assert len(doc["results"]) == 2
@@ -184,7 +200,11 @@ def test_configuration_errors_name_the_field(tmp_path) -> None:
     bad.write_text("targets:\n  - url: ftp://x/\nhttp:\n  connect_timeout: -1\n  bogus: 1\n")
     code, _, err = verify("--config", str(bad))
     assert code == 2
-    assert "targets.0.url" in err and "http.connect_timeout" in err and "http.bogus: unknown field" in err
+    assert (
+        "targets.0.url" in err
+        and "http.connect_timeout" in err
+        and "http.bogus: unknown field" in err
+    )
     code, _, err = verify("--target", "not-a-url")
     assert code == 2 and "--target 'not-a-url'" in err
     code, _, err = verify()
@@ -196,7 +216,9 @@ def test_console_script_exit_code(make_fleet) -> None:
     fleet.drift(1, serves="1.4.2")
     proc = subprocess.run(
         [sys.executable, "-m", "artifactcheck", "verify", *fleet_args(fleet, cdn=False)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 1, proc.stderr
     assert "mismatch" in proc.stdout

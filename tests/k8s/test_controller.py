@@ -7,7 +7,6 @@ import itertools
 import pytest
 
 from artifactcheck.sim.cluster import SimCluster, wait_for
-
 from artifactcheck.sim.running import RunningController
 
 _net = itertools.count(1)
@@ -180,10 +179,21 @@ def test_verify_against_cluster(cluster: SimCluster, tmp_path) -> None:
     result = CliRunner().invoke(
         main,
         [
-            "verify", "--kubeconfig", _kubeconfig(cluster, tmp_path), "--namespace", "shop",
-            "--selector", "app=web,app.kubernetes.io/version in (1.4.2)",
-            "--pod-port", str(cluster.port), "--release-manifest", cluster.release_template,
-            "--known-version", "1.4.1", "--output", "json",
+            "verify",
+            "--kubeconfig",
+            _kubeconfig(cluster, tmp_path),
+            "--namespace",
+            "shop",
+            "--selector",
+            "app=web,app.kubernetes.io/version in (1.4.2)",
+            "--pod-port",
+            str(cluster.port),
+            "--release-manifest",
+            cluster.release_template,
+            "--known-version",
+            "1.4.1",
+            "--output",
+            "json",
         ],
     )
     assert result.exit_code == 1, result.output
@@ -194,7 +204,9 @@ def test_verify_against_cluster(cluster: SimCluster, tmp_path) -> None:
     assert odd["verdict"] == "mismatch" and odd["serves_version"] == "1.4.1"
     assert odd["node"] == "node-a" and odd["owner"] == "web-7f9c"
     # verify never writes to the cluster
-    assert not [m for m, _ in cluster.api.requests if m in ("POST", "PUT", "PATCH", "DELETE")][4 * 2 :]
+    assert not [m for m, _ in cluster.api.requests if m in ("POST", "PUT", "PATCH", "DELETE")][
+        4 * 2 :
+    ]
 
 
 def test_verify_cluster_unreachable_exits_3(tmp_path) -> None:
@@ -208,7 +220,9 @@ def test_verify_cluster_unreachable_exits_3(tmp_path) -> None:
         "clusters: [{name: x, cluster: {server: 'http://127.0.0.1:9'}}]\n"
         "users: [{name: x, user: {}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\n"
     )
-    result = CliRunner().invoke(main, ["verify", "--kubeconfig", str(cfg), "-n", "shop", "-l", "app=web"])
+    result = CliRunner().invoke(
+        main, ["verify", "--kubeconfig", str(cfg), "-n", "shop", "-l", "app=web"]
+    )
     assert result.exit_code == 3
     assert "list pods" in result.stderr
 
@@ -221,20 +235,32 @@ def test_node_cordon_once_and_capped(cluster: SimCluster) -> None:
     on_c = [cluster.add_pod(node="node-c", serves="1.4.1", image_id=stale) for _ in range(1)]
     cluster.add_check(
         interval=0.4,
-        policy={"mode": "quarantine", "cordon_nodes": True, "max_cordoned_nodes": 1,
-                "max_quarantine_fraction": 0.5},
+        policy={
+            "mode": "quarantine",
+            "cordon_nodes": True,
+            "max_cordoned_nodes": 1,
+            "max_quarantine_fraction": 0.5,
+        },
     )
     with RunningController(cluster) as ctl:
-        wait_for(lambda: cluster.api.get("v1", "Node", None, "node-c")["spec"].get("unschedulable"),
-                 timeout=20)
+        wait_for(
+            lambda: cluster.api.get("v1", "Node", None, "node-c")["spec"].get("unschedulable"),
+            timeout=20,
+        )
         node = cluster.api.get("v1", "Node", None, "node-c")
         assert node["metadata"]["annotations"]["artifactcheck.io/cordoned"] == "true"
         # a second stale node: capped at 1, so an alert instead of a cordon
         cluster.add_pod(node="node-d", serves="1.4.1", image_id=stale)
-        wait_for(lambda: any(f["kind"] == "node-suspect" for f in cluster.check_status().get("findings", [])),
-                 timeout=20)
+        wait_for(
+            lambda: any(
+                f["kind"] == "node-suspect" for f in cluster.check_status().get("findings", [])
+            ),
+            timeout=20,
+        )
         assert not cluster.api.get("v1", "Node", None, "node-d")["spec"].get("unschedulable")
-        patches = [p for m, p in cluster.api.requests if m == "PATCH" and p.startswith("/api/v1/nodes/")]
+        patches = [
+            p for m, p in cluster.api.requests if m == "PATCH" and p.startswith("/api/v1/nodes/")
+        ]
         assert len(patches) == 1, patches
         assert on_c and ctl.controller.cycles_completed > 0
 
@@ -263,7 +289,9 @@ def test_steady_state_costs_no_api_calls(cluster: SimCluster) -> None:
     cluster.add_check(interval=0.3)
     with RunningController(cluster, renew_period=0.3) as ctl:
         wait_for(lambda: all(gate(cluster, p.name) == "True" for p in pods), timeout=20)
-        wait_for(lambda: cluster.check_status().get("counts", {}).get("consistent") == 5, timeout=20)
+        wait_for(
+            lambda: cluster.check_status().get("counts", {}).get("consistent") == 5, timeout=20
+        )
         start = ctl.controller.cycles_completed
         cluster.api.reset_requests()
         wait_for(lambda: ctl.controller.cycles_completed >= start + 3, timeout=20)
@@ -273,3 +301,32 @@ def test_steady_state_costs_no_api_calls(cluster: SimCluster) -> None:
     # only lease renewals (and possibly a watch reconnect): no per-pod reads, no writes
     assert all(m == "GET" and "watch" in p for m, p in other), other
     assert not [c for c in other if "/pods/" in c[1]]
+
+
+def test_investigate_pod_shows_condition_and_events(cluster: SimCluster, tmp_path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from artifactcheck.cli import main
+
+    for node in ("node-a", "node-b", "node-a"):
+        cluster.add_pod(node=node)
+    bad = cluster.add_pod(serves="1.4.1", node="node-c")
+    cluster.add_check(interval=0.4, policy={"mode": "quarantine", "max_quarantine_fraction": 0.5})
+    with RunningController(cluster):
+        wait_for(lambda: gate(cluster, bad.name) == "False", timeout=20)
+    args = [
+        "investigate", f"shop/{bad.name}", "--kubeconfig", _kubeconfig(cluster, tmp_path),
+        "-n", "shop", "-l", "app=web", "--pod-port", str(cluster.port),
+        "--release-manifest", cluster.release_template, "--known-version", "1.4.1",
+        "--cdn", cluster.cdn_url,
+    ]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output
+    flat = " ".join(result.stdout.split())
+    assert bad.name in flat and "1.4.1" in flat and "node-c" in flat
+    doc = json.loads(CliRunner().invoke(main, [*args, "--output", "json"]).stdout)
+    text = json.dumps(doc)
+    assert "ContentMismatch" in text  # the Warning Event and the condition's reason
+    assert "artifactcheck.io/content-verified" in text
