@@ -676,7 +676,7 @@ def test_controller_cluster_role_grants_what_the_issue_lists() -> None:
     assert _allowed(rules, "", "pods/status") == {"patch"}
     assert _allowed(rules, "artifactcheck.io", "artifactchecks") == {"get", "list", "watch"}
     assert _allowed(rules, "artifactcheck.io", "artifactchecks/status") == {"patch", "update"}
-    assert _allowed(rules, "", "events") == {"create", "get", "patch"}
+    assert _allowed(rules, "", "events") == {"create", "get", "list", "patch"}
     assert _allowed(rules, "events.k8s.io", "events") == {"create", "patch"}
     assert _allowed(rules, "", "configmaps") == {"get", "list", "watch"}
     assert _allowed(rules, "coordination.k8s.io", "leases") == set(), "leases: Role only"
