@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 import click
 
+from .cli_options import spec_from_options, target_options
 from .errors import ArtifactCheckError, ConfigError, DependencyError, ManifestError
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
@@ -56,54 +57,6 @@ def main(verbose: int) -> None:
     _setup_logging(verbose)
 
 
-def _parse_kv(values: tuple[str, ...], option: str, sep: str = "=") -> dict[str, str]:
-    out = {}
-    for item in values:
-        key, found, value = item.partition(sep)
-        if not found or not key.strip():
-            raise ConfigError(f"{option} {item!r}: expected NAME{sep}VALUE")
-        out[key.strip()] = value.strip()
-    return out
-
-
-def build_spec(config: str | None, overrides: dict[str, Any]) -> Any:
-    """A CheckSpec from an optional YAML file overlaid with command-line values."""
-    import yaml
-
-    from .settings import load_spec
-
-    data: dict[str, Any] = {}
-    origin = "command line"
-    if config:
-        path = Path(config)
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top level")
-        data = loaded
-        origin = f"{path} + command line"
-    for key, value in overrides.items():
-        if value is None or value == () or value == []:
-            continue
-        node = data
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"{origin}: {part} must be a mapping")
-        if isinstance(value, list) and isinstance(node.get(leaf), list):
-            node[leaf] = node[leaf] + value
-        elif isinstance(value, dict) and isinstance(node.get(leaf), dict):
-            node[leaf] = {**node[leaf], **value}
-        else:
-            node[leaf] = value
-    return load_spec(data, origin=origin)
-
-
 def _outputs(values: tuple[str, ...]) -> list[tuple[str, str | None]]:
     outs: list[tuple[str, str | None]] = []
     for item in values or ("table",):
@@ -131,76 +84,11 @@ def emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool = 
             Path(dest).write_text(text, encoding="utf-8")
 
 
-def _version_endpoint(value: str | None) -> dict[str, str] | None:
-    if not value:
-        return None
-    path, _, pointer = value.partition("#")
-    return {"path": path or "/version", "pointer": pointer}
-
-
 @main.command()
-@click.option(
-    "-t",
-    "--target",
-    "targets",
-    multiple=True,
-    metavar="URL[=VERSION]",
-    help="An instance to check; repeat for a fleet.",
-)
-@click.option("-c", "--config", type=click.Path(dir_okay=False), help="CheckSpec YAML file.")
-@click.option("--cdn", help="CDN base URL every served asset must exist on.")
-@click.option(
-    "--release-manifest",
-    metavar="PATH-OR-URL",
-    help="Release manifest; '{version}' is replaced by each reported version.",
-)
-@click.option("--release-image", metavar="IMAGE", help="Release image; '{version}' is replaced.")
-@click.option("--release-image-path", metavar="DIR", help="Site directory inside the image.")
-@click.option(
-    "--known-version",
-    "known_versions",
-    multiple=True,
-    metavar="V",
-    help="Also load this release to name what a mismatching instance serves.",
-)
-@click.option("--desired-version", metavar="V", help="Version the fleet should run.")
-@click.option("--manifest-path", metavar="PATH", help="Served manifest path (default: probe).")
-@click.option("--manifest-format", metavar="FORMAT", help="Served manifest format (default auto).")
-@click.option(
-    "--version-endpoint",
-    metavar="PATH[#POINTER]",
-    help="Read the version over HTTP, e.g. /version#/version.",
-)
+@target_options
 @click.option("--sample-instances", type=int, metavar="N", help="Check N instances, not all.")
 @click.option("--sample-assets", type=int, metavar="K", help="Fetch K assets per instance.")
 @click.option("--seed", type=int, help="Random seed for sampling.")
-@click.option("--host-header", metavar="NAME", help="Host header and TLS server name to send.")
-@click.option("--header", "headers", multiple=True, metavar="NAME=VALUE", help="Extra header.")
-@click.option(
-    "--header-env",
-    multiple=True,
-    metavar="NAME=ENVVAR",
-    help="Extra header whose value is read from an environment variable.",
-)
-@click.option(
-    "--header-file",
-    multiple=True,
-    metavar="NAME=FILE",
-    help="Extra header whose value is read from a file.",
-)
-@click.option("--ca-bundle", type=click.Path(dir_okay=False), help="Extra trusted CAs (PEM).")
-@click.option("--insecure", is_flag=True, help="Do not verify TLS certificates.")
-@click.option("--deadline", type=float, metavar="SECONDS", help="Per-instance deadline.")
-@click.option("--concurrency", type=int, metavar="N", help="Requests in flight in total.")
-@click.option(
-    "--docker-label",
-    "docker_labels",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Check Docker containers with this label.",
-)
-@click.option("--docker-network", metavar="NAME", help="Network whose container IP is used.")
-@click.option("--docker-port", type=int, metavar="PORT", help="Container port of the site.")
 @click.option(
     "--on-mismatch",
     metavar="stop|pause|disconnect=NET",
@@ -219,11 +107,6 @@ def _version_endpoint(value: str | None) -> dict[str, str] | None:
     help="Largest fraction of a workload acted on (default 0.25).",
 )
 @click.option("--dry-run", is_flag=True, help="Decide and report actions, never perform them.")
-@click.option("-n", "--namespace", help="Check pods in this namespace.")
-@click.option("-l", "--selector", help="Label selector of the pods.")
-@click.option("--pod-port", type=int, metavar="PORT", help="Port the pods serve on.")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file.")
-@click.option("--context", "kube_context", help="Kubeconfig context.")
 @click.option(
     "-o",
     "--output",
@@ -237,49 +120,12 @@ def verify(**opts: Any) -> None:
     """Check instances against the expected release, the CDN and each other."""
     try:
         outputs = _outputs(opts["outputs"])
-        from .discover.static import parse_target
-
-        targets = [parse_target(t).model_dump(exclude_none=True) for t in opts["targets"]]
-        docker: dict[str, Any] | None = None
-        if opts["docker_labels"] or opts["docker_network"] or opts["docker_port"]:
-            docker = {"labels": list(opts["docker_labels"])}
-            if opts["on_mismatch"]:
-                docker["on_mismatch"] = opts["on_mismatch"]
-            if opts["docker_network"]:
-                docker["network"] = opts["docker_network"]
-            if opts["docker_port"]:
-                docker["port"] = opts["docker_port"]
-        kube: dict[str, Any] | None = None
-        if opts["namespace"] or opts["selector"]:
-            kube = {"namespace": opts["namespace"] or "default", "selector": opts["selector"] or ""}
-            if opts["pod_port"]:
-                kube["port"] = opts["pod_port"]
-        spec = build_spec(
-            opts["config"],
+        spec = spec_from_options(
+            opts,
             {
-                "targets": targets,
-                "docker": docker,
-                "kubernetes": kube,
-                "cdn": opts["cdn"],
-                "release_manifest": opts["release_manifest"],
-                "release_image": opts["release_image"],
-                "release_image_path": opts["release_image_path"],
-                "known_versions": list(opts["known_versions"]),
-                "desired_version": opts["desired_version"],
-                "manifest_path": opts["manifest_path"],
-                "manifest_format": opts["manifest_format"],
-                "version_endpoint": _version_endpoint(opts["version_endpoint"]),
                 "sampling.instances": opts["sample_instances"],
                 "sampling.assets_per_instance": opts["sample_assets"],
                 "sampling.seed": opts["seed"],
-                "http.host_header": opts["host_header"],
-                "http.headers": _parse_kv(opts["headers"], "--header") or None,
-                "http.header_env": _parse_kv(opts["header_env"], "--header-env") or None,
-                "http.header_files": _parse_kv(opts["header_file"], "--header-file") or None,
-                "http.ca_bundle": opts["ca_bundle"],
-                "http.verify_tls": False if opts["insecure"] else None,
-                "http.instance_deadline": opts["deadline"],
-                "http.max_connections": opts["concurrency"],
                 "policy.confirmations": opts["confirmations"],
                 "policy.max_quarantine_fraction": opts["max_fraction"],
                 "policy.dry_run": True if opts["dry_run"] else None,

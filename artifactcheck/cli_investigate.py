@@ -42,6 +42,7 @@ from .act.investigate import (
     tls_view,
     unknown_target,
 )
+from .cli_options import spec_from_options, target_options
 from .errors import ArtifactCheckError, ConfigError, DependencyError
 from .models import Fetched, Instance, Manifest, Report
 
@@ -362,117 +363,6 @@ async def collect_fleet(
 # --------------------------------------------------------------------------- options
 
 
-def _target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The instance, release and CDN flags of ``verify``, so the three commands agree."""
-    options = [
-        click.option(
-            "-t",
-            "--target",
-            "targets",
-            multiple=True,
-            metavar="URL[=VERSION]",
-            help="An instance to check; repeat for a fleet.",
-        ),
-        click.option("-c", "--config", type=click.Path(dir_okay=False), help="CheckSpec YAML."),
-        click.option("--cdn", help="CDN base URL every served asset must exist on."),
-        click.option(
-            "--release-manifest",
-            metavar="PATH-OR-URL",
-            help="Release manifest; '{version}' is replaced by each reported version.",
-        ),
-        click.option("--release-image", metavar="IMAGE", help="Release image; '{version}' ok."),
-        click.option("--release-image-path", metavar="DIR", help="Site directory in the image."),
-        click.option(
-            "--known-version",
-            "known_versions",
-            multiple=True,
-            metavar="V",
-            help="Also load this release to name what a mismatching instance serves.",
-        ),
-        click.option("--desired-version", metavar="V", help="Version the fleet should run."),
-        click.option("--manifest-path", metavar="PATH", help="Served manifest path."),
-        click.option("--manifest-format", metavar="FORMAT", help="Served manifest format."),
-        click.option(
-            "--version-endpoint",
-            metavar="PATH[#POINTER]",
-            help="Read the version over HTTP, e.g. /version#/version.",
-        ),
-        click.option("--host-header", metavar="NAME", help="Host header and TLS server name."),
-        click.option("--header", "headers", multiple=True, metavar="NAME=VALUE"),
-        click.option("--header-env", multiple=True, metavar="NAME=ENVVAR"),
-        click.option("--header-file", multiple=True, metavar="NAME=FILE"),
-        click.option("--ca-bundle", type=click.Path(dir_okay=False), help="Extra CAs (PEM)."),
-        click.option("--insecure", is_flag=True, help="Do not verify TLS certificates."),
-        click.option("--deadline", type=float, metavar="SECONDS", help="Per-instance deadline."),
-        click.option("--concurrency", type=int, metavar="N", help="Requests in flight."),
-        click.option("--docker-label", "docker_labels", multiple=True, metavar="KEY=VALUE"),
-        click.option("--docker-network", metavar="NAME"),
-        click.option("--docker-port", type=int, metavar="PORT"),
-        click.option("-n", "--namespace", help="Pods in this namespace."),
-        click.option("-l", "--selector", help="Label selector of the pods."),
-        click.option("--pod-port", type=int, metavar="PORT", help="Port the pods serve on."),
-        click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file."),
-        click.option("--context", "kube_context", help="Kubeconfig context."),
-        click.option(
-            "-o",
-            "--output",
-            "outputs",
-            multiple=True,
-            metavar="FORMAT[=FILE]",
-            help="table (default), json or json=FILE; repeatable.",
-        ),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
-
-
-def spec_from_options(opts: dict[str, Any]) -> CheckSpec:
-    """A CheckSpec from the shared flags, built exactly as ``verify`` builds it."""
-    from .cli import _parse_kv, _version_endpoint, build_spec
-    from .discover.static import parse_target
-
-    targets = [parse_target(t).model_dump(exclude_none=True) for t in opts["targets"]]
-    docker: dict[str, Any] | None = None
-    if opts["docker_labels"] or opts["docker_network"] or opts["docker_port"]:
-        docker = {"labels": list(opts["docker_labels"])}
-        if opts["docker_network"]:
-            docker["network"] = opts["docker_network"]
-        if opts["docker_port"]:
-            docker["port"] = opts["docker_port"]
-    kube: dict[str, Any] | None = None
-    if opts["namespace"] or opts["selector"]:
-        kube = {"namespace": opts["namespace"] or "default", "selector": opts["selector"] or ""}
-        if opts["pod_port"]:
-            kube["port"] = opts["pod_port"]
-    spec: CheckSpec = build_spec(
-        opts["config"],
-        {
-            "targets": targets,
-            "docker": docker,
-            "kubernetes": kube,
-            "cdn": opts["cdn"],
-            "release_manifest": opts["release_manifest"],
-            "release_image": opts["release_image"],
-            "release_image_path": opts["release_image_path"],
-            "known_versions": list(opts["known_versions"]),
-            "desired_version": opts["desired_version"],
-            "manifest_path": opts["manifest_path"],
-            "manifest_format": opts["manifest_format"],
-            "version_endpoint": _version_endpoint(opts["version_endpoint"]),
-            "http.host_header": opts["host_header"],
-            "http.headers": _parse_kv(opts["headers"], "--header") or None,
-            "http.header_env": _parse_kv(opts["header_env"], "--header-env") or None,
-            "http.header_files": _parse_kv(opts["header_file"], "--header-file") or None,
-            "http.ca_bundle": opts["ca_bundle"],
-            "http.verify_tls": False if opts["insecure"] else None,
-            "http.instance_deadline": opts["deadline"],
-            "http.max_connections": opts["concurrency"],
-        },
-    )
-    return spec
-
-
 def parse_outputs(values: Sequence[str]) -> list[tuple[str, str | None]]:
     """``table``, ``json`` or ``json=FILE`` (junit has no meaning for one instance)."""
     outs: list[tuple[str, str | None]] = []
@@ -520,7 +410,15 @@ def _run(coro: Any) -> Any:
 
 @click.command()
 @click.argument("target")
-@_target_options
+@target_options
+@click.option(
+    "-o",
+    "--output",
+    "outputs",
+    multiple=True,
+    metavar="FORMAT[=FILE]",
+    help="table (default), json or json=FILE; repeatable.",
+)
 @click.option("--diff", is_flag=True, help="Unified diff of mismatching text files (JS/CSS/HTML).")
 @click.option(
     "--diff-lines",
@@ -564,7 +462,15 @@ def investigate(target: str, **opts: Any) -> None:
 
 
 @click.command()
-@_target_options
+@target_options
+@click.option(
+    "-o",
+    "--output",
+    "outputs",
+    multiple=True,
+    metavar="FORMAT[=FILE]",
+    help="table (default), json or json=FILE; repeatable.",
+)
 @click.option(
     "--watch",
     type=click.FloatRange(min=0.1),
