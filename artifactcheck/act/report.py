@@ -26,6 +26,7 @@ from ..models import (
 )
 
 REPORT_SCHEMA = "artifactcheck/report/v1"
+MAX_FINDINGS_PER_INSTANCE = 6
 
 VERDICT_STYLE = {
     Verdict.CONSISTENT: "green",
@@ -193,13 +194,26 @@ def render_table(report: Report, console: Console, *, verbose: bool = False) -> 
             r.reason,
         )
     console.print(table)
-    details = [
-        f
-        for r in report.results
-        for f in r.findings
-        if verbose or r.verdict is not Verdict.CONSISTENT and f.severity is not Severity.INFO
-    ]
-    _print_findings(console, "findings", details)
+    shown = 0
+    for r in report.results:
+        items = [
+            f
+            for f in r.findings
+            if verbose or (r.verdict is not Verdict.CONSISTENT and f.severity is not Severity.INFO)
+        ]
+        if not items:
+            continue
+        if shown == 0:
+            console.print(Text("findings", style="bold"))
+        shown += 1
+        console.print(Text(f"  {r.instance.name}", style=VERDICT_STYLE[r.verdict]))
+        limit = len(items) if verbose else MAX_FINDINGS_PER_INSTANCE
+        for f in items[:limit]:
+            _print_finding(console, f, indent="    ", with_instance=False)
+        if len(items) > limit:
+            console.print(
+                f"    ... and {len(items) - limit} more (--verbose-report or --output json)"
+            )
     _print_findings(console, "fleet", report.findings)
     if report.actions:
         console.print(Text("actions", style="bold"))
@@ -214,15 +228,18 @@ def render_table(report: Report, console: Console, *, verbose: bool = False) -> 
     )
 
 
+def _print_finding(console: Console, f: Finding, *, indent: str, with_instance: bool) -> None:
+    line = Text(f"{indent}[{f.kind.value}] ", style=SEVERITY_STYLE[f.severity])
+    line.append((f"{f.instance}: " if with_instance and f.instance else "") + f.message)
+    if f.expected and f.actual and f.kind.value in ("content-differs", "cdn-differs"):
+        line.append(f" (expected {_short(f.expected)}, got {_short(f.actual)})", style="dim")
+    console.print(line)
+
+
 def _print_findings(console: Console, title: str, findings: Iterable[Finding]) -> None:
     items = list(findings)
     if not items:
         return
     console.print(Text(title, style="bold"))
     for f in items:
-        who = f"{f.instance}: " if f.instance else ""
-        line = Text(f"  [{f.kind.value}] ", style=SEVERITY_STYLE[f.severity])
-        line.append(who + f.message)
-        if f.expected and f.actual and f.kind.value in ("content-differs", "cdn-differs"):
-            line.append(f" (expected {_short(f.expected)}, got {_short(f.actual)})", style="dim")
-        console.print(line)
+        _print_finding(console, f, indent="  ", with_instance=True)
