@@ -321,3 +321,74 @@ def load_spec_file(path: str | Path) -> CheckSpec:
     if data is None:
         data = {}
     return load_spec(data, origin=str(p))
+
+
+def markdown_reference() -> str:
+    """The configuration reference (docs/configuration.md), generated from the models.
+
+    Generated rather than written so it cannot drift from what ``load_spec`` accepts;
+    a test compares the committed file with this function's output.
+    """
+    lines = [
+        "# Configuration reference",
+        "",
+        "Generated from the `CheckSpec` model by `python -m artifactcheck.settings > "
+        "docs/configuration.md`. The same model validates a `--config` YAML file, the "
+        "command-line flags and the `spec` of an `ArtifactCheck` resource; unknown fields "
+        "are rejected with their name.",
+        "",
+    ]
+
+    def table(model: type[BaseModel], prefix: str) -> None:
+        lines.append(f"## `{prefix or 'CheckSpec'}`")
+        lines.append("")
+        if model.__doc__:
+            lines.extend([model.__doc__.strip().splitlines()[0], ""])
+        lines.append("| field | type | default | description |")
+        lines.append("|---|---|---|---|")
+        nested: list[tuple[type[BaseModel], str]] = []
+        for name, info in model.model_fields.items():
+            ann = info.annotation
+            sub = _model_in(ann)
+            type_name = _type_name(ann)
+            if info.is_required():
+                default = "required"
+            elif info.default_factory is not None:
+                default = "see below" if sub else f"`{info.default_factory()}`"  # type: ignore[call-arg]
+            else:
+                default = f"`{info.default!r}`"
+            desc = info.description or ""
+            if not desc and sub is not None:
+                desc = (sub.__doc__ or "").strip().splitlines()[0]
+            lines.append(f"| `{name}` | {type_name} | {default} | {desc} |")
+            if sub is not None:
+                nested.append((sub, f"{prefix}.{name}" if prefix else name))
+        lines.append("")
+        for sub, path in nested:
+            table(sub, path)
+
+    table(CheckSpec, "")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _type_name(annotation: Any) -> str:
+    text = str(annotation).replace("typing.", "")
+    text = re.sub(r"\b(?:artifactcheck\.settings|__main__)\.", "", text)
+    text = re.sub(r"<class '([^']+)'>", r"\1", text)
+    return "`" + text.replace("|", "or") + "`"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(markdown_reference(), end="")
