@@ -192,3 +192,46 @@ def test_daemon_unreachable_exits_3(monkeypatch: pytest.MonkeyPatch, tmp_path: A
     result = CliRunner().invoke(main, ["verify", "--docker-label", "app=web"])
     assert result.exit_code == 3
     assert "Docker engine unreachable" in result.stderr
+
+
+def test_manifest_from_image_cli_matches_manifest_build(
+    docker_host: str, monkeypatch: pytest.MonkeyPatch, site_images: Any, tmp_path: Any
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", docker_host)
+    runner = CliRunner()
+    from_image, built = tmp_path / "from-image.json", tmp_path / "built.json"
+    r1 = runner.invoke(
+        main,
+        [
+            "manifest",
+            "from-image",
+            site_images.clean,
+            "--path",
+            "/usr/share/nginx/html",
+            "--version",
+            site_images.version,
+            "-o",
+            str(from_image),
+        ],
+    )
+    assert r1.exit_code == 0, r1.output
+    r2 = runner.invoke(
+        main,
+        [
+            "manifest",
+            "build",
+            str(site_images.site),
+            "--version",
+            site_images.version,
+            "-o",
+            str(built),
+        ],
+    )
+    assert r2.exit_code == 0, r2.output
+    doc = json.loads(from_image.read_text())
+    assert doc.pop("image_id") == site_images.clean_id
+    # byte for byte once the image ID (recorded only by from-image) is set aside
+    rendered = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    assert rendered.encode() == built.read_bytes()
+    missing = runner.invoke(main, ["manifest", "from-image", "no-such-image:1", "--version", "1"])
+    assert missing.exit_code == 3 and "no-such-image" in missing.stderr
