@@ -222,7 +222,7 @@ async def _fetch_diffs(
         used: str | None = None
         tried = []
         for label, base in plan.sources:
-            host = host_header if not label.startswith("CDN") else None
+            host = host_header if not label.startswith("CDN") else ""  # "": the CDN's own
             got = await fetcher.get_document(
                 base, plan.path, max_bytes=DIFF_MAX_BYTES, host_header=host
             )

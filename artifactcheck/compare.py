@@ -316,11 +316,10 @@ def judge_instance(
 
     if obs.error is not None:
         verdict = Verdict.INCONCLUSIVE if obs.error_kind == "status" else Verdict.UNREACHABLE
-        return result(
-            verdict,
-            f"could not be observed: {obs.error}",
-            [Finding(FindingKind.UNREACHABLE, obs.error, instance=inst.name)],
-        )
+        unseen = [Finding(FindingKind.UNREACHABLE, obs.error, instance=inst.name)]
+        if obs.tls is not None and now is not None:  # e.g. it failed verification: expired
+            unseen += tls_findings(obs.tls, now=now, warn_days=tls_warn_days, instance=inst.name)
+        return result(verdict, f"could not be observed: {obs.error}", unseen)
 
     findings: list[Finding] = list(extra)
     findings += _signals(inst, obs.endpoint_version)

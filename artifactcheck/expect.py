@@ -54,7 +54,8 @@ class TemplateSource:
             if self.fetcher is None:
                 raise ExpectationUnavailable(f"{where}: no HTTP client")
             base, _, name = where.rpartition("/")
-            got = await self.fetcher.get_document(base + "/", name)
+            # "": the source's own host, never the site name sent to instances
+            got = await self.fetcher.get_document(base + "/", name, host_header="")
             if got.error is not None:
                 raise ExpectationUnavailable(f"{where}: {got.error}")
             if not got.ok or got.body is None:

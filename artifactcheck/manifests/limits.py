@@ -21,6 +21,10 @@ from ..errors import ManifestFormatError, ManifestLimitError, UnsafeReferenceErr
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 _AMBIGUOUS = re.compile(r"%[0-9A-Fa-f]{2}|[?#]")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+# A path every rule below leaves unchanged: segments of unreserved characters that
+# start with neither "." nor a scheme-like "name:" (no ":" at all), no "%", "?", "#",
+# "\\" or whitespace. Most paths of real builds look like this; they skip the checks.
+_PLAIN = re.compile(r"[A-Za-z0-9_~-][A-Za-z0-9_.~@+=,-]*(?:/[A-Za-z0-9_~-][A-Za-z0-9_.~@+=,-]*)*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,8 @@ def normalise_path(raw: Any, limits: ManifestLimits = DEFAULT_LIMITS) -> str:
         raise ManifestFormatError(f"path must be a string, got {type(raw).__name__}")
     if len(raw) > limits.max_string:
         raise ManifestLimitError(f"path longer than the cap of {limits.max_string} characters")
+    if _PLAIN.fullmatch(raw):
+        return raw  # already normal: nothing below would change or refuse it
     if not raw or raw.strip() != raw or _unusable(raw):
         raise UnsafeReferenceError(f"unusable path {raw!r}")
     if raw.replace("\\", "/").startswith("//") or _SCHEME.match(raw):

@@ -317,10 +317,22 @@ def test_investigate_pod_shows_condition_and_events(cluster: SimCluster, tmp_pat
     with RunningController(cluster):
         wait_for(lambda: gate(cluster, bad.name) == "False", timeout=20)
     args = [
-        "investigate", f"shop/{bad.name}", "--kubeconfig", _kubeconfig(cluster, tmp_path),
-        "-n", "shop", "-l", "app=web", "--pod-port", str(cluster.port),
-        "--release-manifest", cluster.release_template, "--known-version", "1.4.1",
-        "--cdn", cluster.cdn_url,
+        "investigate",
+        f"shop/{bad.name}",
+        "--kubeconfig",
+        _kubeconfig(cluster, tmp_path),
+        "-n",
+        "shop",
+        "-l",
+        "app=web",
+        "--pod-port",
+        str(cluster.port),
+        "--release-manifest",
+        cluster.release_template,
+        "--known-version",
+        "1.4.1",
+        "--cdn",
+        cluster.cdn_url,
     ]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1, result.output
@@ -330,3 +342,74 @@ def test_investigate_pod_shows_condition_and_events(cluster: SimCluster, tmp_pat
     text = json.dumps(doc)
     assert "ContentMismatch" in text  # the Warning Event and the condition's reason
     assert "artifactcheck.io/content-verified" in text
+
+
+def test_controller_command_end_to_end(cluster: SimCluster, tmp_path) -> None:
+    """The real `artifactcheck controller` process: probes, JSON logs, acts, stops on SIGTERM."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    from artifactcheck.sim.cluster import free_port
+
+    for _ in range(3):
+        cluster.add_pod()
+    bad = cluster.add_pod(serves="1.4.1")
+    cluster.add_check(interval=0.5, policy={"mode": "quarantine", "max_quarantine_fraction": 0.5})
+    port = free_port("127.0.0.1")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "artifactcheck",
+            "controller",
+            "--kubeconfig",
+            _kubeconfig(cluster, tmp_path),
+            "--namespace-scope",
+            "shop",
+            "--identity",
+            "proc-1",
+            "--lease-namespace",
+            "shop",
+            "--lease-duration",
+            "3",
+            "--bind",
+            "127.0.0.1",
+            "--health-port",
+            str(port),
+            "--metrics-port",
+            "0",
+            "--json-logs",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+
+        def ready() -> bool:
+            try:
+                return (
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1).status
+                    == 200
+                )
+            except OSError:
+                return False
+
+        wait_for(ready, timeout=20)
+        wait_for(lambda: gate(cluster, bad.name) == "False", timeout=30)
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read()
+        assert b"artifactcheck_leader 1.0" in metrics
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err[-2000:]
+    records = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert records, err[-2000:]
+    assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
+    assert any("quarantined pod" in r["message"] for r in records)
+    # the lease was released on shutdown, so a successor need not wait for expiry
+    lease = cluster.api.get("coordination.k8s.io/v1", "Lease", "shop", "artifactcheck-leader")
+    assert not (lease or {}).get("spec", {}).get("holderIdentity")

@@ -1,0 +1,275 @@
+"""One misbehaving instance in an otherwise healthy fleet, under a policy armed to quarantine.
+
+Every fleet here has four instances of release 1.4.2, one of which really drifted
+(it serves 1.4.1's bytes), plus the faulty instance. The policy quarantines on the
+first mismatch. Each test proves the same four things: the faulty instance gets the
+verdict DESIGN section 7 promises (a fault is "could not observe", never "observed
+something wrong", unless the bytes every client gets really are wrong), only the
+drifted instance is quarantined, the healthy ones stay consistent, and the check ends
+with no task, socket or thread left behind and bounded memory.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from faults_support import Recorder, check, dropping_namespace, fault_spec
+
+from artifactcheck.models import FindingKind, Verdict
+from artifactcheck.sim.fleet import SimFleet
+from artifactcheck.sim.web import (
+    Flaky,
+    GzipBomb,
+    Hang,
+    Reset,
+    Site,
+    Status,
+    Trickle,
+    Truncated,
+    WebFleet,
+    WrongLength,
+)
+
+BIG = "assets/big-table-D9ljaH91.js"  # 121 KB, the same name in both releases
+DRIFTED = "web-1"
+HEALTHY = ("web-2", "web-3", "web-4")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One instance fault: how the site misbehaves and what the verdict must be."""
+
+    key: str
+    fault: str
+    site: Callable[[Path, bytes], Site]
+    verdict: Verdict
+    error_kind: str | None
+    expected: str
+    related: tuple[str, ...] = ()
+    quarantine: bool = False  # the bytes every client gets are wrong: a true mismatch
+
+
+CASES = [
+    Case(
+        "instance-hang",
+        "accepts the connection, never answers",
+        lambda root, big: Site(fault=Hang()),
+        Verdict.UNREACHABLE,
+        "timeout",
+        "unreachable (read timeout), retried once",
+        ("tests/fetch/test_fetch_timeouts.py::test_hang_times_out_on_read",
+         "tests/e2e/test_hostile.py::test_tarpit_and_trickle_end_within_deadline"),
+    ),
+    Case(
+        "instance-slowloris",
+        "answers one byte every 0.3 s (slowloris)",
+        lambda root, big: Site(fault=Trickle(b"x" * 64, interval=0.3)),
+        Verdict.UNREACHABLE,
+        "timeout",
+        "unreachable (whole-request timeout, though bytes keep coming)",
+        ("tests/fetch/test_fetch_timeouts.py::test_trickle_hits_the_whole_request_limit",),
+    ),
+    Case(
+        "instance-reset",
+        "TCP RST on every request",
+        lambda root, big: Site(fault=Reset()),
+        Verdict.UNREACHABLE,
+        "connect",
+        "unreachable (connection reset), retried once",
+        ("tests/fetch/test_fetch_retry.py::test_connection_resets_are_retried",),
+    ),
+    Case(
+        "instance-reset-mid-body",
+        "TCP RST after 1,000 bytes of a 121 KB asset",
+        lambda root, big: Site(root=root, overrides={BIG: Reset(after=1000, body=big)}),
+        Verdict.INCONCLUSIVE,
+        "truncated",
+        "inconclusive (asset truncated), never mismatch",
+    ),
+    Case(
+        "instance-500",
+        "HTTP 500 on every path",
+        lambda root, big: Site(fault=Status(500)),
+        Verdict.INCONCLUSIVE,
+        "status",
+        "inconclusive (HTTP 500 after 2 attempts)",
+        ("tests/fetch/test_fetch_retry.py::test_server_errors_after_the_last_attempt",),
+    ),
+    Case(
+        "instance-503",
+        "HTTP 503 with Retry-After: 3600 on every path",
+        lambda root, big: Site(fault=Status(503, retry_after="3600")),
+        Verdict.INCONCLUSIVE,
+        "status",
+        "inconclusive; Retry-After capped by retry.max_retry_after (0.2 s here)",
+        ("tests/e2e/test_hostile.py::test_failing_fleet_gets_bounded_load",),
+    ),
+    Case(
+        "instance-429",
+        "HTTP 429 with Retry-After: 0 on every path",
+        lambda root, big: Site(fault=Status(429, retry_after="0")),
+        Verdict.INCONCLUSIVE,
+        "status",
+        "inconclusive (rate limited), never mismatch",
+        ("tests/fetch/test_fetch_retry.py::test_retry_after_seconds_is_honoured",),
+    ),
+    Case(
+        "instance-truncated",
+        "promises 121 KB, sends 1,000 bytes, closes (FIN)",
+        lambda root, big: Site(root=root, overrides={BIG: Truncated(big, sent=1000)}),
+        Verdict.INCONCLUSIVE,
+        "truncated",
+        "inconclusive (body ended early), never a hash mismatch",
+        ("tests/fetch/test_fetch_streaming.py::test_truncated_body",),
+    ),
+    Case(
+        "instance-length-long",
+        "Content-Length 1,000 bytes longer than the body, then silence",
+        lambda root, big: Site(
+            root=root, overrides={BIG: WrongLength(big, declared=len(big) + 1000)}
+        ),
+        Verdict.INCONCLUSIVE,
+        "timeout",
+        "inconclusive (read timeout on the missing bytes)",
+        ("tests/fetch/test_fetch_timeouts.py::test_long_content_length_then_silence_times_out",),
+    ),
+    Case(
+        "instance-length-short",
+        "Content-Length 1,000 bytes shorter than the body",
+        lambda root, big: Site(
+            root=root, overrides={BIG: WrongLength(big, declared=len(big) - 1000)}
+        ),
+        Verdict.MISMATCH,
+        None,
+        "mismatch and quarantined: every HTTP client gets the short prefix, a true discrepancy",
+        ("tests/fetch/test_fetch_streaming.py::test_short_content_length_yields_the_declared_prefix",),
+        quarantine=True,
+    ),
+    Case(
+        "instance-gzip-bomb",
+        "gzip bomb: 64 MiB of zeros (64 KB on the wire) for an asset, cap 4 MiB",
+        lambda root, big: Site(root=root, overrides={BIG: GzipBomb(64 * 2**20)}),
+        Verdict.INCONCLUSIVE,
+        "too-large",
+        "inconclusive (decoded body over the cap; inflation stopped at the cap)",
+        ("tests/fetch/test_fetch_streaming.py::test_gzip_bomb_stops_at_the_cap_without_inflating_it",),
+    ),
+    Case(
+        "instance-gzip-bomb-manifest",
+        "gzip bomb served as the Vite manifest",
+        lambda root, big: Site(
+            root=root,
+            overrides={".vite/manifest.json": GzipBomb(64 * 2**20, content_type="application/json")},
+        ),
+        Verdict.MISMATCH,
+        None,
+        "mismatch and quarantined: the manifest every client gets is not the release's",
+        ("tests/e2e/test_hostile.py::test_huge_manifest_is_refused_with_bounded_memory",),
+        quarantine=True,
+    ),
+]
+
+
+def planted_fleet(make_fleet: Callable[..., SimFleet]) -> SimFleet:
+    """Four instances of 1.4.2; web-1 really serves 1.4.1's bytes."""
+    fleet = make_fleet(4, version="1.4.2")
+    fleet.drift(0, serves="1.4.1")
+    return fleet
+
+
+def assert_fleet_judged(outcome, rec: Recorder, *faulty_quarantined: str) -> None:
+    """The drifted instance is caught and quarantined; the healthy ones are left alone."""
+    assert outcome.verdict(DRIFTED) is Verdict.MISMATCH
+    for name in HEALTHY:
+        assert outcome.verdict(name) is Verdict.CONSISTENT, name
+    assert rec.quarantined == sorted([DRIFTED, *faulty_quarantined])
+    rec.assert_clean()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.key for c in CASES])
+def test_instance_fault(case: Case, make_fleet, web: WebFleet, subnet: int, fault: Recorder) -> None:
+    fault.describe(
+        case.key,
+        group="instance",
+        fault=case.fault,
+        expected=case.expected,
+        related=case.related,
+    )
+    fleet = planted_fleet(make_fleet)
+    root = fleet.releases["1.4.2"]
+    url = web.add(case.site(root, (root / BIG).read_bytes()), f"127.97.{subnet}.100")
+    spec = fault_spec(
+        fleet,
+        {"url": url, "version": "1.4.2", "name": "faulty"},
+        http={"max_body_bytes": 4 * 2**20},
+        retry={"max_retry_after": 0.2},
+    )
+    drifted = [DRIFTED, "faulty"] if case.quarantine else [DRIFTED]
+    outcome = check(fault, spec, drifted=drifted)
+    result = outcome.result("faulty")
+    fault.observed = f"{result.verdict.value}: {result.reason}"[:160]
+    assert result.verdict is case.verdict, result.reason
+    obs = result.observation
+    kinds = {obs.error_kind} | {f.error_kind for f in obs.assets.values()}
+    if obs.manifest_fetch is not None:
+        kinds.add(obs.manifest_fetch.error_kind)
+    if case.error_kind is not None:
+        assert case.error_kind in kinds, kinds
+    assert_fleet_judged(outcome, fault, *(["faulty"] if case.quarantine else []))
+    if case.key == "instance-gzip-bomb":
+        assert fault.peak_mb is not None and fault.peak_mb < 16
+        assert web.server(url).bytes_sent < 2**20  # ~64 KB compressed, read once per try
+
+
+def test_retry_after_is_waited_for_then_the_instance_is_judged(
+    make_fleet, web: WebFleet, subnet: int, fault: Recorder
+) -> None:
+    """A 429 with Retry-After: 1 is honoured (the client waits), then the check goes on."""
+    fault.describe(
+        "instance-429-retry-after",
+        group="instance",
+        fault="first request answered 429 with Retry-After: 1, then normal",
+        expected="waits ~1 s as told, retries once, consistent",
+        related=("tests/fetch/test_fetch_retry.py::test_retry_after_seconds_is_honoured",),
+    )
+    fleet = planted_fleet(make_fleet)
+    root = fleet.releases["1.4.2"]
+    site = Site(root=root, version="1.4.2", fault=Flaky(1, Status(429, retry_after="1")))
+    url = web.add(site, f"127.97.{subnet}.100")
+    spec = fault_spec(fleet, {"url": url, "version": "1.4.2", "name": "faulty"})
+    started = time.monotonic()
+    outcome = check(fault, spec, drifted=[DRIFTED])
+    waited = time.monotonic() - started
+    result = outcome.result("faulty")
+    fault.observed = f"{result.verdict.value} after waiting {waited:.1f}s"
+    assert result.verdict is Verdict.CONSISTENT, result.reason
+    assert waited >= 1.0
+    assert outcome.last.retries >= 1
+    assert_fleet_judged(outcome, fault)
+
+
+def test_unreachable_behind_a_dropping_firewall(make_fleet, subnet: int, fault: Recorder) -> None:
+    """A SYN that is never answered (network namespace, iptables DROP): connect timeout."""
+    fault.describe(
+        "instance-netns-drop",
+        group="instance",
+        fault="address in a network namespace whose iptables DROPs all TCP",
+        expected="unreachable (connect timeout), within the instance deadline",
+        related=("tests/fetch/test_fetch_timeouts.py::test_connect_timeout_against_a_full_backlog",),
+    )
+    fleet = planted_fleet(make_fleet)
+    with dropping_namespace(subnet) as address:
+        spec = fault_spec(fleet, {"url": f"http://{address}:8080/", "version": "1.4.2", "name": "faulty"})
+        outcome = check(fault, spec, drifted=[DRIFTED])
+    result = outcome.result("faulty")
+    fault.observed = f"{result.verdict.value}: {result.reason}"[:160]
+    assert result.verdict is Verdict.UNREACHABLE, result.reason
+    assert result.observation.error_kind == "timeout"
+    assert "connect" in (result.observation.error or "")
+    assert fault.elapsed is not None and fault.elapsed < 3.0
+    assert any(f.kind is FindingKind.UNREACHABLE for f in result.findings)
+    assert_fleet_judged(outcome, fault)
