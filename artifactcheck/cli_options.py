@@ -42,8 +42,12 @@ def build_spec(config: str | None, overrides: dict[str, Any]) -> Any:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        except RecursionError as exc:  # PyYAML composes nested nodes recursively
+            raise ConfigError(f"{path}: nested too deeply to be a configuration") from exc
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: expected a mapping at the top level")
         data = loaded
