@@ -195,9 +195,12 @@ def decide(
             st = states[name]
             gated = r.instance.has_readiness_gate
             confirmed = st.streak >= policy.confirmations
+            # Failing open lets a pod that was never judged into traffic; it must never
+            # undo a quarantine: that is only done on content proven right again.
             if r.verdict in GOOD or (
                 gate_mode
                 and gated
+                and not st.quarantined
                 and r.verdict in UNKNOWN
                 and policy.gate_fail_open
                 and r.verdict is Verdict.INCONCLUSIVE

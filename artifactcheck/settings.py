@@ -44,7 +44,11 @@ ManifestFormatName = Literal[
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # No inf/NaN: ".inf" is valid YAML, and an infinite rate limit or warning period
+    # would only fail later, inside the policy or a report (math.floor, timedelta).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
+    )
 
 
 class RetrySettings(_Model):
@@ -109,7 +113,7 @@ class HttpSettings(_Model):
         True, description="Ask for Accept-Encoding: identity; compressed answers are decoded."
     )
     tls_expiry_warning_days: float = Field(
-        14.0, ge=0, description="Warn when a certificate expires within this many days."
+        14.0, ge=0, le=3650, description="Warn when a certificate expires within this many days."
     )
     transport: Literal["auto", "httpx", "aiohttp"] = Field(
         "auto", description="HTTP transport under httpx: aiohttp scales to many hosts."
@@ -283,11 +287,18 @@ class CheckSpec(_Model):
         return v
 
 
+def _loc_part(part: object) -> str:
+    """One field-path element; a key that could forge a line or a path is quoted."""
+    text = str(part)
+    unsafe = not text or not text.isprintable() or any(c in text for c in ".:")
+    return repr(text) if isinstance(part, str) and unsafe else text
+
+
 def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
     """Render pydantic errors as ``field.path: problem`` lines."""
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        loc = ".".join(_loc_part(p) for p in err["loc"]) or "(root)"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown field"
@@ -314,10 +325,14 @@ def load_spec_file(path: str | Path) -> CheckSpec:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p}: not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
+    except RecursionError as exc:  # PyYAML composes nested nodes recursively
+        raise ConfigError(f"{p}: nested too deeply to be a configuration") from exc
     if data is None:
         data = {}
     return load_spec(data, origin=str(p))

@@ -20,7 +20,7 @@ from faults_support import Recorder
 
 from artifactcheck.sim.cluster import SimCluster, SimPod, wait_for
 from artifactcheck.sim.running import RunningController
-from artifactcheck.sim.web import Delay
+from artifactcheck.sim.web import Delay, Status
 
 POLICY = {"mode": "quarantine", "confirmations": 2, "max_quarantine_fraction": 0.5}
 RELATED_410 = "tests/k8s/test_controller.py::test_api_server_restart_and_410_recovered"
@@ -82,7 +82,7 @@ def test_api_server_down(cluster: SimCluster, fault: Recorder) -> None:
     )
     pods, bad = planted(cluster)
     cluster.add_check(interval=0.3, policy=POLICY)
-    with fault.probe():
+    with fault.probe(memory="rss", collect=True):
         ctl = RunningController(cluster).start()
         try:
             converged(cluster, pods, bad)
@@ -112,15 +112,15 @@ def test_api_server_slow(cluster: SimCluster, fault: Recorder) -> None:
     pods, bad = planted(cluster)
     cluster.api.inject("*", r"/pods", 0, times=-1, delay=0.4)
     cluster.add_check(interval=0.3, policy=POLICY)
-    with fault.probe():
+    with fault.probe(memory="rss", collect=True):
         ctl = RunningController(cluster).start()
         try:
             converged(cluster, pods, bad, timeout=30)
-            cycles = ctl.controller.cycles_completed
+            delayed = len([p for _, p in cluster.api.requests if "/pods" in p])
         finally:
             cluster.api.clear_injections()
             stop(fault, ctl)
-    fault.observed = f"converged after {cycles} cycles"
+    fault.observed = f"converged; {delayed} pod requests each answered 0.4 s late"
     judge(fault, cluster, pods, bad)
 
 
@@ -134,7 +134,7 @@ def test_api_server_conflicts(cluster: SimCluster, fault: Recorder) -> None:
     pods, bad = planted(cluster)
     cluster.api.inject("PATCH", r"/namespaces/shop/pods/", 409, times=6)
     cluster.add_check(interval=0.3, policy=POLICY)
-    with fault.probe():
+    with fault.probe(memory="rss", collect=True):
         ctl = RunningController(cluster).start()
         try:
             converged(cluster, pods, bad)
@@ -156,8 +156,8 @@ def test_watch_gone(cluster: SimCluster, fault: Recorder) -> None:
     )
     pods, bad = planted(cluster)
     cluster.add_check(interval=0.3, policy=POLICY)
-    with fault.probe():
-        ctl = RunningController(cluster).start()
+    with fault.probe(memory="rss", collect=True):
+        ctl = RunningController(cluster, watch_timeout=1).start()
         try:
             converged(cluster, pods, bad)
             lists = cluster.api.verb_counts["list"]
@@ -166,6 +166,7 @@ def test_watch_gone(cluster: SimCluster, fault: Recorder) -> None:
             late = cluster.add_pod()
             wait_for(lambda: gate(cluster, late) == "True", timeout=20)
             pods.append(late)
+            wait_for(lambda: cluster.api.verb_counts["list"] > lists, timeout=10)
             relists = cluster.api.verb_counts["list"] - lists
         finally:
             stop(fault, ctl)
@@ -195,7 +196,7 @@ def test_controller_killed_mid_cycle(cluster: SimCluster, fault: Recorder, momen
     status_patch = f"/namespaces/shop/pods/{bad.name}/status"
     if moment == "writing":
         cluster.api.inject("PATCH", status_patch, 0, times=1, delay=1.5)
-    with fault.probe():
+    with fault.probe(memory="rss", collect=True):
         first = RunningController(cluster).start()
         try:
             if moment == "fetching":
@@ -204,8 +205,10 @@ def test_controller_killed_mid_cycle(cluster: SimCluster, fault: Recorder, momen
                 wait_for(lambda: server.in_flight > 0, timeout=20)
             else:
                 wait_for(
-                    lambda: any(m == "PATCH" and p.startswith(f"/api/v1{status_patch}")
-                                for m, p in cluster.api.requests),
+                    lambda: any(
+                        m == "PATCH" and p.startswith(f"/api/v1{status_patch}")
+                        for m, p in cluster.api.requests
+                    ),
                     timeout=20,
                 )
         finally:
@@ -223,4 +226,37 @@ def test_controller_killed_mid_cycle(cluster: SimCluster, fault: Recorder, momen
     fault.observed = f"stopped in {stopped_in:.1f}s mid-cycle; restart converged"
     fault.figures["stop_seconds"] = round(stopped_in, 2)
     assert stopped_in < 5.0
+    judge(fault, cluster, pods, bad)
+
+
+def test_quarantined_pod_that_stops_answering_stays_quarantined(
+    cluster: SimCluster, fault: Recorder
+) -> None:
+    """Gate mode fails open for pods never judged, never for a quarantined one.
+
+    Before the fix in ``decide()``, a quarantined pod whose check turned inconclusive
+    (here it answers 503) was released "failing open", back into traffic.
+    """
+    fault.describe(
+        "quarantined-pod-inconclusive",
+        group="controller",
+        fault="the quarantined pod starts answering 503 (its check becomes inconclusive)",
+        expected="stays quarantined: failing open never undoes a quarantine",
+    )
+    pods, bad = planted(cluster)
+    cluster.add_check(interval=0.3, policy=POLICY)
+    with fault.probe(memory="rss", collect=True):
+        ctl = RunningController(cluster).start()
+        try:
+            converged(cluster, pods, bad)
+            bad.site.fault = Status(503)
+            start = ctl.controller.cycles_completed
+            wait_for(lambda: ctl.controller.cycles_completed >= start + 3, timeout=20)
+            counts = cluster.check_status().get("counts", {})
+        finally:
+            stop(fault, ctl)
+    fault.observed = (
+        f"gate stayed False over 3 inconclusive cycles ({counts.get('inconclusive')} inconclusive)"
+    )
+    assert counts.get("inconclusive") == 1
     judge(fault, cluster, pods, bad)

@@ -97,8 +97,9 @@ def test_tls_failure_on_an_instance(
     fleet = planted_fleet(make_fleet)
     issuer = stranger if case.untrusted else ca
     ctx, not_after = issuer.server_context(*case.names, days=case.days)
-    url = web.add(Site(root=fleet.releases["1.4.2"], version="1.4.2"), f"127.97.{subnet}.100",
-                  ssl_context=ctx)
+    url = web.add(
+        Site(root=fleet.releases["1.4.2"], version="1.4.2"), f"127.97.{subnet}.100", ssl_context=ctx
+    )
     spec = fault_spec(
         fleet,
         {"url": url, "version": "1.4.2", "name": "faulty"},
@@ -309,8 +310,9 @@ def test_release_source_fails_after_a_good_load(
     def break_source(cycle: int) -> None:
         site.fault = Status(503)
 
-    outcome = check(fault, spec, drifted=[DRIFTED], cycles=2, expectations=refreshing,
-                    between=break_source)
+    outcome = check(
+        fault, spec, drifted=[DRIFTED], cycles=2, expectations=refreshing, between=break_source
+    )
     first, second = outcome.reports
     fault.observed = ", ".join(f"{v} {k}" for k, v in sorted(outcome.counts().items()))
     assert [r.verdict for r in first.results] == [r.verdict for r in second.results]
@@ -336,8 +338,9 @@ def test_expiry_is_read_when_the_instance_is_healthy(
     )
     fleet = planted_fleet(make_fleet)
     ctx, not_after = ca.server_context(SITE, days=200)
-    url = web.add(Site(root=fleet.releases["1.4.2"], version="1.4.2"), f"127.97.{subnet}.100",
-                  ssl_context=ctx)
+    url = web.add(
+        Site(root=fleet.releases["1.4.2"], version="1.4.2"), f"127.97.{subnet}.100", ssl_context=ctx
+    )
     spec = fault_spec(
         fleet,
         {"url": url, "version": "1.4.2", "name": "faulty"},

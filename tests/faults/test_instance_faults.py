@@ -61,8 +61,10 @@ CASES = [
         Verdict.UNREACHABLE,
         "timeout",
         "unreachable (read timeout), retried once",
-        ("tests/fetch/test_fetch_timeouts.py::test_hang_times_out_on_read",
-         "tests/e2e/test_hostile.py::test_tarpit_and_trickle_end_within_deadline"),
+        (
+            "tests/fetch/test_fetch_timeouts.py::test_hang_times_out_on_read",
+            "tests/e2e/test_hostile.py::test_tarpit_and_trickle_end_within_deadline",
+        ),
     ),
     Case(
         "instance-slowloris",
@@ -146,7 +148,9 @@ CASES = [
         Verdict.MISMATCH,
         None,
         "mismatch and quarantined: every HTTP client gets the short prefix, a true discrepancy",
-        ("tests/fetch/test_fetch_streaming.py::test_short_content_length_yields_the_declared_prefix",),
+        (
+            "tests/fetch/test_fetch_streaming.py::test_short_content_length_yields_the_declared_prefix",
+        ),
         quarantine=True,
     ),
     Case(
@@ -156,14 +160,18 @@ CASES = [
         Verdict.INCONCLUSIVE,
         "too-large",
         "inconclusive (decoded body over the cap; inflation stopped at the cap)",
-        ("tests/fetch/test_fetch_streaming.py::test_gzip_bomb_stops_at_the_cap_without_inflating_it",),
+        (
+            "tests/fetch/test_fetch_streaming.py::test_gzip_bomb_stops_at_the_cap_without_inflating_it",
+        ),
     ),
     Case(
         "instance-gzip-bomb-manifest",
         "gzip bomb served as the Vite manifest",
         lambda root, big: Site(
             root=root,
-            overrides={".vite/manifest.json": GzipBomb(64 * 2**20, content_type="application/json")},
+            overrides={
+                ".vite/manifest.json": GzipBomb(64 * 2**20, content_type="application/json")
+            },
         ),
         Verdict.MISMATCH,
         None,
@@ -191,7 +199,9 @@ def assert_fleet_judged(outcome, rec: Recorder, *faulty_quarantined: str) -> Non
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.key for c in CASES])
-def test_instance_fault(case: Case, make_fleet, web: WebFleet, subnet: int, fault: Recorder) -> None:
+def test_instance_fault(
+    case: Case, make_fleet, web: WebFleet, subnet: int, fault: Recorder
+) -> None:
     fault.describe(
         case.key,
         group="instance",
@@ -259,11 +269,15 @@ def test_unreachable_behind_a_dropping_firewall(make_fleet, subnet: int, fault: 
         group="instance",
         fault="address in a network namespace whose iptables DROPs all TCP",
         expected="unreachable (connect timeout), within the instance deadline",
-        related=("tests/fetch/test_fetch_timeouts.py::test_connect_timeout_against_a_full_backlog",),
+        related=(
+            "tests/fetch/test_fetch_timeouts.py::test_connect_timeout_against_a_full_backlog",
+        ),
     )
     fleet = planted_fleet(make_fleet)
     with dropping_namespace(subnet) as address:
-        spec = fault_spec(fleet, {"url": f"http://{address}:8080/", "version": "1.4.2", "name": "faulty"})
+        spec = fault_spec(
+            fleet, {"url": f"http://{address}:8080/", "version": "1.4.2", "name": "faulty"}
+        )
         outcome = check(fault, spec, drifted=[DRIFTED])
     result = outcome.result("faulty")
     fault.observed = f"{result.verdict.value}: {result.reason}"[:160]

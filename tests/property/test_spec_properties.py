@@ -1,0 +1,459 @@
+"""CheckSpec and CRD parsing under arbitrary and mutated input (hypothesis).
+
+Configuration reaches artifactcheck from a YAML file, CLI flags and ArtifactCheck
+resources anyone with RBAC on the CRD can write. Whatever arrives, ``load_spec`` must
+return a CheckSpec or raise :class:`ConfigError` whose message names the offending
+field (DESIGN section 8), and an accepted spec must be usable: no value may crash the
+policy or the report later (an infinite rate limit made ``decide()`` raise before
+finite numbers were required). The CRD's OpenAPI schema is generated from the model,
+so for any valid spec the API server's validation (the schema, checked here with
+``jsonschema``) and the model must agree.
+
+The served-manifest readers, the other hostile input, are fuzzed by
+``tests/manifests/test_hostile.py`` (every reader, arbitrary JSON and bytes, real
+manifests with random parts replaced); this file does not repeat them.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from artifactcheck.compare import tls_findings
+from artifactcheck.crd import crd_manifest
+from artifactcheck.decide import History, decide
+from artifactcheck.errors import ConfigError
+from artifactcheck.models import CertInfo
+from artifactcheck.settings import CheckSpec, load_spec, load_spec_file
+
+FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# --------------------------------------------------------------------------- strategies
+
+JSON_LEAF = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=16)
+)
+JSON = st.recursive(
+    JSON_LEAF,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=16,
+)
+NAME = st.text(st.characters(codec="ascii", categories=["L", "N"]), min_size=1, max_size=12)
+URL = st.builds(
+    "{}://{}.{}:{}/{}".format,
+    st.sampled_from(["http", "https"]),
+    NAME,
+    st.sampled_from(["example", "internal", "svc"]),
+    st.integers(1, 65535),
+    NAME | st.just(""),
+)
+
+#: Values the model's own validators constrain beyond what the types say.
+SPECIAL: dict[tuple[str, str], st.SearchStrategy[Any]] = {
+    ("Target", "url"): URL,
+    ("CheckSpec", "cdn"): st.none() | URL,
+    ("CheckSpec", "release_manifest"): st.none()
+    | URL
+    | NAME.map("/releases/{}/{{version}}.json".format),
+    ("VersionEndpoint", "pointer"): st.just("") | NAME.map("/{}".format),
+    ("DockerSource", "on_mismatch"): st.sampled_from([None, "stop", "pause", "disconnect=web"]),
+}
+
+
+def _number(annotation: Any, metadata: list[Any]) -> st.SearchStrategy[Any]:
+    """Numbers inside the field's ge/gt/le/lt constraints (finite, as the model wants)."""
+    bounds: dict[str, float] = {}
+    for item in metadata:
+        for name in ("ge", "gt", "le", "lt"):
+            if getattr(item, name, None) is not None:
+                bounds[name] = getattr(item, name)
+    low = bounds.get("ge", bounds.get("gt"))
+    high = bounds.get("le", bounds.get("lt"))
+    if annotation is int:
+        lo = None if low is None else math.ceil(low) + (1 if "gt" in bounds else 0)
+        hi = None if high is None else math.floor(high) - (1 if "lt" in bounds else 0)
+        return st.integers(lo if lo is not None else -(10**6), hi if hi is not None else 10**6)
+    return st.floats(
+        low if low is not None else -1e6,
+        high if high is not None else 1e6,
+        exclude_min="gt" in bounds,
+        exclude_max="lt" in bounds,
+        allow_nan=False,
+        allow_infinity=False,
+    )
+
+
+def _value(model: str, field: str, annotation: Any, metadata: list[Any]) -> st.SearchStrategy[Any]:
+    """A valid value for one field, from its annotation and constraints."""
+    if (model, field) in SPECIAL:
+        return SPECIAL[(model, field)]
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return st.none() | _value(model, field, inner[0], metadata)
+    if origin is Literal:
+        return st.sampled_from(args)
+    if origin is list:
+        return st.lists(_value(model, field, args[0], []), max_size=3)
+    if origin is dict:
+        return st.dictionaries(NAME, NAME, max_size=3)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return model_doc(annotation)
+    if annotation is bool:
+        return st.booleans()
+    if annotation in (int, float):
+        return _number(annotation, metadata)
+    if annotation is str:
+        return NAME
+    raise AssertionError(f"no strategy for {model}.{field}: {annotation!r}")
+
+
+def model_doc(model: type[BaseModel]) -> st.SearchStrategy[dict[str, Any]]:
+    """Valid input documents for a pydantic model: required fields and some optional ones."""
+    required, optional = {}, {}
+    hints = typing.get_type_hints(model)
+    for name, info in model.model_fields.items():
+        strategy = _value(model.__name__, name, hints[name], list(info.metadata))
+        (required if info.is_required() else optional)[name] = strategy
+    return st.fixed_dictionaries(required, optional=optional)
+
+
+SPEC = model_doc(CheckSpec)
+
+
+def paths(doc: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    """Every path to a value inside a document (objects and lists), the root excluded."""
+    out = []
+    if isinstance(doc, Mapping):
+        for key, value in doc.items():
+            out.append((*prefix, key))
+            out += paths(value, (*prefix, key))
+    elif isinstance(doc, list):
+        for index, value in enumerate(doc):
+            out.append((*prefix, index))
+            out += paths(value, (*prefix, index))
+    return out
+
+
+def set_at(doc: Any, path: tuple[str | int, ...], value: Any) -> Any:
+    """A deep copy of ``doc`` with the value at ``path`` replaced."""
+    doc = copy.deepcopy(doc)
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return doc
+
+
+def rendered(key: object) -> str:
+    """A key as ConfigError messages show it: quoted when it could forge a line or path."""
+    text = str(key)
+    unsafe = not text or not text.isprintable() or any(c in text for c in ".:")
+    return repr(text) if isinstance(key, str) and unsafe else text
+
+
+def error_locations(message: str) -> list[str]:
+    """The ``field.path`` of each line of a ConfigError message after its first."""
+    lines = message.split("\n")
+    assert len(lines) >= 2, message
+    assert lines[0].endswith("invalid"), message
+    locations = []
+    for line in lines[1:]:
+        loc, sep, problem = line.partition(": ")
+        assert sep and problem.strip(), f"line does not name a field: {line!r}"
+        locations.append(loc)
+    return locations
+
+
+def dotted(path: tuple[str | int, ...]) -> str:
+    return ".".join(rendered(p) for p in path)
+
+
+# --------------------------------------------------------------------------- load_spec
+
+
+@FAST
+@given(st.dictionaries(st.sampled_from(sorted(CheckSpec.model_fields)) | NAME, JSON, max_size=6))
+def test_any_mapping_is_a_spec_or_an_error_naming_its_fields(doc: dict[str, Any]) -> None:
+    try:
+        spec = load_spec(doc)
+    except ConfigError as exc:
+        for loc in error_locations(str(exc)):
+            assert loc == "(root)" or any(
+                loc == rendered(k) or loc.startswith(f"{rendered(k)}.") for k in doc
+            ), (
+                loc,
+                sorted(doc),
+            )
+    else:
+        assert isinstance(spec, CheckSpec)
+        assert_usable(spec)
+
+
+@FAST
+@given(JSON.filter(lambda v: not isinstance(v, dict)))
+def test_a_non_mapping_is_refused_as_a_whole(doc: Any) -> None:
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        load_spec(doc)
+
+
+@FAST
+@given(SPEC)
+def test_generated_valid_specs_load(doc: dict[str, Any]) -> None:
+    """Sanity for the strategy the other properties rely on."""
+    assert_usable(load_spec(doc))
+
+
+@FAST
+@given(SPEC, st.data())
+def test_a_mutated_spec_is_refused_naming_the_mutated_field(doc: dict[str, Any], data) -> None:
+    where = paths(doc)
+    assume(where)
+    path = data.draw(st.sampled_from(where), label="path")
+    wrong = data.draw(
+        st.sampled_from([[{"x": 1}], {"x": [1]}, "\x00not-a-value", -(10**9), 1e300, True]) | JSON,
+        label="value",
+    )
+    mutated = set_at(doc, path, wrong)
+    try:
+        spec = load_spec(mutated)
+    except ConfigError as exc:
+        target = dotted(path)
+        locations = error_locations(str(exc))
+        assert any(
+            loc == target or loc.startswith(target + ".") or target.startswith(loc + ".")
+            for loc in locations
+        ), (target, locations)
+    else:
+        assert_usable(spec)
+
+
+@FAST
+@given(SPEC, st.data(), NAME.map("unknown_{}".format))  # no field is named unknown_*
+def test_an_unknown_field_is_refused_by_its_full_path(doc: dict[str, Any], data, key: str) -> None:
+    objects = [()] + [p for p in paths(doc) if isinstance(_get(doc, p), dict)]
+    path = data.draw(st.sampled_from(objects), label="object")
+    node = _get(doc, path)
+    assume(key not in node)
+    if path and path[-1] in ("headers", "header_env", "header_files"):
+        return  # free-form maps: any key is a header name
+    mutated = set_at(doc, (*path, key), 1) if path else {**doc, key: 1}
+    with pytest.raises(ConfigError) as caught:
+        load_spec(mutated)
+    assert f"{dotted((*path, key))}: unknown field" in str(caught.value)
+
+
+def _get(doc: Any, path: tuple[str | int, ...]) -> Any:
+    for key in path:
+        doc = doc[key]
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        ({"interval": float("inf")}, "interval"),
+        ({"policy": {"max_actions_per_minute": float("inf")}}, "policy.max_actions_per_minute"),
+        ({"http": {"tls_expiry_warning_days": float("inf")}}, "http.tls_expiry_warning_days"),
+        ({"http": {"read_timeout": float("nan")}}, "http.read_timeout"),
+        ({"http": {"tls_expiry_warning_days": 1e300}}, "http.tls_expiry_warning_days"),
+    ],
+)
+def test_infinite_nan_and_absurd_numbers_are_refused(doc: dict[str, Any], field: str) -> None:
+    """``.inf`` is valid YAML; it crashed decide() (math.floor) and tls_findings (timedelta),
+    and so did a warning period of 1e300 days (found by the mutation property)."""
+    with pytest.raises(ConfigError, match=rf"{field}: "):
+        load_spec(doc)
+
+
+def assert_usable(spec: CheckSpec) -> None:
+    """An accepted spec's numbers are finite and feed the policy and the TLS check."""
+    for section in (spec, spec.http, spec.retry, spec.policy, spec.sampling):
+        for name, value in section:
+            if isinstance(value, float):
+                assert math.isfinite(value), f"{name}={value}"
+    decide([], policy=spec.policy, history=History(), now=0.0)
+    cert = CertInfo("h:443", "CN=h", "CN=ca", datetime(2030, 1, 1, tzinfo=UTC))
+    tls_findings(
+        cert, now=datetime(2029, 12, 1, tzinfo=UTC), warn_days=spec.http.tls_expiry_warning_days
+    )
+
+
+# --------------------------------------------------------------------------- YAML files
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"\xff\xfe\x00garbage", "UTF-8"),
+        (b"targets: " + b"[" * 5000 + b"]" * 5000, "nested"),
+        (b"http: " + b"{a: " * 5000 + b"1" + b"}" * 5000, "nested"),
+        (b"targets: [\n", "YAML"),
+        (b"- just\n- a list\n", "mapping"),
+        (b"targets: !!python/object/apply:os.system [ls]\n", "YAML"),
+    ],
+    ids=["not-utf8", "deep-list", "deep-map", "broken", "list", "python-tag"],
+)
+def test_hostile_yaml_files_are_configuration_errors(
+    tmp_path: Path, content: bytes, problem: str
+) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=problem) as caught:
+        load_spec_file(path)
+    assert str(path) in str(caught.value)
+
+
+def test_many_entries_and_long_strings_stay_cheap() -> None:
+    """No cap is needed on a spec's lists: 20,000 targets and 1 MB strings parse in time."""
+    import time
+
+    started = time.perf_counter()
+    spec = load_spec(
+        {
+            "targets": [{"url": f"http://10.0.{i // 250}.{i % 250}:80/"} for i in range(20_000)],
+            "http": {"headers": {"x-long": "v" * 2**20}},
+            "known_versions": ["1." + "9" * 100_000],
+        }
+    )
+    assert len(spec.targets) == 20_000
+    assert time.perf_counter() - started < 5
+
+
+# --------------------------------------------------------------------------- CRD schema
+
+
+def _json_schema(node: Any) -> Any:
+    """OpenAPI v3.0 (structural) to JSON Schema draft 4: ``nullable`` becomes a type."""
+    if isinstance(node, list):
+        return [_json_schema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _json_schema(v) for k, v in node.items() if not k.startswith("x-kubernetes")}
+    if out.pop("nullable", False) and "type" in out:
+        out["type"] = [out["type"], "null"]
+        if "enum" in out:
+            out["enum"] = [*out["enum"], None]
+    return out
+
+
+CRD_SPEC = _json_schema(
+    crd_manifest()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+)
+CRD = jsonschema.Draft4Validator(CRD_SPEC)
+
+
+@FAST
+@given(SPEC)
+def test_the_crd_schema_accepts_every_valid_spec(doc: dict[str, Any]) -> None:
+    spec = load_spec(doc)
+    errors = [e.message for e in CRD.iter_errors(doc)]
+    assert not errors, errors
+    dumped = spec.model_dump(mode="json")
+    errors = [f"{list(e.path)}: {e.message}" for e in CRD.iter_errors(dumped)]
+    assert not errors, errors
+
+
+def _numeric_fields() -> list[tuple[tuple[str, ...], type]]:
+    """(path, int|float) of every numeric field of the spec and its sections."""
+    out = []
+    for section, model in [((), CheckSpec)] + [
+        ((name,), info.annotation)
+        for name, info in CheckSpec.model_fields.items()
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+    ]:
+        hints = typing.get_type_hints(model)
+        for name in model.model_fields:
+            kind = hints[name]
+            args = [a for a in get_args(kind) if a is not type(None)]
+            base = args[0] if get_origin(kind) in (typing.Union, types.UnionType) else kind
+            if base in (int, float):
+                out.append(((*section, name), base))
+    return out
+
+
+NUMERIC = _numeric_fields()
+
+
+@FAST
+@given(
+    st.sampled_from(NUMERIC),
+    st.integers(-(10**7), 10**7) | st.floats(-1e7, 1e7, allow_nan=False, allow_infinity=False),
+)
+def test_the_crd_and_the_model_agree_on_numeric_bounds(
+    field: tuple[tuple[str, ...], type], number: float
+) -> None:
+    path, kind = field
+    if kind is int:
+        number = int(number)
+    elif isinstance(number, int):
+        number = float(number)
+    doc: dict[str, Any] = {}
+    node = doc
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = number
+    try:
+        load_spec(doc)
+        model_ok = True
+    except ConfigError:
+        model_ok = False
+    crd_ok = CRD.is_valid(doc)
+    assert model_ok == crd_ok, (dotted(path), number, model_ok, crd_ok)
+
+
+def test_the_crd_enums_are_the_model_literals() -> None:
+    """Every Literal in the model is an enum in the CRD, with the same values."""
+    found: list[tuple[str, list[Any], list[Any]]] = []
+
+    def walk(model: type[BaseModel], schema: Mapping[str, Any], where: str) -> None:
+        hints = typing.get_type_hints(model)
+        for name in model.model_fields:
+            sub = schema["properties"][name]
+            kind = hints[name]
+            if get_origin(kind) is Literal:
+                found.append((f"{where}{name}", sorted(get_args(kind)), sorted(sub["enum"])))
+            elif isinstance(kind, type) and issubclass(kind, BaseModel):
+                walk(kind, sub, f"{where}{name}.")
+
+    walk(CheckSpec, CRD_SPEC, "")
+    assert found and all(model == crd for _, model, crd in found), found
+
+
+def test_every_model_field_is_in_the_crd() -> None:
+    def names(model: type[BaseModel], schema: Mapping[str, Any]) -> Callable[[], None]:
+        assert set(model.model_fields) == set(schema["properties"]), model.__name__
+        hints = typing.get_type_hints(model)
+        for name in model.model_fields:
+            kind = hints[name]
+            args = [a for a in get_args(kind) if a is not type(None)]
+            inner = (
+                args[0] if args and get_origin(kind) in (typing.Union, types.UnionType) else kind
+            )
+            if get_origin(inner) is list:
+                inner, schema_node = get_args(inner)[0], schema["properties"][name]["items"]
+            else:
+                schema_node = schema["properties"][name]
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                names(inner, schema_node)
+        return lambda: None
+
+    names(CheckSpec, CRD_SPEC)
