@@ -18,9 +18,14 @@ Everything DESIGN section 7 asks of the network edge lives here, in one place:
   with ``error_kind``), never raised: "could not observe" must stay apart from
   "observed something wrong", and a fleet check must not die of one bad pod.
 
-The transport under httpx is chosen deliberately (DESIGN section 10): httpx's own
-async pool degrades with many hosts, so ``http.transport`` "auto"/"aiohttp" puts
+The transport under httpx is chosen deliberately (DESIGN section 10, docs/benchmarks.md):
+httpx's own async pool degrades with many hosts, and httpx over aiohttp spends most of
+its CPU per request in the two clients' layers. ``http.transport`` "auto" is
+:class:`_Http1Transport`, a lean HTTP/1.1 keep-alive transport on asyncio protocols
+(about 3x less CPU per request at 1,000 hosts); "aiohttp" puts
 ``httpx_aiohttp.AiohttpTransport`` over an aiohttp connector we configure ourselves.
+Requests go straight to the transport (not through ``AsyncClient.send``): redirects are
+followed by hand and cookies refused, so the client's flows would only cost CPU.
 httpx-aiohttp 0.2 maps aiohttp errors imprecisely (a refused connection and a read
 timeout both surface as ``httpx.ConnectTimeout``), so errors are classified from the
 original aiohttp exception kept in ``__cause__``. It passes the ``sni_hostname``
@@ -37,12 +42,22 @@ import http.cookiejar
 import logging
 import os
 import random
+import re
 import ssl
+import sys
 import threading
 import time
 import zlib
-from collections import Counter
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator, Mapping
+from collections import Counter, OrderedDict, deque
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -51,9 +66,7 @@ from types import TracebackType
 from typing import Any, Final, Literal, Protocol, Self, cast
 from urllib.parse import urljoin
 
-import aiohttp
 import httpx
-from httpx_aiohttp import AiohttpTransport
 
 from . import urls
 from .errors import (
@@ -555,8 +568,26 @@ def _root_message(exc: BaseException) -> str:
     return messages[-1] if messages else type(exc).__name__
 
 
+class _NoAiohttp:
+    """Stand-ins for aiohttp's exception types while aiohttp is not loaded: then no
+    exception can be one of them, and verify need not import aiohttp at all."""
+
+    class ClientError(Exception):
+        pass
+
+    ClientConnectorCertificateError = ClientSSLError = ConnectionTimeoutError = ClientError
+    ServerTimeoutError = ClientPayloadError = ClientConnectorError = ClientError
+    ServerDisconnectedError = ClientOSError = ClientResponseError = ClientError
+
+
+def _aiohttp_errors() -> Any:
+    """The aiohttp module once loaded (by the "aiohttp" transport), else stand-ins."""
+    return sys.modules.get("aiohttp") or _NoAiohttp
+
+
 def _classify(exc: BaseException, *, reading_body: bool, http: HttpSettings) -> tuple[str, str]:
     """(error_kind, message) for a transport exception from either transport."""
+    aiohttp = _aiohttp_errors()
     chain = list(_chain(exc))
     for e in chain:
         if isinstance(e, aiohttp.ClientConnectorCertificateError):
@@ -595,6 +626,424 @@ def _classify(exc: BaseException, *, reading_body: bool, http: HttpSettings) -> 
         case httpx.NetworkError() | aiohttp.ClientOSError() | OSError():
             return "connect", f"connection failed: {_root_message(exc)}"
     return "connect", f"{type(exc).__name__}: {_root_message(exc)}"
+
+
+# --------------------------------------------------------------------------- transport
+
+
+_MAX_HEAD = 64 * 1024  # largest response head accepted
+_MAX_LINE = 4 * 1024  # largest chunk-size or trailer line accepted
+_HIGH_WATER = 1024 * 1024  # received but unread bytes before the socket is paused
+_STATUS_LINE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: ([^\r\n]*))?")
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,15}")
+_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+class _Connection(asyncio.Protocol):
+    """One HTTP/1.1 connection: received bytes are queued as they arrive (no copy)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, key: tuple[str, str, int, str | None]):
+        self.loop = loop
+        self.key = key
+        self.transport: asyncio.Transport | None = None
+        self.chunks: deque[bytes] = deque()
+        self.size = 0  # bytes queued in chunks
+        self.eof = False
+        self.error: BaseException | None = None
+        self.idle_since = 0.0
+        self._waiter: asyncio.Future[None] | None = None
+        self._paused = False
+        self.lost = False  # connection_lost was called: the socket is closed
+
+    # -- asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self.size += len(data)
+        if self.size > _HIGH_WATER and not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        self._wake()
+        return False  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.eof = True
+        self.error = exc
+        self.lost = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- reading
+    @property
+    def usable(self) -> bool:
+        """Idle, open and silent: safe to send the next request on."""
+        transport = self.transport
+        return (
+            not self.eof
+            and not self.chunks
+            and transport is not None
+            and (not transport.is_closing())
+        )
+
+    async def wait(self, timeout: float | None) -> None:
+        """Wait until more bytes arrive or the peer closes; ReadTimeout after ``timeout``."""
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        waiter = self._waiter = self.loop.create_future()
+        timer = None if timeout is None else self.loop.call_later(timeout, _expire, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+
+    def take(self, limit: int) -> bytes:
+        """Up to ``limit`` queued bytes, whole received pieces when they fit."""
+        first = self.chunks[0]
+        if len(first) <= limit:
+            self.chunks.popleft()
+        else:
+            self.chunks[0] = first[limit:]
+            first = first[:limit]
+        self.size -= len(first)
+        return first
+
+    def find(self, sep: bytes, limit: int) -> int:
+        """Index of ``sep`` in the queued bytes, merging leading pieces; -1 if absent yet."""
+        chunks = self.chunks
+        if not chunks:
+            return -1
+        first = chunks[0]
+        index = first.find(sep, 0, limit + len(sep))
+        while index < 0 and len(chunks) > 1 and len(first) <= limit:
+            merged = first + chunks[1]
+            chunks.popleft()
+            chunks[0] = merged
+            index = merged.find(sep, max(0, len(first) - len(sep) + 1), limit + len(sep))
+            first = merged
+        return index
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        self.eof = True
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(httpx.ReadTimeout("timed out waiting for data"))
+
+
+def _closed_error(conn: _Connection, what: str) -> httpx.HTTPError:
+    """The error for a connection that ended ``what`` (reset vs orderly close)."""
+    if conn.error is not None:
+        err: httpx.HTTPError = httpx.ReadError(str(conn.error) or type(conn.error).__name__)
+        err.__cause__ = conn.error
+        return err
+    return httpx.RemoteProtocolError(what)
+
+
+async def _read_line(conn: _Connection, timeout: float | None, what: str) -> bytes:
+    while True:
+        index = conn.find(b"\r\n", _MAX_LINE)
+        if index >= 0:
+            line = conn.take(index + 2)
+            return line[:-2]
+        if conn.size > _MAX_LINE:
+            raise httpx.RemoteProtocolError(f"{what} longer than {_MAX_LINE} bytes")
+        if conn.eof:
+            raise _closed_error(conn, f"connection closed while reading the {what}")
+        await conn.wait(timeout)
+
+
+class _Body(httpx.AsyncByteStream):
+    """A response body read off one connection; back to the pool when read completely."""
+
+    def __init__(
+        self,
+        pool: _Http1Transport,
+        conn: _Connection,
+        *,
+        length: int | None,
+        chunked: bool,
+        reusable: bool,
+        timeout: float | None,
+    ) -> None:
+        self._pool = pool
+        self._conn = conn
+        self._length = length  # None: until the connection closes (or chunked)
+        self._chunked = chunked
+        self._reusable = reusable
+        self._timeout = timeout
+        self._complete = length == 0
+        self._closed = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._complete:
+            return
+        if self._chunked:
+            async for piece in self._chunks():
+                yield piece
+        else:
+            async for piece in self._sized():
+                yield piece
+        self._complete = True
+
+    async def _sized(self) -> AsyncIterator[bytes]:
+        conn, left, received = self._conn, self._length, 0
+        while left is None or left > 0:
+            if conn.chunks:
+                piece = conn.take(left if left is not None else conn.size)
+                received += len(piece)
+                if left is not None:
+                    left -= len(piece)
+                yield piece
+            elif conn.eof:
+                if left is None and conn.error is None:
+                    return  # read-until-close body ended
+                raise _closed_error(
+                    conn,
+                    "peer closed connection without sending complete message body "
+                    f"(received {received} bytes, expected {self._length})",
+                )
+            else:
+                await conn.wait(self._timeout)
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        conn = self._conn
+        while True:
+            line = await _read_line(conn, self._timeout, "chunk size line")
+            size_text = line.split(b";", 1)[0].strip(b" \t")
+            if not _CHUNK_SIZE.fullmatch(size_text):
+                raise httpx.RemoteProtocolError(f"invalid chunk size {size_text[:20]!r}")
+            left = int(size_text, 16)
+            if left == 0:
+                while await _read_line(conn, self._timeout, "trailer"):
+                    pass
+                return
+            while left > 0:
+                if conn.chunks:
+                    piece = conn.take(left)
+                    left -= len(piece)
+                    yield piece
+                elif conn.eof:
+                    raise _closed_error(conn, "connection closed in the middle of a chunk")
+                else:
+                    await conn.wait(self._timeout)
+            if await _read_line(conn, self._timeout, "chunk end") != b"":
+                raise httpx.RemoteProtocolError("chunk data longer than its declared size")
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._complete and self._reusable:
+            self._pool.release(self._conn)
+        else:
+            self._conn.close()  # mid-body or not reusable: never pooled
+
+
+class _Http1Transport(httpx.AsyncBaseTransport):
+    """A lean HTTP/1.1 client transport on asyncio protocols, for fleets of many hosts.
+
+    Per request it does what a GET needs and nothing else: one pooled keep-alive
+    connection per (scheme, host, port, server name), the request written in one
+    send, the response head parsed once, the body streamed as the socket delivers it
+    (Content-Length, chunked or until close). DESIGN section 10: httpx's own async
+    pool degrades with many hosts, and httpx over aiohttp spends about three quarters
+    of its CPU per request in the two clients' layers, not in I/O. The concurrency
+    limits are the Fetcher's semaphores; this pool only keeps at most ``max_idle``
+    idle connections (least recently used closed first), each for ``keepalive`` s.
+    Errors are raised as the httpx exceptions httpcore raises for the same events.
+    """
+
+    def __init__(
+        self, *, ssl_context: ssl.SSLContext, keepalive: float = _KEEPALIVE, max_idle: int = 256
+    ) -> None:
+        self._ssl = ssl_context
+        self._keepalive = keepalive
+        self._max_idle = max_idle
+        self._idle: dict[tuple[str, str, int, str | None], list[_Connection]] = {}
+        self._lru: OrderedDict[_Connection, None] = OrderedDict()
+        self._closed = False
+
+    def release(self, conn: _Connection) -> None:
+        """Keep a connection whose response was read completely, if it is still clean."""
+        if self._closed or not conn.usable:
+            conn.close()
+            return
+        conn.idle_since = time.monotonic()
+        self._idle.setdefault(conn.key, []).append(conn)
+        self._lru[conn] = None
+        while len(self._lru) > self._max_idle:
+            oldest, _ = self._lru.popitem(last=False)
+            self._idle[oldest.key].remove(oldest)
+            oldest.close()
+
+    def _checkout(self, key: tuple[str, str, int, str | None]) -> _Connection | None:
+        idle = self._idle.get(key)
+        now = time.monotonic()
+        while idle:
+            conn = idle.pop()
+            self._lru.pop(conn, None)
+            if conn.usable and now - conn.idle_since < self._keepalive:
+                return conn
+            conn.close()
+        if idle is not None:
+            del self._idle[key]
+        return None
+
+    async def _connect(
+        self, key: tuple[str, str, int, str | None], timeout: float | None
+    ) -> _Connection:
+        scheme, host, port, server_name = key
+        loop = asyncio.get_running_loop()
+        options: dict[str, Any] = {}
+        if scheme == "https":
+            options = {"ssl": self._ssl, "server_hostname": server_name or host}
+        try:
+            async with asyncio.timeout(timeout):
+                _transport, conn = await loop.create_connection(
+                    lambda: _Connection(loop, key), host, port, **options
+                )
+        except TimeoutError as exc:
+            raise httpx.ConnectTimeout(f"connect to {host}:{port} timed out") from exc
+        except OSError as exc:  # ssl.SSLError is an OSError
+            raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
+        return conn
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self._closed:
+            raise RuntimeError("the transport is closed")
+        url = request.url
+        scheme = url.scheme
+        if scheme not in ("http", "https"):
+            raise httpx.UnsupportedProtocol(f"unsupported URL scheme {scheme!r}")
+        timeouts = request.extensions.get("timeout", {})
+        server_name = request.extensions.get("sni_hostname")
+        key = (scheme, url.host, url.port or (443 if scheme == "https" else 80), server_name)
+        content = request.content  # GETs carry none; a small body is sent as is
+        head = [b"%s %s HTTP/1.1" % (request.method.encode(), url.raw_path)]
+        head += [b"%s: %s" % (name, value) for name, value in request.headers.raw]
+        payload = b"\r\n".join(head) + b"\r\n\r\n" + content
+
+        conn = self._checkout(key)
+        if conn is None:
+            conn = await self._connect(key, timeouts.get("connect"))
+        try:
+            assert conn.transport is not None
+            conn.transport.write(payload)
+            read_timeout = timeouts.get("read")
+            while True:
+                status, reason, headers, http11 = await self._read_head(conn, read_timeout)
+                if status >= 200 or status == 101:
+                    break  # 1xx interim responses are skipped
+            if status == 101:
+                raise httpx.RemoteProtocolError("101 Switching Protocols is not supported")
+            length, chunked, reusable = _framing(request.method, status, headers, http11)
+        except BaseException:
+            conn.close()
+            raise
+        body = _Body(
+            self, conn, length=length, chunked=chunked, reusable=reusable, timeout=read_timeout
+        )
+        return httpx.Response(
+            status_code=status,
+            headers=headers,
+            stream=body,
+            request=request,
+            extensions={
+                "http_version": b"HTTP/1.1" if http11 else b"HTTP/1.0",
+                "reason_phrase": reason,
+            },
+        )
+
+    @staticmethod
+    async def _read_head(
+        conn: _Connection, timeout: float | None
+    ) -> tuple[int, bytes, list[tuple[bytes, bytes]], bool]:
+        while True:
+            index = conn.find(b"\r\n\r\n", _MAX_HEAD)
+            if index >= 0:
+                break
+            if conn.size > _MAX_HEAD:
+                raise httpx.RemoteProtocolError(f"response head larger than {_MAX_HEAD} bytes")
+            if conn.eof:
+                if conn.size == 0:
+                    raise _closed_error(conn, "Server disconnected without sending a response.")
+                raise _closed_error(conn, "connection closed in the middle of the response head")
+            await conn.wait(timeout)
+        lines = conn.take(index + 4)[:-4].split(b"\r\n")
+        match = _STATUS_LINE.fullmatch(lines[0])
+        if match is None:
+            raise httpx.RemoteProtocolError(f"invalid status line {lines[0][:60]!r}")
+        headers: list[tuple[bytes, bytes]] = []
+        for line in lines[1:]:
+            name, sep, value = line.partition(b":")
+            if not sep or not _TOKEN.fullmatch(name):
+                raise httpx.RemoteProtocolError(f"invalid header line {line[:60]!r}")
+            headers.append((name, value.strip(b" \t")))
+        return int(match[2]), match[3] or b"", headers, match[1] == b"1"
+
+    async def aclose(self) -> None:
+        self._closed = True
+        closing = [conn for conns in self._idle.values() for conn in conns]
+        for conn in closing:
+            conn.close()
+        self._idle.clear()
+        self._lru.clear()
+        # A TLS close (close_notify) finishes asynchronously: left alone, the socket
+        # outlives the event loop of the run (an fd held until GC, a ResourceWarning).
+        deadline = time.monotonic() + 1.0
+        while any(not c.lost for c in closing) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        for conn in closing:
+            if not conn.lost and conn.transport is not None:
+                conn.transport.abort()
+
+
+def _framing(
+    method: str, status: int, headers: list[tuple[bytes, bytes]], http11: bool
+) -> tuple[int | None, bool, bool]:
+    """(Content-Length or None, chunked, connection reusable) per RFC 9112 section 6."""
+    lengths: set[bytes] = set()
+    codings: list[bytes] = []
+    close = not http11
+    for name, value in headers:
+        lower = name.lower()
+        if lower == b"content-length":
+            lengths.update(v.strip() for v in value.split(b","))
+        elif lower == b"transfer-encoding":
+            codings += [c.strip().lower() for c in value.split(b",") if c.strip()]
+        elif lower == b"connection":
+            tokens = {t.strip().lower() for t in value.split(b",")}
+            if b"close" in tokens:
+                close = True
+            elif b"keep-alive" in tokens and not http11:
+                close = False
+    if method == "HEAD" or status in (204, 304):
+        return 0, False, not close
+    if codings:
+        if codings[-1] == b"chunked":
+            return None, True, not close and not lengths
+        return None, False, False  # until close
+    if lengths:
+        if len(lengths) != 1 or not next(iter(lengths)).isdigit():
+            raise httpx.RemoteProtocolError(f"invalid Content-Length {sorted(lengths)!r}")
+        return int(next(iter(lengths))), False, not close
+    return None, False, False  # until close
 
 
 # --------------------------------------------------------------------------- fetcher
@@ -680,7 +1129,7 @@ class Fetcher:
         self.transport_name = (
             "injected"
             if transport is not None
-            else ("httpx" if http.transport == "httpx" else "aiohttp")
+            else {"auto": "http1"}.get(http.transport, http.transport)
         )
         self._timeout = httpx.Timeout(
             connect=http.connect_timeout,
@@ -707,6 +1156,12 @@ class Fetcher:
         """The transport chosen by ``http.transport``, sized to our own limits."""
         if self._injected is not None:
             return self._injected
+        if self.transport_name == "http1":
+            return _Http1Transport(
+                ssl_context=self.ssl_context,
+                keepalive=_KEEPALIVE,
+                max_idle=max(self._http.max_connections * 2, 64),
+            )
         if self.transport_name == "httpx":
             limits = httpx.Limits(
                 max_connections=self._http.max_connections,
@@ -714,6 +1169,9 @@ class Fetcher:
                 keepalive_expiry=_KEEPALIVE,
             )
             return httpx.AsyncHTTPTransport(verify=self.ssl_context, limits=limits, trust_env=False)
+        import aiohttp  # only this transport needs it: ~0.15 s of imports otherwise
+        from httpx_aiohttp import AiohttpTransport
+
         connector = aiohttp.TCPConnector(
             limit=self._http.max_connections,
             limit_per_host=self._http.max_per_host,
@@ -1021,7 +1479,7 @@ class Fetcher:
                         exc, reading_body=progress.reading_body, http=self._http
                     )
                     result = _Attempt(url, error=message, error_kind=kind)
-            except (httpx.HTTPError, aiohttp.ClientError, OSError) as exc:
+            except (httpx.HTTPError, _aiohttp_errors().ClientError, OSError) as exc:
                 kind, message = _classify(exc, reading_body=progress.reading_body, http=self._http)
                 result = _Attempt(url, error=message, error_kind=kind)
             finally:
@@ -1148,5 +1606,5 @@ class Fetcher:
                     read += len(chunk)
                     if read > _DRAIN_LIMIT:
                         return
-        except (httpx.HTTPError, aiohttp.ClientError, OSError):
+        except (httpx.HTTPError, _aiohttp_errors().ClientError, OSError):
             return  # the status was observed; the connection is simply not reused

@@ -50,6 +50,7 @@ log = logging.getLogger("artifactcheck")
 #: Formats whose paths are relative to the directory the manifest is served from.
 MANIFEST_DIR_RELATIVE = frozenset({"django", "sprockets", "propshaft"})
 UNREACHABLE_KINDS = frozenset({"connect", "timeout", "tls"})
+_MEMO_LIMIT = 256  # distinct served manifests (and samples) remembered per Observer
 
 
 def limits_of(spec: CheckSpec) -> ManifestLimits:
@@ -111,12 +112,30 @@ class Observer:
         self.expectations = expectations
         self.limits = limits_of(spec)
         self.found_manifest_path: str | None = None  # learned from the first instance
+        # Instances are observed a bounded number at a time, each to completion (see
+        # observe); _active counts them, to share request slots between their assets.
+        self._slots: asyncio.Semaphore | None = None
+        self._active = 0
         self._certs: dict[str, asyncio.Task[CertInfo | None]] = {}
         # Siblings serve the same manifest bytes: each distinct document is parsed, and
         # its sample drawn, once per run (1,000 instances x 500 entries is seconds of
         # CPU otherwise). Keys hold the body's sha256; values the result or the error.
         self._parsed: dict[tuple[str, str], Manifest | ManifestError] = {}
         self._plans: dict[tuple[object, ...], tuple[object, list[str], list[str]]] = {}
+        self._bodies: dict[str, bytes] = {}  # sha256 -> one copy of a served manifest
+
+    def _shared_body(self, got: Fetched) -> Fetched:
+        """``got`` holding the run's one copy of its body: observations keep their
+        manifest fetch, and 5,000 pods serving one 80 KB manifest are 400 MB otherwise."""
+        sha = got.sha256
+        if got.body is None or sha is None:
+            return got
+        shared = self._bodies.get(sha)
+        if shared is None:
+            if len(self._bodies) >= _MEMO_LIMIT:
+                self._bodies.clear()
+            shared = self._bodies[sha] = got.body
+        return got if shared is got.body else replace(got, body=shared)
 
     def _parse(self, got: Fetched, path: str) -> Manifest:
         """The served manifest, parsed once per distinct body; ManifestError if unusable."""
@@ -136,6 +155,8 @@ class Observer:
             except ManifestError as exc:
                 cached = exc
             if key[0]:
+                if len(self._parsed) >= _MEMO_LIMIT:  # a controller's Observer lives long
+                    self._parsed.clear()
                 self._parsed[key] = cached
         if isinstance(cached, ManifestError):
             raise cached.with_traceback(None)
@@ -172,6 +193,8 @@ class Observer:
         )
         algorithms = sorted({"sha256"} | (algorithms_needed(manifest) if manifest else set()))
         if manifest_key is not None:
+            if len(self._plans) >= _MEMO_LIMIT:
+                self._plans.clear()
             self._plans[key] = (expected, paths, algorithms)
         return paths, algorithms
 
@@ -220,8 +243,34 @@ class Observer:
             paths.insert(0, self.found_manifest_path)
         return paths
 
+    @property
+    def asset_parallelism(self) -> int:
+        """Assets fetched at once for one instance: max_per_host for a lone new pod,
+        one when max_connections instances are in flight (one kept-alive connection
+        each, instead of max_per_host new ones, each a TCP/TLS handshake)."""
+        http = self.spec.http
+        return max(1, min(http.max_per_host, http.max_connections // max(1, self._active)))
+
     async def observe(self, instance: Instance) -> tuple[Observation, Expectation | None]:
-        """Observe one instance within its deadline; never raises for network trouble."""
+        """Observe one instance within its deadline; never raises for network trouble.
+
+        At most ``http.max_connections`` instances are observed at once, each to
+        completion, and the deadline starts when its turn comes: started all at once,
+        1,000 instances would share the fetcher's request slots breadth-first, so every
+        one of them would finish late (or miss its deadline).
+        """
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(max(1, self.spec.http.max_connections))
+        async with self._slots:
+            self._active += 1
+            try:
+                return await self._observe_within_deadline(instance)
+            finally:
+                self._active -= 1
+
+    async def _observe_within_deadline(
+        self, instance: Instance
+    ) -> tuple[Observation, Expectation | None]:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self.spec.http.instance_deadline):
@@ -251,7 +300,9 @@ class Observer:
         manifest_error: str | None = None
         manifest_path = ""
         for path in self._candidates():
-            got = await self.fetcher.get_document(instance.base_url, path, host_header=host)
+            got = self._shared_body(
+                await self.fetcher.get_document(instance.base_url, path, host_header=host)
+            )
             manifest_path = path
             if got.error is not None:
                 if got.error_kind in UNREACHABLE_KINDS:
@@ -329,11 +380,20 @@ class Observer:
     ) -> dict[str, Fetched]:
         host = self.spec.http.host_header
         results: dict[str, Fetched] = {}
+        width = min(self.asset_parallelism, len(paths))
+        if width <= 1:  # many instances in flight: one kept-alive connection each
+            for path in paths:
+                results[path] = await self.fetcher.get_asset(
+                    instance.base_url, path, algorithms=algorithms, host_header=host
+                )
+            return dict(sorted(results.items()))
+        slots = asyncio.Semaphore(width)
 
         async def one(path: str) -> None:
-            results[path] = await self.fetcher.get_asset(
-                instance.base_url, path, algorithms=algorithms, host_header=host
-            )
+            async with slots:
+                results[path] = await self.fetcher.get_asset(
+                    instance.base_url, path, algorithms=algorithms, host_header=host
+                )
 
         async with asyncio.TaskGroup() as tg:
             for path in paths:
@@ -431,14 +491,8 @@ async def check_once(
     observations: dict[str, Observation] = {}
     loaded: dict[str, Expectation] = {}
 
-    # Instances are observed a bounded number at a time, each to completion. Started
-    # all at once, 1,000 instances share the fetcher's request slots breadth-first:
-    # every one of them finishes late, and misses its deadline, which starts here.
-    slots = asyncio.Semaphore(max(1, spec.http.max_connections))
-
     async def one(instance: Instance) -> None:
-        async with slots:
-            obs, exp = await observer.observe(instance)
+        obs, exp = await observer.observe(instance)
         observations[instance.name] = obs
         if exp is not None:
             loaded[exp.version] = exp

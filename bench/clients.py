@@ -32,6 +32,7 @@ STACKS = (
     "httpx-aiohttp",
     "httpx-default",
     "fetcher",
+    "fetcher-aiohttp",
 )
 
 
@@ -115,11 +116,11 @@ async def run_transport_direct(urls: list[str], per_host: int) -> int:
         return await _bounded(urls, 64, get)
 
 
-async def run_fetcher(urls: list[str], per_host: int) -> int:
+async def run_fetcher(urls: list[str], per_host: int, transport: str = "auto") -> int:
     from artifactcheck.fetch import Fetcher
     from artifactcheck.settings import HttpSettings, RetrySettings
 
-    http = HttpSettings(max_per_host=per_host)
+    http = HttpSettings(max_per_host=per_host, transport=transport)
     async with Fetcher(http=http, retry=RetrySettings()) as fetcher:
 
         async def get(url: str) -> int:
@@ -218,6 +219,7 @@ def child(stack: str, urls_file: str, per_host: int) -> None:
         "httpx-aiohttp-transport": lambda: run_transport_direct(urls, per_host),
         "httpx-default": lambda: run_httpx(urls, per_host, aiohttp_transport=False),
         "fetcher": lambda: run_fetcher(urls, per_host),
+        "fetcher-aiohttp": lambda: run_fetcher(urls, per_host, "aiohttp"),
     }[stack]
     # imports first, so only the requests are timed
     import aiohttp  # noqa: F401
@@ -241,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-host", type=int, default=4)
     parser.add_argument("--stacks", default=",".join(STACKS))
     parser.add_argument("--child", nargs=3, metavar=("STACK", "URLS", "PER_HOST"))
+    parser.add_argument("--name", help="results file name")
     args = parser.parse_args(argv)
     if args.child:
         child(args.child[0], args.child[1], int(args.child[2]))
@@ -257,9 +260,20 @@ def main(argv: list[str] | None = None) -> int:
         urls_file.write_text("\n".join(urls))
         for stack in args.stacks.split(","):
             out = subprocess.run(
-                [sys.executable, "-m", "bench.clients", "--child", stack, str(urls_file),
-                 str(args.per_host)],
-                cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.clients",
+                    "--child",
+                    stack,
+                    str(urls_file),
+                    str(args.per_host),
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
             )
             if out.returncode != 0:
                 log(out.stderr[-2000:])
@@ -272,7 +286,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"  {stack:14s} {row['wall']:.2f} s wall, {row['cpu']:.2f} s cpu, "
                 f"{row['us_per_request']:.0f} us cpu/request, ok={row['ok']}"
             )
-    save(f"clients-per-host-{args.per_host}", result)
+    save(args.name or f"clients-per-host-{args.per_host}", result)
+    rows = {r["stack"]: r for r in result["runs"]}
+    print(
+        f"client stacks, {len(urls)} GETs to {args.instances} hosts (per host {args.per_host}): "
+        + ", ".join(f"{k} {v['us_per_request']:.0f} us CPU/req" for k, v in rows.items())
+    )
     return 0
 
 

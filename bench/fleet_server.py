@@ -91,9 +91,7 @@ def free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
-def nginx_conf(
-    prefix: Path, groups: list[tuple[Path, list[str]]], port: int, workers: int
-) -> str:
+def nginx_conf(prefix: Path, groups: list[tuple[Path, list[str]]], port: int, workers: int) -> str:
     """One server block per served root, one ``listen`` line per address."""
     servers = []
     for root, hosts in groups:
@@ -213,7 +211,10 @@ def main(argv: list[str] | None = None) -> int:
             if drifted:
                 rebuilt = work / "site-rebuilt"
                 generate_site(
-                    rebuilt, assets=args.assets, asset_size=args.asset_size, seed=args.seed,
+                    rebuilt,
+                    assets=args.assets,
+                    asset_size=args.asset_size,
+                    seed=args.seed,
                     variant=1,
                 )
                 groups.append((rebuilt, drifted))

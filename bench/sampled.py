@@ -32,12 +32,15 @@ from .common import (
     run_measured,
     save,
     summary,
+    tool_env,
 )
 
 CURL = "xargs -P 16 -n 1 sh -c 'curl -s \"$0\" | sha256sum'"
 
 
-def write_spec(path: Path, info: dict[str, Any], *, assets: int, extra_http: dict[str, Any]) -> None:
+def write_spec(
+    path: Path, info: dict[str, Any], *, assets: int, extra_http: dict[str, Any]
+) -> None:
     targets = [
         {"url": f"http://{h}:{info['port']}/", "version": info["version"], "name": f"web-{i + 1}"}
         for i, h in enumerate(info["hosts"])
@@ -63,10 +66,10 @@ def urls_from_report(report: dict[str, Any]) -> list[str]:
     return out
 
 
-def run_tool(spec: Path, out: Path, timeout: float) -> Measured:
+def run_tool(spec: Path, out: Path, timeout: float, overlay: Path | None = None) -> Measured:
     argv = [*artifactcheck_command(), "verify", "--config", str(spec), "--output", "json"]
     with out.open("wb") as fh:
-        return run_measured(argv, stdout=fh, timeout=timeout)
+        return run_measured(argv, stdout=fh, timeout=timeout, env=tool_env(overlay))
 
 
 def run_curl(urls: Path, out: Path, timeout: float) -> Measured:
@@ -76,9 +79,12 @@ def run_curl(urls: Path, out: Path, timeout: float) -> Measured:
 
 def bench(args: argparse.Namespace) -> dict[str, Any]:
     server_args = [
-        "--instances", str(args.instances),
-        "--server", args.server,
-        "--drift", str(args.drift),
+        "--instances",
+        str(args.instances),
+        "--server",
+        args.server,
+        "--drift",
+        str(args.drift),
     ]
     extra_http = json.loads(args.http) if args.http else {}
     result: dict[str, Any] = {
@@ -88,14 +94,16 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         "assets_per_instance": args.assets,
         "server": args.server,
         "http_overrides": extra_http,
+        "overlay": str(args.overlay) if args.overlay else None,
         "tool_command": " ".join(artifactcheck_command())
         + " verify --config spec.yaml --output json",
         "baseline_command": CURL + " < urls.txt",
         "runs": [],
     }
-    with tempfile.TemporaryDirectory(prefix="acbench-sampled-") as tmp, fleet_server(
-        server_args
-    ) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="acbench-sampled-") as tmp,
+        fleet_server(server_args) as server,
+    ):
         work = Path(tmp)
         info = server.info
         result["manifest_entries"] = info["entries"]
@@ -104,7 +112,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         report_path, urls_path = work / "report.json", work / "urls.txt"
 
         log(f"sampled: warm-up run ({args.instances} instances, server {args.server})")
-        warm = run_tool(spec, report_path, args.timeout)
+        warm = run_tool(spec, report_path, args.timeout, args.overlay)
         report = json.loads(report_path.read_text())
         urls = urls_from_report(report)
         urls_path.write_text("\n".join(urls) + "\n")
@@ -117,7 +125,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
 
         for i in range(args.runs):
             n0, c0 = server.nginx_requests(), server.server_cpu()
-            tool = run_tool(spec, report_path, args.timeout)
+            tool = run_tool(spec, report_path, args.timeout, args.overlay)
             n1, c1 = server.nginx_requests(), server.server_cpu()
             tool.extra = {"server_requests": _delta(n0, n1), "server_cpu": c1 - c0}
             tool.extra["report_elapsed_s"] = json.loads(report_path.read_text())["elapsed_s"]
@@ -172,9 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--drift", type=float, default=0.01)
     parser.add_argument("--server", choices=("nginx", "webfleet"), default="nginx")
-    parser.add_argument("--http", help="JSON of http settings overrides, e.g. '{\"max_per_host\":2}'")
+    parser.add_argument(
+        "--http", help="JSON of http settings overrides, e.g. '{\"max_per_host\":2}'"
+    )
     parser.add_argument("--timeout", type=float, default=180.0, help="per command, seconds")
     parser.add_argument("--name", default="sampled", help="results file name")
+    parser.add_argument("--overlay", type=Path, help="run the tool from this package copy")
     args = parser.parse_args(argv)
     result = bench(args)
     path = save(args.name, result)

@@ -1,0 +1,91 @@
+"""``python -m bench``: run every benchmark, one process each, and print a summary.
+
+    python -m bench                 # all four, full size (about 10 minutes here)
+    python -m bench --quick         # smaller sizes, a smoke test (about 3 minutes)
+    python -m bench --only sampled,cache
+
+Each benchmark also runs alone (``python -m bench.sampled`` etc.) and writes its raw
+figures to ``bench/results/NAME.json``; the summary lines are the ones they print.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+
+from .common import ROOT, log, machine
+
+FULL = {
+    "sampled": ["--instances", "1000", "--runs", "3"],
+    "throughput": ["--runs", "2"],
+    "controller": ["--pods", "5000", "--new", "50"],
+    "cache": ["--entries", "20000", "--versions", "50"],
+    "clients": ["--instances", "1000", "--per-host", "1"],
+}
+QUICK = {
+    "sampled": ["--instances", "200", "--runs", "1", "--name", "sampled-quick"],
+    "throughput": ["--scale", "0.1", "--runs", "1", "--name", "throughput-quick"],
+    "controller": [
+        "--pods",
+        "500",
+        "--new",
+        "10",
+        "--interval",
+        "10",
+        "--sample-instances",
+        "100",
+        "--name",
+        "controller-quick",
+    ],
+    "cache": ["--entries", "20000", "--versions", "5", "--name", "cache-quick"],
+    "clients": ["--instances", "200", "--per-host", "1", "--name", "clients-quick"],
+}
+TIMEOUT = {"sampled": 1200, "throughput": 1800, "controller": 1800, "cache": 900, "clients": 900}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="run every artifactcheck benchmark")
+    parser.add_argument("--quick", action="store_true", help="small sizes, a smoke test")
+    parser.add_argument("--only", help="comma-separated: " + ",".join(FULL))
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    names = args.only.split(",") if args.only else list(plan)
+    info = machine()
+    log(
+        f"machine: {info['nproc']} cores, {info['cpu_model']}, {info['memory_gb']} GB, "
+        f"Python {info['python']}, nginx {info['nginx']}, load {info['loadavg_at_start']}"
+    )
+    lines: list[str] = []
+    failed = 0
+    for name in names:
+        started = time.monotonic()
+        log(f"== {name}")
+        try:
+            out = subprocess.run(  # noqa: S603
+                [sys.executable, "-m", f"bench.{name}", *plan[name]],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                text=True,
+                timeout=TIMEOUT[name],
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            lines.append(f"{name}: did not finish within {TIMEOUT[name]} s")
+            failed += 1
+            continue
+        text = out.stdout.strip().splitlines()
+        if out.returncode != 0 or not text:
+            lines.append(f"{name}: failed (exit {out.returncode})")
+            failed += 1
+            continue
+        lines.append(f"{text[-1]}  [{time.monotonic() - started:.0f} s]")
+    print("\nsummary")
+    for line in lines:
+        print(f"- {line}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,425 @@
+"""Benchmark 3: the controller at 5,000 pods.
+
+The fake API server (``artifactcheck.sim.apiserver.FakeApiServer``) runs in this
+process; 5,000 pods are created with its in-process API, each pointing at its own
+loopback address served by the nginx fleet (``bench.fleet_server``, the same ~500-entry
+site as benchmark 1), and one gated ``ArtifactCheck`` selects them. The controller runs
+in a separate process (``python -m bench.controller --child``), talking to the API
+server over HTTP with the official client, so its peak RSS is its own.
+
+Measured: time to the first verdict on all pods; API requests per cycle in steady
+state (verbs from ``FakeApiServer.verb_counts``: no per-pod GETs, no writes when
+nothing changed); then 50 new pods, one every ``--new-every`` seconds, each timed from
+the moment it is ready (containers ready, IP set) to its verdict (the readiness-gate
+condition the controller sets); and the controller's peak RSS (``wait4``).
+
+    python -m bench.controller [--pods 5000] [--new 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from .common import ROOT, fleet_server, log, machine, save, tool_env
+
+GATE = "artifactcheck.io/content-verified"
+NAMESPACE = "shop"
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def add_pod(api: Any, host: str, index: int) -> str:
+    """Create one ready, gated pod serving on ``host`` (the kubelet's part included)."""
+    name = f"web-7f9c-{index:05d}-{uuid.uuid4().hex[:4]}"
+    api.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": NAMESPACE,
+                "labels": {"app": "web", "app.kubernetes.io/version": "1.4.2"},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "ReplicaSet",
+                        "name": "web-7f9c",
+                        "uid": "5f0c1b9e-0000-4000-8000-000000000001",
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {
+                "nodeName": f"node-{index % 20}",
+                "containers": [{"name": "web", "image": "web:1.4.2"}],
+                "readinessGates": [{"conditionType": GATE}],
+            },
+        }
+    )
+    api.patch_status(
+        "v1",
+        "Pod",
+        NAMESPACE,
+        name,
+        {
+            "status": {
+                "phase": "Running",
+                "podIP": host,
+                "hostIP": "127.0.0.1",
+                "startTime": _now(),
+                "conditions": [
+                    {"type": "ContainersReady", "status": "True", "lastTransitionTime": _now()},
+                    {"type": "Ready", "status": "False", "lastTransitionTime": _now()},
+                ],
+                "containerStatuses": [
+                    {
+                        "name": "web",
+                        "ready": True,
+                        "image": "web:1.4.2",
+                        "imageID": "docker.io/library/web@sha256:" + "ab" * 32,
+                        "restartCount": 0,
+                        "started": True,
+                    }
+                ],
+            },
+        },
+    )
+    return name
+
+
+def gate_status(api: Any, name: str) -> str | None:
+    pod = api.get("v1", "Pod", NAMESPACE, name) or {}
+    for cond in (pod.get("status") or {}).get("conditions", []):
+        if cond.get("type") == GATE:
+            return str(cond.get("status"))
+    return None
+
+
+def scrape(url: str) -> dict[str, float]:
+    """The controller's Prometheus metrics, flattened (name{labels} -> value)."""
+    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - loopback
+        text = resp.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
+
+
+def cycles(metrics_url: str) -> int:
+    values = scrape(metrics_url)
+    return int(sum(v for k, v in values.items() if k.startswith("artifactcheck_cycles_total{")))
+
+
+def wait_until(predicate: Any, timeout: float, interval: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not reached within {timeout}s")
+        time.sleep(interval)
+
+
+def child(api_url: str, health_port: int) -> int:
+    """The controller process: run until SIGTERM, then report its own figures."""
+    import asyncio
+
+    from kubernetes import client as k8s
+
+    from artifactcheck.controller import Controller, ControllerSettings
+
+    api_client = k8s.ApiClient(k8s.Configuration(host=api_url))
+    ctl = Controller(
+        api_client=api_client,
+        settings=ControllerSettings(
+            namespace=NAMESPACE, identity="bench", lease_namespace="artifactcheck-system"
+        ),
+    )
+    health = ctl.serve_health(host="127.0.0.1", port=health_port)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        await ctl.run(stop)
+
+    trace = os.environ.get("ACBENCH_TRACEMALLOC")
+    if trace:
+        import tracemalloc
+
+        tracemalloc.start(int(os.environ.get("ACBENCH_TRACEMALLOC_FRAMES", "1")))
+    try:
+        asyncio.run(main())
+    finally:
+        health.stop()
+        api_client.close()  # type: ignore[no-untyped-call]
+        if trace:
+            snapshot = tracemalloc.take_snapshot()
+            current, peak = tracemalloc.get_traced_memory()
+            top = snapshot.statistics("traceback" if "," in trace else "lineno")[:40]
+            with open(trace, "w", encoding="utf-8") as fh:
+                fh.write(f"current {current / 1e6:.1f} MB, peak {peak / 1e6:.1f} MB\n")
+                for stat in top:
+                    fh.write(f"{stat.size / 1e6:8.1f} MB {stat.count:9d} ")
+                    fh.write(" <- ".join(str(f) for f in stat.traceback) + "\n")
+    return 0
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def bench(args: argparse.Namespace) -> dict[str, Any]:
+    from artifactcheck.sim.apiserver import FakeApiServer
+
+    result: dict[str, Any] = {
+        "benchmark": "controller",
+        "machine": machine(),
+        "pods": args.pods,
+        "new_pods": args.new,
+        "interval": args.interval,
+        "sampling": {"instances": args.sample_instances, "assets_per_instance": 5},
+    }
+    total = args.pods + args.new
+    server_args = ["--instances", str(total), "--drift", "0", "--first-host", "127.210.0.1"]
+    with fleet_server(server_args) as fleet:
+        info = fleet.info
+        hosts = info["hosts"]
+        api = FakeApiServer(namespaces=("default", NAMESPACE, "artifactcheck-system"))
+        api.start()
+        proc: subprocess.Popen[bytes] | None = None
+        try:
+            t0 = time.perf_counter()
+            names = [add_pod(api, hosts[i], i) for i in range(args.pods)]
+            result["create_pods_seconds"] = time.perf_counter() - t0
+            api.create(
+                {
+                    "apiVersion": "artifactcheck.io/v1alpha1",
+                    "kind": "ArtifactCheck",
+                    "metadata": {"name": "web", "namespace": NAMESPACE},
+                    "spec": {
+                        "kubernetes": {
+                            "namespace": NAMESPACE,
+                            "selector": "app=web",
+                            "port": info["port"],
+                        },
+                        "release_manifest": info["release_template"],
+                        "manifest_path": "artifactcheck.json",
+                        "manifest_format": "native",
+                        "interval": args.interval,
+                        "sampling": {
+                            "instances": args.sample_instances,
+                            "assets_per_instance": 5,
+                            "seed": 1,
+                        },
+                        "policy": {"mode": "quarantine"},
+                    },
+                }
+            )
+            port = free_port()
+            metrics_url = f"http://127.0.0.1:{port}/metrics"
+            api.reset_requests()
+            log(f"controller: {args.pods} pods created; starting the controller process")
+            started = time.perf_counter()
+            env = tool_env()
+            if args.trace_memory:
+                env["ACBENCH_TRACEMALLOC"] = args.trace_memory
+            proc = subprocess.Popen(  # noqa: S603
+                [sys.executable, "-m", "bench.controller", "--child", api.url, str(port)],
+                cwd=ROOT,
+                env=env,
+                start_new_session=True,
+            )
+
+            def first_cycle_done() -> bool:
+                try:
+                    return cycles(metrics_url) >= 1
+                except OSError:
+                    return False
+
+            wait_until(first_cycle_done, timeout=args.timeout, interval=0.5)
+            result["first_cycle_seconds"] = time.perf_counter() - started
+            gated = sum(1 for n in names if gate_status(api, n) is not None)
+            result["pods_with_verdict_after_first_cycle"] = gated
+            result["startup_verbs"] = dict(api.verb_counts)
+            log(
+                f"  first cycle done in {result['first_cycle_seconds']:.1f}s: "
+                f"{gated}/{args.pods} pods have the gate condition; "
+                f"API verbs {dict(api.verb_counts)}"
+            )
+
+            # steady state: full cycles over an unchanged cluster
+            c0 = cycles(metrics_url)
+            api.reset_requests()
+            s0 = time.perf_counter()
+            wait_until(
+                lambda: cycles(metrics_url) >= c0 + args.steady_cycles,
+                timeout=args.timeout,
+                interval=0.5,
+            )
+            steady = time.perf_counter() - s0
+            n_cycles = cycles(metrics_url) - c0
+            verbs = dict(api.verb_counts)
+            writes = sum(verbs.get(v, 0) for v in WRITE_VERBS)
+            result["steady"] = {
+                "cycles": n_cycles,
+                "seconds": steady,
+                "verbs": verbs,
+                "requests": sum(api.request_counts.values()),
+                "per_cycle": {k: v / n_cycles for k, v in verbs.items()},
+                "writes": writes,
+                "gets": verbs.get("get", 0),
+                "sample_paths": [p for _m, p in api.requests[:20]],
+            }
+            log(f"  steady: {n_cycles} cycles in {steady:.1f}s, verbs {verbs}")
+
+            # new pods, one at a time
+            api.reset_requests()
+            latencies: list[float] = []
+            pending: dict[str, float] = {}
+            lock = threading.Lock()
+            done = threading.Event()
+
+            def poll() -> None:
+                while not done.is_set() or pending:
+                    with lock:
+                        items = list(pending.items())
+                    for name, ready_at in items:
+                        if gate_status(api, name) is not None:
+                            with lock:
+                                pending.pop(name, None)
+                                latencies.append(time.perf_counter() - ready_at)
+                    if done.is_set() and time.perf_counter() > deadline:
+                        break
+                    time.sleep(0.005)
+
+            deadline = time.perf_counter() + args.timeout
+            poller = threading.Thread(target=poll, name="verdict-poller", daemon=True)
+            poller.start()
+            spy = None
+            if args.profile:
+                spy = subprocess.Popen(  # noqa: S603 - py-spy on the controller we started
+                    [
+                        "py-spy",
+                        "record",
+                        "--pid",
+                        str(proc.pid),
+                        "-f",
+                        "raw",
+                        "-r",
+                        "200",
+                        "-o",
+                        args.profile,
+                        "-d",
+                        str(int(args.new * args.new_every + 5)),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            for i in range(args.new):
+                name = add_pod(api, hosts[args.pods + i], args.pods + i)
+                with lock:
+                    pending[name] = time.perf_counter()
+                time.sleep(args.new_every)
+            done.set()
+            deadline = time.perf_counter() + 30
+            poller.join(timeout=60)
+            if spy is not None:
+                spy.wait(timeout=120)
+            result["new_pod_verbs"] = dict(api.verb_counts)
+            result["new_pods_without_verdict"] = len(pending)
+            lat = sorted(latencies)
+            if lat:
+                result["verdict_latency"] = {
+                    "n": len(lat),
+                    "p50": statistics.median(lat),
+                    "p99": lat[min(len(lat) - 1, int(round(0.99 * (len(lat) - 1))))],
+                    "max": lat[-1],
+                    "all": lat,
+                }
+            metrics = scrape(metrics_url)
+            result["controller_histogram"] = {
+                k: v for k, v in metrics.items() if k.startswith("artifactcheck_new_pod_verdict")
+            }
+            log(
+                f"  new pods: p50 {result['verdict_latency']['p50']:.3f}s "
+                f"p99 {result['verdict_latency']['p99']:.3f}s over {len(lat)} pods; "
+                f"{len(pending)} without verdict"
+            )
+        finally:
+            if proc is not None:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)  # the controller process we started
+                    timer = threading.Timer(60, lambda: os.killpg(proc.pid, signal.SIGKILL))
+                    timer.start()
+                    _pid, status, usage = os.wait4(proc.pid, 0)
+                    timer.cancel()
+                    result["controller_exit"] = os.waitstatus_to_exitcode(status)
+                    result["controller_peak_rss_mb"] = usage.ru_maxrss / 1024
+                    result["controller_cpu_seconds"] = usage.ru_utime + usage.ru_stime
+                else:
+                    result["controller_exit"] = proc.returncode
+            api.stop()
+    return result
+
+
+def describe(r: dict[str, Any]) -> str:
+    s = r["steady"]
+    per = ", ".join(f"{k} {v:g}" for k, v in sorted(s["per_cycle"].items()))
+    lat = r.get("verdict_latency", {})
+    return (
+        f"controller, {r['pods']} pods: first verdicts on all in {r['first_cycle_seconds']:.1f} s; "
+        f"steady state per cycle: {per or 'no API requests'} ({s['gets']} GETs, "
+        f"{s['writes']} writes in {s['cycles']} cycles); new pods readiness->verdict "
+        f"p50 {lat.get('p50', float('nan')):.2f} s p99 {lat.get('p99', float('nan')):.2f} s "
+        f"(target < 2 s); peak RSS {r.get('controller_peak_rss_mb', float('nan')):.0f} MB "
+        f"(target < 250 MB)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="controller at fleet scale")
+    parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument("--new", type=int, default=50)
+    parser.add_argument("--new-every", type=float, default=0.5, help="seconds between new pods")
+    parser.add_argument("--interval", type=float, default=20.0, help="ArtifactCheck interval")
+    parser.add_argument("--sample-instances", type=int, default=500)
+    parser.add_argument("--steady-cycles", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--name", default="controller")
+    parser.add_argument("--child", nargs=2, metavar=("API_URL", "HEALTH_PORT"))
+    parser.add_argument("--trace-memory", metavar="FILE", help="tracemalloc top lines")
+    parser.add_argument("--profile", metavar="FILE", help="py-spy the new-pod phase")
+    args = parser.parse_args(argv)
+    if args.child:
+        return child(args.child[0], int(args.child[1]))
+    result = bench(args)
+    path = save(args.name, result)
+    print(describe(result))
+    log(f"raw figures: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
