@@ -142,17 +142,33 @@ def verify(**opts: Any) -> None:
     sys.exit(report.exit_code)
 
 
+def run_quietly(coro: Any) -> Any:
+    """``asyncio.run`` that hands back the result without the main task holding it.
+
+    Python 3.11's ``asyncio.run`` builds the ``repr()`` of the main task's result
+    while restoring the SIGINT handler; for a 1,000-instance Report that cost 3.5 s and
+    350 MB (docs/benchmarks.md). Keeping the result out of the task avoids it.
+    """
+    box: list[Any] = []
+
+    async def main() -> None:
+        box.append(await coro)
+
+    asyncio.run(main())
+    return box[0]
+
+
 def _run_with_progress(spec: Any, **kw: Any) -> Any:
     from .pipeline import run_check
 
     try:
         if not sys.stderr.isatty():
-            return asyncio.run(run_check(spec, **kw))
+            return run_quietly(run_check(spec, **kw))
         from rich.progress import Progress
 
         with Progress(console=_console(stderr=True), transient=True) as progress:
             task = progress.add_task("checking", total=None)
-            return asyncio.run(
+            return run_quietly(
                 run_check(
                     spec,
                     on_discovered=lambda n: progress.update(task, total=n),

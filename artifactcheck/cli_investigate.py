@@ -395,10 +395,10 @@ def _write(text: str, dest: str | None) -> None:
 
 def _run(coro: Any) -> Any:
     """asyncio.run with verify's error mapping: usage errors 2, dependencies down 3."""
-    from .cli import EXIT_INCONCLUSIVE, _fail
+    from .cli import EXIT_INCONCLUSIVE, _fail, run_quietly
 
     try:
-        return asyncio.run(coro)
+        return run_quietly(coro)
     except ConfigError as exc:
         _fail(str(exc))
     except (DependencyError, ArtifactCheckError) as exc:

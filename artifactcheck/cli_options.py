@@ -39,7 +39,8 @@ def build_spec(config: str | None, overrides: dict[str, Any]) -> Any:
     if config:
         path = Path(config)
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # C parser: 10x faster
+            loaded = yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {}  # noqa: S506
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
         except UnicodeDecodeError as exc:

@@ -116,7 +116,10 @@ class HttpSettings(_Model):
         14.0, ge=0, le=3650, description="Warn when a certificate expires within this many days."
     )
     transport: Literal["auto", "httpx", "aiohttp"] = Field(
-        "auto", description="HTTP transport under httpx: aiohttp scales to many hosts."
+        "auto",
+        description="Transport under the httpx API: 'auto' is artifactcheck's lean HTTP/1.1 "
+        "keep-alive transport (least CPU per request at fleet scale), 'aiohttp' httpx over "
+        "aiohttp, 'httpx' httpx's own pool (slow with many hosts; see docs/benchmarks.md).",
     )
 
 
