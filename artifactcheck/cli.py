@@ -77,7 +77,8 @@ def emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool = 
         if kind == "table":
             render_table(report, _console(), verbose=verbose)
             continue
-        text = render_json(report) if kind == "json" else render_junit(report)
+        to_terminal = dest in (None, "-") and sys.stdout.isatty()
+        text = render_json(report, pretty=to_terminal) if kind == "json" else render_junit(report)
         if dest in (None, "-"):
             click.echo(text, nl=False)
         else:

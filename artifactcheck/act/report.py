@@ -126,8 +126,15 @@ def to_json(report: Report) -> dict[str, Any]:
     }
 
 
-def render_json(report: Report) -> str:
-    """JSON text, stable key order, for ``--output json``."""
+def render_json(report: Report, *, pretty: bool = True) -> str:
+    """JSON text, stable key order, for ``--output json``.
+
+    Compact (``pretty=False``) is what a pipe or file gets: the C encoder is only used
+    without indentation, and a 1,000-instance report is then markedly cheaper
+    (docs/benchmarks.md); a terminal gets it indented for people.
+    """
+    if not pretty:
+        return json.dumps(to_json(report), separators=(",", ":")) + "\n"
     return json.dumps(to_json(report), indent=2, sort_keys=False) + "\n"
 
 
