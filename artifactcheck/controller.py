@@ -20,7 +20,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -28,14 +28,13 @@ from typing import Any
 from .act.health import HealthServer, Heartbeat
 from .act.logs import ContextAdapter
 from .act.metrics import CONTENT_TYPE, Metrics
-from .compare import compare_fleet, reported_version
 from .decide import Decision, History, decide
 from .discover import kubernetes as kube
-from .errors import ArtifactCheckError, ConfigError, DependencyError
+from .errors import ArtifactCheckError, ConfigError
 from .expect import Expectations
 from .fetch import Fetcher
 from .models import Expectation, Instance, Observation, Report, Verdict
-from .pipeline import Observer, build_expectations, observe_cdn
+from .pipeline import Observer, build_expectations, judge
 from .settings import CheckSpec, load_spec
 
 log = logging.getLogger("artifactcheck.controller")
@@ -477,35 +476,20 @@ class Controller:
             for name, obs in state.observations.items()
             if name in state.pods
         ]
-        if state.expectations is not None:
-            for version in {reported_version(o) for o in observations} - set(loaded) - {None}:
-                assert version is not None
-                loaded[version] = await state.expectations.get(version)
-            for version in set(spec.known_versions) | ({spec.desired_version} - {None}):
-                if version is not None and version not in loaded:
-                    loaded[version] = await state.expectations.get(version)
-        cdn_view = (
-            await observe_cdn(fetcher, spec.cdn, observations, observer=observer)
-            if spec.cdn
-            else None
-        )
-        for obs in observations:
-            if obs.tls is not None:
-                self.metrics.tls_expiry.labels(obs.tls.endpoint).set(obs.tls.not_after.timestamp())
-        if cdn_view is not None and cdn_view.tls is not None:
-            self.metrics.tls_expiry.labels(cdn_view.tls.endpoint).set(
-                cdn_view.tls.not_after.timestamp()
-            )
-        known = state.expectations.known() if state.expectations is not None else {}
-        results = compare_fleet(
+        judged = await judge(
+            spec,
             observations,
-            expectations=loaded if state.expectations is not None else None,
-            known_releases=known,
-            cdn=cdn_view,
-            desired_version=spec.desired_version,
-            now=started,
-            tls_warn_days=spec.http.tls_expiry_warning_days,
+            loaded=loaded,
+            expectations=state.expectations,
+            fetcher=fetcher,
+            observer=observer,
+            started_at=started,
+            known_versions=spec.known_versions,
         )
+        results = judged.results
+        for cert in [o.tls for o in observations] + [judged.cdn.tls if judged.cdn else None]:
+            if cert is not None:
+                self.metrics.tls_expiry.labels(cert.endpoint).set(cert.not_after.timestamp())
         decision = decide(
             results, policy=spec.policy, history=state.history, now=self.clock(), gate_mode=True
         )
@@ -513,7 +497,7 @@ class Controller:
         state.history = decision.history
         report = Report(
             results=tuple(results),
-            findings=decision.findings + _fleet_findings(loaded, cdn_view),
+            findings=decision.findings + judged.findings,
             actions=tuple(performed),
             started_at=started,
             elapsed=time.perf_counter() - t0,
@@ -651,27 +635,4 @@ class Controller:
             log_.warning("could not write status: %s", exc)
 
 
-def _fleet_findings(loaded: Mapping[str, Expectation], cdn_view: Any) -> tuple[Any, ...]:
-    """Fleet-wide findings of a cycle: releases that could not be loaded, CDN down."""
-    from .models import Finding, FindingKind, Severity
-
-    out = [
-        Finding(
-            FindingKind.EXPECTATION_UNAVAILABLE,
-            f"release {e.version} could not be loaded: {e.error}",
-            severity=Severity.WARNING,
-        )
-        for e in loaded.values()
-        if e.manifest is None
-    ]
-    if cdn_view is not None and cdn_view.error:
-        out.append(Finding(FindingKind.OBSERVATION_FAILED, cdn_view.error, severity=Severity.ERROR))
-    return tuple(out)
-
-
-def counts_of(report: Report) -> Mapping[str, int]:
-    """Verdict counts of a report (helper for tests and the demo)."""
-    return report.counts()
-
-
-__all__ = ["Controller", "ControllerSettings", "DependencyError", "backoff_delays", "counts_of"]
+__all__ = ["Controller", "ControllerSettings", "backoff_delays"]

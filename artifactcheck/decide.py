@@ -96,7 +96,7 @@ _FILE_KINDS = {
 }
 
 
-def recover_state(result: InstanceResult, *, condition_type: str) -> InstanceState:
+def recover_state(result: InstanceResult) -> InstanceState:
     """Rebuild an instance's state from what the cluster shows (after a restart)."""
     inst = result.instance
     quarantined = inst.gate_status == "False" and inst.annotations.get(
@@ -123,9 +123,7 @@ def decide(
     dry = policy.dry_run
     states: dict[str, InstanceState] = {}
     for r in results:
-        prev = history.instances.get(r.instance.name) or recover_state(
-            r, condition_type=policy.condition_type
-        )
+        prev = history.instances.get(r.instance.name) or recover_state(r)
         if r.verdict in FLAGGABLE:
             # capped: only "confirmed or not" matters, and a steady value means no writes
             streak = min(prev.streak + 1, policy.confirmations)

@@ -12,16 +12,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import posixpath
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from .compare import CdnView, compare_fleet, reported_version, tls_findings
 from .decide import Decision, History, decide
-from .errors import ArtifactCheckError, ConfigError, ManifestError, UnsafeReferenceError
+from .errors import ArtifactCheckError, ConfigError, ManifestError
 from .expect import Expectations
 from .fetch import Fetcher
 from .manifests import WELL_KNOWN_PATHS, algorithms_needed, parse_manifest
@@ -47,8 +46,6 @@ from .settings import CheckSpec
 
 log = logging.getLogger("artifactcheck")
 
-#: Formats whose paths are relative to the directory the manifest is served from.
-MANIFEST_DIR_RELATIVE = frozenset({"django", "sprockets", "propshaft"})
 UNREACHABLE_KINDS = frozenset({"connect", "timeout", "tls"})
 _MEMO_LIMIT = 256  # distinct served manifests (and samples) remembered per Observer
 
@@ -74,31 +71,6 @@ def _pointer(doc: object, pointer: str) -> object:
         else:
             raise KeyError(token)
     return node
-
-
-def _rebase(manifest: Manifest, manifest_path: str) -> Manifest:
-    """Make a manifest's paths relative to the site root (for static-root formats)."""
-    folder = posixpath.dirname(manifest_path)
-    if manifest.format not in MANIFEST_DIR_RELATIVE or not folder:
-        return manifest
-    files = {}
-    for path, entry in manifest.files.items():
-        full = f"{folder}/{path}"
-        files[full] = type(entry)(
-            path=full,
-            hashes=entry.hashes,
-            size=entry.size,
-            entry=entry.entry,
-            logical=entry.logical,
-        )
-    return Manifest(
-        format=manifest.format,
-        files=files,
-        version=manifest.version,
-        source=manifest.source,
-        image_id=manifest.image_id,
-        rejected=manifest.rejected,
-    )
 
 
 class Observer:
@@ -283,7 +255,7 @@ class Observer:
                 error_kind="timeout",
             )
             expectation = None
-        return _with_elapsed(obs, time.perf_counter() - started), expectation
+        return replace(obs, elapsed=time.perf_counter() - started), expectation
 
     async def _observe(self, instance: Instance) -> tuple[Observation, Expectation | None]:
         host = self.spec.http.host_header
@@ -401,12 +373,6 @@ class Observer:
         return dict(sorted(results.items()))
 
 
-def _with_elapsed(obs: Observation, elapsed: float) -> Observation:
-    from dataclasses import replace
-
-    return replace(obs, elapsed=elapsed)
-
-
 def _unreachable(instance: Instance, path: str, got: Fetched) -> Observation:
     return Observation(
         instance=instance,
@@ -471,6 +437,79 @@ async def observe_cdn(
     return CdnView(base_url=cdn, assets=assets, error=error, tls=cert)
 
 
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """What comparing one set of observations produced (before policy decides)."""
+
+    results: list[InstanceResult]
+    findings: tuple[Finding, ...]  # fleet-wide: releases unavailable or stale, CDN trouble
+    cdn: CdnView | None
+
+
+async def judge(
+    spec: CheckSpec,
+    observations: Sequence[Observation],
+    *,
+    loaded: dict[str, Expectation],
+    expectations: Expectations | None,
+    fetcher: Fetcher,
+    observer: Observer,
+    started_at: datetime,
+    known_versions: Sequence[str] = (),
+) -> Judgement:
+    """Load the releases still needed, observe the CDN, and compare: shared by ``verify``
+    (one check) and the controller (each cycle, over its cached observations).
+
+    ``loaded`` holds the expectations met while observing and is completed in place.
+    """
+    fleet: list[Finding] = []
+    if expectations is not None:
+        wanted = {reported_version(o) for o in observations} | set(known_versions)
+        if spec.desired_version:
+            wanted.add(spec.desired_version)
+        for version in sorted(v for v in wanted if v is not None and v not in loaded):
+            loaded[version] = await expectations.get(version)
+        for exp in loaded.values():
+            if exp.manifest is None:
+                fleet.append(
+                    Finding(
+                        FindingKind.EXPECTATION_UNAVAILABLE,
+                        f"release {exp.version} could not be loaded: {exp.error}",
+                        severity=Severity.WARNING,
+                    )
+                )
+            elif exp.stale:
+                fleet.append(
+                    Finding(
+                        FindingKind.EXPECTATION_STALE,
+                        f"release {exp.version}: source failed ({exp.error}); "
+                        "using the last known good copy",
+                        severity=Severity.WARNING,
+                    )
+                )
+    cdn_view = None
+    if spec.cdn:
+        cdn_view = await observe_cdn(fetcher, spec.cdn, observations, observer=observer)
+        if cdn_view.error:
+            fleet.append(
+                Finding(FindingKind.OBSERVATION_FAILED, cdn_view.error, severity=Severity.ERROR)
+            )
+        if cdn_view.tls is not None:
+            fleet += tls_findings(
+                cdn_view.tls, now=started_at, warn_days=spec.http.tls_expiry_warning_days
+            )
+    results = compare_fleet(
+        observations,
+        expectations=loaded if expectations is not None else None,
+        known_releases=expectations.known() if expectations is not None else {},
+        cdn=cdn_view,
+        desired_version=spec.desired_version,
+        now=started_at,
+        tls_warn_days=spec.http.tls_expiry_warning_days,
+    )
+    return Judgement(results=results, findings=tuple(fleet), cdn=cdn_view)
+
+
 async def check_once(
     spec: CheckSpec,
     *,
@@ -503,56 +542,17 @@ async def check_once(
         for instance in chosen:
             tg.create_task(one(instance))
     ordered = [observations[i.name] for i in chosen]
-
-    fleet: list[Finding] = []
-    if expectations is not None:
-        wanted = set(known_versions)
-        if spec.desired_version:
-            wanted.add(spec.desired_version)
-        for version in sorted(wanted - set(loaded)):
-            exp = await expectations.get(version)
-            loaded[version] = exp
-        for exp in loaded.values():
-            if exp.manifest is None:
-                fleet.append(
-                    Finding(
-                        FindingKind.EXPECTATION_UNAVAILABLE,
-                        f"release {exp.version} could not be loaded: {exp.error}",
-                        severity=Severity.WARNING,
-                    )
-                )
-            elif exp.stale:
-                fleet.append(
-                    Finding(
-                        FindingKind.EXPECTATION_STALE,
-                        f"release {exp.version}: source failed ({exp.error}); "
-                        "using the last known good copy",
-                        severity=Severity.WARNING,
-                    )
-                )
-
-    cdn_view = None
-    if spec.cdn:
-        cdn_view = await observe_cdn(fetcher, spec.cdn, ordered, observer=observer)
-        if cdn_view.error:
-            fleet.append(
-                Finding(FindingKind.OBSERVATION_FAILED, cdn_view.error, severity=Severity.ERROR)
-            )
-        if cdn_view.tls is not None:
-            fleet += tls_findings(
-                cdn_view.tls, now=started_at, warn_days=spec.http.tls_expiry_warning_days
-            )
-
-    known = expectations.known() if expectations is not None else {}
-    results = compare_fleet(
+    judged = await judge(
+        spec,
         ordered,
-        expectations=loaded if expectations is not None else None,
-        known_releases=known,
-        cdn=cdn_view,
-        desired_version=spec.desired_version,
-        now=started_at,
-        tls_warn_days=spec.http.tls_expiry_warning_days,
+        loaded=loaded,
+        expectations=expectations,
+        fetcher=fetcher,
+        observer=observer,
+        started_at=started_at,
+        known_versions=known_versions,
     )
+    results, fleet = judged.results, judged.findings
     decision = decide(
         results, policy=spec.policy, history=history or History(), now=now(), gate_mode=gate_mode
     )
@@ -569,22 +569,6 @@ async def check_once(
         retries=stats.retries,
     )
     return report, decision
-
-
-def versions_seen(results: Sequence[InstanceResult]) -> set[str]:
-    """Versions reported by any judged instance."""
-    return {r.reported_version for r in results if r.reported_version}
-
-
-__all__ = [
-    "ArtifactCheckError",
-    "Observer",
-    "UnsafeReferenceError",
-    "check_once",
-    "observe_cdn",
-    "reported_version",
-    "versions_seen",
-]
 
 
 def build_expectations(spec: CheckSpec, fetcher: Fetcher) -> Expectations | None:

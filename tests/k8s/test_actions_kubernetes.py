@@ -107,7 +107,7 @@ def instance(api, name: str) -> Instance:
 def state(api, name: str):
     inst = instance(api, name)
     result = InstanceResult(instance=inst, verdict=Verdict.CONSISTENT, reason="-")
-    return recover_state(result, condition_type=GATE)
+    return recover_state(result)
 
 
 # --------------------------------------------------------------------------- quarantine
