@@ -145,7 +145,7 @@ def recording_fetcher(spec: CheckSpec) -> tuple[Fetcher, dict[str, Fetched]]:
 def release_source(spec: CheckSpec) -> str | None:
     """A description of where expected releases come from; None in consensus mode."""
     if spec.release_manifest:
-        return spec.release_manifest
+        return ", ".join(spec.release_manifest)
     if spec.release_image:
         return f"image {spec.release_image}:{spec.release_image_path}"
     return None

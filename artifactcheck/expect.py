@@ -19,11 +19,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
-from .errors import ArtifactCheckError, ExpectationUnavailable
+from .errors import ArtifactCheckError, ConfigError, ExpectationUnavailable, ManifestError
 from .fetch import Fetcher
 from .manifests import parse_manifest
 from .manifests.limits import ManifestLimits
 from .models import Expectation, Manifest
+from .settings import CheckSpec
 
 
 class ReleaseSource(Protocol):
@@ -152,3 +153,33 @@ class Expectations:
             return Expectation(version=version, manifest=None, error=str(exc))
         self._remember(version, manifest)
         return Expectation(version=version, manifest=manifest)
+
+
+def build_expectations(
+    spec: CheckSpec,
+    fetcher: Fetcher,
+    *,
+    limits: ManifestLimits,
+    read_image: Callable[[str, str, str], Manifest] | None = None,
+) -> Expectations | None:
+    """The release source configured in the spec, or None for consensus mode.
+
+    ``read_image(image, site_path, version)`` reads a release image (blocking; run in a
+    thread); it is injected because reading images is the discovery layer's business.
+    """
+    if spec.release_manifest:
+        source = TemplateSource(spec.release_manifest[-1], fetcher=fetcher, limits=limits)
+        return Expectations(source, max_versions=spec.cache_versions)
+    if spec.release_image and read_image is not None:
+        template, site, reader = spec.release_image, spec.release_image_path, read_image
+
+        async def from_image(version: str) -> Manifest:
+            image = template.replace("{version}", version)
+            try:
+                return await asyncio.to_thread(reader, image, site, version)
+            except (ArtifactCheckError, ManifestError, ConfigError) as exc:
+                raise ExpectationUnavailable(f"image {image}: {exc}") from exc
+
+        image_source = CallableSource(from_image, description=f"image {template}:{site}")
+        return Expectations(image_source, max_versions=spec.cache_versions)
+    return None

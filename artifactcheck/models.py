@@ -86,6 +86,13 @@ class FindingKind(enum.StrEnum):
     NOT_GATED = "not-gated"  # pod lacks the readiness gate: flag only
     ACTION_HELD = "action-held"  # a safety limit (cap, floor, rate) withheld an action
     NODE_SUSPECT = "node-suspect"  # a node serves stale content; cordon capped or off
+    NOT_COMPARED = "not-compared"  # a release file was not compared, with the reason
+    MANIFEST_MISSING = "manifest-missing"  # the served manifest could not be fetched
+    NAMES_ONLY = "names-only"  # the release source carries no hashes: names compared only
+    INVALID_VERSION = "invalid-version"  # the reported version fails the version grammar
+    FALLBACK_PAGE = "fallback-page"  # a missing file answered with the site's HTML page
+    SAMPLED = "sampled"  # only a sample of files or instances was checked
+    CHECK_FAILED = "check-failed"  # an unexpected error while observing one instance
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +249,36 @@ class Finding:
 
 
 @dataclass(frozen=True, slots=True)
+class Coverage:
+    """What of the expected release was compared for one instance, and what was not.
+
+    Every file of the expected release is accounted for: compared, or listed in
+    ``not_compared`` with the reason (sampled out, not referenced by the served
+    manifest, the served manifest missing, not fetched).
+    """
+
+    compared: int = 0
+    total: int = 0
+    not_compared: tuple[tuple[str, str], ...] = ()  # (path, why)
+    encodings: tuple[str, ...] = ("identity",)  # content codings whose bytes were compared
+
+    @property
+    def complete(self) -> bool:
+        """True when every file of the expected release was compared."""
+        return self.total > 0 and self.compared >= self.total and not self.not_compared
+
+
+@dataclass(frozen=True, slots=True)
+class SampleInfo:
+    """How a run sampled: reported so a partial check never reads as a complete one."""
+
+    seed: int | None = None
+    instances_checked: int = 0
+    instances_total: int = 0
+    assets_per_instance: int | None = None  # None: every file
+
+
+@dataclass(frozen=True, slots=True)
 class InstanceResult:
     """The verdict on one instance and the findings behind it."""
 
@@ -253,6 +290,7 @@ class InstanceResult:
     serves_version: str | None = None  # the known release its content matches
     fingerprint: str | None = None
     observation: Observation | None = None
+    coverage: Coverage | None = None
 
 
 class ActionKind(enum.StrEnum):
@@ -301,6 +339,8 @@ class Report:
     cdn: str | None = None
     requests: int = 0
     retries: int = 0
+    sample: SampleInfo | None = None
+    names_only: bool = False  # the release source vouches for file names, not bytes
 
     def counts(self) -> dict[str, int]:
         """Number of instances per verdict, every verdict present."""

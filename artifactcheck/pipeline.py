@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from .compare import CdnView, compare_fleet, reported_version, tls_findings
 from .decide import Decision, History, decide
-from .errors import ArtifactCheckError, ConfigError, ManifestError
+from .errors import ArtifactCheckError, ManifestError
 from .expect import Expectations
 from .fetch import Fetcher
 from .manifests import WELL_KNOWN_PATHS, algorithms_needed, parse_manifest
@@ -573,34 +573,15 @@ async def check_once(
 
 def build_expectations(spec: CheckSpec, fetcher: Fetcher) -> Expectations | None:
     """The release source configured in the spec, or None for consensus mode."""
-    if spec.release_manifest:
-        from .expect import TemplateSource
+    from .expect import build_expectations as build
 
-        source = TemplateSource(spec.release_manifest, fetcher=fetcher, limits=limits_of(spec))
-        return Expectations(source, max_versions=spec.cache_versions)
-    if spec.release_image:
-        from .expect import CallableSource
+    def read_image(image: str, site: str, version: str) -> Manifest:
+        from .discover.docker import DockerEngine
 
-        template, site = spec.release_image, spec.release_image_path
+        with DockerEngine() as engine:
+            return engine.manifest_from_image(image, path=site, version=version)
 
-        async def from_image(version: str) -> Manifest:
-            from .discover.docker import DockerEngine
-            from .errors import DependencyError, ExpectationUnavailable
-
-            image = template.replace("{version}", version)
-
-            def read() -> Manifest:
-                with DockerEngine() as engine:
-                    return engine.manifest_from_image(image, path=site, version=version)
-
-            try:
-                return await asyncio.to_thread(read)
-            except (DependencyError, ManifestError, ConfigError) as exc:
-                raise ExpectationUnavailable(f"image {image}: {exc}") from exc
-
-        image_source = CallableSource(from_image, description=f"image {template}:{site}")
-        return Expectations(image_source, max_versions=spec.cache_versions)
-    return None
+    return build(spec, fetcher, limits=limits_of(spec), read_image=read_image)
 
 
 async def discover_all(

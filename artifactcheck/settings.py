@@ -13,22 +13,46 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from .errors import ConfigError
+from .versions import version_problem
 
-MANIFEST_FORMATS = (
-    "auto",
-    "native",
-    "vite",
-    "webpack-manifest",
-    "cra",
-    "webpack-assets",
-    "django",
-    "ngsw",
-    "sprockets",
-    "propshaft",
-)
+#: RFC 9110 field-name: a token (tchar+).
+_FIELD_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+#: RFC 9110 field-value: visible characters, spaces and tabs (obs-text allowed); never
+#: CR, LF or NUL, which would end the header line and let a value forge another header.
+_FIELD_VALUE = re.compile(r"^[\t\x20-\x7e\x80-\xff]*$")
+
+
+def header_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be sent as an HTTP header name, or None."""
+    if not _FIELD_NAME.match(name):
+        return f"header name {name!r} is not an RFC 9110 token"
+    return None
+
+
+def header_value_problem(value: str) -> str | None:
+    """Why ``value`` cannot be sent as an HTTP header value, or None (never echoes it)."""
+    if not _FIELD_VALUE.match(value):
+        return "header value contains a control character (CR, LF, NUL or another)"
+    return None
+
+
+def _check_version(v: str | None) -> str | None:
+    if v is not None:
+        problem = version_problem(v)
+        if problem is not None:
+            raise ValueError(f"version {problem}")
+    return v
+
 ManifestFormatName = Literal[
     "auto",
     "native",
@@ -41,6 +65,9 @@ ManifestFormatName = Literal[
     "sprockets",
     "propshaft",
 ]
+
+
+Coding = Literal["identity", "gzip", "br", "deflate"]
 
 
 class _Model(BaseModel):
@@ -109,8 +136,18 @@ class HttpSettings(_Model):
         default_factory=dict,
         description="Extra request headers whose value is read from a file (a mounted Secret).",
     )
+    credentials: list[str] = Field(
+        default_factory=list,
+        description="Names of credentials (request headers, CA bundles) that the cluster "
+        "admin configured for the controller and granted to this namespace; controller only.",
+    )
     identity_encoding: bool = Field(
         True, description="Ask for Accept-Encoding: identity; compressed answers are decoded."
+    )
+    compare_encodings: list[Coding] = Field(
+        default_factory=lambda: list[Coding](["identity"]),
+        description="Content codings each asset is fetched in and compared (decoded): "
+        "browsers receive gzip/br, which a stale precompressed file can make differ.",
     )
     tls_expiry_warning_days: float = Field(
         14.0, ge=0, le=3650, description="Warn when a certificate expires within this many days."
@@ -121,6 +158,35 @@ class HttpSettings(_Model):
         "keep-alive transport (least CPU per request at fleet scale), 'aiohttp' httpx over "
         "aiohttp, 'httpx' httpx's own pool (slow with many hosts; see docs/benchmarks.md).",
     )
+
+    @field_validator("host_header")
+    @classmethod
+    def _host(cls, v: str | None) -> str | None:
+        if v is not None and (header_value_problem(v) or not v.strip() or " " in v):
+            raise ValueError("must be a host name (no spaces or control characters)")
+        return v
+
+    @field_validator("headers", "header_env", "header_files")
+    @classmethod
+    def _header_names(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        for name, value in v.items():
+            problem = header_name_problem(name)
+            if problem is not None:
+                raise ValueError(problem)
+            if info.field_name == "headers":
+                problem = header_value_problem(value)
+                if problem is not None:
+                    raise ValueError(f"{name}: {problem}")
+        return v
+
+    @field_validator("compare_encodings")
+    @classmethod
+    def _encodings(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("must name at least one coding, e.g. identity")
+        if len(set(v)) != len(v):
+            raise ValueError("names a coding twice")
+        return v
 
 
 class SamplingSettings(_Model):
@@ -162,6 +228,11 @@ class Target(_Model):
         if not re.match(r"^https?://[^/\s]+", v):
             raise ValueError(f"must be an http:// or https:// URL, got {v!r}")
         return v if v.endswith("/") else v + "/"
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str | None) -> str | None:
+        return _check_version(v)
 
 
 class KubernetesSource(_Model):
@@ -253,8 +324,15 @@ class CheckSpec(_Model):
         None, description="Path of the served manifest; null = try the well-known names."
     )
     manifest_format: ManifestFormatName = Field("auto", description="Served manifest format.")
-    release_manifest: str | None = Field(
-        None, description="Release manifest file or URL; '{version}' is replaced."
+    release_manifest: list[str] = Field(
+        default_factory=list,
+        description="Release manifest files or URLs (one or several); '{version}' in one is "
+        "replaced by the escaped reported version. Each is used only for the version it declares.",
+    )
+    allow_names_only: bool = Field(
+        False,
+        description="Accept a release manifest without content hashes (Vite, webpack, CRA, "
+        "Django): only file names are compared, and every report says so.",
     )
     release_image: str | None = Field(
         None, description="Release image reference; '{version}' is replaced."
@@ -263,6 +341,15 @@ class CheckSpec(_Model):
         "/usr/share/nginx/html", description="Directory of the site inside the release image."
     )
     cdn: str | None = Field(None, description="CDN base URL the assets must exist on.")
+    cdn_include: list[str] = Field(
+        default_factory=list,
+        description="Globs of referenced files checked on the CDN; empty = every file.",
+    )
+    cdn_exclude: list[str] = Field(
+        default_factory=lambda: ["*.html", "*.htm"],
+        description="Globs of referenced files not checked on the CDN (entry pages are "
+        "served by the origin).",
+    )
     desired_version: str | None = Field(
         None, description="Version the workload should run; others are drift."
     )
@@ -282,11 +369,42 @@ class CheckSpec(_Model):
         32, ge=1, le=10_000, description="Release manifests kept in memory, most recent first."
     )
 
-    @field_validator("release_manifest", "cdn")
+    @field_validator("release_manifest", mode="before")
+    @classmethod
+    def _one_or_many(cls, v: object) -> object:
+        if v is None:
+            return []
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("release_manifest")
+    @classmethod
+    def _sources(cls, v: list[str]) -> list[str]:
+        for item in v:
+            if not item.strip():
+                raise ValueError("must not be empty")
+        if len(set(v)) != len(v):
+            raise ValueError("names the same release manifest twice")
+        return v
+
+    @field_validator("cdn")
     @classmethod
     def _not_blank(cls, v: str | None) -> str | None:
         if v is not None and not v.strip():
             raise ValueError("must not be empty")
+        if v is not None and not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError(f"must be an http:// or https:// URL, got {v!r}")
+        return v
+
+    @field_validator("desired_version")
+    @classmethod
+    def _desired(cls, v: str | None) -> str | None:
+        return _check_version(v)
+
+    @field_validator("known_versions")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        for item in v:
+            _check_version(item)
         return v
 
 

@@ -304,7 +304,7 @@ def test_release_source_fails_after_a_good_load(
     spec = fault_spec(fleet, release_manifest=template, cdn=None, http={"host_header": SITE})
 
     def refreshing(spec, fetcher) -> Expectations:
-        source = TemplateSource(spec.release_manifest, fetcher=fetcher, limits=limits_of(spec))
+        source = TemplateSource(spec.release_manifest[0], fetcher=fetcher, limits=limits_of(spec))
         return Expectations(source, refresh_after=0.0)
 
     def break_source(cycle: int) -> None:

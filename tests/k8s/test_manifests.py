@@ -491,7 +491,7 @@ def test_example_artifactcheck_is_a_checkspec() -> None:
     assert spec.kubernetes is not None
     assert spec.kubernetes.namespace == _example()["metadata"]["namespace"] == "shop"
     assert spec.kubernetes.selector
-    assert spec.release_manifest and "{version}" in spec.release_manifest
+    assert spec.release_manifest and "{version}" in spec.release_manifest[0]
     assert spec.cdn
     assert spec.policy.mode == "quarantine"
     assert spec.policy.confirmations == 2
