@@ -375,6 +375,14 @@ def manifest_from_image(image: str, path: str, version: str, out: str | None) ->
 )
 @click.option("--bind", default="0.0.0.0", show_default=True, help="Address of the probe server.")
 @click.option("--json-logs", is_flag=True, help="One JSON object per log line.")
+@click.option(
+    "--admin-config",
+    type=click.Path(dir_okay=False),
+    envvar="ARTIFACTCHECK_ADMIN_CONFIG",
+    help="Cluster admin's YAML: named credentials and the namespaces granted each, the "
+    "egress allow-list, per-namespace limits (see docs/security.md) "
+    "[env ARTIFACTCHECK_ADMIN_CONFIG].",
+)
 def controller(**opts: Any) -> None:
     """Run the in-cluster controller: watch ArtifactChecks, check pods, act safely."""
     import signal
@@ -391,6 +399,7 @@ def controller(**opts: Any) -> None:
         lease_namespace=opts["lease_namespace"],
         lease_duration=opts["lease_duration"],
         renew_period=max(1.0, opts["lease_duration"] / 3),
+        admin_config=opts["admin_config"],
     )
     try:
         api = load_api_client(opts["kubeconfig"], opts["context"])

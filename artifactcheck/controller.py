@@ -54,6 +54,7 @@ class ControllerSettings:
     new_pod_debounce: float = 0.2
     backoff_base: float = 0.5
     backoff_max: float = 30.0
+    admin_config: str | None = None  # path of the cluster admin's tenancy configuration
 
 
 @dataclass
