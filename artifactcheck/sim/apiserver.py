@@ -62,7 +62,9 @@ What it covers
 
 What it does not do (be aware when a test passes here)
 ------------------------------------------------------
-No authentication, authorization or admission webhooks; no TLS; no protobuf,
+No authentication, authorization or admission webhooks; TLS only when given an
+``ssl_context`` (served as a real API server is, with the caller's certificate; no
+client certificates are asked for and bearer tokens are not checked); no protobuf,
 CBOR, YAML or Table output and no YAML request bodies (415); no server-side
 apply (``application/apply-patch+yaml`` answers 415); no ``managedFields``;
 no OpenAPI schema validation, pruning or defaulting for the custom resource;
@@ -98,6 +100,7 @@ import json
 import logging
 import math
 import re
+import ssl
 import threading
 from collections import Counter
 from collections.abc import Iterable
@@ -223,8 +226,11 @@ class FakeApiServer:
         bookmark_interval: float = 1.0,
         namespaces: Iterable[str] = DEFAULT_NAMESPACES,
         resources: Iterable[ResourceType] = BUILTIN_RESOURCES,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
+        #: Serve HTTPS with this context (its certificate chain loaded) instead of HTTP.
+        self.ssl_context = ssl_context
         self.port = port
         self.bookmark_interval = bookmark_interval
         self._registry = ResourceRegistry(resources)
@@ -252,7 +258,8 @@ class FakeApiServer:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://{host}:{self.port}"
 
     @property
     def running(self) -> bool:
@@ -344,7 +351,9 @@ class FakeApiServer:
         )
         await runner.setup()
         try:
-            site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
+            site = web.TCPSite(
+                runner, self.host, self.port, reuse_address=True, ssl_context=self.ssl_context
+            )
             await site.start()
         except BaseException:
             await runner.cleanup()
@@ -363,7 +372,8 @@ class FakeApiServer:
     # ------------------------------------------------------------------ client helpers
 
     def client_configuration(self) -> k8s_client.Configuration:
-        """A ``kubernetes.client.Configuration`` for this server (plain HTTP, no auth)."""
+        """A ``kubernetes.client.Configuration`` for this server (no auth; with TLS, set
+        its ``ssl_ca_cert`` to the CA of the server's certificate)."""
         from kubernetes import client
 
         return client.Configuration(host=self.url)
