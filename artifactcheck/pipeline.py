@@ -13,11 +13,13 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from fnmatch import fnmatchcase
 from urllib.parse import urlsplit
 
+from . import urls
 from .compare import CdnView, compare_fleet, reported_version, tls_findings
 from .decide import Decision, History, decide
 from .errors import ArtifactCheckError, ManifestError
@@ -38,15 +40,21 @@ from .models import (
     Manifest,
     Observation,
     Report,
+    SampleInfo,
     Severity,
     Verdict,
 )
-from .sample import entry_points, sample_instances, sample_paths
+from .sample import draw_seed, entry_points, sample_instances, sample_paths
 from .settings import CheckSpec
 
 log = logging.getLogger("artifactcheck")
 
 UNREACHABLE_KINDS = frozenset({"connect", "timeout", "tls"})
+#: Answers to a probed manifest name that mean "not here": S3-style origins answer 403
+#: for any missing key and nginx's usual ``location ~ /\. { deny all; }`` for dot-paths.
+NOT_HERE = frozenset({403, 404, 410})
+#: ``Observation.error_kind`` of an instance whose check raised an unexpected exception.
+CHECK_FAILED = "check-failed"
 _MEMO_LIMIT = 256  # distinct served manifests (and samples) remembered per Observer
 
 
@@ -77,12 +85,22 @@ class Observer:
     """Fetches what one instance serves, under the run's settings and caches."""
 
     def __init__(
-        self, *, spec: CheckSpec, fetcher: Fetcher, expectations: Expectations | None
+        self,
+        *,
+        spec: CheckSpec,
+        fetcher: Fetcher,
+        expectations: Expectations | None,
+        seed: int | None = None,
     ) -> None:
         self.spec = spec
         self.fetcher = fetcher
         self.expectations = expectations
         self.limits = limits_of(spec)
+        # The sampling seed: the configured one, else the caller's, else a fresh one per
+        # Observer, so repeated runs sample different files (and say which seed they used).
+        if spec.sampling.seed is not None:
+            seed = spec.sampling.seed
+        self.seed = seed if seed is not None else draw_seed()
         self.found_manifest_path: str | None = None  # learned from the first instance
         # Instances are observed a bounded number at a time, each to completion (see
         # observe); _active counts them, to share request slots between their assets.
@@ -95,6 +113,47 @@ class Observer:
         self._parsed: dict[tuple[str, str], Manifest | ManifestError] = {}
         self._plans: dict[tuple[object, ...], tuple[object, list[str], list[str]]] = {}
         self._bodies: dict[str, bytes] = {}  # sha256 -> one copy of a served manifest
+        self._coded: dict[str, Fetcher] = {}  # content coding -> a fetcher asking for it
+        self._coded_lock = asyncio.Lock()
+
+    @property
+    def encodings(self) -> tuple[str, ...]:
+        """The content codings every asset is fetched in and compared, identity first."""
+        codings = list(self.spec.http.compare_encodings)
+        return tuple(codings)
+
+    async def _fetcher_for(self, coding: str) -> Fetcher:
+        """A fetcher whose requests say ``Accept-Encoding: <coding>`` (opened once).
+
+        Browsers ask for gzip or br, and a server with stale precompressed files
+        (nginx ``gzip_static``) answers them with other bytes than it gives a client
+        asking for identity; the fetcher decodes what it receives, so the decoded bytes
+        are what is compared. The run's fetcher asks for identity on every request, so
+        each other coding gets a fetcher of its own with the same limits and headers.
+        """
+        async with self._coded_lock:
+            fetcher = self._coded.get(coding)
+            if fetcher is None:
+                http = self.spec.http
+                headers = {k: v for k, v in http.headers.items() if k.lower() != "accept-encoding"}
+                headers["accept-encoding"] = coding
+                coded = http.model_copy(update={"headers": headers, "identity_encoding": False})
+                fetcher = Fetcher(http=coded, retry=self.spec.retry, logger=log)
+                await fetcher.__aenter__()
+                self._coded[coding] = fetcher
+            return fetcher
+
+    @property
+    def extra_requests(self) -> tuple[int, int]:
+        """Requests and retries sent by the per-coding fetchers (for the report's counts)."""
+        stats = [f.stats for f in self._coded.values()]
+        return sum(s.requests for s in stats), sum(s.retries for s in stats)
+
+    async def aclose(self) -> None:
+        """Close the per-coding fetchers (the run's own fetcher belongs to the caller)."""
+        coded, self._coded = self._coded, {}
+        for fetcher in coded.values():
+            await fetcher.aclose()
 
     def _shared_body(self, got: Fetched) -> Fetched:
         """``got`` holding the run's one copy of its body: observations keep their
@@ -140,28 +199,34 @@ class Observer:
         manifest_key: object,
         expected: Manifest | None,
         version: str | None,
-        manifest_path: str,
+        skip: str | None,
+        extra: frozenset[str] = frozenset(),
     ) -> tuple[list[str], list[str]]:
-        """Paths to fetch and hash algorithms for one instance (memoised per content)."""
-        key = (manifest_key, id(expected), version, manifest_path)
+        """Paths to fetch and hash algorithms for one instance (memoised per content).
+
+        Every file of the expected release is a candidate as well as every file the
+        served manifest references: a file the served manifest does not mention (a
+        favicon, an icon sprite) is still served to browsers and must be compared.
+        ``skip`` is the served manifest itself, already fetched; ``extra`` the
+        references that live on the CDN.
+        """
+        key = (manifest_key, id(expected), version, skip, extra)
         memo = self._plans.get(key) if manifest_key is not None else None
         if memo is not None and memo[0] is expected:  # id() alone could be reused
             return memo[1], memo[2]
-        candidates: set[str] = set()
+        candidates: set[str] = set(extra)
         if manifest is not None:
             candidates.update(manifest.files)
-        elif expected is not None:
+        if expected is not None:
             candidates.update(expected.files)
-        candidates.discard(manifest_path)
-        entries = (entry_points(manifest, expected) - {manifest_path}) & (
-            candidates | set(expected.files if expected else ())
-        )
+        candidates.discard(skip or "")
+        entries = entry_points(manifest, expected) & candidates
         paths = sample_paths(
             candidates,
             entries,
             self.spec.sampling.assets_per_instance,
             version=version,
-            seed=self.spec.sampling.seed,
+            seed=self.seed,
         )
         algorithms = sorted({"sha256"} | (algorithms_needed(manifest) if manifest else set()))
         if manifest_key is not None:
@@ -224,19 +289,26 @@ class Observer:
         return max(1, min(http.max_per_host, http.max_connections // max(1, self._active)))
 
     async def observe(self, instance: Instance) -> tuple[Observation, Expectation | None]:
-        """Observe one instance within its deadline; never raises for network trouble.
+        """Observe one instance within its deadline; never raises, except when cancelled.
 
         At most ``http.max_connections`` instances are observed at once, each to
         completion, and the deadline starts when its turn comes: started all at once,
         1,000 instances would share the fetcher's request slots breadth-first, so every
-        one of them would finish late (or miss its deadline).
+        one of them would finish late (or miss its deadline). Whatever an instance's
+        answers make the code raise is that instance's failed check, never the run's:
+        a sibling, or the controller's loop, must not die of one hostile response.
         """
         if self._slots is None:
             self._slots = asyncio.Semaphore(max(1, self.spec.http.max_connections))
         async with self._slots:
             self._active += 1
+            started = time.perf_counter()
             try:
                 return await self._observe_within_deadline(instance)
+            except Exception as exc:  # noqa: BLE001 - one instance never ends the run
+                log.warning("check of %s failed: %s", instance.name, describe(exc))
+                failed = check_failed(instance, self.spec.manifest_path or "", exc)
+                return replace(failed, elapsed=time.perf_counter() - started), None
             finally:
                 self._active -= 1
 
@@ -260,34 +332,47 @@ class Observer:
     async def _observe(self, instance: Instance) -> tuple[Observation, Expectation | None]:
         host = self.spec.http.host_header
         endpoint_version = endpoint_error = None
+        answered = False  # an instance that answered anything is never "unreachable"
         if self.spec.version_endpoint is not None:
             ve = self.spec.version_endpoint
             got = await self.fetcher.get_document(instance.base_url, ve.path, host_header=host)
             if got.error is not None and got.error_kind in UNREACHABLE_KINDS:
                 return await self._unreachable(instance, ve.path, got), None
-            endpoint_version, endpoint_error = _read_version(got, ve.pointer)
+            answered = got.status is not None
+            endpoint_version, endpoint_error = _read_version(got, ve.path, ve.pointer)
 
+        configured = bool(self.spec.manifest_path)
         manifest: Manifest | None = None
         manifest_fetch: Fetched | None = None
         manifest_error: str | None = None
         manifest_path = ""
+        not_here: dict[str, Fetched] = {}  # probed names the instance does not serve
+        not_manifests: list[str] = []  # served, but no build manifest (a PWA manifest.json)
         for path in self._candidates():
             got = self._shared_body(
                 await self.fetcher.get_document(instance.base_url, path, host_header=host)
             )
-            manifest_path = path
             if got.error is not None:
                 if got.error_kind in UNREACHABLE_KINDS:
-                    return await self._unreachable(instance, path, got), None
+                    if not answered:
+                        return await self._unreachable(instance, path, got), None
+                    # it answered a moment ago: trouble, not absence
+                    why = f"{got.error} (after answering other requests)"
+                    return _unobservable(instance, path, got, why), None
                 if got.error_kind != "too-large":
                     return _unobservable(instance, path, got, got.error), None
-                manifest_fetch, manifest_error = got, got.error  # hostile content
-                break
-            if got.status in (404, 410) and not self.spec.manifest_path:
+                manifest_path, manifest_fetch, manifest_error = path, got, got.error
+                break  # hostile content
+            answered = True
+            if got.status in NOT_HERE:
+                # 403 as well as 404: nginx denies dot-paths (.vite/), S3 answers 403
+                # for any missing key; either way this name is not the manifest
+                not_here[path] = got
+                if configured:
+                    manifest_path, manifest_fetch = path, got
+                    manifest_error = f"served manifest {path} answers HTTP {got.status}"
+                    break
                 continue
-            manifest_fetch = got
-            if got.status in (404, 410):
-                break  # configured but absent: judged as a file against the release
             if not got.ok or got.body is None:
                 # 5xx, 429, 401...: the instance could not be observed, which is never
                 # evidence of a mismatch
@@ -295,14 +380,18 @@ class Observer:
             try:
                 manifest = self._parse(got, path)
                 self.found_manifest_path = path
+                manifest_path, manifest_fetch = path, got
             except ManifestError as exc:
-                if not self.spec.manifest_path and self.spec.manifest_format == "auto":
-                    manifest_fetch = None
+                if not configured and self.spec.manifest_format == "auto":
+                    not_manifests.append(path)
                     continue  # e.g. a PWA manifest.json: try the next well-known name
-                manifest_error = str(exc)
+                manifest_path, manifest_fetch, manifest_error = path, got, str(exc)
             break
         else:
-            manifest_path = self.spec.manifest_path or ""
+            if not configured:
+                tried = [f"{p} answers HTTP {f.status}" for p, f in not_here.items()]
+                tried += [f"{p} is not a build manifest" for p in not_manifests]
+                manifest_error = "no served manifest at any well-known name: " + "; ".join(tried)
 
         version = instance.reported_version or endpoint_version
         expectation = None
@@ -310,14 +399,32 @@ class Observer:
             expectation = await self.expectations.get(version)
         expected = expectation.manifest if expectation is not None else None
 
+        rejected = manifest.rejected if manifest is not None else ()
+        on_cdn: dict[str, str] = {}  # path under the CDN base -> the reference as written
+        unsafe: list[str] = []
+        for raw, _why in rejected:
+            relative = self._on_cdn(raw)
+            if relative is None:
+                unsafe.append(raw)
+            else:
+                on_cdn.setdefault(relative, raw)
+
         manifest_key: object = None
         if manifest is not None and manifest_fetch is not None and manifest_fetch.sha256:
             manifest_key = manifest_fetch.sha256
         elif manifest is None:
-            manifest_key = "no-manifest"
-        paths, algorithms = self._plan(manifest, manifest_key, expected, version, manifest_path)
-        assets = await self._fetch_all(instance, paths, algorithms)
-        unsafe = tuple(raw for raw, _why in manifest.rejected) if manifest else ()
+            manifest_key = ("no-manifest", manifest_path)
+        served = manifest_path if manifest is not None or manifest_error is None else None
+        if manifest_fetch is not None and manifest_fetch.status in NOT_HERE:
+            served = None  # fetched as a file of the release, like any other
+        paths, algorithms = self._plan(
+            manifest, manifest_key, expected, version, served, frozenset(on_cdn)
+        )
+        reused = {p: not_here[p] for p in paths if p in not_here}  # the answer is in hand
+        assets = await self._fetch_all(
+            instance, [p for p in paths if p not in reused], algorithms, on_cdn=on_cdn
+        )
+        assets.update(reused)
         cert = await self.certificate(instance.base_url)
         return (
             Observation(
@@ -327,50 +434,138 @@ class Observer:
                 manifest=manifest,
                 manifest_fetch=manifest_fetch,
                 manifest_error=manifest_error,
-                assets=assets,
-                unsafe_paths=unsafe,
+                assets=dict(sorted(assets.items())),
+                unsafe_paths=tuple(unsafe),
                 endpoint_version=endpoint_version,
                 endpoint_error=endpoint_error,
             ),
             expectation,
         )
 
+    def _on_cdn(self, raw: str) -> str | None:
+        """The path under the CDN's base URL of an absolute reference, or None.
+
+        A build whose public path is the CDN (webpack ``publicPath:
+        'https://cdn.example/app/'``) lists its files by their CDN URL: browsers fetch
+        them there, so that is where they are checked. A reference to any other place
+        is never fetched (no SSRF) and is reported as not checked.
+        """
+        cdn = self.spec.cdn
+        if not cdn:
+            return None
+        target = raw
+        if raw.startswith("//"):  # protocol-relative: the CDN's scheme
+            target = urlsplit(cdn).scheme + ":" + raw
+        try:
+            base = urls.base_directory(cdn)
+            if not urls.is_under(base, target):
+                return None
+            below = urlsplit(target).path[len(urlsplit(base).path) :]
+            relative = normalise_path(below, self.limits)
+        except (ArtifactCheckError, ValueError):
+            return None
+        return relative
+
     async def _unreachable(self, instance: Instance, path: str, got: Fetched) -> Observation:
         """An unreachable instance; after a TLS failure, with the certificate it presented.
 
         An expired certificate fails verification, and its expiry is the one finding
-        that matters most (an expired certificate started the outage in DESIGN
-        section 1), so it is read, unverified, to be reported and exported.
+        that matters most (an expired certificate is how the outage this tool exists
+        for started), so it is read, unverified, to be reported and exported.
         """
         obs = _unreachable(instance, path, got)
         if got.error_kind == "tls":
             obs = replace(obs, tls=await self.certificate(instance.base_url))
         return obs
 
+    async def _get(
+        self, fetcher: Fetcher, base: str, path: str, algorithms: Sequence[str]
+    ) -> Fetched:
+        # "": the CDN's own host, never the site name sent to instances reached by IP
+        host = "" if base == self.spec.cdn else self.spec.http.host_header
+        return await fetcher.get_asset(base, path, algorithms=algorithms, host_header=host)
+
     async def _fetch_all(
-        self, instance: Instance, paths: Sequence[str], algorithms: Sequence[str]
+        self,
+        instance: Instance,
+        paths: Sequence[str],
+        algorithms: Sequence[str],
+        *,
+        on_cdn: Mapping[str, str] | None = None,
     ) -> dict[str, Fetched]:
-        host = self.spec.http.host_header
-        results: dict[str, Fetched] = {}
-        width = min(self.asset_parallelism, len(paths))
+        """Every planned path, in every compared coding; what differs between codings wins.
+
+        A path whose bytes depend on the coding asked for is recorded with the answer
+        that differs from the identity one (browsers get it), so a stale ``.gz`` is
+        compared, not hidden behind a correct uncompressed file.
+        """
+        located = on_cdn or {}
+        jobs: list[tuple[str, str, str]] = []  # (coding, base, path)
+        for coding in self.encodings:
+            for path in paths:
+                base = self.spec.cdn if path in located and self.spec.cdn else instance.base_url
+                jobs.append((coding, base, path))
+        results: dict[tuple[str, str], Fetched] = {}
+        fetchers = {
+            c: (self.fetcher if c == "identity" else await self._fetcher_for(c))
+            for c in self.encodings
+        }
+
+        async def one(job: tuple[str, str, str]) -> None:
+            coding, base, path = job
+            results[(coding, path)] = await self._get(fetchers[coding], base, path, algorithms)
+
+        width = min(self.asset_parallelism, len(jobs))
         if width <= 1:  # many instances in flight: one kept-alive connection each
-            for path in paths:
-                results[path] = await self.fetcher.get_asset(
-                    instance.base_url, path, algorithms=algorithms, host_header=host
-                )
-            return dict(sorted(results.items()))
-        slots = asyncio.Semaphore(width)
+            for job in jobs:
+                await one(job)
+        else:
+            slots = asyncio.Semaphore(width)
 
-        async def one(path: str) -> None:
-            async with slots:
-                results[path] = await self.fetcher.get_asset(
-                    instance.base_url, path, algorithms=algorithms, host_header=host
-                )
+            async def bounded(job: tuple[str, str, str]) -> None:
+                async with slots:
+                    await one(job)
 
-        async with asyncio.TaskGroup() as tg:
-            for path in paths:
-                tg.create_task(one(path))
-        return dict(sorted(results.items()))
+            async with asyncio.TaskGroup() as tg:
+                for job in jobs:
+                    tg.create_task(bounded(job))
+        out: dict[str, Fetched] = {}
+        for path in paths:
+            first = results[(self.encodings[0], path)]
+            chosen = first
+            if first.ok:  # a failure already makes the file unjudged: keep it in view
+                for coding in self.encodings[1:]:
+                    other = results[(coding, path)]
+                    if _differs(first, other):
+                        chosen = other
+                        break
+            out[path] = chosen
+        return dict(sorted(out.items()))
+
+
+def _differs(a: Fetched, b: Fetched) -> bool:
+    """Two answers for one path that a client could tell apart (status, bytes, failure)."""
+    return (a.status, a.sha256, a.error_kind) != (b.status, b.sha256, b.error_kind)
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of an exception; of its first leaf for an exception group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc)
+    if len(text) > 300:
+        text = text[:300] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def check_failed(instance: Instance, path: str, exc: BaseException) -> Observation:
+    """The observation of an instance whose check raised: judged inconclusive."""
+    return Observation(
+        instance=instance,
+        manifest_path=path,
+        error=f"the check failed: {describe(exc)}",
+        error_kind=CHECK_FAILED,
+    )
 
 
 def _unreachable(instance: Instance, path: str, got: Fetched) -> Observation:
@@ -393,22 +588,42 @@ def _unobservable(instance: Instance, path: str, got: Fetched, why: str) -> Obse
     )
 
 
-def _read_version(got: Fetched, pointer: str) -> tuple[str | None, str | None]:
-    """The version from a /version document, or why it could not be read."""
+def _read_version(got: Fetched, path: str, pointer: str) -> tuple[str | None, str | None]:
+    """The version from a /version document, or why it could not be read.
+
+    The reason names the endpoint and what was wrong with its answer (a status, no
+    such JSON member, not JSON at all), so "reports no version" can be acted on.
+    """
     if got.error is not None:
-        return None, got.error
+        return None, f"version endpoint {path}: {got.error}"
     if not got.ok or got.body is None:
-        return None, f"HTTP {got.status}"
+        return None, f"version endpoint {path} answers HTTP {got.status}"
     text = got.body.decode("utf-8", errors="replace").strip()
     if not pointer:
-        return (text[:200] or None), None
+        if not text:
+            return None, f"version endpoint {path} answers an empty body"
+        return text[:200], None
     try:
-        value = _pointer(json.loads(text), pointer)
+        doc = json.loads(text)
+    except ValueError:
+        return None, f"version endpoint {path} is not JSON (JSON pointer {pointer!r} given)"
+    try:
+        value = _pointer(doc, pointer)
     except (ValueError, KeyError, IndexError, TypeError):
-        return None, f"no value at JSON pointer {pointer!r}"
-    if not isinstance(value, str | int | float):
-        return None, f"value at {pointer!r} is not a string"
+        return None, f"version endpoint {path} has no JSON member at pointer {pointer!r}"
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        kind = "null" if value is None else type(value).__name__
+        return None, f"version endpoint {path}: the value at {pointer!r} is {kind}, not a string"
     return str(value), None
+
+
+def cdn_wanted(path: str, *, include: Sequence[str], exclude: Sequence[str]) -> bool:
+    """True when ``path`` is checked on the CDN: matched by an include glob (or there
+    are none) and by no exclude glob. HTML is excluded by default: entry pages are
+    served by the origin, and a CDN that lacks them is the usual setup, not a fault."""
+    if include and not any(fnmatchcase(path, glob) for glob in include):
+        return False
+    return not any(fnmatchcase(path, glob) for glob in exclude)
 
 
 async def observe_cdn(
@@ -417,10 +632,30 @@ async def observe_cdn(
     observations: Sequence[Observation],
     *,
     observer: Observer | None = None,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
 ) -> CdnView:
-    """Fetch each distinct asset the instances served from the CDN, once."""
-    paths = sorted({p for o in observations for p, f in o.assets.items() if f.ok})
+    """Fetch each distinct asset the instances served from the CDN, once.
+
+    Only paths the include/exclude globs select are asked for; when an ``observer`` is
+    given, its spec's globs apply. Answers that already came from the CDN (references
+    by the CDN's own URL) are reused, not fetched again.
+    """
+    if observer is not None:
+        include = include or observer.spec.cdn_include
+        exclude = exclude or observer.spec.cdn_exclude
+    base = urls.base_directory(cdn)
     assets: dict[str, Fetched] = {}
+    wanted: set[str] = set()
+    for o in observations:
+        for path, got in o.assets.items():
+            if not got.ok or not cdn_wanted(path, include=include, exclude=exclude):
+                continue
+            if urls.is_under(base, got.url):
+                assets.setdefault(path, got)
+            else:
+                wanted.add(path)
+    paths = sorted(wanted - set(assets))
 
     async def one(path: str) -> None:
         # "": the CDN's own host, never the site name sent to instances reached by IP
@@ -434,7 +669,7 @@ async def observe_cdn(
         first = next(iter(assets.values()))
         error = f"CDN {cdn} unreachable: {first.error}"
     cert = await observer.certificate(cdn, own_name=True) if observer is not None else None
-    return CdnView(base_url=cdn, assets=assets, error=error, tls=cert)
+    return CdnView(base_url=cdn, assets=dict(sorted(assets.items())), error=error, tls=cert)
 
 
 @dataclass(frozen=True, slots=True)
@@ -489,7 +724,10 @@ async def judge(
                 )
     cdn_view = None
     if spec.cdn:
-        cdn_view = await observe_cdn(fetcher, spec.cdn, observations, observer=observer)
+        try:
+            cdn_view = await observe_cdn(fetcher, spec.cdn, observations, observer=observer)
+        except Exception as exc:  # noqa: BLE001 - a hostile CDN answer is not the run's end
+            cdn_view = CdnView(base_url=spec.cdn, error=f"CDN check failed: {describe(exc)}")
         if cdn_view.error:
             fleet.append(
                 Finding(FindingKind.OBSERVATION_FAILED, cdn_view.error, severity=Severity.ERROR)
@@ -498,16 +736,95 @@ async def judge(
             fleet += tls_findings(
                 cdn_view.tls, now=started_at, warn_days=spec.http.tls_expiry_warning_days
             )
-    results = compare_fleet(
-        observations,
-        expectations=loaded if expectations is not None else None,
-        known_releases=expectations.known() if expectations is not None else {},
-        cdn=cdn_view,
-        desired_version=spec.desired_version,
-        now=started_at,
-        tls_warn_days=spec.http.tls_expiry_warning_days,
-    )
+
+    def compare(group: Sequence[Observation]) -> list[InstanceResult]:
+        return compare_fleet(
+            group,
+            expectations=loaded if expectations is not None else None,
+            known_releases=expectations.known() if expectations is not None else {},
+            cdn=cdn_view,
+            desired_version=spec.desired_version,
+            now=started_at,
+            tls_warn_days=spec.http.tls_expiry_warning_days,
+        )
+
+    results = _compare_isolated(observations, compare)
+    encodings = tuple(spec.http.compare_encodings)
+    results = [
+        replace(r, coverage=replace(r.coverage, encodings=encodings))
+        if r.coverage is not None and r.observation is not None and r.observation.error is None
+        else r
+        for r in results
+    ]
     return Judgement(results=results, findings=tuple(fleet), cdn=cdn_view)
+
+
+def _compare_isolated(
+    observations: Sequence[Observation],
+    compare: Callable[[Sequence[Observation]], list[InstanceResult]],
+) -> list[InstanceResult]:
+    """Judge the fleet; an observation that makes judging raise is judged on its own.
+
+    Judging is pure, but it reads what instances sent: if one observation makes it
+    raise, that instance alone becomes ``inconclusive`` (check failed) and the fleet is
+    judged again without its evidence, so its siblings still get their verdicts.
+    """
+    current = list(observations)
+    for _ in range(len(current) + 1):
+        try:
+            return [_failed_result(r) for r in compare(current)]
+        except Exception:  # noqa: BLE001 - one instance never ends the run
+            culprit: tuple[int, Exception] | None = None
+            for index, obs in enumerate(current):
+                if obs.error_kind == CHECK_FAILED:
+                    continue
+                try:
+                    compare([obs])
+                except Exception as alone:  # noqa: BLE001
+                    culprit = index, alone
+                    break
+            if culprit is None:  # only together: judge each alone, without fleet context
+                return [_judge_alone(o, compare) for o in current]
+            index, exc = culprit
+            obs = current[index]
+            log.warning("judging %s failed: %s", obs.instance.name, describe(exc))
+            current[index] = check_failed(obs.instance, obs.manifest_path, exc)
+    return [_judge_alone(o, compare) for o in current]  # pragma: no cover - bounded above
+
+
+def _judge_alone(
+    obs: Observation, compare: Callable[[Sequence[Observation]], list[InstanceResult]]
+) -> InstanceResult:
+    try:
+        return _failed_result(compare([obs])[0])
+    except Exception as exc:  # noqa: BLE001
+        return _failed_result(
+            InstanceResult(
+                instance=obs.instance,
+                verdict=Verdict.INCONCLUSIVE,
+                reason="",
+                observation=check_failed(obs.instance, obs.manifest_path, exc),
+            )
+        )
+
+
+def _failed_result(result: InstanceResult) -> InstanceResult:
+    """The result of an instance whose check raised: inconclusive, with the exception."""
+    obs = result.observation
+    if obs is None or obs.error_kind != CHECK_FAILED:
+        return result
+    why = obs.error or "the check failed"
+    return replace(
+        result,
+        verdict=Verdict.INCONCLUSIVE,
+        reason=why,
+        findings=(
+            Finding(FindingKind.CHECK_FAILED, why, instance=obs.instance.name),
+            *(f for f in result.findings if f.kind is not FindingKind.UNREACHABLE),
+        ),
+        serves_version=None,
+        coverage=None,
+    )
 
 
 async def check_once(
@@ -526,7 +843,7 @@ async def check_once(
     started_at = datetime.now(UTC)
     t0 = time.perf_counter()
     observer = Observer(spec=spec, fetcher=fetcher, expectations=expectations)
-    chosen = sample_instances(instances, spec.sampling.instances)
+    chosen = sample_instances(instances, spec.sampling.instances, seed=observer.seed)
     observations: dict[str, Observation] = {}
     loaded: dict[str, Expectation] = {}
 
@@ -538,20 +855,24 @@ async def check_once(
         if on_result is not None:
             on_result(obs)
 
-    async with asyncio.TaskGroup() as tg:
-        for instance in chosen:
-            tg.create_task(one(instance))
-    ordered = [observations[i.name] for i in chosen]
-    judged = await judge(
-        spec,
-        ordered,
-        loaded=loaded,
-        expectations=expectations,
-        fetcher=fetcher,
-        observer=observer,
-        started_at=started_at,
-        known_versions=known_versions,
-    )
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for instance in chosen:
+                tg.create_task(one(instance))
+        ordered = [observations[i.name] for i in chosen]
+        judged = await judge(
+            spec,
+            ordered,
+            loaded=loaded,
+            expectations=expectations,
+            fetcher=fetcher,
+            observer=observer,
+            started_at=started_at,
+            known_versions=known_versions,
+        )
+    finally:
+        extra_requests, extra_retries = observer.extra_requests
+        await observer.aclose()
     results, fleet = judged.results, judged.findings
     decision = decide(
         results, policy=spec.policy, history=history or History(), now=now(), gate_mode=gate_mode
@@ -565,8 +886,14 @@ async def check_once(
         elapsed=time.perf_counter() - t0,
         desired_version=spec.desired_version,
         cdn=spec.cdn,
-        requests=stats.requests,
-        retries=stats.retries,
+        requests=stats.requests + extra_requests,
+        retries=stats.retries + extra_retries,
+        sample=SampleInfo(
+            seed=observer.seed,
+            instances_checked=len(chosen),
+            instances_total=len(instances),
+            assets_per_instance=spec.sampling.assets_per_instance,
+        ),
     )
     return report, decision
 

@@ -109,7 +109,8 @@ def test_release_source_down_without_copy_is_inconclusive(make_fleet, tmp_path) 
     fleet = make_fleet(3, version="1.4.1")
     fleet.drift(0, serves="1.4.2")  # even a real drift cannot be judged without the release
     args = fleet_args(fleet, cdn=False, known=False)
-    args[args.index("--release-manifest") + 1] = str(tmp_path / "missing" / "{version}.json")
+    # the directory exists (not a configuration error), the version's file does not
+    args[args.index("--release-manifest") + 1] = str(tmp_path / "{version}.json")
     code, out, _ = verify(*args, "--output", "json")
     doc = json.loads(out)
     assert code == 3
