@@ -39,10 +39,13 @@ import asyncio
 import contextlib
 import hashlib
 import http.cookiejar
+import ipaddress
 import logging
 import os
 import random
 import re
+import select
+import socket
 import ssl
 import sys
 import threading
@@ -64,7 +67,6 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal, Protocol, Self, cast
-from urllib.parse import urljoin
 
 import httpx
 
@@ -108,6 +110,9 @@ ErrorKind = Literal[
     "budget",
     "decode",
     "truncated",
+    "protocol",
+    "egress",
+    "config",
 ]
 
 #: Response headers kept as evidence in :attr:`Fetched.headers` (lowercase names).
@@ -267,6 +272,22 @@ def build_ssl_context(http: HttpSettings) -> ssl.SSLContext:
     return ctx
 
 
+# RFC 9110 section 5.1 field-name (a token) and section 5.5 field-value: no control
+# characters other than HTAB, so no CR, LF or NUL can end a header line early.
+_FIELD_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_FIELD_VALUE_BAD = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _header_problem(name: str, value: str) -> str | None:
+    """Why a request header must not be sent (None when it may); never quotes the value,
+    which may be a secret."""
+    if not _FIELD_NAME.fullmatch(name):
+        return f"request header name {name[:60]!r} is not an RFC 9110 token"
+    if _FIELD_VALUE_BAD.search(value):
+        return f"value of request header {name!r} contains CR, LF, NUL or another control"
+    return None
+
+
 def _configured_headers(http: HttpSettings) -> dict[str, str]:
     """Extra request headers with their secret values resolved; ConfigError names the field."""
     headers = dict(http.headers)
@@ -284,6 +305,13 @@ def _configured_headers(http: HttpSettings) -> dict[str, str]:
     for name, value in headers.items():
         if any(c in name + value for c in "\r\n\0"):  # never echo the value: it is a secret
             raise ConfigError(f"http headers: value of {name!r} contains a line break")
+        problem = _header_problem(name, value)
+        if problem is not None:
+            raise ConfigError(f"http headers: {problem}")
+    if http.host_header is not None:
+        problem = _header_problem("host", http.host_header)
+        if problem is not None:
+            raise ConfigError(f"http.host_header: {problem}")
     return headers
 
 
@@ -338,6 +366,8 @@ def as_error(fetched: Fetched) -> ArtifactCheckError | None:
         return RetryBudgetExhausted(message)
     if kind in ("unsafe", "redirect-off-base"):
         return UnsafeReferenceError(message)
+    if kind == "config":
+        return ConfigError(message)
     return FetchError(message)
 
 
@@ -356,11 +386,29 @@ def _content_length(headers: httpx.Headers) -> int | None:
     raw = headers.get("content-length")
     if raw is None:
         return None
-    try:
-        value = int(raw.split(",")[0].strip())
-    except ValueError:
+    text = raw.split(",")[0].strip()
+    if not text.isdigit() or len(text) > 18:  # int() of 4,300+ digits raises
         return None
-    return value if value >= 0 else None
+    return int(text)
+
+
+def _response_problem(response: httpx.Response) -> str | None:
+    """Why a response from any transport cannot be read as content, None when it can.
+
+    A status outside 100..599, or a transfer coding other than one final ``chunked``
+    (the bytes handed over would still be encoded, and hashed as if they were the file).
+    """
+    if not 100 <= response.status_code <= 599:
+        return f"invalid status code {response.status_code}"
+    codings = [
+        c.strip().lower()
+        for value in response.headers.get_list("transfer-encoding")
+        for c in value.split(",")
+        if c.strip()
+    ]
+    if codings and codings != ["chunked"]:
+        return f"unsupported Transfer-Encoding {', '.join(codings)[:80]!r}"
+    return None
 
 
 def _server_name(host_header: str) -> str:
@@ -388,6 +436,20 @@ async def _raw_chunks(response: httpx.Response) -> AsyncGenerator[bytes, None]:
 
 class _DecodeError(Exception):
     """A compressed body could not be decoded, or uses an encoding we cannot decode."""
+
+    kind = "decode"
+
+
+class _CodingChainTooLong(_DecodeError):
+    """More stacked content codings than any real server sends: a protocol violation."""
+
+    kind = "protocol"
+
+
+#: Content codings accepted in one response, as urllib3 2.6 does after CVE-2025-66418:
+#: each coding is one more decoder in the chain, and a header listing thousands of them
+#: would cost a decoder (and a stack frame per piece) each.
+MAX_CONTENT_CODINGS: Final = 5
 
 
 class _Decoder(Protocol):
@@ -527,6 +589,11 @@ class _Chain:
 def _decoder_for(content_encoding: str | None) -> tuple[_Decoder, str | None]:
     """A decoder for a Content-Encoding header and the encoding to report (None: identity)."""
     codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
+    if len(codings) > MAX_CONTENT_CODINGS:
+        raise _CodingChainTooLong(
+            f"Content-Encoding lists {len(codings)} codings, more than the"
+            f" {MAX_CONTENT_CODINGS} accepted"
+        )
     codings = [c for c in codings if c != "identity"]
     if not codings:
         return _Identity(), None
@@ -562,10 +629,14 @@ def _text(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
+_MAX_MESSAGE = 300  # an error message quoting a hostile header is cut here
+
+
 def _root_message(exc: BaseException) -> str:
-    """The most specific message in an exception chain."""
+    """The most specific message in an exception chain, at most ``_MAX_MESSAGE`` long."""
     messages = [_text(e) for e in _chain(exc) if _text(e)]
-    return messages[-1] if messages else type(exc).__name__
+    message = messages[-1] if messages else type(exc).__name__
+    return message if len(message) <= _MAX_MESSAGE else message[:_MAX_MESSAGE] + "..."
 
 
 class _NoAiohttp:
@@ -589,6 +660,13 @@ def _classify(exc: BaseException, *, reading_body: bool, http: HttpSettings) -> 
     """(error_kind, message) for a transport exception from either transport."""
     aiohttp = _aiohttp_errors()
     chain = list(_chain(exc))
+    for e in chain:
+        if isinstance(e, _EgressRefused):
+            return "egress", _text(e)
+        if isinstance(e, _HeaderRefused):
+            return "config", _text(e)
+        if isinstance(e, _ProtocolViolation):
+            return "protocol", f"invalid HTTP response: {_text(e)}"
     for e in chain:
         if isinstance(e, aiohttp.ClientConnectorCertificateError):
             e = e.certificate_error
@@ -634,20 +712,68 @@ def _classify(exc: BaseException, *, reading_body: bool, http: HttpSettings) -> 
 _MAX_HEAD = 64 * 1024  # largest response head accepted
 _MAX_LINE = 4 * 1024  # largest chunk-size or trailer line accepted
 _HIGH_WATER = 1024 * 1024  # received but unread bytes before the socket is paused
+_MAX_DIGITS = 18  # a Content-Length longer than this is no real length (int() caps 4,300)
 _STATUS_LINE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: ([^\r\n]*))?")
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,15}")
 _TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_VALUE_BAD = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+class _ProtocolViolation(httpx.RemoteProtocolError):
+    """A response no correct server sends (impossible status, framing we refuse to guess
+    at, numbers no body has): an error of that response, never retried."""
+
+
+class _HeaderRefused(httpx.LocalProtocolError):
+    """A request header that would corrupt the request on the wire: nothing is sent."""
+
+
+class _EgressRefused(httpx.TransportError):
+    """The egress policy refused the address a new connection would go to."""
+
+
+def _pending(transport: asyncio.BaseTransport) -> bool:
+    """True when the socket under ``transport`` is readable: bytes (or a FIN, or an
+    error) arrived that asyncio has not delivered yet.
+
+    An idle keep-alive connection must be silent; a response the server sent before we
+    asked would otherwise be read as the answer to our next request.
+    """
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        fd = sock.fileno()
+    except (OSError, ValueError):
+        return True
+    if fd < 0:
+        return True
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)  # pragma: no cover - no poll()
+    return bool(readable)
 
 
 class _Connection(asyncio.Protocol):
-    """One HTTP/1.1 connection: received bytes are queued as they arrive (no copy)."""
+    """One HTTP/1.1 connection: received bytes are queued as they arrive (no copy).
+
+    The first queued piece is consumed through an offset, so taking many small pieces
+    (1-byte chunks) costs their size, not a copy of what is left each time. While the
+    connection sits idle in the pool no request is outstanding: any byte arriving then
+    is a response nobody asked for, and it condemns the connection unread.
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, key: tuple[str, str, int, str | None]):
         self.loop = loop
         self.key = key
         self.transport: asyncio.Transport | None = None
         self.chunks: deque[bytes] = deque()
-        self.size = 0  # bytes queued in chunks
+        self.offset = 0  # bytes of chunks[0] already taken
+        self.size = 0  # bytes queued in chunks, not yet taken
+        self.idle = False  # pooled, no request outstanding
+        self.condemned = False  # received bytes while idle: never reused
         self.eof = False
         self.error: BaseException | None = None
         self.idle_since = 0.0
@@ -660,6 +786,10 @@ class _Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
+        if self.idle or self.condemned:  # unsolicited: never parsed, never reused
+            self.condemned = True
+            self.close()
+            return
         self.chunks.append(data)
         self.size += len(data)
         if self.size > _HIGH_WATER and not self._paused and self.transport is not None:
@@ -686,13 +816,15 @@ class _Connection(asyncio.Protocol):
     # -- reading
     @property
     def usable(self) -> bool:
-        """Idle, open and silent: safe to send the next request on."""
+        """Open and silent, also at the socket: safe to send the next request on."""
         transport = self.transport
         return (
             not self.eof
+            and not self.condemned
             and not self.chunks
             and transport is not None
-            and (not transport.is_closing())
+            and not transport.is_closing()
+            and not _pending(transport)
         )
 
     async def wait(self, timeout: float | None) -> None:
@@ -710,30 +842,45 @@ class _Connection(asyncio.Protocol):
                 timer.cancel()
 
     def take(self, limit: int) -> bytes:
-        """Up to ``limit`` queued bytes, whole received pieces when they fit."""
+        """Up to ``limit`` queued bytes, whole received pieces when they fit.
+
+        Only the bytes returned are copied: the rest of the first piece stays where it
+        is, behind :attr:`offset`.
+        """
         first = self.chunks[0]
-        if len(first) <= limit:
+        start = self.offset
+        if len(first) - start <= limit:
             self.chunks.popleft()
+            self.offset = 0
+            piece = first[start:] if start else first
         else:
-            self.chunks[0] = first[limit:]
-            first = first[:limit]
-        self.size -= len(first)
-        return first
+            end = start + limit
+            piece = first[start:end]
+            self.offset = end
+        self.size -= len(piece)
+        return piece
 
     def find(self, sep: bytes, limit: int) -> int:
-        """Index of ``sep`` in the queued bytes, merging leading pieces; -1 if absent yet."""
+        """Index of ``sep`` in the queued bytes (from :attr:`offset`), merging leading
+        pieces; -1 if absent yet."""
         chunks = self.chunks
         if not chunks:
             return -1
-        first = chunks[0]
-        index = first.find(sep, 0, limit + len(sep))
-        while index < 0 and len(chunks) > 1 and len(first) <= limit:
-            merged = first + chunks[1]
+        first, start = chunks[0], self.offset
+        index = first.find(sep, start, start + limit + len(sep))
+        if index >= 0:
+            return index - start
+        while len(chunks) > 1 and len(first) - start <= limit:
+            rest = len(first) - start
+            merged = first[start:] + chunks[1]
             chunks.popleft()
             chunks[0] = merged
-            index = merged.find(sep, max(0, len(first) - len(sep) + 1), limit + len(sep))
+            self.offset = start = 0
             first = merged
-        return index
+            index = merged.find(sep, max(0, rest - len(sep) + 1), limit + len(sep))
+            if index >= 0:
+                return index
+        return -1
 
     def close(self) -> None:
         if self.transport is not None:
@@ -755,17 +902,22 @@ def _closed_error(conn: _Connection, what: str) -> httpx.HTTPError:
     return httpx.RemoteProtocolError(what)
 
 
+def _line(conn: _Connection, what: str) -> bytes | None:
+    """The next CRLF-terminated line already received (without CRLF), None if not yet."""
+    index = conn.find(b"\r\n", _MAX_LINE)
+    if index >= 0:
+        return conn.take(index + 2)[:-2]
+    if conn.size > _MAX_LINE:
+        raise httpx.RemoteProtocolError(f"{what} longer than {_MAX_LINE} bytes")
+    if conn.eof:
+        raise _closed_error(conn, f"connection closed while reading the {what}")
+    return None
+
+
 async def _read_line(conn: _Connection, timeout: float | None, what: str) -> bytes:
-    while True:
-        index = conn.find(b"\r\n", _MAX_LINE)
-        if index >= 0:
-            line = conn.take(index + 2)
-            return line[:-2]
-        if conn.size > _MAX_LINE:
-            raise httpx.RemoteProtocolError(f"{what} longer than {_MAX_LINE} bytes")
-        if conn.eof:
-            raise _closed_error(conn, f"connection closed while reading the {what}")
+    while (line := _line(conn, what)) is None:
         await conn.wait(timeout)
+    return line
 
 
 class _Body(httpx.AsyncByteStream):
@@ -822,27 +974,57 @@ class _Body(httpx.AsyncByteStream):
                 await conn.wait(self._timeout)
 
     async def _chunks(self) -> AsyncIterator[bytes]:
-        conn = self._conn
+        """The chunked body's data. Data of consecutive chunks already received is
+        handed on as one piece (up to ``_PIECE`` bytes): a body of tiny chunks costs a
+        parse per chunk, not a trip through every layer above per chunk. Nothing is
+        held back while waiting for the network."""
+        conn, timeout = self._conn, self._timeout
+        held: list[bytes] = []
+        size = 0
         while True:
-            line = await _read_line(conn, self._timeout, "chunk size line")
+            line = _line(conn, "chunk size line")
+            if line is None:
+                if held:
+                    yield b"".join(held)
+                    held.clear()
+                    size = 0
+                line = await _read_line(conn, timeout, "chunk size line")
             size_text = line.split(b";", 1)[0].strip(b" \t")
             if not _CHUNK_SIZE.fullmatch(size_text):
                 raise httpx.RemoteProtocolError(f"invalid chunk size {size_text[:20]!r}")
             left = int(size_text, 16)
             if left == 0:
-                while await _read_line(conn, self._timeout, "trailer"):
+                if held:
+                    yield b"".join(held)
+                while await _read_line(conn, timeout, "trailer"):
                     pass
                 return
             while left > 0:
                 if conn.chunks:
                     piece = conn.take(left)
                     left -= len(piece)
-                    yield piece
+                    held.append(piece)
+                    size += len(piece)
+                    if size >= _PIECE:
+                        yield b"".join(held) if len(held) > 1 else piece
+                        held.clear()
+                        size = 0
                 elif conn.eof:
                     raise _closed_error(conn, "connection closed in the middle of a chunk")
                 else:
-                    await conn.wait(self._timeout)
-            if await _read_line(conn, self._timeout, "chunk end") != b"":
+                    if held:
+                        yield b"".join(held)
+                        held.clear()
+                        size = 0
+                    await conn.wait(timeout)
+            end = _line(conn, "chunk end")
+            if end is None:
+                if held:
+                    yield b"".join(held)
+                    held.clear()
+                    size = 0
+                end = await _read_line(conn, timeout, "chunk end")
+            if end != b"":
                 raise httpx.RemoteProtocolError("chunk data longer than its declared size")
 
     async def aclose(self) -> None:
@@ -867,12 +1049,24 @@ class _Http1Transport(httpx.AsyncBaseTransport):
     limits are the Fetcher's semaphores; this pool only keeps at most ``max_idle``
     idle connections (least recently used closed first), each for ``keepalive`` s.
     Errors are raised as the httpx exceptions httpcore raises for the same events.
+
+    A pooled connection is reused only while its socket is silent (checked with
+    ``poll`` right before reuse, as httpcore does): HTTP/1.1 has no request ids, so a
+    response the server sent early would be taken as the answer to the next request.
+    With ``egress``, every new connection goes to one address resolved once and
+    approved by the policy (see :class:`Fetcher`).
     """
 
     def __init__(
-        self, *, ssl_context: ssl.SSLContext, keepalive: float = _KEEPALIVE, max_idle: int = 256
+        self,
+        *,
+        ssl_context: ssl.SSLContext,
+        keepalive: float = _KEEPALIVE,
+        max_idle: int = 256,
+        egress: Callable[[str, str, int], str | None] | None = None,
     ) -> None:
         self._ssl = ssl_context
+        self._egress = egress
         self._keepalive = keepalive
         self._max_idle = max_idle
         self._idle: dict[tuple[str, str, int, str | None], list[_Connection]] = {}
@@ -885,6 +1079,7 @@ class _Http1Transport(httpx.AsyncBaseTransport):
             conn.close()
             return
         conn.idle_since = time.monotonic()
+        conn.idle = True
         self._idle.setdefault(conn.key, []).append(conn)
         self._lru[conn] = None
         while len(self._lru) > self._max_idle:
@@ -899,6 +1094,7 @@ class _Http1Transport(httpx.AsyncBaseTransport):
             conn = idle.pop()
             self._lru.pop(conn, None)
             if conn.usable and now - conn.idle_since < self._keepalive:
+                conn.idle = False
                 return conn
             conn.close()
         if idle is not None:
@@ -915,14 +1111,44 @@ class _Http1Transport(httpx.AsyncBaseTransport):
             options = {"ssl": self._ssl, "server_hostname": server_name or host}
         try:
             async with asyncio.timeout(timeout):
+                address = host
+                if self._egress is not None:
+                    address = await self._approved_address(loop, host, port)
                 _transport, conn = await loop.create_connection(
-                    lambda: _Connection(loop, key), host, port, **options
+                    lambda: _Connection(loop, key), address, port, **options
                 )
         except TimeoutError as exc:
             raise httpx.ConnectTimeout(f"connect to {host}:{port} timed out") from exc
         except OSError as exc:  # ssl.SSLError is an OSError
             raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
         return conn
+
+    async def _approved_address(self, loop: asyncio.AbstractEventLoop, host: str, port: int) -> str:
+        """The one IP address a new connection to ``host`` may use, or _EgressRefused.
+
+        The name is resolved once and the connection is made to the very address the
+        policy approved, so a DNS answer that changes between the check and the connect
+        (rebinding) cannot send the request elsewhere.
+        """
+        assert self._egress is not None
+        try:
+            ipaddress.ip_address(host)
+            ip = host  # an IP literal is checked as it is
+        except ValueError:
+            infos = await loop.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+            )
+            if not infos:
+                raise httpx.ConnectError(f"{host} has no address") from None
+            ip = str(infos[0][4][0])
+        try:
+            reason = self._egress(host, ip, port)
+        except Exception as exc:  # a failing policy refuses: it never lets traffic through
+            reason = f"the egress policy failed ({type(exc).__name__})"
+        if reason is not None:
+            where = host if ip == host else f"{host} ({ip})"
+            raise _EgressRefused(f"connection to {where} port {port} refused: {reason}")
+        return ip
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self._closed:
@@ -936,7 +1162,17 @@ class _Http1Transport(httpx.AsyncBaseTransport):
         key = (scheme, url.host, url.port or (443 if scheme == "https" else 80), server_name)
         content = request.content  # GETs carry none; a small body is sent as is
         head = [b"%s %s HTTP/1.1" % (request.method.encode(), url.raw_path)]
-        head += [b"%s: %s" % (name, value) for name, value in request.headers.raw]
+        for name, value in request.headers.raw:
+            # The last line of defence: whatever validated the configuration, a header
+            # that would end its line early (and start another) is never written.
+            if not _TOKEN.fullmatch(name):
+                raise _HeaderRefused(f"request header name {name[:60]!r} is not a token; not sent")
+            if _VALUE_BAD.search(value):
+                raise _HeaderRefused(
+                    f"value of request header {name.decode('latin-1')!r} contains CR, LF,"
+                    " NUL or another control character; not sent"
+                )
+            head.append(b"%s: %s" % (name, value))
         payload = b"\r\n".join(head) + b"\r\n\r\n" + content
 
         conn = self._checkout(key)
@@ -989,6 +1225,8 @@ class _Http1Transport(httpx.AsyncBaseTransport):
         match = _STATUS_LINE.fullmatch(lines[0])
         if match is None:
             raise httpx.RemoteProtocolError(f"invalid status line {lines[0][:60]!r}")
+        if not 100 <= int(match[2]) <= 599:  # "099" is no interim response to skip
+            raise _ProtocolViolation(f"invalid status code {match[2].decode()}")
         headers: list[tuple[bytes, bytes]] = []
         for line in lines[1:]:
             name, sep, value = line.partition(b":")
@@ -1036,13 +1274,19 @@ def _framing(
     if method == "HEAD" or status in (204, 304):
         return 0, False, not close
     if codings:
-        if codings[-1] == b"chunked":
-            return None, True, not close and not lengths
-        return None, False, False  # until close
+        # Only "chunked" is undone here. Any other transfer coding (gzip, chunked; a
+        # close-delimited gzip; chunked twice) would leave encoded bytes in the body,
+        # to be hashed as content: refused, never guessed at.
+        if codings != [b"chunked"]:
+            listed = b", ".join(codings)[:80].decode("latin-1")
+            raise _ProtocolViolation(f"unsupported Transfer-Encoding {listed!r}")
+        return None, True, not close and not lengths
     if lengths:
-        if len(lengths) != 1 or not next(iter(lengths)).isdigit():
-            raise httpx.RemoteProtocolError(f"invalid Content-Length {sorted(lengths)!r}")
-        return int(next(iter(lengths))), False, not close
+        value = next(iter(lengths))
+        if len(lengths) != 1 or not value.isdigit() or len(value) > _MAX_DIGITS:
+            shown = sorted(v[:20] for v in lengths)
+            raise _ProtocolViolation(f"invalid Content-Length {shown!r}")
+        return int(value), False, not close
     return None, False, False  # until close
 
 
@@ -1076,6 +1320,15 @@ class _Attempt:
         return None
 
 
+@dataclass(slots=True)
+class _Tally:
+    """What one ``get_*`` call did so far, kept for the result of an unexpected error."""
+
+    url: str = ""
+    sent: int = 0
+    elapsed: float = 0.0
+
+
 class _Progress:
     """Which phase a request reached, so an exception can be told apart."""
 
@@ -1094,6 +1347,22 @@ class Fetcher:
     own host (e.g. for the CDN when instances are reached by IP with a site name).
     ``Fetched.attempts`` counts every request sent for the call, redirect hops included;
     ``Fetched.elapsed`` is the time spent in those requests, not in queues or backoff.
+
+    Whatever an instance sends, and whatever goes wrong inside one fetch, ``get_*``
+    return a :class:`Fetched` with ``error_kind`` set (``"protocol"`` for a response no
+    correct server sends, or for an unexpected failure): an exception never escapes,
+    except :class:`asyncio.CancelledError`, which always propagates.
+
+    ``egress``, when given, is a policy ``egress(host, ip, port) -> reason | None``
+    consulted for every new connection: the transport resolves ``host`` once (an IP
+    literal is taken as it is) and calls the policy with the address it will connect
+    to. A string refuses: the fetch fails with ``error_kind="egress"`` and that reason,
+    and nothing is sent (an exception from the policy refuses too). ``None`` approves,
+    and the connection goes to exactly that address, with the original host name kept
+    for TLS SNI and the Host header, so a DNS answer that changes between check and
+    connect (rebinding) cannot redirect it. Only the default transport (``"auto"``)
+    can enforce a policy; combined with ``"httpx"``, ``"aiohttp"`` or an injected
+    transport it is a ValueError, never a policy silently ignored.
     """
 
     def __init__(
@@ -1106,7 +1375,14 @@ class Fetcher:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
         budget: RetryBudget | None = None,
+        egress: Callable[[str, str, int], str | None] | None = None,
     ) -> None:
+        if egress is not None and (transport is not None or http.transport != "auto"):
+            chosen = "an injected transport" if transport is not None else repr(http.transport)
+            raise ValueError(
+                f"an egress policy is enforced only by the 'auto' transport, not {chosen}"
+            )
+        self._egress = egress
         self._http = http
         self._retry = retry
         self._log = logger if logger is not None else logging.getLogger(__name__)
@@ -1161,6 +1437,7 @@ class Fetcher:
                 ssl_context=self.ssl_context,
                 keepalive=_KEEPALIVE,
                 max_idle=max(self._http.max_connections * 2, 64),
+                egress=self._egress,
             )
         if self.transport_name == "httpx":
             limits = httpx.Limits(
@@ -1300,6 +1577,16 @@ class Fetcher:
                 attempts=0,
             )
         host = self._http.host_header if host is None else (host or None)
+        problem = _header_problem("host", host) if host else None
+        if problem is not None:
+            self.stats.errors["config"] += 1
+            return Fetched(
+                url=url,
+                path=relative,
+                error=f"refused without a request: {problem}",
+                error_kind="config",
+                attempts=0,
+            )
         headers = {"host": host} if host else {}
         extensions: dict[str, Any] = {}
         if host and url.startswith("https:"):
@@ -1307,13 +1594,39 @@ class Fetcher:
 
         self.budget.record_first_attempt()
         self.stats.first_attempts += 1
+        tally = _Tally()
+        try:
+            return await self._attempts(
+                url, base, relative, headers, extensions, cap, algorithms, keep_body, tally
+            )
+        except Exception as exc:  # noqa: BLE001 - one fetch's failure is its result
+            self._log.debug("GET %s failed unexpectedly", url, exc_info=True)
+            result = _Attempt(
+                tally.url or url,
+                error=f"unexpected error: {type(exc).__name__}: {_root_message(exc)}",
+                error_kind="protocol",
+            )
+            return self._finish(result, relative, tally.sent, tally.elapsed)
+
+    async def _attempts(
+        self,
+        url: str,
+        base: str,
+        relative: str,
+        headers: Mapping[str, str],
+        extensions: Mapping[str, Any],
+        cap: int,
+        algorithms: tuple[str, ...],
+        keep_body: bool,
+        tally: _Tally,
+    ) -> Fetched:
+        """Send, follow safe redirects, retry, give up; ``tally`` follows the progress."""
         attempts = self._retry.attempts
-        sent = 0
         tries = 0  # tries of the current URL
         hops = 0
-        elapsed = 0.0
         while True:
             tries += 1
+            tally.url = url
             result = await self._exchange(
                 url,
                 headers=headers,
@@ -1322,11 +1635,17 @@ class Fetcher:
                 algorithms=algorithms,
                 keep_body=keep_body,
             )
-            sent += 1
-            elapsed += result.elapsed
+            tally.sent += 1
+            tally.elapsed += result.elapsed
+            sent, elapsed = tally.sent, tally.elapsed
 
             if result.location is not None:
-                target = urljoin(url, result.location)
+                try:
+                    target = urls.resolve_redirect(url, result.location)
+                except ValueError as exc:
+                    result.error = f"HTTP {result.status} redirect to an unusable Location: {exc}"
+                    result.error_kind = "protocol"
+                    return self._finish(result, relative, sent, elapsed)
                 if not urls.is_under(base, target):
                     result.error = (
                         f"HTTP {result.status} redirect to {target} leaves {base}; not followed"
@@ -1482,6 +1801,10 @@ class Fetcher:
             except (httpx.HTTPError, _aiohttp_errors().ClientError, OSError) as exc:
                 kind, message = _classify(exc, reading_body=progress.reading_body, http=self._http)
                 result = _Attempt(url, error=message, error_kind=kind)
+            except Exception as exc:  # noqa: BLE001 - anything else: this request's error
+                self._log.debug("GET %s failed unexpectedly", url, exc_info=True)
+                message = f"unexpected error: {type(exc).__name__}: {_root_message(exc)}"
+                result = _Attempt(url, error=message, error_kind="protocol")
             finally:
                 stats.in_flight -= 1
                 host_stats.in_flight -= 1
@@ -1528,6 +1851,10 @@ class Fetcher:
         status = response.status_code
         evidence = _evidence(response.headers)
         result = _Attempt(url, status=status, headers=evidence)
+        problem = _response_problem(response)
+        if problem is not None:  # the "auto" transport refuses these itself
+            result.error, result.error_kind = f"invalid HTTP response: {problem}", "protocol"
+            return result
         if not 200 <= status < 300:
             if status in _REDIRECTS and response.headers.get("location"):
                 result.location = response.headers["location"]
@@ -1537,7 +1864,7 @@ class Fetcher:
         try:
             decoder, encoding = _decoder_for(response.headers.get("content-encoding"))
         except _DecodeError as exc:
-            result.error, result.error_kind = str(exc), "decode"
+            result.error, result.error_kind = str(exc), exc.kind
             return result
         result.content_encoding = encoding
         declared = _content_length(response.headers)

@@ -10,17 +10,20 @@ This module is pure (no I/O, no httpx) so that the rule can be tested exhaustive
 
 from __future__ import annotations
 
+import re
 from typing import Any
-from urllib.parse import SplitResult, quote, unquote, urlsplit
+from urllib.parse import SplitResult, quote, unquote, urljoin, urlsplit
 
 from .errors import UnsafeReferenceError
 from .manifests.limits import normalise_path
 
-__all__ = ["base_directory", "host_key", "is_under", "join", "split_base"]
+__all__ = ["base_directory", "host_key", "is_under", "join", "resolve_redirect", "split_base"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # RFC 3986 pchar minus "%" (re-quoted) and "?" / "#" (never part of a path here).
 _PATH_SAFE = "/!$&'()*+,;=:@~-._"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_MAX_LOCATION = 8192  # longer Location values are refused, not parsed
 
 
 def _origin(parts: SplitResult) -> tuple[str, str, int]:
@@ -45,10 +48,17 @@ def split_base(base_url: str) -> SplitResult:
 
 
 def _segments(path: str) -> list[str] | None:
-    """Decoded path segments with dot segments resolved; None when it climbs above '/'."""
+    """Decoded path segments with dot segments resolved; None when it climbs above '/'.
+
+    A dot segment with path parameters (``..;``, ``..;jsessionid=1``, ``.;x``) is
+    refused too (None): servlet containers strip the parameters and read it as ``..``,
+    so the server would resolve a path this check never saw.
+    """
     decoded = unquote(path).replace("\\", "/")
     out: list[str] = []
     for segment in decoded.split("/"):
+        if ";" in segment and segment.split(";", 1)[0] in (".", ".."):
+            return None
         if segment in ("", "."):
             continue
         if segment == "..":
@@ -81,6 +91,23 @@ def join(base_url: str, path: Any) -> str:
     if not is_under(base, url):  # defence in depth: normalise_path already refuses these
         raise UnsafeReferenceError(f"path {path!r} resolves outside {base}")
     return url
+
+
+def resolve_redirect(url: str, location: str) -> str:
+    """The absolute URL a ``Location`` value sent in answer to ``url`` points to.
+
+    ValueError for a value that is no usable URL: control characters (NUL, DEL, CR,
+    LF, TAB), an unparseable authority such as ``http://[``, an oversized value.
+    Whether the target is allowed is :func:`is_under`'s business.
+    """
+    if len(location) > _MAX_LOCATION:
+        raise ValueError(f"Location longer than {_MAX_LOCATION} characters")
+    if _CONTROL.search(location):
+        raise ValueError("Location contains a control character")
+    target = urljoin(url, location.strip(" "))
+    parts = urlsplit(target)  # ValueError for a malformed authority, e.g. "http://["
+    _ = parts.port  # ValueError for a malformed port
+    return target
 
 
 def is_under(base_url: str, url: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from artifactcheck.errors import ArtifactCheckError, UnsafeReferenceError
-from artifactcheck.urls import base_directory, host_key, is_under, join
+from artifactcheck.urls import base_directory, host_key, is_under, join, resolve_redirect
 
 BASE = "http://10.0.0.7:8080/"
 
@@ -46,6 +46,12 @@ def test_join(base: str, path: str, expected: str) -> None:
         "a\nb",
         "a/%3Fq.js",  # decodes to a query: ambiguous, refused by normalise_path
         "%252e%252e/x",  # encoded twice
+        # servlet containers drop path parameters, so "..;" is ".." to them
+        "assets/..;/..;/x",
+        "assets/..;jsessionid=1/x",
+        "assets/%2e%2e;/x",
+        "assets/.;/x",
+        "..;/x",
     ],
 )
 def test_join_refuses_paths_leaving_the_base(path: str) -> None:
@@ -89,6 +95,10 @@ def test_join_refuses_unusable_bases(base: str) -> None:
         ("http://h/", "not a url", False),
         ("http://h/", "file:///etc/passwd", False),
         ("http://[::1]:8080/", "http://[::1]:8080/a", True),
+        ("http://h/app/", "http://h/app/assets/..;/..;/x", False),
+        ("http://h/app/", "http://h/app/a/..;x/b", False),
+        ("http://h/app/", "http://h/app/a;v=1/b", True),  # parameters on a plain segment
+        ("http://h/app/", "http://h/app/..a;/b", True),
     ],
 )
 def test_is_under(base: str, url: str, under: bool) -> None:
@@ -106,3 +116,33 @@ def test_is_under(base: str, url: str, under: bool) -> None:
 )
 def test_host_key(url: str, key: str) -> None:
     assert host_key(url) == key
+
+
+@pytest.mark.parametrize(
+    ("location", "target"),
+    [
+        ("b.js", "http://h/app/b.js"),
+        ("/app/c.js", "http://h/app/c.js"),
+        ("http://other/x", "http://other/x"),  # resolved here, refused by is_under
+    ],
+)
+def test_resolve_redirect(location: str, target: str) -> None:
+    assert resolve_redirect("http://h/app/a.js", location) == target
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "http://[",
+        "http://[::1",
+        "/a\x00b",
+        "/a\x7fb",
+        "/a\r\nb",
+        "/a\tb",
+        "//h:99999/x",
+        "/" * 9000,
+    ],
+)
+def test_resolve_redirect_refuses_unusable_values(location: str) -> None:
+    with pytest.raises(ValueError):
+        resolve_redirect("http://h/app/a.js", location)
