@@ -6,20 +6,35 @@ the expected releases by version (``Expectation``), what the CDN answered for ea
 path, and the desired version; the output is one ``InstanceResult`` per instance and
 the fleet-wide findings.
 
-"Could not observe" and "observed something wrong" are kept apart: a timeout on an
-asset is never evidence of a mismatch, it can only make a verdict ``inconclusive``.
+Three rules shape everything below, because each was once broken and produced a
+verdict users trusted wrongly:
+
+- "Could not observe" and "observed something wrong" are kept apart: a timeout or a
+  5xx on an asset is never evidence of a mismatch, it can only make a verdict
+  ``inconclusive``; a file that was not fetched (sampled out, on another host) is
+  never called different, it is listed as not compared.
+- A claim is never larger than the evidence: "serves release X" only when every file
+  of X was compared byte for byte; otherwise "N of M files checked"; with a release
+  source that carries no hashes, "file names only"; another release is named only when
+  everything compared matches it and no other.
+- A missing file is missing however the server dresses it up: 404/410, or the site's
+  HTML page answered with 200 (``try_files $uri /index.html``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from fnmatch import fnmatchcase
 
 from .manifests import verify_integrity
 from .models import (
     CertInfo,
+    Coverage,
     Expectation,
     Fetched,
     Finding,
@@ -27,57 +42,139 @@ from .models import (
     Instance,
     InstanceResult,
     Manifest,
+    ManifestEntry,
     Observation,
     Severity,
     Verdict,
 )
+from .versions import version_problem
 
 MISSING_STATUSES = frozenset({404, 410})
+#: The instance refuses the file (nginx ``deny`` on dot-paths): browsers cannot get it
+#: either, so it is not compared, but it is no evidence of other bytes.
+REFUSED_STATUSES = frozenset({403})
 CDN_MISSING_STATUSES = frozenset({403, 404, 410})
+#: Entry pages are served by the origin, not the CDN: not required there by default.
+DEFAULT_CDN_EXCLUDE: tuple[str, ...] = ("*.html", "*.htm")
+#: Observation error kinds that mean "it answered, but could not be judged".
+INCONCLUSIVE_ERROR_KINDS = frozenset({"status", "check-failed"})
+SAMPLED_OUT = "sampled out"
+
+
+def cdn_paths(
+    paths: Iterable[str],
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = DEFAULT_CDN_EXCLUDE,
+) -> list[str]:
+    """The paths a CDN is required to hold: matching ``include`` (empty: all), not ``exclude``.
+
+    Globs are matched case-sensitively against the whole path (``*`` crosses ``/``), the
+    same on every platform, so the pipeline (deciding what to ask the CDN for) and the
+    comparison (deciding what a CDN answer means) can never disagree.
+    """
+    return [
+        p
+        for p in paths
+        if (not include or any(fnmatchcase(p, g) for g in include))
+        and not any(fnmatchcase(p, g) for g in exclude)
+    ]
 
 
 @dataclass(frozen=True, slots=True)
 class CdnView:
-    """What the CDN answered for each path; ``error`` when it could not be reached."""
+    """What the CDN answered for each path; ``error`` when it could not be reached.
+
+    ``include``/``exclude`` are the globs of the files the CDN must hold (see
+    :func:`cdn_paths`); a file outside them is not checked on the CDN at all.
+    """
 
     base_url: str
     assets: Mapping[str, Fetched] = field(default_factory=dict)
     error: str | None = None
     tls: CertInfo | None = None
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_CDN_EXCLUDE
+
+
+def version_key(version: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that orders ``9.0`` before ``10.0`` (numbers as numbers)."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part)
+        for part in re.findall(r"\d+|[^\d.+_-]+", version)
+    )
 
 
 class HashIndex:
-    """sha256 -> the known releases (and paths) that contain those bytes."""
+    """sha256 -> the known releases that contain those bytes, and each release's paths."""
 
     def __init__(self, releases: Mapping[str, Manifest]) -> None:
         self.by_hash: dict[str, set[str]] = defaultdict(set)
+        self.paths: dict[str, frozenset[str]] = {}
         self.versions = tuple(releases)
         for version, manifest in releases.items():
+            self.paths[version] = frozenset(manifest.files)
             for entry in manifest.files.values():
                 sha = entry.hashes.get("sha256")
                 if sha:
                     self.by_hash[sha].add(version)
 
-    def release_of(self, hashes: Iterable[str], *, exclude: str | None) -> str | None:
-        """The single other release that contains every given hash, if exactly one does."""
+    def releases_of(
+        self, hashes: Iterable[str], *, exclude: str | None, missing: Iterable[str] = ()
+    ) -> tuple[str, ...]:
+        """Every other release holding all the given hashes and none of the ``missing``
+        paths, in version order; empty when no hash is given (nothing to match)."""
         candidates: set[str] | None = None
         for sha in hashes:
             found = self.by_hash.get(sha, set()) - {exclude}
             candidates = found if candidates is None else candidates & found
             if not candidates:
-                return None
+                return ()
         if not candidates:
-            return None
-        if len(candidates) == 1:
-            return next(iter(candidates))
-        return sorted(candidates)[-1]
+            return ()
+        gone = set(missing)
+        return tuple(sorted((v for v in candidates if not gone & self.paths[v]), key=version_key))
+
+    def release_of(
+        self, hashes: Iterable[str], *, exclude: str | None, missing: Iterable[str] = ()
+    ) -> str | None:
+        """The other release that explains the content, only if exactly one does: naming
+        one of several would be a guess presented as a fact."""
+        found = self.releases_of(hashes, exclude=exclude, missing=missing)
+        return found[0] if len(found) == 1 else None
+
+
+# --------------------------------------------------------------------------- answers
 
 
 def _unobserved(got: Fetched) -> bool:
-    """No usable answer: an error, or a status that says nothing about the content."""
+    """No usable answer: an error, a status that says nothing about the content, or a
+    2xx whose body was not hashed."""
     if got.error is not None or got.status is None:
         return True
-    return not (200 <= got.status < 300) and got.status not in MISSING_STATUSES
+    if got.status in MISSING_STATUSES or got.status in REFUSED_STATUSES:
+        return False
+    return not (200 <= got.status < 300) or got.sha256 is None
+
+
+def _is_page(path: str) -> bool:
+    return path.lower().endswith((".html", ".htm")) or path.endswith("/") or path == ""
+
+
+def _page_path(path: str) -> bool:
+    return path == "index.html" or path.endswith("/index.html")
+
+
+def _fallback(got: Fetched, path: str, pages: frozenset[str]) -> bool:
+    """A 200 that is the site's HTML page standing in for a missing non-HTML file."""
+    if not got.ok or _is_page(path):
+        return False
+    if got.sha256 is not None and got.sha256 in pages:
+        return True
+    return got.headers.get("content-type", "").lower().startswith("text/html")
+
+
+def _why_unobserved(got: Fetched) -> str:
+    return got.error or f"HTTP {got.status}"
 
 
 def _names(paths: Sequence[str], limit: int = 5) -> str:
@@ -85,91 +182,171 @@ def _names(paths: Sequence[str], limit: int = 5) -> str:
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
-def _against_release(
-    obs: Observation, release: Manifest, version: str
-) -> tuple[list[Finding], list[str]]:
-    """Findings from comparing served content with one release; also differing hashes."""
-    name = obs.instance.name
-    findings: list[Finding] = []
-    differing_hashes: list[str] = []
-    fetched: dict[str, Fetched] = dict(obs.assets)
+def _short(sha: str | None) -> str:
+    return sha[:12] if sha else "-"
+
+
+def _documents(obs: Observation) -> dict[str, Fetched]:
+    """Every answer to judge: the assets, and the served manifest as a file."""
+    docs: dict[str, Fetched] = {p: f for p, f in obs.assets.items() if p not in obs.on_cdn}
     if obs.manifest_fetch is not None and obs.manifest_fetch.status is not None:
-        fetched.setdefault(obs.manifest_path, obs.manifest_fetch)
-    for path in sorted(fetched):
-        got = fetched[path]
+        docs.setdefault(obs.manifest_path, obs.manifest_fetch)
+    return docs
+
+
+def _pages(obs: Observation, release: Manifest | None) -> frozenset[str]:
+    """sha256 of the site's HTML entry pages: what an SPA fallback answers with."""
+    found: set[str | None] = {f.sha256 for p, f in obs.assets.items() if _page_path(p) and f.ok}
+    if release is not None:
+        found |= {e.hashes.get("sha256") for p, e in release.files.items() if _page_path(p)}
+    return frozenset(s for s in found if s)
+
+
+def _release_path(path: str, release: Manifest) -> str | None:
+    """The release file a path under the CDN base is, by the longest matching suffix
+    (a CDN usually adds a prefix: ``app/480.js`` is the release's ``480.js``)."""
+    if path in release.files:
+        return path
+    segments = path.split("/")
+    for cut in range(1, len(segments)):
+        suffix = "/".join(segments[cut:])
+        if suffix in release.files:
+            return suffix
+    return None
+
+
+def is_off_host(raw: str) -> bool:
+    """An absolute URL (``https://cdn…/x.js``, ``//cdn…/x.js``): a file on another host."""
+    return "://" in raw or raw.startswith("//")
+
+
+# --------------------------------------------------------------------------- steps
+
+
+@dataclass(slots=True)
+class _ReleaseCheck:
+    """What comparing the instance's answers with one release found."""
+
+    findings: list[Finding] = field(default_factory=list)
+    compared: set[str] = field(default_factory=set)  # release files judged
+    bad: list[str] = field(default_factory=list)  # files with evidence against them
+    missing: list[str] = field(default_factory=list)  # 404/410 or the fallback page
+    served_hashes: list[str] = field(default_factory=list)  # every 200 compared
+    names_only: list[str] = field(default_factory=list)  # release has no hash for them
+    refused: dict[str, str] = field(default_factory=dict)  # path -> why not compared
+
+
+@dataclass(slots=True)
+class _CdnCheck:
+    """What the CDN answered, judged against the release (or the instance)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    differs: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+    compared: set[str] = field(default_factory=set)  # release files checked on the CDN
+    why_unchecked: str | None = None
+
+
+def _against_release(
+    obs: Observation, release: Manifest, version: str, pages: frozenset[str]
+) -> _ReleaseCheck:
+    """Each answer from the instance against the release's file of the same path."""
+    name = obs.instance.name
+    check = _ReleaseCheck()
+    docs = _documents(obs)
+    listed = obs.manifest.files if obs.manifest is not None else {}
+
+    def missing(path: str, why: str, expected: ManifestEntry | None) -> None:
+        kind = FindingKind.FALLBACK_PAGE if "index.html" in why else FindingKind.FILE_MISSING
+        where = f"is in release {version}" if expected else "is listed by the served manifest"
+        check.findings.append(
+            Finding(
+                kind,
+                f"{path} {where} but the instance {why}",
+                instance=name,
+                path=path,
+                expected=expected.hashes.get("sha256") if expected else None,
+                actual=why,
+            )
+        )
+        check.missing.append(path)
+        check.bad.append(path)
+
+    for path in sorted(docs):
+        got = docs[path]
         expected = release.files.get(path)
-        if got.error is not None or got.status is None:
+        if _unobserved(got):
+            continue
+        if got.status in REFUSED_STATUSES:
+            if expected is not None or path in listed:
+                check.refused[path] = f"the instance refuses it (HTTP {got.status})"
             continue
         if got.status in MISSING_STATUSES:
+            if expected is not None or (path in listed and path != obs.manifest_path):
+                missing(path, f"answers {got.status}", expected)
             if expected is not None:
-                findings.append(
-                    Finding(
-                        FindingKind.FILE_MISSING,
-                        f"{path} is in release {version} but the instance answers {got.status}",
-                        instance=name,
-                        path=path,
-                        expected=expected.hashes.get("sha256"),
-                        actual=str(got.status),
-                    )
-                )
-            elif path in (obs.manifest.files if obs.manifest else {}):
-                findings.append(
-                    Finding(
-                        FindingKind.FILE_MISSING,
-                        f"{path} is listed by the served manifest but answers {got.status}",
-                        instance=name,
-                        path=path,
-                        actual=str(got.status),
-                    )
-                )
+                check.compared.add(path)
             continue
-        if not got.ok or got.sha256 is None:
+        sha = got.sha256
+        assert sha is not None  # _unobserved() refused a 2xx without a digest
+        want = expected.hashes.get("sha256") if expected is not None else None
+        if want is not None and want == sha:
+            check.compared.add(path)
+            check.served_hashes.append(sha)
+            continue
+        if _fallback(got, path, pages):
+            if expected is not None or path in listed:
+                missing(path, "answers with index.html (the fallback page)", expected)
+            if expected is not None:
+                check.compared.add(path)
             continue
         if expected is None:
             if path == obs.manifest_path:
                 continue  # a release manifest cannot list itself (e.g. a served artifactcheck.json)
-            findings.append(
+            check.findings.append(
                 Finding(
                     FindingKind.FILE_UNEXPECTED,
                     f"{path} is served but is not part of release {version}",
                     instance=name,
                     path=path,
-                    actual=got.sha256,
+                    actual=sha,
                 )
             )
-            differing_hashes.append(got.sha256)
+            check.bad.append(path)
+            check.served_hashes.append(sha)
             continue
-        want = expected.hashes.get("sha256")
-        if want is not None and want != got.sha256:
-            size_note = ""
-            if expected.size is not None and got.size is not None and expected.size == got.size:
-                size_note = " (same size)"
-            findings.append(
-                Finding(
-                    FindingKind.CONTENT_DIFFERS,
-                    f"{path} differs from release {version}{size_note}",
-                    instance=name,
-                    path=path,
-                    expected=want,
-                    actual=got.sha256,
-                )
+        check.compared.add(path)
+        check.served_hashes.append(sha)
+        if want is None:
+            check.names_only.append(path)
+            continue
+        same_size = expected.size is not None and expected.size == got.size
+        check.findings.append(
+            Finding(
+                FindingKind.CONTENT_DIFFERS,
+                f"{path} differs from release {version}{' (same size)' if same_size else ''}",
+                instance=name,
+                path=path,
+                expected=want,
+                actual=sha,
             )
-            differing_hashes.append(got.sha256)
-    if obs.manifest is not None:
-        unexpected = sorted(
-            p for p in obs.manifest.files if p not in release.files and p not in fetched
         )
-        if unexpected:
-            findings.append(
-                Finding(
-                    FindingKind.FILE_UNEXPECTED,
-                    f"served manifest lists {len(unexpected)} file(s) not in release "
-                    f"{version}: {_names(unexpected)}",
-                    instance=name,
-                    path=unexpected[0],
-                )
+        check.bad.append(path)
+    unexpected = sorted(p for p in listed if p not in release.files and p not in docs)
+    unexpected = [p for p in unexpected if p not in obs.on_cdn]
+    if unexpected:
+        check.findings.append(
+            Finding(
+                FindingKind.FILE_UNEXPECTED,
+                f"served manifest lists {len(unexpected)} file(s) not in release "
+                f"{version}: {_names(unexpected)}",
+                instance=name,
+                path=unexpected[0],
             )
-    return findings, differing_hashes
+        )
+        check.bad.append(unexpected[0])
+    return check
 
 
 def _integrity(obs: Observation) -> list[Finding]:
@@ -197,43 +374,164 @@ def _integrity(obs: Observation) -> list[Finding]:
     return findings
 
 
-def _against_cdn(obs: Observation, cdn: CdnView) -> tuple[list[Finding], list[str]]:
-    """Every asset the instance served must exist on the CDN with the same bytes."""
-    findings: list[Finding] = []
-    unchecked: list[str] = []
-    for path, got in sorted(obs.assets.items()):
-        if not got.ok:
+def _cdn_answer(
+    check: _CdnCheck,
+    *,
+    instance: str,
+    path: str,
+    shown: str,
+    on_cdn: Fetched,
+    want: str | None,
+    version: str | None,
+    served: str | None,
+    pages: frozenset[str],
+) -> None:
+    """Judge one CDN answer; ``want`` is the release's hash, ``served`` the instance's."""
+    if _unobserved(on_cdn):
+        check.unchecked.append(path)
+        check.why_unchecked = check.why_unchecked or _why_unobserved(on_cdn)
+        return
+    reference = want or served
+    if on_cdn.status in CDN_MISSING_STATUSES or (
+        on_cdn.sha256 != reference and _fallback(on_cdn, path, pages)
+    ):
+        fallback = on_cdn.status not in CDN_MISSING_STATUSES
+        answer = (
+            "answers with index.html (the fallback page)"
+            if fallback
+            else (f"answers {on_cdn.status}")
+        )
+        check.findings.append(
+            Finding(
+                FindingKind.FALLBACK_PAGE if fallback else FindingKind.CDN_MISSING,
+                f"{shown} is missing on the CDN: it {answer}",
+                instance=instance,
+                path=path,
+                expected=reference,
+                actual=answer if fallback else str(on_cdn.status),
+            )
+        )
+        check.missing.append(path)
+        return
+    if reference is None or on_cdn.sha256 == reference:
+        return
+    if want is not None:
+        message = (
+            f"{shown} on the CDN differs from release {version}: expected (release) "
+            f"{_short(want)}, the CDN serves {_short(on_cdn.sha256)}"
+        )
+    else:
+        message = (
+            f"{shown} differs between the CDN and the instance (no release hash to tell "
+            f"which is right): the instance serves {_short(served)}, the CDN "
+            f"{_short(on_cdn.sha256)}"
+        )
+    check.findings.append(
+        Finding(
+            FindingKind.CDN_DIFFERS,
+            message,
+            instance=instance,
+            path=path,
+            expected=want,
+            actual=on_cdn.sha256,
+        )
+    )
+    check.differs.append(path)
+
+
+def _against_cdn(
+    obs: Observation,
+    cdn: CdnView,
+    release: Manifest | None,
+    version: str | None,
+    pages: frozenset[str],
+) -> _CdnCheck:
+    """The CDN must hold the release's bytes for every file it is meant to serve.
+
+    Compared with the release's hash when there is one (so the message can say which
+    side is right), else with what the instance served. Files outside the CDN globs are
+    not asked about; files the served manifest references on the CDN by absolute URL
+    were fetched there and are judged as the CDN's answers.
+    """
+    check = _CdnCheck()
+    name = obs.instance.name
+    cdn_pages = pages | frozenset(
+        f.sha256 for p, f in cdn.assets.items() if _page_path(p) and f.ok and f.sha256
+    )
+    served = sorted(p for p, f in obs.assets.items() if f.ok and p not in obs.on_cdn)
+    required = cdn_paths(served, cdn.include, cdn.exclude)
+    if cdn.error is not None:
+        check.unchecked = required
+        check.why_unchecked = cdn.error
+    else:
+        for path in required:
+            on_cdn = cdn.assets.get(path)
+            if on_cdn is None:
+                continue  # not asked: the pipeline decides what the CDN is asked for
+            entry = release.files.get(path) if release is not None else None
+            _cdn_answer(
+                check,
+                instance=name,
+                path=path,
+                shown=path,
+                on_cdn=on_cdn,
+                want=entry.hashes.get("sha256") if entry is not None else None,
+                version=version,
+                served=obs.assets[path].sha256,
+                pages=cdn_pages,
+            )
+    _located_on_cdn(obs, check, release, version, cdn_pages)
+    return check
+
+
+def _located_on_cdn(
+    obs: Observation,
+    check: _CdnCheck,
+    release: Manifest | None,
+    version: str | None,
+    pages: frozenset[str],
+) -> None:
+    """Files the served manifest references on the CDN (absolute URLs), fetched there."""
+    for path, raw in sorted(obs.on_cdn.items()):
+        got = obs.assets.get(path)
+        if got is None:
             continue
-        on_cdn = cdn.assets.get(path)
-        if on_cdn is None:
-            continue
-        if on_cdn.error is not None or on_cdn.status is None:
-            unchecked.append(path)
-        elif on_cdn.status in CDN_MISSING_STATUSES:
-            findings.append(
-                Finding(
-                    FindingKind.CDN_MISSING,
-                    f"{path} is served by the instance but the CDN answers {on_cdn.status}",
+        matched = _release_path(path, release) if release is not None else None
+        entry = release.files[matched] if release is not None and matched else None
+        want = entry.hashes.get("sha256") if entry is not None else None
+        if entry is None or want is None:
+            if (
+                _unobserved(got)
+                or got.status in CDN_MISSING_STATUSES
+                or _fallback(got, path, pages)
+            ):
+                _cdn_answer(
+                    check,
                     instance=obs.instance.name,
                     path=path,
-                    expected=got.sha256,
-                    actual=str(on_cdn.status),
+                    shown=raw,
+                    on_cdn=got,
+                    want=None,
+                    version=version,
+                    served=None,
+                    pages=pages,
                 )
-            )
-        elif not on_cdn.ok:
-            unchecked.append(path)
-        elif on_cdn.sha256 != got.sha256:
-            findings.append(
-                Finding(
-                    FindingKind.CDN_DIFFERS,
-                    f"{path} on the CDN differs from what the instance serves",
-                    instance=obs.instance.name,
-                    path=path,
-                    expected=got.sha256,
-                    actual=on_cdn.sha256,
-                )
-            )
-    return findings, unchecked
+            elif matched is not None:
+                check.compared.add(matched)  # names only: present is all that is known
+            continue
+        _cdn_answer(
+            check,
+            instance=obs.instance.name,
+            path=path,
+            shown=raw,
+            on_cdn=got,
+            want=want,
+            version=version,
+            served=None,
+            pages=pages,
+        )
+        if path not in check.unchecked:
+            check.compared.add(entry.path)
 
 
 def _signals(instance: Instance, endpoint_version: str | None) -> list[Finding]:
@@ -253,6 +551,7 @@ def _signals(instance: Instance, endpoint_version: str | None) -> list[Finding]:
     ]
 
 
+#: Instance-side evidence that its content is wrong: the verdict is ``mismatch``.
 CONTENT_KINDS = frozenset(
     {
         FindingKind.CONTENT_DIFFERS,
@@ -262,6 +561,7 @@ CONTENT_KINDS = frozenset(
         FindingKind.MANIFEST_INVALID,
         FindingKind.MINORITY_CONTENT,
         FindingKind.UNSAFE_REFERENCE,
+        FindingKind.FALLBACK_PAGE,
     }
 )
 
@@ -273,8 +573,6 @@ def reported_version(obs: Observation) -> str | None:
 
 def observed_fingerprint(obs: Observation) -> str | None:
     """A short digest of what was served (manifest bytes and sampled asset hashes)."""
-    import hashlib
-
     parts = []
     if obs.manifest_fetch is not None and obs.manifest_fetch.sha256:
         parts.append(f"{obs.manifest_path}={obs.manifest_fetch.sha256}")
@@ -284,6 +582,448 @@ def observed_fingerprint(obs: Observation) -> str | None:
     if not parts:
         return None
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def _manifest_absent(obs: Observation) -> bool:
+    """The served manifest was looked for and is not there (404/403/410, or no name)."""
+    if obs.manifest is not None:
+        return False
+    if obs.manifest_fetch is None:
+        return obs.manifest_error is not None
+    return obs.manifest_fetch.status in CDN_MISSING_STATUSES
+
+
+def _served_manifest(obs: Observation) -> list[Finding]:
+    """The served manifest: unusable (evidence), missing (a finding, never silent), or
+    references that were not fetched (off-host: not compared; traversal: evidence)."""
+    name = obs.instance.name
+    findings: list[Finding] = []
+    if _manifest_absent(obs):
+        status = obs.manifest_fetch.status if obs.manifest_fetch is not None else None
+        what = f"answers {status}" if status is not None else "was not found"
+        detail = f" ({obs.manifest_error})" if obs.manifest_error else ""
+        findings.append(
+            Finding(
+                FindingKind.MANIFEST_MISSING,
+                f"served manifest {obs.manifest_path or '(any well-known name)'} {what}: "
+                f"judged by the release's file list{detail}",
+                instance=name,
+                path=obs.manifest_path or None,
+                actual=str(status) if status is not None else None,
+                severity=Severity.WARNING,
+            )
+        )
+    elif obs.manifest_error is not None:
+        findings.append(
+            Finding(
+                FindingKind.MANIFEST_INVALID,
+                f"served manifest {obs.manifest_path} is unusable: {obs.manifest_error}",
+                instance=name,
+                path=obs.manifest_path,
+            )
+        )
+    elsewhere = [raw for raw in obs.unsafe_paths if is_off_host(raw)]
+    for raw in obs.unsafe_paths:
+        if not is_off_host(raw):
+            findings.append(
+                Finding(
+                    FindingKind.UNSAFE_REFERENCE,
+                    f"served manifest refers outside the instance: {raw!r} (not fetched)",
+                    instance=name,
+                    path=raw,
+                    severity=Severity.WARNING,
+                )
+            )
+    if elsewhere:
+        findings.append(
+            Finding(
+                FindingKind.NOT_COMPARED,
+                f"{len(elsewhere)} file(s) the served manifest references on another host "
+                f"were not fetched, so not compared: {_names(elsewhere)}",
+                instance=name,
+                path=elsewhere[0],
+                severity=Severity.WARNING,
+            )
+        )
+    return findings
+
+
+def _unfetched(obs: Observation) -> list[str]:
+    return sorted(p for p, f in obs.assets.items() if _unobserved(f))
+
+
+def _failed_fetches(obs: Observation, failed: Sequence[str]) -> list[Finding]:
+    if not failed:
+        return []
+    first = obs.assets[failed[0]]
+    return [
+        Finding(
+            FindingKind.OBSERVATION_FAILED,
+            f"{len(failed)} file(s) could not be fetched: {_names(failed)} "
+            f"({_why_unobserved(first)})",
+            instance=obs.instance.name,
+            path=failed[0],
+            severity=Severity.WARNING,
+        )
+    ]
+
+
+def _not_compared_why(obs: Observation, path: str) -> str:
+    """Why a release file the instance was not asked for was not compared."""
+    got = obs.assets.get(path)
+    if got is not None and _unobserved(got):
+        return f"could not be fetched ({_why_unobserved(got)})"
+    if obs.sampled:
+        return SAMPLED_OUT
+    if _manifest_absent(obs):
+        return "the served manifest is missing"
+    if obs.manifest is not None and path not in obs.manifest.files:
+        return "not referenced by the served manifest (not fetched)"
+    return "not fetched"
+
+
+def _release_coverage(
+    obs: Observation, release: Manifest, check: _ReleaseCheck, on_cdn: set[str]
+) -> Coverage:
+    """Every file of the release: compared, or not compared with the reason."""
+    compared = (check.compared | on_cdn) & set(release.files)
+    not_compared = tuple(
+        (path, check.refused.get(path) or _not_compared_why(obs, path))
+        for path in sorted(release.files)
+        if path not in compared
+    )
+    return Coverage(
+        compared=len(compared),
+        total=len(release.files),
+        not_compared=not_compared,
+        encodings=obs.encodings,
+    )
+
+
+def _served_coverage(obs: Observation) -> Coverage:
+    """Without a release: the files the instance was asked for and its manifest lists."""
+    docs = _documents(obs)
+    wanted = set(docs) | set(obs.manifest.files if obs.manifest else ())
+    judged = {p for p, f in docs.items() if not _unobserved(f)}
+    return Coverage(
+        compared=len(judged),
+        total=len(wanted),
+        not_compared=tuple(
+            (p, _not_compared_why(obs, p)) for p in sorted(wanted) if p not in judged
+        ),
+        encodings=obs.encodings,
+    )
+
+
+def _coverage_findings(obs: Observation, version: str, coverage: Coverage) -> list[Finding]:
+    """Say what was not compared: a sample (info) or anything else (warning)."""
+    findings = []
+    sampled = [p for p, why in coverage.not_compared if why == SAMPLED_OUT]
+    other = [(p, why) for p, why in coverage.not_compared if why != SAMPLED_OUT]
+    if sampled:
+        findings.append(
+            Finding(
+                FindingKind.SAMPLED,
+                f"{coverage.compared} of {coverage.total} files of release {version} "
+                f"checked (a sample); {len(sampled)} sampled out",
+                instance=obs.instance.name,
+                severity=Severity.INFO,
+            )
+        )
+    if other:
+        findings.append(
+            Finding(
+                FindingKind.NOT_COMPARED,
+                f"{len(other)} file(s) of release {version} not compared: "
+                f"{_names([p for p, _ in other])} ({other[0][1]})",
+                instance=obs.instance.name,
+                path=other[0][0],
+                severity=Severity.WARNING,
+            )
+        )
+    return findings
+
+
+# --------------------------------------------------------------------------- verdict
+
+
+@dataclass(slots=True)
+class _Case:
+    """Everything judged about one instance, from which the verdict is read."""
+
+    obs: Observation
+    version: str | None
+    findings: list[Finding]
+    failed: list[str]
+    expectation: Expectation | None
+    invalid_version: str | None = None
+    release: Manifest | None = None
+    release_check: _ReleaseCheck | None = None
+    cdn_check: _CdnCheck | None = None
+    coverage: Coverage | None = None
+    serves: str | None = None
+    candidates: tuple[str, ...] = ()
+    peers: int | None = None  # consensus: observed instances reporting this version
+    desired: str | None = None
+
+    def kinds(self) -> set[FindingKind]:
+        return {f.kind for f in self.findings}
+
+    @property
+    def consensus(self) -> bool:
+        return self.expectation is None
+
+    @property
+    def expectation_missing(self) -> bool:
+        return self.expectation is not None and self.release is None
+
+    @property
+    def names_only(self) -> bool:
+        return self.release_check is not None and bool(self.release_check.names_only)
+
+
+def _claim(case: _Case) -> str:
+    """What a clean result may claim, never more than was compared."""
+    cov = case.coverage
+    names = " (file names only: the release source has no hashes; bytes not verified)"
+    suffix = names if case.names_only else ""
+    if cov is not None and cov.complete:
+        if case.names_only:
+            return f"file names match release {case.version}{suffix}"
+        return f"serves release {case.version}"
+    compared = cov.compared if cov is not None else 0
+    total = cov.total if cov is not None else 0
+    return (
+        f"{compared} of {total} files of release {case.version} checked, "
+        f"no difference found{suffix}"
+    )
+
+
+def _content_reason(case: _Case, content: Sequence[Finding]) -> str:
+    files = sorted({f.path for f in content if f.path})
+    reported = case.version or "(no version)"
+    check = case.release_check
+    if (
+        check is not None
+        and check.missing
+        and len(check.missing) == len(check.bad)
+        and (not check.served_hashes)
+    ):
+        return (
+            f"reports {reported} but all {len(check.missing)} files are missing "
+            "(404 or the fallback page): wrong base URL?"
+        )
+    if case.serves:
+        what = f"serves {case.serves}'s content"
+    elif len(case.candidates) > 1:
+        what = f"content differs (it matches each of releases {', '.join(case.candidates)})"
+    else:
+        what = "content differs"
+    return f"reports {reported} but {what}: {_names(files)}"
+
+
+def _verdict(case: _Case) -> tuple[Verdict, str]:
+    """The first rule that applies, from the strongest evidence to "could not judge"."""
+    kinds = case.kinds()
+    cdn = case.cdn_check
+    on_cdn = {id(f) for f in cdn.findings} if cdn is not None else set()
+    content = [f for f in case.findings if f.kind in CONTENT_KINDS and id(f) not in on_cdn]
+    if content:
+        return Verdict.MISMATCH, _content_reason(case, content)
+    if case.invalid_version is not None:
+        return Verdict.SIGNAL_CONFLICT, f"reports an invalid version: {case.invalid_version}"
+    if FindingKind.SIGNAL_CONFLICT in kinds:
+        conflict = next(f for f in case.findings if f.kind is FindingKind.SIGNAL_CONFLICT)
+        return Verdict.SIGNAL_CONFLICT, conflict.message
+    if cdn is not None and cdn.missing:
+        return Verdict.CDN_MISSING, f"missing on the CDN: {_names(sorted(set(cdn.missing)))}"
+    if cdn is not None and cdn.differs:
+        return Verdict.CDN_MISMATCH, f"differs on the CDN: {_names(sorted(set(cdn.differs)))}"
+    if case.expectation_missing:
+        why = case.expectation.error if case.expectation is not None else None
+        return Verdict.INCONCLUSIVE, f"no expected release for {case.version}: {why}"
+    if case.failed:
+        return Verdict.INCONCLUSIVE, f"{len(case.failed)} file(s) could not be fetched"
+    if FindingKind.NO_CONSENSUS in kinds:
+        files = sorted({f.path or "" for f in case.findings if f.kind is FindingKind.NO_CONSENSUS})
+        return Verdict.INCONCLUSIVE, f"siblings disagree with no majority: {_names(files)}"
+    if cdn is not None and cdn.unchecked:
+        return Verdict.INCONCLUSIVE, f"the CDN could not be checked: {cdn.why_unchecked}"
+    if not case.obs.assets and case.obs.manifest_fetch is None:
+        return Verdict.INCONCLUSIVE, "nothing was fetched to judge by"
+    if case.version is None:
+        return Verdict.INCONCLUSIVE, "no reported version to judge against"
+    if case.coverage is not None and case.coverage.compared == 0:
+        return Verdict.INCONCLUSIVE, f"no file of release {case.version} could be compared"
+    if case.consensus and (case.peers or 0) < 2:
+        return (
+            Verdict.INCONCLUSIVE,
+            f"no release source and no sibling reports {case.version}: consensus needs "
+            "at least two instances",
+        )
+    desired = case.desired
+    if desired is not None and case.version != desired:
+        case.findings.append(
+            Finding(
+                FindingKind.DRIFT,
+                f"consistent with {case.version}, but the desired version is {desired}",
+                instance=case.obs.instance.name,
+                expected=desired,
+                actual=case.version,
+                severity=Severity.WARNING,
+            )
+        )
+        claim = "" if case.consensus else f" ({_claim(case)})"
+        return Verdict.DRIFT, f"consistent with {case.version}, desired is {desired}{claim}"
+    if case.consensus:
+        peers = (case.peers or 1) - 1
+        return Verdict.CONSISTENT, f"agrees with its {peers} sibling(s) on {case.version}"
+    return Verdict.CONSISTENT, _claim(case)
+
+
+#: Verdicts under which the instance's own bytes may still be right.
+_MAY_BE_RIGHT = frozenset(
+    {Verdict.CONSISTENT, Verdict.DRIFT, Verdict.CDN_MISSING, Verdict.CDN_MISMATCH}
+)
+
+
+def _verified(case: _Case, verdict: Verdict) -> bool:
+    """The instance's own bytes were compared with something that vouches for them and
+    found right: a readiness gate may open on this, and a quarantine be undone.
+
+    A CDN verdict with no release to compare with is not verified: the instance and
+    the CDN differ, and nobody can tell which one holds the wrong bytes.
+    """
+    if verdict not in _MAY_BE_RIGHT or case.failed or case.names_only:
+        return False
+    if case.consensus:
+        return (case.peers or 0) >= 2
+    return case.release is not None and case.coverage is not None and case.coverage.compared > 0
+
+
+# --------------------------------------------------------------------------- judge
+
+
+def _not_observed(
+    obs: Observation, version: str | None, now: datetime | None, tls_warn_days: float
+) -> InstanceResult:
+    """An instance that could not be observed: unreachable, or inconclusive if it answered."""
+    inst = obs.instance
+    error = obs.error or ""
+    inconclusive = obs.error_kind in INCONCLUSIVE_ERROR_KINDS
+    kind = FindingKind.CHECK_FAILED if obs.error_kind == "check-failed" else FindingKind.UNREACHABLE
+    unseen = [Finding(kind, error, instance=inst.name)]
+    if obs.tls is not None and now is not None:  # e.g. it failed verification: expired
+        unseen += tls_findings(obs.tls, now=now, warn_days=tls_warn_days, instance=inst.name)
+    return InstanceResult(
+        instance=inst,
+        verdict=Verdict.INCONCLUSIVE if inconclusive else Verdict.UNREACHABLE,
+        reason=f"could not be observed: {error}",
+        findings=tuple(unseen),
+        reported_version=version,
+        fingerprint=observed_fingerprint(obs),
+        observation=obs,
+        content_verified=False,
+    )
+
+
+def _about_the_instance(
+    obs: Observation, failed: Sequence[str], now: datetime | None, tls_warn_days: float
+) -> list[Finding]:
+    """Findings that need no expectation: signals, TLS, the served manifest, integrity."""
+    findings = _signals(obs.instance, obs.endpoint_version)
+    if obs.tls is not None and now is not None:
+        findings += tls_findings(
+            obs.tls, now=now, warn_days=tls_warn_days, instance=obs.instance.name
+        )
+    findings += _served_manifest(obs)
+    findings += _integrity(obs)
+    findings += _failed_fetches(obs, failed)
+    return findings
+
+
+def _judge_release(case: _Case, index: HashIndex) -> None:
+    """Compare with the expected release, when there is one; name another it matches."""
+    exp, version, name = case.expectation, case.version, case.obs.instance.name
+    if exp is None or version is None or case.invalid_version is not None:
+        return
+    if exp.manifest is None:
+        case.findings.append(
+            Finding(
+                FindingKind.EXPECTATION_UNAVAILABLE,
+                f"release {version} is unknown: {exp.error or 'no manifest'}",
+                instance=name,
+                severity=Severity.WARNING,
+            )
+        )
+        return
+    case.release = exp.manifest
+    if exp.stale:
+        case.findings.append(
+            Finding(
+                FindingKind.EXPECTATION_STALE,
+                f"release {version} from the last known good copy ({exp.error})",
+                instance=name,
+                severity=Severity.INFO,
+            )
+        )
+    check = _against_release(case.obs, exp.manifest, version, _pages(case.obs, exp.manifest))
+    case.release_check = check
+    case.findings += check.findings
+    if check.names_only:
+        case.findings.append(
+            Finding(
+                FindingKind.NAMES_ONLY,
+                f"release {version} carries no content hash for {len(check.names_only)} "
+                "file(s): their names were compared, not their bytes",
+                instance=name,
+                path=check.names_only[0],
+                severity=Severity.WARNING,
+            )
+        )
+    if check.bad:
+        case.candidates = index.releases_of(
+            check.served_hashes, exclude=version, missing=check.missing
+        )
+        case.serves = case.candidates[0] if len(case.candidates) == 1 else None
+        if case.serves is not None:
+            case.findings.append(
+                Finding(
+                    FindingKind.SERVES_OTHER_RELEASE,
+                    f"reports {version}, serves {case.serves}",
+                    instance=name,
+                    expected=version,
+                    actual=case.serves,
+                )
+            )
+
+
+def _judge_cdn(case: _Case, cdn: CdnView | None) -> None:
+    if cdn is None:
+        return
+    check = _against_cdn(case.obs, cdn, case.release, case.version, _pages(case.obs, case.release))
+    case.cdn_check = check
+    case.findings += check.findings
+    if check.unchecked:
+        case.findings.append(
+            Finding(
+                FindingKind.OBSERVATION_FAILED,
+                f"CDN could not be checked for {len(check.unchecked)} file(s): "
+                f"{check.why_unchecked}",
+                instance=case.obs.instance.name,
+                path=check.unchecked[0],
+                severity=Severity.WARNING,
+            )
+        )
+
+
+def _judge_coverage(case: _Case) -> None:
+    if case.release is not None and case.release_check is not None:
+        on_cdn = case.cdn_check.compared if case.cdn_check is not None else set()
+        case.coverage = _release_coverage(case.obs, case.release, case.release_check, on_cdn)
+        case.findings += _coverage_findings(case.obs, case.version or "", case.coverage)
+    else:
+        case.coverage = _served_coverage(case.obs)
 
 
 def judge_instance(
@@ -296,196 +1036,62 @@ def judge_instance(
     extra: Sequence[Finding] = (),
     now: datetime | None = None,
     tls_warn_days: float = 14.0,
+    peers: int | None = None,
 ) -> InstanceResult:
-    """The verdict for one instance from its observation and what it should serve."""
-    inst = obs.instance
+    """The verdict for one instance from its observation and what it should serve.
+
+    ``expectation=None`` is consensus mode: ``peers`` is how many observed instances
+    (this one included) report the same version; fewer than two is no consensus.
+    """
     version = reported_version(obs)
-    fp = observed_fingerprint(obs)
-
-    def result(
-        verdict: Verdict, reason: str, findings: list[Finding], serves: str | None = None
-    ) -> InstanceResult:
-        return InstanceResult(
-            instance=inst,
-            verdict=verdict,
-            reason=reason,
-            findings=tuple(findings),
-            reported_version=version,
-            serves_version=serves,
-            fingerprint=fp,
-            observation=obs,
-        )
-
     if obs.error is not None:
-        verdict = Verdict.INCONCLUSIVE if obs.error_kind == "status" else Verdict.UNREACHABLE
-        unseen = [Finding(FindingKind.UNREACHABLE, obs.error, instance=inst.name)]
-        if obs.tls is not None and now is not None:  # e.g. it failed verification: expired
-            unseen += tls_findings(obs.tls, now=now, warn_days=tls_warn_days, instance=inst.name)
-        return result(verdict, f"could not be observed: {obs.error}", unseen)
-
-    findings: list[Finding] = list(extra)
-    findings += _signals(inst, obs.endpoint_version)
-    if obs.tls is not None and now is not None:
-        findings += tls_findings(obs.tls, now=now, warn_days=tls_warn_days, instance=inst.name)
-    if obs.manifest_error is not None:
-        findings.append(
-            Finding(
-                FindingKind.MANIFEST_INVALID,
-                f"served manifest {obs.manifest_path} is unusable: {obs.manifest_error}",
-                instance=inst.name,
-                path=obs.manifest_path,
-            )
-        )
-    for raw in obs.unsafe_paths:
-        findings.append(
-            Finding(
-                FindingKind.UNSAFE_REFERENCE,
-                f"served manifest refers outside the instance: {raw!r} (not fetched)",
-                instance=inst.name,
-                path=raw,
-                severity=Severity.WARNING,
-            )
-        )
-    findings += _integrity(obs)
-
-    failed = sorted(p for p, f in obs.assets.items() if _unobserved(f))
-    if failed:
-        first = obs.assets[failed[0]]
-        findings.append(
-            Finding(
-                FindingKind.OBSERVATION_FAILED,
-                f"{len(failed)} file(s) could not be fetched: {_names(failed)} "
-                f"({first.error or f'HTTP {first.status}'})",
-                instance=inst.name,
-                path=failed[0],
-                severity=Severity.WARNING,
-            )
-        )
-
-    serves: str | None = None
-    expectation_missing = False
+        return _not_observed(obs, version, now, tls_warn_days)
+    failed = _unfetched(obs)
+    case = _Case(
+        obs=obs,
+        version=version,
+        findings=list(extra) + _about_the_instance(obs, failed, now, tls_warn_days),
+        failed=failed,
+        expectation=expectation,
+        peers=peers,
+        desired=desired_version,
+    )
     if version is None:
-        findings.append(
+        case.findings.append(
             Finding(
                 FindingKind.NO_VERSION,
                 "the instance reports no version",
-                instance=inst.name,
+                instance=obs.instance.name,
                 severity=Severity.WARNING,
             )
         )
-    elif expectation is not None:
-        if expectation.manifest is None:
-            expectation_missing = True
-            findings.append(
-                Finding(
-                    FindingKind.EXPECTATION_UNAVAILABLE,
-                    f"release {version} is unknown: {expectation.error or 'no manifest'}",
-                    instance=inst.name,
-                    severity=Severity.WARNING,
-                )
-            )
-        else:
-            if expectation.stale:
-                findings.append(
-                    Finding(
-                        FindingKind.EXPECTATION_STALE,
-                        f"release {version} from the last known good copy ({expectation.error})",
-                        instance=inst.name,
-                        severity=Severity.INFO,
-                    )
-                )
-            release_findings, differing = _against_release(obs, expectation.manifest, version)
-            findings += release_findings
-            if differing:
-                serves = index.release_of(differing, exclude=version)
-                if serves is not None:
-                    findings.append(
-                        Finding(
-                            FindingKind.SERVES_OTHER_RELEASE,
-                            f"reports {version}, serves {serves}",
-                            instance=inst.name,
-                            expected=version,
-                            actual=serves,
-                        )
-                    )
-
-    cdn_findings: list[Finding] = []
-    cdn_unchecked: list[str] = []
-    if cdn is not None:
-        if cdn.error is not None:
-            cdn_unchecked = sorted(p for p, f in obs.assets.items() if f.ok)
-        else:
-            cdn_findings, cdn_unchecked = _against_cdn(obs, cdn)
-        findings += cdn_findings
-        if cdn_unchecked:
-            why = cdn.error or next(
-                (cdn.assets[p].error or f"status {cdn.assets[p].status}")
-                for p in cdn_unchecked
-                if p in cdn.assets
-            )
-            findings.append(
-                Finding(
-                    FindingKind.OBSERVATION_FAILED,
-                    f"CDN could not be checked for {len(cdn_unchecked)} file(s): {why}",
-                    instance=inst.name,
-                    path=cdn_unchecked[0],
-                    severity=Severity.WARNING,
-                )
-            )
-
-    kinds = {f.kind for f in findings}
-    content = [f for f in findings if f.kind in CONTENT_KINDS]
-    if content:
-        files = sorted({f.path for f in content if f.path})
-        what = f"serves {serves}'s content" if serves else "content differs"
-        reason = f"reports {version or '(no version)'} but {what}: {_names(files)}"
-        return result(Verdict.MISMATCH, reason, findings, serves)
-    if FindingKind.SIGNAL_CONFLICT in kinds:
-        conflict = next(f for f in findings if f.kind is FindingKind.SIGNAL_CONFLICT)
-        return result(Verdict.SIGNAL_CONFLICT, conflict.message, findings)
-    if FindingKind.CDN_MISSING in kinds:
-        files = sorted({f.path or "" for f in cdn_findings if f.kind is FindingKind.CDN_MISSING})
-        return result(Verdict.CDN_MISSING, f"missing on the CDN: {_names(files)}", findings)
-    if FindingKind.CDN_DIFFERS in kinds:
-        files = sorted({f.path or "" for f in cdn_findings})
-        return result(Verdict.CDN_MISMATCH, f"differs on the CDN: {_names(files)}", findings)
-    if expectation_missing:
-        why_missing = expectation.error if expectation is not None else None
-        return result(
-            Verdict.INCONCLUSIVE, f"no expected release for {version}: {why_missing}", findings
-        )
-    if failed:
-        return result(Verdict.INCONCLUSIVE, f"{len(failed)} file(s) could not be fetched", findings)
-    if FindingKind.NO_CONSENSUS in kinds:
-        files = sorted({f.path or "" for f in findings if f.kind is FindingKind.NO_CONSENSUS})
-        return result(
-            Verdict.INCONCLUSIVE, f"siblings disagree with no majority: {_names(files)}", findings
-        )
-    if cdn_unchecked:
-        return result(
-            Verdict.INCONCLUSIVE,
-            f"the CDN could not be checked: {cdn.error if cdn else ''}".rstrip(": "),
-            findings,
-        )
-    if not obs.assets and obs.manifest_fetch is None:
-        return result(Verdict.INCONCLUSIVE, "nothing was fetched to judge by", findings)
-    if version is None:
-        return result(Verdict.INCONCLUSIVE, "no reported version to judge against", findings)
-    if desired_version is not None and version != desired_version:
-        findings.append(
+    else:
+        case.invalid_version = version_problem(version)
+    if case.invalid_version is not None:
+        case.findings.append(
             Finding(
-                FindingKind.DRIFT,
-                f"consistent with {version}, but the desired version is {desired_version}",
-                instance=inst.name,
-                expected=desired_version,
-                actual=version,
-                severity=Severity.WARNING,
+                FindingKind.INVALID_VERSION,
+                f"the reported version {case.invalid_version}: no release is looked up for it",
+                instance=obs.instance.name,
+                actual=version[:200] if version else None,
             )
         )
-        return result(Verdict.DRIFT, f"serves {version}, desired is {desired_version}", findings)
-    if expectation is None:
-        return result(Verdict.CONSISTENT, f"agrees with its siblings on {version}", findings)
-    return result(Verdict.CONSISTENT, f"serves release {version}", findings)
+    _judge_release(case, index)
+    _judge_cdn(case, cdn)
+    _judge_coverage(case)
+    verdict, reason = _verdict(case)
+    return InstanceResult(
+        instance=obs.instance,
+        verdict=verdict,
+        reason=reason,
+        findings=tuple(case.findings),
+        reported_version=version,
+        serves_version=case.serves if verdict is Verdict.MISMATCH else None,
+        fingerprint=observed_fingerprint(obs),
+        observation=obs,
+        coverage=case.coverage,
+        content_verified=_verified(case, verdict),
+    )
 
 
 def tls_findings(
@@ -507,6 +1113,16 @@ def tls_findings(
     ]
 
 
+def _consensus_groups(observations: Sequence[Observation]) -> dict[str, list[Observation]]:
+    """Observed instances by the (valid) version they report."""
+    groups: dict[str, list[Observation]] = defaultdict(list)
+    for obs in observations:
+        version = reported_version(obs)
+        if obs.error is None and version is not None and version_problem(version) is None:
+            groups[version].append(obs)
+    return groups
+
+
 def consensus_findings(observations: Sequence[Observation]) -> dict[str, list[Finding]]:
     """Siblings reporting the same version must serve the same bytes; minorities are suspect.
 
@@ -516,25 +1132,17 @@ def consensus_findings(observations: Sequence[Observation]) -> dict[str, list[Fi
     a warning instead: the disagreement is real but nobody can be blamed.
     """
     out: dict[str, list[Finding]] = defaultdict(list)
-    groups: dict[str, list[Observation]] = defaultdict(list)
-    for obs in observations:
-        version = reported_version(obs)
-        if obs.error is None and version is not None:
-            groups[version].append(obs)
-    for version, members in groups.items():
+    for version, members in _consensus_groups(observations).items():
         by_path: dict[str, dict[str, str]] = defaultdict(dict)
         for obs in members:
-            docs = dict(obs.assets)
-            if obs.manifest_fetch is not None:
-                docs.setdefault(obs.manifest_path, obs.manifest_fetch)
-            for path, got in docs.items():
+            for path, got in _documents(obs).items():
                 if got.ok and got.sha256:
                     by_path[path][obs.instance.name] = got.sha256
         for path in sorted(by_path):
             held = by_path[path]
             if len(set(held.values())) <= 1:
                 continue
-            (top, top_count), *rest = Counter(held.values()).most_common()
+            (top, top_count), *_rest = Counter(held.values()).most_common()
             if top_count * 2 > len(held):
                 for name, sha in held.items():
                     if sha != top:
@@ -610,9 +1218,11 @@ def compare_fleet(
     extra: dict[str, list[Finding]] = defaultdict(list)
     for name, found in image_findings([o.instance for o in observations]).items():
         extra[name] += found
+    sizes: dict[str, int] = {}
     if expectations is None:
         for name, found in consensus_findings(observations).items():
             extra[name] += found
+        sizes = {v: len(m) for v, m in _consensus_groups(observations).items()}
     results = []
     for obs in observations:
         version = reported_version(obs)
@@ -631,6 +1241,7 @@ def compare_fleet(
                 extra=extra.get(obs.instance.name, ()),
                 now=now,
                 tls_warn_days=tls_warn_days,
+                peers=sizes.get(version or "", 0) if expectations is None else None,
             )
         )
     return results

@@ -1,7 +1,7 @@
 """Pure policy: verdicts + history + safety limits -> actions and alerts.
 
 Actions are decided from verdicts, never from errors, and always inside the safety
-limits of DESIGN section 6: confirmations before acting, a cap on the fraction of a
+limits: confirmations before acting, a cap on the fraction of a
 workload quarantined and a floor of ready pods, a rate limit, dry-run, and the rule
 that when most of a workload disagrees with the expected release, the expectation is
 the suspect: alert, act on nobody. ``inconclusive`` and ``unreachable`` never
@@ -93,6 +93,7 @@ _FILE_KINDS = {
     "minority-content",
     "cdn-missing",
     "cdn-differs",
+    "fallback-page",
 }
 
 
@@ -111,6 +112,251 @@ def recover_state(result: InstanceResult) -> InstanceState:
     return InstanceState(streak=streak, quarantined=quarantined, flagged=flagged)
 
 
+#: Findings that speak against an instance's bytes: a pod carrying one is never let
+#: into traffic by failing open, whatever its verdict says this cycle.
+EVIDENCE = frozenset(
+    {
+        FindingKind.CONTENT_DIFFERS,
+        FindingKind.FILE_MISSING,
+        FindingKind.FILE_UNEXPECTED,
+        FindingKind.INTEGRITY_FAILED,
+        FindingKind.SERVES_OTHER_RELEASE,
+        FindingKind.CDN_MISSING,
+        FindingKind.CDN_DIFFERS,
+        FindingKind.SIGNAL_CONFLICT,
+        FindingKind.MINORITY_CONTENT,
+        FindingKind.NO_CONSENSUS,
+        FindingKind.MANIFEST_INVALID,
+        FindingKind.UNSAFE_REFERENCE,
+        FindingKind.INVALID_VERSION,
+        FindingKind.FALLBACK_PAGE,
+    }
+)
+#: Verdicts a gate may fail open on (with no evidence against): nothing could be
+#: verified, but nothing spoke against the pod either.
+FAIL_OPEN_VERDICTS = frozenset({Verdict.INCONCLUSIVE, Verdict.CONSISTENT})
+RELEASE_REASON = "consistent again"
+FAIL_OPEN_REASON = "verification impossible (dependency down): failing open"
+
+
+def _advance(
+    results: Sequence[InstanceResult], history: History, policy: PolicySettings
+) -> dict[str, InstanceState]:
+    """Each instance's streak after this cycle's verdict.
+
+    A bad verdict grows the streak (capped: only "confirmed or not" matters, and a
+    steady value means no annotation writes), an unknown one keeps it (an outage is no
+    evidence either way), anything else resets it.
+    """
+    states: dict[str, InstanceState] = {}
+    for r in results:
+        prev = history.instances.get(r.instance.name) or recover_state(r)
+        if r.verdict in FLAGGABLE:
+            streak = min(prev.streak + 1, policy.confirmations)
+        elif r.verdict in UNKNOWN:
+            streak = prev.streak
+        else:
+            streak = 0
+        states[r.instance.name] = replace(prev, streak=streak, last=r.verdict)
+    return states
+
+
+class _Pass:
+    """One policy pass: the actions and findings so far, and the rate-limit budget."""
+
+    def __init__(self, policy: PolicySettings, history: History, now: float) -> None:
+        self.policy = policy
+        self.dry = policy.dry_run
+        self.now = now
+        self.actions: list[Action] = []
+        self.findings: list[Finding] = []
+        self.times = [t for t in history.action_times if now - t < 60.0]
+        self.budget = max(0, math.floor(policy.max_actions_per_minute) - len(self.times))
+
+    def take(self, kind: ActionKind, r: InstanceResult, reason: str, **extra: bool) -> bool:
+        """Record an action if the rate limit allows; releases are never limited.
+
+        True when the action is decided (and, outside dry-run, will be performed).
+        """
+        if kind not in (ActionKind.RELEASE, ActionKind.UNFLAG):
+            if self.budget <= 0:
+                self.hold(r, f"rate limit reached: {kind.value} of {r.instance.name} postponed")
+                return False
+            self.budget -= 1
+            if not self.dry:
+                self.times.append(self.now)
+        self.actions.append(
+            Action(kind, r.instance.name, reason, dry_run=self.dry, files=_files(r), **extra)
+        )
+        return True
+
+    def hold(self, r: InstanceResult, message: str) -> None:
+        """A safety limit withheld an action: say so."""
+        self.findings.append(
+            Finding(
+                FindingKind.ACTION_HELD,
+                message,
+                instance=r.instance.name,
+                severity=Severity.WARNING,
+            )
+        )
+
+
+@dataclass(slots=True)
+class _Room:
+    """How much of one workload may still be taken out of traffic this cycle."""
+
+    name: str
+    total: int
+    quarantined: int
+    cap: int
+    ready: int
+    suspect: bool
+
+
+def _room(
+    workload: str,
+    members: Sequence[InstanceResult],
+    states: Mapping[str, InstanceState],
+    policy: PolicySettings,
+    out: _Pass,
+) -> _Room:
+    """The workload's counts, and whether most of it disagrees with the expectation
+    (then the expectation is the suspect: alert, quarantine nobody)."""
+    total = len(members)
+    bad = [r for r in members if r.verdict in QUARANTINABLE]
+    suspect = total >= 2 and len(bad) / total > policy.majority_threshold
+    if suspect:
+        out.findings.append(
+            Finding(
+                FindingKind.SUSPECT_EXPECTATION,
+                f"{len(bad)} of {total} instances of {workload} disagree with the "
+                "expected release: suspect the expectation (wrong release manifest or "
+                "an unannounced rebuild); nobody is quarantined",
+                severity=Severity.ALERT,
+            )
+        )
+    return _Room(
+        name=workload,
+        total=total,
+        quarantined=sum(1 for r in members if states[r.instance.name].quarantined),
+        cap=math.floor(total * policy.max_quarantine_fraction),
+        ready=sum(
+            1
+            for r in members
+            if r.instance.ready
+            and not states[r.instance.name].quarantined
+            and r.verdict is not Verdict.UNREACHABLE
+        ),
+        suspect=suspect,
+    )
+
+
+def _may_fail_open(r: InstanceResult, st: InstanceState, policy: PolicySettings) -> bool:
+    """Gate mode, by policy: let a never-judged pod in when verification is impossible.
+
+    Only a pod with no evidence against it: no finding about wrong bytes, no bad
+    verdict still counting in its streak. It never undoes a quarantine: that is only
+    done on content proven right again.
+    """
+    return (
+        policy.gate_fail_open
+        and r.instance.has_readiness_gate
+        and not st.quarantined
+        and r.verdict in FAIL_OPEN_VERDICTS
+        and st.streak == 0
+        and not any(f.kind in EVIDENCE for f in r.findings)
+    )
+
+
+def _open_gate(
+    r: InstanceResult, st: InstanceState, out: _Pass, *, gate_mode: bool
+) -> InstanceState:
+    """Release a quarantined pod whose content is right again, or open the gate of a
+    pod verified (or, failing open, not verifiable) before it takes traffic."""
+    policy = out.policy
+    inst = r.instance
+    verified = r.verdict in GOOD and r.verified
+    fail_open = not verified and gate_mode and _may_fail_open(r, st, policy)
+    if not (verified or fail_open) or not inst.has_readiness_gate or policy.mode == "report":
+        return st
+    if st.quarantined and not policy.release_on_recovery:
+        return st
+    if not st.quarantined and inst.gate_status == "True":
+        return st  # already open
+    if verified:
+        why = RELEASE_REASON
+    elif r.verdict in UNKNOWN:
+        why = FAIL_OPEN_REASON
+    else:  # e.g. file names only: nothing against it, nothing vouching for its bytes
+        why = f"content not verified ({r.reason}): failing open"
+    if out.take(ActionKind.RELEASE, r, why, fail_open=fail_open) and not out.dry:
+        st = replace(st, quarantined=False)
+    return st
+
+
+def _unflag(r: InstanceResult, st: InstanceState, out: _Pass) -> InstanceState:
+    """Clear the flag of a pod that is consistent again (and verified so)."""
+    if not st.flagged or r.verdict is not Verdict.CONSISTENT or not r.verified:
+        return st
+    if out.policy.mode == "report":
+        return st
+    if out.take(ActionKind.UNFLAG, r, RELEASE_REASON) and not out.dry:
+        st = replace(st, flagged=False)
+    return st
+
+
+def _flag(r: InstanceResult, st: InstanceState, room: _Room, out: _Pass) -> InstanceState:
+    """Flag a confirmed bad verdict once (annotation, Event, metric)."""
+    policy = out.policy
+    if r.verdict not in FLAGGABLE or st.streak < policy.confirmations or room.suspect:
+        return st
+    if policy.mode == "report" or st.flagged:
+        return st
+    if out.take(ActionKind.FLAG, r, r.reason) and not out.dry:
+        st = replace(st, flagged=True)
+    return st
+
+
+def _quarantine(r: InstanceResult, st: InstanceState, room: _Room, out: _Pass) -> InstanceState:
+    """Take a confirmed mismatch out of traffic, within the cap and the ready floor."""
+    policy = out.policy
+    name = r.instance.name
+    if r.verdict not in QUARANTINABLE or st.streak < policy.confirmations or room.suspect:
+        return st
+    if policy.mode != "quarantine" or st.quarantined:
+        return st
+    if not r.instance.has_readiness_gate:
+        out.findings.append(
+            Finding(
+                FindingKind.NOT_GATED,
+                f"{name} has no readiness gate {policy.condition_type}: "
+                "flagged only, cannot be quarantined",
+                instance=name,
+                severity=Severity.WARNING,
+            )
+        )
+    elif room.quarantined + 1 > room.cap:
+        out.hold(
+            r,
+            f"{name} not quarantined: {room.name} already has {room.quarantined} "
+            f"of {room.total} quarantined (cap {policy.max_quarantine_fraction:.0%})",
+        )
+    elif r.instance.ready and room.ready - 1 < policy.min_ready:
+        out.hold(
+            r,
+            f"{name} not quarantined: it would leave fewer than "
+            f"{policy.min_ready} ready instance(s) in {room.name}",
+        )
+    elif out.take(ActionKind.QUARANTINE, r, r.reason):
+        room.quarantined += 1
+        if r.instance.ready:
+            room.ready -= 1
+        if not out.dry:
+            st = replace(st, quarantined=True)
+    return st
+
+
 def decide(
     results: Sequence[InstanceResult],
     *,
@@ -119,166 +365,40 @@ def decide(
     now: float,
     gate_mode: bool = False,
 ) -> Decision:
-    """Turn this cycle's verdicts into actions within the safety limits."""
-    dry = policy.dry_run
-    states: dict[str, InstanceState] = {}
-    for r in results:
-        prev = history.instances.get(r.instance.name) or recover_state(r)
-        if r.verdict in FLAGGABLE:
-            # capped: only "confirmed or not" matters, and a steady value means no writes
-            streak = min(prev.streak + 1, policy.confirmations)
-        elif r.verdict in UNKNOWN:
-            streak = prev.streak
-        else:
-            streak = 0
-        states[r.instance.name] = replace(prev, streak=streak, last=r.verdict)
+    """Turn this cycle's verdicts into actions within the safety limits.
 
-    findings: list[Finding] = []
-    actions: list[Action] = []
-    times = [t for t in history.action_times if now - t < 60.0]
-    budget = max(0, math.floor(policy.max_actions_per_minute) - len(times))
-
-    def take(kind: ActionKind, r: InstanceResult, reason: str) -> bool:
-        """Record an action if the rate limit allows; releases are never limited."""
-        nonlocal budget
-        if kind not in (ActionKind.RELEASE, ActionKind.UNFLAG):
-            if budget <= 0:
-                findings.append(
-                    Finding(
-                        FindingKind.ACTION_HELD,
-                        f"rate limit reached: {kind.value} of {r.instance.name} postponed",
-                        instance=r.instance.name,
-                        severity=Severity.WARNING,
-                    )
-                )
-                return False
-            budget -= 1
-            if not dry:
-                times.append(now)
-        actions.append(Action(kind, r.instance.name, reason, dry_run=dry, files=_files(r)))
-        return True
-
+    In order: advance every streak; per workload, check whether the expectation is
+    the suspect and count what may still leave traffic; per pod, open its gate or
+    release it, clear its flag, flag it, quarantine it; then cordon nodes; and remember
+    (outside dry-run) what was done.
+    """
+    states = _advance(results, history, policy)
+    out = _Pass(policy, history, now)
     groups: dict[str, list[InstanceResult]] = defaultdict(list)
     for r in results:
         groups[_workload(r)].append(r)
-
     for workload, members in sorted(groups.items()):
-        total = len(members)
-        bad = [r for r in members if r.verdict in QUARANTINABLE]
-        if total >= 2 and len(bad) / total > policy.majority_threshold:
-            findings.append(
-                Finding(
-                    FindingKind.SUSPECT_EXPECTATION,
-                    f"{len(bad)} of {total} instances of {workload} disagree with the "
-                    "expected release: suspect the expectation (wrong release manifest or "
-                    "an unannounced rebuild); nobody is quarantined",
-                    severity=Severity.ALERT,
-                )
-            )
-            suspect = True
-        else:
-            suspect = False
-        quarantined = sum(1 for r in members if states[r.instance.name].quarantined)
-        cap = math.floor(total * policy.max_quarantine_fraction)
-        ready = sum(
-            1
-            for r in members
-            if r.instance.ready
-            and not states[r.instance.name].quarantined
-            and r.verdict is not Verdict.UNREACHABLE
-        )
-
+        room = _room(workload, members, states, policy, out)
         for r in sorted(members, key=lambda r: r.instance.name):
-            name = r.instance.name
-            st = states[name]
-            gated = r.instance.has_readiness_gate
-            confirmed = st.streak >= policy.confirmations
-            # Failing open lets a pod that was never judged into traffic; it must never
-            # undo a quarantine: that is only done on content proven right again.
-            if r.verdict in GOOD or (
-                gate_mode
-                and gated
-                and not st.quarantined
-                and r.verdict in UNKNOWN
-                and policy.gate_fail_open
-                and r.verdict is Verdict.INCONCLUSIVE
-            ):
-                needs_open = gated and (st.quarantined or r.instance.gate_status != "True")
-                if needs_open and (
-                    st.quarantined and policy.release_on_recovery or not st.quarantined
-                ):
-                    why = (
-                        "consistent again"
-                        if r.verdict in GOOD
-                        else "verification impossible (dependency down): failing open"
-                    )
-                    if policy.mode != "report" and take(ActionKind.RELEASE, r, why) and not dry:
-                        st = replace(st, quarantined=False)
-                if st.flagged and r.verdict is Verdict.CONSISTENT and policy.mode != "report":
-                    if take(ActionKind.UNFLAG, r, "consistent again") and not dry:
-                        st = replace(st, flagged=False)
-            if r.verdict in FLAGGABLE and confirmed and not suspect and policy.mode != "report":
-                if not st.flagged and take(ActionKind.FLAG, r, r.reason) and not dry:
-                    st = replace(st, flagged=True)
-            if (
-                r.verdict in QUARANTINABLE
-                and confirmed
-                and not suspect
-                and policy.mode == "quarantine"
-                and not st.quarantined
-            ):
-                if not gated:
-                    findings.append(
-                        Finding(
-                            FindingKind.NOT_GATED,
-                            f"{name} has no readiness gate {policy.condition_type}: "
-                            "flagged only, cannot be quarantined",
-                            instance=name,
-                            severity=Severity.WARNING,
-                        )
-                    )
-                elif quarantined + 1 > cap:
-                    findings.append(
-                        Finding(
-                            FindingKind.ACTION_HELD,
-                            f"{name} not quarantined: {workload} already has {quarantined} "
-                            f"of {total} quarantined (cap {policy.max_quarantine_fraction:.0%})",
-                            instance=name,
-                            severity=Severity.WARNING,
-                        )
-                    )
-                elif r.instance.ready and ready - 1 < policy.min_ready:
-                    findings.append(
-                        Finding(
-                            FindingKind.ACTION_HELD,
-                            f"{name} not quarantined: it would leave fewer than "
-                            f"{policy.min_ready} ready instance(s) in {workload}",
-                            instance=name,
-                            severity=Severity.WARNING,
-                        )
-                    )
-                elif take(ActionKind.QUARANTINE, r, r.reason):
-                    quarantined += 1
-                    if r.instance.ready:
-                        ready -= 1
-                    if not dry:
-                        st = replace(st, quarantined=True)
-            states[name] = st
+            st = states[r.instance.name]
+            st = _open_gate(r, st, out, gate_mode=gate_mode)
+            st = _unflag(r, st, out)
+            st = _flag(r, st, room, out)
+            st = _quarantine(r, st, room, out)
+            states[r.instance.name] = st
 
+    cordoned = history.cordoned
     if policy.cordon_nodes:
         cordon_actions, cordon_findings, cordoned = _cordon(results, states, policy, history)
-        findings += cordon_findings
-        for a in cordon_actions:
-            actions.append(replace(a, dry_run=dry))
-    else:
-        cordoned = history.cordoned
+        out.findings += cordon_findings
+        out.actions += [replace(a, dry_run=out.dry) for a in cordon_actions]
 
     new_history = History(
         instances={**history.instances, **states},
-        action_times=tuple(times),
-        cordoned=cordoned if not dry else history.cordoned,
+        action_times=tuple(out.times),
+        cordoned=history.cordoned if out.dry else cordoned,
     )
-    return Decision(actions=tuple(actions), findings=tuple(findings), history=new_history)
+    return Decision(actions=tuple(out.actions), findings=tuple(out.findings), history=new_history)
 
 
 def _cordon(

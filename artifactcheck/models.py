@@ -231,8 +231,15 @@ class Observation:
     endpoint_error: str | None = None
     tls: CertInfo | None = None
     error: str | None = None  # the instance could not be observed at all
-    error_kind: str | None = None
+    error_kind: str | None = None  # "connect", "tls", ...; "status", "check-failed": inconclusive
     elapsed: float = 0.0
+    #: ``assets`` is a sample: the release files not fetched were sampled out on purpose.
+    sampled: bool = False
+    #: Content codings whose (decoded) bytes the assets hold, reported in the coverage.
+    encodings: tuple[str, ...] = ("identity",)
+    #: Assets fetched from the CDN because the served manifest references them there
+    #: by absolute URL (webpack ``publicPath``): path under the CDN base -> the reference.
+    on_cdn: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,6 +298,17 @@ class InstanceResult:
     fingerprint: str | None = None
     observation: Observation | None = None
     coverage: Coverage | None = None
+    #: The instance's own bytes were compared with an expectation that vouches for them
+    #: (a release with content hashes, or at least two agreeing siblings) and nothing
+    #: spoke against them. ``None`` (results built by hand): derived from the verdict.
+    content_verified: bool | None = None
+
+    @property
+    def verified(self) -> bool:
+        """True when the content is known right for its version: a gate may open on it."""
+        if self.content_verified is not None:
+            return self.content_verified
+        return self.verdict in (Verdict.CONSISTENT, Verdict.DRIFT)
 
 
 class ActionKind(enum.StrEnum):
@@ -314,6 +332,9 @@ class Action:
     reason: str
     dry_run: bool = False
     files: tuple[str, ...] = ()
+    #: A release that opens a gate without verification, by the fail-open policy (the
+    #: actor writes ``VerificationUnavailable`` rather than ``ContentVerified``).
+    fail_open: bool = False
 
 
 @dataclass(frozen=True, slots=True)
