@@ -16,11 +16,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from fnmatch import fnmatchcase
 from urllib.parse import urlsplit
 
 from . import urls
-from .compare import CdnView, compare_fleet, reported_version, tls_findings
+from .compare import (
+    DEFAULT_CDN_EXCLUDE,
+    CdnView,
+    cdn_paths,
+    compare_fleet,
+    reported_version,
+    tls_findings,
+)
 from .decide import Decision, History, decide
 from .errors import ArtifactCheckError, ManifestError
 from .expect import Expectations
@@ -111,7 +117,7 @@ class Observer:
         # its sample drawn, once per run (1,000 instances x 500 entries is seconds of
         # CPU otherwise). Keys hold the body's sha256; values the result or the error.
         self._parsed: dict[tuple[str, str], Manifest | ManifestError] = {}
-        self._plans: dict[tuple[object, ...], tuple[object, list[str], list[str]]] = {}
+        self._plans: dict[tuple[object, ...], tuple[object, list[str], list[str], bool]] = {}
         self._bodies: dict[str, bytes] = {}  # sha256 -> one copy of a served manifest
         self._coded: dict[str, Fetcher] = {}  # content coding -> a fetcher asking for it
         self._coded_lock = asyncio.Lock()
@@ -201,8 +207,8 @@ class Observer:
         version: str | None,
         skip: str | None,
         extra: frozenset[str] = frozenset(),
-    ) -> tuple[list[str], list[str]]:
-        """Paths to fetch and hash algorithms for one instance (memoised per content).
+    ) -> tuple[list[str], list[str], bool]:
+        """Paths to fetch, hash algorithms, and whether the paths are a sample (memoised).
 
         Every file of the expected release is a candidate as well as every file the
         served manifest references: a file the served manifest does not mention (a
@@ -213,7 +219,7 @@ class Observer:
         key = (manifest_key, id(expected), version, skip, extra)
         memo = self._plans.get(key) if manifest_key is not None else None
         if memo is not None and memo[0] is expected:  # id() alone could be reused
-            return memo[1], memo[2]
+            return memo[1], memo[2], memo[3]
         candidates: set[str] = set(extra)
         if manifest is not None:
             candidates.update(manifest.files)
@@ -229,11 +235,12 @@ class Observer:
             seed=self.seed,
         )
         algorithms = sorted({"sha256"} | (algorithms_needed(manifest) if manifest else set()))
+        sampled = len(paths) < len(candidates)
         if manifest_key is not None:
             if len(self._plans) >= _MEMO_LIMIT:
                 self._plans.clear()
-            self._plans[key] = (expected, paths, algorithms)
-        return paths, algorithms
+            self._plans[key] = (expected, paths, algorithms, sampled)
+        return paths, algorithms, sampled
 
     async def certificate(self, base_url: str, *, own_name: bool = False) -> CertInfo | None:
         """The certificate an https endpoint presents (read once per endpoint and run).
@@ -417,7 +424,7 @@ class Observer:
         served = manifest_path if manifest is not None or manifest_error is None else None
         if manifest_fetch is not None and manifest_fetch.status in NOT_HERE:
             served = None  # fetched as a file of the release, like any other
-        paths, algorithms = self._plan(
+        paths, algorithms, sampled = self._plan(
             manifest, manifest_key, expected, version, served, frozenset(on_cdn)
         )
         reused = {p: not_here[p] for p in paths if p in not_here}  # the answer is in hand
@@ -438,6 +445,9 @@ class Observer:
                 unsafe_paths=tuple(unsafe),
                 endpoint_version=endpoint_version,
                 endpoint_error=endpoint_error,
+                sampled=sampled,
+                encodings=self.encodings,
+                on_cdn=on_cdn,
             ),
             expectation,
         )
@@ -617,39 +627,31 @@ def _read_version(got: Fetched, path: str, pointer: str) -> tuple[str | None, st
     return str(value), None
 
 
-def cdn_wanted(path: str, *, include: Sequence[str], exclude: Sequence[str]) -> bool:
-    """True when ``path`` is checked on the CDN: matched by an include glob (or there
-    are none) and by no exclude glob. HTML is excluded by default: entry pages are
-    served by the origin, and a CDN that lacks them is the usual setup, not a fault."""
-    if include and not any(fnmatchcase(path, glob) for glob in include):
-        return False
-    return not any(fnmatchcase(path, glob) for glob in exclude)
-
-
 async def observe_cdn(
     fetcher: Fetcher,
     cdn: str,
     observations: Sequence[Observation],
     *,
     observer: Observer | None = None,
-    include: Sequence[str] = (),
-    exclude: Sequence[str] = (),
+    include: Sequence[str] | None = None,
+    exclude: Sequence[str] | None = None,
 ) -> CdnView:
     """Fetch each distinct asset the instances served from the CDN, once.
 
-    Only paths the include/exclude globs select are asked for; when an ``observer`` is
-    given, its spec's globs apply. Answers that already came from the CDN (references
-    by the CDN's own URL) are reused, not fetched again.
+    Only paths the include/exclude globs select are asked for (by default, the
+    observer's spec's; without either, every path but HTML). Answers that already came
+    from the CDN (references by the CDN's own URL) are reused, not fetched again.
     """
-    if observer is not None:
-        include = include or observer.spec.cdn_include
-        exclude = exclude or observer.spec.cdn_exclude
+    if include is None:
+        include = observer.spec.cdn_include if observer is not None else ()
+    if exclude is None:
+        exclude = observer.spec.cdn_exclude if observer is not None else DEFAULT_CDN_EXCLUDE
     base = urls.base_directory(cdn)
     assets: dict[str, Fetched] = {}
     wanted: set[str] = set()
     for o in observations:
         for path, got in o.assets.items():
-            if not got.ok or not cdn_wanted(path, include=include, exclude=exclude):
+            if not got.ok or not cdn_paths([path], include, exclude):
                 continue
             if urls.is_under(base, got.url):
                 assets.setdefault(path, got)
@@ -669,7 +671,14 @@ async def observe_cdn(
         first = next(iter(assets.values()))
         error = f"CDN {cdn} unreachable: {first.error}"
     cert = await observer.certificate(cdn, own_name=True) if observer is not None else None
-    return CdnView(base_url=cdn, assets=dict(sorted(assets.items())), error=error, tls=cert)
+    return CdnView(
+        base_url=cdn,
+        assets=dict(sorted(assets.items())),
+        error=error,
+        tls=cert,
+        include=tuple(include),
+        exclude=tuple(exclude),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -788,7 +797,9 @@ def _compare_isolated(
             index, exc = culprit
             obs = current[index]
             log.warning("judging %s failed: %s", obs.instance.name, describe(exc))
-            current[index] = check_failed(obs.instance, obs.manifest_path, exc)
+            current[index] = replace(
+                obs, error=f"the check failed: {describe(exc)}", error_kind=CHECK_FAILED
+            )
     return [_judge_alone(o, compare) for o in current]  # pragma: no cover - bounded above
 
 
@@ -803,7 +814,9 @@ def _judge_alone(
                 instance=obs.instance,
                 verdict=Verdict.INCONCLUSIVE,
                 reason="",
-                observation=check_failed(obs.instance, obs.manifest_path, exc),
+                observation=replace(
+                    obs, error=f"the check failed: {describe(exc)}", error_kind=CHECK_FAILED
+                ),
             )
         )
 
