@@ -11,6 +11,8 @@ with no task, socket or thread left behind and bounded memory.
 
 from __future__ import annotations
 
+import gzip
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -287,3 +289,167 @@ def test_unreachable_behind_a_dropping_firewall(make_fleet, subnet: int, fault: 
     assert fault.elapsed is not None and fault.elapsed < 3.0
     assert any(f.kind is FindingKind.UNREACHABLE for f in result.findings)
     assert_fleet_judged(outcome, fault)
+
+
+# --------------------------------------------------------------------------- crashes
+
+
+@dataclass(frozen=True)
+class StackedCodings:
+    """``Content-Encoding`` of 1,200 stacked ``gzip`` codings (a decoder-chain bomb)."""
+
+    async def __call__(self, ex) -> None:
+        headers = {"Content-Encoding": ", ".join(["gzip"] * 1200)}
+        await ex.respond(200, gzip.compress(b"{}"), headers=headers)
+
+
+def _crash_when(name: str, exc: BaseException) -> Callable[..., object]:
+    """A stand-in for a pure step that raises ``exc`` for instance ``name`` only."""
+
+    def wrap(real: Callable[..., object]) -> Callable[..., object]:
+        def step(obs, *args, **kwargs):
+            if obs.instance.name == name and obs.error is None:
+                raise exc
+            return real(obs, *args, **kwargs)
+
+        return step
+
+    return wrap
+
+
+def _own_manifest_site(root: Path) -> Site:
+    """The release, its manifest one byte longer: parsed on its own, not from the memo."""
+    manifest = (root / ".vite" / "manifest.json").read_bytes() + b"\n"
+    return Site(root=root, overrides={".vite/manifest.json": manifest})
+
+
+def _assert_check_failed(result, text: str) -> None:
+    assert result.verdict is Verdict.INCONCLUSIVE, result.reason
+    failed = [f for f in result.findings if f.kind is FindingKind.CHECK_FAILED]
+    assert failed and text in failed[0].message, result.findings
+    assert text in result.reason
+
+
+def test_hostile_codings_are_one_instances_inconclusive(
+    make_fleet, web: WebFleet, subnet: int, fault: Recorder
+) -> None:
+    fault.describe(
+        "instance-stacked-codings",
+        group="instance",
+        fault="Content-Encoding of 1,200 stacked gzip codings on the manifest and an asset",
+        expected="that instance inconclusive; its siblings judged; no ExceptionGroup",
+    )
+    fleet = planted_fleet(make_fleet)
+    root = fleet.releases["1.4.2"]
+    site = Site(
+        root=root, overrides={".vite/manifest.json": StackedCodings(), BIG: StackedCodings()}
+    )
+    url = web.add(site, f"127.97.{subnet}.100")
+    spec = fault_spec(fleet, {"url": url, "version": "1.4.2", "name": "faulty"})
+    outcome = check(fault, spec, drifted=[DRIFTED])
+    result = outcome.result("faulty")
+    fault.observed = f"{result.verdict.value}: {result.reason}"[:160]
+    assert result.verdict is Verdict.INCONCLUSIVE, result.reason
+    assert_fleet_judged(outcome, fault)
+
+
+@pytest.mark.parametrize("stage", ["observe", "judge"])
+def test_an_exception_in_one_instance_is_its_inconclusive(
+    stage: str,
+    make_fleet,
+    web: WebFleet,
+    subnet: int,
+    fault: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whatever one instance's answers make the code raise stays that instance's."""
+    fault.describe(
+        f"instance-raises-in-{stage}",
+        group="instance",
+        fault=f"the {stage} step raises RecursionError for one instance",
+        expected="that instance inconclusive with a check-failed finding naming the "
+        "exception; siblings judged; exit code from the verdicts",
+    )
+    import artifactcheck.compare as compare
+    import artifactcheck.pipeline as pipeline
+
+    fleet = planted_fleet(make_fleet)
+    url = web.add(_own_manifest_site(fleet.releases["1.4.2"]), f"127.97.{subnet}.100")
+    boom = RecursionError("maximum recursion depth exceeded in decoder chain")
+    if stage == "observe":
+        real_parse = pipeline.parse_manifest
+
+        def parse(body, **kwargs):
+            if str(kwargs.get("source", "")).startswith(url):
+                raise boom
+            return real_parse(body, **kwargs)
+
+        monkeypatch.setattr(pipeline, "parse_manifest", parse)
+    else:
+        monkeypatch.setattr(
+            compare, "judge_instance", _crash_when("faulty", boom)(compare.judge_instance)
+        )
+    spec = fault_spec(fleet, {"url": url, "version": "1.4.2", "name": "faulty"})
+    outcome = check(fault, spec, drifted=[DRIFTED])
+    result = outcome.result("faulty")
+    fault.observed = f"{result.verdict.value}: {result.reason}"[:160]
+    _assert_check_failed(result, "RecursionError: maximum recursion depth exceeded")
+    assert_fleet_judged(outcome, fault)
+    assert outcome.last.exit_code == 1  # the drifted sibling's mismatch
+
+
+def test_verify_exit_code_is_the_verdicts_when_one_instance_raises(
+    make_fleet, web: WebFleet, subnet: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    import artifactcheck.pipeline as pipeline
+    from artifactcheck.cli import main
+
+    fleet = make_fleet(2, version="1.4.2")
+    url = web.add(_own_manifest_site(fleet.releases["1.4.2"]), f"127.97.{subnet}.100")
+    real_parse = pipeline.parse_manifest
+
+    def parse(body, **kwargs):
+        if str(kwargs.get("source", "")).startswith(url):
+            raise ValueError("hostile")
+        return real_parse(body, **kwargs)
+
+    monkeypatch.setattr(pipeline, "parse_manifest", parse)
+    args = ["verify", "--release-manifest", fleet.release_template, "-o", "json"]
+    for target in (*(i.url for i in fleet.instances), url):
+        args += ["--target", f"{target}=1.4.2"]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 3, result.stdout  # inconclusive: could not judge one
+    verdicts = {r["instance"]: r["verdict"] for r in doc["results"]}
+    assert verdicts.pop(url) == "inconclusive"
+    assert set(verdicts.values()) == {"consistent"}
+    fleet.drift(0, serves="1.4.1")
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 1, result.stdout  # a sibling's mismatch still counts
+
+
+def test_cancellation_is_never_swallowed(make_fleet, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only errors become a verdict: a cancelled check (SIGTERM, deadline) stays cancelled."""
+    import asyncio
+
+    from artifactcheck.discover.static import instances_from_targets
+    from artifactcheck.fetch import Fetcher
+    from artifactcheck.pipeline import Observer
+
+    fleet = make_fleet(1)
+    spec = fault_spec(fleet)
+
+    async def cancelled(self, instance):
+        raise asyncio.CancelledError
+
+    monkeypatch.setattr(Observer, "_observe", cancelled)
+
+    async def run() -> None:
+        async with Fetcher(http=spec.http, retry=spec.retry) as fetcher:
+            observer = Observer(spec=spec, fetcher=fetcher, expectations=None)
+            await observer.observe(instances_from_targets(spec.targets)[0])
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(run())
