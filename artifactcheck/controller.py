@@ -16,26 +16,30 @@ cordoned nodes), so actions and Events are not repeated.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from .act.health import HealthServer, Heartbeat
 from .act.logs import ContextAdapter
 from .act.metrics import CONTENT_TYPE, Metrics
 from .decide import Decision, History, decide
 from .discover import kubernetes as kube
-from .errors import ArtifactCheckError, ConfigError
+from .egress import AddressRules, EgressPolicy, api_server_addresses, own_addresses
+from .errors import ArtifactCheckError
 from .expect import Expectations
 from .fetch import Fetcher
 from .models import Expectation, Instance, Observation, Report, Verdict
 from .pipeline import Observer, build_expectations, judge
-from .settings import CheckSpec, load_spec
+from .settings import CheckSpec
+from .tenancy import AdminConfig, Admission, RequestBudget, admit, load_admin_config, source_hosts
 
 log = logging.getLogger("artifactcheck.controller")
 
@@ -77,6 +81,31 @@ class CheckState:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     synced: bool = False
     events_sent: set[tuple[str, str]] = field(default_factory=set)
+    admission: Admission | None = None
+    created: str = ""
+    throttled: str | None = None  # why the last cycle waited for the request budget
+    cycle_ends: list[float] = field(default_factory=list)  # monotonic, last 100 cycles
+
+
+@dataclass
+class RefusedCheck:
+    """An ArtifactCheck admission refused: nothing runs for it, its status says why."""
+
+    key: str
+    obj: dict[str, Any]
+    generation: int
+    admission: Admission
+    created: str = ""
+
+
+def _creation_order(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    """Sort key: oldest ArtifactCheck first (RFC 3339 stamps sort as text), then name."""
+    meta = obj.get("metadata") or {}
+    return (
+        str(meta.get("creationTimestamp") or ""),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+    )
 
 
 def backoff_delays(base: float, cap: float, rng: random.Random) -> Iterator[float]:
@@ -99,9 +128,24 @@ class Controller:
         logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
+        admin: AdminConfig | None = None,
     ) -> None:
         self.api = api_client
         self.settings = settings
+        #: What namespaced checks may ask for; without a file, nothing is granted.
+        self.admin = admin if admin is not None else load_admin_config(settings.admin_config)
+        host = getattr(getattr(api_client, "configuration", None), "host", None)
+        self.address_rules = AddressRules(
+            allow_loopback=self.admin.egress.allow_loopback,
+            api_server=api_server_addresses(host),
+            own=own_addresses(),
+            denied=tuple(
+                ipaddress.ip_network(c, strict=False) for c in self.admin.egress.deny_cidrs
+            ),
+        )
+        self.budget = RequestBudget(per_minute=self.admin.limits.requests_per_minute)
+        self._slots: dict[str, asyncio.Semaphore] = {}
+        self.refused: dict[str, RefusedCheck] = {}
         self.metrics = metrics or Metrics()
         self.log = logger or log
         self.clock = clock
@@ -193,6 +237,8 @@ class Controller:
                 if held:
                     for state in self.checks.values():
                         self._start_check(state)
+                    for refused in self.refused.values():
+                        self._announce_refusal(refused)
                 else:
                     for key in list(self._tasks):
                         self._tasks.pop(key).cancel()
@@ -276,9 +322,10 @@ class Controller:
 
     def _sync_checks(self, items: list[dict[str, Any]]) -> None:
         seen = set()
-        for obj in items:
+        # Oldest first: when a namespace has more checks than allowed, the newest wait.
+        for obj in sorted(items, key=_creation_order):
             seen.add(self._upsert_check(obj))
-        for key in set(self.checks) - seen:
+        for key in (set(self.checks) | set(self.refused)) - seen:
             self._drop_check(key)
         self.synced = True
 
@@ -290,26 +337,47 @@ class Controller:
         elif kind in ("ADDED", "MODIFIED"):
             self._upsert_check(obj)
 
-    def _upsert_check(self, obj: dict[str, Any]) -> str:
+    def _upsert_check(self, obj: dict[str, Any], *, force: bool = False) -> str:
+        """Admit a new or changed ArtifactCheck and (re)start it, or record the refusal.
+
+        Admission runs before anything else: a refused check gets no fetcher, no pod
+        watch and no task, so nothing is read or fetched for it.
+        """
         meta = obj.get("metadata", {})
         ns, name = meta.get("namespace", "default"), meta.get("name", "")
         key = f"{ns}/{name}"
         generation = int(meta.get("generation") or 1)
         existing = self.checks.get(key)
-        if existing is not None and existing.generation == generation:
+        if not force and existing is not None and existing.generation == generation:
             return key
-        try:
-            spec = load_spec(obj.get("spec") or {}, origin=f"ArtifactCheck {key}: spec")
-        except ConfigError as exc:
-            self.log.error("%s", exc)
+        old_refusal = self.refused.get(key)
+        if not force and old_refusal is not None and old_refusal.generation == generation:
             return key
-        if spec.kubernetes is None:
-            spec = spec.model_copy(update={"kubernetes": kube.default_source(ns)})
-        elif spec.kubernetes.namespace != ns:
-            spec = spec.model_copy(
-                update={"kubernetes": spec.kubernetes.model_copy(update={"namespace": ns})}
+        others = sum(1 for s in self.checks.values() if s.namespace == ns and s.key != key)
+        admission = admit(ns, obj.get("spec") or {}, self.admin, checks_in_namespace=others)
+        if admission.spec is None:
+            self.log.warning("ArtifactCheck %s refused: %s", key, admission.message)
+            if existing is not None:
+                self._drop_check(key, readmit=True)
+            self.refused[key] = RefusedCheck(
+                key=key,
+                obj=obj,
+                generation=generation,
+                admission=admission,
+                created=str(meta.get("creationTimestamp") or ""),
             )
-        state = CheckState(key=key, namespace=ns, name=name, spec=spec, generation=generation)
+            self._announce_refusal(self.refused[key])
+            return key
+        self.refused.pop(key, None)
+        state = CheckState(
+            key=key,
+            namespace=ns,
+            name=name,
+            spec=admission.spec,
+            generation=generation,
+            admission=admission,
+            created=str(meta.get("creationTimestamp") or ""),
+        )
         if existing is not None:
             state.history = existing.history
             state.last_status = existing.last_status
@@ -319,11 +387,69 @@ class Controller:
             self._start_check(state)
         return key
 
-    def _drop_check(self, key: str) -> None:
-        self.checks.pop(key, None)
+    def _drop_check(self, key: str, *, readmit: bool = True) -> None:
+        state = self.checks.pop(key, None)
+        self.refused.pop(key, None)
         task = self._tasks.pop(key, None)
         if task is not None:
             task.cancel()
+        if state is not None and readmit:
+            # A slot in the namespace is free: the oldest check refused for want of
+            # one is admitted again (the others stay refused).
+            waiting = sorted(
+                (
+                    r
+                    for r in self.refused.values()
+                    if r.obj.get("metadata", {}).get("namespace") == state.namespace
+                    and any(x.rule == "TooManyChecks" for x in r.admission.refusals)
+                ),
+                key=lambda r: _creation_order(r.obj),
+            )
+            for refused in waiting:
+                self._upsert_check(refused.obj, force=True)
+                if refused.key in self.checks:
+                    break
+
+    def _announce_refusal(self, refused: RefusedCheck) -> None:
+        """Write ``Accepted=False`` and a Warning Event (only the leader writes)."""
+        if not self.is_leader or self._loop is None:
+            return
+        self._loop.create_task(self._guard(f"refusal {refused.key}", self._refuse(refused)))
+
+    async def _refuse(self, refused: RefusedCheck) -> None:
+        meta = refused.obj.get("metadata", {})
+        ns, name = meta.get("namespace", "default"), meta.get("name", "")
+        admission = refused.admission
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        status = {
+            "observedGeneration": refused.generation,
+            "conditions": [
+                {
+                    "type": "Accepted",
+                    "status": "False",
+                    "reason": admission.reason,
+                    "message": admission.message[:32768],
+                    "observedGeneration": refused.generation,
+                    "lastTransitionTime": stamp,
+                }
+            ],
+            "counts": None,
+            "findings": None,
+            "quarantined": None,
+        }
+        try:
+            await asyncio.to_thread(kube.patch_check_status, self.api, ns, name, status)
+            await asyncio.to_thread(
+                kube.record_check_event,
+                self.api,
+                refused.obj,
+                reason=admission.reason,
+                message=admission.message,
+                logger=self.log,
+            )
+        except ArtifactCheckError as exc:
+            self.metrics.api_errors.labels("status").inc()
+            self.log.warning("could not report the refusal of %s: %s", refused.key, exc)
 
     def _start_check(self, state: CheckState) -> None:
         if state.key in self._tasks or self._loop is None:
@@ -397,9 +523,19 @@ class Controller:
                 on_event=on_event,
             )
         )
+
+        def instance_hosts() -> list[str]:
+            return [urlsplit(i.base_url).hostname or "" for i in state.pods.values()]
+
+        assert state.admission is not None
+        egress = EgressPolicy(
+            rules=self.address_rules,
+            sources=source_hosts(state.admission),
+            instance_hosts=instance_hosts,
+        )
         try:
             async with Fetcher(
-                http=state.spec.http, retry=state.spec.retry, logger=clog
+                http=state.spec.http, retry=state.spec.retry, logger=clog, egress=egress
             ) as fetcher:
                 state.expectations = build_expectations(state.spec, fetcher)
                 observer = Observer(
@@ -410,8 +546,19 @@ class Controller:
                     self.heartbeat.beat()
                     now = time.monotonic()
                     if state.synced and (now >= next_full or state.pending):
+                        wait = self.budget.wait_time(state.namespace)
+                        if wait > 0:
+                            await self._throttle(state, wait, clog)
+                            continue
                         full = now >= next_full
-                        await self._cycle(state, observer, fetcher, full=full, log_=clog)
+                        async with self._slot(state.namespace):
+                            requests0 = fetcher.stats.requests
+                            try:
+                                await self._cycle(state, observer, fetcher, full=full, log_=clog)
+                            finally:
+                                self.budget.spend(
+                                    state.namespace, fetcher.stats.requests - requests0
+                                )
                         if full:
                             next_full = time.monotonic() + state.spec.interval
                     state.wake.clear()
@@ -429,6 +576,31 @@ class Controller:
                 await watcher
             except (asyncio.CancelledError, Exception):
                 pass
+
+    def _slot(self, namespace: str) -> asyncio.Semaphore:
+        """The namespace's share of concurrent cycles: its flood waits for itself."""
+        slot = self._slots.get(namespace)
+        if slot is None:
+            slot = asyncio.Semaphore(self.admin.limits.concurrent_cycles_per_namespace)
+            self._slots[namespace] = slot
+        return slot
+
+    async def _throttle(
+        self, state: CheckState, wait: float, log_: logging.LoggerAdapter[logging.Logger]
+    ) -> None:
+        """Wait for the namespace's request budget, saying so in the check's status."""
+        limit = self.admin.limits.requests_per_minute
+        reason = (
+            f"namespace {state.namespace!r} spent its request budget ({limit:g} per "
+            "minute, all its checks together); cycles wait until it refills"
+        )
+        if state.throttled is None:
+            log_.warning("throttled for %.1fs: %s", wait, reason)
+        state.throttled = reason
+        if state.last_report is not None:
+            quarantined = sum(1 for s in state.history.instances.values() if s.quarantined)
+            await self._write_status(state, state.last_report, quarantined, log_)
+        await asyncio.sleep(wait)
 
     def _mark_new(self, state: CheckState, name: str) -> None:
         state.pending.add(name)
@@ -508,7 +680,9 @@ class Controller:
             retries=fetcher.stats.retries - retries0,
         )
         state.last_report = report
+        state.throttled = None
         now_mono = time.monotonic()
+        state.cycle_ends = [*state.cycle_ends[-99:], now_mono]
         for r in results:
             since = state.ready_since.pop(r.instance.name, None)
             if since is not None:
@@ -581,7 +755,7 @@ class Controller:
         )[:10]
         bad = sum(counts[v.value] for v in Verdict if v.value not in ("consistent",))
         suspect = any(f.kind.value == "suspect-expectation" for f in report.findings)
-        conditions = [
+        conditions: list[dict[str, Any]] = [
             {
                 "type": "Consistent",
                 "status": "True" if bad == 0 and report.results else "False",
@@ -596,6 +770,20 @@ class Controller:
                 "message": "most of the workload disagrees with the expected release"
                 if suspect
                 else "",
+                "observedGeneration": state.generation,
+            },
+            {
+                "type": "Accepted",
+                "status": "True",
+                "reason": "Accepted",
+                "message": state.admission.message if state.admission else "",
+                "observedGeneration": state.generation,
+            },
+            {
+                "type": "Throttled",
+                "status": "True" if state.throttled else "False",
+                "reason": "RequestBudgetExhausted" if state.throttled else "WithinBudget",
+                "message": state.throttled or "",
                 "observedGeneration": state.generation,
             },
         ]

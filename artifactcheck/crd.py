@@ -28,6 +28,7 @@ from typing import Any
 
 from .models import Severity, Verdict
 from .settings import CheckSpec
+from .tenancy import CONTROLLER_REFUSED_FIELDS
 
 GROUP = "artifactcheck.io"
 VERSION = "v1alpha1"
@@ -369,13 +370,24 @@ _NO_SERVER_DEFAULT = (("kubernetes", "namespace"),)
 
 
 def crd_schema() -> _Schema:
-    """The ``openAPIV3Schema`` of the ArtifactCheck version: spec from CheckSpec, status."""
+    """The ``openAPIV3Schema`` of the ArtifactCheck version: spec from CheckSpec, status.
+
+    Fields only the CLI honours (files, environment variables, Docker, bare URLs: see
+    :data:`artifactcheck.tenancy.CONTROLLER_REFUSED_FIELDS`) are left out, so the API
+    server refuses (strict field validation) or prunes them before the controller sees
+    them; the controller's admission refuses them too, for servers that do neither.
+    """
     spec = structural_schema(CheckSpec.model_json_schema())
     for field_path in _NO_SERVER_DEFAULT:
         node = spec
         for name in field_path:
             node = node["properties"][name]
         node.pop("default", None)
+    for field_path in CONTROLLER_REFUSED_FIELDS:
+        node = spec
+        for name in field_path[:-1]:
+            node = node["properties"][name]
+        node["properties"].pop(field_path[-1])
     return _tidy(
         {
             "type": "object",

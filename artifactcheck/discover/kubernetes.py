@@ -37,6 +37,7 @@ takes its ``api_client`` explicitly, and :func:`load_api_client` builds one.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import logging
 import math
@@ -84,6 +85,7 @@ __all__ = [
     "list_pods_raw",
     "load_api_client",
     "patch_check_status",
+    "record_check_event",
     "pod_is_serving",
     "pod_to_instance",
     "watch_checks",
@@ -397,6 +399,14 @@ def pod_is_serving(pod: Any, *, api_client: k8s.ApiClient | None = None) -> bool
     return all(isinstance(s, Mapping) and s.get("ready") is True for s in statuses)
 
 
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _base_url(scheme: str, ip: str, port: int) -> str:
     host = f"[{ip}]" if ":" in ip else ip
     return f"{scheme}://{host}:{port}/"
@@ -450,8 +460,8 @@ def pod_to_instance(
     spec = _obj(data.get("spec"))
     status = _obj(data.get("status"))
     ip = status.get("podIP")
-    if not ip:
-        return None
+    if not ip or not _is_ip(str(ip)):
+        return None  # a pod IP that is a name would be resolved: never where kubelet put it
     labels = _obj(meta.get("labels"))
     annotations = _annotations(data)
     signals: list[VersionSignal] = []
@@ -811,7 +821,7 @@ class KubeActor:
         body = k8s.CoreV1Event(
             metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
             involved_object=k8s.V1ObjectReference(
-                api_version="v1",
+                api_version=involved.get("apiVersion") or "v1",
                 kind=involved.get("kind"),
                 name=involved.get("name"),
                 namespace=involved.get("namespace") or None,
@@ -1652,6 +1662,33 @@ def patch_check_status(
     except _Status:
         _LOG.info("%s: the ArtifactCheck is gone; status not written", what)
         return None
+
+
+def record_check_event(
+    api_client: k8s.ApiClient,
+    check: Mapping[str, Any],
+    *,
+    reason: str,
+    message: str,
+    event_type: str = "Warning",
+    logger: Logger | None = None,
+) -> None:
+    """One Event about an ArtifactCheck (e.g. why it was refused), aggregated per reason
+    like the Events about pods, so a refusal seen again bumps a count."""
+    meta = _meta(check)
+    actor = KubeActor(api_client=api_client, policy=PolicySettings(), logger=logger)
+    actor._event(
+        involved={
+            "apiVersion": f"{CRD_GROUP}/{CRD_VERSION}",
+            "kind": "ArtifactCheck",
+            "namespace": meta.get("namespace"),
+            "name": meta.get("name"),
+            "uid": meta.get("uid"),
+        },
+        event_type=event_type,
+        reason=reason,
+        message=message,
+    )
 
 
 def list_pod_events(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from tenant_support import TenantCluster, admin_config, running, write_admin_config
 
 from artifactcheck.sim.cluster import SimCluster, wait_for
-from artifactcheck.sim.running import RunningController
 
 _net = itertools.count(1)
 
@@ -15,7 +15,11 @@ _net = itertools.count(1)
 @pytest.fixture
 def cluster():
     n = next(_net)
-    with SimCluster(first_host=f"127.79.{n}.1", cdn_host=f"127.79.{200 + n}.1") as c:
+    with TenantCluster(
+        first_host=f"127.79.{n}.1",
+        cdn_host=f"127.79.{200 + n}.1",
+        release_host=f"127.79.{100 + n}.1",
+    ) as c:
         yield c
 
 
@@ -28,7 +32,7 @@ def test_one_drifted_pod_is_quarantined_then_released(cluster: SimCluster) -> No
     pods = [cluster.add_pod() for _ in range(9)]
     bad = cluster.add_pod(serves="1.4.1")
     cluster.add_check(interval=0.5, policy={"mode": "quarantine", "confirmations": 2})
-    with RunningController(cluster) as ctl:
+    with running(cluster) as ctl:
         wait_for(lambda: gate(cluster, bad.name) == "False", timeout=20)
         cond = cluster.condition(bad.name)
         assert cond["reason"] == "ContentMismatch" or "Mismatch" in cond["reason"]
@@ -54,7 +58,7 @@ def test_majority_drifted_quarantines_nobody(cluster: SimCluster) -> None:
         cluster.add_pod()
     drifted = [cluster.add_pod(serves="1.4.1") for _ in range(6)]
     cluster.add_check(interval=0.5, policy={"mode": "quarantine"})
-    with RunningController(cluster) as ctl:
+    with running(cluster) as ctl:
         wait_for(lambda: ctl.controller.cycles_completed >= 3, timeout=20)
         assert all(gate(cluster, p.name) != "False" for p in drifted)
         metrics = ctl.controller.metrics.exposition().decode()
@@ -68,7 +72,7 @@ def test_cap_limits_quarantine(cluster: SimCluster) -> None:
         cluster.add_pod()
     drifted = [cluster.add_pod(serves="1.4.1") for _ in range(3)]
     cluster.add_check(interval=0.5, policy={"mode": "quarantine", "max_quarantine_fraction": 0.25})
-    with RunningController(cluster) as ctl:
+    with running(cluster) as ctl:
         wait_for(lambda: ctl.controller.cycles_completed >= 4, timeout=20)
         quarantined = [p for p in drifted if gate(cluster, p.name) == "False"]
         assert len(quarantined) <= 2
@@ -79,11 +83,11 @@ def test_release_source_down_never_quarantines(cluster: SimCluster) -> None:
     bad = cluster.add_pod(serves="1.4.1")
     cluster.add_check(
         interval=0.5,
-        release_manifest="/nonexistent/{version}.json",
+        release_manifest=cluster.release_url + "nonexistent/{version}.json",
         known_versions=[],
         policy={"mode": "quarantine"},
     )
-    with RunningController(cluster) as ctl:
+    with running(cluster) as ctl:
         wait_for(lambda: ctl.controller.cycles_completed >= 3, timeout=20)
         assert gate(cluster, bad.name) != "False"
         # gate mode fails open: verification impossible because a dependency is down
@@ -97,7 +101,7 @@ def test_release_source_down_never_quarantines(cluster: SimCluster) -> None:
 def test_api_server_restart_and_410_recovered(cluster: SimCluster) -> None:
     pods = [cluster.add_pod() for _ in range(3)]
     cluster.add_check(interval=0.5, policy={"mode": "quarantine"})
-    with RunningController(cluster) as ctl:
+    with running(cluster) as ctl:
         wait_for(lambda: all(gate(cluster, p.name) == "True" for p in pods), timeout=20)
         cluster.api.pause()
         import time
@@ -116,8 +120,8 @@ def test_two_replicas_only_leader_acts(cluster: SimCluster) -> None:
         cluster.add_pod()
     bad = cluster.add_pod(serves="1.4.1")
     cluster.add_check(interval=0.5, policy={"mode": "quarantine", "max_quarantine_fraction": 0.5})
-    a = RunningController(cluster, identity="ctl-a").start()
-    b = RunningController(cluster, identity="ctl-b").start()
+    a = running(cluster, identity="ctl-a").start()
+    b = running(cluster, identity="ctl-b").start()
     try:
         wait_for(lambda: a.controller.is_leader or b.controller.is_leader, timeout=10)
         leader, standby = (a, b) if a.controller.is_leader else (b, a)
@@ -140,11 +144,11 @@ def test_restart_does_not_repeat_actions_or_events(cluster: SimCluster) -> None:
         cluster.add_pod()
     bad = cluster.add_pod(serves="1.4.1")
     cluster.add_check(interval=0.4, policy={"mode": "quarantine", "max_quarantine_fraction": 0.5})
-    with RunningController(cluster):
+    with running(cluster):
         wait_for(lambda: gate(cluster, bad.name) == "False", timeout=20)
     writes_before = len(cluster.events(bad.name))
     cluster.api.reset_requests()
-    with RunningController(cluster, identity="ctl-restarted") as ctl:
+    with running(cluster, identity="ctl-restarted") as ctl:
         wait_for(lambda: ctl.controller.cycles_completed >= 3, timeout=20)
     assert gate(cluster, bad.name) == "False"
     assert len(cluster.events(bad.name)) == writes_before
@@ -242,7 +246,7 @@ def test_node_cordon_once_and_capped(cluster: SimCluster) -> None:
             "max_quarantine_fraction": 0.5,
         },
     )
-    with RunningController(cluster) as ctl:
+    with running(cluster) as ctl:
         wait_for(
             lambda: cluster.api.get("v1", "Node", None, "node-c")["spec"].get("unschedulable"),
             timeout=20,
@@ -270,7 +274,7 @@ def test_health_endpoints_and_metrics(cluster: SimCluster) -> None:
 
     cluster.add_pod()
     cluster.add_check(interval=0.5)
-    with RunningController(cluster) as ctl:
+    with running(cluster) as ctl:
         server = ctl.controller.serve_health(host="127.0.0.1", port=0)
         try:
             base = f"http://127.0.0.1:{server.port}"
@@ -287,7 +291,7 @@ def test_health_endpoints_and_metrics(cluster: SimCluster) -> None:
 def test_steady_state_costs_no_api_calls(cluster: SimCluster) -> None:
     pods = [cluster.add_pod() for _ in range(5)]
     cluster.add_check(interval=0.3)
-    with RunningController(cluster, renew_period=0.3) as ctl:
+    with running(cluster, renew_period=0.3) as ctl:
         wait_for(lambda: all(gate(cluster, p.name) == "True" for p in pods), timeout=20)
         wait_for(
             lambda: cluster.check_status().get("counts", {}).get("consistent") == 5, timeout=20
@@ -314,7 +318,7 @@ def test_investigate_pod_shows_condition_and_events(cluster: SimCluster, tmp_pat
         cluster.add_pod(node=node)
     bad = cluster.add_pod(serves="1.4.1", node="node-c")
     cluster.add_check(interval=0.4, policy={"mode": "quarantine", "max_quarantine_fraction": 0.5})
-    with RunningController(cluster):
+    with running(cluster):
         wait_for(lambda: gate(cluster, bad.name) == "False", timeout=20)
     args = [
         "investigate",
@@ -382,6 +386,8 @@ def test_controller_command_end_to_end(cluster: SimCluster, tmp_path) -> None:
             "--metrics-port",
             "0",
             "--json-logs",
+            "--admin-config",
+            write_admin_config(admin_config(cluster), tmp_path),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -402,8 +408,12 @@ def test_controller_command_end_to_end(cluster: SimCluster, tmp_path) -> None:
         wait_for(lambda: gate(cluster, bad.name) == "False", timeout=30)
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read()
         assert b"artifactcheck_leader 1.0" in metrics
-    finally:
+    except Exception as exc:
         proc.send_signal(signal.SIGTERM)
+        raise AssertionError(proc.communicate(timeout=20)[1][-3000:]) from exc
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err[-2000:]
     records = [json.loads(line) for line in err.splitlines() if line.startswith("{")]

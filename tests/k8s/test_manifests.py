@@ -38,7 +38,8 @@ from pydantic import create_model
 from artifactcheck import crd
 from artifactcheck.errors import ConfigError
 from artifactcheck.models import Severity, Verdict
-from artifactcheck.settings import CheckSpec, load_spec
+from artifactcheck.settings import CheckSpec, HttpSettings, load_spec
+from artifactcheck.tenancy import CONTROLLER_REFUSED_FIELDS
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"
@@ -354,9 +355,16 @@ def test_generator_maps_or_refuses_what_pydantic_can_express() -> None:
 
 
 def test_crd_spec_mirrors_checkspec() -> None:
-    """Every CheckSpec field is in the CRD, with its description, default and bounds."""
+    """Every CheckSpec field the controller honours is in the CRD, with its description,
+    default and bounds; the CLI-only ones (files, environment, Docker, bare URLs) are not."""
     spec = _crd_schema()["properties"]["spec"]
-    assert set(spec["properties"]) == set(CheckSpec.model_fields)
+    top_refused = {p[0] for p in CONTROLLER_REFUSED_FIELDS if len(p) == 1}
+    assert set(spec["properties"]) == set(CheckSpec.model_fields) - top_refused
+    http_refused = {p[1] for p in CONTROLLER_REFUSED_FIELDS if p[0] == "http"}
+    assert http_refused == {"header_files", "header_env", "ca_bundle", "transport"}
+    http_fields = set(spec["properties"]["http"]["properties"])
+    assert http_fields == set(HttpSettings.model_fields) - http_refused
+    assert "credentials" in http_fields
     policy = spec["properties"]["policy"]["properties"]
     assert policy["mode"]["enum"] == ["report", "flag", "quarantine"]
     assert policy["mode"]["default"] == "flag"
@@ -375,8 +383,6 @@ def test_crd_spec_mirrors_checkspec() -> None:
     assert "default" not in kube["properties"]["namespace"], "no server-side namespace"
     headers = spec["properties"]["http"]["properties"]["headers"]
     assert headers["additionalProperties"] == {"type": "string"}
-    target = spec["properties"]["targets"]["items"]
-    assert target["required"] == ["url"]
 
 
 def test_crd_status_schema() -> None:
@@ -513,30 +519,61 @@ def test_example_selects_the_example_web_pods() -> None:
     assert gates == [spec.policy.condition_type] == ["artifactcheck.io/content-verified"]
 
 
+def _controller_fields(dumped: dict[str, Any]) -> dict[str, Any]:
+    """A model dump without the CLI-only fields the CRD does not offer."""
+    out = copy.deepcopy(dumped)
+    for path in CONTROLLER_REFUSED_FIELDS:
+        node = out
+        for name in path[:-1]:
+            node = node[name]
+        node.pop(path[-1], None)
+    return out
+
+
 def _full_spec() -> dict[str, Any]:
     """Every section of CheckSpec filled, as the model itself dumps it."""
     spec = CheckSpec.model_validate(
         {
-            "targets": [{"url": "http://10.0.0.7:8080", "version": "1.4.2"}],
             "kubernetes": {"namespace": "shop", "selector": "app=web"},
-            "docker": {"labels": ["app=web"]},
             "version_endpoint": {"path": "/version", "pointer": "/version"},
             "sampling": {"instances": 5, "seed": 1},
-            "http": {"headers": {"X-A": "b"}, "header_files": {"X-T": "/run/t"}},
+            "http": {"headers": {"X-A": "b"}, "credentials": ["cdn-token"]},
             "policy": {"mode": "quarantine", "cordon_nodes": True},
         }
     )
-    return spec.model_dump(mode="json")
+    return _controller_fields(spec.model_dump(mode="json"))
 
 
 @pytest.mark.parametrize(
     "spec",
-    [CheckSpec.model_validate({}).model_dump(mode="json"), _full_spec(), {}],
+    [_controller_fields(CheckSpec.model_validate({}).model_dump(mode="json")), _full_spec(), {}],
     ids=["defaults", "full", "empty"],
 )
 def test_what_the_model_dumps_the_crd_accepts(spec: dict[str, Any]) -> None:
-    """The controller may write back any spec the model produces."""
+    """Any spec the model produces, CLI-only fields left out, passes the CRD."""
     assert _crd_errors(spec, _crd_schema()["properties"]["spec"]) == []
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"targets": [{"url": "http://10.0.0.7:8080"}]},
+        {"docker": {"labels": ["app=web"]}},
+        {"release_image": "web:{version}"},
+        {"release_image_path": "/srv"},
+        {"http": {"header_files": {"X-Leak": "/var/run/secrets/kubernetes.io/token"}}},
+        {"http": {"header_env": {"X-Leak": "HOME"}}},
+        {"http": {"ca_bundle": "/etc/shadow"}},
+        {"http": {"transport": "httpx"}},
+    ],
+    ids=repr,
+)
+def test_crd_refuses_what_only_the_cli_honours(bad: dict[str, Any]) -> None:
+    """Strict field validation refuses files, environment, Docker and bare URLs; the
+    model still takes them (the CLI honours them for a user's own files)."""
+    errors = _crd_errors(bad, _crd_schema()["properties"]["spec"])
+    assert any("Additional properties are not allowed" in e for e in errors), errors
+    load_spec(bad)
 
 
 @pytest.mark.parametrize(

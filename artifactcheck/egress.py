@@ -1,0 +1,214 @@
+"""Where the controller may connect on behalf of an ArtifactCheck.
+
+A check's author chooses URLs (a CDN, release manifests) and, through the pods it
+selects, addresses. The controller connects from *its* network position: next to the
+API server, the cloud metadata service and its own probe ports. This module decides,
+for every new connection and after the name was resolved once, whether that address
+may be reached; the fetcher then connects to exactly the address that was checked, so
+a DNS answer that changes between the check and the connect (rebinding) gains nothing.
+
+Two kinds of destination, two rules:
+
+* **instances**: the pods the check selected. Their IPs come from the API server, not
+  from the author, so no allow-list applies; the address rules still do (a
+  ``hostNetwork`` pod reports its node's address, a pod may report anything kubelet
+  was told).
+* **sources**: release manifests and the CDN, named by the author. They must also be
+  on the admin's allow-list (a host, or a URL prefix whose scheme, host and port
+  count here; the path part is checked at admission, see :mod:`artifactcheck.tenancy`).
+
+Pure apart from :func:`resolve_addresses`, which asks the system resolver once at
+start-up for the API server's addresses.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+#: Cloud instance-metadata endpoints (AWS, GCP, Azure, OpenStack, ... on IPv4; AWS on
+#: IPv6). They answer with credentials to whoever asks from the node.
+METADATA_ADDRESSES: tuple[Address, ...] = (
+    ipaddress.ip_address("169.254.169.254"),
+    ipaddress.ip_address("fd00:ec2::254"),
+    ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud
+)
+
+#: Link-local networks: metadata services, node-local agents; never a pod or a CDN.
+LINK_LOCAL: tuple[Network, ...] = (
+    ipaddress.ip_network("169.254.0.0/16"),
+    ipaddress.ip_network("fe80::/10"),
+)
+
+#: What :func:`EgressPolicy.refusal` says to a connection; fetch reports it verbatim.
+Egress = Callable[[str, str, int], "str | None"]
+
+
+def parse_address(text: str) -> Address | None:
+    """An IP address from text (IPv6 zone and brackets tolerated), IPv4-mapped IPv6
+    unwrapped so ``::ffff:169.254.169.254`` is judged as the IPv4 address it is."""
+    raw = text.strip().strip("[]").split("%", 1)[0]
+    try:
+        addr = ipaddress.ip_address(raw)
+    except ValueError:
+        return None
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped
+    return addr
+
+
+def resolve_addresses(host: str) -> frozenset[Address]:
+    """Every address ``host`` resolves to now (a literal is itself); empty on failure."""
+    literal = parse_address(host)
+    if literal is not None:
+        return frozenset({literal})
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return frozenset()
+    found = (parse_address(str(info[4][0])) for info in infos)
+    return frozenset(a for a in found if a is not None)
+
+
+def api_server_addresses(api_host: str | None) -> frozenset[Address]:
+    """The API server's addresses: the client's configured host and, in a pod, the
+    ``kubernetes`` Service address from the environment (both may name it)."""
+    hosts: set[str] = set()
+    if api_host:
+        split = urlsplit(api_host if "://" in api_host else f"https://{api_host}")
+        if split.hostname:
+            hosts.add(split.hostname)
+    env = os.environ.get("KUBERNETES_SERVICE_HOST")
+    if env:
+        hosts.add(env)
+    out: set[Address] = set()
+    for host in hosts:
+        out |= resolve_addresses(host)
+    return frozenset(out)
+
+
+def own_addresses(environ: dict[str, str] | None = None) -> frozenset[Address]:
+    """The controller pod's addresses, from ``POD_IP`` / ``POD_IPS`` (downward API)."""
+    env = os.environ if environ is None else environ
+    parts = [env.get("POD_IP", "")] + env.get("POD_IPS", "").split(",")
+    found = (parse_address(p) for p in parts if p.strip())
+    return frozenset(a for a in found if a is not None)
+
+
+@dataclass(frozen=True)
+class HostRule:
+    """A destination a source URL may connect to: a host name or literal, and a port
+    (None: any port of that host)."""
+
+    host: str
+    port: int | None = None
+
+    @classmethod
+    def parse(cls, entry: str) -> HostRule:
+        """``cdn.example.com``, ``cdn.example.com:8443`` or a URL prefix's authority."""
+        if "://" in entry:
+            split = urlsplit(entry)
+            default = {"http": 80, "https": 443}.get(split.scheme)
+            return cls(host=(split.hostname or "").lower(), port=split.port or default)
+        split = urlsplit(f"//{entry}")
+        return cls(host=(split.hostname or "").lower(), port=split.port)
+
+    def matches(self, host: str, port: int) -> bool:
+        """True when a connection to ``host:port`` is what this rule allows."""
+        wanted = host.strip("[]").lower().rstrip(".")
+        return wanted == self.host.rstrip(".") and (self.port is None or self.port == port)
+
+
+@dataclass(frozen=True)
+class AddressRules:
+    """The rules every connection obeys, whoever named its destination."""
+
+    allow_loopback: bool = False
+    api_server: frozenset[Address] = frozenset()
+    own: frozenset[Address] = frozenset()
+    denied: tuple[Network, ...] = ()
+
+    def refusal(self, ip: str) -> str | None:
+        """Why a connection to ``ip`` is refused, or None when the address is fine."""
+        addr = parse_address(ip)
+        if addr is None:
+            return f"{ip!r} is not an IP address (connections go to checked addresses only)"
+        if addr in METADATA_ADDRESSES:
+            return f"{addr} is a cloud metadata address"
+        if any(addr in net for net in LINK_LOCAL) or addr.is_link_local:
+            return f"{addr} is link-local"
+        if addr.is_unspecified:
+            return f"{addr} is the unspecified address"
+        if addr.is_multicast:
+            return f"{addr} is a multicast address"
+        if isinstance(addr, ipaddress.IPv4Address) and addr == ipaddress.IPv4Address(
+            "255.255.255.255"
+        ):
+            return f"{addr} is the broadcast address"
+        if addr in self.api_server:
+            return f"{addr} is an address of the Kubernetes API server"
+        if addr in self.own:
+            return f"{addr} is an address of the controller itself"
+        if addr.is_loopback and not self.allow_loopback:
+            return f"{addr} is a loopback address (not allowed by the admin configuration)"
+        for net in self.denied:
+            if addr.version == net.version and addr in net:
+                return f"{addr} is in {net}, denied by the admin configuration"
+        return None
+
+
+@dataclass(frozen=True)
+class EgressPolicy:
+    """The egress decision for one check's fetcher: ``policy(host, ip, port)``.
+
+    ``instance_hosts`` returns the hosts (pod IPs) of the instances the check selected
+    right now; a connection to one of them, at that very address, is an instance
+    connection. Anything else is a source connection and needs an allow-list rule.
+    """
+
+    rules: AddressRules
+    sources: tuple[HostRule, ...] = ()
+    instance_hosts: Callable[[], Collection[str]] = field(default=lambda: ())
+
+    def __call__(self, host: str, ip: str, port: int) -> str | None:
+        """The refusal reason for a new connection to ``host`` at ``ip:port``, or None."""
+        reason = self.rules.refusal(ip)
+        if reason is not None:
+            return f"egress to {host}:{port} refused: {reason}"
+        if _is_instance(host, ip, self.instance_hosts()):
+            return None
+        if any(rule.matches(host, port) for rule in self.sources):
+            return None
+        return (
+            f"egress to {host}:{port} refused: neither a pod this check selected nor on "
+            "the admin's egress allow-list"
+        )
+
+
+def _is_instance(host: str, ip: str, hosts: Iterable[str]) -> bool:
+    """A connection to a selected pod: the URL names the pod IP and goes to it."""
+    target, wanted = parse_address(host), parse_address(ip)
+    if target is None or target != wanted:
+        return False
+    return any(parse_address(h) == target for h in hosts)
+
+
+__all__ = [
+    "LINK_LOCAL",
+    "METADATA_ADDRESSES",
+    "AddressRules",
+    "Egress",
+    "EgressPolicy",
+    "HostRule",
+    "api_server_addresses",
+    "own_addresses",
+    "parse_address",
+    "resolve_addresses",
+]

@@ -1,0 +1,609 @@
+"""What a namespaced ArtifactCheck may ask of the controller, as the cluster admin set it.
+
+The controller holds cluster-wide rights and a service-account token; an ArtifactCheck
+is written by whoever may create one in a namespace, often an application team. So the
+``spec`` of a check is admitted here before anything is fetched or read for it:
+
+* it never names a file, an environment variable or a local path (``http.header_files``,
+  ``http.header_env``, ``http.ca_bundle``, a local ``release_manifest``), a Docker engine
+  (``release_image``, ``docker``) or bare URLs (``targets``): those belong to the CLI,
+  run by a user on their own files;
+* secrets reach a check by reference: the admin configures named **credentials**
+  (headers read from mounted Secret files or the controller's environment, CA bundle
+  files), each granted to namespaces by glob, and a check lists the names it uses in
+  ``http.credentials`` (cert-manager's ClusterIssuer and External Secrets'
+  ClusterSecretStore are the model: the admin owns the secret, the tenant the reference);
+* every URL it names must be on the admin's egress allow-list (hosts or URL prefixes,
+  optionally per namespace); :mod:`artifactcheck.egress` enforces the same list and the
+  address rules on every connection;
+* it acts only in its own namespace, within admin limits: minimum interval, instances
+  and assets sampled, checks per namespace, and a per-namespace request budget
+  (:class:`RequestBudget`).
+
+:func:`admit` is pure: the namespace, the spec mapping and the configuration in, an
+:class:`Admission` out, which is either a resolved :class:`CheckSpec` or the list of
+:class:`Refusal` values naming the field and the rule. Only :func:`load_admin_config`
+reads a file.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .egress import HostRule
+from .errors import ConfigError
+from .settings import (
+    CheckSpec,
+    KubernetesSource,
+    format_validation_error,
+    header_name_problem,
+    load_spec,
+)
+
+#: ``spec`` fields only the CLI honours; the CRD does not offer them and admission
+#: refuses them (a fake or old API server may not enforce the schema). Paths are
+#: tuples of field names; the reason is the rule a refusal names.
+CONTROLLER_REFUSED_FIELDS: Mapping[tuple[str, ...], tuple[str, str]] = {
+    ("targets",): ("BareTargetsRefused", "the controller checks only pods it selects"),
+    ("docker",): ("DockerRefused", "the controller does not reach a Docker engine"),
+    ("release_image",): ("ReleaseImageRefused", "the controller does not read images"),
+    ("release_image_path",): ("ReleaseImageRefused", "the controller does not read images"),
+    ("http", "header_files"): (
+        "LocalFileRefused",
+        "a check never names a file: refer to an admin credential in http.credentials",
+    ),
+    ("http", "header_env"): (
+        "EnvironmentRefused",
+        "a check never names an environment variable: refer to an admin credential in "
+        "http.credentials",
+    ),
+    ("http", "ca_bundle"): (
+        "LocalFileRefused",
+        "a check never names a file: refer to an admin credential (with a CA bundle) in "
+        "http.credentials",
+    ),
+    ("http", "transport"): (
+        "TransportRefused",
+        "the controller's egress policy is enforced by its own transport only",
+    ),
+}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def _globs_valid(v: list[str]) -> list[str]:
+    for pattern in v:
+        if not pattern.strip():
+            raise ValueError("a namespace glob must not be empty")
+    return v
+
+
+class Credential(_Model):
+    """A secret the admin lets checks use by name; its values never leave the controller's
+    pod except as the request headers (and TLS trust) of the checks granted it.
+
+    A granted credential is sent with *every* request of the check, to the pods it
+    selects too: grant it only to namespaces that may know it.
+    """
+
+    name: str = Field(description="Name a check lists in http.credentials.")
+    namespaces: list[str] = Field(
+        description="Namespaces (globs, e.g. 'team-*') whose checks may use it."
+    )
+    header_files: dict[str, str] = Field(
+        default_factory=dict,
+        description="Request headers whose value is read from a file (a mounted Secret).",
+    )
+    header_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Request headers whose value is read from the controller's environment.",
+    )
+    ca_bundle: str | None = Field(None, description="PEM file of extra trusted CAs.")
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces(cls, v: list[str]) -> list[str]:
+        return _globs_valid(v)
+
+    @field_validator("header_files", "header_env")
+    @classmethod
+    def _names(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            problem = header_name_problem(name)
+            if problem is not None:
+                raise ValueError(problem)
+        return v
+
+    def granted_to(self, namespace: str) -> bool:
+        """True when a check in ``namespace`` may use this credential."""
+        return any(fnmatch.fnmatchcase(namespace, g) for g in self.namespaces)
+
+
+class EgressRule(_Model):
+    """A destination release manifests and CDNs may be fetched from."""
+
+    allow: str = Field(
+        description="A host ('cdn.example.com', 'cdn.example.com:8443') or an http(s) URL "
+        "prefix ('https://cdn.example.com/releases/')."
+    )
+    namespaces: list[str] = Field(
+        default_factory=lambda: ["*"], description="Namespaces (globs) it applies to."
+    )
+
+    @field_validator("allow")
+    @classmethod
+    def _allow(cls, v: str) -> str:
+        if "://" in v:
+            split = urlsplit(v)
+            if split.scheme not in ("http", "https") or not split.hostname:
+                raise ValueError(f"a URL prefix must be http(s)://host/..., got {v!r}")
+            if split.username or split.password or split.query or split.fragment:
+                raise ValueError("a URL prefix has no user, query or fragment")
+        elif not HostRule.parse(v).host or "/" in v:
+            raise ValueError(f"expected a host or an http(s) URL prefix, got {v!r}")
+        return v
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces(cls, v: list[str]) -> list[str]:
+        return _globs_valid(v)
+
+    def applies_to(self, namespace: str) -> bool:
+        """True when checks in ``namespace`` may use this rule."""
+        return any(fnmatch.fnmatchcase(namespace, g) for g in self.namespaces)
+
+    def allows_url(self, url: str) -> bool:
+        """True when ``url`` (already parsed as a plain http(s) URL) is under this rule."""
+        target = urlsplit(url)
+        if "://" not in self.allow:
+            rule = HostRule.parse(self.allow)
+            return rule.matches(target.hostname or "", _port(target))
+        prefix = urlsplit(self.allow)
+        if (prefix.scheme, (prefix.hostname or "").lower(), _port(prefix)) != (
+            target.scheme,
+            (target.hostname or "").lower(),
+            _port(target),
+        ):
+            return False
+        base = prefix.path or "/"
+        path = target.path or "/"
+        if base.endswith("/"):
+            return path.startswith(base)
+        return path == base or path.startswith(base + "/")
+
+
+def _port(split: Any) -> int:
+    return int(split.port or {"http": 80, "https": 443}.get(split.scheme, 0))
+
+
+class EgressSettings(_Model):
+    """Where fetched URLs may point, beyond the pods a check selects."""
+
+    allow: list[EgressRule] = Field(
+        default_factory=list,
+        description="Release-manifest and CDN destinations; empty = none (pods only).",
+    )
+    allow_loopback: bool = Field(
+        False, description="Allow loopback addresses (a node-local proxy; tests)."
+    )
+    deny_cidrs: list[str] = Field(
+        default_factory=list,
+        description="More networks never connected to (on top of link-local, metadata, "
+        "the API server and the controller's own addresses).",
+    )
+
+    @field_validator("allow", mode="before")
+    @classmethod
+    def _plain(cls, v: object) -> object:
+        if isinstance(v, list):
+            return [{"allow": item} if isinstance(item, str) else item for item in v]
+        return v
+
+    @field_validator("deny_cidrs")
+    @classmethod
+    def _cidrs(cls, v: list[str]) -> list[str]:
+        import ipaddress
+
+        for item in v:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"{item!r} is not a network: {exc}") from exc
+        return v
+
+
+class Limits(_Model):
+    """Fair use: what one check, and one namespace, may cost."""
+
+    min_interval: float = Field(30.0, gt=0, description="Shortest interval, seconds.")
+    max_instances: int = Field(
+        100, ge=1, description="Most pods sampled per cycle; a check asking more is refused."
+    )
+    max_assets_per_instance: int = Field(
+        1000, ge=0, description="Most assets fetched per pod; a check asking more is refused."
+    )
+    max_checks_per_namespace: int = Field(
+        10, ge=0, description="ArtifactChecks accepted per namespace (oldest first)."
+    )
+    requests_per_minute: float = Field(
+        6000.0, gt=0, description="Request budget per namespace (all its checks together)."
+    )
+    concurrent_cycles_per_namespace: int = Field(
+        2, ge=1, description="Check cycles of one namespace running at once."
+    )
+    allow_cordon_namespaces: list[str] = Field(
+        default_factory=list,
+        description="Namespaces (globs) whose checks may cordon nodes (cluster-wide action).",
+    )
+
+
+class AdminConfig(_Model):
+    """The cluster admin's tenancy configuration (``--admin-config``, a ConfigMap)."""
+
+    credentials: list[Credential] = Field(default_factory=list)
+    egress: EgressSettings = Field(default_factory=EgressSettings)
+    limits: Limits = Field(default_factory=Limits)
+
+    @field_validator("credentials")
+    @classmethod
+    def _unique(cls, v: list[Credential]) -> list[Credential]:
+        names = [c.name for c in v]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"credential names must be unique: {', '.join(dupes)}")
+        return v
+
+    def credential(self, name: str) -> Credential | None:
+        """The credential called ``name``, or None."""
+        return next((c for c in self.credentials if c.name == name), None)
+
+    def egress_rules(self, namespace: str) -> tuple[EgressRule, ...]:
+        """The allow-list rules that apply to checks in ``namespace``."""
+        return tuple(r for r in self.egress.allow if r.applies_to(namespace))
+
+
+def load_admin_config(path: str | Path | None) -> AdminConfig:
+    """Read the admin configuration; None is the strict default (nothing granted).
+
+    The file may be the bare configuration or a ConfigMap manifest whose
+    ``data["admin-config.yaml"]`` holds it (what k8s/admin-config.yaml ships).
+    """
+    if path is None:
+        return AdminConfig()
+    import yaml
+
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read the admin configuration: {exc.strerror}") from exc
+    except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
+        raise ConfigError(f"{p}: not a YAML admin configuration: {exc}") from exc
+    if isinstance(data, Mapping) and data.get("kind") == "ConfigMap":
+        inner = (data.get("data") or {}).get("admin-config.yaml", "")
+        data = yaml.safe_load(inner) or {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{p}: expected a mapping at the top level")
+    try:
+        return AdminConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(f"{p}: invalid\n{format_validation_error(exc)}") from exc
+
+
+# --------------------------------------------------------------------------- admission
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One reason an ArtifactCheck is not accepted: the field, the rule, in words."""
+
+    field: str
+    rule: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message} ({self.rule})"
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The outcome of :func:`admit`: a resolved spec, or refusals (never both)."""
+
+    spec: CheckSpec | None
+    refusals: tuple[Refusal, ...] = ()
+    sources: tuple[str, ...] = ()  # URLs the check may fetch beyond its pods
+
+    @property
+    def accepted(self) -> bool:
+        """True when the check may run."""
+        return self.spec is not None
+
+    @property
+    def reason(self) -> str:
+        """The condition reason: the first refusal's rule, or Accepted."""
+        return self.refusals[0].rule if self.refusals else "Accepted"
+
+    @property
+    def message(self) -> str:
+        """The condition message: every refusal, field first."""
+        if not self.refusals:
+            return "the check is within what the admin configuration allows"
+        return "; ".join(str(r) for r in self.refusals)
+
+
+def _present(spec: Mapping[str, Any], path: tuple[str, ...]) -> bool:
+    node: Any = spec
+    for name in path:
+        if not isinstance(node, Mapping) or name not in node:
+            return False
+        node = node[name]
+    return node not in (None, {}, [], "")
+
+
+def _url_refusal(
+    field_name: str, url: str, rules: Sequence[EgressRule], namespace: str
+) -> Refusal | None:
+    """Why a release-manifest template or CDN URL may not be fetched, or None."""
+    if not url.startswith(("http://", "https://")):
+        return Refusal(
+            field_name,
+            "LocalPathRefused",
+            "only http(s) URLs are fetched for a namespaced check, never a local path",
+        )
+    static = url.split("{", 1)[0]
+    split = urlsplit(static)
+    if "{" in url and "{" in url.split("//", 1)[1].split("/", 1)[0]:
+        return Refusal(
+            field_name, "EgressNotAllowed", "the host of a URL must not depend on the version"
+        )
+    if split.username is not None or split.password is not None or "@" in split.netloc:
+        return Refusal(field_name, "EgressNotAllowed", "a URL must not carry user information")
+    try:
+        split.port  # noqa: B018 - raises on a malformed port
+    except ValueError:
+        return Refusal(field_name, "EgressNotAllowed", "the URL's port is not a number")
+    if not split.hostname:
+        return Refusal(field_name, "EgressNotAllowed", "the URL names no host")
+    segments = split.path.replace("%2e", ".").replace("%2E", ".").split("/")
+    if any(s in (".", "..") for s in segments):
+        return Refusal(field_name, "EgressNotAllowed", "a URL must not contain dot segments")
+    # A template: the part before the first placeholder must already be under a rule
+    # (the fetcher keeps every request and redirect under its base).
+    if not any(r.allows_url(static) for r in rules):
+        return Refusal(
+            field_name,
+            "EgressNotAllowed",
+            f"{split.scheme}://{split.netloc}{split.path} is not on the admin's egress "
+            f"allow-list for namespace {namespace!r}",
+        )
+    return None
+
+
+def admit(
+    namespace: str,
+    spec: Mapping[str, Any],
+    config: AdminConfig,
+    *,
+    checks_in_namespace: int = 0,
+) -> Admission:
+    """Admit the ``spec`` of an ArtifactCheck living in ``namespace``.
+
+    ``checks_in_namespace`` counts the *other* checks already accepted there. Every
+    rule is evaluated, so the author sees all refusals at once; nothing is read from
+    the file system or the network.
+    """
+    refusals: list[Refusal] = []
+    if not isinstance(spec, Mapping):
+        return Admission(None, (Refusal("spec", "InvalidSpec", "spec must be a mapping"),))
+    for path, (rule, why) in CONTROLLER_REFUSED_FIELDS.items():
+        if _present(spec, path):
+            refusals.append(Refusal("spec." + ".".join(path), rule, why))
+    limits = config.limits
+    if checks_in_namespace >= limits.max_checks_per_namespace:
+        refusals.append(
+            Refusal(
+                "metadata.namespace",
+                "TooManyChecks",
+                f"namespace {namespace!r} already has {checks_in_namespace} accepted "
+                f"ArtifactCheck(s), the admin allows {limits.max_checks_per_namespace}",
+            )
+        )
+    try:
+        parsed = load_spec(spec, origin="spec")
+    except ConfigError as exc:
+        # Report the refused fields (if any) first: they explain more than a type error.
+        refusals.append(Refusal("spec", "InvalidSpec", str(exc).replace("\n", " ")[:1000]))
+        return Admission(None, tuple(refusals))
+
+    source = parsed.kubernetes
+    if source is None:
+        source = KubernetesSource.model_validate({"namespace": namespace})
+    elif "namespace" in (spec.get("kubernetes") or {}) and source.namespace != namespace:
+        refusals.append(
+            Refusal(
+                "spec.kubernetes.namespace",
+                "OtherNamespace",
+                f"a check acts only in its own namespace {namespace!r}, not {source.namespace!r}",
+            )
+        )
+    else:
+        source = source.model_copy(update={"namespace": namespace})
+
+    rules = config.egress_rules(namespace)
+    for i, template in enumerate(parsed.release_manifest):
+        problem = _url_refusal(f"spec.release_manifest[{i}]", template, rules, namespace)
+        if problem is not None:
+            refusals.append(problem)
+    if parsed.cdn is not None:
+        problem = _url_refusal("spec.cdn", parsed.cdn, rules, namespace)
+        if problem is not None:
+            refusals.append(problem)
+
+    if parsed.interval < limits.min_interval:
+        refusals.append(
+            Refusal(
+                "spec.interval",
+                "IntervalBelowMinimum",
+                f"{parsed.interval:g}s is below the admin's minimum of {limits.min_interval:g}s",
+            )
+        )
+    sampling = parsed.sampling
+    if sampling.instances is not None and sampling.instances > limits.max_instances:
+        refusals.append(
+            Refusal(
+                "spec.sampling.instances",
+                "SamplingAboveMaximum",
+                f"{sampling.instances} is above the admin's maximum of {limits.max_instances}",
+            )
+        )
+    assets = sampling.assets_per_instance
+    if assets is not None and assets > limits.max_assets_per_instance:
+        refusals.append(
+            Refusal(
+                "spec.sampling.assets_per_instance",
+                "SamplingAboveMaximum",
+                f"{assets} is above the admin's maximum of {limits.max_assets_per_instance}",
+            )
+        )
+    if parsed.policy.cordon_nodes and not any(
+        fnmatch.fnmatchcase(namespace, g) for g in limits.allow_cordon_namespaces
+    ):
+        refusals.append(
+            Refusal(
+                "spec.policy.cordon_nodes",
+                "ClusterScopedAction",
+                "cordoning a node acts beyond the namespace; the admin has not allowed it "
+                f"for {namespace!r}",
+            )
+        )
+
+    header_files: dict[str, str] = {}
+    header_env: dict[str, str] = {}
+    ca_bundle: str | None = None
+    for i, name in enumerate(parsed.http.credentials):
+        cred = config.credential(name)
+        where = f"spec.http.credentials[{i}]"
+        if cred is None or not cred.granted_to(namespace):
+            refusals.append(
+                Refusal(
+                    where,
+                    "CredentialNotGranted",
+                    f"credential {name!r} is unknown or not granted to namespace {namespace!r}",
+                )
+            )
+            continue
+        for header in [*cred.header_files, *cred.header_env]:
+            taken = {h.lower() for h in [*parsed.http.headers, *header_files, *header_env]}
+            if header.lower() in taken:
+                refusals.append(
+                    Refusal(
+                        where,
+                        "CredentialConflict",
+                        f"credential {name!r} sets header {header!r}, already set",
+                    )
+                )
+        if cred.ca_bundle is not None:
+            if ca_bundle is not None and ca_bundle != cred.ca_bundle:
+                refusals.append(
+                    Refusal(where, "CredentialConflict", "two credentials bring a CA bundle")
+                )
+            ca_bundle = cred.ca_bundle
+        header_files.update(cred.header_files)
+        header_env.update(cred.header_env)
+
+    if refusals:
+        return Admission(None, tuple(refusals))
+    http = parsed.http.model_copy(
+        update={"header_files": header_files, "header_env": header_env, "ca_bundle": ca_bundle}
+    )
+    sampling = sampling.model_copy(
+        update={
+            "instances": sampling.instances or limits.max_instances,
+            "assets_per_instance": limits.max_assets_per_instance if assets is None else assets,
+        }
+    )
+    resolved = parsed.model_copy(update={"kubernetes": source, "http": http, "sampling": sampling})
+    urls = tuple([*parsed.release_manifest, *([parsed.cdn] if parsed.cdn else [])])
+    return Admission(resolved, (), urls)
+
+
+def source_hosts(admission: Admission) -> tuple[HostRule, ...]:
+    """The (host, port) destinations an accepted check's sources connect to."""
+    out: list[HostRule] = []
+    for url in admission.sources:
+        split = urlsplit(url.split("{", 1)[0])
+        out.append(HostRule(host=(split.hostname or "").lower(), port=_port(split)))
+    return tuple(dict.fromkeys(out))
+
+
+# --------------------------------------------------------------------------- fair use
+
+
+@dataclass
+class RequestBudget:
+    """A token bucket of requests per namespace, shared by all its checks.
+
+    A cycle may start while the bucket is not empty and pays for its requests after
+    it ran (so one cycle may take the bucket into debt, never further): over any
+    window a namespace sends at most its rate times the window, plus one cycle.
+    """
+
+    per_minute: float
+    clock: Callable[[], float] = time.monotonic
+    _tokens: dict[str, float] = field(default_factory=dict)
+    _stamp: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def capacity(self) -> float:
+        """The burst a quiet namespace may spend at once: one minute's worth."""
+        return self.per_minute
+
+    def _refill(self, namespace: str) -> float:
+        now = self.clock()
+        last = self._stamp.get(namespace, now)
+        tokens = self._tokens.get(namespace, self.capacity)
+        tokens = min(self.capacity, tokens + (now - last) * self.per_minute / 60.0)
+        self._tokens[namespace], self._stamp[namespace] = tokens, now
+        return tokens
+
+    def wait_time(self, namespace: str) -> float:
+        """Seconds until ``namespace`` may start a cycle (0 = now)."""
+        tokens = self._refill(namespace)
+        if tokens > 0:
+            return 0.0
+        return math.ceil((1 - tokens) * 60.0 / self.per_minute * 1000) / 1000
+
+    def spend(self, namespace: str, requests: int) -> None:
+        """Pay for the requests a cycle sent."""
+        self._tokens[namespace] = self._refill(namespace) - requests
+
+    def tokens(self, namespace: str) -> float:
+        """Requests left now (negative: in debt)."""
+        return self._refill(namespace)
+
+
+__all__ = [
+    "CONTROLLER_REFUSED_FIELDS",
+    "Admission",
+    "AdminConfig",
+    "Credential",
+    "EgressRule",
+    "EgressSettings",
+    "Limits",
+    "Refusal",
+    "RequestBudget",
+    "admit",
+    "load_admin_config",
+    "source_hosts",
+]

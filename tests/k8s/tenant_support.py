@@ -1,0 +1,107 @@
+"""A simulated cluster as a multi-tenant controller sees it.
+
+A namespaced check may fetch only http(s) URLs on the admin's allow-list, so the
+release manifests that :class:`SimCluster` writes to a directory are also served over
+HTTP here, on their own loopback address; :func:`admin_config` allows that server and
+the CDN (and loopback, since every simulated pod lives on 127.x), and
+:func:`running` starts the real controller with that configuration as a file, the way
+``--admin-config`` gives it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from artifactcheck.sim.cluster import SimCluster
+from artifactcheck.sim.running import RunningController
+from artifactcheck.sim.web import Site
+from artifactcheck.tenancy import AdminConfig
+
+
+class TenantCluster(SimCluster):
+    """SimCluster + an HTTP release source; checks default to it, not to a local path."""
+
+    def __init__(self, *, release_host: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.release_host = release_host
+        self.release_url = ""
+        self.release_template_url = ""
+
+    def start(self) -> TenantCluster:
+        super().start()
+        if self.release_host:
+            folder = Path(self.release_template).parent
+            self.release_url = self.web.add(Site(root=folder), self.release_host)
+            self.release_template_url = self.release_url + "{version}.json"
+        return self
+
+    def __enter__(self) -> TenantCluster:
+        return self.start()
+
+    def add_check(self, name: str = "web", **spec: Any) -> dict[str, Any]:
+        spec.setdefault("release_manifest", self.release_template_url)
+        return super().add_check(name, **spec)
+
+    def check(self, name: str = "web", namespace: str | None = None) -> dict[str, Any]:
+        """The ArtifactCheck object as the API server has it now."""
+        obj = self.api.get(
+            "artifactcheck.io/v1alpha1", "ArtifactCheck", namespace or self.namespace, name
+        )
+        return dict(obj or {})
+
+    def condition_of(
+        self, ctype: str, name: str = "web", namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        """One status condition of an ArtifactCheck, or None."""
+        status = self.check(name, namespace).get("status") or {}
+        for c in status.get("conditions") or []:
+            if c.get("type") == ctype:
+                return dict(c)
+        return None
+
+    def check_events(self, name: str = "web") -> list[dict[str, Any]]:
+        """Events about an ArtifactCheck."""
+        return [
+            e
+            for e in self.api.list("v1", "Event", self.namespace)
+            if e.get("involvedObject", {}).get("kind") == "ArtifactCheck"
+            and e.get("involvedObject", {}).get("name") == name
+        ]
+
+
+def admin_config(cluster: TenantCluster, **sections: Any) -> AdminConfig:
+    """The admin configuration the tests start from: the cluster's CDN and release
+    server allowed, loopback allowed (simulated pods are on 127.x), short intervals."""
+    base: dict[str, Any] = {
+        "egress": {
+            "allow": [cluster.cdn_url, cluster.release_url],
+            "allow_loopback": True,
+        },
+        "limits": {"min_interval": 0.1, "allow_cordon_namespaces": [cluster.namespace]},
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            base[key] = {**base[key], **value}
+        else:
+            base[key] = value
+    return AdminConfig.model_validate(base)
+
+
+def write_admin_config(config: AdminConfig, folder: str | Path | None = None) -> str:
+    """The configuration as a YAML file, as the ConfigMap mounts it."""
+    where = Path(folder or tempfile.mkdtemp(prefix="artifactcheck-admin-"))
+    path = where / "admin-config.yaml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json")), encoding="utf-8")
+    return str(path)
+
+
+def running(
+    cluster: TenantCluster, admin: AdminConfig | None = None, **settings: Any
+) -> RunningController:
+    """The real controller over HTTP against the cluster, reading ``admin`` from a file."""
+    config = admin if admin is not None else admin_config(cluster)
+    return RunningController(cluster, admin_config=write_admin_config(config), **settings)
