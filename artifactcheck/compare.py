@@ -480,7 +480,6 @@ def _against_cdn(
                 served=obs.assets[path].sha256,
                 pages=cdn_pages,
             )
-    _located_on_cdn(obs, check, release, version, cdn_pages)
     return check
 
 
@@ -803,16 +802,16 @@ def _content_reason(case: _Case, content: Sequence[Finding]) -> str:
     files = sorted({f.path for f in content if f.path})
     reported = case.version or "(no version)"
     check = case.release_check
-    if (
-        check is not None
-        and check.missing
-        and len(check.missing) == len(check.bad)
-        and (not check.served_hashes)
-    ):
-        return (
-            f"reports {reported} but all {len(check.missing)} files are missing "
-            "(404 or the fallback page): wrong base URL?"
-        )
+    if check is not None and check.missing and len(check.missing) == len(check.bad):
+        if not check.served_hashes:
+            return (
+                f"reports {reported} but all {len(check.missing)} files are missing "
+                "(404 or the fallback page): wrong base URL?"
+            )
+        if not case.serves:
+            return f"reports {reported} but {len(check.missing)} file(s) are missing: " + (
+                _names(sorted(check.missing))
+            )
     if case.serves:
         what = f"serves {case.serves}'s content"
     elif len(case.candidates) > 1:
@@ -999,9 +998,19 @@ def _judge_release(case: _Case, index: HashIndex) -> None:
 
 
 def _judge_cdn(case: _Case, cdn: CdnView | None) -> None:
-    if cdn is None:
+    """The CDN's answers: for what the instance served, and for what its manifest
+    references on the CDN (fetched there, whether or not the CDN view has it)."""
+    if cdn is None and not case.obs.on_cdn:
         return
-    check = _against_cdn(case.obs, cdn, case.release, case.version, _pages(case.obs, case.release))
+    pages = _pages(case.obs, case.release)
+    if cdn is not None:
+        check = _against_cdn(case.obs, cdn, case.release, case.version, pages)
+        pages |= frozenset(
+            f.sha256 for p, f in cdn.assets.items() if _page_path(p) and f.ok and f.sha256
+        )
+    else:
+        check = _CdnCheck()
+    _located_on_cdn(case.obs, check, case.release, case.version, pages)
     case.cdn_check = check
     case.findings += check.findings
     if check.unchecked:
@@ -1228,7 +1237,9 @@ def compare_fleet(
         version = reported_version(obs)
         expectation = None
         if expectations is not None and version is not None:
-            expectation = expectations.get(version) or Expectation(
+            # an invalid version is hostile input: it chooses nothing, not even a lookup
+            expectation = None if version_problem(version) else expectations.get(version)
+            expectation = expectation or Expectation(
                 version=version, manifest=None, error="not loaded"
             )
         results.append(

@@ -1,37 +1,53 @@
-"""Table-driven tests of the pure comparison rules."""
+"""Table-driven tests of the pure comparison rules.
+
+Each row is one rule: the observation, what it is judged against, and what the
+verdict, findings, reason, coverage and "verified" must be. A rule without a row here
+is a rule nobody defends.
+"""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from artifactcheck.compare import (
     CdnView,
     HashIndex,
+    cdn_paths,
     compare_fleet,
     consensus_findings,
     judge_instance,
+    version_key,
 )
 from artifactcheck.models import (
     Expectation,
     Fetched,
     FindingKind,
     Instance,
+    InstanceResult,
     Manifest,
     ManifestEntry,
     Observation,
+    Severity,
     Verdict,
     VersionSignal,
 )
 
 A1, A2, B1, B2, IDX1, IDX2 = ("a" * 64, "b" * 64, "c" * 64, "d" * 64, "e" * 64, "f" * 64)
+X9 = "9" * 64
+K = FindingKind
 
 
-def release(version: str, files: dict[str, str]) -> Manifest:
+def release(version: str, files: dict[str, str | None]) -> Manifest:
     return Manifest(
         format="native",
         version=version,
         files={
-            p: ManifestEntry(path=p, hashes={"sha256": h}, size=10, entry=p == "index.html")
+            p: ManifestEntry(
+                path=p, hashes={"sha256": h} if h else {}, size=10, entry=p == "index.html"
+            )
             for p, h in files.items()
         },
     )
@@ -39,28 +55,35 @@ def release(version: str, files: dict[str, str]) -> Manifest:
 
 R1 = release("1.0", {"index.html": IDX1, "assets/a.js": A1, "assets/b.css": B1})
 R2 = release("2.0", {"index.html": IDX2, "assets/a.js": A2, "assets/b.css": B2})
+NAMES = release("1.0", {"index.html": None, "assets/a.js": None, "assets/b.css": None})
 
 
 def fetched(
-    path: str, sha: str | None = None, status: int = 200, error: str | None = None
+    path: str,
+    sha: str | None = None,
+    status: int = 200,
+    error: str | None = None,
+    content_type: str | None = None,
 ) -> Fetched:
     return Fetched(
         url=f"http://127.0.0.2/{path}",
         path=path,
         status=None if error else status,
-        hashes={"sha256": sha} if sha and status == 200 and not error else {},
+        hashes={"sha256": sha} if sha and 200 <= status < 300 and not error else {},
         size=10,
         error=error,
         error_kind="timeout" if error else None,
+        headers={"content-type": content_type} if content_type else {},
     )
 
 
-def obs(name: str, version: str | None, assets: dict[str, Fetched], **kw: object) -> Observation:
+def obs(name: str, version: str | None, assets: dict[str, Fetched], **kw: Any) -> Observation:
     signals = (VersionSignal("target", version),) if version else ()
     inst = Instance(
         name=name, base_url=f"http://{name}/", signals=signals, image_id=kw.pop("image_id", None)
-    )  # type: ignore[arg-type]
-    return Observation(instance=inst, manifest_path="artifactcheck.json", assets=assets, **kw)  # type: ignore[arg-type]
+    )
+    kw.setdefault("manifest_path", "artifactcheck.json")
+    return Observation(instance=inst, assets=assets, **kw)
 
 
 def serving(files: dict[str, str]) -> dict[str, Fetched]:
@@ -68,198 +91,1025 @@ def serving(files: dict[str, str]) -> dict[str, Fetched]:
 
 
 CLEAN = {"index.html": IDX1, "assets/a.js": A1, "assets/b.css": B1}
-OLD = {
-    "index.html": IDX1,
-    "assets/a.js": A2,
-    "assets/b.css": B2,
-}  # release 2 bytes, release 1 names
+OLD = {"index.html": IDX2, "assets/a.js": A2, "assets/b.css": B2}  # release 2, all of it
+MIX = {"index.html": IDX1, "assets/a.js": A2, "assets/b.css": B1}  # one file of 2.0
+E1 = Expectation("1.0", R1)
+DOWN = Expectation("1.0", None, error="source down")
+INDEX = HashIndex({"1.0": R1, "2.0": R2})
+
+
+def cdn_of(files: dict[str, Fetched], **kw: Any) -> CdnView:
+    return CdnView("http://cdn/", files, **kw)
+
+
+CDN_CLEAN = {"assets/a.js": fetched("assets/a.js", A1), "assets/b.css": fetched("assets/b.css", B1)}
+
+
+def judge(
+    assets: dict[str, Fetched],
+    expectation: Expectation | None = E1,
+    cdn: CdnView | None = None,
+    desired: str | None = None,
+    version: str | None = "1.0",
+    index: HashIndex = INDEX,
+    peers: int | None = None,
+    **kw: Any,
+) -> InstanceResult:
+    return judge_instance(
+        obs("i1", version, assets, **kw),
+        expectation=expectation,
+        index=index,
+        cdn=cdn,
+        desired_version=desired,
+        peers=peers,
+    )
+
+
+def with_(files: dict[str, str], **changes: Fetched) -> dict[str, Fetched]:
+    out = serving(files)
+    for got in changes.values():
+        out[got.path] = got
+    return out
+
+
+ROWS: list[Any] = [
+    # (id, assets, judge keyword arguments, verdict, kinds present, kinds absent, reason part)
+    (
+        "clean",
+        serving(CLEAN),
+        {},
+        Verdict.CONSISTENT,
+        set(),
+        {K.NOT_COMPARED},
+        "serves release 1.0",
+    ),
+    (
+        "serves-other-release",
+        serving(OLD),
+        {},
+        Verdict.MISMATCH,
+        {K.CONTENT_DIFFERS, K.SERVES_OTHER_RELEASE},
+        set(),
+        "reports 1.0 but serves 2.0's content",
+    ),
+    (
+        "a-mix-is-a-mix",
+        serving(MIX),
+        {},
+        Verdict.MISMATCH,
+        {K.CONTENT_DIFFERS},
+        {K.SERVES_OTHER_RELEASE},
+        "reports 1.0 but content differs: assets/a.js",
+    ),
+    (
+        "file-404",
+        with_(CLEAN, a=fetched("assets/a.js", status=404)),
+        {},
+        Verdict.MISMATCH,
+        {K.FILE_MISSING},
+        set(),
+        "assets/a.js",
+    ),
+    (
+        "file-410-gone-is-missing",
+        with_(CLEAN, a=fetched("assets/a.js", status=410)),
+        {},
+        Verdict.MISMATCH,
+        {K.FILE_MISSING},
+        {K.OBSERVATION_FAILED},
+        "assets/a.js",
+    ),
+    (
+        "asset-503-inconclusive-never-mismatch",
+        with_(CLEAN, a=fetched("assets/a.js", status=503)),
+        {"manifest_fetch": fetched("artifactcheck.json", X9)},
+        Verdict.INCONCLUSIVE,
+        {K.OBSERVATION_FAILED},
+        {K.FILE_MISSING, K.CONTENT_DIFFERS},
+        "1 file(s) could not be fetched",
+    ),
+    (
+        "asset-500-inconclusive",
+        with_(CLEAN, a=fetched("assets/a.js", status=500)),
+        {},
+        Verdict.INCONCLUSIVE,
+        {K.OBSERVATION_FAILED},
+        {K.FILE_MISSING},
+        "could not be fetched",
+    ),
+    (
+        "asset-200-without-digest-inconclusive",
+        with_(CLEAN, a=replace(fetched("assets/a.js", A1), hashes={})),
+        {},
+        Verdict.INCONCLUSIVE,
+        {K.OBSERVATION_FAILED},
+        {K.CONTENT_DIFFERS},
+        "could not be fetched",
+    ),
+    (
+        "asset-timeout-inconclusive",
+        with_(CLEAN, b=fetched("assets/b.css", error="read timeout")),
+        {},
+        Verdict.INCONCLUSIVE,
+        {K.OBSERVATION_FAILED},
+        set(),
+        "could not be fetched",
+    ),
+    (
+        "asset-403-not-compared-not-missing",
+        with_(CLEAN, a=fetched("assets/a.js", status=403)),
+        {},
+        Verdict.CONSISTENT,
+        {K.NOT_COMPARED},
+        {K.FILE_MISSING, K.OBSERVATION_FAILED},
+        "2 of 3 files of release 1.0 checked, no difference found",
+    ),
+    (
+        "fallback-page-by-hash-is-missing",
+        with_(CLEAN, a=fetched("assets/a.js", IDX1)),
+        {},
+        Verdict.MISMATCH,
+        {K.FALLBACK_PAGE},
+        {K.CONTENT_DIFFERS},
+        "reports 1.0 but 1 file(s) are missing: assets/a.js",
+    ),
+    (
+        "fallback-page-of-other-release-index",
+        {"assets/a.js": fetched("assets/a.js", IDX2), "index.html": fetched("index.html", IDX2)},
+        {},
+        Verdict.MISMATCH,
+        {K.FALLBACK_PAGE},
+        set(),
+        "assets/a.js",
+    ),
+    (
+        "fallback-page-by-content-type",
+        with_(CLEAN, a=fetched("assets/a.js", X9, content_type="text/html; charset=utf-8")),
+        {},
+        Verdict.MISMATCH,
+        {K.FALLBACK_PAGE},
+        {K.CONTENT_DIFFERS},
+        "assets/a.js",
+    ),
+    (
+        "right-bytes-with-html-type-are-right",
+        with_(CLEAN, a=fetched("assets/a.js", A1, content_type="text/html")),
+        {},
+        Verdict.CONSISTENT,
+        set(),
+        {K.FALLBACK_PAGE},
+        "serves release 1.0",
+    ),
+    (
+        "html-page-that-differs-is-content",
+        with_(CLEAN, i=fetched("index.html", X9, content_type="text/html")),
+        {},
+        Verdict.MISMATCH,
+        {K.CONTENT_DIFFERS},
+        {K.FALLBACK_PAGE},
+        "index.html",
+    ),
+    (
+        "wrong-base-url-all-missing",
+        {p: fetched(p, status=404) for p in CLEAN},
+        {},
+        Verdict.MISMATCH,
+        {K.FILE_MISSING},
+        {K.CONTENT_DIFFERS},
+        "all 3 files are missing",
+    ),
+    (
+        "unexpected-file",
+        with_(CLEAN, x=fetched("assets/x.js", A1)),
+        {},
+        Verdict.MISMATCH,
+        {K.FILE_UNEXPECTED},
+        set(),
+        "assets/x.js",
+    ),
+    (
+        "unfetched-release-file-no-claim",
+        serving({"index.html": IDX1, "assets/a.js": A1}),
+        {},
+        Verdict.CONSISTENT,
+        {K.NOT_COMPARED},
+        {K.SAMPLED},
+        "2 of 3 files of release 1.0 checked, no difference found",
+    ),
+    (
+        "sampled-says-so",
+        serving({"index.html": IDX1, "assets/a.js": A1}),
+        {"sampled": True},
+        Verdict.CONSISTENT,
+        {K.SAMPLED},
+        {K.NOT_COMPARED},
+        "2 of 3 files of release 1.0 checked, no difference found",
+    ),
+    (
+        "no-expectation-inconclusive",
+        serving(CLEAN),
+        {"expectation": DOWN},
+        Verdict.INCONCLUSIVE,
+        {K.EXPECTATION_UNAVAILABLE},
+        set(),
+        "no expected release for 1.0: source down",
+    ),
+    (
+        "no-expectation-never-mismatch",
+        serving(OLD),
+        {"expectation": DOWN},
+        Verdict.INCONCLUSIVE,
+        {K.EXPECTATION_UNAVAILABLE},
+        {K.CONTENT_DIFFERS},
+        "no expected release",
+    ),
+    (
+        "stale-copy-still-judges",
+        serving(CLEAN),
+        {"expectation": Expectation("1.0", R1, stale=True, error="down")},
+        Verdict.CONSISTENT,
+        {K.EXPECTATION_STALE},
+        set(),
+        "serves release 1.0",
+    ),
+    (
+        "drift",
+        serving(CLEAN),
+        {"desired": "2.0"},
+        Verdict.DRIFT,
+        {K.DRIFT},
+        set(),
+        "consistent with 1.0, desired is 2.0 (serves release 1.0)",
+    ),
+    (
+        "drift-of-a-sample-claims-no-more",
+        serving({"index.html": IDX1}),
+        {"desired": "2.0", "sampled": True},
+        Verdict.DRIFT,
+        {K.DRIFT, K.SAMPLED},
+        set(),
+        "(1 of 3 files of release 1.0 checked",
+    ),
+    (
+        "names-only-says-so",
+        serving(CLEAN),
+        {"expectation": Expectation("1.0", NAMES)},
+        Verdict.CONSISTENT,
+        {K.NAMES_ONLY},
+        set(),
+        "file names match release 1.0 (file names only",
+    ),
+    (
+        "names-only-sample-says-so",
+        serving({"index.html": IDX1}),
+        {"expectation": Expectation("1.0", NAMES), "sampled": True},
+        Verdict.CONSISTENT,
+        {K.NAMES_ONLY, K.SAMPLED},
+        set(),
+        "1 of 3 files of release 1.0 checked, no difference found (file names only",
+    ),
+    (
+        "names-only-fallback-page-is-missing",
+        with_(CLEAN, a=fetched("assets/a.js", IDX1)),
+        {"expectation": Expectation("1.0", NAMES)},
+        Verdict.MISMATCH,
+        {K.FALLBACK_PAGE},
+        set(),
+        "assets/a.js",
+    ),
+    (
+        "invalid-version-no-lookup",
+        serving(CLEAN),
+        {"version": "../release-1.0"},
+        Verdict.SIGNAL_CONFLICT,
+        {K.INVALID_VERSION},
+        {K.CONTENT_DIFFERS, K.EXPECTATION_UNAVAILABLE},
+        "reports an invalid version",
+    ),
+    (
+        "no-version",
+        serving(CLEAN),
+        {"version": None, "expectation": None},
+        Verdict.INCONCLUSIVE,
+        {K.NO_VERSION},
+        set(),
+        "no reported version",
+    ),
+    (
+        "nothing-fetched",
+        {},
+        {},
+        Verdict.INCONCLUSIVE,
+        set(),
+        set(),
+        "nothing was fetched",
+    ),
+    (
+        "served-manifest-404-is-a-finding",
+        serving(CLEAN),
+        {"manifest_fetch": fetched("artifactcheck.json", status=404)},
+        Verdict.CONSISTENT,
+        {K.MANIFEST_MISSING},
+        {K.MANIFEST_INVALID, K.FILE_MISSING},
+        "serves release 1.0",
+    ),
+    (
+        "served-manifest-404-with-error-text-is-missing-not-invalid",
+        serving(CLEAN),
+        {
+            "manifest_fetch": fetched("artifactcheck.json", status=404),
+            "manifest_error": "served manifest artifactcheck.json answers HTTP 404",
+        },
+        Verdict.CONSISTENT,
+        {K.MANIFEST_MISSING},
+        {K.MANIFEST_INVALID},
+        "serves release 1.0",
+    ),
+    (
+        "no-manifest-at-any-name-is-a-finding",
+        serving(CLEAN),
+        {"manifest_error": "no served manifest at any well-known name", "manifest_path": ""},
+        Verdict.CONSISTENT,
+        {K.MANIFEST_MISSING},
+        {K.MANIFEST_INVALID},
+        "serves release 1.0",
+    ),
+    (
+        "served-manifest-unusable-is-evidence",
+        serving(CLEAN),
+        {
+            "manifest_fetch": fetched("artifactcheck.json", X9),
+            "manifest_error": "not JSON",
+        },
+        Verdict.MISMATCH,
+        {K.MANIFEST_INVALID},
+        {K.MANIFEST_MISSING},
+        "artifactcheck.json",
+    ),
+    (
+        "release-lists-the-manifest-404",
+        serving(CLEAN),
+        {
+            "expectation": Expectation("1.0", release("1.0", {**CLEAN, "asset-manifest.json": X9})),
+            "manifest_path": "asset-manifest.json",
+            "manifest_fetch": fetched("asset-manifest.json", status=404),
+        },
+        Verdict.MISMATCH,
+        {K.FILE_MISSING, K.MANIFEST_MISSING},
+        set(),
+        "asset-manifest.json",
+    ),
+    (
+        "off-host-reference-is-not-compared-never-different",
+        serving(CLEAN),
+        {"unsafe_paths": ("http://cdn.example/app/480.ca20.chunk.js",)},
+        Verdict.CONSISTENT,
+        {K.NOT_COMPARED},
+        {K.UNSAFE_REFERENCE, K.CONTENT_DIFFERS},
+        "serves release 1.0",
+    ),
+    (
+        "protocol-relative-reference-is-off-host",
+        serving(CLEAN),
+        {"unsafe_paths": ("//cdn.example/app/x.js",)},
+        Verdict.CONSISTENT,
+        {K.NOT_COMPARED},
+        {K.UNSAFE_REFERENCE},
+        "serves release 1.0",
+    ),
+    (
+        "traversal-reference-is-evidence",
+        serving(CLEAN),
+        {"unsafe_paths": ("../../etc/passwd",)},
+        Verdict.MISMATCH,
+        {K.UNSAFE_REFERENCE},
+        set(),
+        "../../etc/passwd",
+    ),
+    (
+        "signal-conflict",
+        serving(CLEAN),
+        {"endpoint_version": "0.9"},
+        Verdict.SIGNAL_CONFLICT,
+        {K.SIGNAL_CONFLICT},
+        set(),
+        "0.9",
+    ),
+    # ---------------------------------------------------------------- the CDN
+    (
+        "cdn-clean",
+        serving(CLEAN),
+        {"cdn": cdn_of(CDN_CLEAN)},
+        Verdict.CONSISTENT,
+        set(),
+        {K.CDN_MISSING, K.OBSERVATION_FAILED},
+        "serves release 1.0",
+    ),
+    (
+        "cdn-html-not-required-by-default",
+        serving(CLEAN),
+        {"cdn": cdn_of({**CDN_CLEAN, "index.html": fetched("index.html", status=404)})},
+        Verdict.CONSISTENT,
+        set(),
+        {K.CDN_MISSING},
+        "serves release 1.0",
+    ),
+    (
+        "cdn-htm-not-required-by-default",
+        {**serving(CLEAN), "about.htm": fetched("about.htm", X9)},
+        {
+            "expectation": Expectation("1.0", release("1.0", {**CLEAN, "about.htm": X9})),
+            "cdn": cdn_of({**CDN_CLEAN, "about.htm": fetched("about.htm", status=404)}),
+        },
+        Verdict.CONSISTENT,
+        set(),
+        {K.CDN_MISSING},
+        "serves release 1.0",
+    ),
+    (
+        "cdn-include-globs",
+        serving(CLEAN),
+        {
+            "cdn": cdn_of(
+                {**CDN_CLEAN, "assets/b.css": fetched("assets/b.css", status=404)},
+                include=("assets/*.js",),
+            )
+        },
+        Verdict.CONSISTENT,
+        set(),
+        {K.CDN_MISSING},
+        "serves release 1.0",
+    ),
+    (
+        "cdn-include-matches",
+        serving(CLEAN),
+        {
+            "cdn": cdn_of(
+                {**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", status=404)},
+                include=("assets/*.js",),
+            )
+        },
+        Verdict.CDN_MISSING,
+        {K.CDN_MISSING},
+        set(),
+        "missing on the CDN: assets/a.js",
+    ),
+    (
+        "cdn-exclude-can-be-emptied",
+        serving(CLEAN),
+        {"cdn": cdn_of({**CDN_CLEAN, "index.html": fetched("index.html", status=404)}, exclude=())},
+        Verdict.CDN_MISSING,
+        {K.CDN_MISSING},
+        set(),
+        "missing on the CDN: index.html",
+    ),
+    (
+        "cdn-403",
+        serving(CLEAN),
+        {"cdn": cdn_of({**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", status=403)})},
+        Verdict.CDN_MISSING,
+        {K.CDN_MISSING},
+        set(),
+        "missing on the CDN: assets/a.js",
+    ),
+    (
+        "cdn-410",
+        serving(CLEAN),
+        {"cdn": cdn_of({**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", status=410)})},
+        Verdict.CDN_MISSING,
+        {K.CDN_MISSING},
+        set(),
+        "missing on the CDN: assets/a.js",
+    ),
+    (
+        "cdn-fallback-page-is-missing",
+        serving(CLEAN),
+        {"cdn": cdn_of({**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", IDX1)})},
+        Verdict.CDN_MISSING,
+        {K.FALLBACK_PAGE},
+        {K.CDN_DIFFERS},
+        "missing on the CDN: assets/a.js",
+    ),
+    (
+        "cdn-fallback-of-its-own-index",
+        serving(CLEAN),
+        {
+            "cdn": cdn_of(
+                {
+                    **CDN_CLEAN,
+                    "index.html": fetched("index.html", X9),
+                    "assets/a.js": fetched("assets/a.js", X9),
+                }
+            )
+        },
+        Verdict.CDN_MISSING,
+        {K.FALLBACK_PAGE},
+        {K.CDN_DIFFERS},
+        "missing on the CDN: assets/a.js",
+    ),
+    (
+        "cdn-differs",
+        serving(CLEAN),
+        {"cdn": cdn_of({**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", A2)})},
+        Verdict.CDN_MISMATCH,
+        {K.CDN_DIFFERS},
+        set(),
+        "differs on the CDN: assets/a.js",
+    ),
+    (
+        "cdn-right-instance-wrong-blames-the-instance-only",
+        serving(OLD),
+        {"cdn": cdn_of({**CDN_CLEAN, "index.html": fetched("index.html", IDX1)})},
+        Verdict.MISMATCH,
+        {K.CONTENT_DIFFERS},
+        {K.CDN_DIFFERS},
+        "serves 2.0's content",
+    ),
+    (
+        "cdn-differs-without-release",
+        serving(CLEAN),
+        {
+            "expectation": DOWN,
+            "cdn": cdn_of({**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", A2)}),
+        },
+        Verdict.CDN_MISMATCH,
+        {K.CDN_DIFFERS, K.EXPECTATION_UNAVAILABLE},
+        set(),
+        "differs on the CDN",
+    ),
+    (
+        "cdn-down-inconclusive",
+        serving(CLEAN),
+        {"cdn": cdn_of({}, error="CDN unreachable")},
+        Verdict.INCONCLUSIVE,
+        {K.OBSERVATION_FAILED},
+        set(),
+        "the CDN could not be checked: CDN unreachable",
+    ),
+    (
+        "cdn-down-only-html-nothing-to-check",
+        serving({"index.html": IDX1}),
+        {"cdn": cdn_of({}, error="CDN unreachable"), "sampled": True},
+        Verdict.CONSISTENT,
+        set(),
+        {K.OBSERVATION_FAILED},
+        "1 of 3 files",
+    ),
+    (
+        "cdn-asset-timeout-inconclusive",
+        serving(CLEAN),
+        {"cdn": cdn_of({**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", error="timeout")})},
+        Verdict.INCONCLUSIVE,
+        {K.OBSERVATION_FAILED},
+        set(),
+        "the CDN could not be checked: timeout",
+    ),
+    (
+        "cdn-asset-502-inconclusive",
+        serving(CLEAN),
+        {"cdn": cdn_of({**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", status=502)})},
+        Verdict.INCONCLUSIVE,
+        {K.OBSERVATION_FAILED},
+        {K.CDN_MISSING},
+        "the CDN could not be checked: HTTP 502",
+    ),
+    (
+        "cdn-down-mismatch-still-seen",
+        serving(OLD),
+        {"cdn": cdn_of({}, error="CDN unreachable")},
+        Verdict.MISMATCH,
+        {K.CONTENT_DIFFERS},
+        set(),
+        "serves 2.0's content",
+    ),
+    (
+        "referenced-on-the-cdn-and-right",
+        {**serving(CLEAN), "app/assets/a.js": fetched("app/assets/a.js", A1)},
+        {"on_cdn": {"app/assets/a.js": "http://cdn/app/assets/a.js"}, "cdn": cdn_of(CDN_CLEAN)},
+        Verdict.CONSISTENT,
+        set(),
+        {K.FILE_UNEXPECTED, K.CDN_DIFFERS},
+        "serves release 1.0",
+    ),
+    (
+        "referenced-on-the-cdn-and-wrong",
+        {**serving(CLEAN), "app/assets/a.js": fetched("app/assets/a.js", A2)},
+        {"on_cdn": {"app/assets/a.js": "http://cdn/app/assets/a.js"}, "cdn": cdn_of(CDN_CLEAN)},
+        Verdict.CDN_MISMATCH,
+        {K.CDN_DIFFERS},
+        {K.FILE_UNEXPECTED, K.CONTENT_DIFFERS},
+        "differs on the CDN: app/assets/a.js",
+    ),
+    (
+        "referenced-on-the-cdn-and-missing",
+        {**serving(CLEAN), "app/assets/a.js": fetched("app/assets/a.js", status=404)},
+        {"on_cdn": {"app/assets/a.js": "http://cdn/app/assets/a.js"}, "cdn": cdn_of(CDN_CLEAN)},
+        Verdict.CDN_MISSING,
+        {K.CDN_MISSING},
+        {K.FILE_MISSING},
+        "missing on the CDN: app/assets/a.js",
+    ),
+    (
+        "referenced-on-the-cdn-only",
+        {"index.html": fetched("index.html", IDX1), "assets/x.js": fetched("assets/x.js", A1)},
+        {
+            "on_cdn": {"assets/x.js": "http://cdn/assets/x.js"},
+            "expectation": Expectation("1.0", release("1.0", {"index.html": IDX1, "x.js": A1})),
+        },
+        Verdict.CONSISTENT,
+        set(),
+        {K.FILE_UNEXPECTED, K.NOT_COMPARED},
+        "serves release 1.0",
+    ),
+]
 
 
 @pytest.mark.parametrize(
-    ("assets", "expectation", "cdn", "desired", "verdict", "kinds"),
+    ("assets", "kw", "verdict", "present", "absent", "reason"),
+    [pytest.param(*row[1:], id=row[0]) for row in ROWS],
+)
+def test_judge_instance(
+    assets: dict[str, Fetched],
+    kw: dict[str, Any],
+    verdict: Verdict,
+    present: set[FindingKind],
+    absent: set[FindingKind],
+    reason: str,
+) -> None:
+    result = judge(assets, **kw)
+    kinds = {f.kind for f in result.findings}
+    assert result.verdict is verdict, result.reason
+    assert present <= kinds, kinds
+    assert not absent & kinds, kinds
+    assert reason in result.reason, result.reason
+    if "serves release" in result.reason:  # the claim is made only on complete evidence
+        assert result.coverage is not None and result.coverage.complete
+        assert K.NAMES_ONLY not in kinds
+
+
+@pytest.mark.parametrize(
+    ("assets", "kw", "compared", "total", "not_compared"),
     [
+        pytest.param(serving(CLEAN), {}, 3, 3, {}, id="complete"),
         pytest.param(
-            serving(CLEAN),
-            Expectation("1.0", R1),
-            None,
-            None,
-            Verdict.CONSISTENT,
-            set(),
-            id="clean",
+            serving({"index.html": IDX1}),
+            {"sampled": True},
+            1,
+            3,
+            {"assets/a.js": "sampled out", "assets/b.css": "sampled out"},
+            id="sampled",
         ),
         pytest.param(
-            serving(OLD),
-            Expectation("1.0", R1),
-            None,
-            None,
-            Verdict.MISMATCH,
-            {FindingKind.CONTENT_DIFFERS, FindingKind.SERVES_OTHER_RELEASE},
-            id="serves-other-release",
+            serving({"index.html": IDX1, "assets/a.js": A1}),
+            {
+                "manifest": Manifest(
+                    "vite", {"assets/a.js": ManifestEntry("assets/a.js")}, source="x"
+                )
+            },
+            2,
+            3,
+            {"assets/b.css": "not referenced by the served manifest (not fetched)"},
+            id="unreferenced",
         ),
         pytest.param(
-            {**serving(CLEAN), "assets/a.js": fetched("assets/a.js", status=404)},
-            Expectation("1.0", R1),
-            None,
-            None,
-            Verdict.MISMATCH,
-            {FindingKind.FILE_MISSING},
-            id="file-404",
+            serving({"index.html": IDX1}),
+            {"manifest_fetch": fetched("artifactcheck.json", status=404)},
+            1,
+            3,
+            {
+                "assets/a.js": "the served manifest is missing",
+                "assets/b.css": "the served manifest is missing",
+            },
+            id="manifest-missing",
         ),
         pytest.param(
-            {**serving(CLEAN), "assets/x.js": fetched("assets/x.js", A1)},
-            Expectation("1.0", R1),
-            None,
-            None,
-            Verdict.MISMATCH,
-            {FindingKind.FILE_UNEXPECTED},
-            id="unexpected-file",
+            with_(CLEAN, a=fetched("assets/a.js", error="read timeout")),
+            {},
+            2,
+            3,
+            {"assets/a.js": "could not be fetched (read timeout)"},
+            id="timeout",
         ),
         pytest.param(
-            serving(CLEAN),
-            Expectation("1.0", None, error="source down"),
-            None,
-            None,
-            Verdict.INCONCLUSIVE,
-            {FindingKind.EXPECTATION_UNAVAILABLE},
-            id="no-expectation-inconclusive",
+            with_(CLEAN, a=fetched("assets/a.js", status=403)),
+            {},
+            2,
+            3,
+            {"assets/a.js": "the instance refuses it (HTTP 403)"},
+            id="refused",
         ),
         pytest.param(
-            serving(OLD),
-            Expectation("1.0", None, error="source down"),
-            None,
-            None,
-            Verdict.INCONCLUSIVE,
-            {FindingKind.EXPECTATION_UNAVAILABLE},
-            id="no-expectation-never-mismatch",
+            serving({"index.html": IDX1, "assets/a.js": A1}),
+            {},
+            2,
+            3,
+            {"assets/b.css": "not fetched"},
+            id="not-fetched",
         ),
         pytest.param(
-            serving(CLEAN),
-            Expectation("1.0", R1, stale=True, error="down"),
-            None,
-            None,
-            Verdict.CONSISTENT,
-            {FindingKind.EXPECTATION_STALE},
-            id="stale-copy-still-judges",
-        ),
-        pytest.param(
-            {**serving(CLEAN), "assets/b.css": fetched("assets/b.css", error="read timeout")},
-            Expectation("1.0", R1),
-            None,
-            None,
-            Verdict.INCONCLUSIVE,
-            {FindingKind.OBSERVATION_FAILED},
-            id="asset-timeout-inconclusive",
-        ),
-        pytest.param(
-            serving(CLEAN),
-            Expectation("1.0", R1),
-            None,
-            "2.0",
-            Verdict.DRIFT,
-            {FindingKind.DRIFT},
-            id="drift",
-        ),
-        pytest.param(
-            serving(CLEAN),
-            Expectation("1.0", R1),
-            CdnView(
-                "http://cdn/",
-                {
-                    "index.html": fetched("index.html", IDX1),
-                    "assets/a.js": fetched("assets/a.js", status=403),
-                    "assets/b.css": fetched("assets/b.css", B1),
-                },
-            ),
-            None,
-            Verdict.CDN_MISSING,
-            {FindingKind.CDN_MISSING},
-            id="cdn-403",
-        ),
-        pytest.param(
-            serving(CLEAN),
-            Expectation("1.0", R1),
-            CdnView(
-                "http://cdn/",
-                {
-                    "index.html": fetched("index.html", IDX1),
-                    "assets/a.js": fetched("assets/a.js", A2),
-                    "assets/b.css": fetched("assets/b.css", B1),
-                },
-            ),
-            None,
-            Verdict.CDN_MISMATCH,
-            {FindingKind.CDN_DIFFERS},
-            id="cdn-differs",
-        ),
-        pytest.param(
-            serving(CLEAN),
-            Expectation("1.0", R1),
-            CdnView("http://cdn/", {}, error="CDN unreachable"),
-            None,
-            Verdict.INCONCLUSIVE,
-            {FindingKind.OBSERVATION_FAILED},
-            id="cdn-down-inconclusive",
-        ),
-        pytest.param(
-            serving(OLD),
-            Expectation("1.0", R1),
-            CdnView("http://cdn/", {}, error="CDN unreachable"),
-            None,
-            Verdict.MISMATCH,
-            {FindingKind.CONTENT_DIFFERS},
-            id="cdn-down-mismatch-still-seen",
+            with_(CLEAN, a=fetched("assets/a.js", status=404)),
+            {},
+            3,
+            3,
+            {},
+            id="missing-counts-as-compared",
         ),
     ],
 )
-def test_judge_instance(assets, expectation, cdn, desired, verdict, kinds) -> None:
-    o = obs("i1", "1.0", assets)
-    index = HashIndex({"1.0": R1, "2.0": R2})
-    result = judge_instance(
-        o, expectation=expectation, index=index, cdn=cdn, desired_version=desired
+def test_every_release_file_is_accounted_for(
+    assets: dict[str, Fetched],
+    kw: dict[str, Any],
+    compared: int,
+    total: int,
+    not_compared: dict[str, str],
+) -> None:
+    cov = judge(assets, **kw).coverage
+    assert cov is not None
+    assert (cov.compared, cov.total) == (compared, total)
+    assert dict(cov.not_compared) == not_compared
+    assert cov.complete is (not not_compared and compared == total)
+
+
+@pytest.mark.parametrize(
+    ("assets", "kw", "verified"),
+    [
+        pytest.param(serving(CLEAN), {}, True, id="clean"),
+        pytest.param(serving(CLEAN), {"desired": "2.0"}, True, id="drift"),
+        pytest.param(serving(OLD), {}, False, id="mismatch"),
+        pytest.param(serving(CLEAN), {"expectation": DOWN}, False, id="no-release"),
+        pytest.param(
+            serving(CLEAN),
+            {
+                "expectation": DOWN,
+                "cdn": cdn_of({**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", A2)}),
+            },
+            False,
+            id="cdn-mismatch-without-release",
+        ),
+        pytest.param(
+            serving(CLEAN),
+            {"cdn": cdn_of({**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", A2)})},
+            True,
+            id="cdn-mismatch-instance-right",
+        ),
+        pytest.param(
+            serving(CLEAN),
+            {"cdn": cdn_of({**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", status=404)})},
+            True,
+            id="cdn-missing-instance-right",
+        ),
+        pytest.param(
+            serving(CLEAN), {"expectation": Expectation("1.0", NAMES)}, False, id="names-only"
+        ),
+        pytest.param(
+            with_(CLEAN, a=fetched("assets/a.js", status=503)), {}, False, id="failed-fetch"
+        ),
+        pytest.param(serving(CLEAN), {"version": "1.0/.."}, False, id="invalid-version"),
+        pytest.param(serving(CLEAN), {"endpoint_version": "0.9"}, False, id="signal-conflict"),
+        pytest.param(serving(CLEAN), {"expectation": None, "peers": 1}, False, id="consensus-1"),
+        pytest.param(serving(CLEAN), {"expectation": None, "peers": 2}, True, id="consensus-2"),
+        pytest.param({p: fetched(p, status=403) for p in CLEAN}, {}, False, id="nothing-compared"),
+    ],
+)
+def test_content_verified(assets: dict[str, Fetched], kw: dict[str, Any], verified: bool) -> None:
+    r = judge(assets, **kw)
+    assert r.content_verified is verified, r.reason
+    assert r.verified is verified
+
+
+def test_nothing_compared_is_never_consistent() -> None:
+    r = judge({p: fetched(p, status=403) for p in CLEAN})
+    assert r.verdict is Verdict.INCONCLUSIVE
+    assert "no file of release 1.0 could be compared" in r.reason
+
+
+def test_cdn_differs_orientation_and_message() -> None:
+    r = judge(serving(CLEAN), cdn=cdn_of({**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", A2)}))
+    (f,) = [f for f in r.findings if f.kind is K.CDN_DIFFERS]
+    assert (f.expected, f.actual) == (A1, A2)  # the release's hash, what the CDN served
+    assert f"expected (release) {A1[:12]}, the CDN serves {A2[:12]}" in f.message
+
+
+def test_cdn_differs_without_a_release_names_both_sides() -> None:
+    r = judge(
+        serving(CLEAN),
+        expectation=DOWN,
+        cdn=cdn_of({**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", A2)}),
     )
-    assert result.verdict is verdict, result.reason
-    assert kinds <= {f.kind for f in result.findings}
+    (f,) = [f for f in r.findings if f.kind is K.CDN_DIFFERS]
+    assert (f.expected, f.actual) == (None, A2)
+    assert f"the instance serves {A1[:12]}, the CDN {A2[:12]}" in f.message
+
+
+def test_fallback_page_message_says_index_html() -> None:
+    r = judge(with_(CLEAN, a=fetched("assets/a.js", IDX1)))
+    (f,) = [f for f in r.findings if f.kind is K.FALLBACK_PAGE]
+    assert "answers with index.html" in f.message and f.path == "assets/a.js"
+    c = judge(
+        serving(CLEAN), cdn=cdn_of({**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", IDX1)})
+    )
+    (g,) = [f for f in c.findings if f.kind is K.FALLBACK_PAGE]
+    assert "missing on the CDN" in g.message and "index.html" in g.message
+
+
+def test_served_manifest_file_listed_but_fallback_is_missing() -> None:
+    served = Manifest("vite", {"assets/x.js": ManifestEntry("assets/x.js")})
+    r = judge({**serving(CLEAN), "assets/x.js": fetched("assets/x.js", IDX1)}, manifest=served)
+    assert r.verdict is Verdict.MISMATCH
+    (f,) = [f for f in r.findings if f.kind is K.FALLBACK_PAGE]
+    assert "listed by the served manifest" in f.message
+
+
+def test_served_manifest_lists_files_the_release_lacks() -> None:
+    served = Manifest("vite", {"assets/y.js": ManifestEntry("assets/y.js")})
+    r = judge(serving(CLEAN), manifest=served)
+    assert r.verdict is Verdict.MISMATCH
+    assert any(f.kind is K.FILE_UNEXPECTED and f.path == "assets/y.js" for f in r.findings)
+
+
+def test_listed_file_404_is_missing_even_outside_the_release() -> None:
+    served = Manifest("vite", {"assets/y.js": ManifestEntry("assets/y.js")})
+    r = judge(
+        {**serving(CLEAN), "assets/y.js": fetched("assets/y.js", status=404)}, manifest=served
+    )
+    assert r.verdict is Verdict.MISMATCH
+    assert any(f.kind is K.FILE_MISSING and f.path == "assets/y.js" for f in r.findings)
+
+
+def test_served_release_manifest_is_not_unexpected() -> None:
+    r = judge(serving(CLEAN), manifest_fetch=fetched("artifactcheck.json", X9))
+    assert r.verdict is Verdict.CONSISTENT, r.reason
+
+
+def test_sampled_finding_is_info_and_not_compared_a_warning() -> None:
+    sampled = judge(serving({"index.html": IDX1}), sampled=True)
+    (s,) = [f for f in sampled.findings if f.kind is K.SAMPLED]
+    assert s.severity is Severity.INFO and "1 of 3 files" in s.message
+    partial = judge(serving({"index.html": IDX1}))
+    (n,) = [f for f in partial.findings if f.kind is K.NOT_COMPARED]
+    assert n.severity is Severity.WARNING and "2 file(s)" in n.message
+
+
+def test_same_size_is_noted() -> None:
+    r = judge(with_(CLEAN, a=fetched("assets/a.js", A2)))
+    (f,) = [f for f in r.findings if f.kind is K.CONTENT_DIFFERS]
+    assert "(same size)" in f.message and (f.expected, f.actual) == (A1, A2)
 
 
 def test_serves_other_release_is_named() -> None:
-    result = judge_instance(
-        obs("i1", "1.0", serving(OLD)),
-        expectation=Expectation("1.0", R1),
-        index=HashIndex({"1.0": R1, "2.0": R2}),
-    )
+    result = judge(serving(OLD))
     assert result.serves_version == "2.0"
     assert "reports 1.0 but serves 2.0" in result.reason
     assert "assets/a.js" in result.reason and "assets/b.css" in result.reason
 
 
 def test_other_release_unknown_is_not_named() -> None:
-    result = judge_instance(
-        obs("i1", "1.0", serving(OLD)),
-        expectation=Expectation("1.0", R1),
-        index=HashIndex({"1.0": R1}),
-    )
+    result = judge(serving(OLD), index=HashIndex({"1.0": R1}))
     assert result.verdict is Verdict.MISMATCH
     assert result.serves_version is None
 
 
-def test_unreachable_instance() -> None:
+def test_two_matching_releases_are_both_said_none_named() -> None:
+    twin = replace(R2, version="2.1")
+    result = judge(serving(OLD), index=HashIndex({"1.0": R1, "10.0": R2, "9.0": twin}))
+    assert result.serves_version is None
+    assert K.SERVES_OTHER_RELEASE not in {f.kind for f in result.findings}
+    assert "matches each of releases 9.0, 10.0" in result.reason
+
+
+def test_consistent_names_no_release() -> None:
+    assert judge(serving(CLEAN)).serves_version is None
+
+
+@pytest.mark.parametrize(
+    ("hashes", "missing", "expected", "all_found"),
+    [
+        pytest.param([A2], (), "2.0", ("2.0",), id="one-release"),
+        pytest.param([A2, B2, IDX2], (), "2.0", ("2.0",), id="all-of-one-release"),
+        pytest.param([A2, IDX1], (), None, (), id="mix-names-none"),
+        pytest.param([A1], (), None, (), id="only-the-excluded-one"),
+        pytest.param([], (), None, (), id="no-hash-no-release"),
+        pytest.param([X9], (), None, (), id="unknown-bytes"),
+        pytest.param([A2], ("assets/b.css",), None, (), id="missing-file-the-other-has"),
+        pytest.param([A2], ("assets/zzz.js",), "2.0", ("2.0",), id="missing-file-neither-has"),
+        pytest.param([B1], (), None, ("10.0", "9.0"), id="several-none-numeric-order"),
+    ],
+)
+def test_release_of_exactly_one(
+    hashes: list[str], missing: tuple[str, ...], expected: str | None, all_found: tuple[str, ...]
+) -> None:
+    shared_b1 = release("9.0", {"assets/b.css": B1})
+    also_b1 = release("10.0", {"assets/b.css": B1, "x": X9[:-1] + "8"})
+    index = HashIndex({"1.0": R1, "2.0": R2, "9.0": shared_b1, "10.0": also_b1})
+    if hashes == [B1]:
+        all_found = ("9.0", "10.0")
+    assert index.release_of(hashes, exclude="1.0", missing=missing) == expected
+    assert index.releases_of(hashes, exclude="1.0", missing=missing) == all_found
+
+
+def test_version_key_orders_numbers_as_numbers() -> None:
+    versions = ["10.0", "9.0", "1.10.0", "1.9.2", "2.0.0-rc.1"]
+    assert sorted(versions, key=version_key) == ["1.9.2", "1.10.0", "2.0.0-rc.1", "9.0", "10.0"]
+
+
+@pytest.mark.parametrize(
+    ("include", "exclude", "expected"),
+    [
+        pytest.param((), ("*.html", "*.htm"), ["assets/a.js", "assets/b.css"], id="default"),
+        pytest.param(
+            (),
+            (),
+            ["about.htm", "assets/a.js", "assets/b.css", "index.html", "x/index.html"],
+            id="none-excluded",
+        ),
+        pytest.param(("assets/*",), (), ["assets/a.js", "assets/b.css"], id="include"),
+        pytest.param(("*.js",), ("*.html",), ["assets/a.js"], id="include-and-exclude"),
+        pytest.param(("assets/*",), ("*.css",), ["assets/a.js"], id="exclude-wins"),
+        pytest.param(("ASSETS/*",), (), [], id="case-sensitive"),
+    ],
+)
+def test_cdn_paths(include: tuple[str, ...], exclude: tuple[str, ...], expected: list[str]) -> None:
+    paths = ["about.htm", "assets/a.js", "assets/b.css", "index.html", "x/index.html"]
+    assert cdn_paths(paths, include, exclude) == expected
+
+
+def test_cdn_paths_default_excludes_html() -> None:
+    assert cdn_paths(["index.html", "a.js", "b.htm"]) == ["a.js"]
+
+
+@pytest.mark.parametrize(
+    ("error_kind", "verdict", "kind"),
+    [
+        pytest.param("connect", Verdict.UNREACHABLE, K.UNREACHABLE, id="connect"),
+        pytest.param("tls", Verdict.UNREACHABLE, K.UNREACHABLE, id="tls"),
+        pytest.param("status", Verdict.INCONCLUSIVE, K.UNREACHABLE, id="status"),
+        pytest.param("check-failed", Verdict.INCONCLUSIVE, K.CHECK_FAILED, id="check-failed"),
+    ],
+)
+def test_unobserved_instance(error_kind: str, verdict: Verdict, kind: FindingKind) -> None:
     o = Observation(
-        instance=Instance(name="x", base_url="http://x/"),
+        instance=Instance(name="x", base_url="http://x/", signals=(VersionSignal("t", "1.0"),)),
         manifest_path="",
-        error="connection refused",
-        error_kind="connect",
+        error="it went wrong",
+        error_kind=error_kind,
     )
-    r = judge_instance(o, expectation=None, index=HashIndex({}))
-    assert r.verdict is Verdict.UNREACHABLE
+    r = judge_instance(o, expectation=E1, index=HashIndex({}))
+    assert r.verdict is verdict
+    assert [f.kind for f in r.findings] == [kind]
+    assert r.reason == "could not be observed: it went wrong"
+    assert r.reported_version == "1.0" and r.content_verified is False
 
 
 def test_signal_conflict() -> None:
-    o = obs("i1", "1.0", serving(CLEAN), endpoint_version="0.9")
-    inst = o.instance
-    r = judge_instance(o, expectation=Expectation("1.0", R1), index=HashIndex({"1.0": R1}))
-    assert inst.reported_version == "1.0"
+    r = judge(serving(CLEAN), endpoint_version="0.9")
     assert r.verdict is Verdict.SIGNAL_CONFLICT
     assert "0.9" in r.reason
+
+
+def test_invalid_version_is_never_looked_up() -> None:
+    looked: list[str] = []
+
+    class Spy(dict[str, Expectation]):
+        def get(self, key: str, default: Any = None) -> Any:
+            looked.append(key)
+            return super().get(key, default)
+
+    bad = obs("i1", "1.0?a", serving(CLEAN))
+    good = obs("i2", "1.0", serving(CLEAN))
+    results = compare_fleet([bad, good], expectations=Spy({"1.0": E1}))
+    assert results[0].verdict is Verdict.SIGNAL_CONFLICT
+    assert K.INVALID_VERSION in {f.kind for f in results[0].findings}
+    assert results[1].verdict is Verdict.CONSISTENT
+    assert "1.0?a" not in looked
+
+
+def test_consensus_of_one_is_inconclusive() -> None:
+    (r,) = compare_fleet([obs("only", "1.0", serving(CLEAN))], expectations=None)
+    assert r.verdict is Verdict.INCONCLUSIVE
+    assert "at least two" in r.reason and "siblings" not in r.reason
+
+
+def test_consensus_of_one_per_version_is_inconclusive() -> None:
+    fleet = [obs("a", "1.0", serving(CLEAN)), obs("b", "2.0", serving(OLD))]
+    assert {r.verdict for r in compare_fleet(fleet, expectations=None)} == {Verdict.INCONCLUSIVE}
+
+
+def test_consensus_of_two_agrees() -> None:
+    fleet = [obs("a", "1.0", serving(CLEAN)), obs("b", "1.0", serving(CLEAN))]
+    results = compare_fleet(fleet, expectations=None)
+    assert {r.verdict for r in results} == {Verdict.CONSISTENT}
+    assert results[0].reason == "agrees with its 1 sibling(s) on 1.0"
+
+
+def test_consensus_ignores_unobserved_siblings() -> None:
+    gone = Observation(
+        instance=Instance(name="g", base_url="http://g/", signals=(VersionSignal("t", "1.0"),)),
+        manifest_path="",
+        error="refused",
+        error_kind="connect",
+    )
+    results = compare_fleet([obs("a", "1.0", serving(CLEAN)), gone], expectations=None)
+    assert results[0].verdict is Verdict.INCONCLUSIVE
 
 
 def test_consensus_minority_is_suspect() -> None:
@@ -270,6 +1120,7 @@ def test_consensus_minority_is_suspect() -> None:
     assert results["odd"].verdict is Verdict.MISMATCH
     assert {f.kind for f in results["odd"].findings} >= {FindingKind.MINORITY_CONTENT}
     assert all(results[f"i{n}"].verdict is Verdict.CONSISTENT for n in range(4))
+    assert results["i0"].reason == "agrees with its 4 sibling(s) on 1.0"
 
 
 def test_consensus_tie_is_inconclusive() -> None:
@@ -277,15 +1128,41 @@ def test_consensus_tie_is_inconclusive() -> None:
     results = compare_fleet(fleet, expectations=None)
     assert {r.verdict for r in results} == {Verdict.INCONCLUSIVE}
     assert consensus_findings(fleet)
+    assert "siblings disagree with no majority" in results[0].reason
+
+
+def test_consensus_strict_majority() -> None:
+    fleet = [obs("a", "1.0", serving(CLEAN)), obs("b", "1.0", serving(CLEAN))]
+    fleet += [obs("c", "1.0", serving(OLD))]
+    found = consensus_findings(fleet)
+    assert [f.kind for f in found["c"]] == [K.MINORITY_CONTENT] * 3
+    assert "a" not in found and "b" not in found
+    (first, *_) = found["c"]
+    assert "differs from 2 of 3 siblings reporting 1.0" in first.message
+
+
+def test_compare_fleet_missing_expectation_is_inconclusive() -> None:
+    (r,) = compare_fleet([obs("a", "3.0", serving(CLEAN))], expectations={"1.0": E1})
+    assert r.verdict is Verdict.INCONCLUSIVE
+    assert "not loaded" in r.reason
+
+
+def test_compare_fleet_names_releases_from_known_and_loaded() -> None:
+    (r,) = compare_fleet(
+        [obs("a", "1.0", serving(OLD))], expectations={"1.0": E1}, known_releases={"2.0": R2}
+    )
+    assert r.serves_version == "2.0"
+    (s,) = compare_fleet(
+        [obs("a", "1.0", serving(OLD))],
+        expectations={"1.0": E1, "2.0": Expectation("2.0", R2)},
+    )
+    assert s.serves_version == "2.0"
 
 
 def test_image_divergence_is_a_finding() -> None:
     fleet = [obs(f"i{n}", "1.0", serving(CLEAN), image_id="sha256:aaa") for n in range(3)]
     fleet.append(obs("odd", "1.0", serving(CLEAN), image_id="sha256:bbb"))
-    results = {
-        r.instance.name: r
-        for r in compare_fleet(fleet, expectations={"1.0": Expectation("1.0", R1)})
-    }
+    results = {r.instance.name: r for r in compare_fleet(fleet, expectations={"1.0": E1})}
     kinds = {f.kind for f in results["odd"].findings}
     assert FindingKind.IMAGE_DIVERGES in kinds
     assert FindingKind.IMAGE_DIVERGES not in {f.kind for f in results["i0"].findings}
