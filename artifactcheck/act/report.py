@@ -1,14 +1,20 @@
 """Reports of a check: a readable table, a versioned JSON document, JUnit XML.
 
 The table is for people (rich renders colour on a terminal and plain text when
-piped); JSON is for machines and carries a ``schema`` name so consumers can rely on
-its shape; JUnit XML lets any CI system show one test case per instance.
+piped); JSON is for machines and carries a ``schema`` name, shipped as a JSON Schema
+(:func:`schema_path`), so consumers can rely on its shape; JUnit XML lets any CI
+system show one test case per instance. All three say the same things: what was
+compared against what (coverage, sample, encodings, names only), the verdicts, and
+every warning a reader must see, such as a certificate about to expire.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
@@ -18,15 +24,22 @@ from rich.text import Text
 
 from ..models import (
     Action,
+    Coverage,
     Finding,
+    FindingKind,
     InstanceResult,
     Report,
+    SampleInfo,
     Severity,
     Verdict,
 )
 
 REPORT_SCHEMA = "artifactcheck/report/v1"
+SCHEMA_FILE = Path(__file__).parent / "schemas" / "report-v1.schema.json"
 MAX_FINDINGS_PER_INSTANCE = 6
+#: Width of the table when the output is not a terminal: CI logs and files are read
+#: with a pager or a browser, and rich's 80-column default would cut file names.
+PIPED_WIDTH = 1000
 
 VERDICT_STYLE = {
     Verdict.CONSISTENT: "green",
@@ -44,6 +57,28 @@ SEVERITY_STYLE = {
     Severity.ERROR: "red",
     Severity.ALERT: "bold red",
 }
+#: Findings shown even for a consistent instance: the content is right, but a reader
+#: must still act on them before they become an outage.
+ALWAYS_SHOWN = frozenset({FindingKind.TLS_EXPIRING, FindingKind.CHECK_FAILED})
+#: Fleet-wide findings that mean "a dependency needed to judge was down": JUnit errors.
+OUTAGE_KINDS = frozenset(
+    {
+        FindingKind.OBSERVATION_FAILED,
+        FindingKind.EXPECTATION_UNAVAILABLE,
+        FindingKind.EXPECTATION_STALE,
+        FindingKind.UNREACHABLE,
+        FindingKind.TLS_EXPIRING,
+    }
+)
+_CLASS_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def schema_path() -> Path:
+    """The JSON Schema file of ``verify --output json`` (``artifactcheck/report/v1``)."""
+    return SCHEMA_FILE
+
+
+# --------------------------------------------------------------------------- JSON
 
 
 def _finding(f: Finding) -> dict[str, Any]:
@@ -65,6 +100,30 @@ def _action(a: Action) -> dict[str, Any]:
     }
 
 
+def _coverage(c: Coverage | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return {
+        "compared": c.compared,
+        "total": c.total,
+        "complete": c.complete,
+        "not_compared": [{"path": p, "why": why} for p, why in c.not_compared],
+        "encodings": list(c.encodings),
+    }
+
+
+def _sample(s: SampleInfo | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {
+        "seed": s.seed,
+        "instances_checked": s.instances_checked,
+        "instances_total": s.instances_total,
+        "assets_per_instance": s.assets_per_instance,
+        "sampled": _is_sampled(s),
+    }
+
+
 def _result(r: InstanceResult) -> dict[str, Any]:
     inst = r.instance
     obs = r.observation
@@ -77,6 +136,8 @@ def _result(r: InstanceResult) -> dict[str, Any]:
         "reported_version": r.reported_version,
         "serves_version": r.serves_version,
         "fingerprint": r.fingerprint,
+        "verified": r.verified,
+        "coverage": _coverage(r.coverage),
         "signals": [{"source": s.source, "value": s.value} for s in inst.signals],
         "image_id": inst.image_id,
         "node": inst.node,
@@ -89,15 +150,22 @@ def _result(r: InstanceResult) -> dict[str, Any]:
             "path": obs.manifest_path,
             "format": obs.manifest.format if obs.manifest else None,
             "entries": len(obs.manifest.files) if obs.manifest else None,
+            "status": obs.manifest_fetch.status if obs.manifest_fetch else None,
             "error": obs.manifest_error,
         }
         doc["endpoint_version"] = obs.endpoint_version
+        doc["endpoint_error"] = obs.endpoint_error
+        doc["error"] = obs.error
+        doc["sampled"] = obs.sampled
+        doc["encodings"] = list(obs.encodings)
         doc["assets"] = [
             {
                 "path": path,
+                "url": f.url,
                 "status": f.status,
                 "sha256": f.sha256,
                 "size": f.size,
+                "content_encoding": f.content_encoding,
                 "error": f.error,
                 "elapsed_ms": round(f.elapsed * 1000, 1),
                 "headers": dict(f.headers),
@@ -109,7 +177,7 @@ def _result(r: InstanceResult) -> dict[str, Any]:
 
 
 def to_json(report: Report) -> dict[str, Any]:
-    """The versioned JSON document of a report."""
+    """The versioned JSON document of a report (see :func:`schema_path`)."""
     return {
         "schema": REPORT_SCHEMA,
         "started_at": report.started_at.isoformat() if report.started_at else None,
@@ -117,6 +185,8 @@ def to_json(report: Report) -> dict[str, Any]:
         "exit_code": report.exit_code,
         "desired_version": report.desired_version,
         "cdn": report.cdn,
+        "names_only": report.names_only,
+        "sample": _sample(report.sample),
         "counts": report.counts(),
         "requests": report.requests,
         "retries": report.retries,
@@ -138,57 +208,168 @@ def render_json(report: Report, *, pretty: bool = True) -> str:
     return json.dumps(to_json(report), indent=2, sort_keys=False) + "\n"
 
 
+# --------------------------------------------------------------------------- JUnit
+
+
+def _classname(suite: str, version: str | None) -> str:
+    """``suite.version`` with the version's dots replaced: Jenkins reads every dot of a
+    classname as a package separator, so ``artifactcheck.1.0.0`` would become three
+    nested packages."""
+    return f"{suite}.{_CLASS_UNSAFE.sub('_', version) if version else 'unversioned'}"
+
+
+def _lines(findings: Iterable[Finding]) -> str:
+    return "\n".join(f"[{f.kind.value}] {f.severity.value}: {f.message}" for f in findings)
+
+
 def render_junit(report: Report, *, suite: str = "artifactcheck") -> str:
-    """JUnit XML: one test case per instance; bad verdicts fail, unknown ones error."""
-    counts = report.counts()
-    failures = sum(
-        counts[v.value]
-        for v in Verdict
-        if v not in (Verdict.CONSISTENT, Verdict.UNREACHABLE, Verdict.INCONCLUSIVE)
-    )
-    errors = counts[Verdict.UNREACHABLE.value] + counts[Verdict.INCONCLUSIVE.value]
-    root = ET.Element(
-        "testsuite",
-        name=suite,
-        tests=str(len(report.results)),
-        failures=str(failures),
-        errors=str(errors),
-        time=f"{report.elapsed:.3f}",
-    )
+    """JUnit XML: one test case per instance; bad verdicts fail, unknown ones error.
+
+    An instance that could not be judged (unreachable, inconclusive) and a fleet-wide
+    dependency outage are ``<error>``: nothing was shown to be wrong. What was compared
+    (coverage, sample, names only) and every warning (a certificate about to expire)
+    is in ``<system-out>``, also for passing cases. The suite's counts are those of
+    its test cases.
+    """
+    root = ET.Element("testsuite", name=suite)
+    notes = _notes(report)
     for r in report.results:
         case = ET.SubElement(
             root,
             "testcase",
-            classname=f"{suite}.{r.reported_version or 'unversioned'}",
+            classname=_classname(suite, r.reported_version),
             name=r.instance.name,
             time=f"{(r.observation.elapsed if r.observation else 0.0):.3f}",
         )
-        detail = "\n".join(f"[{f.kind.value}] {f.message}" for f in r.findings)
+        detail = _lines(r.findings)
         if r.verdict in (Verdict.UNREACHABLE, Verdict.INCONCLUSIVE):
             el = ET.SubElement(case, "error", message=r.reason, type=r.verdict.value)
             el.text = detail
         elif r.verdict is not Verdict.CONSISTENT:
             el = ET.SubElement(case, "failure", message=r.reason, type=r.verdict.value)
             el.text = detail
+        out = [f"{r.verdict.value}: {r.reason}", f"compared: {_coverage_text(r, report)}"]
+        shown = [f for f in r.findings if f.severity is not Severity.INFO]
+        if shown:
+            out.append(_lines(shown))
+        ET.SubElement(case, "system-out").text = "\n".join(out)
     for f in report.findings:
-        if f.severity in (Severity.ALERT, Severity.ERROR):
-            case = ET.SubElement(root, "testcase", classname=f"{suite}.fleet", name=f.kind.value)
-            ET.SubElement(case, "failure", message=f.message, type=f.kind.value)
+        if f.severity not in (Severity.ALERT, Severity.ERROR):
+            continue
+        case = ET.SubElement(root, "testcase", classname=f"{suite}.fleet", name=f.kind.value)
+        tag = "error" if f.kind in OUTAGE_KINDS else "failure"
+        ET.SubElement(case, tag, message=f.message, type=f.kind.value).text = f.message
+    warnings = [f for f in report.findings if f.severity is Severity.WARNING]
+    if notes or warnings:
+        ET.SubElement(root, "system-out").text = "\n".join([*notes, _lines(warnings)]).strip()
+    cases = root.findall("testcase")
+    root.set("tests", str(len(cases)))
+    root.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
+    root.set("errors", str(sum(1 for c in cases if c.find("error") is not None)))
+    root.set("skipped", "0")
+    root.set("time", f"{report.elapsed:.3f}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+# --------------------------------------------------------------------------- table
 
 
 def _short(sha: str | None) -> str:
     return sha[:12] if sha else "-"
 
 
+def _is_sampled(s: SampleInfo) -> bool:
+    return s.instances_checked < s.instances_total or s.assets_per_instance is not None
+
+
+def _serves(r: InstanceResult) -> str:
+    """What the "serves" column shows, saying which of the two it is."""
+    if r.serves_version:
+        return f"release {r.serves_version}"
+    if r.fingerprint:
+        return f"content {r.fingerprint}"
+    return "-"
+
+
+def _coverage_text(r: InstanceResult, report: Report) -> str:
+    """ "9 of 9 files", "3 of 9 files (sampled)", "names only", with the encodings."""
+    c = r.coverage
+    obs = r.observation
+    if c is None:
+        if obs is not None and obs.error is not None:
+            return "nothing (not observed)"
+        return "-"
+    text = f"{c.compared} of {c.total} files"
+    if obs is not None and obs.sampled:
+        text += " (sampled)"
+    if report.names_only:
+        text += ", names only"
+    if tuple(c.encodings) != ("identity",):
+        text += f", {'+'.join(c.encodings)}"
+    return text
+
+
+def _notes(report: Report) -> list[str]:
+    """Lines said once per report: sampling and names-only mode."""
+    notes = []
+    s = report.sample
+    if s is not None and _is_sampled(s):
+        parts = [f"{s.instances_checked} of {s.instances_total} instances checked"]
+        if s.assets_per_instance is not None:
+            parts.append(f"{s.assets_per_instance} files per instance besides entry points")
+        notes.append(
+            f"sample: {', '.join(parts)}; seed {s.seed} (repeat this sample with --seed {s.seed})"
+        )
+    if report.names_only:
+        notes.append(
+            "names only: the release source has no content hashes; file names were "
+            "compared, bytes were not"
+        )
+    return notes
+
+
+def _why(r: InstanceResult) -> str:
+    """The reason, with a certificate warning appended where the verdict hides it."""
+    reason = r.reason
+    for f in r.findings:
+        if f.kind is FindingKind.TLS_EXPIRING and f.message not in reason:
+            reason += f"; {f.message}"
+    return reason
+
+
+def _shown(r: InstanceResult, verbose: bool) -> list[Finding]:
+    if verbose:
+        return list(r.findings)
+    if r.verdict is Verdict.CONSISTENT:
+        return [f for f in r.findings if f.kind in ALWAYS_SHOWN]
+    return [f for f in r.findings if f.severity is not Severity.INFO]
+
+
 def render_table(report: Report, console: Console, *, verbose: bool = False) -> None:
-    """Print the human report: one row per instance, then findings and actions."""
+    """Print the human report: one row per instance, then findings and actions.
+
+    Not on a terminal (a CI log, a file), lines are not wrapped at the console's
+    default 80 columns: a cut file name or hash is worse than a long line.
+    """
+    restore = None
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        restore = console.width
+        console.width = max(console.width, PIPED_WIDTH)
+    try:
+        _render_table(report, console, verbose=verbose)
+    finally:
+        if restore is not None:
+            console.width = restore
+
+
+def _render_table(report: Report, console: Console, *, verbose: bool) -> None:
     table = Table(title="artifactcheck", title_justify="left", expand=False)
     table.add_column("instance", overflow="fold")
     table.add_column("reports")
     table.add_column("verdict")
     table.add_column("serves")
+    table.add_column("compared")
     table.add_column("why", overflow="fold")
     for r in sorted(
         report.results, key=lambda r: (r.verdict is Verdict.CONSISTENT, r.instance.name)
@@ -197,17 +378,16 @@ def render_table(report: Report, console: Console, *, verbose: bool = False) -> 
             r.instance.name,
             r.reported_version or "-",
             Text(r.verdict.value, style=VERDICT_STYLE[r.verdict]),
-            r.serves_version or (r.fingerprint or "-"),
-            r.reason,
+            _serves(r),
+            _coverage_text(r, report),
+            _why(r),
         )
     console.print(table)
+    for note in _notes(report):
+        console.print(Text(note, style="bold"))
     shown = 0
     for r in report.results:
-        items = [
-            f
-            for f in r.findings
-            if verbose or (r.verdict is not Verdict.CONSISTENT and f.severity is not Severity.INFO)
-        ]
+        items = _shown(r, verbose)
         if not items:
             continue
         if shown == 0:
@@ -238,7 +418,7 @@ def render_table(report: Report, console: Console, *, verbose: bool = False) -> 
 def _print_finding(console: Console, f: Finding, *, indent: str, with_instance: bool) -> None:
     line = Text(f"{indent}[{f.kind.value}] ", style=SEVERITY_STYLE[f.severity])
     line.append((f"{f.instance}: " if with_instance and f.instance else "") + f.message)
-    if f.expected and f.actual and f.kind.value in ("content-differs", "cdn-differs"):
+    if f.expected and f.actual and f.kind in (FindingKind.CONTENT_DIFFERS, FindingKind.CDN_DIFFERS):
         line.append(f" (expected {_short(f.expected)}, got {_short(f.actual)})", style="dim")
     console.print(line)
 

@@ -1,16 +1,53 @@
-"""Fixtures for end-to-end checks: a simulated fleet of real loopback servers."""
+"""Fixtures for end-to-end checks: a simulated fleet of real loopback servers.
+
+Every ``--output json`` report produced here is validated against the shipped JSON
+Schema (``artifactcheck/report/v1``), so the schema and the code cannot drift apart.
+"""
 
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
+from typing import Any
 
+import jsonschema
 import pytest
 
+from artifactcheck.act import report as report_module
 from artifactcheck.sim.fleet import SimFleet
 from artifactcheck.sim.web import WebFleet
 
 _subnet = itertools.count(10)
+_VALIDATOR: jsonschema.Draft202012Validator | None = None
+
+
+def validate_report(doc: dict[str, Any]) -> None:
+    """Raise jsonschema.ValidationError when ``doc`` breaks the shipped report schema."""
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        schema = json.loads(report_module.schema_path().read_text(encoding="utf-8"))
+        jsonschema.Draft202012Validator.check_schema(schema)
+        _VALIDATOR = jsonschema.Draft202012Validator(
+            schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+        )
+    _VALIDATOR.validate(doc)
+
+
+@pytest.fixture(autouse=True)
+def _reports_match_their_schema(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict]]:
+    """Validate every JSON report rendered during the test."""
+    produced: list[dict] = []
+    real = report_module.to_json
+
+    def checked(report: Any) -> dict[str, Any]:
+        doc = real(report)
+        validate_report(doc)
+        produced.append(doc)
+        return doc
+
+    monkeypatch.setattr(report_module, "to_json", checked)
+    yield produced
 
 
 @pytest.fixture

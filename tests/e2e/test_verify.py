@@ -51,7 +51,9 @@ def test_other_release_bytes_under_same_names(make_fleet) -> None:
     results = {r["instance"]: r for r in json.loads(out)["results"]}
     bad = results[fleet.instances[1].url]
     assert bad["verdict"] == "mismatch"
-    assert bad["serves_version"] == "1.4.2"
+    # 1.4.2's bytes under 1.4.1's names, with 1.4.1's index.html and manifest: a mix,
+    # never labelled as serving 1.4.2
+    assert bad["serves_version"] is None
     differing = {f["path"] for f in bad["findings"] if f["kind"] == "content-differs"}
     assert differing == set(swapped)
     same_size = [
@@ -78,7 +80,7 @@ def test_table_names_instance_and_files(make_fleet) -> None:
     code, out, _ = verify(*fleet_args(fleet, cdn=False))
     assert code == 1
     flat = " ".join(out.split())
-    assert "mismatch" in flat and "1.4.2" in flat
+    assert "mismatch" in flat and "1.4.1" in flat
     for path in swapped:
         assert path in out.replace("\n", "")
 
