@@ -217,3 +217,35 @@ def test_sampling_varies_between_runs_and_is_reproducible(make_fleet) -> None:
     assert [sorted(r.observation.assets) for r in again.results] == [
         sorted(r.observation.assets) for r in runs[0].results
     ]
+
+
+def test_a_failing_version_endpoint_says_why(make_fleet, web) -> None:
+    fleet = make_fleet(1, version="1.4.1")
+    missing = web.add(Site(root=fleet.releases["1.4.1"]), "127.93.5.1")  # no /version: 404
+    wrong = web.add(
+        Site(root=fleet.releases["1.4.1"], overrides={"version": b'{"release": "1.4.1"}'}),
+        "127.93.5.2",
+    )
+    text = web.add(
+        Site(root=fleet.releases["1.4.1"], overrides={"version": b"1.4.1\n"}), "127.93.5.3"
+    )
+    spec = fleet.spec(
+        targets=[
+            {"url": missing, "name": "missing"},
+            {"url": wrong, "name": "wrong"},
+            {"url": text, "name": "text"},
+        ],
+        cdn=None,
+        version_endpoint={"path": "/version", "pointer": "/version"},
+    )
+    results = by_name(check(spec))
+    assert results["missing"].observation.endpoint_error == (
+        "version endpoint /version answers HTTP 404"
+    )
+    assert results["wrong"].observation.endpoint_error == (
+        "version endpoint /version has no JSON member at pointer '/version'"
+    )
+    assert "is not JSON" in (results["text"].observation.endpoint_error or "")
+    for r in results.values():
+        assert r.observation.endpoint_version is None
+        assert r.verdict is not Verdict.CONSISTENT
