@@ -1,6 +1,7 @@
 """HTTP observation of instances and the CDN: the only module that imports httpx.
 
-Everything DESIGN section 7 asks of the network edge lives here, in one place:
+Everything the network edge must guarantee lives here, in one place
+(docs/architecture.md, docs/reliability.md):
 
 - every GET has connect/read timeouts (``httpx.Timeout``) and a whole-request limit
   (``asyncio.timeout`` around headers *and* body); the per-instance deadline is the
@@ -16,9 +17,19 @@ Everything DESIGN section 7 asks of the network edge lives here, in one place:
   hand, only while they stay under that base (no SSRF);
 - per-request problems are returned as values (:class:`~artifactcheck.models.Fetched`
   with ``error_kind``), never raised: "could not observe" must stay apart from
-  "observed something wrong", and a fleet check must not die of one bad pod.
+  "observed something wrong", and a fleet check must not die of one bad pod; this
+  holds for any exception inside one fetch, only cancellation propagates;
+- every byte of a response is hostile: impossible statuses, oversized numbers, transfer
+  codings other than one ``chunked``, more than :data:`MAX_CONTENT_CODINGS` content
+  codings and unusable ``Location`` values are protocol errors of that response; a
+  kept-alive connection is reused only while its socket is silent, and bytes arriving
+  while no request is outstanding condemn it unread (HTTP/1.1 has no request ids: an
+  early response would be taken as the answer to the next request);
+- every header we send is checked where it is written (an RFC 9110 token for a name, no
+  control character in a value), so no configuration can put a second header line on
+  the wire.
 
-The transport under httpx is chosen deliberately (DESIGN section 10, docs/benchmarks.md):
+The transport under httpx is chosen deliberately (docs/benchmarks.md):
 httpx's own async pool degrades with many hosts, and httpx over aiohttp spends most of
 its CPU per request in the two clients' layers. ``http.transport`` "auto" is
 :class:`_Http1Transport`, a lean HTTP/1.1 keep-alive transport on asyncio protocols
@@ -153,7 +164,8 @@ class RetryBudget:
     """Retries allowed per run: ``minimum + ratio * first_attempts``; shareable, thread-safe.
 
     A budget caps the extra load a run adds when many servers fail at once (the
-    28x-normal-load incident in DESIGN section 1): retries beyond it are not made.
+    incident where retries put 28x the normal load on a fleet): retries beyond it are
+    not made.
     """
 
     def __init__(self, *, ratio: float = 0.2, minimum: int = 10) -> None:
@@ -1043,7 +1055,7 @@ class _Http1Transport(httpx.AsyncBaseTransport):
     Per request it does what a GET needs and nothing else: one pooled keep-alive
     connection per (scheme, host, port, server name), the request written in one
     send, the response head parsed once, the body streamed as the socket delivers it
-    (Content-Length, chunked or until close). DESIGN section 10: httpx's own async
+    (Content-Length, chunked or until close). Measured (docs/benchmarks.md): httpx's own async
     pool degrades with many hosts, and httpx over aiohttp spends about three quarters
     of its CPU per request in the two clients' layers, not in I/O. The concurrency
     limits are the Fetcher's semaphores; this pool only keeps at most ``max_idle``

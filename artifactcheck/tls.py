@@ -1,12 +1,13 @@
 """Reading the certificate an endpoint presents, to record and warn on its expiry.
 
-An expired internal certificate started the outage in DESIGN section 1, so every
-endpoint's certificate expiry is recorded. The certificate is read in binary form
-and parsed with ``cryptography``, which works whether or not the handshake verified
-it: with ``ssl_context=None`` an unverified context is used, so a certificate that
-has already expired (or is signed by an unknown CA) can still be reported instead of
-only failing. Errors are raised as typed :class:`~artifactcheck.errors.FetchError`
-subclasses; the caller decides whether they make an instance inconclusive.
+An expired internal certificate started the outage that motivates artifactcheck
+(docs/investigate.md), so every endpoint's certificate expiry is recorded. The
+certificate is read in binary form and parsed with ``cryptography``, which works
+whether or not the handshake verified it: with ``ssl_context=None`` an unverified
+context is used, so a certificate that has already expired (or is signed by an
+unknown CA) can still be reported instead of only failing. Errors are raised as
+typed :class:`~artifactcheck.errors.FetchError` subclasses; the caller decides
+whether they make an instance inconclusive.
 """
 
 from __future__ import annotations

@@ -191,3 +191,16 @@ async def test_probe_errors_are_typed(fleet: WebFleet, host: Callable[[], str]) 
     finally:
         silent.close()
     assert issubclass(FetchTimeout, FetchError)
+
+
+async def test_tls_connections_are_kept_alive(
+    make_fetcher, fleet: WebFleet, tls_site: str, ca_file: str
+) -> None:
+    """A silent TLS socket is reusable: post-handshake records (session tickets) are
+    read with the first response and do not condemn the connection."""
+    async with make_fetcher(http={"ca_bundle": ca_file, "host_header": NAME}) as f:
+        for _ in range(3):
+            got = await f.get_asset(tls_site, "a.js")
+            assert got.ok, got.error
+            await asyncio.sleep(0.05)  # time for anything late to arrive
+    assert fleet.server(tls_site).connections_total == 1
