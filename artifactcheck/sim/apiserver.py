@@ -108,9 +108,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from multidict import MultiMapping
+from multidict import CIMultiDict, MultiMapping
 
+from artifactcheck.sim.apiserver_crds import CRDS, custom_resources
 from artifactcheck.sim.apiserver_errors import ApiError
+from artifactcheck.sim.apiserver_openapi import (
+    builtin_pruner,
+    document_hash,
+    group_version_document,
+    index_document,
+)
 from artifactcheck.sim.apiserver_resources import (
     BUILTIN_RESOURCES,
     NAMESPACES,
@@ -119,6 +126,7 @@ from artifactcheck.sim.apiserver_resources import (
     ResourceType,
 )
 from artifactcheck.sim.apiserver_store import PATCH_TYPES, Store, Stored
+from artifactcheck.sim.apiserver_tables import to_table, wants_table
 from artifactcheck.sim.selectors import FieldSelector, LabelSelector, SelectorError
 
 if TYPE_CHECKING:
@@ -156,11 +164,19 @@ def _truthy(value: str | None) -> bool:
 
 
 def _json_response(
-    body: str | JsonObj, status: int = 200, headers: dict[str, str] | None = None
+    body: str | JsonObj,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+    warnings: Iterable[str] = (),
 ) -> web.Response:
     text = body if isinstance(body, str) else _dumps(body)
+    all_headers: CIMultiDict[str] = CIMultiDict(headers or {})
+    for warning in warnings:
+        # RFC 7234 warn-code 299 ("miscellaneous persistent warning"), as the API server sends.
+        escaped = warning.replace("\\", "\\\\").replace('"', '\\"')
+        all_headers.add("Warning", f'299 - "{escaped}"')
     return web.Response(
-        body=text.encode(), status=status, content_type="application/json", headers=headers
+        body=text.encode(), status=status, content_type="application/json", headers=all_headers
     )
 
 
@@ -236,7 +252,14 @@ class FakeApiServer:
         self._registry = ResourceRegistry(resources)
         if self._registry.by_kind("v1", "Namespace") is None:
             self._registry.register(NAMESPACES)
+        if self._registry.by_kind(CRDS.api_version, CRDS.kind) is None:
+            self._registry.register(CRDS)
         self._store = Store(self._registry, history=history)
+        self._store.builtin_pruner = builtin_pruner
+        self._store.observers.append(self._on_change)
+        #: CRD name -> the resource types it serves.
+        self._custom: dict[str, builtins.list[ResourceType]] = {}
+        self._openapi_cache: dict[str, tuple[int, str, str]] = {}
         for namespace in namespaces:
             self._store.create(NAMESPACES, None, {"metadata": {"name": namespace}})
         #: (method, path+query) of every HTTP request received, in order.
@@ -557,6 +580,56 @@ class FakeApiServer:
                 return None
             raise
 
+    # ------------------------------------------------------------------ CRDs
+
+    def _on_change(self, resource: ResourceType, event_type: str, obj: JsonObj) -> None:
+        """Serve what a CustomResourceDefinition defines, from the moment it is stored."""
+        if resource.storage != CRDS.storage:
+            return
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        old = self._custom.pop(name, [])
+        for gone in old:
+            self._registry.unregister(gone)
+        if event_type == "DELETED":
+            if old:
+                self._store.purge(old[0])
+            return
+        served = custom_resources(obj)
+        for new in served:
+            self._registry.register(new)
+        self._custom[name] = served
+
+    # ------------------------------------------------------------------ HTTP: OpenAPI
+
+    def _openapi_paths(self) -> dict[str, tuple[str, str]]:
+        """Group-version path (``api/v1``, ``apis/g/v``) -> (hash, document text)."""
+        out: dict[str, tuple[str, str]] = {}
+        generation = self._registry.generation
+        for group, versions in self._registry.group_versions().items():
+            for version in versions:
+                path = f"apis/{group}/{version}" if group else f"api/{version}"
+                cached = self._openapi_cache.get(path)
+                if cached is None or cached[0] != generation:
+                    doc = group_version_document(
+                        self._registry, group, version, KUBERNETES_VERSION["gitVersion"]
+                    )
+                    text = _dumps(doc)
+                    cached = (generation, document_hash(text), text)
+                    self._openapi_cache[path] = cached
+                out[path] = (cached[1], cached[2])
+        return out
+
+    def _openapi(self, segments: builtins.list[str]) -> web.StreamResponse:
+        if segments[1:2] != ["v3"]:
+            raise ApiError.no_route()  # no /openapi/v2: kubectl 1.37 reads v3
+        paths = self._openapi_paths()
+        if len(segments) == 2:
+            return _json_response(index_document({p: h for p, (h, _) in paths.items()}))
+        found = paths.get("/".join(segments[2:]))
+        if found is None:
+            raise ApiError.no_route()
+        return _json_response(found[1])
+
     # ------------------------------------------------------------------ HTTP: entry
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
@@ -588,6 +661,8 @@ class FakeApiServer:
             return _json_response(dict(KUBERNETES_VERSION))
         if head in ("healthz", "livez", "readyz") and len(segments) == 1:
             return web.Response(text="ok", content_type="text/plain")
+        if head == "openapi":
+            return self._openapi(segments)
         groups = self._registry.group_versions()
         if head == "api":
             if len(segments) == 1:
@@ -632,7 +707,16 @@ class FakeApiServer:
         return await self._serve(request, route)
 
     def _paths(self) -> builtins.list[str]:
-        paths = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]
+        paths = [
+            "/api",
+            "/api/v1",
+            "/apis",
+            "/healthz",
+            "/livez",
+            "/openapi/v3",
+            "/readyz",
+            "/version",
+        ]
         for group, versions in self._registry.group_versions().items():
             if group:
                 paths.append(f"/apis/{group}")
@@ -656,6 +740,8 @@ class FakeApiServer:
             }
             if r.short_names:
                 entry["shortNames"] = list(r.short_names)
+            if r.categories:
+                entry["categories"] = list(r.categories)
             resources.append(entry)
             if r.status_subresource:
                 resources.append(
@@ -761,13 +847,24 @@ class FakeApiServer:
         )
         dry_run = "All" in query.getall("dryRun", [])
         store = self._store
+        validation = query.get("fieldValidation") or "Warn"
+        if validation not in ("Ignore", "Warn", "Strict"):
+            raise ApiError.bad_request(
+                f"fieldValidation parameter unsupported: {validation}; supported values are"
+                " Ignore, Warn, Strict"
+            )
+        warnings: builtins.list[str] = []
+        table = method == "GET" and wants_table(request.headers.get("Accept", ""))
+        include = query.get("includeObject") or "Partial"
 
         if name is None:  # collection
             labels, fields = self._selectors(query)
             if method == "GET":
                 if route.watch_path or _truthy(query.get("watch")):
                     self.verb_counts["watch"] += 1
-                    return await self._watch(request, resource, namespace, labels, fields)
+                    return await self._watch(
+                        request, resource, namespace, labels, fields, table=table
+                    )
                 self.verb_counts["list"] += 1
                 limit = query.get("limit")
                 try:
@@ -786,6 +883,12 @@ class FakeApiServer:
                 if result.continue_token:
                     meta["continue"] = result.continue_token
                     meta["remainingItemCount"] = result.remaining
+                if table:
+                    return _json_response(
+                        to_table(
+                            resource, [i.obj for i in result.items], meta, include_object=include
+                        )
+                    )
                 return _json_response(
                     self._list_body(resource, [i.raw for i in result.items], meta)
                 )
@@ -794,9 +897,15 @@ class FakeApiServer:
             if method == "POST":
                 self.verb_counts["create"] += 1
                 body = await self._body(request)
-                return _json_response(
-                    store.create(resource, namespace, body, dry_run=dry_run).raw, 201
+                created = store.create(
+                    resource,
+                    namespace,
+                    body,
+                    dry_run=dry_run,
+                    field_validation=validation,
+                    warnings=warnings,
                 )
+                return _json_response(created.raw, 201, warnings=warnings)
             if method == "DELETE":
                 self.verb_counts["deletecollection"] += 1
                 deleted = store.delete_collection(
@@ -814,7 +923,7 @@ class FakeApiServer:
             fields = FieldSelector(
                 fields.requirements + FieldSelector.parse(f"metadata.name={name}").requirements
             )
-            return await self._watch(request, resource, namespace, labels, fields)
+            return await self._watch(request, resource, namespace, labels, fields, table=table)
 
         if sub == "binding":
             if method != "POST":
@@ -826,14 +935,27 @@ class FakeApiServer:
 
         if method == "GET":
             self.verb_counts["get"] += 1
-            return _json_response(store.get(resource, namespace, name).raw)
+            got = store.get(resource, namespace, name)
+            if table:
+                rv = (got.obj.get("metadata") or {}).get("resourceVersion")
+                return _json_response(
+                    to_table(resource, [got.obj], {"resourceVersion": rv}, include_object=include)
+                )
+            return _json_response(got.raw)
         if method == "PUT":
             self.verb_counts["update"] += 1
             body = await self._body(request)
-            stored, created = store.update(
-                resource, namespace, name, body, subresource=sub, dry_run=dry_run
+            stored, was_created = store.update(
+                resource,
+                namespace,
+                name,
+                body,
+                subresource=sub,
+                dry_run=dry_run,
+                field_validation=validation,
+                warnings=warnings,
             )
-            return _json_response(stored.raw, 201 if created else 200)
+            return _json_response(stored.raw, 201 if was_created else 200, warnings=warnings)
         if method == "PATCH":
             self.verb_counts["patch"] += 1
             content_type = request.content_type
@@ -856,9 +978,17 @@ class FakeApiServer:
                 raise ApiError.unsupported_media_type(content_type, accepted)
             body = await self._body(request)
             stored = store.patch(
-                resource, namespace, name, patch_type, body, subresource=sub, dry_run=dry_run
+                resource,
+                namespace,
+                name,
+                patch_type,
+                body,
+                subresource=sub,
+                dry_run=dry_run,
+                field_validation=validation,
+                warnings=warnings,
             )
-            return _json_response(stored.raw)
+            return _json_response(stored.raw, warnings=warnings)
         if method == "DELETE" and sub is None:
             self.verb_counts["delete"] += 1
             options = await self._body(request, required=False)
@@ -884,6 +1014,8 @@ class FakeApiServer:
         namespace: str | None,
         labels: LabelSelector,
         fields: FieldSelector,
+        *,
+        table: bool = False,
     ) -> web.StreamResponse:
         query = request.query
         loop = asyncio.get_running_loop()
@@ -899,9 +1031,22 @@ class FakeApiServer:
         send_initial = None if send_initial_param is None else _truthy(send_initial_param)
         stream = _WatchStream()
 
+        include = query.get("includeObject") or "Partial"
+
+        def as_table(line: str) -> str:
+            if not table:
+                return line
+            event = json.loads(line)
+            if event.get("type") not in ("ADDED", "MODIFIED", "DELETED"):
+                return line
+            obj = event["object"]
+            meta = {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")}
+            event["object"] = to_table(resource, [obj], meta, include_object=include)
+            return _dumps(event) + "\n"
+
         def deliver(line: str) -> None:
             try:
-                loop.call_soon_threadsafe(stream.queue.put_nowait, line)
+                loop.call_soon_threadsafe(stream.queue.put_nowait, as_table(line))
             except RuntimeError:  # the loop is closed: the server stopped
                 pass
 
@@ -920,7 +1065,7 @@ class FakeApiServer:
         try:
             await response.prepare(request)
             if lines:
-                await response.write("".join(lines).encode())
+                await response.write("".join(as_table(line) for line in lines).encode())
             if watcher is None:
                 return response
             deadline = loop.time() + timeout

@@ -62,6 +62,8 @@ _CAUSE_REASONS: Mapping[str, tuple[str, str]] = {
     "duplicate": ("FieldValueDuplicate", "Duplicate value"),
     "not_supported": ("FieldValueNotSupported", "Unsupported value"),
     "too_long": ("FieldValueTooLong", "Too long"),
+    "too_many": ("FieldValueTooMany", "Too many"),
+    "type_invalid": ("FieldValueTypeInvalid", "Invalid value"),
 }
 
 
@@ -77,7 +79,12 @@ class FieldError:
 
     def body(self) -> str:
         prefix = _CAUSE_REASONS[self.type][1]
-        if self.show_value or self.type in ("invalid", "duplicate", "not_supported"):
+        if self.show_value or self.type in (
+            "invalid",
+            "duplicate",
+            "not_supported",
+            "type_invalid",
+        ):
             shown = f'"{self.value}"' if isinstance(self.value, str) else repr(self.value)
             prefix = f"{prefix}: {shown}"
         return f"{prefix}: {self.detail}" if self.detail else prefix

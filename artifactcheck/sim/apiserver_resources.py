@@ -30,13 +30,21 @@ from artifactcheck.sim.selectors import label_key_error, label_value_error
 __all__ = [
     "ARTIFACTCHECKS",
     "BUILTIN_RESOURCES",
+    "CLUSTERROLEBINDINGS",
+    "CLUSTERROLES",
     "CONFIGMAPS",
+    "DEPLOYMENTS",
     "EVENTS",
     "EVENTS_V1",
     "LEASES",
     "NAMESPACES",
     "NODES",
+    "PODDISRUPTIONBUDGETS",
     "PODS",
+    "ROLEBINDINGS",
+    "ROLES",
+    "SERVICEACCOUNTS",
+    "SERVICES",
     "ResourceRegistry",
     "ResourceType",
     "validate_metadata",
@@ -47,6 +55,7 @@ FieldGetter = Callable[[JsonObj], str]
 Hook = Callable[[JsonObj], None]
 Validator = Callable[[JsonObj, "JsonObj | None"], list[FieldError]]
 Converter = Callable[[JsonObj], JsonObj]
+Pruner = Callable[[JsonObj], list[str]]
 
 STANDARD_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -127,6 +136,16 @@ class ResourceType:
     subresources: tuple[str, ...] = ()
     #: The DNS label rule (namespaces) instead of the DNS subdomain rule for names.
     name_is_dns_label: bool = False
+    #: Discovery categories (``kubectl get all`` reads ``all``).
+    categories: tuple[str, ...] = ()
+    #: Removes the fields the type does not declare, in place, and returns their paths
+    #: (custom resources: their schema; built-in kinds: see ``apiserver_openapi``).
+    prune: Pruner | None = None
+    #: Served from a CustomResourceDefinition (its name), not built in.
+    crd_name: str = ""
+    #: The CRD version's ``openAPIV3Schema`` and ``additionalPrinterColumns``.
+    openapi_schema: JsonObj | None = None
+    printer_columns: tuple[JsonObj, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -158,12 +177,24 @@ class ResourceRegistry:
     def __init__(self, resources: Iterable[ResourceType] = ()) -> None:
         self._by_path: dict[tuple[str, str, str], ResourceType] = {}
         self._by_kind: dict[tuple[str, str], ResourceType] = {}
+        #: Grows on every (un)registration, so derived documents (OpenAPI) know to rebuild.
+        self.generation = 0
         for resource in resources:
             self.register(resource)
 
     def register(self, resource: ResourceType) -> None:
         self._by_path[(resource.group, resource.version, resource.plural)] = resource
         self._by_kind[(resource.api_version, resource.kind)] = resource
+        self.generation += 1
+
+    def unregister(self, resource: ResourceType) -> None:
+        """Stop serving ``resource`` (its objects are the caller's business)."""
+        key = (resource.group, resource.version, resource.plural)
+        if self._by_path.get(key) is resource:
+            del self._by_path[key]
+        if self._by_kind.get((resource.api_version, resource.kind)) is resource:
+            del self._by_kind[(resource.api_version, resource.kind)]
+        self.generation += 1
 
     def by_path(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self._by_path.get((group, version, plural))
@@ -172,19 +203,20 @@ class ResourceRegistry:
         return self._by_kind.get((api_version, kind))
 
     def __iter__(self) -> Iterator[ResourceType]:
-        return iter(self._by_path.values())
+        return iter(list(self._by_path.values()))
 
     def group_versions(self) -> dict[str, list[str]]:
         """Group name -> versions, in registration order (``""`` is the core group)."""
         out: dict[str, list[str]] = {}
-        for resource in self._by_path.values():
+        for resource in list(self._by_path.values()):
             versions = out.setdefault(resource.group, [])
             if resource.version not in versions:
                 versions.append(resource.version)
         return out
 
     def in_group_version(self, group: str, version: str) -> list[ResourceType]:
-        return [r for r in self._by_path.values() if r.group == group and r.version == version]
+        resources = list(self._by_path.values())
+        return [r for r in resources if r.group == group and r.version == version]
 
 
 # --------------------------------------------------------------------------- metadata
@@ -538,6 +570,7 @@ PODS = ResourceType(
     plural="pods",
     singular="pod",
     short_names=("po",),
+    categories=("all",),
     namespaced=True,
     status_subresource=True,
     return_deleted_object=True,
@@ -824,6 +857,221 @@ ARTIFACTCHECKS = ResourceType(
     prepare_create=_drop_status,
 )
 
+# --------------------------------------------------------------------------- stored kinds
+#
+# Kinds that ``kubectl apply -k k8s/`` creates: stored with the generic registry's
+# semantics (and a few defaults a client sees), but nothing acts on them: no
+# Deployment controller makes ReplicaSets, no RBAC is enforced.
+
+_TEMPLATE_SCHEMA: MergeSchema = {"metadata": _META_SCHEMA, "spec": POD_MERGE_SCHEMA["spec"]}
+
+
+def _default_deployment(deployment: JsonObj) -> None:
+    spec = deployment.get("spec")
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("replicas", 1)
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    strategy = spec.setdefault("strategy", {"type": "RollingUpdate"})
+    if isinstance(strategy, dict) and strategy.get("type", "RollingUpdate") == "RollingUpdate":
+        strategy.setdefault("type", "RollingUpdate")
+        rolling = strategy.setdefault("rollingUpdate", {})
+        if isinstance(rolling, dict):
+            rolling.setdefault("maxUnavailable", "25%")
+            rolling.setdefault("maxSurge", "25%")
+    template = spec.get("template")
+    if isinstance(template, dict):
+        _default_pod(template)
+
+
+def _validate_deployment(deployment: JsonObj, old: JsonObj | None) -> list[FieldError]:
+    spec = deployment.get("spec")
+    if not isinstance(spec, dict):
+        return [FieldError("spec.selector", "required")]
+    errors: list[FieldError] = []
+    selector = spec.get("selector")
+    if not isinstance(selector, dict) or not (
+        selector.get("matchLabels") or selector.get("matchExpressions")
+    ):
+        errors.append(FieldError("spec.selector", "required"))
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        errors.append(FieldError("spec.template", "required"))
+    else:
+        labels = (template.get("metadata") or {}).get("labels") or {}
+        wanted = (selector or {}).get("matchLabels") if isinstance(selector, dict) else None
+        if isinstance(wanted, dict) and any(labels.get(k) != v for k, v in wanted.items()):
+            errors.append(
+                FieldError(
+                    "spec.template.metadata.labels",
+                    "invalid",
+                    "`selector` does not match template `labels`",
+                    labels,
+                )
+            )
+        for error in _validate_pod(template, None):
+            errors.append(
+                FieldError(f"spec.template.{error.field}", error.type, error.detail, error.value)
+            )
+    if old is not None and (old.get("spec") or {}).get("selector") != selector:
+        errors.append(FieldError("spec.selector", "invalid", "field is immutable", selector))
+    return errors
+
+
+DEPLOYMENTS = ResourceType(
+    group="apps",
+    version="v1",
+    kind="Deployment",
+    plural="deployments",
+    singular="deployment",
+    short_names=("deploy",),
+    categories=("all",),
+    namespaced=True,
+    status_subresource=True,
+    track_generation=True,
+    merge_schema={
+        "metadata": _META_SCHEMA,
+        "spec": {"template": _TEMPLATE_SCHEMA},
+        "status": {"conditions": ListStrategy("type")},
+    },
+    default=_default_deployment,
+    validate=_validate_deployment,
+)
+
+
+def _service_ip(namespace: str, name: str) -> str:
+    """A stable ClusterIP in 10.96.0.0/16 for a Service (no allocator to race with)."""
+    digest = sum((i + 1) * b for i, b in enumerate(f"{namespace}/{name}".encode()))
+    return f"10.96.{(digest >> 8) % 255}.{digest % 254 + 1}"
+
+
+def _default_service(service: JsonObj) -> None:
+    spec = service.get("spec")
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    if spec["type"] != "ExternalName":
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    ports = spec.get("ports")
+    if isinstance(ports, list):
+        for port in ports:
+            if isinstance(port, dict):
+                port.setdefault("protocol", "TCP")
+                if "port" in port:
+                    port.setdefault("targetPort", port["port"])
+
+
+def _prepare_service_create(service: JsonObj) -> None:
+    spec = service.get("spec")
+    meta = service.get("metadata") or {}
+    if isinstance(spec, dict) and spec.get("type") != "ExternalName":
+        if not spec.get("clusterIP"):
+            spec["clusterIP"] = _service_ip(str(meta.get("namespace")), str(meta.get("name")))
+        spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        if spec["clusterIP"] != "None":
+            spec.setdefault("ipFamilies", ["IPv4"])
+            spec.setdefault("ipFamilyPolicy", "SingleStack")
+    service["status"] = {"loadBalancer": {}}
+
+
+def _validate_service(service: JsonObj, old: JsonObj | None) -> list[FieldError]:
+    spec = service.get("spec")
+    errors: list[FieldError] = []
+    if not isinstance(spec, dict):
+        return [FieldError("spec.ports", "required")]
+    kind = spec.get("type")
+    supported = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")
+    if kind not in supported:
+        errors.append(
+            FieldError(
+                "spec.type",
+                "not_supported",
+                "supported values: " + ", ".join(f'"{t}"' for t in supported),
+                kind,
+            )
+        )
+    ports = spec.get("ports")
+    if kind != "ExternalName" and spec.get("clusterIP") != "None" and not ports:
+        errors.append(FieldError("spec.ports", "required"))
+    if old is not None:
+        had = (old.get("spec") or {}).get("clusterIP")
+        if had and spec.get("clusterIP") not in (None, "", had):
+            errors.append(
+                FieldError("spec.clusterIP", "invalid", "field is immutable", spec.get("clusterIP"))
+            )
+    return errors
+
+
+SERVICES = ResourceType(
+    group="",
+    version="v1",
+    kind="Service",
+    plural="services",
+    singular="service",
+    short_names=("svc",),
+    categories=("all",),
+    namespaced=True,
+    status_subresource=True,
+    merge_schema={"metadata": _META_SCHEMA, "spec": {"ports": ListStrategy("port")}},
+    default=_default_service,
+    prepare_create=_prepare_service_create,
+    validate=_validate_service,
+)
+
+SERVICEACCOUNTS = ResourceType(
+    group="",
+    version="v1",
+    kind="ServiceAccount",
+    plural="serviceaccounts",
+    singular="serviceaccount",
+    short_names=("sa",),
+    namespaced=True,
+    merge_schema={"metadata": _META_SCHEMA, "secrets": ListStrategy("name")},
+)
+
+
+def _rbac(kind: str, plural: str, namespaced: bool) -> ResourceType:
+    return ResourceType(
+        group="rbac.authorization.k8s.io",
+        version="v1",
+        kind=kind,
+        plural=plural,
+        singular=kind.lower(),
+        namespaced=namespaced,
+        field_labels=dict(_META_FIELDS if namespaced else _CLUSTER_META_FIELDS),
+        validate=_validate_binding if kind.endswith("Binding") else None,
+    )
+
+
+def _validate_binding(binding: JsonObj, old: JsonObj | None) -> list[FieldError]:
+    ref = binding.get("roleRef")
+    if not isinstance(ref, dict) or not ref.get("name"):
+        return [FieldError("roleRef.name", "required")]
+    if old is not None and old.get("roleRef") != ref:
+        return [FieldError("roleRef", "invalid", "cannot change roleRef", ref)]
+    return []
+
+
+CLUSTERROLES = _rbac("ClusterRole", "clusterroles", False)
+CLUSTERROLEBINDINGS = _rbac("ClusterRoleBinding", "clusterrolebindings", False)
+ROLES = _rbac("Role", "roles", True)
+ROLEBINDINGS = _rbac("RoleBinding", "rolebindings", True)
+
+PODDISRUPTIONBUDGETS = ResourceType(
+    group="policy",
+    version="v1",
+    kind="PodDisruptionBudget",
+    plural="poddisruptionbudgets",
+    singular="poddisruptionbudget",
+    short_names=("pdb",),
+    namespaced=True,
+    status_subresource=True,
+    track_generation=True,
+    merge_schema={"metadata": _META_SCHEMA, "status": {"conditions": ListStrategy("type")}},
+)
+
 BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     PODS,
     NODES,
@@ -833,4 +1081,12 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     EVENTS_V1,
     LEASES,
     ARTIFACTCHECKS,
+    SERVICES,
+    SERVICEACCOUNTS,
+    DEPLOYMENTS,
+    CLUSTERROLES,
+    CLUSTERROLEBINDINGS,
+    ROLES,
+    ROLEBINDINGS,
+    PODDISRUPTIONBUDGETS,
 )

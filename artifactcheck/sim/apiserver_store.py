@@ -36,6 +36,7 @@ from typing import Any
 from artifactcheck.sim.apiserver_errors import ApiError, FieldError
 from artifactcheck.sim.apiserver_resources import (
     NAMESPACES,
+    Pruner,
     ResourceRegistry,
     ResourceType,
     validate_metadata,
@@ -195,6 +196,12 @@ class Store:
         self._history: dict[str, deque[_Event]] = {}
         self._compacted: dict[str, int] = {}
         self._watchers: dict[str, builtins.list[Watcher]] = {}
+        #: Called as ``observer(resource, event_type, stored_object)`` after every change,
+        #: with the lock held (the server registers CRDs' resources this way).
+        self.observers: builtins.list[Callable[[ResourceType, str, JsonObj], None]] = []
+        #: Finds the unknown-field pruner of a built-in kind (``resource.prune`` unset).
+        self.builtin_pruner: Callable[[ResourceType], Pruner | None] = _no_pruner
+        self._pruners: dict[int, Pruner | None] = {}
 
     # ------------------------------------------------------------------ basics
 
@@ -261,6 +268,8 @@ class Store:
             line = self._event_line(watcher, event)
             if line is not None:
                 watcher.deliver(line)
+        for observer in list(self.observers):
+            observer(resource, event.type, event.obj.obj)
 
     def _event_view(self, resource: ResourceType, event: _Event, slot: str) -> Stored | None:
         if resource.from_storage is None:
@@ -358,6 +367,34 @@ class Store:
         meta["namespace"] = namespace
         return namespace
 
+    def _prune(
+        self,
+        resource: ResourceType,
+        obj: JsonObj,
+        field_validation: str,
+        warnings: builtins.list[str] | None,
+    ) -> None:
+        """Drop unknown fields; ``fieldValidation=Strict`` refuses them, ``Warn`` says so."""
+        pruner = resource.prune
+        if pruner is None:
+            key = id(resource)
+            if key not in self._pruners:
+                self._pruners[key] = self.builtin_pruner(resource)
+            pruner = self._pruners[key]
+        if pruner is None:
+            return
+        unknown = pruner(obj)
+        if not unknown:
+            return
+        if field_validation == "Strict":
+            raise ApiError.bad_request(
+                f'{resource.kind} in version "{resource.version}" cannot be handled as a'
+                f" {resource.kind}: strict decoding error: "
+                + ", ".join(f'unknown field "{path}"' for path in unknown)
+            )
+        if field_validation == "Warn" and warnings is not None:
+            warnings.extend(f'unknown field "{path}"' for path in unknown)
+
     def _invalid(
         self, resource: ResourceType, name: str, errors: builtins.list[FieldError]
     ) -> ApiError:
@@ -452,12 +489,20 @@ class Store:
         return name  # the AlreadyExists below reports it, as a real server would
 
     def create(
-        self, resource: ResourceType, namespace: str | None, body: Any, *, dry_run: bool = False
+        self,
+        resource: ResourceType,
+        namespace: str | None,
+        body: Any,
+        *,
+        dry_run: bool = False,
+        field_validation: str = "Warn",
+        warnings: builtins.list[str] | None = None,
     ) -> Stored:
         obj = self._decode(resource, body)
         meta = obj["metadata"]
         ns = self._set_namespace(resource, meta, namespace)
         with self._lock:
+            self._prune(resource, obj, field_validation, warnings)
             return self._create_locked(resource, ns, obj, dry_run=dry_run)
 
     def _create_locked(
@@ -511,6 +556,8 @@ class Store:
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: str = "Warn",
+        warnings: builtins.list[str] | None = None,
     ) -> tuple[Stored, bool]:
         """PUT; returns the object and whether it was created (create-on-update)."""
         obj = self._decode(resource, body)
@@ -521,6 +568,7 @@ class Store:
         if meta.get("name") != name:
             raise _name_mismatch(meta.get("name"), name)
         with self._lock:
+            self._prune(resource, obj, field_validation, warnings)
             current = self._find(resource, ns, name)
             if current is None:
                 if resource.allow_create_on_update and subresource is None:
@@ -601,8 +649,6 @@ class Store:
                     new["status"] = copy.deepcopy(old["status"])
                 else:
                     new.pop("status", None)
-            if resource.default is not None:
-                resource.default(new)
             if old_meta.get("deletionTimestamp"):
                 added = [
                     f
@@ -622,6 +668,9 @@ class Store:
                             )
                         ],
                     )
+        if resource.default is not None:
+            resource.default(new)
+        if subresource != "status":
             if resource.track_generation and _spec_part(new) != _spec_part(old):
                 meta["generation"] = int(old_meta.get("generation") or 0) + 1
         _meta(new)["resourceVersion"] = current_meta.get("resourceVersion")
@@ -654,6 +703,8 @@ class Store:
         *,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: str = "Warn",
+        warnings: builtins.list[str] | None = None,
     ) -> Stored:
         """PATCH with ``patch_type`` one of ``strategic``, ``merge``, ``json``."""
         ns = self._scope(resource, namespace)
@@ -696,6 +747,7 @@ class Store:
                 raise ApiError.bad_request(_NAMESPACE_MISMATCH)
             if not meta.get("resourceVersion"):
                 meta["resourceVersion"] = _meta(current.obj).get("resourceVersion")
+            self._prune(resource, obj, field_validation, warnings)
             return self._update_locked(resource, ns, current, obj, subresource, dry_run)
 
     # ------------------------------------------------------------------ delete
@@ -712,6 +764,12 @@ class Store:
         del self._bucket(resource, ns)[name]
         gone = Stored.of(_with_rv(current.obj, rv))
         self._emit(resource, _Event("DELETED", rv, gone, current))
+
+    def purge(self, resource: ResourceType) -> None:
+        """Delete every object of ``resource`` at once (its CRD is gone), with events."""
+        with self._lock:
+            for ns, name, stored in list(self._iter(resource, None)):
+                self._delete_now(resource, ns, name, stored)
 
     def delete(
         self,
@@ -937,6 +995,10 @@ class Store:
             self._compacted_all = self._rv
             for history in self._history.values():
                 history.clear()
+
+
+def _no_pruner(resource: ResourceType) -> Pruner | None:
+    return None
 
 
 def _no_deliver(line: str) -> None:  # pragma: no cover - list() never delivers

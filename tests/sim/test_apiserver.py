@@ -1019,7 +1019,15 @@ def test_discovery_endpoints(api: ApiClient) -> None:
     groups = {
         g.name: g.preferred_version.version for g in client.ApisApi(api).get_api_versions().groups
     }
-    assert groups == {"events.k8s.io": "v1", "coordination.k8s.io": "v1", GROUP: VERSION}
+    assert groups == {
+        "events.k8s.io": "v1",
+        "coordination.k8s.io": "v1",
+        GROUP: VERSION,
+        "apps": "v1",
+        "policy": "v1",
+        "rbac.authorization.k8s.io": "v1",
+        "apiextensions.k8s.io": "v1",
+    }
     core_resources = {r.name: r for r in client.CoreV1Api(api).get_api_resources().resources}
     assert {
         "pods",
