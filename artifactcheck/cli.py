@@ -9,6 +9,7 @@ error, 3 inconclusive.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import os
@@ -18,7 +19,7 @@ from typing import Any, NoReturn
 
 import click
 
-from .cli_options import spec_from_options, target_options
+from .cli_options import guard_repeats, spec_from_options, target_options
 from .errors import ArtifactCheckError, ConfigError, DependencyError, ManifestError
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
@@ -57,39 +58,107 @@ def main(verbose: int) -> None:
     _setup_logging(verbose)
 
 
+OUTPUT_KINDS = ("table", "json", "junit")
+
+
 def _outputs(values: tuple[str, ...]) -> list[tuple[str, str | None]]:
+    """Parse ``--output`` values and check them before anything runs.
+
+    Two formats on standard output would interleave into something no tool can read,
+    and a file that cannot be written would only fail after the whole run; both are
+    usage errors now, before any request.
+    """
     outs: list[tuple[str, str | None]] = []
     for item in values or ("table",):
-        kind, _, dest = item.partition("=")
-        if kind not in ("table", "json", "junit"):
-            raise ConfigError(f"--output {item!r}: expected table, json, json=FILE or junit=FILE")
-        if kind == "junit" and not dest:
-            dest = "-"
-        outs.append((kind, dest or None))
+        kind, sep, dest = item.partition("=")
+        if kind not in OUTPUT_KINDS:
+            raise ConfigError(
+                f"--output {item!r}: expected table, json or junit, each optionally =FILE"
+            )
+        if sep and not dest:
+            raise ConfigError(f"--output {item!r}: give a file name after '=' (or '-')")
+        outs.append((kind, None if dest in ("", "-") else dest))
+    to_stdout = [kind for kind, dest in outs if dest is None]
+    if len(to_stdout) > 1:
+        raise ConfigError(
+            f"--output: {' and '.join(to_stdout)} would both go to standard output; "
+            f"write all but one to a file, e.g. -o {to_stdout[-1]}=report.{to_stdout[-1]}"
+        )
+    files = [dest for _, dest in outs if dest is not None]
+    for dest in files:
+        if files.count(dest) > 1:
+            raise ConfigError(f"--output: {dest} is given twice; one file per format")
+        problem = _unwritable(Path(dest))
+        if problem is not None:
+            raise ConfigError(f"--output {dest}: {problem}")
     return outs
 
 
+def _unwritable(path: Path) -> str | None:
+    """Why a report file cannot be written, or None (checked without creating it)."""
+    if path.is_dir():
+        return "is a directory"
+    parent = path.parent
+    if not parent.is_dir():
+        return f"directory {parent} does not exist"
+    if path.exists():
+        return None if os.access(path, os.W_OK) else "is not writable"
+    return None if os.access(parent, os.W_OK | os.X_OK) else f"directory {parent} is not writable"
+
+
 def emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool = False) -> None:
-    """Write the report in every requested format."""
+    """Write the report in every requested format.
+
+    When nothing goes to standard output (every format written to a file), a one-line
+    summary goes to standard error, so a CI log still says what happened.
+    """
+    from rich.console import Console
+
     from .act.report import render_json, render_junit, render_table
 
     for kind, dest in outputs:
-        if kind == "table":
+        if kind == "table" and dest is None:
             render_table(report, _console(), verbose=verbose)
             continue
-        to_terminal = dest in (None, "-") and sys.stdout.isatty()
-        text = render_json(report, pretty=to_terminal) if kind == "json" else render_junit(report)
-        if dest in (None, "-"):
-            click.echo(text, nl=False)
+        if kind == "table":
+            buffer = Console(
+                file=io.StringIO(), width=200, color_system=None, highlight=False, soft_wrap=False
+            )
+            render_table(report, buffer, verbose=verbose)
+            text = buffer.file.getvalue()  # type: ignore[attr-defined]
+        elif kind == "json":
+            pretty = dest is None and sys.stdout.isatty()
+            text = render_json(report, pretty=pretty)
         else:
+            text = render_junit(report)
+        if dest is None:
+            click.echo(text, nl=False)
+            continue
+        try:
             Path(dest).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            _fail(f"--output {dest}: cannot write: {exc.strerror or exc}")
+    if all(dest is not None for _, dest in outputs):
+        click.echo(f"artifactcheck: {summary_line(report)}", err=True)
+
+
+def summary_line(report: Any) -> str:
+    """``3 instances: 2 consistent, 1 mismatch; exit 1`` (verdicts present only)."""
+    counts = {k: n for k, n in report.counts().items() if n}
+    parts = ", ".join(f"{n} {k}" for k, n in counts.items()) or "nothing checked"
+    total = len(report.results)
+    return f"{total} instance{'s' if total != 1 else ''}: {parts}; exit {report.exit_code}"
 
 
 @main.command()
 @target_options
-@click.option("--sample-instances", type=int, metavar="N", help="Check N instances, not all.")
-@click.option("--sample-assets", type=int, metavar="K", help="Fetch K assets per instance.")
-@click.option("--seed", type=int, help="Random seed for sampling.")
+@click.option(
+    "--sample-instances", type=int, metavar="N", help="Check N instances, not all of them."
+)
+@click.option(
+    "--sample-assets", type=int, metavar="K", help="Fetch K assets per instance (entry pages too)."
+)
+@click.option("--seed", type=int, metavar="N", help="Random seed, to repeat a sample.")
 @click.option(
     "--on-mismatch",
     metavar="stop|pause|disconnect=NET",
@@ -114,11 +183,22 @@ def emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool = 
     "outputs",
     multiple=True,
     metavar="FORMAT[=FILE]",
-    help="table (default), json[=FILE], junit=FILE; repeatable.",
+    help="table (default), json or junit, each to standard output or =FILE; repeatable, "
+    "at most one to standard output.",
 )
 @click.option("--verbose-report", is_flag=True, help="Show every finding, info included.")
 def verify(**opts: Any) -> None:
-    """Check instances against the expected release, the CDN and each other."""
+    """Check instances against the expected release, the CDN and each other.
+
+    \b
+    Exit codes:
+      0  every checked instance is consistent
+      1  something served is wrong: a mismatch, drift, signal-conflict, cdn-missing or
+         cdn-mismatch verdict, or most of the fleet disagrees with the expectation
+      2  usage or configuration error, found before any request is sent
+      3  inconclusive: an instance could not be judged (unreachable, no expected
+         release, invalid version) and nothing was wrong
+    """
     try:
         outputs = _outputs(opts["outputs"])
         spec = spec_from_options(
@@ -322,11 +402,13 @@ def manifest_from_image(image: str, path: str, version: str, out: str | None) ->
             m = engine.manifest_from_image(image, path=path, version=version)
         finally:
             engine.close()
-        data = native.dump(m)
+        data = native.dump(m) if m.files else b""
     except ConfigError as exc:
         _fail(str(exc))
     except (DependencyError, ManifestError) as exc:
         _fail(str(exc), EXIT_INCONCLUSIVE)
+    if not data:  # a wrong --path, almost always; an empty manifest vouches for nothing
+        _fail(f"{image}: no files under --path {path}; give the site directory in the image")
     _write_bytes(data, out)
 
 
@@ -447,6 +529,7 @@ def _register() -> None:
 
     main.add_command(investigate)
     main.add_command(fleet)
+    guard_repeats(main)  # no single-value option anywhere keeps only its last value
 
 
 _register()

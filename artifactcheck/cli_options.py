@@ -8,7 +8,8 @@ bad value is reported with its field name whichever way it was given).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,127 @@ import click
 
 from .errors import ConfigError
 from .settings import CheckSpec
+
+
+class SingleValueOption(click.Option):
+    """An option taking one value that refuses to be given twice.
+
+    click keeps the last of repeated occurrences, so ``--release-manifest a.json
+    --release-manifest b.json`` would silently check against ``b.json`` alone; a dropped
+    value is a verdict against the wrong expectation. The parser is told to collect
+    every occurrence (as for ``multiple=True``) and more than one is a usage error.
+    Options meant to repeat use ``multiple=True`` (or ``count=True``) and are left alone.
+    """
+
+    def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
+        """Collect occurrences into a list instead of overwriting one value."""
+        if self.multiple or self.count:
+            super().add_to_parser(parser, ctx)
+            return
+        self.multiple = True
+        try:
+            super().add_to_parser(parser, ctx)
+        finally:
+            self.multiple = False
+
+    def consume_value(self, ctx: click.Context, opts: Mapping[str, Any]) -> Any:
+        """Refuse a repeated occurrence; unwrap a single one."""
+        raw = opts.get(self.name) if self.name is not None else None
+        if not (self.multiple or self.count) and isinstance(raw, list):
+            if len(raw) > 1:
+                spelled = " / ".join(self.opts + self.secondary_opts)
+                raise click.BadOptionUsage(
+                    self.name or spelled,
+                    f"{spelled} was given {len(raw)} times; it takes one value (give it once)",
+                    ctx=ctx,
+                )
+            opts = {**opts, self.name: raw[0]}
+        return super().consume_value(ctx, opts)
+
+
+def guard_repeats(command: click.Command) -> None:
+    """Make every single-value option of a command tree refuse repetition.
+
+    Applied to the whole CLI once, so a command added later (or in another module)
+    cannot reintroduce click's keep-the-last default.
+    """
+    for param in command.params:
+        if type(param) is click.Option and not (param.multiple or param.count):
+            param.__class__ = SingleValueOption
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            guard_repeats(sub)
+
+
+#: CheckSpec field path -> the flag that sets it, so an error names what the user typed.
+FLAG_OF_FIELD: Mapping[str, str] = {
+    "targets": "--target",
+    "docker.labels": "--docker-label",
+    "docker.network": "--docker-network",
+    "docker.port": "--docker-port",
+    "docker.on_mismatch": "--on-mismatch",
+    "kubernetes.namespace": "--namespace",
+    "kubernetes.selector": "--selector",
+    "kubernetes.port": "--pod-port",
+    "cdn": "--cdn",
+    "release_manifest": "--release-manifest",
+    "allow_names_only": "--allow-names-only",
+    "release_image": "--release-image",
+    "release_image_path": "--release-image-path",
+    "known_versions": "--known-version",
+    "desired_version": "--desired-version",
+    "manifest_path": "--manifest-path",
+    "manifest_format": "--manifest-format",
+    "version_endpoint": "--version-endpoint",
+    "http.host_header": "--host-header",
+    "http.headers": "--header",
+    "http.header_env": "--header-env",
+    "http.header_files": "--header-file",
+    "http.ca_bundle": "--ca-bundle",
+    "http.verify_tls": "--insecure",
+    "http.instance_deadline": "--deadline",
+    "http.max_connections": "--concurrency",
+    "sampling.instances": "--sample-instances",
+    "sampling.assets_per_instance": "--sample-assets",
+    "sampling.seed": "--seed",
+    "policy.confirmations": "--confirmations",
+    "policy.max_quarantine_fraction": "--max-fraction",
+    "policy.dry_run": "--dry-run",
+}
+
+
+class FlagNames:
+    """Which field locations of a spec were set by which flag (not by the config file)."""
+
+    def __init__(self) -> None:
+        self._names: dict[tuple[str | int, ...], str] = {}
+
+    def add(self, loc: tuple[str | int, ...], flag: str) -> None:
+        """Record that ``flag`` set the value at ``loc``."""
+        self._names[loc] = flag
+
+    def flag_for(self, field: str) -> str | None:
+        """The flag that set a dotted field path, if a flag did."""
+        return self(tuple(field.split(".")))
+
+    def __call__(self, loc: tuple[str | int, ...]) -> str | None:
+        """The flag naming a location (the longest recorded prefix), or None."""
+        for n in range(len(loc), 0, -1):
+            flag = self._names.get(loc[:n])
+            if flag is not None:
+                if n == len(loc):
+                    return flag
+                return f"{flag} ({'.'.join(str(p) for p in loc)})"
+        return None
+
+    def explain(self, exc: ConfigError) -> ConfigError:
+        """The same error with the field replaced by the flag that set it, if any."""
+        flag = self.flag_for(exc.field) if exc.field else None
+        if flag is None:
+            return exc
+        renamed = ConfigError(f"{flag}: {exc.detail}")
+        renamed.__cause__ = exc.__cause__
+        return renamed
 
 
 def parse_kv(values: tuple[str, ...], option: str, sep: str = "=") -> dict[str, str]:
@@ -28,8 +150,14 @@ def parse_kv(values: tuple[str, ...], option: str, sep: str = "=") -> dict[str, 
     return out
 
 
-def build_spec(config: str | None, overrides: dict[str, Any]) -> Any:
-    """A CheckSpec from an optional YAML file overlaid with command-line values."""
+def build_spec(
+    config: str | None, overrides: dict[str, Any], flags: FlagNames | None = None
+) -> Any:
+    """A CheckSpec from an optional YAML file overlaid with command-line values.
+
+    ``flags`` is filled with the locations each override set (see FLAG_OF_FIELD), so a
+    validation error names the flag rather than the field when a flag set the value.
+    """
     import yaml
 
     from .settings import load_spec
@@ -62,13 +190,43 @@ def build_spec(config: str | None, overrides: dict[str, Any]) -> Any:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"{origin}: {part} must be a mapping")
-        if isinstance(value, list) and isinstance(node.get(leaf), list):
-            node[leaf] = node[leaf] + value
-        elif isinstance(value, dict) and isinstance(node.get(leaf), dict):
-            node[leaf] = {**node[leaf], **value}
+        before = node.get(leaf)
+        if isinstance(value, list) and isinstance(before, list):
+            node[leaf] = before + value
+        elif isinstance(value, dict) and isinstance(before, dict):
+            node[leaf] = {**before, **value}
         else:
             node[leaf] = value
-    return load_spec(data, origin=origin)
+        if flags is not None:
+            _record(flags, key, value, before)
+    return load_spec(data, origin=origin, name_of=flags)
+
+
+def _record(flags: FlagNames, key: str, value: Any, before: Any) -> None:
+    """Note which locations a flag's value occupies in the merged document."""
+    loc = tuple(key.split("."))
+    flag = FLAG_OF_FIELD.get(key)
+    if isinstance(value, dict) and flag is None:  # a section built from several flags
+        for sub in value:
+            sub_flag = FLAG_OF_FIELD.get(f"{key}.{sub}")
+            if sub_flag is not None:
+                flags.add((*loc, sub), sub_flag)
+        return
+    if flag is None:
+        return
+    if isinstance(value, list):
+        offset = len(before) if isinstance(before, list) else 0
+        for i in range(len(value)):
+            flags.add((*loc, offset + i), flag)
+        if not offset:
+            flags.add(loc, flag)
+    elif isinstance(value, dict):
+        for sub in value:
+            flags.add((*loc, sub), flag)
+        if not isinstance(before, dict):
+            flags.add(loc, flag)
+    else:
+        flags.add(loc, flag)
 
 
 def version_endpoint(value: str | None) -> dict[str, str] | None:
@@ -80,6 +238,7 @@ def version_endpoint(value: str | None) -> dict[str, str] | None:
 
 def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The instance, release and CDN flags of ``verify``, so the three commands agree."""
+    one = SingleValueOption
     options = [
         click.option(
             "-t",
@@ -87,56 +246,168 @@ def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             "targets",
             multiple=True,
             metavar="URL[=VERSION]",
-            help="An instance to check; repeat for a fleet.",
+            help="An instance to check, with the version it runs; repeatable.",
         ),
-        click.option("-c", "--config", type=click.Path(dir_okay=False), help="CheckSpec YAML."),
-        click.option("--cdn", help="CDN base URL every served asset must exist on."),
+        click.option(
+            "-c",
+            "--config",
+            cls=one,
+            type=click.Path(exists=True, dir_okay=False),
+            help="CheckSpec YAML file; flags add to or override it.",
+        ),
+        click.option(
+            "--cdn",
+            cls=one,
+            metavar="URL",
+            help="CDN base URL (http:// or https://) the referenced assets must exist on.",
+        ),
         click.option(
             "--release-manifest",
+            "release_manifest",
+            multiple=True,
             metavar="PATH-OR-URL",
-            help="Release manifest; '{version}' is replaced by each reported version.",
+            help="Release manifest (from `manifest build`), used for the version it declares; "
+            "repeatable, one per release. At most one may contain '{version}', which is "
+            "replaced by each reported version for the versions no other one declares.",
         ),
-        click.option("--release-image", metavar="IMAGE", help="Release image; '{version}' ok."),
-        click.option("--release-image-path", metavar="DIR", help="Site directory in the image."),
+        click.option(
+            "--allow-names-only",
+            cls=one,
+            is_flag=True,
+            default=None,
+            help="Accept a release manifest without content hashes (Vite, webpack, CRA, "
+            "Django): only file names are compared, and the report says so.",
+        ),
+        click.option(
+            "--release-image",
+            cls=one,
+            metavar="IMAGE",
+            help="Release image to read the expected files from ('{version}' is replaced); "
+            "not with --release-manifest.",
+        ),
+        click.option(
+            "--release-image-path",
+            cls=one,
+            metavar="DIR",
+            help="Site directory inside the release image.",
+        ),
         click.option(
             "--known-version",
             "known_versions",
             multiple=True,
             metavar="V",
-            help="Also load this release to name what a mismatching instance serves.",
+            help="Also load this release to name what a mismatching instance serves; repeatable.",
         ),
-        click.option("--desired-version", metavar="V", help="Version the fleet should run."),
-        click.option("--manifest-path", metavar="PATH", help="Served manifest path."),
-        click.option("--manifest-format", metavar="FORMAT", help="Served manifest format."),
+        click.option(
+            "--desired-version",
+            cls=one,
+            metavar="V",
+            help="Version the fleet should run; instances reporting another are drift.",
+        ),
+        click.option(
+            "--manifest-path",
+            cls=one,
+            metavar="PATH",
+            help="Path of the manifest the instances serve (default: try the well-known names).",
+        ),
+        click.option(
+            "--manifest-format",
+            cls=one,
+            metavar="FORMAT",
+            help="Format of the served manifest (default: detected).",
+        ),
         click.option(
             "--version-endpoint",
+            cls=one,
             metavar="PATH[#POINTER]",
             help="Read the version over HTTP, e.g. /version#/version.",
         ),
-        click.option("--host-header", metavar="NAME", help="Host header and TLS server name."),
-        click.option("--header", "headers", multiple=True, metavar="NAME=VALUE"),
-        click.option("--header-env", multiple=True, metavar="NAME=ENVVAR"),
-        click.option("--header-file", multiple=True, metavar="NAME=FILE"),
-        click.option("--ca-bundle", type=click.Path(dir_okay=False), help="Extra CAs (PEM)."),
-        click.option("--insecure", is_flag=True, help="Do not verify TLS certificates."),
-        click.option("--deadline", type=float, metavar="SECONDS", help="Per-instance deadline."),
-        click.option("--concurrency", type=int, metavar="N", help="Requests in flight."),
-        click.option("--docker-label", "docker_labels", multiple=True, metavar="KEY=VALUE"),
-        click.option("--docker-network", metavar="NAME"),
-        click.option("--docker-port", type=int, metavar="PORT"),
-        click.option("-n", "--namespace", help="Pods in this namespace."),
-        click.option("-l", "--selector", help="Label selector of the pods."),
-        click.option("--pod-port", type=int, metavar="PORT", help="Port the pods serve on."),
-        click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file."),
-        click.option("--context", "kube_context", help="Kubeconfig context."),
+        click.option(
+            "--host-header",
+            cls=one,
+            metavar="NAME",
+            help="Host header and TLS server name sent to instances.",
+        ),
+        click.option(
+            "--header",
+            "headers",
+            multiple=True,
+            metavar="NAME=VALUE",
+            help="Extra request header sent to instances; repeatable.",
+        ),
+        click.option(
+            "--header-env",
+            multiple=True,
+            metavar="NAME=ENVVAR",
+            help="Extra request header whose value is read from an environment variable.",
+        ),
+        click.option(
+            "--header-file",
+            multiple=True,
+            metavar="NAME=FILE",
+            help="Extra request header whose value is read from a file (a mounted secret).",
+        ),
+        click.option(
+            "--ca-bundle",
+            cls=one,
+            type=click.Path(exists=True, dir_okay=False),
+            help="Extra trusted CAs (PEM file).",
+        ),
+        click.option("--insecure", cls=one, is_flag=True, help="Do not verify TLS certificates."),
+        click.option(
+            "--deadline",
+            cls=one,
+            type=float,
+            metavar="SECONDS",
+            help="Time allowed for everything fetched from one instance.",
+        ),
+        click.option(
+            "--concurrency", cls=one, type=int, metavar="N", help="Requests in flight in total."
+        ),
+        click.option(
+            "--docker-label",
+            "docker_labels",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Check the Docker containers with this label; repeatable.",
+        ),
+        click.option(
+            "--docker-network",
+            cls=one,
+            metavar="NAME",
+            help="Docker network whose container address is used.",
+        ),
+        click.option(
+            "--docker-port",
+            cls=one,
+            type=int,
+            metavar="PORT",
+            help="Container port the site serves on.",
+        ),
+        click.option("-n", "--namespace", cls=one, help="Check the pods in this namespace."),
+        click.option("-l", "--selector", cls=one, help="Label selector of the pods."),
+        click.option(
+            "--pod-port", cls=one, type=int, metavar="PORT", help="Port the pods serve on."
+        ),
+        click.option(
+            "--kubeconfig", cls=one, type=click.Path(dir_okay=False), help="Kubeconfig file."
+        ),
+        click.option("--context", "kube_context", cls=one, help="Kubeconfig context."),
     ]
     for option in reversed(options):
         fn = option(fn)
     return fn
 
 
-def spec_from_options(opts: dict[str, Any], extra: dict[str, Any] | None = None) -> CheckSpec:
-    """A CheckSpec from the shared flags, built exactly as ``verify`` builds it."""
+def spec_from_options(
+    opts: dict[str, Any], extra: dict[str, Any] | None = None, *, preflight: bool = True
+) -> CheckSpec:
+    """A CheckSpec from the shared flags, built exactly as ``verify`` builds it.
+
+    With ``preflight`` (the default), what the spec names on this machine is checked
+    too (release manifest files, header files), so a typo is a configuration error
+    naming its flag before any request is sent.
+    """
     from .discover.static import parse_target
 
     targets = [parse_target(t).model_dump(exclude_none=True) for t in opts["targets"]]
@@ -154,6 +425,7 @@ def spec_from_options(opts: dict[str, Any], extra: dict[str, Any] | None = None)
         kube = {"namespace": opts["namespace"] or "default", "selector": opts["selector"] or ""}
         if opts["pod_port"]:
             kube["port"] = opts["pod_port"]
+    flags = FlagNames()
     spec: CheckSpec = build_spec(
         opts["config"],
         {
@@ -161,7 +433,8 @@ def spec_from_options(opts: dict[str, Any], extra: dict[str, Any] | None = None)
             "docker": docker,
             "kubernetes": kube,
             "cdn": opts["cdn"],
-            "release_manifest": opts["release_manifest"],
+            "release_manifest": list(opts["release_manifest"]),
+            "allow_names_only": True if opts.get("allow_names_only") else None,
             "release_image": opts["release_image"],
             "release_image_path": opts["release_image_path"],
             "known_versions": list(opts["known_versions"]),
@@ -179,5 +452,39 @@ def spec_from_options(opts: dict[str, Any], extra: dict[str, Any] | None = None)
             "http.max_connections": opts["concurrency"],
             **(extra or {}),
         },
+        flags,
     )
+    if preflight:
+        try:
+            check_local_sources(spec)
+        except ConfigError as exc:
+            raise flags.explain(exc) from exc
     return spec
+
+
+def check_local_sources(spec: CheckSpec) -> None:
+    """Refuse, before any request, what names a file on this machine that cannot be used.
+
+    Release manifest files are read and checked (see
+    :func:`artifactcheck.expect.plan_release_manifests`); header files and the CA
+    bundle must be readable files. A URL source can only be judged when it is fetched.
+    """
+    from .expect import plan_release_manifests
+    from .manifests.limits import ManifestLimits
+
+    limits = ManifestLimits(
+        max_bytes=spec.http.max_manifest_bytes, max_entries=spec.http.max_manifest_entries
+    )
+    plan_release_manifests(spec, fetcher=None, limits=limits)
+    _readable(spec.http.header_files.items(), "http.header_files")
+    if spec.http.ca_bundle:
+        _readable([("", spec.http.ca_bundle)], "http.ca_bundle")
+
+
+def _readable(files: Iterable[tuple[str, str]], field: str) -> None:
+    for name, path in files:
+        label = f"{name}={path}" if name else path
+        if not Path(path).is_file():
+            raise ConfigError(f"{label}: no such file", field=field)
+        if not os.access(path, os.R_OK):
+            raise ConfigError(f"{label}: not readable", field=field)

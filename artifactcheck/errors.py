@@ -31,7 +31,17 @@ class ArtifactCheckError(Exception):
 
 
 class ConfigError(ArtifactCheckError):
-    """Bad configuration or command-line input; the message names the field."""
+    """Bad configuration or command-line input; the message names the field.
+
+    ``field`` is the CheckSpec field path the problem is about (``release_manifest``,
+    ``http.max_connections``), kept apart from ``detail`` so the command line can name
+    the flag that set the value instead of a model field the user never typed.
+    """
+
+    def __init__(self, detail: str, *, field: str | None = None) -> None:
+        super().__init__(f"{field}: {detail}" if field else detail)
+        self.detail = detail
+        self.field = field
 
 
 class ManifestError(ArtifactCheckError):

@@ -1,13 +1,19 @@
 """Where the expected release for a version comes from, cached with a fallback.
 
-A release source (a file or URL with a ``{version}`` template, a container image) is a
-dependency like any other, and the lesson of the cache outage in DESIGN section 1 is
-that a cache outage must never become a full outage. So manifests are cached per
+A release source (files or URLs, concrete or a ``{version}`` template, a container
+image) is a dependency like any other, and a cache outage must never become a full
+outage. So manifests are cached per
 version in a bounded LRU; when the source fails, the last known good copy is used and
 the result says so (``stale``); with no copy at all the expectation is empty and the
 verdict becomes ``inconclusive``, never ``mismatch``. Concurrent requests for one
 version share one load (single flight), so a fleet of 1,000 instances of one version
 costs one fetch of its manifest.
+
+The expectation is only as honest as its source: a release manifest is used only for
+the version it declares, the reported version is hostile input (checked against the
+version grammar, escaped, kept inside the template's directory), and only a manifest
+carrying content hashes can vouch for bytes (a names-only one is refused unless
+explicitly allowed, and then every report says so).
 """
 
 from __future__ import annotations
@@ -15,9 +21,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import quote
 
 from .errors import ArtifactCheckError, ConfigError, ExpectationUnavailable, ManifestError
 from .fetch import Fetcher
@@ -25,6 +32,14 @@ from .manifests import parse_manifest
 from .manifests.limits import ManifestLimits
 from .models import Expectation, Manifest
 from .settings import CheckSpec
+from .versions import version_problem
+
+#: The hash a release manifest must carry for a file to vouch for its bytes: the one the
+#: comparison checks served bytes against (another algorithm would be compared by name
+#: only, which is exactly the false ``consistent`` this rule exists to prevent).
+VOUCHING_ALGORITHMS: tuple[str, ...] = ("sha256",)
+
+TEMPLATE_FIELD = "{version}"
 
 
 class ReleaseSource(Protocol):
@@ -39,40 +54,312 @@ def _is_url(template: str) -> bool:
     return template.startswith(("http://", "https://"))
 
 
-class TemplateSource:
-    """A release manifest file or URL; ``{version}`` in it is replaced."""
+def is_template(source: str) -> bool:
+    """A source naming ``{version}``; any other is a concrete file for the version it declares.
 
-    def __init__(self, template: str, *, fetcher: Fetcher | None, limits: ManifestLimits) -> None:
+    A "template" without the placeholder could only ever name one file, so it is read as
+    that file, and the version it declares decides which instances it is used for.
+    """
+    return TEMPLATE_FIELD in source
+
+
+def expand(template: str, version: str) -> str:
+    """The file or URL of ``version``'s manifest, never outside what the template names.
+
+    The version is the instance's word, checked against the version grammar first; in a
+    URL it is percent-escaped all the same (``1.0.0?a`` must not become a query), and a
+    file must stay in the template's directory after resolution (``..`` or a symlink out
+    of it is refused), so no reported version can pick a manifest the operator did not
+    put there.
+    """
+    problem = version_problem(version)
+    if problem is not None:
+        raise ExpectationUnavailable(f"reported version {problem}")
+    if _is_url(template):
+        return template.replace(TEMPLATE_FIELD, quote(version, safe=""))
+    where = template.replace(TEMPLATE_FIELD, version)
+    anchor = _anchor(template)
+    resolved = Path(where).resolve()
+    if not resolved.is_relative_to(anchor) or resolved == anchor:
+        raise ExpectationUnavailable(
+            f"version {version!r} would read {resolved}, outside the template's directory {anchor}"
+        )
+    return where
+
+
+def _anchor(template: str) -> Path:
+    """The directory a file template's expansions must stay in: the part before ``{version}``."""
+    prefix = template[: template.index(TEMPLATE_FIELD)]
+    directory = prefix.rpartition("/")[0] if "/" in prefix else "."
+    return Path(directory or "/").resolve()
+
+
+def unvouched(manifest: Manifest) -> list[str]:
+    """Files of a release manifest without a hash the comparison can check bytes against."""
+    return [
+        path
+        for path, entry in manifest.files.items()
+        if not any(entry.hashes.get(a) for a in VOUCHING_ALGORITHMS)
+    ]
+
+
+def names_only_problem(manifest: Manifest, where: str) -> str | None:
+    """Why this manifest cannot vouch for bytes, or None when every file carries a hash."""
+    missing = unvouched(manifest)
+    if not missing:
+        return None
+    return (
+        f"{where}: a {manifest.format} manifest with no content hash for {len(missing)} of "
+        f"{len(manifest.files)} files (e.g. {missing[0]}), so it cannot vouch for the bytes "
+        "served; write a release manifest with `artifactcheck manifest build DIST --version V` "
+        "(or allow a file-names-only comparison with --allow-names-only)"
+    )
+
+
+def _parse_release(data: bytes, where: str, limits: ManifestLimits) -> Manifest:
+    try:
+        return parse_manifest(data, limits=limits, source=where, path_hint=where)
+    except ManifestError as exc:
+        raise ExpectationUnavailable(f"{where}: not a usable release manifest: {exc}") from exc
+
+
+async def _read(where: str, fetcher: Fetcher | None) -> bytes:
+    """The bytes of one release manifest file or URL, or ExpectationUnavailable saying why."""
+    if _is_url(where):
+        if fetcher is None:
+            raise ExpectationUnavailable(f"{where}: no HTTP client")
+        base, _, name = where.rpartition("/")
+        # "": the source's own host, never the site name sent to instances
+        got = await fetcher.get_document(base + "/", name, host_header="")
+        if got.error is not None:
+            raise ExpectationUnavailable(f"{where}: {got.error}")
+        if not got.ok or got.body is None:
+            raise ExpectationUnavailable(f"{where}: HTTP {got.status}")
+        return got.body
+    try:
+        return await asyncio.to_thread(Path(where).read_bytes)
+    except OSError as exc:
+        raise ExpectationUnavailable(f"{where}: {exc.strerror or exc}") from exc
+
+
+class TemplateSource:
+    """A release manifest file or URL template; ``{version}`` in it is replaced.
+
+    The expansion must declare the version it was expanded for, or declare none (only
+    the native format carries a version, and ``manifest build`` always writes one): a
+    file named after a version vouches for that version only because of its name, which
+    is the operator's choice, not the instance's.
+    """
+
+    def __init__(
+        self,
+        template: str,
+        *,
+        fetcher: Fetcher | None,
+        limits: ManifestLimits,
+        allow_names_only: bool = False,
+    ) -> None:
         self.template = template
         self.fetcher = fetcher
         self.limits = limits
+        self.allow_names_only = allow_names_only
+        self.names_only = False
         self.description = template
 
     async def load(self, version: str) -> Manifest:
         """Read and parse the manifest for one version."""
-        where = self.template.replace("{version}", version)
-        if _is_url(where):
-            if self.fetcher is None:
-                raise ExpectationUnavailable(f"{where}: no HTTP client")
-            base, _, name = where.rpartition("/")
-            # "": the source's own host, never the site name sent to instances
-            got = await self.fetcher.get_document(base + "/", name, host_header="")
-            if got.error is not None:
-                raise ExpectationUnavailable(f"{where}: {got.error}")
-            if not got.ok or got.body is None:
-                raise ExpectationUnavailable(f"{where}: HTTP {got.status}")
-            data = got.body
-        else:
-            try:
-                data = await asyncio.to_thread(Path(where).read_bytes)
-            except OSError as exc:
-                raise ExpectationUnavailable(f"{where}: {exc.strerror or exc}") from exc
-        manifest = parse_manifest(data, limits=self.limits, source=where, version=version)
+        where = expand(self.template, version)
+        manifest = _parse_release(await _read(where, self.fetcher), where, self.limits)
         if manifest.version is not None and manifest.version != version:
             raise ExpectationUnavailable(
-                f"{where}: declares version {manifest.version}, expected {version}"
+                f"{where}: declares version {manifest.version}, not {version}; "
+                "a release manifest is used only for the version it declares"
             )
+        problem = names_only_problem(manifest, where)
+        if problem is not None:
+            if not self.allow_names_only:
+                raise ExpectationUnavailable(problem)
+            self.names_only = True
         return manifest
+
+
+class ReleaseSet:
+    """Several release manifests: concrete ones by the version they declare, then a template.
+
+    A concrete manifest is a release's own description, so it says which version it is
+    for; it is never applied to another (a 1.0.0 manifest judging a 1.1.0 instance would
+    call every changed file "different"). Local files are read when the set is built, so
+    a missing or unusable one is a configuration error before any request; URLs are read
+    on first use, once each (a release does not change after it is published).
+    """
+
+    def __init__(
+        self,
+        *,
+        local: Mapping[str, Manifest],
+        urls: Sequence[str],
+        template: TemplateSource | None,
+        fetcher: Fetcher | None,
+        limits: ManifestLimits,
+        allow_names_only: bool = False,
+        names_only: bool = False,
+    ) -> None:
+        self.local = dict(local)
+        self.urls = list(urls)
+        self.template = template
+        self.fetcher = fetcher
+        self.limits = limits
+        self.allow_names_only = allow_names_only
+        self._names_only = names_only
+        self._from_urls: dict[str, Manifest] = {}  # url -> manifest, once read
+        self._url_errors: dict[str, str] = {}
+        self._lock = asyncio.Lock()
+        parts = [m.source or v for v, m in self.local.items()] + self.urls
+        if template is not None:
+            parts.append(template.template)
+        self.description = ", ".join(parts)
+
+    @property
+    def names_only(self) -> bool:
+        """True once a manifest without content hashes was used (allowed explicitly)."""
+        return self._names_only or (self.template is not None and self.template.names_only)
+
+    async def _read_urls(self) -> None:
+        async with self._lock:
+            pending = [u for u in self.urls if u not in self._from_urls]
+            for url in pending:
+                try:
+                    manifest = _parse_release(await _read(url, self.fetcher), url, self.limits)
+                    if manifest.version is None:
+                        raise ExpectationUnavailable(
+                            f"{url}: declares no version, so it cannot be matched to an "
+                            "instance; use a native manifest (`artifactcheck manifest build "
+                            "--version V`) or a '{version}' template"
+                        )
+                    problem = names_only_problem(manifest, url)
+                    if problem is not None and not self.allow_names_only:
+                        raise ExpectationUnavailable(problem)
+                except ArtifactCheckError as exc:
+                    self._url_errors[url] = str(exc)
+                    continue
+                self._url_errors.pop(url, None)
+                self._from_urls[url] = manifest
+
+    def _declaring(self, version: str) -> list[Manifest]:
+        found = [m for v, m in self.local.items() if v == version]
+        found += [m for m in self._from_urls.values() if m.version == version]
+        return found
+
+    async def load(self, version: str) -> Manifest:
+        """The manifest declaring ``version``, else the template's, else why there is none."""
+        problem = version_problem(version)
+        if problem is not None:
+            raise ExpectationUnavailable(f"reported version {problem}")
+        found = self._declaring(version)
+        if not found and self.urls:
+            await self._read_urls()
+            found = self._declaring(version)
+        if len(found) > 1:
+            raise ExpectationUnavailable(
+                f"release manifests {', '.join(str(m.source) for m in found)} all declare "
+                f"version {version}; give one"
+            )
+        if found:
+            if unvouched(found[0]):
+                self._names_only = True
+            return found[0]
+        if self.template is not None:
+            return await self.template.load(version)
+        declared = [f"{m.source} declares {v}" for v, m in sorted(self.local.items())]
+        declared += [f"{u} declares {m.version}" for u, m in self._from_urls.items()]
+        declared += [f"{u} could not be read ({why})" for u, why in self._url_errors.items()]
+        raise ExpectationUnavailable(
+            f"no release manifest declares version {version} ({'; '.join(declared)}); "
+            "a release manifest is used only for the version it declares"
+        )
+
+
+def plan_release_manifests(
+    spec: CheckSpec, *, fetcher: Fetcher | None, limits: ManifestLimits
+) -> ReleaseSet | None:
+    """The release manifests of the spec, local files read and checked now.
+
+    Everything that can be known without a request is checked here, so a typo is a
+    configuration error (exit 2) before any instance is fetched: a local file that is not
+    there or is not a release manifest, one without content hashes, one declaring no
+    version or the same version as another, a template whose directory does not exist.
+    """
+    if not spec.release_manifest:
+        return None
+    local: dict[str, Manifest] = {}
+    urls: list[str] = []
+    template: TemplateSource | None = None
+    names_only = False
+    for where in spec.release_manifest:
+        if is_template(where):
+            if template is not None:  # also refused by the settings model
+                raise ConfigError(
+                    f"{template.template} and {where} are both '{{version}}' templates; "
+                    "give at most one",
+                    field="release_manifest",
+                )
+            if not _is_url(where) and not _anchor(where).is_dir():
+                raise ConfigError(
+                    f"{where}: directory {_anchor(where)} does not exist", field="release_manifest"
+                )
+            template = TemplateSource(
+                where, fetcher=fetcher, limits=limits, allow_names_only=spec.allow_names_only
+            )
+            continue
+        if _is_url(where):
+            urls.append(where)
+            continue
+        manifest = _read_local(where, limits)
+        problem = names_only_problem(manifest, where)
+        if problem is not None:
+            if not spec.allow_names_only:
+                raise ConfigError(problem, field="release_manifest")
+            names_only = True
+        if manifest.version is None:
+            raise ConfigError(
+                f"{where}: a {manifest.format} manifest declares no version, so it cannot be "
+                "matched to an instance; write a native one (`artifactcheck manifest build "
+                "DIST --version V`) or name the file with a '{version}' template",
+                field="release_manifest",
+            )
+        other = local.get(manifest.version)
+        if other is not None:
+            raise ConfigError(
+                f"{other.source} and {where} both declare version {manifest.version}; "
+                "give one manifest per release",
+                field="release_manifest",
+            )
+        local[manifest.version] = manifest
+    return ReleaseSet(
+        local=local,
+        urls=urls,
+        template=template,
+        fetcher=fetcher,
+        limits=limits,
+        allow_names_only=spec.allow_names_only,
+        names_only=names_only,
+    )
+
+
+def _read_local(where: str, limits: ManifestLimits) -> Manifest:
+    path = Path(where)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            f"{where}: cannot read: {exc.strerror or exc}", field="release_manifest"
+        ) from exc
+    try:
+        return parse_manifest(data, limits=limits, source=where, path_hint=where)
+    except ManifestError as exc:
+        raise ConfigError(
+            f"{where}: not a usable release manifest: {exc}", field="release_manifest"
+        ) from exc
 
 
 class CallableSource:
@@ -117,8 +404,21 @@ class Expectations:
         while len(self._cache) > self.max_versions:
             self._cache.popitem(last=False)
 
+    @property
+    def names_only(self) -> bool:
+        """True when a release manifest without content hashes was used (explicitly allowed):
+        the verdicts then rest on file names, and the report must say so."""
+        return bool(getattr(self.source, "names_only", False))
+
     async def get(self, version: str) -> Expectation:
-        """The expectation for one version, loading it at most once at a time."""
+        """The expectation for one version, loading it at most once at a time.
+
+        A reported version that fails the version grammar is never looked up (nor
+        cached): the expectation carries the reason, and the instance is judged on it.
+        """
+        problem = version_problem(version)
+        if problem is not None:
+            return Expectation(version=version, manifest=None, error=f"reported version {problem}")
         cached = self._cache.get(version)
         if cached is not None:
             self._cache.move_to_end(version)
@@ -164,16 +464,21 @@ def build_expectations(
 ) -> Expectations | None:
     """The release source configured in the spec, or None for consensus mode.
 
-    ``read_image(image, site_path, version)`` reads a release image (blocking; run in a
-    thread); it is injected because reading images is the discovery layer's business.
+    Raises ConfigError for a source that cannot exist (see
+    :func:`plan_release_manifests`). ``read_image(image, site_path, version)`` reads a
+    release image (blocking; run in a thread); it is injected because reading images is
+    the discovery layer's business.
     """
-    if spec.release_manifest:
-        source = TemplateSource(spec.release_manifest[-1], fetcher=fetcher, limits=limits)
-        return Expectations(source, max_versions=spec.cache_versions)
+    releases = plan_release_manifests(spec, fetcher=fetcher, limits=limits)
+    if releases is not None:
+        return Expectations(releases, max_versions=spec.cache_versions)
     if spec.release_image and read_image is not None:
         template, site, reader = spec.release_image, spec.release_image_path, read_image
 
         async def from_image(version: str) -> Manifest:
+            problem = version_problem(version)
+            if problem is not None:  # an image reference is a lookup too
+                raise ExpectationUnavailable(f"reported version {problem}")
             image = template.replace("{version}", version)
             try:
                 return await asyncio.to_thread(reader, image, site, version)

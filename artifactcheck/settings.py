@@ -9,7 +9,7 @@ validation errors into a :class:`~artifactcheck.errors.ConfigError` naming each 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,6 +52,7 @@ def _check_version(v: str | None) -> str | None:
         if problem is not None:
             raise ValueError(f"version {problem}")
     return v
+
 
 ManifestFormatName = Literal[
     "auto",
@@ -384,6 +385,23 @@ class CheckSpec(_Model):
                 raise ValueError("must not be empty")
         if len(set(v)) != len(v):
             raise ValueError("names the same release manifest twice")
+        templates = [item for item in v if "{version}" in item]
+        if len(templates) > 1:
+            raise ValueError(
+                "at most one '{version}' template (the others are concrete files, each used "
+                f"for the version it declares); got {len(templates)}"
+            )
+        return v
+
+    @field_validator("release_image")
+    @classmethod
+    def _one_kind_of_source(cls, v: str | None, info: ValidationInfo) -> str | None:
+        # Two kinds of release source would need a rule for which one wins; silently
+        # using one of them is how a configured source gets ignored.
+        if v is not None and info.data.get("release_manifest"):
+            raise ValueError(
+                "cannot be combined with release_manifest: give one kind of release source"
+            )
         return v
 
     @field_validator("cdn")
@@ -415,26 +433,46 @@ def _loc_part(part: object) -> str:
     return repr(text) if isinstance(part, str) and unsafe else text
 
 
-def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
-    """Render pydantic errors as ``field.path: problem`` lines."""
+def format_validation_error(
+    exc: ValidationError,
+    *,
+    prefix: str = "",
+    name_of: Callable[[tuple[str | int, ...]], str | None] | None = None,
+) -> str:
+    """Render pydantic errors as ``field.path: problem`` lines.
+
+    ``name_of(loc)`` may name a location differently (the command line names the flag
+    that set a value, e.g. ``--concurrency`` for ``http.max_connections``).
+    """
     lines = []
     for err in exc.errors():
         loc = ".".join(_loc_part(p) for p in err["loc"]) or "(root)"
-        msg = err["msg"]
+        msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown field"
-        lines.append(f"{prefix}{loc}: {msg}")
+        named = name_of(tuple(err["loc"])) if name_of is not None else None
+        lines.append(f"{prefix}{named or loc}: {msg}")
     return "\n".join(lines)
 
 
-def load_spec(data: Mapping[str, Any], *, origin: str = "configuration") -> CheckSpec:
-    """Validate a mapping into a :class:`CheckSpec`, or raise ConfigError naming fields."""
+def load_spec(
+    data: Mapping[str, Any],
+    *,
+    origin: str = "configuration",
+    name_of: Callable[[tuple[str | int, ...]], str | None] | None = None,
+) -> CheckSpec:
+    """Validate a mapping into a :class:`CheckSpec`, or raise ConfigError naming fields.
+
+    ``name_of`` renames a field location in the message (see
+    :func:`format_validation_error`).
+    """
     if not isinstance(data, Mapping):
         raise ConfigError(f"{origin}: expected a mapping at the top level")
     try:
         return CheckSpec.model_validate(dict(data))
     except ValidationError as exc:
-        raise ConfigError(f"{origin}: invalid\n{format_validation_error(exc)}") from exc
+        text = format_validation_error(exc, name_of=name_of)
+        raise ConfigError(f"{origin}: invalid\n{text}") from exc
 
 
 def load_spec_file(path: str | Path) -> CheckSpec:

@@ -194,8 +194,10 @@ def parse_manifest(
 
     ``path_hint`` is the file name it was served as (a tie-breaker for detection only);
     ``location`` is its path relative to the base URL, which also rebases relative
-    paths onto that base (and serves as the hint when none is given). ``version``
-    overrides the release version (only the native format carries one).
+    paths onto that base (and serves as the hint when none is given). ``version`` is
+    recorded only when the document declares none (only the native format carries
+    one): a declared version is never overwritten, because it is what keeps a release
+    manifest from being applied to another release.
     """
     doc = load_json(data, limits)
     hint = path_hint if path_hint is not None else location
@@ -210,7 +212,9 @@ def parse_manifest(
         )
     prefix = _prefix(name, location, limits) if location else ""
     manifest = FORMATS[name].parse(doc, limits=limits, source=source, prefix=prefix)
-    return manifest if version is None else replace(manifest, version=version)
+    if version is None or manifest.version is not None:
+        return manifest
+    return replace(manifest, version=version)
 
 
 def _check_requested(name: str, doc: Any) -> None:

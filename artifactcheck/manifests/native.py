@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from ..errors import ManifestError, ManifestFormatError
 from ..models import Manifest, ManifestEntry
+from ..versions import version_problem
 from ._collect import Collector
 from .integrity import is_hex
 from .limits import ManifestLimits, check_entries
@@ -137,7 +138,15 @@ def walk_files(root: Path) -> Iterator[tuple[str, Path]]:
 
 
 def build(dist: str | Path, *, version: str, exclude: Iterable[str] = ()) -> Manifest:
-    """Hash every regular file of a build directory into a native release manifest."""
+    """Hash every regular file of a build directory into a native release manifest.
+
+    The version is checked against the version grammar (it is what instances will be
+    matched by), and a directory with no file is refused: an empty release manifest
+    is almost always a wrong path, and it would vouch for nothing.
+    """
+    problem = version_problem(version)
+    if problem is not None:
+        raise ManifestError(f"version {problem}")
     root = Path(dist)
     if not root.is_dir():
         raise ManifestError(f"{root}: not a directory")
@@ -148,6 +157,10 @@ def build(dist: str | Path, *, version: str, exclude: Iterable[str] = ()) -> Man
             continue
         with full.open("rb") as fh:
             builder.add_stream(rel, fh)
+    if not builder.files:
+        raise ManifestError(
+            f"{root}: no files to hash (give the build output directory, e.g. dist/)"
+        )
     return builder.manifest(source=str(root))
 
 

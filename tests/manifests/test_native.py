@@ -100,3 +100,30 @@ def test_version_and_image_id() -> None:
 def test_build_refuses_a_missing_directory(tmp_path: Path) -> None:
     with pytest.raises(ManifestError):
         native.build(tmp_path / "nope", version="1")
+
+
+def test_build_refuses_an_empty_directory(tmp_path: Path) -> None:
+    """An empty release manifest vouches for nothing; it is almost always a wrong path."""
+    (tmp_path / "dist" / "sub").mkdir(parents=True)
+    with pytest.raises(ManifestError, match="no files to hash"):
+        native.build(tmp_path / "dist", version="1")
+
+
+@pytest.mark.parametrize("version", ["../1", "1.0?a", "", "a/b", "1..2"])
+def test_build_refuses_a_version_outside_the_grammar(tmp_path: Path, version: str) -> None:
+    (tmp_path / "index.html").write_text("x", "utf-8")
+    with pytest.raises(ManifestError, match="version"):
+        native.build(tmp_path, version=version)
+
+
+def test_a_declared_version_is_never_overwritten() -> None:
+    """What lets a release source refuse a manifest written for another release."""
+    data = doc({"a.js": {"sha256": "a" * 64, "size": 1}})  # declares "1"
+    assert parse_manifest(data, version="2").version == "1"
+    assert parse_manifest(data).version == "1"
+
+
+def test_a_version_is_recorded_only_when_none_is_declared() -> None:
+    undeclared = json.dumps({"schema": native.SCHEMA, "files": {}})
+    assert parse_manifest(undeclared).version is None
+    assert parse_manifest(undeclared, version="2").version == "2"

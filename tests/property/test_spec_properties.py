@@ -37,6 +37,7 @@ from artifactcheck.decide import History, decide
 from artifactcheck.errors import ConfigError
 from artifactcheck.models import CertInfo
 from artifactcheck.settings import CheckSpec, load_spec, load_spec_file
+from artifactcheck.tenancy import CONTROLLER_REFUSED_FIELDS
 
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -66,13 +67,32 @@ URL = st.builds(
     NAME | st.just(""),
 )
 
+#: Versions: the grammar allows letters, digits and . - _ + inside.
+VERSION = st.builds("{}{}".format, NAME, st.sampled_from(["", ".1", "-rc.1", "+build.7", "_x"]))
+CONCRETE = NAME.map("/releases/{}.json".format) | URL.map("{}/release.json".format)
+TEMPLATE = NAME.map("/releases/{}/{{version}}.json".format) | URL.map("{}/{{version}}.json".format)
+
 #: Values the model's own validators constrain beyond what the types say.
 SPECIAL: dict[tuple[str, str], st.SearchStrategy[Any]] = {
     ("Target", "url"): URL,
+    ("Target", "version"): st.none() | VERSION,
+    ("CheckSpec", "desired_version"): st.none() | VERSION,
+    ("CheckSpec", "known_versions"): st.lists(VERSION, max_size=3),
     ("CheckSpec", "cdn"): st.none() | URL,
-    ("CheckSpec", "release_manifest"): st.none()
-    | URL
-    | NAME.map("/releases/{}/{{version}}.json".format),
+    # one or several, at most one of them a template, none twice (a list: the CRD form;
+    # a lone string, accepted in YAML, is covered by test_one_release_manifest_as_a_string)
+    ("CheckSpec", "release_manifest"): st.builds(
+        lambda concrete, template: concrete + template,
+        st.lists(CONCRETE, max_size=3, unique=True),
+        st.lists(TEMPLATE, max_size=1),
+    ),
+    ("HttpSettings", "compare_encodings"): st.lists(
+        st.sampled_from(["identity", "gzip", "br", "deflate"]), min_size=1, max_size=4, unique=True
+    ),
+    ("HttpSettings", "headers"): st.dictionaries(
+        NAME.map("x-{}".format),
+        st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=12),
+    ),
     ("VersionEndpoint", "pointer"): st.just("") | NAME.map("/{}".format),
     ("DockerSource", "on_mismatch"): st.sampled_from([None, "stop", "pause", "disconnect=web"]),
 }
@@ -136,7 +156,14 @@ def model_doc(model: type[BaseModel]) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(required, optional=optional)
 
 
-SPEC = model_doc(CheckSpec)
+def _one_release_source(doc: dict[str, Any]) -> dict[str, Any]:
+    """Release manifests and a release image together are refused: keep one."""
+    if doc.get("release_manifest") and doc.get("release_image"):
+        doc = {k: v for k, v in doc.items() if k != "release_image"}
+    return doc
+
+
+SPEC = model_doc(CheckSpec).map(_one_release_source)
 
 
 def paths(doc: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
@@ -284,6 +311,34 @@ def test_infinite_nan_and_absurd_numbers_are_refused(doc: dict[str, Any], field:
         load_spec(doc)
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("/r/{version}.json", ["/r/{version}.json"]), (None, []), (["/a.json"], ["/a.json"])],
+)
+def test_one_release_manifest_as_a_string(value: Any, expected: list[str]) -> None:
+    assert load_spec({"release_manifest": value}).release_manifest == expected
+
+
+@pytest.mark.parametrize(
+    ("doc", "problem"),
+    [
+        ({"release_manifest": ["/a/{version}.json", "/b/{version}.json"]}, "at most one"),
+        ({"release_manifest": ["/a.json", "/a.json"]}, "twice"),
+        ({"release_manifest": ["/a.json"], "release_image": "web:{version}"}, "combined"),
+        ({"targets": [{"url": "http://a/", "version": "../1"}]}, "not a version"),
+        ({"http": {"headers": {"X-A": "b\r\nX-B: c"}}}, "control character"),
+        ({"http": {"headers": {"X A": "b"}}}, "not an RFC 9110 token"),
+        ({"http": {"host_header": "a\r\nX-B: c"}}, "host name"),
+        ({"cdn": "cdn.example.com"}, "http:// or https://"),
+    ],
+)
+def test_release_sources_versions_and_headers_are_checked(
+    doc: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(ConfigError, match=problem):
+        load_spec(doc)
+
+
 def assert_usable(spec: CheckSpec) -> None:
     """An accepted spec's numbers are finite and feed the policy and the TLS check."""
     for section in (spec, spec.http, spec.retry, spec.policy, spec.sampling):
@@ -331,7 +386,8 @@ def test_many_entries_and_long_strings_stay_cheap() -> None:
         {
             "targets": [{"url": f"http://10.0.{i // 250}.{i % 250}:80/"} for i in range(20_000)],
             "http": {"headers": {"x-long": "v" * 2**20}},
-            "known_versions": ["1." + "9" * 100_000],
+            "known_versions": [f"1.{i}" for i in range(20_000)],
+            "manifest_path": "assets/" + "m" * 2**20 + ".json",
         }
     )
     assert len(spec.targets) == 20_000
@@ -361,13 +417,29 @@ CRD_SPEC = _json_schema(
 CRD = jsonschema.Draft4Validator(CRD_SPEC)
 
 
+def _without_refused(doc: dict[str, Any]) -> dict[str, Any]:
+    """The spec minus the CLI-only fields the CRD leaves out (the controller refuses them)."""
+    doc = copy.deepcopy(doc)
+    for path in CONTROLLER_REFUSED_FIELDS:
+        node = doc
+        for key in path[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+    return doc
+
+
+def _refused(where: tuple[str, ...], name: str) -> bool:
+    return (*where, name) in CONTROLLER_REFUSED_FIELDS
+
+
 @FAST
 @given(SPEC)
 def test_the_crd_schema_accepts_every_valid_spec(doc: dict[str, Any]) -> None:
     spec = load_spec(doc)
-    errors = [e.message for e in CRD.iter_errors(doc)]
+    errors = [e.message for e in CRD.iter_errors(_without_refused(doc))]
     assert not errors, errors
-    dumped = spec.model_dump(mode="json")
+    dumped = _without_refused(spec.model_dump(mode="json"))
     errors = [f"{list(e.path)}: {e.message}" for e in CRD.iter_errors(dumped)]
     assert not errors, errors
 
@@ -424,25 +496,34 @@ def test_the_crd_enums_are_the_model_literals() -> None:
     """Every Literal in the model is an enum in the CRD, with the same values."""
     found: list[tuple[str, list[Any], list[Any]]] = []
 
-    def walk(model: type[BaseModel], schema: Mapping[str, Any], where: str) -> None:
+    def walk(model: type[BaseModel], schema: Mapping[str, Any], where: tuple[str, ...]) -> None:
         hints = typing.get_type_hints(model)
         for name in model.model_fields:
+            if _refused(where, name):
+                continue
             sub = schema["properties"][name]
             kind = hints[name]
             if get_origin(kind) is Literal:
-                found.append((f"{where}{name}", sorted(get_args(kind)), sorted(sub["enum"])))
+                found.append(
+                    (".".join((*where, name)), sorted(get_args(kind)), sorted(sub["enum"]))
+                )
             elif isinstance(kind, type) and issubclass(kind, BaseModel):
-                walk(kind, sub, f"{where}{name}.")
+                walk(kind, sub, (*where, name))
 
-    walk(CheckSpec, CRD_SPEC, "")
+    walk(CheckSpec, CRD_SPEC, ())
     assert found and all(model == crd for _, model, crd in found), found
 
 
 def test_every_model_field_is_in_the_crd() -> None:
-    def names(model: type[BaseModel], schema: Mapping[str, Any]) -> Callable[[], None]:
-        assert set(model.model_fields) == set(schema["properties"]), model.__name__
+    """Every field but the CLI-only ones the controller refuses."""
+
+    def names(
+        model: type[BaseModel], schema: Mapping[str, Any], where: tuple[str, ...] = ()
+    ) -> Callable[[], None]:
+        wanted = {n for n in model.model_fields if not _refused(where, n)}
+        assert wanted == set(schema["properties"]), model.__name__
         hints = typing.get_type_hints(model)
-        for name in model.model_fields:
+        for name in sorted(wanted):
             kind = hints[name]
             args = [a for a in get_args(kind) if a is not type(None)]
             inner = (
@@ -453,7 +534,7 @@ def test_every_model_field_is_in_the_crd() -> None:
             else:
                 schema_node = schema["properties"][name]
             if isinstance(inner, type) and issubclass(inner, BaseModel):
-                names(inner, schema_node)
+                names(inner, schema_node, (*where, name))
         return lambda: None
 
     names(CheckSpec, CRD_SPEC)
