@@ -102,6 +102,7 @@ __all__ = [
     "ErrorKind",
     "FetchStats",
     "Fetcher",
+    "MAX_CONTENT_CODINGS",
     "HostStats",
     "RetryBudget",
     "as_error",
@@ -399,7 +400,7 @@ def _content_length(headers: httpx.Headers) -> int | None:
     if raw is None:
         return None
     text = raw.split(",")[0].strip()
-    if not text.isdigit() or len(text) > 18:  # int() of 4,300+ digits raises
+    if not text.isdigit() or len(text) > _MAX_DIGITS:  # int() of 4,300+ digits raises
         return None
     return int(text)
 
@@ -1236,6 +1237,8 @@ class _Http1Transport(httpx.AsyncBaseTransport):
         lines = conn.take(index + 4)[:-4].split(b"\r\n")
         match = _STATUS_LINE.fullmatch(lines[0])
         if match is None:
+            if lines[0].startswith((b"HTTP/1.1 ", b"HTTP/1.0 ")):  # HTTP, but no status
+                raise _ProtocolViolation(f"invalid status line {lines[0][:60]!r}")
             raise httpx.RemoteProtocolError(f"invalid status line {lines[0][:60]!r}")
         if not 100 <= int(match[2]) <= 599:  # "099" is no interim response to skip
             raise _ProtocolViolation(f"invalid status code {match[2].decode()}")

@@ -9,7 +9,9 @@ from fetch_support import RecordingSleep, settings
 
 from artifactcheck.errors import (
     BodyTooLarge,
+    ConfigError,
     FetchConnectError,
+    FetchError,
     FetchStatusError,
     FetchTimeout,
     RetryBudgetExhausted,
@@ -98,6 +100,9 @@ async def test_cookies_are_never_sent_back() -> None:
         ("budget", RetryBudgetExhausted),
         ("unsafe", UnsafeReferenceError),
         ("redirect-off-base", UnsafeReferenceError),
+        ("config", ConfigError),
+        ("protocol", FetchError),
+        ("egress", FetchError),
     ],
 )
 def test_as_error(kind: str, error_type: type[Exception]) -> None:
