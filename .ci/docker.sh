@@ -4,11 +4,15 @@
 #   busybox-static  the statically linked /bin/busybox put into the test images
 #   iptables        dockerd's dependency; the tests compare rules before and after
 #   iproute2        `ip`, to make and delete the private daemon's bridge
+#   mmdebstrap      Debian root file systems: the controller image's base (tests/image)
+#                   and the fresh system the README's demo is checked on (.ci/fresh-root.sh)
+#   docker-buildx   only where the docker CLI is >= 23 (trixie): BuildKit for `docker
+#                   build --secret` (the 20.10 CLI of bookworm has it built in)
 # Nothing is started here and no image is pulled: there is no registry in CI.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
-packages=(docker.io busybox-static iptables iproute2)
+packages=(docker.io busybox-static iptables iproute2 mmdebstrap)
 missing=()
 for pkg in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
@@ -28,4 +32,12 @@ if [ ! -x /bin/busybox ]; then
     exit 1
 fi
 command -v dockerd >/dev/null
+
+# BuildKit for the image test: the CLI's own (< 23) or the buildx plugin.
+cli_major=$(/usr/bin/docker --version 2>/dev/null | sed -n 's/^Docker version \([0-9]*\)\..*/\1/p')
+if [ "${cli_major:-0}" -ge 23 ] && ! /usr/bin/docker buildx version >/dev/null 2>&1; then
+    if ! apt-cache show docker-buildx >/dev/null 2>&1; then apt-get update; fi
+    apt-get install -y --no-install-recommends docker-buildx
+fi
+command -v mmdebstrap >/dev/null
 echo "docker.sh: $(dockerd --version); busybox-static $(dpkg-query -W -f='${Version}' busybox-static)"
