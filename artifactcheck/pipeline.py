@@ -104,6 +104,7 @@ class Observer:
         self.limits = limits_of(spec)
         # The sampling seed: the configured one, else the caller's, else a fresh one per
         # Observer, so repeated runs sample different files (and say which seed they used).
+        # A long-lived owner (the controller) may assign a new one for each cycle.
         if spec.sampling.seed is not None:
             seed = spec.sampling.seed
         self.seed = seed if seed is not None else draw_seed()
@@ -216,7 +217,7 @@ class Observer:
         ``skip`` is the served manifest itself, already fetched; ``extra`` the
         references that live on the CDN.
         """
-        key = (manifest_key, id(expected), version, skip, extra)
+        key = (manifest_key, id(expected), version, skip, extra, self.seed)
         memo = self._plans.get(key) if manifest_key is not None else None
         if memo is not None and memo[0] is expected:  # id() alone could be reused
             return memo[1], memo[2], memo[3]
