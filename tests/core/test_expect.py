@@ -284,6 +284,8 @@ def test_an_image_source_refuses_an_invalid_version() -> None:
     exp = build_expectations(s, None, limits=DEFAULT_LIMITS, read_image=read_image)  # type: ignore[arg-type]
     assert exp is not None
     assert asyncio.run(exp.get("../x")).manifest is None
+    with pytest.raises(ExpectationUnavailable, match="not a version"):  # the source too
+        asyncio.run(exp.source.load("../x"))
     assert asyncio.run(exp.get("1.0")).manifest is not None
     assert asked == ["web:1.0"]
 
@@ -340,3 +342,21 @@ def test_release_set_reports_what_it_holds(releases: Path) -> None:
     )
     assert isinstance(plan, ReleaseSet)
     assert plan.description == f"{releases / f'{R1}.json'}, {releases / 'x{version}.json'}"
+
+
+def test_a_concrete_url_declaring_no_version_is_not_used(web: WebFleet) -> None:
+    doc = json.loads(release_bytes(R1))
+    del doc["version"]
+    base = web.add(Site(overrides={"r.json": json.dumps(doc).encode()}), "127.94.4.1")
+    (got,) = asyncio.run(with_fetcher(spec(base + "r.json"), [R1]))
+    assert got.manifest is None and "declares no version" in (got.error or "")
+
+
+def test_the_release_set_itself_refuses_an_invalid_version(releases: Path) -> None:
+    """Defence in depth: the set checks the version even when called directly."""
+    plan = plan_release_manifests(
+        spec(str(releases / f"{R1}.json")), fetcher=None, limits=DEFAULT_LIMITS
+    )
+    assert plan is not None
+    with pytest.raises(ExpectationUnavailable, match="not a version"):
+        asyncio.run(plan.load("../1.4.1"))
