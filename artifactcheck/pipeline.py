@@ -422,9 +422,11 @@ class Observer:
             manifest_key = manifest_fetch.sha256
         elif manifest is None:
             manifest_key = ("no-manifest", manifest_path)
-        served = manifest_path if manifest is not None or manifest_error is None else None
-        if manifest_fetch is not None and manifest_fetch.status in NOT_HERE:
-            served = None  # fetched as a file of the release, like any other
+        # the served manifest's answer is its observation as a file (a hostile one is not
+        # asked for twice); one that is "not here" is reused below like any probe's
+        served = None
+        if manifest_fetch is not None and manifest_fetch.status not in NOT_HERE:
+            served = manifest_path
         paths, algorithms, sampled = self._plan(
             manifest, manifest_key, expected, version, served, frozenset(on_cdn)
         )
