@@ -17,8 +17,12 @@ def test_configuration_reference_is_up_to_date() -> None:
 
 
 def test_readme_commands_exist() -> None:
+    """The README's two commands exist, and CI runs the README's test command."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "artifactcheck demo" in readme
+    setup = (ROOT / "scripts" / "setup.sh").read_text(encoding="utf-8")
+    assert "sh scripts/setup.sh demo" in readme and "sh scripts/setup.sh test" in readme
+    assert '"$venv/bin/artifactcheck" demo' in setup
+    assert '"$venv/bin/python" -m pytest -q' in setup
     assert "bash .ci/run" in readme
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert "python3 -m pytest -q" in ci and "python3 -m pytest -q" in readme
+    assert "sh scripts/setup.sh test" in ci
