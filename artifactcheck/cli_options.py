@@ -191,6 +191,8 @@ def build_spec(
             if not isinstance(node, dict):
                 raise ConfigError(f"{origin}: {part} must be a mapping")
         before = node.get(leaf)
+        if isinstance(value, list) and isinstance(before, str):
+            before = [before]  # ``release_manifest: one.json`` in YAML, more from flags
         if isinstance(value, list) and isinstance(before, list):
             node[leaf] = before + value
         elif isinstance(value, dict) and isinstance(before, dict):

@@ -553,3 +553,21 @@ def test_manifest_build_refuses_a_version_instances_could_never_report(tmp_path:
     (tmp_path / "index.html").write_text("x", "utf-8")
     code, stdout, err = run("manifest", "build", str(tmp_path), "--version", "../1")
     assert code == 2 and "not a version" in err and stdout == ""
+
+
+def test_release_manifests_from_the_config_and_flags_add_up(two_releases, tmp_path: Path) -> None:
+    """A YAML ``release_manifest: one.json`` (a string) plus a flag: both are used."""
+    old, new = two_releases
+    config = tmp_path / "check.yaml"
+    config.write_text(f"release_manifest: {old.release_dir / f'{R1}.json'}\n", "utf-8")
+    code, out, _ = verify(
+        *targets(old, new),
+        "--config",
+        str(config),
+        "--release-manifest",
+        str(old.release_dir / f"{R2}.json"),
+        "-o",
+        "json",
+    )
+    assert code == 0, out
+    assert got_reasons(out) == {f"serves release {R1}", f"serves release {R2}"}
