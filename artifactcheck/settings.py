@@ -433,6 +433,17 @@ def _loc_part(part: object) -> str:
     return repr(text) if isinstance(part, str) and unsafe else text
 
 
+def _as_typed(value: object) -> str:
+    """`` 0`` after ``--concurrency``: a scalar as the user typed it, so the line reads
+    like the command; anything else (a header map, which may hold secrets) is left out."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return ""
+    text = str(value)
+    if len(text) > 80 or not text.isprintable():
+        return ""
+    return f" {text}"
+
+
 def format_validation_error(
     exc: ValidationError,
     *,
@@ -451,6 +462,8 @@ def format_validation_error(
         if err["type"] == "extra_forbidden":
             msg = "unknown field"
         named = name_of(tuple(err["loc"])) if name_of is not None else None
+        if named is not None and named.startswith("--"):
+            named += _as_typed(err.get("input"))
         lines.append(f"{prefix}{named or loc}: {msg}")
     return "\n".join(lines)
 

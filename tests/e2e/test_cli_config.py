@@ -571,3 +571,15 @@ def test_release_manifests_from_the_config_and_flags_add_up(two_releases, tmp_pa
     )
     assert code == 0, out
     assert got_reasons(out) == {f"serves release {R1}", f"serves release {R2}"}
+
+
+def test_a_bad_flag_value_reads_like_the_command_line() -> None:
+    code, _, err = verify("--target", "http://127.0.0.1:9/", "--concurrency", "0")
+    assert code == 2
+    assert "--concurrency 0: Input should be greater than or equal to 1" in err
+    assert "max_connections" not in err
+
+
+def test_a_header_value_is_never_echoed() -> None:
+    code, _, err = verify("--target", "http://127.0.0.1:9/", "--header", "X-Token=s3cret\r\nX: y")
+    assert code == 2 and "--header" in err and "s3cret" not in err
