@@ -135,6 +135,8 @@ EVIDENCE = frozenset(
 #: Verdicts a gate may fail open on (with no evidence against): nothing could be
 #: verified, but nothing spoke against the pod either.
 FAIL_OPEN_VERDICTS = frozenset({Verdict.INCONCLUSIVE, Verdict.CONSISTENT})
+#: Actions that undo a safety measure: never held back by the rate limit.
+UNDOING = frozenset({ActionKind.RELEASE, ActionKind.UNFLAG, ActionKind.UNCORDON})
 RELEASE_REASON = "consistent again"
 FAIL_OPEN_REASON = "verification impossible (dependency down): failing open"
 
@@ -173,32 +175,38 @@ class _Pass:
         self.times = [t for t in history.action_times if now - t < 60.0]
         self.budget = max(0, math.floor(policy.max_actions_per_minute) - len(self.times))
 
-    def take(self, kind: ActionKind, r: InstanceResult, reason: str, **extra: bool) -> bool:
-        """Record an action if the rate limit allows; releases are never limited.
+    def take(
+        self,
+        kind: ActionKind,
+        target: InstanceResult | str,
+        reason: str,
+        *,
+        fail_open: bool = False,
+    ) -> bool:
+        """Record an action on a pod (its result) or a node if the rate limit allows.
 
-        True when the action is decided (and, outside dry-run, will be performed).
+        Undoing actions (release, unflag, uncordon) are never limited: holding them
+        back would keep a safety measure in place longer than the evidence does. True
+        when the action is decided (and, outside dry-run, will be performed).
         """
-        if kind not in (ActionKind.RELEASE, ActionKind.UNFLAG):
+        name = target if isinstance(target, str) else target.instance.name
+        if kind not in UNDOING:
             if self.budget <= 0:
-                self.hold(r, f"rate limit reached: {kind.value} of {r.instance.name} postponed")
+                self.hold(name, f"rate limit reached: {kind.value} of {name} postponed")
                 return False
             self.budget -= 1
             if not self.dry:
                 self.times.append(self.now)
+        files = () if isinstance(target, str) else _files(target)
         self.actions.append(
-            Action(kind, r.instance.name, reason, dry_run=self.dry, files=_files(r), **extra)
+            Action(kind, name, reason, dry_run=self.dry, files=files, fail_open=fail_open)
         )
         return True
 
-    def hold(self, r: InstanceResult, message: str) -> None:
+    def hold(self, name: str, message: str) -> None:
         """A safety limit withheld an action: say so."""
         self.findings.append(
-            Finding(
-                FindingKind.ACTION_HELD,
-                message,
-                instance=r.instance.name,
-                severity=Severity.WARNING,
-            )
+            Finding(FindingKind.ACTION_HELD, message, instance=name, severity=Severity.WARNING)
         )
 
 
@@ -338,13 +346,13 @@ def _quarantine(r: InstanceResult, st: InstanceState, room: _Room, out: _Pass) -
         )
     elif room.quarantined + 1 > room.cap:
         out.hold(
-            r,
+            name,
             f"{name} not quarantined: {room.name} already has {room.quarantined} "
             f"of {room.total} quarantined (cap {policy.max_quarantine_fraction:.0%})",
         )
     elif r.instance.ready and room.ready - 1 < policy.min_ready:
         out.hold(
-            r,
+            name,
             f"{name} not quarantined: it would leave fewer than "
             f"{policy.min_ready} ready instance(s) in {room.name}",
         )
@@ -377,8 +385,11 @@ def decide(
     groups: dict[str, list[InstanceResult]] = defaultdict(list)
     for r in results:
         groups[_workload(r)].append(r)
+    suspect: set[str] = set()
     for workload, members in sorted(groups.items()):
         room = _room(workload, members, states, policy, out)
+        if room.suspect:
+            suspect.add(workload)
         for r in sorted(members, key=lambda r: r.instance.name):
             st = states[r.instance.name]
             st = _open_gate(r, st, out, gate_mode=gate_mode)
@@ -388,10 +399,8 @@ def decide(
             states[r.instance.name] = st
 
     cordoned = history.cordoned
-    if policy.cordon_nodes:
-        cordon_actions, cordon_findings, cordoned = _cordon(results, states, policy, history)
-        out.findings += cordon_findings
-        out.actions += [replace(a, dry_run=out.dry) for a in cordon_actions]
+    if policy.cordon_nodes and policy.mode != "report":
+        cordoned = _cordon(results, states, history, out, frozenset(suspect))
 
     new_history = History(
         instances={**history.instances, **states},
@@ -401,21 +410,24 @@ def decide(
     return Decision(actions=tuple(out.actions), findings=tuple(out.findings), history=new_history)
 
 
-def _cordon(
+def _stale_nodes(
     results: Sequence[InstanceResult],
     states: Mapping[str, InstanceState],
     policy: PolicySettings,
-    history: History,
-) -> tuple[list[Action], list[Finding], frozenset[str]]:
-    """Cordon a node whose pods of a version serve stale content while others are fine."""
-    actions: list[Action] = []
-    findings: list[Finding] = []
-    cordoned = set(history.cordoned)
+    suspect: frozenset[str],
+) -> dict[str, str]:
+    """Nodes whose pods of a version serve stale content while others are fine: a
+    stale image cached under a mutable tag shows as another imageID on one node.
+
+    Workloads whose expectation is suspect are left out: acting on a node because most
+    of a workload disagrees with a wrong release manifest would be acting on the
+    expectation's error.
+    """
     by_version: dict[str, list[InstanceResult]] = defaultdict(list)
     for r in results:
-        if r.reported_version and r.instance.node:
+        if r.reported_version and r.instance.node and _workload(r) not in suspect:
             by_version[r.reported_version].append(r)
-    suspects: dict[str, str] = {}
+    stale: dict[str, str] = {}
     for version, members in sorted(by_version.items()):
         bad = [
             r
@@ -425,22 +437,36 @@ def _cordon(
         good = [r for r in members if r.verdict is Verdict.CONSISTENT]
         if not bad or not good:
             continue
-        bad_nodes = {r.instance.node for r in bad}
         good_nodes = {r.instance.node for r in good}
         good_images = {r.instance.image_id for r in good}
-        for node in sorted(n for n in bad_nodes if n and n not in good_nodes):
+        for node in sorted({r.instance.node or "" for r in bad} - good_nodes - {""}):
             on_node = [r for r in bad if r.instance.node == node]
             if all(r.instance.image_id not in good_images for r in on_node):
-                suspects[node] = (
+                stale[node] = (
                     f"{len(on_node)} pod(s) of {version} on {node} serve stale content "
                     f"(image {on_node[0].instance.image_id}) while {len(good)} elsewhere are "
                     "consistent"
                 )
-    for node, why in sorted(suspects.items()):
+    return stale
+
+
+def _cordon(
+    results: Sequence[InstanceResult],
+    states: Mapping[str, InstanceState],
+    history: History,
+    out: _Pass,
+    suspect: frozenset[str],
+) -> frozenset[str]:
+    """Cordon stale nodes (capped, rate-limited) and, by policy, uncordon the nodes
+    artifactcheck cordoned once their pods are consistent again; the nodes now held."""
+    policy = out.policy
+    cordoned = set(history.cordoned)
+    stale = _stale_nodes(results, states, policy, suspect)
+    for node, why in sorted(stale.items()):
         if node in cordoned:
             continue
         if len(cordoned) >= policy.max_cordoned_nodes:
-            findings.append(
+            out.findings.append(
                 Finding(
                     FindingKind.NODE_SUSPECT,
                     f"node {node} should be cordoned ({why}) but {len(cordoned)} node(s) "
@@ -449,12 +475,12 @@ def _cordon(
                 )
             )
             continue
-        actions.append(Action(ActionKind.CORDON, node, why))
-        cordoned.add(node)
+        if out.take(ActionKind.CORDON, node, why):
+            cordoned.add(node)
     if policy.uncordon_on_recovery:
-        for node in sorted(cordoned - set(suspects)):
+        for node in sorted(cordoned - set(stale)):
             on_node = [r for r in results if r.instance.node == node]
             if on_node and all(r.verdict is Verdict.CONSISTENT for r in on_node):
-                actions.append(Action(ActionKind.UNCORDON, node, "its pods are consistent again"))
-                cordoned.discard(node)
-    return actions, findings, frozenset(cordoned)
+                if out.take(ActionKind.UNCORDON, node, "its pods are consistent again"):
+                    cordoned.discard(node)
+    return frozenset(cordoned)

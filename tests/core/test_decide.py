@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 
-from artifactcheck.decide import History, decide
+from artifactcheck.decide import Decision, History, decide
 from artifactcheck.models import (
     ActionKind,
+    Finding,
     FindingKind,
     Instance,
     InstanceResult,
@@ -39,11 +43,11 @@ def fleet(
     ]
 
 
-def run(verdicts: list[Verdict], cycles: int, policy: PolicySettings, **kw: object):
+def run(verdicts: list[Verdict], cycles: int, policy: PolicySettings, **kw: Any) -> list[Decision]:
     history = History()
     decisions = []
     for cycle in range(cycles):
-        d = decide(fleet(verdicts, **kw), policy=policy, history=history, now=1000.0 + 600 * cycle)  # type: ignore[arg-type]
+        d = decide(fleet(verdicts, **kw), policy=policy, history=history, now=1000.0 + 600 * cycle)
         history = d.history
         decisions.append(d)
     return decisions
@@ -53,7 +57,7 @@ Q = PolicySettings(mode="quarantine")
 M, C, INC, U = Verdict.MISMATCH, Verdict.CONSISTENT, Verdict.INCONCLUSIVE, Verdict.UNREACHABLE
 
 
-def kinds(d, kind: ActionKind) -> list[str]:
+def kinds(d: Decision, kind: ActionKind) -> list[str]:
     return [a.target for a in d.actions if a.kind is kind]
 
 
@@ -121,7 +125,7 @@ def test_release_when_consistent_again() -> None:
                 **{f: getattr(healed[0].instance, f) for f in healed[0].instance.__slots__},
                 "gate_status": "False",
             }
-        ),  # type: ignore[arg-type]
+        ),
         verdict=C,
         reason="ok",
         reported_version="1.0",
@@ -145,3 +149,384 @@ def test_inconclusive_keeps_streak_but_never_acts() -> None:
         assert not kinds(d, ActionKind.QUARANTINE)
         history = d.history
     assert history.instances["pod-0"].streak == 1
+
+
+# ----------------------------------------------------------------------------- gates
+
+
+def pod(
+    name: str = "pod-0",
+    *,
+    gate: str | None = None,
+    quarantined: bool = False,
+    streak: int = 0,
+    node: str = "n1",
+    image: str = "sha256:fresh",
+    owner: str = "web-rs",
+) -> Instance:
+    notes = {"artifactcheck.io/streak": str(streak)}
+    if quarantined:
+        notes["artifactcheck.io/quarantined"] = "true"
+    return Instance(
+        name=name,
+        base_url="http://127.0.0.2/",
+        kind="pod",
+        namespace="shop",
+        owner=owner,
+        node=node,
+        image_id=image,
+        signals=(VersionSignal("label", "1.0"),),
+        has_readiness_gate=True,
+        gate_status="False" if quarantined else gate,
+        ready=not quarantined and gate == "True",
+        annotations=notes,
+    )
+
+
+def result(
+    inst: Instance,
+    verdict: Verdict,
+    *,
+    verified: bool | None = None,
+    findings: tuple[Finding, ...] = (),
+) -> InstanceResult:
+    return InstanceResult(
+        inst,
+        verdict,
+        f"judged {verdict.value}",
+        findings=findings,
+        reported_version="1.0",
+        content_verified=verified,
+    )
+
+
+AGAINST = (Finding(FindingKind.CDN_DIFFERS, "differs on the CDN", "pod-0", path="a.js"),)
+WARNING_ONLY = (Finding(FindingKind.EXPECTATION_UNAVAILABLE, "release 1.0 is unknown", "pod-0"),)
+OPEN = "open"  # released as verified
+FAIL = "fail-open"  # released failing open
+NO = "no release"
+
+
+@pytest.mark.parametrize(
+    ("verdict", "verified", "findings", "kw", "gate_mode", "policy", "expected"),
+    [
+        pytest.param(C, None, (), {}, True, Q, OPEN, id="consistent-opens"),
+        pytest.param(C, True, (), {}, False, Q, OPEN, id="verified-opens-outside-gate-mode"),
+        pytest.param(Verdict.DRIFT, None, (), {}, True, Q, OPEN, id="drift-opens"),
+        pytest.param(
+            Verdict.CDN_MISMATCH, True, (), {}, True, Q, OPEN, id="cdn-mismatch-verified-opens"
+        ),
+        pytest.param(
+            Verdict.CDN_MISMATCH, False, AGAINST, {}, True, Q, NO, id="cdn-mismatch-unverified"
+        ),
+        pytest.param(
+            Verdict.CDN_MISMATCH, None, AGAINST, {}, True, Q, NO, id="cdn-mismatch-by-hand"
+        ),
+        pytest.param(Verdict.CDN_MISSING, False, (), {}, True, Q, NO, id="cdn-missing-unverified"),
+        pytest.param(INC, None, (), {}, True, Q, FAIL, id="inconclusive-fails-open"),
+        pytest.param(INC, None, WARNING_ONLY, {}, True, Q, FAIL, id="warnings-are-no-evidence"),
+        pytest.param(INC, None, (), {}, False, Q, NO, id="no-fail-open-outside-gate-mode"),
+        pytest.param(INC, None, AGAINST, {}, True, Q, NO, id="evidence-never-fails-open"),
+        pytest.param(INC, None, (), {"streak": 1}, True, Q, NO, id="bad-streak-never-fails-open"),
+        pytest.param(
+            INC,
+            None,
+            (),
+            {},
+            True,
+            PolicySettings(mode="quarantine", gate_fail_open=False),
+            NO,
+            id="fail-open-off",
+        ),
+        pytest.param(U, None, (), {}, True, Q, NO, id="unreachable-never-fails-open"),
+        pytest.param(C, False, (), {}, True, Q, FAIL, id="consistent-unverified-fails-open"),
+        pytest.param(C, False, (), {}, False, Q, NO, id="unverified-no-gate-mode"),
+        pytest.param(C, False, AGAINST, {}, True, Q, NO, id="unverified-with-evidence"),
+        pytest.param(M, None, (), {}, True, Q, NO, id="mismatch-never"),
+        pytest.param(C, None, (), {"gate": "True"}, True, Q, NO, id="already-open"),
+        pytest.param(
+            C,
+            None,
+            (),
+            {},
+            True,
+            PolicySettings(mode="report"),
+            NO,
+            id="report-mode-writes-nothing",
+        ),
+        pytest.param(C, None, (), {"quarantined": True}, True, Q, OPEN, id="quarantine-undone"),
+        pytest.param(
+            C,
+            None,
+            (),
+            {"quarantined": True},
+            True,
+            PolicySettings(mode="quarantine", release_on_recovery=False),
+            NO,
+            id="quarantine-kept-by-policy",
+        ),
+        pytest.param(INC, None, (), {"quarantined": True}, True, Q, NO, id="never-fail-open-out"),
+        pytest.param(
+            Verdict.CDN_MISMATCH,
+            False,
+            AGAINST,
+            {"quarantined": True},
+            True,
+            Q,
+            NO,
+            id="unverified-never-undoes-quarantine",
+        ),
+        pytest.param(
+            C, False, (), {"quarantined": True}, True, Q, NO, id="names-only-never-undoes"
+        ),
+    ],
+)
+def test_gate_opening(
+    verdict: Verdict,
+    verified: bool | None,
+    findings: tuple[Finding, ...],
+    kw: dict[str, Any],
+    gate_mode: bool,
+    policy: PolicySettings,
+    expected: str,
+) -> None:
+    r = result(pod(**kw), verdict, verified=verified, findings=findings)
+    d = decide([r], policy=policy, history=History(), now=0, gate_mode=gate_mode)
+    releases = [a for a in d.actions if a.kind is ActionKind.RELEASE]
+    if expected == NO:
+        assert releases == []
+        return
+    (a,) = releases
+    assert a.fail_open is (expected == FAIL)
+    assert ("failing open" in a.reason) is (expected == FAIL)  # the actor still reads the text
+    if expected == OPEN:
+        assert a.reason == "consistent again"
+        assert not d.history.instances["pod-0"].quarantined
+    if verdict is INC:
+        assert a.reason == "verification impossible (dependency down): failing open"
+
+
+def test_gate_mode_with_the_release_source_down_keeps_the_bad_pod_out() -> None:
+    """Only the pod with evidence against it stays out; the clean ones fail open."""
+    from artifactcheck.compare import CdnView, compare_fleet
+    from artifactcheck.models import Expectation, Fetched, Observation
+
+    def got(path: str, sha: str) -> Fetched:
+        return Fetched(url=f"http://x/{path}", path=path, status=200, hashes={"sha256": sha})
+
+    good, bad = "a" * 64, "b" * 64
+    pods = [pod(f"pod-{n}") for n in range(3)]
+    observations = [
+        Observation(
+            instance=p, manifest_path="artifactcheck.json", assets={"a.js": got("a.js", sha)}
+        )
+        for p, sha in zip(pods, (good, good, bad), strict=True)
+    ]
+    results = compare_fleet(
+        observations,
+        expectations={"1.0": Expectation("1.0", None, error="source down")},
+        cdn=CdnView("http://cdn/", {"a.js": got("a.js", good)}),
+    )
+    assert [r.verdict for r in results] == [INC, INC, Verdict.CDN_MISMATCH]
+    d = decide(results, policy=Q, history=History(), now=0, gate_mode=True)
+    released = {a.target: a for a in d.actions if a.kind is ActionKind.RELEASE}
+    assert set(released) == {"pod-0", "pod-1"}
+    assert all(a.fail_open for a in released.values())
+
+
+def test_unflag_only_when_verified() -> None:
+    flagged = replace(pod(gate="True"), annotations={"artifactcheck.io/verdict": "mismatch"})
+    policy = PolicySettings(mode="flag")
+    for verified, unflags in ((True, 1), (None, 1), (False, 0)):
+        d = decide([result(flagged, C, verified=verified)], policy=policy, history=History(), now=0)
+        assert len([a for a in d.actions if a.kind is ActionKind.UNFLAG]) == unflags
+    d = decide([result(flagged, Verdict.DRIFT)], policy=policy, history=History(), now=0)
+    assert not [a for a in d.actions if a.kind is ActionKind.UNFLAG]
+
+
+def test_undoing_is_never_rate_limited() -> None:
+    policy = PolicySettings(mode="quarantine", max_actions_per_minute=1)
+    history = History(action_times=(0.0, 0.0, 0.0))
+    flagged = replace(
+        pod(quarantined=True),
+        annotations={"artifactcheck.io/quarantined": "true", "artifactcheck.io/verdict": "x"},
+    )
+    d = decide([result(flagged, C)], policy=policy, history=history, now=1)
+    assert {a.kind for a in d.actions} == {ActionKind.RELEASE, ActionKind.UNFLAG}
+    assert not any(f.kind is FindingKind.ACTION_HELD for f in d.findings)
+
+
+def test_rate_limit_window_is_sixty_seconds() -> None:
+    policy = PolicySettings(mode="flag", max_actions_per_minute=1, confirmations=1)
+    bad = [result(pod("pod-0"), M), *[result(pod(f"pod-{n}"), C) for n in range(1, 6)]]
+    held = decide(bad, policy=policy, history=History(action_times=(1.0,)), now=60.9)
+    assert not [a for a in held.actions if a.kind is ActionKind.FLAG]
+    assert held.history.action_times == (1.0,)
+    free = decide(bad, policy=policy, history=History(action_times=(1.0,)), now=61.0)
+    assert [a.target for a in free.actions if a.kind is ActionKind.FLAG] == ["pod-0"]
+    assert free.history.action_times == (61.0,)
+
+
+# ---------------------------------------------------------------------------- cordon
+
+CORDON = PolicySettings(mode="flag", confirmations=1, cordon_nodes=True, uncordon_on_recovery=True)
+
+
+def cordon_policy(**changes: Any) -> PolicySettings:
+    return CORDON.model_copy(update=changes)
+
+
+def stale_fleet(
+    *, stale_nodes: tuple[str, ...] = ("n0",), owner: str = "web-rs"
+) -> list[InstanceResult]:
+    """Pods on n0..n3; pods on the stale nodes run another image and mismatch."""
+    out = []
+    for n in range(8):
+        node = f"n{n % 4}"
+        stale = node in stale_nodes
+        inst = pod(
+            f"pod-{n}",
+            gate="True",
+            node=node,
+            image="sha256:stale" if stale else "sha256:fresh",
+            owner=owner,
+        )
+        out.append(result(inst, M if stale else C))
+    return out
+
+
+def cordons(d: Decision, kind: ActionKind = ActionKind.CORDON) -> list[str]:
+    return [a.target for a in d.actions if a.kind is kind]
+
+
+@pytest.mark.parametrize(
+    ("policy", "fleet_kw", "history", "cordoned", "kept", "finding"),
+    [
+        pytest.param(CORDON, {}, History(), ["n0"], {"n0"}, None, id="stale-node"),
+        pytest.param(cordon_policy(cordon_nodes=False), {}, History(), [], set(), None, id="off"),
+        pytest.param(cordon_policy(mode="report"), {}, History(), [], set(), None, id="report"),
+        pytest.param(cordon_policy(dry_run=True), {}, History(), ["n0"], set(), None, id="dry-run"),
+        pytest.param(
+            CORDON,
+            {"stale_nodes": ("n0", "n1")},
+            History(),
+            ["n0"],
+            {"n0"},
+            FindingKind.NODE_SUSPECT,
+            id="cap-one",
+        ),
+        pytest.param(
+            cordon_policy(max_cordoned_nodes=2),
+            {"stale_nodes": ("n0", "n1")},
+            History(),
+            ["n0", "n1"],
+            {"n0", "n1"},
+            None,
+            id="cap-two",
+        ),
+        pytest.param(
+            CORDON,
+            {},
+            History(cordoned=frozenset({"n0"})),
+            [],
+            {"n0"},
+            None,
+            id="already-cordoned",
+        ),
+        pytest.param(
+            CORDON,
+            {},
+            History(cordoned=frozenset({"n9"})),
+            [],
+            {"n9"},
+            FindingKind.NODE_SUSPECT,
+            id="cap-counts-what-we-hold",
+        ),
+        pytest.param(
+            cordon_policy(max_actions_per_minute=1),
+            {},
+            History(action_times=(0.0,)),
+            [],
+            set(),
+            FindingKind.ACTION_HELD,
+            id="rate-limited",
+        ),
+        pytest.param(
+            cordon_policy(majority_threshold=0.2),
+            {},
+            History(),
+            [],
+            set(),
+            FindingKind.SUSPECT_EXPECTATION,
+            id="suspect-expectation-cordons-nothing",
+        ),
+        pytest.param(
+            cordon_policy(confirmations=2),
+            {},
+            History(),
+            [],
+            set(),
+            None,
+            id="unconfirmed",
+        ),
+    ],
+)
+def test_cordon(
+    policy: PolicySettings,
+    fleet_kw: dict[str, Any],
+    history: History,
+    cordoned: list[str],
+    kept: set[str],
+    finding: FindingKind | None,
+) -> None:
+    d = decide(stale_fleet(**fleet_kw), policy=policy, history=history, now=1)
+    assert cordons(d) == cordoned
+    assert all(a.dry_run is policy.dry_run for a in d.actions)
+    assert d.history.cordoned == frozenset(kept)
+    if finding is not None:
+        assert finding in {f.kind for f in d.findings}
+
+
+def test_cordon_needs_a_consistent_sibling_elsewhere_and_another_image() -> None:
+    fleet = stale_fleet(stale_nodes=("n0", "n1", "n2", "n3"))
+    policy = cordon_policy(majority_threshold=1.0)
+    assert cordons(decide(fleet, policy=policy, history=History(), now=1)) == []
+    same_image = [
+        replace(r, instance=replace(r.instance, image_id="sha256:fresh")) for r in stale_fleet()
+    ]
+    assert cordons(decide(same_image, policy=CORDON, history=History(), now=1)) == []
+    mixed = stale_fleet()
+    mixed[4] = result(replace(mixed[4].instance, image_id="sha256:fresh"), C)  # n0 has a good pod
+    assert cordons(decide(mixed, policy=CORDON, history=History(), now=1)) == []
+
+
+@pytest.mark.parametrize(
+    ("policy", "history", "verdicts_ok", "uncordoned", "kept"),
+    [
+        pytest.param(CORDON, frozenset({"n0"}), True, ["n0"], set(), id="recovered"),
+        pytest.param(CORDON, frozenset({"n0"}), False, [], {"n0"}, id="still-stale"),
+        pytest.param(CORDON, frozenset(), True, [], set(), id="never-what-we-did-not-cordon"),
+        pytest.param(
+            cordon_policy(uncordon_on_recovery=False),
+            frozenset({"n0"}),
+            True,
+            [],
+            {"n0"},
+            id="kept-by-policy",
+        ),
+        pytest.param(
+            cordon_policy(dry_run=True), frozenset({"n0"}), True, ["n0"], {"n0"}, id="dry-run"
+        ),
+    ],
+)
+def test_uncordon(
+    policy: PolicySettings,
+    history: frozenset[str],
+    verdicts_ok: bool,
+    uncordoned: list[str],
+    kept: set[str],
+) -> None:
+    fleet = stale_fleet(stale_nodes=() if verdicts_ok else ("n0",))
+    d = decide(fleet, policy=policy, history=History(cordoned=history), now=1)
+    assert cordons(d, ActionKind.UNCORDON) == uncordoned
+    assert d.history.cordoned == frozenset(kept)

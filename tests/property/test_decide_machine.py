@@ -2,7 +2,7 @@
 
 ``decide()`` is pure, so hypothesis can drive it through thousands of histories the
 table tests in tests/core/test_decide.py never thought of, under randomly drawn
-policies, and check after every cycle what DESIGN section 6 promises whatever happened
+policies, and check after every cycle what the safety policy promises whatever happened
 before: the quarantine cap and the ready floor hold, only a confirmed mismatch on a
 gated pod is quarantined (``inconclusive`` and ``unreachable`` never), a majority that
 disagrees quarantines nobody, dry-run changes nothing, writes respect the rate limit,
@@ -30,9 +30,10 @@ from hypothesis.stateful import (
     rule,
 )
 
-from artifactcheck.decide import GOOD, Decision, History, decide
+from artifactcheck.decide import EVIDENCE, FAIL_OPEN_VERDICTS, GOOD, Decision, History, decide
 from artifactcheck.models import (
     ActionKind,
+    Finding,
     FindingKind,
     Instance,
     InstanceResult,
@@ -58,6 +59,9 @@ POLICIES = st.builds(
     dry_run=st.sampled_from([False, False, True]),
     release_on_recovery=st.sampled_from([True, True, False]),  # defaults are drawn more often
     gate_fail_open=st.sampled_from([True, True, False]),
+    cordon_nodes=st.sampled_from([True, False]),
+    max_cordoned_nodes=st.sampled_from([0, 1, 1, 2]),
+    uncordon_on_recovery=st.sampled_from([True, True, False]),
 )
 #: The controller always decides in gate mode; verify does not.
 GATE_MODE = st.sampled_from([True, True, False])
@@ -65,6 +69,11 @@ VERDICTS = st.sampled_from(list(Verdict))
 #: How one pod's verdict relates to what it really serves in a cycle: mostly the truth,
 #: sometimes a dependency outage, sometimes anything at all.
 NOISE = st.sampled_from(["truth"] * 4 + ["inconclusive", "unreachable", "any"])
+#: What compare says beside the verdict: whether the bytes were verified, and a finding
+#: that speaks against them (as a CDN mismatch with the release source down has).
+VERIFIED = st.sampled_from([None, None, True, False])
+AGAINST = st.sampled_from([False, False, False, True])
+STALE, FRESH = "sha256:stale", "sha256:fresh"
 
 
 class SafetyMachine(RuleBasedStateMachine):
@@ -82,6 +91,8 @@ class SafetyMachine(RuleBasedStateMachine):
         self.cycles = 0
         self.quarantines = 0
         self.drifted: set[str] = set()
+        self.cordons = 0
+        self.cordoned: set[str] = set()  # nodes the cluster shows cordoned by us
 
     @initialize(policy=POLICIES, gate_mode=GATE_MODE, pods=st.integers(1, 8))
     def setup(self, policy: PolicySettings, gate_mode: bool, pods: int) -> None:
@@ -102,6 +113,7 @@ class SafetyMachine(RuleBasedStateMachine):
             namespace="shop",
             owner=workload,
             node=f"node-{self.serial % 3}",
+            image_id=FRESH,
             has_readiness_gate=gated,
             gate_status=None if not ready else ("True" if gated else None),
             ready=ready,
@@ -116,6 +128,12 @@ class SafetyMachine(RuleBasedStateMachine):
     def drift(self, data: st.DataObject) -> None:
         """A pod starts (or stops) serving another release's bytes."""
         self.drifted ^= {data.draw(st.sampled_from(sorted(self.pods)))}
+
+    @precondition(lambda self: self.pods)
+    @rule(node=st.sampled_from(["node-0", "node-1", "node-2"]))
+    def stale_node(self, node: str) -> None:
+        """A node's cached image goes stale: every pod on it serves another release."""
+        self.drifted |= {n for n, p in self.pods.items() if p.node == node}
 
     @precondition(lambda self: self.pods)
     @rule(data=st.data())
@@ -153,7 +171,14 @@ class SafetyMachine(RuleBasedStateMachine):
                     verdicts[n] = data.draw(VERDICTS, label=f"{n} verdict")
                 else:
                     verdicts[n] = Verdict(noise)
-        self._run(verdicts)
+        extras = {
+            n: (
+                data.draw(VERIFIED, label=f"{n} verified"),
+                data.draw(AGAINST, label=f"{n} against"),
+            )
+            for n in names
+        }
+        self._run(verdicts, extras)
 
     @precondition(lambda self: self.pods)
     @rule(seconds=st.sampled_from([1.0, 61.0]), unreachable=st.booleans())
@@ -163,11 +188,31 @@ class SafetyMachine(RuleBasedStateMachine):
         verdict = Verdict.UNREACHABLE if unreachable else Verdict.INCONCLUSIVE
         self._run(dict.fromkeys(self.pods, verdict))
 
-    def _run(self, verdicts: dict[str, Verdict]) -> None:
+    def _run(
+        self,
+        verdicts: dict[str, Verdict],
+        extras: dict[str, tuple[bool | None, bool]] | None = None,
+    ) -> None:
         names = sorted(verdicts)
-        results = [
-            InstanceResult(self.pods[n], verdicts[n], f"judged {verdicts[n].value}") for n in names
-        ]
+        results = []
+        for n in names:
+            verified, against = (extras or {}).get(n, (None, False))
+            pod = self.pods[n]
+            pod = replace(pod, image_id=STALE if n in self.drifted else FRESH)
+            self.pods[n] = pod
+            evidence = (
+                (Finding(FindingKind.CDN_DIFFERS, "differs on the CDN", n),) if against else ()
+            )
+            results.append(
+                InstanceResult(
+                    pod,
+                    verdicts[n],
+                    f"judged {verdicts[n].value}",
+                    findings=evidence,
+                    reported_version="1.4.2",
+                    content_verified=verified,
+                )
+            )
         before = self.history
         decision = decide(
             results,
@@ -181,13 +226,13 @@ class SafetyMachine(RuleBasedStateMachine):
         self.cycles += 1
 
     def check(self, results: list[InstanceResult], before: History, decision: Decision) -> None:
-        """Every promise of DESIGN section 6, for this cycle."""
+        """Every promise of the safety policy, for this cycle."""
         policy = self.policy
         by_name = {r.instance.name: r for r in results}
         after = decision.history.instances
         was = {
             n: (
-                before.instances.get(n).quarantined
+                before.instances[n].quarantined
                 if n in before.instances
                 else self.pods[n].gate_status == "False"
                 and self.pods[n].annotations.get(QUARANTINED) == "true"
@@ -198,7 +243,25 @@ class SafetyMachine(RuleBasedStateMachine):
 
         for action in decision.actions:
             assert action.dry_run == policy.dry_run, action
-            if action.kind in (ActionKind.CORDON, ActionKind.UNCORDON):
+            assert not action.fail_open or action.kind is ActionKind.RELEASE, action
+            if action.kind is ActionKind.CORDON:
+                # a node of confirmed mismatches, never one we already hold
+                assert policy.cordon_nodes and policy.mode != "report", action
+                assert action.target not in before.cordoned, action
+                on_node = [r for r in results if r.instance.node == action.target]
+                assert any(
+                    r.verdict is Verdict.MISMATCH
+                    and after[r.instance.name].streak >= policy.confirmations
+                    for r in on_node
+                ), action
+                assert not any(r.verdict is Verdict.CONSISTENT for r in on_node), action
+                continue
+            if action.kind is ActionKind.UNCORDON:
+                # only ever what artifactcheck cordoned, once its pods are right again
+                assert action.target in before.cordoned, action
+                assert policy.uncordon_on_recovery
+                on_node = [r for r in results if r.instance.node == action.target]
+                assert on_node and all(r.verdict is Verdict.CONSISTENT for r in on_node)
                 continue
             assert action.target in by_name, f"action on a pod that is gone: {action}"
             r = by_name[action.target]
@@ -212,15 +275,20 @@ class SafetyMachine(RuleBasedStateMachine):
                 assert policy.mode != "report"
                 assert r.verdict not in (Verdict.INCONCLUSIVE, Verdict.UNREACHABLE)
             if action.kind is ActionKind.RELEASE:
+                verified = r.verdict in GOOD and r.verified
+                assert verified != action.fail_open, (r, action)
+                assert action.fail_open == ("failing open" in action.reason), action
                 if was[action.target]:  # undoing a quarantine: only on content proven right
-                    assert r.verdict in GOOD, (r.verdict, action)
+                    assert verified and not action.fail_open, (r.verdict, action)
                     assert policy.release_on_recovery
                 else:  # opening the gate of a new pod: verified, or failing open by policy
-                    assert r.verdict in GOOD or (
+                    assert verified or (
                         self.gate_mode
                         and policy.gate_fail_open
-                        and r.verdict is Verdict.INCONCLUSIVE
-                    ), (r.verdict, action)
+                        and r.verdict in FAIL_OPEN_VERDICTS
+                        and not any(f.kind in EVIDENCE for f in r.findings)
+                        and after[r.instance.name].streak == 0
+                    ), (r, action)
 
         for workload in WORKLOADS:
             members = [r for r in results if r.instance.owner == workload]
@@ -249,6 +317,10 @@ class SafetyMachine(RuleBasedStateMachine):
                 ]
                 assert len(ready) >= policy.min_ready, (workload, len(ready), policy.min_ready)
 
+        if not policy.dry_run:
+            assert len(decision.history.cordoned) <= max(
+                policy.max_cordoned_nodes, len(before.cordoned)
+            )
         if policy.dry_run:
             assert not decision.history.action_times
             assert not any(s.quarantined or s.flagged for s in after.values())
@@ -259,6 +331,7 @@ class SafetyMachine(RuleBasedStateMachine):
             recent = [t for t in self.write_times if self.now - t < 60.0]
             assert len(recent) <= math.floor(policy.max_actions_per_minute), recent
         self.quarantines += kinds[ActionKind.QUARANTINE]
+        self.cordons += kinds[ActionKind.CORDON]
 
     def apply(self, results: list[InstanceResult], decision: Decision) -> None:
         """Perform the actions as the controller's actor and kubelet would."""
@@ -266,6 +339,10 @@ class SafetyMachine(RuleBasedStateMachine):
         if self.policy.dry_run:
             return
         for action in decision.actions:
+            if action.kind is ActionKind.CORDON:
+                self.cordoned.add(action.target)
+            elif action.kind is ActionKind.UNCORDON:
+                self.cordoned.discard(action.target)
             pod = self.pods.get(action.target)
             if pod is None:
                 continue
@@ -295,6 +372,13 @@ class SafetyMachine(RuleBasedStateMachine):
         if self.policy.dry_run:
             assert all(p.gate_status != "False" for p in self.pods.values())
             assert not any(QUARANTINED in p.annotations for p in self.pods.values())
+
+    @invariant()
+    def cordons_are_remembered_as_performed(self) -> None:
+        """Policy memory of cordons is exactly what was done (dry-run: nothing)."""
+        assert set(self.history.cordoned) == self.cordoned
+        if self.policy.dry_run:
+            assert not self.cordoned
 
     @invariant()
     def only_gated_pods_are_ever_quarantined(self) -> None:
@@ -343,3 +427,30 @@ def test_failing_open_never_undoes_a_quarantine() -> None:
     assert machine.pods[names[0]].gate_status == "False"
     machine._run(dict.fromkeys(names, Verdict.INCONCLUSIVE))  # the release source is down
     assert machine.pods[names[0]].gate_status == "False"
+
+
+def test_the_machine_reaches_cordons() -> None:
+    """Guard against a vacuous machine: cordoning is enabled, reached, and undone."""
+    for dry_run in (False, True):
+        machine = SafetyMachine()
+        policy = PolicySettings(
+            mode="flag",
+            confirmations=1,
+            cordon_nodes=True,
+            uncordon_on_recovery=True,
+            dry_run=dry_run,
+            majority_threshold=0.9,
+        )
+        machine.setup(policy, True, 4)
+        machine.stale_node("node-0")
+        truth = {
+            n: Verdict.MISMATCH if n in machine.drifted else Verdict.CONSISTENT
+            for n in machine.pods
+        }
+        machine._run(truth)
+        assert machine.cordons == 1
+        assert machine.cordoned == (set() if dry_run else {"node-0"})
+        assert machine.history.cordoned == frozenset(machine.cordoned)
+        machine.drifted.clear()
+        machine._run(dict.fromkeys(machine.pods, Verdict.CONSISTENT))
+        assert machine.cordoned == set()
