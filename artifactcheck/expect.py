@@ -112,7 +112,8 @@ def names_only_problem(manifest: Manifest, where: str) -> str | None:
         f"{where}: a {manifest.format} manifest with no content hash for {len(missing)} of "
         f"{len(manifest.files)} files (e.g. {missing[0]}), so it cannot vouch for the bytes "
         "served; write a release manifest with `artifactcheck manifest build DIST --version V` "
-        "(or allow a file-names-only comparison with --allow-names-only)"
+        "(or accept a comparison of file names only: --allow-names-only, or "
+        "allow_names_only: true)"
     )
 
 
