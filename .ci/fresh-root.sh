@@ -53,13 +53,17 @@ if [ "${FRESH_ROOT:-1}" != 0 ] && [ "$(id -u)" = 0 ] && command -v mmdebstrap >/
         tail -5 "$work/mmdebstrap.log" >&2
     fi
 fi
+if [ $chroot_ok = 1 ]; then  # a container without CAP_SYS_ADMIN cannot mount: fall back
+    if mount -t proc proc "$root/proc"; then mounted+=("$root/proc"); else chroot_ok=0; fi
+    if [ $chroot_ok = 1 ] && mount --bind /dev "$root/dev"; then
+        mounted+=("$root/dev")
+    else
+        chroot_ok=0
+    fi
+fi
 if [ $chroot_ok = 1 ]; then
     cp /etc/resolv.conf "$root/etc/resolv.conf"
-    [ -s "$bundle" ] && cp "$bundle" "$root$bundle"
-    for m in proc dev; do
-        if [ $m = proc ]; then mount -t proc proc "$root/proc"; else mount --bind /dev "$root/dev"; fi
-        mounted+=("$root/$m")
-    done
+    if [ -s "$bundle" ]; then cp "$bundle" "$root$bundle"; fi
     git clone -q "$repo" "$root/src"
     echo "fresh-root: Debian $suite root file system ($(($(date +%s) - t0))s), clone of" \
         "$(git -C "$repo" rev-parse --short HEAD): $cmd"
