@@ -304,6 +304,12 @@ def plan_release_manifests(
                     "give at most one",
                     field="release_manifest",
                 )
+            if _is_url(where) and TEMPLATE_FIELD in where.split("://", 1)[1].split("/", 1)[0]:
+                # the instance's word would choose the host the manifest is read from
+                raise ConfigError(
+                    f"{where}: '{{version}}' may be in the path, not in the host",
+                    field="release_manifest",
+                )
             if not _is_url(where) and not _anchor(where).is_dir():
                 raise ConfigError(
                     f"{where}: directory {_anchor(where)} does not exist", field="release_manifest"

@@ -385,11 +385,6 @@ class CheckSpec(_Model):
                 raise ValueError("must not be empty")
         if len(set(v)) != len(v):
             raise ValueError("names the same release manifest twice")
-        for item in v:
-            scheme, sep, rest = item.partition("://")
-            if sep and scheme in ("http", "https") and "{version}" in rest.split("/", 1)[0]:
-                # the instance's word would choose the host the manifest is read from
-                raise ValueError(f"{item}: '{{version}}' may be in the path, not in the host")
         templates = [item for item in v if "{version}" in item]
         if len(templates) > 1:
             raise ValueError(

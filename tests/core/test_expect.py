@@ -360,3 +360,11 @@ def test_the_release_set_itself_refuses_an_invalid_version(releases: Path) -> No
     assert plan is not None
     with pytest.raises(ExpectationUnavailable, match="not a version"):
         asyncio.run(plan.load("../1.4.1"))
+
+
+@pytest.mark.parametrize(
+    "template", ["https://{version}.example/m.json", "http://r.example:{version}/m.json"]
+)
+def test_the_version_never_chooses_the_host(template: str) -> None:
+    with pytest.raises(ConfigError, match="not in the host"):
+        expectations(spec(template))
