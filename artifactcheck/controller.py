@@ -22,6 +22,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -157,6 +158,10 @@ class Controller:
             api_client=api_client, namespace=settings.lease_namespace, name=settings.lease_name
         )
         self._stop = threading.Event()
+        #: Watches block a thread each for as long as they stream; they get their own
+        #: pool so that many checks (one pod watch each) never starve the default
+        #: executor that status writes, actions and the lease renewal run in.
+        self._watch_pool = ThreadPoolExecutor(max_workers=1024, thread_name_prefix="watch")
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cycles_completed = 0
@@ -196,6 +201,8 @@ class Controller:
             self._stop.set()
             if self.is_leader:
                 await asyncio.to_thread(self._release_lease)
+            # Watches end at their next event or server timeout, now that stop is set.
+            await asyncio.to_thread(self._watch_pool.shutdown, wait=True, cancel_futures=True)
 
     async def _guard(self, name: str, coro: Any) -> None:
         """Run a long-lived task; log an unexpected exit instead of dying silently."""
@@ -302,7 +309,7 @@ class Controller:
                         loop.call_soon_threadsafe(queue.put_nowait, None)
                     return last
 
-                pumping = asyncio.ensure_future(asyncio.to_thread(pump))
+                pumping = loop.run_in_executor(self._watch_pool, pump)
                 while (item := await queue.get()) is not None:
                     if item[0] != "BOOKMARK":
                         on_event(*item)

@@ -21,6 +21,12 @@ GATE = "artifactcheck.io/content-verified"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "crd(kind): the ArtifactCheck CRD a TenantCluster serves (project, permissive)"
+    )
+
+
 @pytest.fixture(autouse=True)
 def _no_in_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     """The suite may run inside a pod: never let it pick up the real cluster."""

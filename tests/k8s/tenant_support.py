@@ -16,20 +16,48 @@ from typing import Any
 
 import yaml
 
+from artifactcheck.crd import CRD_NAME, crd_manifest
 from artifactcheck.sim.cluster import SimCluster
 from artifactcheck.sim.running import RunningController
 from artifactcheck.sim.web import Site
 from artifactcheck.tenancy import AdminConfig
 
+_CRD_API = "apiextensions.k8s.io/v1"
+
+
+def permissive_crd() -> dict[str, Any]:
+    """The ArtifactCheck CRD with a ``spec`` that keeps whatever it is given, as on a
+    cluster still running an older CRD (or one edited by hand): the API server then
+    neither refuses nor prunes the CLI-only fields, and only the controller's own
+    admission stands between them and the controller."""
+    manifest = crd_manifest()
+    version = manifest["spec"]["versions"][0]
+    version["schema"]["openAPIV3Schema"]["properties"]["spec"] = {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+    }
+    return manifest
+
 
 class TenantCluster(SimCluster):
-    """SimCluster + an HTTP release source; checks default to it, not to a local path."""
+    """SimCluster + an HTTP release source; checks default to it, not to a local path.
 
-    def __init__(self, *, release_host: str, **kwargs: Any) -> None:
+    ``crd="project"`` serves ArtifactChecks with the project's CRD (k8s/crd.yaml), whose
+    schema leaves the CLI-only fields out; ``crd="permissive"`` with
+    :func:`permissive_crd`, to show what the controller refuses on its own.
+    """
+
+    def __init__(self, *, release_host: str, crd: str = "project", **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if crd != "keep":  # "keep": a second namespace on a shared API server
+            wanted = permissive_crd() if crd == "permissive" else crd_manifest()
+            if self.api.get(_CRD_API, "CustomResourceDefinition", None, CRD_NAME) is not None:
+                self.api.delete(_CRD_API, "CustomResourceDefinition", None, CRD_NAME)
+            self.api.create(wanted)
         self.release_host = release_host
         self.release_url = ""
         self.release_template_url = ""
+        self.standin_url = ""  # a recording server the admin configuration does not allow
 
     def start(self) -> TenantCluster:
         super().start()
@@ -43,7 +71,9 @@ class TenantCluster(SimCluster):
         return self.start()
 
     def add_check(self, name: str = "web", **spec: Any) -> dict[str, Any]:
-        spec.setdefault("release_manifest", self.release_template_url)
+        spec.setdefault("release_manifest", [self.release_template_url])
+        if isinstance(spec["release_manifest"], str):
+            spec["release_manifest"] = [spec["release_manifest"]]
         return super().add_check(name, **spec)
 
     def check(self, name: str = "web", namespace: str | None = None) -> dict[str, Any]:
