@@ -1437,6 +1437,12 @@ class Fetcher:
         self._keys: dict[str, str] = {}  # "scheme://authority" -> host key
         self._budget_warned = False
 
+    @property
+    def egress(self) -> Callable[[str, str, int], str | None] | None:
+        """The egress policy this Fetcher enforces, for other connections of the same
+        run (e.g. :func:`artifactcheck.tls.probe_certificate`)."""
+        return self._egress
+
     def __repr__(self) -> str:
         headers = {name: "***" for name in self._secret_headers}
         return f"<Fetcher transport={self.transport_name} extra_headers={headers}>"

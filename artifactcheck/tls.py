@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
+import socket
 import ssl
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from cryptography import x509
 
-from .errors import FetchConnectError, FetchError, FetchTimeout
+from .errors import FetchConnectError, FetchError, FetchTimeout, UnsafeReferenceError
 from .models import CertInfo
 
 __all__ = ["days_left", "probe_certificate", "unverified_context"]
@@ -45,6 +48,31 @@ def _parse(der: bytes, endpoint: str) -> CertInfo:
     return CertInfo(endpoint=endpoint, subject=subject, issuer=issuer, not_after=not_after)
 
 
+async def _approved_address(
+    host: str, port: int, egress: Callable[[str, str, int], str | None]
+) -> str:
+    """The one address a probe of ``host`` may connect to; UnsafeReferenceError if the
+    policy refuses it. Resolved once, so the address checked is the address used (the
+    same rule as the Fetcher's connections)."""
+    try:
+        ipaddress.ip_address(host)
+        ip = host  # an IP literal is checked as it is
+    except ValueError:
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        if not infos:
+            raise OSError(f"{host} has no address") from None
+        ip = str(infos[0][4][0])
+    try:
+        reason = egress(host, ip, port)
+    except Exception as exc:  # a failing policy refuses: it never lets traffic through
+        reason = f"the egress policy failed ({type(exc).__name__})"
+    if reason is not None:
+        where = host if ip == host else f"{host} ({ip})"
+        raise UnsafeReferenceError(f"connection to {where} port {port} refused: {reason}")
+    return ip
+
+
 async def probe_certificate(
     host: str,
     port: int,
@@ -52,13 +80,17 @@ async def probe_certificate(
     server_name: str | None,
     ssl_context: ssl.SSLContext | None,
     timeout: float,
+    egress: Callable[[str, str, int], str | None] | None = None,
 ) -> CertInfo:
     """Handshake with ``host:port`` (SNI ``server_name``) and return its certificate.
 
     ``ssl_context=None`` reads the certificate without verifying it; with a verifying
     context (e.g. the Fetcher's), a certificate that does not verify raises
     :class:`~artifactcheck.errors.FetchConnectError`. Timeouts raise
-    :class:`~artifactcheck.errors.FetchTimeout`.
+    :class:`~artifactcheck.errors.FetchTimeout`. ``egress`` is the policy the Fetcher
+    enforces (:attr:`artifactcheck.fetch.Fetcher.egress`): a probe is one more
+    connection, so it is asked first, and a refusal raises
+    :class:`~artifactcheck.errors.UnsafeReferenceError` before anything is sent.
     """
     endpoint = f"{host}:{port}"
     ctx = ssl_context if ssl_context is not None else unverified_context()
@@ -67,8 +99,9 @@ async def probe_certificate(
     writer: asyncio.StreamWriter | None = None
     try:
         async with asyncio.timeout(timeout):
+            address = host if egress is None else await _approved_address(host, port, egress)
             _, writer = await asyncio.open_connection(
-                host, port, ssl=ctx, server_hostname=hostname, ssl_handshake_timeout=timeout
+                address, port, ssl=ctx, server_hostname=hostname, ssl_handshake_timeout=timeout
             )
             ssl_object = writer.get_extra_info("ssl_object")
             der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None

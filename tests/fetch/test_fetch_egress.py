@@ -17,9 +17,11 @@ import trustme
 from fetch_support import RecordingSleep, settings
 from test_fetch_tls import server_context
 
+from artifactcheck.errors import UnsafeReferenceError
 from artifactcheck.fetch import Fetcher
 from artifactcheck.settings import RetrySettings
 from artifactcheck.sim.web import Site, WebFleet
+from artifactcheck.tls import probe_certificate
 
 auto_only = pytest.mark.parametrize("transport", ["auto"])
 
@@ -169,3 +171,34 @@ def test_other_transports_refuse_a_policy_they_cannot_enforce(other: str) -> Non
             transport=httpx.MockTransport(lambda request: httpx.Response(200)),
             sleep=RecordingSleep(),
         )
+
+
+async def test_a_certificate_probe_asks_the_policy_too(
+    fleet: WebFleet, resolver: dict[str, list[str]]
+) -> None:
+    """A certificate probe is one more connection: refused, it is never made."""
+    ca = trustme.CA()
+    context = server_context(ca, "shop.test")
+    refused = fleet.add(Site(), REFUSED, ssl_context=context)
+    allowed = fleet.add(Site(), ALLOWED, ssl_context=context)
+    policy = Policy()
+    with pytest.raises(UnsafeReferenceError, match="another tenant's address"):
+        await probe_certificate(
+            REFUSED, port_of(refused), server_name=None, ssl_context=None, timeout=2, egress=policy
+        )
+    assert fleet.server(refused).connections_total == 0
+    resolver["shop.test"] = [ALLOWED, REFUSED]
+    cert = await probe_certificate(
+        "shop.test", port_of(allowed), server_name=None, ssl_context=None, timeout=2, egress=policy
+    )
+    assert cert.endpoint == f"shop.test:{port_of(allowed)}" and cert.not_after is not None
+    assert resolver["__lookups__"] == ["shop.test"]
+    assert policy.asked[-1] == ("shop.test", ALLOWED, port_of(allowed))
+    assert fleet.server(allowed).connections_total == 1
+
+
+@auto_only
+async def test_the_fetcher_exposes_its_policy(make_fetcher) -> None:
+    policy = Policy()
+    async with make_fetcher(egress=policy) as f:
+        assert f.egress is policy
