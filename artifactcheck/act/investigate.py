@@ -30,6 +30,7 @@ from ..models import (
     Instance,
     InstanceResult,
     Manifest,
+    Observation,
     Report,
     Verdict,
 )
@@ -439,11 +440,48 @@ def _release_index(releases: Mapping[str, Manifest]) -> dict[str, list[str]]:
     return out
 
 
-def _cdn_state(row_sha: str | None, got: Fetched | None) -> tuple[str, int | None, str | None]:
+def _page_hashes(obs: Observation, release: Manifest | None) -> frozenset[str]:
+    """sha256 of the site's HTML entry pages: what an SPA fallback answers with."""
+    found = {f.sha256 for p, f in obs.assets.items() if _is_index(p) and f.ok}
+    if release is not None:
+        found |= {e.hashes.get("sha256") for p, e in release.files.items() if _is_index(p)}
+    return frozenset(s for s in found if s)
+
+
+def _is_index(path: str) -> bool:
+    return path == "index.html" or path.endswith("/index.html")
+
+
+def is_fallback(got: Fetched | None, path: str, pages: frozenset[str]) -> bool:
+    """A 200 that is the site's HTML page standing in for a missing non-HTML file.
+
+    nginx ``try_files $uri /index.html`` (every SPA) answers a missing chunk with the
+    entry page: that file is missing, which is how compare judges it too (the same
+    rule: the bytes of an entry page, or an HTML content type, for a non-HTML path).
+    """
+    if got is None or not got.ok:
+        return False
+    lowered = path.lower()
+    if lowered.endswith((".html", ".htm")) or path.endswith("/") or not path:
+        return False
+    if got.sha256 is not None and got.sha256 in pages:
+        return True
+    return got.headers.get("content-type", "").lower().startswith("text/html")
+
+
+def _cdn_state(
+    row_sha: str | None,
+    got: Fetched | None,
+    *,
+    path: str = "",
+    pages: frozenset[str] = frozenset(),
+    expected: str | None = None,
+) -> tuple[str, int | None, str | None]:
     """The CDN's answer for a path, relative to the bytes the instance served.
 
-    Mirrors compare's rules (403 counts as missing, the S3 symptom) so the table and
-    the verdict never disagree; (state, status, error).
+    Mirrors compare's rules (403 counts as missing, the S3 symptom; the site's page
+    standing in for a file is missing too) so the table and the verdict never
+    disagree; (state, status, error).
     """
     if got is None:
         return "not-checked", None, None
@@ -451,6 +489,8 @@ def _cdn_state(row_sha: str | None, got: Fetched | None) -> tuple[str, int | Non
         return "error", got.status, got.error
     if got.status in _CDN_ABSENT:
         return "missing", got.status, None
+    if got.sha256 != (expected or row_sha) and is_fallback(got, path, pages):
+        return "missing", got.status, "answers with the site's HTML page (SPA fallback)"
     if not got.ok:
         return "error", got.status, f"HTTP {got.status}"
     return ("same" if got.sha256 == row_sha else "differs"), got.status, None
@@ -465,6 +505,7 @@ def _asset_row(
     consensus: Mapping[str, str],
     index: Mapping[str, list[str]],
     cdn: Fetched | None,
+    pages: frozenset[str] = frozenset(),
 ) -> AssetRow:
     """One file's row: its state against the release (or siblings) and the CDN.
 
@@ -478,9 +519,10 @@ def _asset_row(
         if entry is not None
         else ("siblings" if path in consensus else None)
     )
+    fallback = is_fallback(got, path, pages) and got.sha256 != expected
     if got.error is not None or got.status is None:
         state = "error"
-    elif got.status in _ABSENT:
+    elif got.status in _ABSENT or fallback:
         state = "missing"
     elif not got.ok or got.sha256 is None:
         state = "error"
@@ -490,18 +532,22 @@ def _asset_row(
         state = "unchecked"
     else:
         state = "same" if expected == got.sha256 else "differs"
-    cdn_state, cdn_status, cdn_error = _cdn_state(got.sha256, cdn)
+    cdn_state, cdn_status, cdn_error = _cdn_state(
+        got.sha256, cdn, path=path, pages=pages, expected=expected
+    )
+    served = got.ok and not fallback  # a fallback page is not this file's bytes
+    why = "answers with the site's HTML page (SPA fallback)" if fallback else None
     return AssetRow(
         path=path,
         state=state,
         status=got.status,
-        error=got.error or (f"HTTP {got.status}" if state == "error" else None),
+        error=got.error or why or (f"HTTP {got.status}" if state == "error" else None),
         expected_sha256=expected,
         expected_from=expected_from,
-        served_sha256=got.sha256 if got.ok else None,
-        size=got.size if got.ok else None,
+        served_sha256=got.sha256 if served else None,
+        size=got.size if served else None,
         expected_size=entry.size if entry is not None else None,
-        matches=tuple(index.get(got.sha256 or "", ())) if got.ok else (),
+        matches=tuple(index.get(got.sha256 or "", ())) if served else (),
         cdn_state=cdn_state,
         cdn_status=cdn_status,
         cdn_sha256=cdn.sha256 if cdn is not None and cdn.ok else None,
@@ -549,7 +595,9 @@ def asset_rows(
         if f.kind is FindingKind.MINORITY_CONTENT and f.path and f.expected
     }
     index = _release_index(releases)
-    fetched: dict[str, Fetched] = dict(obs.assets)
+    pages = _page_hashes(obs, release)
+    # an instance that could not be observed served nothing: its failed probe is no file
+    fetched: dict[str, Fetched] = dict(obs.assets) if obs.error is None else {}
     if obs.manifest_fetch is not None and obs.manifest_path and obs.error is None:
         fetched.setdefault(obs.manifest_path, obs.manifest_fetch)
     rows = [
@@ -561,10 +609,11 @@ def asset_rows(
             consensus=consensus,
             index=index,
             cdn=cdn_assets.get(path),
+            pages=pages,
         )
         for path, got in fetched.items()
     ]
-    if release is not None and obs.error is None:
+    if release is not None:  # every file the release promises has a row
         for path in sorted(set(release.files) - set(fetched)):
             entry = release.files[path]
             rows.append(
@@ -621,8 +670,9 @@ def manifest_comparison(
         if served.format == "native":  # a full listing: what it omits was removed
             removed |= not_compared
             not_compared = set()
-    if obs is not None and obs.manifest_path:
+    if obs is not None and obs.manifest_path and obs.error is None:
         not_compared.discard(obs.manifest_path)
+    unobserved = obs is None or obs.error is not None
     observed = [r for r in rows if r.served_sha256]
     matches = []
     for v in sorted(releases):
@@ -632,7 +682,8 @@ def manifest_comparison(
             matches.append(ReleaseMatch(version=v, matching=hits, total=len(observed)))
     matches.sort(key=lambda m: (-m.matching, m.version != version, m.version))
     return ManifestComparison(
-        served_path=obs.manifest_path if obs is not None else "",
+        # the name probed when the connection failed was never served
+        served_path="" if unobserved or obs is None else obs.manifest_path,
         served_format=served.format if served is not None else None,
         served_entries=len(served.files) if served is not None else None,
         served_error=obs.manifest_error if obs is not None else None,
@@ -809,6 +860,17 @@ def _siblings_clause(sib: Siblings, target: InstanceResult, now: datetime) -> st
     return f"{n} of {sib.total} {sib.noun} do the same{names}{where}"
 
 
+def _mixed_with(changed: Sequence[AssetRow]) -> str | None:
+    """The one other release every differing file's bytes belong to, if exactly one."""
+    common: set[str] | None = None
+    for row in changed:
+        versions = {m.split(":", 1)[0] for m in row.matches}
+        common = versions if common is None else common & versions
+    if not common or len(common) != 1:
+        return None
+    return next(iter(common))
+
+
 def summarise(
     result: InstanceResult,
     rows: Sequence[AssetRow],
@@ -839,8 +901,16 @@ def summarise(
         )
     elif verdict is Verdict.MISMATCH:
         head = f"{name} reports {v or '(no version)'} but serves "
+        mixed = _mixed_with(changed)
         if result.serves_version and changed:
             head += f"{result.serves_version}'s {file_names([r.path for r in changed])}"
+        elif changed and mixed is not None:
+            # the differing files are another release's, the others this one's: a mix,
+            # so the instance as a whole is not said to serve that release
+            head += (
+                f"{mixed}'s {file_names([r.path for r in changed])} "
+                f"mixed with release {v}'s other files"
+            )
         elif changed:
             head += (
                 f"different bytes for {file_names([r.path for r in changed])} "

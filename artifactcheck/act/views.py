@@ -128,9 +128,11 @@ def investigation_renderables(inv: Investigation, console: Console) -> list[Rend
         out.append(_diff(diff))
     if not inv.diffs and any(r.state == "differs" and r.is_text for r in inv.assets):
         out.append(Text("add --diff to see how the differing text files differ", style="dim"))
+    fetched = sum(1 for r in inv.assets if r.state != "not-fetched")
     out.append(
         Text(
-            f"{inv.siblings.total} instance(s) checked with all their files; "
+            f"{inv.siblings.total} instance(s) checked; {fetched} of {len(inv.assets)} "
+            f"file(s) of this one fetched; "
             f"{inv.requests} requests in {inv.elapsed:.2f}s; exit {inv.exit_code}",
             style="dim",
         )
@@ -194,10 +196,25 @@ def _facts(inv: Investigation, console: Console) -> Table:
     table.add_row(
         "siblings",
         f"{sib.same_version} of {sib.total} {sib.noun} report {inv.reported_version or '-'}; "
-        f"{sib.same_version_same_content} of those "
-        f"{'serves' if sib.same_version_same_content == 1 else 'serve'} this content",
+        + (
+            "this one's content could not be observed"
+            if inv.fingerprint is None
+            else f"{sib.same_version_same_content} of those "
+            f"{'serves' if sib.same_version_same_content == 1 else 'serve'} this content"
+        ),
     )
     return table
+
+
+def _unobserved(inv: Investigation) -> bool:
+    """The instance answered nothing usable: no file of it was fetched."""
+    return all(r.state == "not-fetched" for r in inv.assets)
+
+
+def _not_compared_why(inv: Investigation) -> str:
+    if _unobserved(inv):
+        return "the instance could not be observed"
+    return "sampled out, or not served where it could be fetched"
 
 
 def _manifest(inv: Investigation, console: Console) -> list[RenderableType]:
@@ -208,7 +225,7 @@ def _manifest(inv: Investigation, console: Console) -> list[RenderableType]:
     served = (
         f"{m.served_path} ({m.served_format}, {m.served_entries} entries)"
         if m.served_format
-        else (m.served_path or "none found")
+        else (m.served_path or ("nothing fetched" if _unobserved(inv) else "none found"))
     )
     text.append(f"  served:   {served}\n")
     if m.served_error:
@@ -230,8 +247,8 @@ def _manifest(inv: Investigation, console: Console) -> list[RenderableType]:
     text.append(f"  unchanged: {m.unchanged} file(s)\n", style="green" if m.unchanged else "")
     if m.not_compared:
         text.append(
-            f"  not compared ({len(m.not_compared)}): in the release but not listed by the "
-            f"served manifest, so not fetched: {', '.join(m.not_compared)}\n",
+            f"  not compared ({len(m.not_compared)}): in the release but not fetched "
+            f"({_not_compared_why(inv)}): {', '.join(m.not_compared)}\n",
             style="dim",
         )
     if m.release_matches:

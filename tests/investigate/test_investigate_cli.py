@@ -144,7 +144,7 @@ def test_clean_target_in_a_clean_fleet(make_fleet, config, cli) -> None:
     fleet = make_fleet(3)
     r = cli("investigate", "web-2", "-c", config(fleet))
     assert r.code == 0, r.out
-    assert "web-2 reports 1.4.2 and serves release 1.4.2 (7 files verified)" in r.out
+    assert "web-2 reports 1.4.2 and serves release 1.4.2 (8 files verified)" in r.out
     assert "3 of 3 instances serve the same content" in r.out
 
 

@@ -104,7 +104,8 @@ def test_pod_summary_names_pod_files_release_node_and_time(pod_investigation) ->
     assert inv.target.name == "shop/web-3" and inv.exit_code == 1
     assert inv.summary == (
         "shop/web-3 reports 1.4.2 but serves 1.4.1's index-D62fgCHr.css, index-DbDROF-m.js and "
-        "report-DjQj1oj0.js; the CDN has none of them (it has release 1.4.2's bytes); "
+        "report-DjQj1oj0.js mixed with release 1.4.2's other files; "
+        "the CDN has none of them (it has release 1.4.2's bytes); "
         "2 of 6 pods do the same (shop/web-5), all on node ip-10-0-3-7, started between "
         "12:09 UTC and 12:13 UTC, after every other one."
     )
