@@ -725,6 +725,7 @@ def _classify(exc: BaseException, *, reading_body: bool, http: HttpSettings) -> 
 _MAX_HEAD = 64 * 1024  # largest response head accepted
 _MAX_LINE = 4 * 1024  # largest chunk-size or trailer line accepted
 _HIGH_WATER = 1024 * 1024  # received but unread bytes before the socket is paused
+_MAX_INTERIM = 8  # 1xx responses skipped before the final one
 _MAX_DIGITS = 18  # a Content-Length longer than this is no real length (int() caps 4,300)
 _STATUS_LINE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: ([^\r\n]*))?")
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,15}")
@@ -1009,8 +1010,11 @@ class _Body(httpx.AsyncByteStream):
             if left == 0:
                 if held:
                     yield b"".join(held)
-                while await _read_line(conn, timeout, "trailer"):
-                    pass
+                trailers = 0
+                while line := await _read_line(conn, timeout, "trailer"):
+                    trailers += len(line) + 2
+                    if trailers > _MAX_HEAD:
+                        raise _ProtocolViolation(f"trailers longer than {_MAX_HEAD} bytes")
                 return
             while left > 0:
                 if conn.chunks:
@@ -1195,10 +1199,12 @@ class _Http1Transport(httpx.AsyncBaseTransport):
             assert conn.transport is not None
             conn.transport.write(payload)
             read_timeout = timeouts.get("read")
-            while True:
+            for _ in range(_MAX_INTERIM + 1):
                 status, reason, headers, http11 = await self._read_head(conn, read_timeout)
                 if status >= 200 or status == 101:
                     break  # 1xx interim responses are skipped
+            else:  # a stream of 1xx would hold the request until its deadline
+                raise _ProtocolViolation(f"more than {_MAX_INTERIM} interim (1xx) responses")
             if status == 101:
                 raise httpx.RemoteProtocolError("101 Switching Protocols is not supported")
             length, chunked, reusable = _framing(request.method, status, headers, http11)

@@ -299,6 +299,26 @@ async def test_an_impossible_status_is_a_protocol_error(
         assert got.error_kind == "protocol" and "invalid status" in got.error, got.error
 
 
+@auto_only
+async def test_endless_interim_responses_and_trailers_are_protocol_errors(
+    make_fetcher, host: Callable[[], str]
+) -> None:
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n" * 9 + response(200, b"late")
+    trailers = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n"
+    trailers += b"X-T: " + b"t" * 1000 + b"\r\n"
+    trailers = trailers + (b"X-T: " + b"t" * 1000 + b"\r\n") * 70 + b"\r\n"
+    for wire, words in ((interim, "interim"), (trailers, "trailers longer")):
+        with RawServer(host(), fixed(wire)) as server:
+            async with make_fetcher(retry={"attempts": 1}) as f:
+                got = await f.get_asset(server.url, "a.js")
+        assert got.error_kind == "protocol" and words in (got.error or ""), got.error
+    eight = b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n" * 8 + response(200, b"ok")
+    with RawServer(host(), fixed(eight)) as server:
+        async with make_fetcher() as f:
+            got = await f.get_asset(server.url, "a.js")
+    assert got.ok and got.hashes["sha256"] == sha(b"ok")
+
+
 @pytest.mark.parametrize(
     "location",
     [b"http://[", b"/a\x00b.js", b"/a\x7fb.js", b"http://[::1", b"//h:99999/x"],
