@@ -966,6 +966,18 @@ def summarise(
 # --------------------------------------------------------------------------- notes
 
 
+def _sampled_files(report: Report) -> str:
+    """ " in the files sampled (...)" when only some files of each instance were fetched:
+    agreement on a sample is not agreement on the content."""
+    sample = report.sample
+    if sample is None or sample.assets_per_instance is None:
+        return ""
+    return (
+        f" in the files sampled ({sample.assets_per_instance} per instance besides entry "
+        f"points, seed {sample.seed})"
+    )
+
+
 def _fleet_notes(report: Report, *, release_source: str | None) -> list[str]:
     """'could not check' notes from the run's fleet-wide findings and configuration.
 
@@ -973,6 +985,17 @@ def _fleet_notes(report: Report, *, release_source: str | None) -> list[str]:
     checked nothing is how a tired human is misled.
     """
     notes: list[str] = []
+    sample = report.sample
+    if sample is not None and sample.instances_checked < sample.instances_total:
+        notes.append(
+            f"could not check every instance: {sample.instances_checked} of "
+            f"{sample.instances_total} sampled (seed {sample.seed}; repeat with --seed)"
+        )
+    if sample is not None and sample.assets_per_instance is not None:
+        notes.append(
+            f"could not check every file: {sample.assets_per_instance} per instance besides "
+            f"entry points were sampled (seed {sample.seed}; repeat with --seed)"
+        )
     if report.cdn is None:
         notes.append("could not check the CDN: none configured (give --cdn)")
     if release_source is None:
@@ -1166,7 +1189,10 @@ def build_fleet(report: Report, *, release_source: str | None, now: datetime) ->
                     f"{_verb(odd, 'serves', 'serve')} different content"
                 )
         elif len(observed) > 1:
-            headlines.append(f"All {len(observed)} observed {noun} {label} serve the same content")
+            headlines.append(
+                f"All {len(observed)} observed {noun} {label} serve the same content"
+                + _sampled_files(report)
+            )
         images = Counter(r.instance.image_id for r in members if r.instance.image_id).most_common()
         top_image[version] = _unique_top(images)
         if len(images) > 1:

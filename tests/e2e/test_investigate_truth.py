@@ -78,3 +78,17 @@ def test_the_spa_fallback_page_is_missing_everywhere(make_fleet) -> None:
     assert doc["verdict"] != "consistent"
     for match in doc["manifest"]["release_matches"]:
         assert match["matching"] < len(doc["assets"])  # the page is not counted as a file
+
+
+def test_fleet_agreement_on_a_sample_says_it_was_a_sample(make_fleet, tmp_path) -> None:
+    fleet = make_fleet(3, version="1.4.1")
+    config = tmp_path / "check.yaml"
+    config.write_text("sampling:\n  assets_per_instance: 1\n  seed: 7\n")
+    result = CliRunner().invoke(
+        main, ["fleet", "-c", str(config), *fleet_args(fleet), "-o", "json"]
+    )
+    doc = json.loads(result.stdout)
+    validate(doc, "fleet")
+    same = [h for h in doc["headlines"] if "serve the same content" in h]
+    assert same and all("in the files sampled" in h and "seed 7" in h for h in same)
+    assert any(n.startswith("could not check every file") for n in doc["notes"])
