@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import os
 import random
 import threading
 import time
@@ -133,8 +134,12 @@ class Controller:
     ) -> None:
         self.api = api_client
         self.settings = settings
+        self.metrics = metrics or Metrics()
+        self.log = logger or log
+        self.clock = clock
+        self.rng = rng or random.Random()
         #: What namespaced checks may ask for; without a file, nothing is granted.
-        self.admin = admin if admin is not None else load_admin_config(settings.admin_config)
+        self.admin = admin if admin is not None else self._admin_config(settings.admin_config)
         host = getattr(getattr(api_client, "configuration", None), "host", None)
         self.address_rules = AddressRules(
             allow_loopback=self.admin.egress.allow_loopback,
@@ -147,10 +152,6 @@ class Controller:
         self.budget = RequestBudget(per_minute=self.admin.limits.requests_per_minute)
         self._slots: dict[str, asyncio.Semaphore] = {}
         self.refused: dict[str, RefusedCheck] = {}
-        self.metrics = metrics or Metrics()
-        self.log = logger or log
-        self.clock = clock
-        self.rng = rng or random.Random()
         self.checks: dict[str, CheckState] = {}
         self.is_leader = False
         self.heartbeat = Heartbeat(max_age=max(30.0, settings.renew_period * 6))
@@ -166,6 +167,18 @@ class Controller:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cycles_completed = 0
         self.synced = False
+
+    def _admin_config(self, path: str | None) -> AdminConfig:
+        """The admin configuration file; absent (an optional ConfigMap not created) means
+        the strict default, which grants nothing. A file that exists must be valid."""
+        if path is not None and not os.path.exists(path):
+            self.log.warning(
+                "admin configuration %s does not exist: no credential, no egress beyond "
+                "the selected pods is granted to any ArtifactCheck",
+                path,
+            )
+            return AdminConfig()
+        return load_admin_config(path)
 
     # -- probes --------------------------------------------------------------------
 

@@ -383,11 +383,11 @@ def crd_schema() -> _Schema:
         for name in field_path:
             node = node["properties"][name]
         node.pop("default", None)
-    for field_path in CONTROLLER_REFUSED_FIELDS:
+    for refused in CONTROLLER_REFUSED_FIELDS:
         node = spec
-        for name in field_path[:-1]:
+        for name in refused[:-1]:
             node = node["properties"][name]
-        node["properties"].pop(field_path[-1])
+        node["properties"].pop(refused[-1])
     return _tidy(
         {
             "type": "object",
