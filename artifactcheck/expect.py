@@ -405,6 +405,12 @@ class Expectations:
         """Every cached release manifest, by version."""
         return {v: m for v, (m, _) in self._cache.items()}
 
+    def preload(self, manifests: Mapping[str, Manifest]) -> None:
+        """Cache manifests already read (concrete local files), so every release given
+        can name what a mismatching instance serves without being asked for first."""
+        for version, manifest in manifests.items():
+            self._remember(version, manifest)
+
     def _remember(self, version: str, manifest: Manifest) -> None:
         self._cache[version] = (manifest, self.clock())
         self._cache.move_to_end(version)
@@ -478,7 +484,9 @@ def build_expectations(
     """
     releases = plan_release_manifests(spec, fetcher=fetcher, limits=limits)
     if releases is not None:
-        return Expectations(releases, max_versions=spec.cache_versions)
+        expectations = Expectations(releases, max_versions=spec.cache_versions)
+        expectations.preload(releases.local)
+        return expectations
     if spec.release_image and read_image is not None:
         template, site, reader = spec.release_image, spec.release_image_path, read_image
 

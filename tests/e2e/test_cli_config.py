@@ -583,3 +583,26 @@ def test_a_bad_flag_value_reads_like_the_command_line() -> None:
 def test_a_header_value_is_never_echoed() -> None:
     code, _, err = verify("--target", "http://127.0.0.1:9/", "--header", "X-Token=s3cret\r\nX: y")
     assert code == 2 and "--header" in err and "s3cret" not in err
+
+
+def test_every_concrete_release_given_can_name_what_is_served(
+    web: WebFleet, tmp_path: Path
+) -> None:
+    """An instance reporting 1.4.1 that serves all of 1.4.2: named without --known-version."""
+    for version in (R1, R2):
+        data = native.dump(native.build(RELEASES[version], version=version))
+        (tmp_path / f"{version}.json").write_bytes(data)
+    url = web.add(Site(root=RELEASES[R2]), "127.93.4.1")
+    code, out, _ = verify(
+        "--target",
+        f"{url}={R1}",
+        "--release-manifest",
+        str(tmp_path / f"{R1}.json"),
+        "--release-manifest",
+        str(tmp_path / f"{R2}.json"),
+        "-o",
+        "json",
+    )
+    assert code == 1
+    bad = results(out)[url]
+    assert bad["verdict"] == "mismatch" and bad["serves_version"] == R2, bad["reason"]
