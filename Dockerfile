@@ -7,9 +7,13 @@
 #
 # BASE        the runtime: a Debian/Ubuntu image with python3 (and ca-certificates for
 #             HTTPS release sources and CDNs); nothing else is needed.
-# BUILD_BASE  the build stage: the same distribution and Python with python3-venv
-#             added (default: BASE). Both must have python3 at /usr/bin/python3 and
-#             the same Python version: the virtual environment is copied across.
+# BUILD_BASE  the build stage: the same distribution and Python, with python3-venv
+#             (default: BASE; without python3-venv it is installed with apt-get). Both
+#             must have python3 at /usr/bin/python3 and the same Python version: the
+#             virtual environment is copied across. With a registry, for instance
+#             BUILD_BASE=<debian:bookworm + python3> and
+#             BASE=gcr.io/distroless/python3-debian12 (Python 3.11, no shell) -- untested
+#             here, where no registry is reachable.
 # secret "ca" optional: a CA bundle pip trusts for the package index (a TLS-inspecting
 #             proxy or a private mirror); never stored in a layer.
 #
@@ -39,7 +43,11 @@ COPY artifactcheck ./artifactcheck
 RUN --mount=type=secret,id=ca,required=false \
     set -eu; \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
-    python3 -m venv /tmp/tools; \
+    if ! python3 -m venv /tmp/tools >/dev/null 2>&1; then \
+        rm -rf /tmp/tools; \
+        apt-get update -q && apt-get install -y -q --no-install-recommends python3-venv; \
+        python3 -m venv /tmp/tools; \
+    fi; \
     /tmp/tools/bin/pip wheel --quiet --wheel-dir /wheels .; \
     python3 -m venv --without-pip /opt/artifactcheck; \
     /tmp/tools/bin/pip --python /opt/artifactcheck/bin/python install --quiet \
