@@ -145,7 +145,14 @@ class Observer:
                 headers = {k: v for k, v in http.headers.items() if k.lower() != "accept-encoding"}
                 headers["accept-encoding"] = coding
                 coded = http.model_copy(update={"headers": headers, "identity_encoding": False})
-                fetcher = Fetcher(http=coded, retry=self.spec.retry, logger=log)
+                # the run's egress policy and retry budget hold for these requests too
+                fetcher = Fetcher(
+                    http=coded,
+                    retry=self.spec.retry,
+                    logger=log,
+                    budget=self.fetcher.budget,
+                    egress=self.fetcher.egress,
+                )
                 await fetcher.__aenter__()
                 self._coded[coding] = fetcher
             return fetcher
@@ -274,6 +281,7 @@ class Observer:
                 server_name=server_name,
                 ssl_context=None,
                 timeout=self.spec.http.connect_timeout,
+                egress=self.fetcher.egress,  # no handshake with an address the policy refuses
             )
         except ArtifactCheckError as exc:
             log.debug("no certificate from %s:%s: %s", host, port, exc)
