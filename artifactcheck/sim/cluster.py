@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..crd import CRD_NAME, crd_manifest
 from ..manifests import native
 from .apiserver import FakeApiServer
 from .fleet import RELEASES, foreign_bytes
@@ -81,6 +82,13 @@ class SimCluster:
         self.kubelet_period = kubelet_period
         self._stop = threading.Event()
         self._kubelet: threading.Thread | None = None
+        # The project's own CRD, so every ArtifactCheck a test creates is pruned, defaulted
+        # and validated by its schema, as on a cluster where `kubectl apply -k k8s/` ran.
+        if (
+            self.api.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, CRD_NAME)
+            is None
+        ):
+            self.api.create(crd_manifest())
         self._tmp = tempfile.TemporaryDirectory(prefix="artifactcheck-cluster-")
         self.release_template = f"{self._tmp.name}/{{version}}.json"
         for version, build in RELEASES.items():
@@ -246,7 +254,7 @@ class SimCluster:
                     "port": self.port,
                 },
                 "cdn": self.cdn_url,
-                "release_manifest": self.release_template,
+                "release_manifest": [self.release_template],
                 "known_versions": sorted(RELEASES),
                 **spec,
             },
