@@ -130,10 +130,15 @@ def recording_fetcher(spec: CheckSpec) -> tuple[Fetcher, dict[str, Fetched]]:
             *,
             algorithms: Iterable[str] = ("sha256",),
             host_header: str | None = None,
+            accept_encoding: str | None = None,
         ) -> Fetched:
             """Fetch as usual; remember the answer when it came from the CDN."""
             got = await super().get_asset(
-                base_url, path, algorithms=algorithms, host_header=host_header
+                base_url,
+                path,
+                algorithms=algorithms,
+                host_header=host_header,
+                accept_encoding=accept_encoding,
             )
             if spec.cdn is not None and base_url == spec.cdn:
                 cdn_assets[path] = got

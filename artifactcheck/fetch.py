@@ -459,6 +459,9 @@ class _CodingChainTooLong(_DecodeError):
     kind = "protocol"
 
 
+#: Content codings a caller may ask for by name (``get_asset(accept_encoding=...)``).
+_ACCEPTED_CODINGS = frozenset({"identity", "gzip", "deflate", "br"})
+
 #: Content codings accepted in one response, as urllib3 2.6 does after CVE-2025-66418:
 #: each coding is one more decoder in the chain, and a header listing thousands of them
 #: would cost a decoder (and a stack frame per piece) each.
@@ -1554,11 +1557,16 @@ class Fetcher:
         *,
         algorithms: Iterable[str] = ("sha256",),
         host_header: str | None = None,
+        accept_encoding: str | None = None,
     ) -> Fetched:
         """GET an asset, hashing it while streaming with sha256 and ``algorithms``.
 
         The body is never kept; it is capped at ``http.max_body_bytes``. An unknown
         algorithm name is a programming error and raises ValueError before any request.
+        ``accept_encoding`` asks for one content coding (``gzip``, ``br``) instead of the
+        configured one: browsers receive those bytes, and a stale precompressed file
+        (nginx ``gzip_static``) differs only there. What arrives is decoded before it is
+        hashed, so the digest is of the content in every coding.
         """
         names = ["sha256"]
         for name in algorithms:
@@ -1573,6 +1581,7 @@ class Fetcher:
             algorithms=tuple(names),
             keep_body=False,
             host=host_header,
+            accept_encoding=accept_encoding,
         )
 
     # ----------------------------------------------------------------- the retry loop
@@ -1586,6 +1595,7 @@ class Fetcher:
         algorithms: tuple[str, ...],
         keep_body: bool,
         host: str | None,
+        accept_encoding: str | None = None,
     ) -> Fetched:
         """The one retry loop: validate, send, follow safe redirects, retry, give up."""
         if self._client is None:
@@ -1615,6 +1625,10 @@ class Fetcher:
                 attempts=0,
             )
         headers = {"host": host} if host else {}
+        if accept_encoding is not None:
+            if accept_encoding not in _ACCEPTED_CODINGS:
+                raise ValueError(f"unknown content coding {accept_encoding!r}")
+            headers["accept-encoding"] = accept_encoding
         extensions: dict[str, Any] = {}
         if host and url.startswith("https:"):
             extensions["sni_hostname"] = _server_name(host)

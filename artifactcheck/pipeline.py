@@ -120,8 +120,6 @@ class Observer:
         self._parsed: dict[tuple[str, str], Manifest | ManifestError] = {}
         self._plans: dict[tuple[object, ...], tuple[object, list[str], list[str], bool]] = {}
         self._bodies: dict[str, bytes] = {}  # sha256 -> one copy of a served manifest
-        self._coded: dict[str, Fetcher] = {}  # content coding -> a fetcher asking for it
-        self._coded_lock = asyncio.Lock()
 
     @property
     def encodings(self) -> tuple[str, ...]:
@@ -129,45 +127,8 @@ class Observer:
         codings = list(self.spec.http.compare_encodings)
         return tuple(codings)
 
-    async def _fetcher_for(self, coding: str) -> Fetcher:
-        """A fetcher whose requests say ``Accept-Encoding: <coding>`` (opened once).
-
-        Browsers ask for gzip or br, and a server with stale precompressed files
-        (nginx ``gzip_static``) answers them with other bytes than it gives a client
-        asking for identity; the fetcher decodes what it receives, so the decoded bytes
-        are what is compared. The run's fetcher asks for identity on every request, so
-        each other coding gets a fetcher of its own with the same limits and headers.
-        """
-        async with self._coded_lock:
-            fetcher = self._coded.get(coding)
-            if fetcher is None:
-                http = self.spec.http
-                headers = {k: v for k, v in http.headers.items() if k.lower() != "accept-encoding"}
-                headers["accept-encoding"] = coding
-                coded = http.model_copy(update={"headers": headers, "identity_encoding": False})
-                # the run's egress policy and retry budget hold for these requests too
-                fetcher = Fetcher(
-                    http=coded,
-                    retry=self.spec.retry,
-                    logger=log,
-                    budget=self.fetcher.budget,
-                    egress=self.fetcher.egress,
-                )
-                await fetcher.__aenter__()
-                self._coded[coding] = fetcher
-            return fetcher
-
-    @property
-    def extra_requests(self) -> tuple[int, int]:
-        """Requests and retries sent by the per-coding fetchers (for the report's counts)."""
-        stats = [f.stats for f in self._coded.values()]
-        return sum(s.requests for s in stats), sum(s.retries for s in stats)
-
     async def aclose(self) -> None:
-        """Close the per-coding fetchers (the run's own fetcher belongs to the caller)."""
-        coded, self._coded = self._coded, {}
-        for fetcher in coded.values():
-            await fetcher.aclose()
+        """Nothing to close: every coding is asked for through the run's one fetcher."""
 
     def _shared_body(self, got: Fetched) -> Fetched:
         """``got`` holding the run's one copy of its body: observations keep their
@@ -500,11 +461,19 @@ class Observer:
         return obs
 
     async def _get(
-        self, fetcher: Fetcher, base: str, path: str, algorithms: Sequence[str]
+        self, coding: str, base: str, path: str, algorithms: Sequence[str]
     ) -> Fetched:
         # "": the CDN's own host, never the site name sent to instances reached by IP
         host = "" if base == self.spec.cdn else self.spec.http.host_header
-        return await fetcher.get_asset(base, path, algorithms=algorithms, host_header=host)
+        # identity: the configured Accept-Encoding; another coding is asked for by name
+        # (browsers receive it, and a stale precompressed file differs only there)
+        return await self.fetcher.get_asset(
+            base,
+            path,
+            algorithms=algorithms,
+            host_header=host,
+            accept_encoding=None if coding == "identity" else coding,
+        )
 
     async def _fetch_all(
         self,
@@ -527,14 +496,10 @@ class Observer:
                 base = self.spec.cdn if path in located and self.spec.cdn else instance.base_url
                 jobs.append((coding, base, path))
         results: dict[tuple[str, str], Fetched] = {}
-        fetchers = {
-            c: (self.fetcher if c == "identity" else await self._fetcher_for(c))
-            for c in self.encodings
-        }
 
         async def one(job: tuple[str, str, str]) -> None:
             coding, base, path = job
-            results[(coding, path)] = await self._get(fetchers[coding], base, path, algorithms)
+            results[(coding, path)] = await self._get(coding, base, path, algorithms)
 
         width = min(self.asset_parallelism, len(jobs))
         if width <= 1:  # many instances in flight: one kept-alive connection each
@@ -895,7 +860,6 @@ async def check_once(
             known_versions=known_versions,
         )
     finally:
-        extra_requests, extra_retries = observer.extra_requests
         await observer.aclose()
     results, fleet = judged.results, judged.findings
     decision = decide(
@@ -910,8 +874,8 @@ async def check_once(
         elapsed=time.perf_counter() - t0,
         desired_version=spec.desired_version,
         cdn=spec.cdn,
-        requests=stats.requests + extra_requests,
-        retries=stats.retries + extra_retries,
+        requests=stats.requests,
+        retries=stats.retries,
         sample=SampleInfo(
             seed=observer.seed,
             instances_checked=len(chosen),
