@@ -401,6 +401,40 @@ class FakeApiServer:
 
         return client.Configuration(host=self.url)
 
+    def write_kubeconfig(self, path: str, *, ca_file: str | None = None) -> str:
+        """Write a kubeconfig for this server (context ``artifactcheck-sim``) to ``path``.
+
+        So that a person, or a test, can point a real ``kubectl`` at the fake: no user
+        credentials (none are checked); with TLS, ``ca_file`` is the CA to trust
+        (without it the kubeconfig skips verification).  Returns ``path``.
+        """
+        cluster: JsonObj = {"server": self.url}
+        if self.ssl_context is not None:
+            if ca_file:
+                cluster["certificate-authority"] = ca_file
+            else:
+                cluster["insecure-skip-tls-verify"] = True
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "artifactcheck-sim", "cluster": cluster}],
+            "users": [{"name": "artifactcheck-sim", "user": {}}],
+            "contexts": [
+                {
+                    "name": "artifactcheck-sim",
+                    "context": {
+                        "cluster": "artifactcheck-sim",
+                        "user": "artifactcheck-sim",
+                        "namespace": "default",
+                    },
+                }
+            ],
+            "current-context": "artifactcheck-sim",
+        }
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(config, fh, indent=2)  # JSON is YAML: kubectl reads it as is
+        return path
+
     def api_client(self) -> k8s_client.ApiClient:
         """A new ``kubernetes.client.ApiClient``; close it (or use ``with``) when done."""
         from kubernetes import client
