@@ -12,7 +12,7 @@
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
-packages=(docker.io busybox-static iptables iproute2 mmdebstrap)
+packages=(docker.io busybox-static iptables iproute2 mmdebstrap docker-registry apache2-utils)
 missing=()
 for pkg in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
