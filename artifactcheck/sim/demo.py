@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -29,8 +30,14 @@ def run_demo(
     keep: bool = False,
     console: Console | None = None,
     kubernetes: bool = True,
+    wait: Callable[[], Any] | None = None,
 ) -> int:
-    """Run the demo; 0 when the planted drift and CDN gap were both found."""
+    """Run the demo; 0 when the planted drift and CDN gap were both found.
+
+    With ``keep``, everything stays up until ``wait`` returns (by default: until
+    Ctrl-C), and act two prints a kubeconfig for the simulated cluster.
+    """
+    wait = wait or _wait_forever
     console = console or Console()
     instances = max(3, instances)
     with SimFleet(instances=instances, version="1.4.2") as fleet:
@@ -83,23 +90,48 @@ def run_demo(
                 title="explanation",
             )
         )
+        ok = drift_found and cdn_found
         if keep:
             console.print("fleet kept running; targets:")
             for t in fleet.targets():
                 console.print(f"  --target {t['url']}={t['version']}")
             console.print(f"  --cdn {fleet.cdn_url} --release-manifest '{fleet.release_template}'")
-            _wait_forever()
-    ok = drift_found and cdn_found
-    if kubernetes:
+            if not kubernetes:
+                wait()
+            else:  # act two inside, so the fleet stays up while the cluster is looked at
+                ok = (
+                    run_kubernetes_act(console=console, pods=instances, keep=True, wait=wait) and ok
+                )
+    if kubernetes and not keep:
         ok = run_kubernetes_act(console=console, pods=instances) and ok
     if not ok:
         console.print("[red]demo: the planted faults were not all found[/]")
     return 0 if ok else 1
 
 
-def run_kubernetes_act(*, console: Console, pods: int = 6) -> bool:
-    """Act two: the controller against a simulated cluster quarantines the drifted pod."""
+def run_kubernetes_act(
+    *,
+    console: Console,
+    pods: int = 6,
+    keep: bool = False,
+    wait: Callable[[], Any] | None = None,
+) -> bool:
+    """Act two: the controller against a simulated cluster quarantines the drifted pod.
+
+    With ``keep``, the cluster (API server, pods, kubelet) and the controller stay up
+    until ``wait`` returns, and a kubeconfig is written and printed: the simulated
+    cluster is a real HTTP API server, so ``kubectl`` can look at the pods, the
+    quarantine condition, the events and the ArtifactCheck's printer columns.
+    """
     import json
+    import tempfile
+    from pathlib import Path
+
+    import yaml
+
+    from .web import Site
+
+    wait = wait or _wait_forever
 
     from .cluster import SimCluster, wait_for
     from .running import RunningController
@@ -108,10 +140,25 @@ def run_kubernetes_act(*, console: Console, pods: int = 6) -> bool:
     with SimCluster(first_host="127.77.2.1", cdn_host="127.77.3.1") as cluster:
         made = [cluster.add_pod(node=f"node-{'abc'[i % 3]}") for i in range(pods - 1)]
         bad = cluster.add_pod(serves="1.4.1", node="node-b")
+        # A namespaced check may only fetch over HTTP(S), from hosts the cluster admin
+        # allows (artifactcheck.tenancy): serve the release manifests as a CI would
+        # publish them, and give the controller an admin configuration allowing them.
+        releases = cluster.web.add(Site(root=Path(cluster.release_template).parent), "127.77.4.1")
         cluster.add_check(
             interval=1.0,
             cdn=None,
+            release_manifest=[releases + "{version}.json"],
             policy={"mode": "quarantine", "confirmations": 2, "max_quarantine_fraction": 0.25},
+        )
+        admin = Path(tempfile.mkdtemp(prefix="artifactcheck-demo-admin-")) / "admin.yaml"
+        admin.write_text(
+            yaml.safe_dump(
+                {
+                    "egress": {"allow": [releases], "allow_loopback": True},
+                    "limits": {"min_interval": 0.5},
+                }
+            ),
+            encoding="utf-8",
         )
         console.print(
             f"fake API server {cluster.api.url}, namespace {cluster.namespace}: {pods} pods "
@@ -119,7 +166,10 @@ def run_kubernetes_act(*, console: Console, pods: int = 6) -> bool:
             f"{bad.node} serves 1.4.1's bytes while labelled 1.4.2. Controller started..."
         )
         started = time.perf_counter()
-        with RunningController(cluster, identity="demo-controller"):
+        with RunningController(cluster, identity="demo-controller", admin_config=str(admin)):
+            if keep:
+                # Printed up front, so a user can watch the quarantine happen.
+                _print_kubeconfig(console, cluster.api, cluster.namespace, bad.name)
             try:
                 wait_for(
                     lambda: (cluster.condition(bad.name) or {}).get("status") == "False", timeout=30
@@ -134,6 +184,12 @@ def run_kubernetes_act(*, console: Console, pods: int = 6) -> bool:
             except TimeoutError:
                 console.print("[red]the controller did not act in time[/]")
                 return False
+            if keep:
+                console.print(
+                    "the controller quarantined the pod; cluster and controller kept running"
+                    " (Ctrl-C to stop)"
+                )
+                wait()
         took = time.perf_counter() - started
         cond = cluster.condition(bad.name) or {}
         events = [e for e in cluster.events(bad.name) if e.get("type") == "Warning"]
@@ -156,6 +212,32 @@ def run_kubernetes_act(*, console: Console, pods: int = 6) -> bool:
         console.print("ArtifactCheck shop/web status:")
         console.print_json(json.dumps({k: status[k] for k in sorted(status) if k != "findings"}))
         return cond.get("status") == "False" and len(events) == 1
+
+
+def _print_kubeconfig(console: Console, api: Any, namespace: str, pod: str) -> str:
+    """Write a kubeconfig for the simulated cluster where it outlives the demo; print it."""
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(tempfile.mkdtemp(prefix="artifactcheck-demo-"))
+    path = str(api.write_kubeconfig(str(folder / "kubeconfig")))
+    console.print(
+        Panel.fit(
+            "\n".join(
+                [
+                    f"kubeconfig: [bold]{path}[/]",
+                    f"  export KUBECONFIG={path}",
+                    f"  kubectl get pods -n {namespace} -o wide",
+                    "  kubectl get ac -A",
+                    f"  kubectl describe ac web -n {namespace}",
+                    f"  kubectl get pod {pod} -n {namespace} -o jsonpath='{{.status.conditions}}'",
+                    f"  kubectl get events -n {namespace}",
+                ]
+            ),
+            title="look at the simulated cluster with kubectl",
+        )
+    )
+    return path
 
 
 def _wait_forever() -> Any:

@@ -262,3 +262,39 @@ def test_get_pods_table_and_watch_sees_a_change(kubectl: Kubectl, server: FakeAp
     assert lines[0] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"], out
     assert ["web-2", "0/1", "Pending"] == lines[2][:3], out
     assert ["web-2", "1/1", "Running"] in [line[:3] for line in lines[3:]], out
+
+
+def test_demo_keep_prints_a_kubeconfig_kubectl_can_use(tmp_path: Path) -> None:
+    """``artifactcheck demo --keep``: the printed kubeconfig shows the simulated cluster."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from artifactcheck.sim.demo import run_kubernetes_act
+
+    out = StringIO()
+    seen: dict[str, str] = {}
+
+    def look() -> None:
+        match = re.search(r"export KUBECONFIG=(\S+)", out.getvalue())
+        assert match, out.getvalue()
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)}
+        env["KUBECONFIG"] = match.group(1)
+        for what in (("get", "ac", "-A"), ("get", "pods", "-n", "shop", "-o", "wide")):
+            done = subprocess.run(
+                [_kubectl_binary(), f"--cache-dir={tmp_path / 'cache'}", *what],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 0, done.stderr
+            seen[what[1]] = done.stdout
+
+    console = Console(file=out, width=200, color_system=None)
+    assert run_kubernetes_act(console=console, pods=6, keep=True, wait=look)
+    header = seen["ac"].splitlines()[0].split()
+    assert header[:4] == ["NAMESPACE", "NAME", "CONSISTENT", "MISMATCH"], seen["ac"]
+    assert seen["ac"].splitlines()[1].split()[:4] == ["shop", "web", "5", "1"], seen["ac"]
+    # The quarantined pod is not Ready: its readiness gate is False (0/1 gates).
+    assert "0/1" in seen["pods"] and "1/1" in seen["pods"], seen["pods"]
