@@ -51,6 +51,7 @@ import os
 import posixpath
 import random
 import re
+import ssl
 import tarfile
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
@@ -344,13 +345,8 @@ class _Session:
         self.credentials = load_credentials(config, ref.registry) if config else None
         self.authorization: str | None = None
         self.where = f"registry {ref.registry}"
-        verify: Any = True
-        if options.ca_bundle is not None:
-            if not Path(options.ca_bundle).is_file():
-                raise ConfigError(f"registry CA bundle {options.ca_bundle}: no such file")
-            verify = str(options.ca_bundle)
         self.client = httpx.Client(
-            verify=verify,
+            verify=_ssl_context(options.ca_bundle),
             timeout=httpx.Timeout(
                 options.read_timeout, connect=options.connect_timeout, pool=options.connect_timeout
             ),
@@ -512,6 +508,22 @@ class _Session:
         return token
 
 
+def _ssl_context(ca_bundle: str | Path | None) -> ssl.SSLContext:
+    """System CAs (certifi where the image has none), plus the given bundle: as fetch."""
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    paths = ssl.get_default_verify_paths()
+    if not any(p and os.path.exists(p) for p in (paths.cafile, paths.capath)):
+        import certifi
+
+        ctx.load_verify_locations(cafile=certifi.where())
+    if ca_bundle is not None:
+        try:
+            ctx.load_verify_locations(cafile=str(ca_bundle))
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"registry CA bundle {ca_bundle}: cannot load: {exc}") from exc
+    return ctx
+
+
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}".lower()
@@ -569,7 +581,7 @@ def _transport_reason(exc: httpx.TransportError) -> str:
 def _read_capped(response: httpx.Response, cap: int, what: str) -> bytes:
     declared = response.headers.get("Content-Length")
     if declared and declared.isdigit() and int(declared) > cap:
-        raise ExpectationUnavailable(f"{what}: {declared} bytes, more than the cap of {cap}")
+        raise ExpectationUnavailable(f"{what}: {declared} bytes, more than the cap of {cap} bytes")
     buf = bytearray()
     try:
         for chunk in response.iter_bytes():
