@@ -217,7 +217,10 @@ def _schema_for(resource: ResourceType) -> tuple[str, str, JsonObj, JsonObj | No
         list_name = builtin + "List"
         defs = builtin_definitions()
         return builtin, list_name, defs[builtin], defs.get(list_name)
-    prefix = f"io.{_reversed_group(resource.group)}.{resource.version}."
+    if resource.crd_name:  # as the CRD OpenAPI builder names them: the group reversed
+        prefix = f"{_reversed_group(resource.group)}.{resource.version}."
+    else:
+        prefix = f"io.k8s.api.{resource.group.split('.')[0] or 'core'}.{resource.version}."
     name = prefix + resource.kind
     body = _custom_schema(resource) if resource.crd_name else _minimal_schema(resource)
     body["x-kubernetes-group-version-kind"] = gvk

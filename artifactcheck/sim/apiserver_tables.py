@@ -10,7 +10,8 @@ Each row carries the object as ``PartialObjectMetadata`` (``includeObject=Partia
 the default; ``Object`` and ``None`` are honoured too), which kubectl reads for the
 ``NAMESPACE`` column of ``-A``.  Built-in kinds get the columns of the real
 printers for pods, namespaces, nodes, config maps, services, deployments, leases,
-events and service accounts; other kinds get the generic ``Name``/``Created At``.
+events and service accounts (the columns the fake can fill); other kinds get the
+generic ``Name``/``Created At``.
 Column JSONPaths support the simple form CRDs allow (``.status.counts.ok``,
 ``.spec.items[0].name``, ``.metadata.labels['a.b/c']``).
 """
@@ -331,7 +332,50 @@ def _deployment_ready(deployment: JsonObj) -> str:
     return f"{status.get('readyReplicas') or 0}/{replicas}"
 
 
+def _event_columns() -> tuple[list[JsonObj], Row]:
+    """``printEvent``: LAST SEEN TYPE REASON OBJECT MESSAGE (the name only with -o wide)."""
+    columns = [
+        _column("Last Seen", "string", "Time when this Event was last seen."),
+        _column("Type", "string", "Type of this event (Normal, Warning)."),
+        _column("Reason", "string", "Why the action was taken."),
+        _column("Object", "string", "The object that this event is about."),
+        _column("Subobject", "string", "The subobject that this event is about.", priority=1),
+        _column("Source", "string", "The component reporting this event.", priority=1),
+        _column("Message", "string", "A human-readable description of the status."),
+        _column("First Seen", "string", "The first time this event was seen.", priority=1),
+        _column("Count", "string", "The number of times this event has occurred.", priority=1),
+        _column("Name", "string", _NAME_DOC, fmt="name", priority=1),
+    ]
+
+    def row(event: JsonObj) -> list[Any]:
+        about = event.get("involvedObject") or event.get("regarding") or {}
+        source = event.get("source") or event.get("deprecatedSource") or {}
+        last = (
+            event.get("lastTimestamp")
+            or event.get("deprecatedLastTimestamp")
+            or event.get("eventTime")
+            or _meta(event).get("creationTimestamp")
+        )
+        first = event.get("firstTimestamp") or event.get("deprecatedFirstTimestamp") or last
+        return [
+            _age(last),
+            event.get("type") or "",
+            event.get("reason") or "",
+            f"{str(about.get('kind') or '').lower()}/{about.get('name') or ''}",
+            about.get("fieldPath") or "",
+            source.get("component") or event.get("reportingComponent") or "",
+            (event.get("message") or event.get("note") or "").strip(),
+            _age(first),
+            str(event.get("count") or event.get("deprecatedCount") or 1),
+            _meta(event).get("name"),
+        ]
+
+    return columns, row
+
+
 _BUILTIN: dict[tuple[str, str], Callable[[], tuple[list[JsonObj], Row]]] = {
+    ("", "Event"): _event_columns,
+    ("events.k8s.io", "Event"): _event_columns,
     ("", "Pod"): lambda: (_POD_COLUMNS, _pod_row),
     ("", "Namespace"): lambda: _simple(("Status", _get("status", "phase"), 0)),
     ("", "Node"): lambda: _simple(
