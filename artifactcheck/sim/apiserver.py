@@ -16,9 +16,30 @@ What it covers
 * Resources: core/v1 ``pods`` (+ ``/status``, ``/binding``), ``nodes``
   (+ ``/status``), ``namespaces`` (+ ``/status``), ``configmaps``, ``events``;
   ``events.k8s.io/v1`` ``events`` (the same objects as core/v1 events, converted,
-  as on a real server); ``coordination.k8s.io/v1`` ``leases``; and the custom
-  resource ``artifactcheck.io/v1alpha1`` ``artifactchecks`` (+ ``/status``).
-  More can be added with :meth:`FakeApiServer.register_resource`.
+  as on a real server); ``coordination.k8s.io/v1`` ``leases``; stored with the
+  generic semantics and nothing acting on them (what ``kubectl apply -k k8s/``
+  creates): ``services``, ``serviceaccounts``, ``apps/v1`` ``deployments``,
+  ``rbac.authorization.k8s.io/v1`` roles, cluster roles and their bindings,
+  ``policy/v1`` ``poddisruptionbudgets``.  More can be added with
+  :meth:`FakeApiServer.register_resource`.
+* ``apiextensions.k8s.io/v1`` CustomResourceDefinitions
+  (:mod:`~artifactcheck.sim.apiserver_crds`): creating one serves its resource
+  (discovery with short names and categories, ``/status``), updating re-registers,
+  deleting removes the resource and its objects; custom objects are pruned,
+  defaulted and validated by the structural schema
+  (:mod:`~artifactcheck.sim.apiserver_schema`: 422 with field paths).  Until a CRD
+  for it is created, ``artifactcheck.io/v1alpha1`` ``artifactchecks`` is served
+  built in and accepts any body (:class:`~artifactcheck.sim.cluster.SimCluster`
+  creates the project's CRD at start, so its schema applies).
+* ``fieldValidation`` (``Strict``: 400 for unknown fields; ``Warn``, the default:
+  ``Warning`` headers; ``Ignore``), unknown fields dropped for built-in kinds too
+  when the Kubernetes definitions (``kubernetes-validate``) are installed.
+* ``kubectl``'s media type ``application/json;as=Table;v=v1;g=meta.k8s.io`` on get,
+  list and watch (:mod:`~artifactcheck.sim.apiserver_tables`: printer columns).
+* OpenAPI v3: ``/openapi/v3`` and one document per group-version
+  (:mod:`~artifactcheck.sim.apiserver_openapi`), enough for ``kubectl apply``'s
+  validation and ``kubectl explain``.  :meth:`FakeApiServer.write_kubeconfig` for
+  pointing a real kubectl at the server.
 * Verbs: get, list (cluster-wide and per namespace, ``limit``/``continue``),
   watch, create (``generateName``), update (PUT, create-on-update for leases
   and events), patch (strategic merge, JSON merge, JSON patch), delete,
@@ -65,9 +86,13 @@ What it does not do (be aware when a test passes here)
 No authentication, authorization or admission webhooks; TLS only when given an
 ``ssl_context`` (served as a real API server is, with the caller's certificate; no
 client certificates are asked for and bearer tokens are not checked); no protobuf,
-CBOR, YAML or Table output and no YAML request bodies (415); no server-side
-apply (``application/apply-patch+yaml`` answers 415); no ``managedFields``;
-no OpenAPI schema validation, pruning or defaulting for the custom resource;
+CBOR or YAML output, no v1beta1 Tables, and no protobuf or YAML request bodies
+(415: ``kubectl create deployment``/``create configmap`` send protobuf and fail;
+``kubectl apply`` sends JSON and works); no OpenAPI v2 (``/openapi/v2`` is 404;
+kubectl 1.37 only uses it as a fallback); no aggregated discovery (kubectl falls
+back to the per-group documents); no server-side apply
+(``application/apply-patch+yaml`` answers 415); no ``managedFields``; no CEL
+rules, conversion webhooks or ``scale`` subresource for CRDs;
 validation of built-in kinds is a small subset of the real one; no garbage
 collection of ``ownerReferences`` dependents and ``propagationPolicy`` is
 ignored; no graceful pod deletion (pods without finalizers disappear at once,
