@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import click
 
-from .cli_options import guard_repeats, spec_from_options, target_options
+from .cli_options import guard_repeats, spec_from_options, target_options, unwritable
 from .errors import ArtifactCheckError, ConfigError, DependencyError, ManifestError
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
@@ -88,22 +88,10 @@ def _outputs(values: tuple[str, ...]) -> list[tuple[str, str | None]]:
     for dest in files:
         if files.count(dest) > 1:
             raise ConfigError(f"--output: {dest} is given twice; one file per format")
-        problem = _unwritable(Path(dest))
+        problem = unwritable(Path(dest))
         if problem is not None:
             raise ConfigError(f"--output {dest}: {problem}")
     return outs
-
-
-def _unwritable(path: Path) -> str | None:
-    """Why a report file cannot be written, or None (checked without creating it)."""
-    if path.is_dir():
-        return "is a directory"
-    parent = path.parent
-    if not parent.is_dir():
-        return f"directory {parent} does not exist"
-    if path.exists():
-        return None if os.access(path, os.W_OK) else "is not writable"
-    return None if os.access(parent, os.W_OK | os.X_OK) else f"directory {parent} is not writable"
 
 
 def emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool = False) -> None:

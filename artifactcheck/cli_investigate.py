@@ -42,7 +42,7 @@ from .act.investigate import (
     tls_view,
     unknown_target,
 )
-from .cli_options import spec_from_options, target_options
+from .cli_options import guard_repeats, spec_from_options, target_options, unwritable
 from .errors import ArtifactCheckError, ConfigError, DependencyError
 from .models import Fetched, Instance, Manifest, Report
 
@@ -375,7 +375,20 @@ def parse_outputs(values: Sequence[str]) -> list[tuple[str, str | None]]:
         kind, _, dest = item.partition("=")
         if kind not in ("table", "json") or (kind == "table" and dest):
             raise ConfigError(f"--output {item!r}: expected table, json or json=FILE")
-        outs.append((kind, dest or None))
+        outs.append((kind, None if dest in ("", "-") else dest))
+    to_stdout = [kind for kind, dest in outs if dest is None]
+    if len(to_stdout) > 1:
+        raise ConfigError(
+            f"--output: {' and '.join(to_stdout)} would both go to standard output; "
+            "write one of them to a file, e.g. -o json=investigation.json"
+        )
+    files = [dest for _, dest in outs if dest is not None]
+    for dest in files:
+        if files.count(dest) > 1:
+            raise ConfigError(f"--output: {dest} is given twice; one file per format")
+        problem = unwritable(Path(dest))
+        if problem is not None:
+            raise ConfigError(f"--output {dest}: {problem}")
     return outs
 
 
@@ -601,6 +614,7 @@ def standalone() -> None:
 
 standalone.add_command(investigate)
 standalone.add_command(fleet)
+guard_repeats(standalone)  # run on its own, its options refuse repeats as artifactcheck's do
 
 if __name__ == "__main__":  # pragma: no cover
     standalone()

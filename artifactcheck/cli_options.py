@@ -95,6 +95,7 @@ FLAG_OF_FIELD: Mapping[str, str] = {
     "http.header_files": "--header-file",
     "http.ca_bundle": "--ca-bundle",
     "http.verify_tls": "--insecure",
+    "http.compare_encodings": "--compare-encoding",
     "http.instance_deadline": "--deadline",
     "http.max_connections": "--concurrency",
     "sampling.instances": "--sample-instances",
@@ -138,6 +139,18 @@ class FlagNames:
         renamed = ConfigError(f"{flag}: {exc.detail}")
         renamed.__cause__ = exc.__cause__
         return renamed
+
+
+def unwritable(path: Path) -> str | None:
+    """Why a report file cannot be written, or None (checked without creating it)."""
+    if path.is_dir():
+        return "is a directory"
+    parent = path.parent
+    if not parent.is_dir():
+        return f"directory {parent} does not exist"
+    if path.exists():
+        return None if os.access(path, os.W_OK) else "is not writable"
+    return None if os.access(parent, os.W_OK | os.X_OK) else f"directory {parent} is not writable"
 
 
 def parse_kv(values: tuple[str, ...], option: str, sep: str = "=") -> dict[str, str]:
@@ -357,6 +370,15 @@ def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--insecure", cls=one, is_flag=True, help="Do not verify TLS certificates."),
         click.option(
+            "--compare-encoding",
+            "compare_encodings",
+            multiple=True,
+            type=click.Choice(["identity", "gzip", "br", "deflate"]),
+            help="Content coding each asset is fetched in and compared, decoded; repeatable "
+            "(default: identity only). Browsers receive gzip or br: add them to catch a stale "
+            "precompressed file (nginx gzip_static).",
+        ),
+        click.option(
             "--deadline",
             cls=one,
             type=float,
@@ -450,6 +472,7 @@ def spec_from_options(
             "http.header_files": parse_kv(opts["header_file"], "--header-file") or None,
             "http.ca_bundle": opts["ca_bundle"],
             "http.verify_tls": False if opts["insecure"] else None,
+            "http.compare_encodings": list(opts.get("compare_encodings") or ()) or None,
             "http.instance_deadline": opts["deadline"],
             "http.max_connections": opts["concurrency"],
             **(extra or {}),

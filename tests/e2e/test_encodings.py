@@ -154,3 +154,33 @@ def test_real_nginx_gzip_static_with_a_stale_gz(make_fleet, nginx: str) -> None:
     """nginx also denies ``.vite/`` (a dot-path): the probe's 403 is "not here"."""
     fleet = make_fleet(1, version="1.4.1")
     _assert_caught(fleet, nginx)
+
+
+def test_the_compare_encoding_flag_catches_the_stale_gz_from_the_cli(make_fleet, web) -> None:
+    """``verify --compare-encoding identity --compare-encoding gzip`` compares both codings
+    (exit 1, the coding named in the JSON); without the flag only identity is compared
+    and the report says so."""
+    import json
+
+    from click.testing import CliRunner
+
+    from artifactcheck.cli import main
+
+    fleet = make_fleet(1, version="1.4.1")
+    site = Site(root=RELEASES["1.4.1"], overrides={STALE: StaleGzip(_stale_bytes())})
+    url = web.add(site, "127.93.20.2")
+    base = ["verify", "--target", f"{url}=1.4.1", "-o", "json"]
+    base += ["--release-manifest", fleet.release_template]
+    runner = CliRunner()
+    both = runner.invoke(
+        main, [*base, "--compare-encoding", "identity", "--compare-encoding", "gzip"]
+    )
+    assert both.exit_code == 1, both.output
+    doc = json.loads(both.stdout)
+    assert doc["results"][0]["coverage"]["encodings"] == ["identity", "gzip"]
+    plain = runner.invoke(main, base)
+    assert plain.exit_code == 0, plain.output
+    assert json.loads(plain.stdout)["results"][0]["coverage"]["encodings"] == ["identity"]
+    twice = runner.invoke(main, [*base, "--compare-encoding", "gzip", "--compare-encoding", "gzip"])
+    assert twice.exit_code == 2
+    assert "--compare-encoding" in twice.output
