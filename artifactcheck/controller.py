@@ -151,6 +151,8 @@ class Controller:
         )
         self.budget = RequestBudget(per_minute=self.admin.limits.requests_per_minute)
         self._slots: dict[str, asyncio.Semaphore] = {}
+        self.running_cycles: dict[str, int] = {}  # per namespace, now
+        self.peak_cycles: dict[str, int] = {}  # per namespace, the most at once so far
         self.refused: dict[str, RefusedCheck] = {}
         self.checks: dict[str, CheckState] = {}
         self.is_leader = False
@@ -572,13 +574,17 @@ class Controller:
                             continue
                         full = now >= next_full
                         async with self._slot(state.namespace):
+                            ns = state.namespace
+                            self.running_cycles[ns] = self.running_cycles.get(ns, 0) + 1
+                            self.peak_cycles[ns] = max(
+                                self.peak_cycles.get(ns, 0), self.running_cycles[ns]
+                            )
                             requests0 = fetcher.stats.requests
                             try:
                                 await self._cycle(state, observer, fetcher, full=full, log_=clog)
                             finally:
-                                self.budget.spend(
-                                    state.namespace, fetcher.stats.requests - requests0
-                                )
+                                self.running_cycles[ns] -= 1
+                                self.budget.spend(ns, fetcher.stats.requests - requests0)
                         if full:
                             next_full = time.monotonic() + state.spec.interval
                     state.wake.clear()

@@ -429,6 +429,7 @@ def test_a_flood_in_one_namespace_does_not_delay_another(tc: TenantCluster, budg
     }
     print(f"cross-namespace delay figures ({budget}/min):", figures)
     assert refused == 25
+    assert noisy_cycles >= 5 * 5, figures  # the flood really ran: five checks, 6 s
     # the bound: a cycle of the quiet check starts at most 1.5 s late under the flood
     assert figures["flood_max"] <= interval + 1.5, figures
 
@@ -490,3 +491,37 @@ def test_the_crd_refuses_or_prunes_cli_only_fields(
         wait_for(lambda: tc.check_status().get("counts", {}).get("consistent") == 1, timeout=15)
     assert leaked(tc) == [] and api_non_api(tc) == []
     assert all("x-leak" not in r.headers for _, r in all_received(tc))
+
+
+def test_one_namespace_runs_at_most_its_share_of_cycles_at_once(tc: TenantCluster) -> None:
+    from artifactcheck.sim.web import Delay
+
+    pods = [tc.add_pod() for _ in range(2)]
+    for pod in pods:  # slow pods: cycles overlap unless the namespace's slot holds them
+        pod.site.fault = Delay(0.2)
+    for i in range(4):
+        tc.add_check(f"c{i}", interval=0.1)
+    admin = admin_config(tc, limits={"concurrent_cycles_per_namespace": 1})
+    with running(tc, admin) as ctl:
+        wait_for(
+            lambda: (
+                all(len(s.cycle_ends) >= 2 for s in ctl.controller.checks.values())
+                and len(ctl.controller.checks) == 4
+            ),
+            timeout=30,
+        )
+        assert ctl.controller.peak_cycles["shop"] == 1
+
+
+def test_a_missing_admin_config_grants_nothing(api: Any, tmp_path: Any) -> None:
+    """An optional ConfigMap that was never created: the controller starts strict."""
+    from artifactcheck.controller import Controller, ControllerSettings
+    from artifactcheck.errors import ConfigError
+    from artifactcheck.tenancy import AdminConfig
+
+    missing = ControllerSettings(admin_config=str(tmp_path / "absent.yaml"))
+    assert Controller(api_client=api, settings=missing).admin == AdminConfig()
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("egress: {allow: ['ftp://x/']}\n")
+    with pytest.raises(ConfigError, match="egress.allow"):
+        Controller(api_client=api, settings=ControllerSettings(admin_config=str(broken)))

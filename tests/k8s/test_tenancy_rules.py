@@ -39,6 +39,8 @@ ADMIN = AdminConfig.model_validate(
             "allow": [
                 "https://cdn.shop.example.com/",
                 {"allow": "releases.billing.example.com", "namespaces": ["billing"]},
+                "https://assets.example.com/shop/",
+                "https://files.example.com/shop",
             ]
         },
         "limits": {
@@ -140,6 +142,14 @@ def test_no_kubernetes_section_selects_the_own_namespace() -> None:
             ("spec.release_manifest[0]", "EgressNotAllowed"),
         ),
         (
+            good(release_manifest="https://cdn.shop.example.com{version}/x.json"),
+            ("spec.release_manifest[0]", "EgressNotAllowed"),  # the version would be the host
+        ),
+        (good(cdn="https://me:pw@cdn.shop.example.com/"), ("spec.cdn", "EgressNotAllowed")),
+        (good(cdn="https://assets.example.com/other/"), ("spec.cdn", "EgressNotAllowed")),
+        (good(cdn="https://assets.example.com/shopping/"), ("spec.cdn", "EgressNotAllowed")),
+        (good(cdn="https://files.example.com/shopping/"), ("spec.cdn", "EgressNotAllowed")),
+        (
             good(release_manifest="https://releases.billing.example.com/{version}.json"),
             ("spec.release_manifest[0]", "EgressNotAllowed"),  # allowed for billing only
         ),
@@ -185,6 +195,20 @@ def test_checks_per_namespace() -> None:
 def test_credential_granted_by_glob_and_not_by_prefix() -> None:
     assert admit("team-a", good(kubernetes={}, http={"credentials": ["cdn-token"]}), ADMIN).accepted
     assert refused(good(kubernetes={}, http={"credentials": ["cdn-token"]}), namespace="teams")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://assets.example.com/shop/",
+        "https://assets.example.com/shop/v/",
+        "https://files.example.com/shop",
+        "https://files.example.com/shop/x/",
+        "https://CDN.shop.example.com:443/a/",
+    ],
+)
+def test_url_prefixes_allow_what_is_under_them(url: str) -> None:
+    assert admit("shop", good(cdn=url), ADMIN).accepted
 
 
 def test_namespace_scoped_egress_rule() -> None:
@@ -312,3 +336,14 @@ def test_request_budget_refills_and_goes_into_debt_once() -> None:
     assert budget.wait_time("a") == 0
     now[0] = 1000.0
     assert budget.tokens("a") == 60  # capped at one minute's worth
+
+
+@pytest.mark.parametrize("pod_ip", ["metadata.google.internal", "localhost", "10.0.0.1 "])
+def test_a_pod_ip_that_is_not_an_address_is_no_instance(pod_ip: str) -> None:
+    """A name would be resolved by the fetcher: never where kubelet put the pod."""
+    from artifactcheck.discover.kubernetes import pod_to_instance
+
+    pod = {"metadata": {"name": "p", "namespace": "shop"}, "status": {"podIP": pod_ip}}
+    assert pod_to_instance(pod) is None
+    pod["status"]["podIP"] = "10.244.0.9"
+    assert pod_to_instance(pod) is not None
