@@ -1091,8 +1091,12 @@ class FakeApiServer:
         stream = _WatchStream()
 
         include = query.get("includeObject") or "Partial"
+        headers_sent = False
 
         def as_table(line: str) -> str:
+            """A watch event with a one-row Table; only the first carries the columns
+            (kubectl reuses them, "to save bandwidth", as a real server sends them)."""
+            nonlocal headers_sent
             if not table:
                 return line
             event = json.loads(line)
@@ -1100,12 +1104,15 @@ class FakeApiServer:
                 return line
             obj = event["object"]
             meta = {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")}
-            event["object"] = to_table(resource, [obj], meta, include_object=include)
+            event["object"] = to_table(
+                resource, [obj], meta, include_object=include, no_headers=headers_sent
+            )
+            headers_sent = True
             return _dumps(event) + "\n"
 
         def deliver(line: str) -> None:
             try:
-                loop.call_soon_threadsafe(stream.queue.put_nowait, as_table(line))
+                loop.call_soon_threadsafe(stream.queue.put_nowait, line)
             except RuntimeError:  # the loop is closed: the server stopped
                 pass
 
@@ -1153,7 +1160,7 @@ class FakeApiServer:
                         break
                     item = stream.queue.get_nowait()
                 if batch:
-                    await response.write("".join(batch).encode())
+                    await response.write("".join(as_table(line) for line in batch).encode())
                 if signal is _ABORT:
                     if request.transport is not None:
                         request.transport.abort()

@@ -135,7 +135,7 @@ def test_apply_kustomization_then_reapply_is_unchanged(
 
 
 def test_crd_then_example_then_printer_columns_and_describe(
-    kubectl: Kubectl, server: FakeApiServer
+    kubectl: Kubectl, server: FakeApiServer, tmp_path: Path
 ) -> None:
     assert "created" in kubectl("apply", "-f", str(K8S / "crd.yaml")).stdout
     created = kubectl("apply", "-f", str(K8S / "example-artifactcheck.yaml"))
@@ -144,6 +144,17 @@ def test_crd_then_example_then_printer_columns_and_describe(
     assert stored is not None
     # Defaulted from the CRD's schema, as a real server does.
     assert stored["spec"]["interval"] == 60 and "cache_versions" in stored["spec"]
+    again = kubectl("apply", "-f", str(K8S / "example-artifactcheck.yaml"))
+    assert "artifactcheck.artifactcheck.io/web unchanged" in again.stdout
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(
+        (K8S / "example-artifactcheck.yaml").read_text().replace("interval: 60", "interval: 90")
+    )
+    configured = kubectl("apply", "-f", str(changed))  # a JSON merge patch for a CR
+    assert "artifactcheck.artifactcheck.io/web configured" in configured.stdout
+    stored = server.get("artifactcheck.io/v1alpha1", "ArtifactCheck", "shop", "web")
+    assert stored is not None and stored["spec"]["interval"] == 90
+    assert stored["metadata"]["generation"] == 2
     _set_counts(server)
 
     table = kubectl("get", "ac", "-A").stdout.splitlines()
