@@ -61,6 +61,7 @@ class ControllerSettings:
     backoff_base: float = 0.5
     backoff_max: float = 30.0
     admin_config: str | None = None  # path of the cluster admin's tenancy configuration
+    admin: AdminConfig | None = None  # the same, already loaded (wins over the path)
 
 
 @dataclass
@@ -139,7 +140,9 @@ class Controller:
         self.clock = clock
         self.rng = rng or random.Random()
         #: What namespaced checks may ask for; without a file, nothing is granted.
-        self.admin = admin if admin is not None else self._admin_config(settings.admin_config)
+        if admin is None:
+            admin = settings.admin or self._admin_config(settings.admin_config)
+        self.admin = admin
         host = getattr(getattr(api_client, "configuration", None), "host", None)
         self.address_rules = AddressRules(
             allow_loopback=self.admin.egress.allow_loopback,

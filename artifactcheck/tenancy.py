@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import posixpath
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -223,6 +224,38 @@ class EgressSettings(_Model):
         return v
 
 
+class ReleaseDirectory(_Model):
+    """A directory of release manifests the admin mounted into the controller (e.g. a
+    ConfigMap volume), which checks of some namespaces may name as local files."""
+
+    directory: str = Field(description="Absolute path of the directory.")
+    namespaces: list[str] = Field(description="Namespaces (globs) whose checks may use it.")
+
+    @field_validator("directory")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        if not v.startswith("/") or ".." in v.split("/"):
+            raise ValueError(f"must be an absolute path without '..', got {v!r}")
+        return posixpath.normpath(v)
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces(cls, v: list[str]) -> list[str]:
+        return _globs_valid(v)
+
+    def contains(self, path: str, namespace: str) -> bool:
+        """True when ``path`` (a file or template) lies inside, for ``namespace``."""
+        if not any(fnmatch.fnmatchcase(namespace, g) for g in self.namespaces):
+            return False
+        if not path.startswith("/") or ".." in path.split("/"):
+            return False
+        # The directory the file (or, for a template, its fixed part) is in; the
+        # version filled in later cannot leave it (the release source refuses that).
+        static = path.split("{", 1)[0]
+        folder = posixpath.normpath(static if static.endswith("/") else posixpath.dirname(static))
+        return (folder.rstrip("/") + "/").startswith(self.directory.rstrip("/") + "/")
+
+
 class Limits(_Model):
     """Fair use: what one check, and one namespace, may cost."""
 
@@ -254,6 +287,7 @@ class AdminConfig(_Model):
     credentials: list[Credential] = Field(default_factory=list)
     egress: EgressSettings = Field(default_factory=EgressSettings)
     limits: Limits = Field(default_factory=Limits)
+    release_directories: list[ReleaseDirectory] = Field(default_factory=list)
 
     @field_validator("credentials")
     @classmethod
@@ -352,14 +386,21 @@ def _present(spec: Mapping[str, Any], path: tuple[str, ...]) -> bool:
 
 
 def _url_refusal(
-    field_name: str, url: str, rules: Sequence[EgressRule], namespace: str
+    field_name: str,
+    url: str,
+    rules: Sequence[EgressRule],
+    namespace: str,
+    directories: Sequence[ReleaseDirectory] = (),
 ) -> Refusal | None:
     """Why a release-manifest template or CDN URL may not be fetched, or None."""
     if not url.startswith(("http://", "https://")):
+        if any(d.contains(url, namespace) for d in directories):
+            return None
         return Refusal(
             field_name,
             "LocalPathRefused",
-            "only http(s) URLs are fetched for a namespaced check, never a local path",
+            "only http(s) URLs are fetched for a namespaced check, never a local path "
+            "(except in a release directory the admin granted this namespace)",
         )
     static = url.split("{", 1)[0]
     split = urlsplit(static)
@@ -442,7 +483,9 @@ def admit(
 
     rules = config.egress_rules(namespace)
     for i, template in enumerate(parsed.release_manifest):
-        problem = _url_refusal(f"spec.release_manifest[{i}]", template, rules, namespace)
+        problem = _url_refusal(
+            f"spec.release_manifest[{i}]", template, rules, namespace, config.release_directories
+        )
         if problem is not None:
             refusals.append(problem)
     if parsed.cdn is not None:
@@ -534,7 +577,11 @@ def admit(
         }
     )
     resolved = parsed.model_copy(update={"kubernetes": source, "http": http, "sampling": sampling})
-    urls = tuple([*parsed.release_manifest, *([parsed.cdn] if parsed.cdn else [])])
+    urls = tuple(
+        u
+        for u in [*parsed.release_manifest, *([parsed.cdn] if parsed.cdn else [])]
+        if u.startswith(("http://", "https://"))
+    )
     return Admission(resolved, (), urls)
 
 
@@ -602,6 +649,7 @@ __all__ = [
     "EgressSettings",
     "Limits",
     "Refusal",
+    "ReleaseDirectory",
     "RequestBudget",
     "admit",
     "load_admin_config",

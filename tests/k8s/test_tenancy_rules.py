@@ -347,3 +347,30 @@ def test_a_pod_ip_that_is_not_an_address_is_no_instance(pod_ip: str) -> None:
     assert pod_to_instance(pod) is None
     pod["status"]["podIP"] = "10.244.0.9"
     assert pod_to_instance(pod) is not None
+
+
+def test_release_directories_granted_by_the_admin() -> None:
+    config = AdminConfig.model_validate(
+        {
+            "release_directories": [
+                {"directory": "/etc/artifactcheck/releases/shop", "namespaces": ["shop"]}
+            ]
+        }
+    )
+
+    def ok(path: str, namespace: str = "shop") -> bool:
+        return admit(namespace, {"release_manifest": path, "interval": 60}, config).accepted
+
+    assert ok("/etc/artifactcheck/releases/shop/{version}.json")
+    assert ok("/etc/artifactcheck/releases/shop/v/{version}/artifactcheck.json")
+    assert ok("/etc/artifactcheck/releases/shop/1.4.2.json")
+    assert not ok("/etc/artifactcheck/releases/shop/{version}.json", "billing")
+    assert not ok("/etc/artifactcheck/releases/shopping/{version}.json")
+    assert not ok("/etc/artifactcheck/releases/shop/../billing/{version}.json")
+    assert not ok("/etc/artifactcheck/releases/{version}.json")
+    assert not ok("/var/run/secrets/kubernetes.io/serviceaccount/token")
+    assert not ok("releases/shop/{version}.json")
+    with pytest.raises(ValueError, match="absolute"):
+        AdminConfig.model_validate(
+            {"release_directories": [{"directory": "rel", "namespaces": ["*"]}]}
+        )
