@@ -122,6 +122,8 @@ def test_whiteouts_opaque_dirs_and_links(pusher: Pusher, registry: Registry) -> 
             (f"{H}/becomes-dir", "file", "file first"),
             (f"{H}/replaced.css", "file", "v1"),
             (f"{H}/to-symlink.js", "file", "was a file"),
+            (f"{H}/dir-to-file", "dir"),
+            (f"{H}/dir-to-file/under.js", "file", "goes with its directory"),
             ("etc/outside.txt", "file", "not in the site"),
         ]
     )
@@ -136,6 +138,7 @@ def test_whiteouts_opaque_dirs_and_links(pusher: Pusher, registry: Registry) -> 
             (f"{H}/becomes-dir/inner.txt", "file", "inner"),
             (f"{H}/replaced.css", "file", "v2"),
             (f"{H}/to-symlink.js", "symlink", "b.txt"),  # replaces, and is skipped
+            (f"{H}/dir-to-file", "file", "now a file"),  # replaces the directory's subtree
             (f"{H}/link.txt", "hardlink", f"{H}/b.txt"),  # recorded with b.txt's digest
             (f"/{H}/abs.txt", "file", "absolute"),  # normalised to the image root
             (f"./{H}/dot.txt", "file", "dot"),
@@ -151,6 +154,7 @@ def test_whiteouts_opaque_dirs_and_links(pusher: Pusher, registry: Registry) -> 
         "replaced.css": (_sha(b"v2"), 2),
         "abs.txt": (_sha(b"absolute"), 8),
         "dot.txt": (_sha(b"dot"), 3),
+        "dir-to-file": (_sha(b"now a file"), 10),
     }
     assert got.image_id == digest
 
@@ -170,6 +174,15 @@ def test_site_directory_a_symlink_is_refused(pusher: Pusher, registry: Registry)
     pusher.image("symsite", "1", [gz(layer)])
     with pytest.raises(ManifestError, match="symlink to /app/dist"):
         reader(registry.host)(f"{registry.host}/symsite:1", SITE, "1")
+
+
+def test_site_ancestor_a_symlink_is_refused(pusher: Pusher, registry: Registry) -> None:
+    layer = layer_tar(
+        [("srv/nginx/html/index.html", "file", "x"), ("usr/share/nginx", "symlink", "/srv/nginx")]
+    )
+    pusher.image("symancestor", "1", [gz(layer)])
+    with pytest.raises(ManifestError, match="/usr/share/nginx is a symlink to /srv/nginx"):
+        reader(registry.host)(f"{registry.host}/symancestor:1", SITE, "1")
 
 
 def test_index_resolves_linux_amd64(pusher: Pusher, registry: Registry) -> None:
