@@ -411,9 +411,9 @@ class _Session:
             parts = urlsplit(target)
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise ExpectationUnavailable(f"{self.where}: redirect to {location!r} refused")
-            if parts.scheme == "http" and not (self.scheme == "http" and _origin(target) == origin):
+            if parts.scheme == "http" and not self.options.plain_http(parts.netloc):
                 raise ExpectationUnavailable(
-                    f"{self.where}: redirect to plain-HTTP {target} refused"
+                    f"{self.where}: redirect to plain-HTTP {target} refused (not in insecure)"
                 )
             url = target
         raise ExpectationUnavailable(f"{self.where}: more than 5 redirects")
@@ -475,8 +475,10 @@ class _Session:
         parts = urlsplit(realm)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ExpectationUnavailable(f"{self.where}: token realm {realm!r} is not a URL")
-        if parts.scheme == "http" and not (self.scheme == "http" and _origin(realm) == self.origin):
-            raise ExpectationUnavailable(f"{self.where}: plain-HTTP token realm {realm} refused")
+        if parts.scheme == "http" and not self.options.plain_http(parts.netloc):
+            raise ExpectationUnavailable(
+                f"{self.where}: plain-HTTP token realm {realm} refused (not in insecure)"
+            )
         query: dict[str, str] = {}
         if params.get("service"):
             query["service"] = params["service"]

@@ -412,6 +412,8 @@ class Proxy:
     bearer: tuple[str, str] | None = None
     token_requests: list[dict[str, str]] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
+    redirect_blobs: str | None = None  # answer blob GETs with a 307 to this base URL
+    authorizations: list[str] = field(default_factory=list)  # Authorization headers seen
     server: ThreadingHTTPServer | None = None
     token: str = "tok-" + RUN_ID
 
@@ -419,6 +421,10 @@ class Proxy:
     def host(self) -> str:
         assert self.server is not None
         return f"127.0.0.1:{self.server.server_address[1]}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}"
 
     def start(self) -> None:
         proxy = self
@@ -437,6 +443,7 @@ class Proxy:
 
             def do_GET(self) -> None:  # noqa: N802
                 proxy.requests.append(self.path)
+                proxy.authorizations.append(self.headers.get("Authorization", ""))
                 if self.path.startswith("/token"):
                     return self._token()
                 if proxy.fail:
@@ -448,6 +455,8 @@ class Proxy:
                         repo = self.path[4:].split("/manifests/")[0].split("/blobs/")[0]
                         challenge += f',scope="repository:{repo}:pull"'
                     return self._send(401, b"{}", {"WWW-Authenticate": challenge})
+                if proxy.redirect_blobs and "/blobs/" in self.path:
+                    return self._send(307, b"", {"Location": proxy.redirect_blobs + self.path})
                 with httpx.Client(timeout=30) as c:
                     up = c.get(
                         proxy.upstream + self.path,

@@ -380,6 +380,23 @@ def test_bearer_token_flow(
         reader(front.host)(ref, SITE, "1")
 
 
+def test_redirected_blobs_get_no_credentials(
+    pusher: Pusher, registry: Registry, proxy_for: Any, tmp_path: Path
+) -> None:
+    """Blobs redirected to storage elsewhere (S3-style): the token stays with the registry."""
+    pusher.image("redir/web", "1", [gz(layer_tar([(f"{H}/r.txt", "file", "redirected")]))])
+    storage = proxy_for(registry.url)
+    front = proxy_for(registry.url, bearer=(USER, PASSWORD), redirect_blobs=storage.url)
+    ref = f"{front.host}/redir/web:1"
+    config = docker_config(tmp_path / "config.json", front.host)
+    got = reader(front.host, storage.host, docker_config=config)(ref, SITE, "1")
+    assert files(got) == {"r.txt": (_sha(b"redirected"), 10)}
+    assert any("/blobs/" in p for p in storage.requests)
+    assert storage.authorizations and not any(storage.authorizations)
+    with pytest.raises(ExpectationUnavailable, match="redirect to plain-HTTP .* refused"):
+        reader(front.host, docker_config=config)(ref, SITE, "1")  # storage not allowed http
+
+
 def test_tls_verified_and_custom_ca(tls_registry: Registry, tls_ca: Any, tmp_path: Path) -> None:
     ca = tmp_path / "ca.pem"
     tls_ca.cert_pem.write_to_path(str(ca))
