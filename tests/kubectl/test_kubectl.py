@@ -217,9 +217,10 @@ def test_invalid_artifactcheck_shows_the_422_with_field_paths(
     strict = kubectl("apply", "-f", str(unknown), ok=False)
     assert strict.returncode != 0
     assert 'unknown field "spec.no_such_field"' in strict.stderr, strict.stderr
-    # Without validation the server prunes the field and says so in a warning.
-    pruned = kubectl("apply", "--validate=false", "-f", str(unknown))
+    # With --validate=warn the server prunes the field and says so in a warning.
+    pruned = kubectl("apply", "--validate=warn", "-f", str(unknown))
     assert "artifactcheck.artifactcheck.io/odd created" in pruned.stdout
+    assert 'Warning: unknown field "spec.no_such_field"' in pruned.stderr, pruned.stderr
 
 
 def test_get_pods_table_and_watch_sees_a_change(kubectl: Kubectl, server: FakeApiServer) -> None:
