@@ -701,6 +701,7 @@ class _BlobReader:
     def __init__(self, response: httpx.Response, desc: Descriptor, budget: _Budget) -> None:
         self._chunks: Iterator[bytes] = response.iter_bytes(CHUNK)
         self._buf = b""
+        self._pos = 0  # bytes of _buf already returned (no copying per small read)
         self.desc = desc
         self.budget = budget
         self.hash = hashlib.sha256()
@@ -708,7 +709,10 @@ class _BlobReader:
         self.eof = False
 
     def read(self, n: int = -1) -> bytes:
-        while not self.eof and (n < 0 or len(self._buf) < n):
+        """Up to ``n`` bytes (``-1``: up to one chunk, never the whole blob)."""
+        if n < 0:
+            n = CHUNK
+        while not self.eof and len(self._buf) - self._pos < n:
             self.budget.session.time_left()
             try:
                 chunk = next(self._chunks)
@@ -728,11 +732,10 @@ class _BlobReader:
                 )
             self.budget.download(len(chunk))
             self.hash.update(chunk)
-            self._buf += chunk
-        if n < 0:
-            out, self._buf = self._buf, b""
-        else:
-            out, self._buf = self._buf[:n], self._buf[n:]
+            self._buf = self._buf[self._pos :] + chunk
+            self._pos = 0
+        out = self._buf[self._pos : self._pos + n]
+        self._pos += len(out)
         return out
 
     def finish(self) -> None:
@@ -821,7 +824,7 @@ class _Prefixed:
     def read(self, n: int = -1) -> bytes:
         if self.head:
             if n < 0:
-                out, self.head = self.head + self.rest.read(), b""
+                out, self.head = self.head, b""
                 return out
             out, self.head = self.head[:n], self.head[n:]
             return out

@@ -279,6 +279,27 @@ def test_huge_declared_member_size_is_a_truncated_tar(pusher: Pusher, registry: 
     assert time.monotonic() - t0 < 10
 
 
+def test_streamed_never_held_whole(pusher: Pusher, registry: Registry) -> None:
+    """A 48 MiB file in a 48 MiB layer blob is hashed with a few MiB of memory."""
+    import tracemalloc
+
+    big = 48 << 20
+    info = tarfile.TarInfo(f"{H}/big.bin")
+    info.size = big
+    raw = info.tobuf(format=tarfile.PAX_FORMAT) + b"\0" * big + b"\0" * 1024
+    pusher.image("big", "1", [raw], media_type=LAYER_TAR)  # uncompressed: 48 MiB on the wire
+    del raw
+    tracemalloc.start()
+    try:
+        got = reader(registry.host)(f"{registry.host}/big:1", SITE, "1")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got.files["big.bin"].size == big
+    assert got.files["big.bin"].hashes["sha256"] == _sha(b"\0" * big)
+    assert peak < 8 << 20, f"peak {peak / 2**20:.1f} MiB while reading a 48 MiB layer"
+
+
 def test_caps_layers_bytes_and_declared_sizes(pusher: Pusher, registry: Registry) -> None:
     one = gz(layer_tar([(f"{H}/a", "file", "a")]))
     pusher.image("many", "1", [one] * 5)
