@@ -55,7 +55,7 @@ import ssl
 import tarfile
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlencode, urljoin, urlsplit
@@ -105,6 +105,7 @@ _REPO = re.compile(
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _ANY_DIGEST = re.compile(r"^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[A-Za-z0-9=_-]+$")
+_UNUSABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _CHALLENGE_PARAM = re.compile(r'\s*([A-Za-z][A-Za-z0-9_-]*)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s,]*)\s*,?')
 
 
@@ -851,6 +852,7 @@ class _Tree:
     files: dict[str, ManifestEntry] = field(default_factory=dict)  # image path -> entry
     kinds: dict[str, str] = field(default_factory=dict)  # site and ancestors -> kind/target
     symlinks: int = 0
+    rejected: dict[str, str] = field(default_factory=dict)  # image path -> why not hashed
 
     def under(self, path: str) -> bool:
         return path.startswith(self.site + "/")
@@ -862,10 +864,13 @@ class _Tree:
     def remove(self, path: str, *, subtree: bool = True, keep_self: bool = False) -> None:
         if not keep_self:
             self.files.pop(path, None)
+            self.rejected.pop(path, None)
         if subtree:
             prefix = path + "/" if path else ""
             for key in [k for k in self.files if k.startswith(prefix)]:
                 del self.files[key]
+            for key in [k for k in self.rejected if k.startswith(prefix)]:
+                del self.rejected[key]
             for key in [k for k in self.kinds if k.startswith(prefix) or k == path]:
                 if key != path or not keep_self:
                     del self.kinds[key]
@@ -890,6 +895,7 @@ def _apply_layer(
     added: dict[str, ManifestEntry] = {}
     kinds: dict[str, str] = {}
     symlinks = 0
+    unusable: dict[str, str] = {}
     try:
         with tarfile.open(fileobj=tar_stream, mode="r|") as tar:  # type: ignore[call-overload]
             for member in tar:
@@ -916,6 +922,10 @@ def _apply_layer(
                 if not tree.under(path):
                     continue
                 rel = path[len(tree.site) + 1 :]
+                if (member.isreg() or member.islnk()) and _UNUSABLE.search(rel):
+                    # no URL can name it (control characters, undecodable bytes)
+                    unusable[path] = "control character or undecodable byte in the name"
+                    continue
                 if member.isreg():
                     stream = tar.extractfile(member)
                     if stream is None:
@@ -951,6 +961,7 @@ def _apply_layer(
         # a directory merges with a lower directory; anything else replaces the path
         tree.remove(path, subtree=not is_dir)
     tree.files.update(added)
+    tree.rejected.update(unusable)
     tree.kinds.update(kinds)
     tree.symlinks += symlinks
     check_entries(len(tree.files), limits.files)
@@ -1074,7 +1085,12 @@ class RegistryReader:
         builder = native.Builder(version=version, image_id=top)
         for entry in tree.files.values():
             builder.add(entry.path, entry.hashes["sha256"], entry.size or 0)
-        return builder.manifest(source=f"{ref.registry}/{ref.repository}@{top}:{site}")
+        manifest = builder.manifest(source=f"{ref.registry}/{ref.repository}@{top}:{site}")
+        if tree.rejected:
+            cut = len(site_dir) + 1
+            rejected = tuple(sorted((k[cut:], why) for k, why in tree.rejected.items()))
+            manifest = replace(manifest, rejected=rejected)
+        return manifest
 
 
 def _default_options() -> RegistryOptions:

@@ -142,6 +142,7 @@ def test_whiteouts_opaque_dirs_and_links(pusher: Pusher, registry: Registry) -> 
             (f"{H}/link.txt", "hardlink", f"{H}/b.txt"),  # recorded with b.txt's digest
             (f"/{H}/abs.txt", "file", "absolute"),  # normalised to the image root
             (f"./{H}/dot.txt", "file", "dot"),
+            (f"{H}/bad\x01name.js", "file", "no URL names this"),
         ]
     )
     digest, _ = pusher.image("whiteouts", "1", [gz(lower), upper], media_type=LAYER_TAR)
@@ -157,6 +158,7 @@ def test_whiteouts_opaque_dirs_and_links(pusher: Pusher, registry: Registry) -> 
         "dir-to-file": (_sha(b"now a file"), 10),
     }
     assert got.image_id == digest
+    assert [p for p, _ in got.rejected] == ["bad\x01name.js"]
 
 
 def test_whiteout_of_an_ancestor_removes_the_site(pusher: Pusher, registry: Registry) -> None:
