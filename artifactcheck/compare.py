@@ -59,6 +59,7 @@ DEFAULT_CDN_EXCLUDE: tuple[str, ...] = ("*.html", "*.htm")
 #: Observation error kinds that mean "it answered, but could not be judged".
 INCONCLUSIVE_ERROR_KINDS = frozenset({"status", "check-failed"})
 SAMPLED_OUT = "sampled out"
+FALLBACK = "answers with index.html (the fallback page)"
 
 
 def cdn_paths(
@@ -257,8 +258,7 @@ def _against_release(
     docs = _documents(obs)
     listed = obs.manifest.files if obs.manifest is not None else {}
 
-    def missing(path: str, why: str, expected: ManifestEntry | None) -> None:
-        kind = FindingKind.FALLBACK_PAGE if "index.html" in why else FindingKind.FILE_MISSING
+    def missing(path: str, why: str, expected: ManifestEntry | None, kind: FindingKind) -> None:
         where = f"is in release {version}" if expected else "is listed by the served manifest"
         check.findings.append(
             Finding(
@@ -284,7 +284,7 @@ def _against_release(
             continue
         if got.status in MISSING_STATUSES:
             if expected is not None or (path in listed and path != obs.manifest_path):
-                missing(path, f"answers {got.status}", expected)
+                missing(path, f"answers {got.status}", expected, FindingKind.FILE_MISSING)
             if expected is not None:
                 check.compared.add(path)
             continue
@@ -297,7 +297,7 @@ def _against_release(
             continue
         if _fallback(got, path, pages):
             if expected is not None or path in listed:
-                missing(path, "answers with index.html (the fallback page)", expected)
+                missing(path, FALLBACK, expected, FindingKind.FALLBACK_PAGE)
             if expected is not None:
                 check.compared.add(path)
             continue
@@ -396,11 +396,7 @@ def _cdn_answer(
         on_cdn.sha256 != reference and _fallback(on_cdn, path, pages)
     ):
         fallback = on_cdn.status not in CDN_MISSING_STATUSES
-        answer = (
-            "answers with index.html (the fallback page)"
-            if fallback
-            else (f"answers {on_cdn.status}")
-        )
+        answer = FALLBACK if fallback else (f"answers {on_cdn.status}")
         check.findings.append(
             Finding(
                 FindingKind.FALLBACK_PAGE if fallback else FindingKind.CDN_MISSING,
