@@ -1,0 +1,50 @@
+"""The registry reader wired into the pipeline (skipped until settings/pipeline carry it).
+
+``pipeline.build_expectations`` owns the choice of image reader; the wiring it needs
+(``release_image_source``, ``registry_*`` settings) is described in
+docs/release-sources.md. This test turns itself on when ``CheckSpec`` has the field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from artifactcheck import pipeline
+from artifactcheck.manifests import native
+from artifactcheck.settings import CheckSpec
+
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        "release_image_source" not in CheckSpec.model_fields,
+        reason="registry reader not wired into settings/pipeline yet",
+    ),
+]
+
+
+def test_pipeline_reads_release_image_from_registry(pushed: Any, registry: Any) -> None:
+    spec = CheckSpec(
+        targets=[{"url": "http://127.0.0.1:1/", "version": "1.0.0"}],
+        release_image=f"{registry.host}/web:{{version}}",
+        registry_insecure=[registry.host],
+    )
+    expectations = pipeline.build_expectations(spec, None)  # type: ignore[arg-type]
+    assert expectations is not None
+    got = asyncio.run(expectations.get("1.0.0"))
+    assert got.error is None and got.manifest is not None, got.error
+    built = native.build(pushed.site, version="1.0.0")
+    assert {p: e.hashes for p, e in got.manifest.files.items()} == {
+        p: e.hashes for p, e in built.files.items()
+    }
+    missing = asyncio.run(expectations.get("9.9.9"))
+    assert missing.manifest is None and "404" in (missing.error or "")
+    # not listed as insecure: https only, so unavailable (inconclusive), never a crash
+    strict = spec.model_copy(update={"registry_insecure": []})
+    refused = pipeline.build_expectations(strict, None)  # type: ignore[arg-type]
+    assert refused is not None
+    got2 = asyncio.run(refused.get("1.0.0"))
+    assert got2.manifest is None and "https://" in (got2.error or "")
