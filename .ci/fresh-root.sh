@@ -72,8 +72,10 @@ if [ $chroot_ok = 1 ]; then
     rc=$?
     set -e
 else
-    echo "fresh-root: no root file system here (needs root and mmdebstrap); fresh clone" \
-        "with a new virtual environment instead: $cmd"
+    why="needs root, mmdebstrap and mount"
+    [ "${FRESH_ROOT:-1}" != 0 ] || why="FRESH_ROOT=0"
+    echo "fresh-root: no root file system ($why); a fresh clone with a new virtual" \
+        "environment instead: $cmd"
     git clone -q "$repo" "$work/src"
     set +e
     (cd "$work/src" && env -i "${envs[@]}" bash -c "$cmd") >"$work/run.log" 2>&1
