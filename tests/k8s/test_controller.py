@@ -144,8 +144,12 @@ def test_restart_does_not_repeat_actions_or_events(cluster: SimCluster) -> None:
         cluster.add_pod()
     bad = cluster.add_pod(serves="1.4.1")
     cluster.add_check(interval=0.4, policy={"mode": "quarantine", "max_quarantine_fraction": 0.5})
-    with running(cluster):
+    with running(cluster) as first:
         wait_for(lambda: gate(cluster, bad.name) == "False", timeout=20)
+        # Stop once the quarantining cycle has finished its writes (streaks, flags): a
+        # restart in the middle of a cycle may rightly finish what that cycle began.
+        settled = first.controller.cycles_completed + 2
+        wait_for(lambda: first.controller.cycles_completed >= settled, timeout=20)
     writes_before = len(cluster.events(bad.name))
     cluster.api.reset_requests()
     with running(cluster, identity="ctl-restarted") as ctl:
