@@ -203,6 +203,18 @@ def test_image_metadata(controller_image: Built, docker_client: Any) -> None:
     # ensurepip's module is part of Debian's libpython; without python3-venv it has no
     # wheels to install, which is what matters here.
     assert out.strip() in ("[] [] 65532 65532", "[] ['ensurepip'] 65532 65532"), out
+    # k8s/deployment.yaml replaces the entrypoint with `command: [artifactcheck,
+    # controller, ...]`: the name must resolve through the image's PATH, without a shell.
+    usage = docker_client.containers.run(
+        controller_image.tag,
+        entrypoint=["artifactcheck"],
+        command=["controller", "--help"],
+        network_mode="none",
+        read_only=True,
+        remove=True,
+        labels={TEST_LABEL: RUN_ID},
+    ).decode()
+    assert "Run the in-cluster controller" in usage
 
 
 def test_container_quarantines_drifted_pod_in_cluster(
