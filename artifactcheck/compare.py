@@ -233,6 +233,7 @@ class _ReleaseCheck:
     bad: list[str] = field(default_factory=list)  # files with evidence against them
     missing: list[str] = field(default_factory=list)  # 404/410 or the fallback page
     served_hashes: list[str] = field(default_factory=list)  # every 200 compared
+    differing: dict[str, str] = field(default_factory=dict)  # path -> sha of other bytes
     names_only: list[str] = field(default_factory=list)  # release has no hash for them
     refused: dict[str, str] = field(default_factory=dict)  # path -> why not compared
 
@@ -315,6 +316,7 @@ def _against_release(
             )
             check.bad.append(path)
             check.served_hashes.append(sha)
+            check.differing[path] = sha
             continue
         check.compared.add(path)
         check.served_hashes.append(sha)
@@ -333,6 +335,7 @@ def _against_release(
             )
         )
         check.bad.append(path)
+        check.differing[path] = sha
     unexpected = sorted(p for p in listed if p not in release.files and p not in docs)
     unexpected = [p for p in unexpected if p not in obs.on_cdn]
     if unexpected:
@@ -758,6 +761,7 @@ class _Case:
     coverage: Coverage | None = None
     serves: str | None = None
     candidates: tuple[str, ...] = ()
+    mix_of: str | None = None  # the one other release the differing files all come from
     peers: int | None = None  # consensus: observed instances reporting this version
     desired: str | None = None
 
@@ -810,6 +814,9 @@ def _content_reason(case: _Case, content: Sequence[Finding]) -> str:
             )
     if case.serves:
         what = f"serves {case.serves}'s content"
+    elif case.mix_of is not None and case.release_check is not None:
+        other = len(case.release_check.differing)
+        what = f"serves a mix: {other} file(s) are release {case.mix_of}'s, the others are not"
     elif len(case.candidates) > 1:
         what = f"content differs (it matches each of releases {', '.join(case.candidates)})"
     else:
@@ -981,6 +988,8 @@ def _judge_release(case: _Case, index: HashIndex) -> None:
             check.served_hashes, exclude=version, missing=check.missing
         )
         case.serves = case.candidates[0] if len(case.candidates) == 1 else None
+        if case.serves is None and check.differing:
+            case.mix_of = index.release_of(check.differing.values(), exclude=version)
         if case.serves is not None:
             case.findings.append(
                 Finding(

@@ -159,7 +159,8 @@ ROWS: list[Any] = [
         Verdict.MISMATCH,
         {K.CONTENT_DIFFERS},
         {K.SERVES_OTHER_RELEASE},
-        "reports 1.0 but content differs: assets/a.js",
+        "reports 1.0 but serves a mix: 1 file(s) are release 2.0's, the others are not: "
+        "assets/a.js",
     ),
     (
         "file-404",
@@ -967,6 +968,21 @@ def test_other_release_unknown_is_not_named() -> None:
     result = judge(serving(OLD), index=HashIndex({"1.0": R1}))
     assert result.verdict is Verdict.MISMATCH
     assert result.serves_version is None
+
+
+def test_a_mix_of_unknown_bytes_is_content_differs() -> None:
+    r = judge(with_(CLEAN, a=fetched("assets/a.js", X9)))
+    assert r.reason == "reports 1.0 but content differs: assets/a.js"
+    assert r.serves_version is None
+
+
+def test_a_mix_of_two_other_releases_names_neither() -> None:
+    r3 = release("3.0", {"assets/b.css": X9})
+    r = judge(
+        with_(CLEAN, a=fetched("assets/a.js", A2), b=fetched("assets/b.css", X9)),
+        index=HashIndex({"1.0": R1, "2.0": R2, "3.0": r3}),
+    )
+    assert r.reason == "reports 1.0 but content differs: assets/a.js, assets/b.css"
 
 
 def test_two_matching_releases_are_both_said_none_named() -> None:
