@@ -19,16 +19,19 @@ condition the controller sets); and the controller's peak RSS (``wait4``).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from .common import ROOT, fleet_server, log, machine, save, tool_env
@@ -149,7 +152,11 @@ def child(api_url: str, health_port: int) -> int:
     ctl = Controller(
         api_client=api_client,
         settings=ControllerSettings(
-            namespace=NAMESPACE, identity="bench", lease_namespace="artifactcheck-system"
+            namespace=NAMESPACE,
+            identity="bench",
+            lease_namespace="artifactcheck-system",
+            # the parent's lab grants: the local release directory, loopback pods
+            admin_config=os.environ.get("ACBENCH_ADMIN_CONFIG"),
         ),
     )
     health = ctl.serve_health(host="127.0.0.1", port=health_port)
@@ -224,7 +231,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                             "selector": "app=web",
                             "port": info["port"],
                         },
-                        "release_manifest": info["release_template"],
+                        "release_manifest": [info["release_template"]],
                         "manifest_path": "artifactcheck.json",
                         "manifest_format": "native",
                         "interval": args.interval,
@@ -243,6 +250,28 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
             log(f"controller: {args.pods} pods created; starting the controller process")
             started = time.perf_counter()
             env = tool_env()
+            admin = Path(tempfile.mkdtemp(prefix="acbench-admin-")) / "admin.yaml"
+            admin.write_text(
+                json.dumps(  # JSON is YAML: the lab's grants, as a cluster admin writes them
+                    {
+                        "egress": {"allow_loopback": True},
+                        "release_directories": [
+                            {
+                                "directory": str(Path(info["release_template"]).parent),
+                                "namespaces": [NAMESPACE],
+                            }
+                        ],
+                        "limits": {
+                            "min_interval": 0.1,
+                            "max_instances": 100_000,
+                            "requests_per_minute": 1e9,
+                            "concurrent_cycles_per_namespace": 8,
+                        },
+                    }
+                ),
+                encoding="utf-8",
+            )
+            env["ACBENCH_ADMIN_CONFIG"] = str(admin)
             if args.trace_memory:
                 env["ACBENCH_TRACEMALLOC"] = args.trace_memory
             proc = subprocess.Popen(  # noqa: S603

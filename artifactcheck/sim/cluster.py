@@ -22,6 +22,7 @@ from typing import Any
 
 from ..crd import CRD_NAME, crd_manifest
 from ..manifests import native
+from ..tenancy import AdminConfig
 from .apiserver import FakeApiServer
 from .fleet import RELEASES, foreign_bytes
 from .web import Site, WebFleet, loopback_hosts
@@ -240,6 +241,32 @@ class SimCluster:
         if name is not None:
             out = [e for e in out if e.get("involvedObject", {}).get("name") == name]
         return out
+
+    def lab_admin(
+        self, *, credentials: list[dict[str, Any]] | None = None, **limits: Any
+    ) -> AdminConfig:
+        """The admin configuration of this lab: the CDN allowed, loopback allowed (every
+        simulated pod is on 127.x), the local release directory granted to the namespace,
+        and short intervals. A real cluster's admin grants far less (docs/security.md)."""
+        from pathlib import Path
+
+        return AdminConfig.model_validate(
+            {
+                "egress": {"allow": [self.cdn_url], "allow_loopback": True},
+                "credentials": credentials or [],
+                "release_directories": [
+                    {
+                        "directory": str(Path(self.release_template).parent),
+                        "namespaces": [self.namespace],
+                    }
+                ],
+                "limits": {
+                    "min_interval": 0.1,
+                    "allow_cordon_namespaces": [self.namespace],
+                    **limits,
+                },
+            }
+        )
 
     def add_check(self, name: str = "web", **spec: Any) -> dict[str, Any]:
         """Create an ArtifactCheck selecting this cluster's pods."""

@@ -83,7 +83,7 @@ def test_api_server_down(cluster: SimCluster, fault: Recorder) -> None:
     pods, bad = planted(cluster)
     cluster.add_check(interval=0.3, policy=POLICY)
     with fault.probe(memory="rss", collect=True):
-        ctl = RunningController(cluster).start()
+        ctl = RunningController(cluster, admin=cluster.lab_admin()).start()
         try:
             converged(cluster, pods, bad)
             cluster.api.pause()
@@ -113,7 +113,7 @@ def test_api_server_slow(cluster: SimCluster, fault: Recorder) -> None:
     cluster.api.inject("*", r"/pods", 0, times=-1, delay=0.4)
     cluster.add_check(interval=0.3, policy=POLICY)
     with fault.probe(memory="rss", collect=True):
-        ctl = RunningController(cluster).start()
+        ctl = RunningController(cluster, admin=cluster.lab_admin()).start()
         try:
             converged(cluster, pods, bad, timeout=30)
             delayed = len([p for _, p in cluster.api.requests if "/pods" in p])
@@ -135,7 +135,7 @@ def test_api_server_conflicts(cluster: SimCluster, fault: Recorder) -> None:
     cluster.api.inject("PATCH", r"/namespaces/shop/pods/", 409, times=6)
     cluster.add_check(interval=0.3, policy=POLICY)
     with fault.probe(memory="rss", collect=True):
-        ctl = RunningController(cluster).start()
+        ctl = RunningController(cluster, admin=cluster.lab_admin()).start()
         try:
             converged(cluster, pods, bad)
             patches = [p for m, p in cluster.api.requests if m == "PATCH" and "/pods/" in p]
@@ -157,7 +157,7 @@ def test_watch_gone(cluster: SimCluster, fault: Recorder) -> None:
     pods, bad = planted(cluster)
     cluster.add_check(interval=0.3, policy=POLICY)
     with fault.probe(memory="rss", collect=True):
-        ctl = RunningController(cluster, watch_timeout=1).start()
+        ctl = RunningController(cluster, admin=cluster.lab_admin(), watch_timeout=1).start()
         try:
             converged(cluster, pods, bad)
             lists = cluster.api.verb_counts["list"]
@@ -197,7 +197,7 @@ def test_controller_killed_mid_cycle(cluster: SimCluster, fault: Recorder, momen
     if moment == "writing":
         cluster.api.inject("PATCH", status_patch, 0, times=1, delay=1.5)
     with fault.probe(memory="rss", collect=True):
-        first = RunningController(cluster).start()
+        first = RunningController(cluster, admin=cluster.lab_admin()).start()
         try:
             if moment == "fetching":
                 server = cluster.web.server(slow.url)
@@ -216,7 +216,7 @@ def test_controller_killed_mid_cycle(cluster: SimCluster, fault: Recorder, momen
             stop(fault, first)
             stopped_in = time.monotonic() - started
         killed_tasks = fault.leaked_tasks
-        second = RunningController(cluster, identity="ctl-a").start()
+        second = RunningController(cluster, admin=cluster.lab_admin(), identity="ctl-a").start()
         try:
             converged(cluster, pods, bad)
             wait_for(lambda: second.controller.cycles_completed >= 2, timeout=20)
@@ -246,7 +246,7 @@ def test_quarantined_pod_that_stops_answering_stays_quarantined(
     pods, bad = planted(cluster)
     cluster.add_check(interval=0.3, policy=POLICY)
     with fault.probe(memory="rss", collect=True):
-        ctl = RunningController(cluster).start()
+        ctl = RunningController(cluster, admin=cluster.lab_admin()).start()
         try:
             converged(cluster, pods, bad)
             bad.site.fault = Status(503)

@@ -201,10 +201,15 @@ def test_controller_exports_expiry_per_endpoint(
                 "port": cluster.port,
                 "scheme": "https",
             },
-            http={"ca_bundle": ca.write(tmp_path / "ca.pem")},
+            http={"credentials": ["lab-ca"]},  # the admin's CA bundle, granted by name
         )
+        lab_ca = {
+            "name": "lab-ca",
+            "namespaces": ["shop"],
+            "ca_bundle": ca.write(tmp_path / "ca.pem"),
+        }
         with fault.probe(memory="rss", collect=True):
-            ctl = RunningController(cluster).start()
+            ctl = RunningController(cluster, admin=cluster.lab_admin(credentials=[lab_ca])).start()
             try:
                 wait_for(lambda: ctl.controller.cycles_completed >= 2, timeout=20)
                 metrics = ctl.controller.metrics.exposition().decode()
