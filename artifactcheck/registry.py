@@ -340,7 +340,7 @@ class _Session:
         self.sleep = sleep
         self.rng = rng
         self.scheme = "http" if options.plain_http(ref.registry) else "https"
-        self.origin = f"{self.scheme}://{ref.registry}"
+        self.origin = f"{self.scheme}://{ref.registry}".lower()  # as _origin() writes it
         self.deadline = time.monotonic() + options.limits.deadline
         config = options.docker_config
         self.credentials = load_credentials(config, ref.registry) if config else None
