@@ -111,7 +111,6 @@ class HashIndex:
     def __init__(self, releases: Mapping[str, Manifest]) -> None:
         self.by_hash: dict[str, set[str]] = defaultdict(set)
         self.paths: dict[str, frozenset[str]] = {}
-        self.versions = tuple(releases)
         for version, manifest in releases.items():
             self.paths[version] = frozenset(manifest.files)
             for entry in manifest.files.values():
@@ -158,7 +157,7 @@ def _unobserved(got: Fetched) -> bool:
 
 
 def _is_page(path: str) -> bool:
-    return path.lower().endswith((".html", ".htm")) or path.endswith("/") or path == ""
+    return path.lower().endswith((".html", ".htm"))
 
 
 def _page_path(path: str) -> bool:
@@ -183,8 +182,8 @@ def _names(paths: Sequence[str], limit: int = 5) -> str:
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
-def _short(sha: str | None) -> str:
-    return sha[:12] if sha else "-"
+def _short(sha: str) -> str:
+    return sha[:12]
 
 
 def _documents(obs: Observation) -> dict[str, Fetched]:
@@ -414,16 +413,17 @@ def _cdn_answer(
         return
     if reference is None or on_cdn.sha256 == reference:
         return
+    got = on_cdn.sha256
+    assert got is not None  # _unobserved() refused a 2xx without a digest
     if want is not None:
         message = (
             f"{shown} on the CDN differs from release {version}: expected (release) "
-            f"{_short(want)}, the CDN serves {_short(on_cdn.sha256)}"
+            f"{_short(want)}, the CDN serves {_short(got)}"
         )
     else:
         message = (
             f"{shown} differs between the CDN and the instance (no release hash to tell "
-            f"which is right): the instance serves {_short(served)}, the CDN "
-            f"{_short(on_cdn.sha256)}"
+            f"which is right): the instance serves {_short(reference)}, the CDN {_short(got)}"
         )
     check.findings.append(
         Finding(
@@ -488,35 +488,22 @@ def _located_on_cdn(
     release: Manifest | None,
     version: str | None,
     pages: frozenset[str],
-) -> None:
-    """Files the served manifest references on the CDN (absolute URLs), fetched there."""
+) -> list[Finding]:
+    """Files the served manifest references on the CDN (absolute URLs), fetched there.
+
+    Each is the release's file with the longest matching path suffix (the CDN adds a
+    prefix); one that matches no release file is reported as not compared rather than
+    as unexpected, because only the path mapping, not the bytes, failed.
+    """
+    unmatched: list[str] = []
     for path, raw in sorted(obs.on_cdn.items()):
         got = obs.assets.get(path)
         if got is None:
             continue
         matched = _release_path(path, release) if release is not None else None
-        entry = release.files[matched] if release is not None and matched else None
-        want = entry.hashes.get("sha256") if entry is not None else None
-        if entry is None or want is None:
-            if (
-                _unobserved(got)
-                or got.status in CDN_MISSING_STATUSES
-                or _fallback(got, path, pages)
-            ):
-                _cdn_answer(
-                    check,
-                    instance=obs.instance.name,
-                    path=path,
-                    shown=raw,
-                    on_cdn=got,
-                    want=None,
-                    version=version,
-                    served=None,
-                    pages=pages,
-                )
-            elif matched is not None:
-                check.compared.add(matched)  # names only: present is all that is known
-            continue
+        if release is not None and matched is None:
+            unmatched.append(raw)
+        want = release.files[matched].hashes.get("sha256") if release and matched else None
         _cdn_answer(
             check,
             instance=obs.instance.name,
@@ -528,8 +515,20 @@ def _located_on_cdn(
             served=None,
             pages=pages,
         )
-        if path not in check.unchecked:
-            check.compared.add(entry.path)
+        if matched is not None and path not in check.unchecked:
+            check.compared.add(matched)
+    if not unmatched:
+        return []
+    return [
+        Finding(
+            FindingKind.NOT_COMPARED,
+            f"{len(unmatched)} file(s) the served manifest references on the CDN match no "
+            f"file of release {version}, so were not compared: {_names(unmatched)}",
+            instance=obs.instance.name,
+            path=unmatched[0],
+            severity=Severity.WARNING,
+        )
+    ]
 
 
 def _signals(instance: Instance, endpoint_version: str | None) -> list[Finding]:
@@ -784,16 +783,15 @@ class _Case:
 def _claim(case: _Case) -> str:
     """What a clean result may claim, never more than was compared."""
     cov = case.coverage
+    assert cov is not None  # judged against a release: every file is accounted for
     names = " (file names only: the release source has no hashes; bytes not verified)"
     suffix = names if case.names_only else ""
-    if cov is not None and cov.complete:
+    if cov.complete:
         if case.names_only:
             return f"file names match release {case.version}{suffix}"
         return f"serves release {case.version}"
-    compared = cov.compared if cov is not None else 0
-    total = cov.total if cov is not None else 0
     return (
-        f"{compared} of {total} files of release {case.version} checked, "
+        f"{cov.compared} of {cov.total} files of release {case.version} checked, "
         f"no difference found{suffix}"
     )
 
@@ -1015,8 +1013,9 @@ def _judge_cdn(case: _Case, cdn: CdnView | None) -> None:
         )
     else:
         check = _CdnCheck()
-    _located_on_cdn(case.obs, check, case.release, case.version, pages)
+    located = _located_on_cdn(case.obs, check, case.release, case.version, pages)
     case.cdn_check = check
+    case.findings += located
     case.findings += check.findings
     if check.unchecked:
         case.findings.append(

@@ -1200,3 +1200,270 @@ def test_integrity_from_served_manifest_without_release() -> None:
     r = judge_instance(o, expectation=None, index=HashIndex({}))
     assert r.verdict is Verdict.MISMATCH
     assert FindingKind.INTEGRITY_FAILED in {f.kind for f in r.findings}
+
+
+# ------------------------------------------------------- what each finding carries
+
+ON_CDN = {"app/assets/a.js": "http://cdn/app/assets/a.js"}
+
+
+@pytest.mark.parametrize(
+    ("answer", "expectation", "verdict", "kind", "compared"),
+    [
+        pytest.param(fetched("app/assets/a.js", A1), E1, Verdict.CONSISTENT, None, 3, id="right"),
+        pytest.param(
+            fetched("app/assets/a.js", A2), E1, Verdict.CDN_MISMATCH, K.CDN_DIFFERS, 3, id="wrong"
+        ),
+        pytest.param(
+            fetched("app/assets/a.js", status=404),
+            E1,
+            Verdict.CDN_MISSING,
+            K.CDN_MISSING,
+            3,
+            id="missing",
+        ),
+        pytest.param(
+            fetched("app/assets/a.js", IDX1),
+            E1,
+            Verdict.CDN_MISSING,
+            K.FALLBACK_PAGE,
+            3,
+            id="fallback",
+        ),
+        pytest.param(
+            fetched("app/assets/a.js", error="timeout"),
+            E1,
+            Verdict.INCONCLUSIVE,
+            K.OBSERVATION_FAILED,
+            2,
+            id="timeout",
+        ),
+        pytest.param(
+            fetched("app/assets/a.js", A2),
+            Expectation("1.0", NAMES),
+            Verdict.CONSISTENT,
+            K.NAMES_ONLY,
+            3,
+            id="names-only-present",
+        ),
+        pytest.param(
+            fetched("app/assets/a.js", status=410),
+            Expectation("1.0", NAMES),
+            Verdict.CDN_MISSING,
+            K.CDN_MISSING,
+            3,
+            id="names-only-gone",
+        ),
+        pytest.param(
+            fetched("app/assets/a.js", A2),
+            Expectation("1.0", release("1.0", {"index.html": IDX1, "b.css": B1})),
+            Verdict.CONSISTENT,
+            K.NOT_COMPARED,
+            2,
+            id="matches-no-release-file",
+        ),
+        pytest.param(
+            fetched("app/assets/a.js", status=404),
+            Expectation("1.0", release("1.0", {"index.html": IDX1, "b.css": B1})),
+            Verdict.CDN_MISSING,
+            K.CDN_MISSING,
+            2,
+            id="matches-no-release-file-and-missing",
+        ),
+    ],
+)
+def test_referenced_on_the_cdn(
+    answer: Fetched,
+    expectation: Expectation,
+    verdict: Verdict,
+    kind: FindingKind | None,
+    compared: int,
+) -> None:
+    files = {p: fetched(p, h) for p, h in CLEAN.items() if p != "assets/a.js"}
+    if "b.css" in expectation.manifest.files:  # type: ignore[union-attr]
+        files = {"index.html": fetched("index.html", IDX1), "b.css": fetched("b.css", B1)}
+    r = judge({**files, answer.path: answer}, expectation=expectation, on_cdn=ON_CDN)
+    assert r.verdict is verdict, r.reason
+    kinds = [f.kind for f in r.findings]
+    if kind is not None:
+        assert kind in kinds
+        found = next(f for f in r.findings if f.kind is kind)
+        assert found.instance == "i1"
+        assert found.path in ("app/assets/a.js", ON_CDN[answer.path], "assets/b.css")
+    else:
+        assert kinds == []
+    assert K.FILE_UNEXPECTED not in kinds and K.CONTENT_DIFFERS not in kinds
+    assert r.coverage is not None and r.coverage.compared == compared
+
+
+def test_referenced_on_the_cdn_findings_say_where() -> None:
+    r = judge({**serving(CLEAN), "app/assets/a.js": fetched("app/assets/a.js", A2)}, on_cdn=ON_CDN)
+    (f,) = r.findings
+    assert f.message.startswith("http://cdn/app/assets/a.js on the CDN differs from release 1.0")
+    assert (f.kind, f.path, f.expected, f.actual) == (K.CDN_DIFFERS, "app/assets/a.js", A1, A2)
+
+
+def test_referenced_on_the_cdn_is_judged_after_the_view() -> None:
+    """Every located file is judged, not only those before the first one unknown."""
+    on_cdn = {"a/gone.js": "http://cdn/a/gone.js", "z/assets/b.css": "http://cdn/z/assets/b.css"}
+    r = judge(
+        {**serving(CLEAN), "z/assets/b.css": fetched("z/assets/b.css", B2)},
+        on_cdn=on_cdn,
+        cdn=cdn_of({"assets/a.js": fetched("assets/a.js", A1)}),
+    )
+    assert r.verdict is Verdict.CDN_MISMATCH
+    assert [f.path for f in r.findings if f.kind is K.CDN_DIFFERS] == ["z/assets/b.css"]
+
+
+@pytest.mark.parametrize(
+    ("cdn_answer", "kind", "expected", "actual", "message"),
+    [
+        pytest.param(
+            fetched("assets/a.js", status=404),
+            K.CDN_MISSING,
+            A1,
+            "404",
+            "assets/a.js is missing on the CDN: it answers 404",
+            id="missing",
+        ),
+        pytest.param(
+            fetched("assets/a.js", IDX1),
+            K.FALLBACK_PAGE,
+            A1,
+            "answers with index.html (the fallback page)",
+            "assets/a.js is missing on the CDN: it answers with index.html (the fallback page)",
+            id="fallback",
+        ),
+        pytest.param(
+            fetched("assets/a.js", A2),
+            K.CDN_DIFFERS,
+            A1,
+            A2,
+            f"assets/a.js on the CDN differs from release 1.0: expected (release) {A1[:12]}, "
+            f"the CDN serves {A2[:12]}",
+            id="differs",
+        ),
+    ],
+)
+def test_cdn_findings_carry_their_evidence(
+    cdn_answer: Fetched, kind: FindingKind, expected: str, actual: str, message: str
+) -> None:
+    r = judge(serving(CLEAN), cdn=cdn_of({**CDN_CLEAN, "assets/a.js": cdn_answer}))
+    (f,) = [f for f in r.findings if f.kind is kind]
+    assert (f.instance, f.path, f.expected, f.actual, f.message) == (
+        "i1",
+        "assets/a.js",
+        expected,
+        actual,
+        message,
+    )
+    assert r.content_verified is True  # the instance's own bytes are right
+
+
+def test_cdn_checks_every_path_not_only_the_first() -> None:
+    cdn = cdn_of({"assets/b.css": fetched("assets/b.css", B2)})  # a.js never asked
+    r = judge(serving(CLEAN), cdn=cdn)
+    assert r.verdict is Verdict.CDN_MISMATCH
+    assert "assets/b.css" in r.reason
+
+
+def test_cdn_unchecked_names_the_file() -> None:
+    r = judge(
+        serving(CLEAN),
+        cdn=cdn_of({**CDN_CLEAN, "assets/b.css": fetched("assets/b.css", status=502)}),
+    )
+    (f,) = [f for f in r.findings if f.kind is K.OBSERVATION_FAILED]
+    assert f.path == "assets/b.css" and f.instance == "i1"
+    assert f.message == "CDN could not be checked for 1 file(s): HTTP 502"
+
+
+def test_a_failed_asset_is_not_asked_of_the_cdn() -> None:
+    assets = with_(CLEAN, a=fetched("assets/a.js", status=503))
+    r = judge(assets, cdn=cdn_of({**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", status=404)}))
+    assert K.CDN_MISSING not in {f.kind for f in r.findings}
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        pytest.param("about.htm", K.CONTENT_DIFFERS, id="htm-page"),
+        pytest.param("ABOUT.HTML", K.CONTENT_DIFFERS, id="upper-case-page"),
+        pytest.param("about.txt", K.FALLBACK_PAGE, id="not-a-page"),
+    ],
+)
+def test_a_page_is_never_its_own_fallback(path: str, kind: FindingKind) -> None:
+    exp = Expectation("1.0", release("1.0", {**CLEAN, path: X9}))
+    r = judge({**serving(CLEAN), path: fetched(path, IDX1)}, expectation=exp)
+    assert kind in {f.kind for f in r.findings}
+
+
+def test_no_version_content_reason() -> None:
+    served = Manifest("ngsw", {"assets/a.js": ManifestEntry("assets/a.js", hashes={"sha256": A1})})
+    r = judge(
+        {"assets/a.js": fetched("assets/a.js", A2)}, version=None, expectation=None, manifest=served
+    )
+    assert r.reason == "reports (no version) but content differs: assets/a.js"
+
+
+def test_releases_of_is_an_intersection() -> None:
+    index = HashIndex({"2.0": R2, "9.0": release("9.0", {"assets/b.css": B1})})
+    assert index.releases_of([A2, B1], exclude="1.0") == ()
+    assert index.releases_of([B1, A2], exclude="1.0") == ()
+    assert index.releases_of([A2, B2], exclude="1.0") == ("2.0",)
+    assert index.releases_of([A2], exclude="2.0") == ()
+
+
+def test_version_key_compares_numbers_before_words() -> None:
+    assert sorted(["1.0.rc", "1.0.1"], key=version_key) == ["1.0.1", "1.0.rc"]
+    assert sorted(["1.0.b", "1.0.a"], key=version_key) == ["1.0.a", "1.0.b"]
+
+
+def test_unobserved_finding_carries_the_error_and_certificate() -> None:
+    from datetime import UTC, datetime
+
+    from artifactcheck.models import CertInfo
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    cert = CertInfo("x:443", "CN=x", "CN=ca", datetime(2025, 12, 1, tzinfo=UTC))
+    o = Observation(
+        instance=Instance(name="x", base_url="https://x/"),
+        manifest_path="",
+        error="certificate expired",
+        error_kind="tls",
+        tls=cert,
+    )
+    r = judge_instance(o, expectation=None, index=HashIndex({}), now=now)
+    assert [(f.kind, f.message, f.instance) for f in r.findings][0] == (
+        K.UNREACHABLE,
+        "certificate expired",
+        "x",
+    )
+    assert [f.kind for f in r.findings][1:] == [K.TLS_EXPIRING]
+    assert r.observation is o and r.reported_version is None
+    assert judge_instance(o, expectation=None, index=HashIndex({})).findings[1:] == ()
+
+
+def test_coverage_without_a_release() -> None:
+    served = Manifest(
+        "vite",
+        {p: ManifestEntry(p) for p in ("index.html", "assets/a.js", "assets/b.css")},
+    )
+    o = obs(
+        "a",
+        "1.0",
+        {
+            "index.html": fetched("index.html", IDX1),
+            "assets/a.js": fetched("assets/a.js", error="timeout"),
+        },
+        manifest=served,
+        encodings=("identity", "gzip"),
+        sampled=True,
+    )
+    r = judge_instance(o, expectation=None, index=HashIndex({}), peers=2)
+    assert r.coverage is not None
+    assert (r.coverage.compared, r.coverage.total) == (1, 3)
+    assert dict(r.coverage.not_compared) == {
+        "assets/a.js": "could not be fetched (timeout)",
+        "assets/b.css": "sampled out",
+    }
+    assert r.coverage.encodings == ("identity", "gzip")
