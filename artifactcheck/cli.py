@@ -477,7 +477,10 @@ def controller(**opts: Any) -> None:
         _fail(str(exc))
     except DependencyError as exc:
         _fail(str(exc), EXIT_INCONCLUSIVE)
-    ctl = Controller(api_client=api, settings=settings)
+    try:
+        ctl = Controller(api_client=api, settings=settings)
+    except ConfigError as exc:  # an invalid --admin-config names its file and field
+        _fail(str(exc))
     servers = [ctl.serve_health(host=opts["bind"], port=opts["health_port"])]
     if opts["metrics_port"] and opts["metrics_port"] != opts["health_port"]:
         servers.append(ctl.serve_health(host=opts["bind"], port=opts["metrics_port"]))

@@ -35,11 +35,12 @@ from .act.metrics import CONTENT_TYPE, Metrics
 from .decide import Decision, History, decide
 from .discover import kubernetes as kube
 from .egress import AddressRules, EgressPolicy, api_server_addresses, own_addresses
-from .errors import ArtifactCheckError
-from .expect import Expectations
+from .errors import ArtifactCheckError, ConfigError, ExpectationUnavailable
+from .expect import CallableSource, Expectations
 from .fetch import Fetcher
-from .models import Expectation, Instance, Observation, Report, Verdict
+from .models import Expectation, Instance, Manifest, Observation, Report, SampleInfo, Verdict
 from .pipeline import Observer, build_expectations, judge
+from .sample import draw_seed, sample_instances
 from .settings import CheckSpec
 from .tenancy import AdminConfig, Admission, RequestBudget, admit, load_admin_config, source_hosts
 
@@ -99,6 +100,25 @@ class RefusedCheck:
     generation: int
     admission: Admission
     created: str = ""
+
+
+def _expectations_or_unavailable(
+    spec: CheckSpec, fetcher: Fetcher, log_: logging.LoggerAdapter[logging.Logger]
+) -> Expectations | None:
+    """The check's release source; one that cannot be used (a granted release file
+    missing, two files declaring one version) makes every verdict ``inconclusive`` with
+    that reason, so the check keeps reporting instead of its task dying."""
+    try:
+        return build_expectations(spec, fetcher)
+    except ConfigError as exc:
+        log_.error("release source unusable: %s", exc)
+        reason = str(exc)
+
+        async def unavailable(version: str) -> Manifest:
+            raise ExpectationUnavailable(reason)
+
+        source = CallableSource(unavailable, description="unusable release source")
+        return Expectations(source, max_versions=spec.cache_versions)
 
 
 def _creation_order(obj: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -562,7 +582,7 @@ class Controller:
             async with Fetcher(
                 http=state.spec.http, retry=state.spec.retry, logger=clog, egress=egress
             ) as fetcher:
-                state.expectations = build_expectations(state.spec, fetcher)
+                state.expectations = _expectations_or_unavailable(state.spec, fetcher, clog)
                 observer = Observer(
                     spec=state.spec, fetcher=fetcher, expectations=state.expectations
                 )
@@ -655,10 +675,12 @@ class Controller:
             if full
             else [state.pods[n] for n in state.pending if n in state.pods]
         )
+        if full and spec.sampling.seed is None:
+            # a fresh sample each full cycle (recorded in the report), so re-sampling
+            # reaches every pod and file over time instead of the same ones forever
+            observer.seed = draw_seed()
         if full and spec.sampling.instances:
-            from .sample import sample_instances
-
-            targets = sample_instances(targets, spec.sampling.instances)
+            targets = sample_instances(targets, spec.sampling.instances, seed=observer.seed)
             targets += [state.pods[n] for n in state.pending if n in state.pods]
         state.pending.clear()
         loaded: dict[str, Expectation] = {}
@@ -707,6 +729,13 @@ class Controller:
             cdn=spec.cdn,
             requests=fetcher.stats.requests - requests0,
             retries=fetcher.stats.retries - retries0,
+            sample=SampleInfo(
+                seed=observer.seed,
+                instances_checked=len(observations),
+                instances_total=len(state.pods),
+                assets_per_instance=spec.sampling.assets_per_instance,
+            ),
+            names_only=bool(state.expectations and state.expectations.names_only),
         )
         state.last_report = report
         state.throttled = None

@@ -606,3 +606,26 @@ def test_every_concrete_release_given_can_name_what_is_served(
     assert code == 1
     bad = results(out)[url]
     assert bad["verdict"] == "mismatch" and bad["serves_version"] == R2, bad["reason"]
+
+
+def test_controller_with_an_invalid_admin_config_is_exit_2_naming_the_field(tmp_path) -> None:
+    """A typo in the cluster admin's configuration stops the controller before it starts,
+    naming the file and the field (exit 2), instead of a traceback or a silent default."""
+    from click.testing import CliRunner
+
+    from artifactcheck.cli import main
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        'clusters: [{name: c, cluster: {server: "http://127.0.0.1:9"}}]\n'
+        "users: [{name: u, user: {}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
+    )
+    admin = tmp_path / "admin.yaml"
+    admin.write_text("egress:\n  allow_loopbak: true\n")
+    result = CliRunner().invoke(
+        main, ["controller", "--kubeconfig", str(kubeconfig), "--admin-config", str(admin)]
+    )
+    assert result.exit_code == 2, result.output
+    assert str(admin) in result.output and "egress.allow_loopbak" in result.output
