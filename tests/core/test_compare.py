@@ -1467,3 +1467,119 @@ def test_coverage_without_a_release() -> None:
         "assets/b.css": "sampled out",
     }
     assert r.coverage.encodings == ("identity", "gzip")
+
+
+# ------------------------------------------------------------- siblings and images
+
+
+def test_consensus_findings_carry_their_evidence() -> None:
+    unanimous = {"index.html": IDX1}
+    fleet = [
+        obs("a", "1.0", serving({**unanimous, "assets/a.js": A1})),
+        obs("b", "1.0", serving({**unanimous, "assets/a.js": A1})),
+        obs("c", "1.0", serving({**unanimous, "assets/a.js": A2})),
+        obs("d", "2.0", serving({**unanimous, "assets/a.js": A1})),
+        obs("e", "2.0", serving({**unanimous, "assets/a.js": A2})),
+    ]
+    found = consensus_findings(fleet)
+    assert sorted(found) == ["c", "d", "e"]  # the unanimous first path hides nothing
+    (minority,) = found["c"]
+    assert (
+        minority.kind,
+        minority.instance,
+        minority.path,
+        minority.expected,
+        minority.actual,
+    ) == (
+        K.MINORITY_CONTENT,
+        "c",
+        "assets/a.js",
+        A1,
+        A2,
+    )
+    (tie,) = found["d"]
+    assert (tie.kind, tie.instance, tie.path, tie.severity) == (
+        K.NO_CONSENSUS,
+        "d",
+        "assets/a.js",
+        Severity.WARNING,
+    )
+    assert tie.message == "siblings reporting 2.0 disagree on assets/a.js with no majority"
+
+
+def test_consensus_ignores_answers_without_a_digest() -> None:
+    no_body = replace(fetched("assets/a.js", A1), hashes={})
+    fleet = [
+        obs("a", "1.0", {"assets/a.js": fetched("assets/a.js", A1)}),
+        obs("b", "1.0", {"assets/a.js": fetched("assets/a.js", A1)}),
+        obs("c", "1.0", {"assets/a.js": no_body}),
+        obs("d", "1.0", {"assets/a.js": fetched("assets/a.js", status=404)}),
+    ]
+    assert consensus_findings(fleet) == {}
+
+
+def test_consensus_skips_invalid_versions() -> None:
+    fleet = [obs("a", "../x", serving(CLEAN)), obs("b", "../x", serving(OLD))]
+    assert consensus_findings(fleet) == {}
+
+
+def test_image_findings_carry_their_evidence() -> None:
+    from artifactcheck.compare import image_findings
+
+    def inst(name: str, version: str | None, image: str) -> Instance:
+        signals = (VersionSignal("label", version),) if version else ()
+        return Instance(name=name, base_url="http://x/", signals=signals, image_id=image)
+
+    found = image_findings(
+        [
+            inst("a", "1.0", "sha256:one"),
+            inst("b", "1.0", "sha256:one"),
+            inst("c", "2.0", "sha256:two"),
+            inst("d", "2.0", "sha256:two"),
+            inst("e", "2.0", "sha256:old"),
+            inst("f", None, "sha256:other"),
+        ]
+    )
+    assert list(found) == ["e"]
+    (f,) = found["e"]
+    assert (f.kind, f.instance, f.expected, f.actual, f.severity) == (
+        K.IMAGE_DIVERGES,
+        "e",
+        "sha256:two",
+        "sha256:old",
+        Severity.WARNING,
+    )
+    assert f.message == (
+        "runs image sha256:old while 2 of 3 instances reporting 2.0 run sha256:two"
+    )
+
+
+def test_compare_fleet_passes_everything_through() -> None:
+    from datetime import UTC, datetime
+
+    from artifactcheck.models import CertInfo
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    soon = CertInfo("i:443", "CN=i", "CN=ca", datetime(2026, 1, 15, tzinfo=UTC))
+    fleet = [obs(f"i{n}", "1.0", serving(CLEAN), image_id="sha256:a") for n in range(3)]
+    fleet.append(obs("odd", "1.0", serving(OLD), image_id="sha256:b", tls=soon))
+    results = {
+        r.instance.name: r
+        for r in compare_fleet(fleet, expectations=None, now=now, tls_warn_days=15.0)
+    }
+    kinds = [f.kind for f in results["odd"].findings]
+    assert K.IMAGE_DIVERGES in kinds and K.MINORITY_CONTENT in kinds  # both kept
+    assert K.TLS_EXPIRING in kinds
+    assert K.TLS_EXPIRING not in [
+        f.kind
+        for f in compare_fleet(fleet, expectations=None, now=now, tls_warn_days=14.0)[3].findings
+    ]
+    (drift,) = compare_fleet(
+        [obs("a", "1.0", serving(CLEAN))], expectations={"1.0": E1}, desired_version="2.0"
+    )
+    assert drift.verdict is Verdict.DRIFT
+
+
+def test_compare_fleet_unloaded_version_reason() -> None:
+    (r,) = compare_fleet([obs("a", "3.0", serving(CLEAN))], expectations={"1.0": E1})
+    assert r.reason == "no expected release for 3.0: not loaded"
