@@ -460,9 +460,7 @@ class Observer:
             obs = replace(obs, tls=await self.certificate(instance.base_url))
         return obs
 
-    async def _get(
-        self, coding: str, base: str, path: str, algorithms: Sequence[str]
-    ) -> Fetched:
+    async def _get(self, coding: str, base: str, path: str, algorithms: Sequence[str]) -> Fetched:
         # "": the CDN's own host, never the site name sent to instances reached by IP
         host = "" if base == self.spec.cdn else self.spec.http.host_header
         # identity: the configured Accept-Encoding; another coding is asked for by name
@@ -887,14 +885,35 @@ async def check_once(
 
 
 def build_expectations(spec: CheckSpec, fetcher: Fetcher) -> Expectations | None:
-    """The release source configured in the spec, or None for consensus mode."""
+    """The release source configured in the spec, or None for consensus mode.
+
+    A release image is read from its registry over the OCI distribution API when the
+    reference names a registry host (or ``release_image_source: registry``), else
+    through the local Docker engine.
+    """
     from .expect import build_expectations as build
+    from .registry import RegistryOptions, RegistryReader, default_docker_config, has_registry_host
 
-    def read_image(image: str, site: str, version: str) -> Manifest:
-        from .discover.docker import DockerEngine
+    source = spec.release_image_source
+    if source == "auto":
+        named = bool(spec.release_image) and has_registry_host(spec.release_image or "")
+        source = "registry" if named else "docker"
+    read_image: Callable[[str, str, str], Manifest]
+    if source == "registry":
+        read_image = RegistryReader(
+            RegistryOptions(
+                docker_config=spec.registry_auth or default_docker_config(),
+                ca_bundle=spec.registry_ca_bundle or spec.http.ca_bundle,
+                insecure=frozenset(spec.registry_insecure),
+            )
+        )
+    else:
 
-        with DockerEngine() as engine:
-            return engine.manifest_from_image(image, path=site, version=version)
+        def read_image(image: str, site: str, version: str) -> Manifest:
+            from .discover.docker import DockerEngine
+
+            with DockerEngine() as engine:
+                return engine.manifest_from_image(image, path=site, version=version)
 
     return build(spec, fetcher, limits=limits_of(spec), read_image=read_image)
 

@@ -341,6 +341,23 @@ class CheckSpec(_Model):
     release_image_path: str = Field(
         "/usr/share/nginx/html", description="Directory of the site inside the release image."
     )
+    release_image_source: Literal["auto", "registry", "docker"] = Field(
+        "auto",
+        description="How release_image is read: 'registry' over the OCI distribution API (no "
+        "Docker engine), 'docker' through the local Docker engine, 'auto' = registry when the "
+        "reference names a registry host (host.name/, host:port/), else docker.",
+    )
+    registry_auth: str | None = Field(
+        None,
+        description="Docker config JSON with registry credentials (a mounted "
+        "kubernetes.io/dockerconfigjson Secret); default: ~/.docker/config.json if it exists.",
+    )
+    registry_ca_bundle: str | None = Field(
+        None, description="PEM file of extra CAs trusted for registries; default: http.ca_bundle."
+    )
+    registry_insecure: list[str] = Field(
+        default_factory=list, description="Registries (host:port) reached over plain HTTP."
+    )
     cdn: str | None = Field(None, description="CDN base URL the assets must exist on.")
     cdn_include: list[str] = Field(
         default_factory=list,

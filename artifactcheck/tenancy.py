@@ -58,6 +58,16 @@ CONTROLLER_REFUSED_FIELDS: Mapping[tuple[str, ...], tuple[str, str]] = {
     ("docker",): ("DockerRefused", "the controller does not reach a Docker engine"),
     ("release_image",): ("ReleaseImageRefused", "the controller does not read images"),
     ("release_image_path",): ("ReleaseImageRefused", "the controller does not read images"),
+    ("release_image_source",): ("ReleaseImageRefused", "the controller does not read images"),
+    ("registry_auth",): (
+        "LocalFileRefused",
+        "a check never names a file: registry credentials are the admin's",
+    ),
+    ("registry_ca_bundle",): (
+        "LocalFileRefused",
+        "a check never names a file: CA bundles are the admin's credentials",
+    ),
+    ("registry_insecure",): ("ReleaseImageRefused", "the controller does not read images"),
     ("http", "header_files"): (
         "LocalFileRefused",
         "a check never names a file: refer to an admin credential in http.credentials",
