@@ -14,6 +14,7 @@ from artifactcheck.models import (
     FindingKind,
     Instance,
     InstanceResult,
+    Severity,
     Verdict,
     VersionSignal,
 )
@@ -530,3 +531,82 @@ def test_uncordon(
     d = decide(fleet, policy=policy, history=History(cordoned=history), now=1)
     assert cordons(d, ActionKind.UNCORDON) == uncordoned
     assert d.history.cordoned == frozenset(kept)
+
+
+def test_cordon_and_hold_findings_carry_their_evidence() -> None:
+    d = decide(stale_fleet(stale_nodes=("n0", "n1")), policy=CORDON, history=History(), now=1)
+    (cordon,) = [a for a in d.actions if a.kind is ActionKind.CORDON]
+    assert cordon.reason == (
+        "2 pod(s) of 1.0 on n0 serve stale content (image sha256:stale) while 4 elsewhere "
+        "are consistent"
+    )
+    (suspect,) = [f for f in d.findings if f.kind is FindingKind.NODE_SUSPECT]
+    assert suspect.severity is Severity.ALERT and suspect.instance is None
+    assert suspect.message.startswith("node n1 should be cordoned (2 pod(s) of 1.0 on n1")
+    assert suspect.message.endswith("but 1 node(s) are already cordoned by artifactcheck (cap 1)")
+
+
+def test_cordon_after_a_node_already_held() -> None:
+    policy = cordon_policy(max_cordoned_nodes=2)
+    history = History(cordoned=frozenset({"n0"}))
+    d = decide(stale_fleet(stale_nodes=("n0", "n1")), policy=policy, history=history, now=1)
+    assert cordons(d) == ["n1"]
+    assert d.history.cordoned == frozenset({"n0", "n1"})
+
+
+def test_stale_nodes_of_every_version() -> None:
+    fleet = stale_fleet()
+    other = [  # version 0.9 first in order, nothing to cordon there
+        replace(r, reported_version="0.9", instance=replace(r.instance, name=f"old-{i}"))
+        for i, r in enumerate(stale_fleet(stale_nodes=()))
+    ]
+    d = decide(other + fleet, policy=CORDON, history=History(), now=1)
+    assert cordons(d) == ["n0"]
+
+
+def test_uncordon_looks_at_the_node_itself() -> None:
+    policy = cordon_policy(confirmations=2)  # n0's mismatches are not confirmed yet
+    d = decide(stale_fleet(), policy=policy, history=History(cordoned=frozenset({"n0"})), now=1)
+    assert cordons(d, ActionKind.UNCORDON) == []
+    healed = decide(
+        stale_fleet(stale_nodes=()),
+        policy=policy,
+        history=History(cordoned=frozenset({"n0"})),
+        now=1,
+    )
+    (a,) = [a for a in healed.actions if a.kind is ActionKind.UNCORDON]
+    assert (a.target, a.reason) == ("n0", "its pods are consistent again")
+
+
+def test_actions_name_the_files_behind_them() -> None:
+    findings = (
+        Finding(FindingKind.CONTENT_DIFFERS, "x", "pod-0", path="b.js"),
+        Finding(FindingKind.FILE_MISSING, "x", "pod-0", path="a.js"),
+        Finding(FindingKind.FALLBACK_PAGE, "x", "pod-0", path="c.js"),
+        Finding(FindingKind.OBSERVATION_FAILED, "x", "pod-0", path="d.js"),
+        Finding(FindingKind.CONTENT_DIFFERS, "x", "pod-0"),
+    )
+    bad = result(pod(gate="True"), M, findings=findings)
+    good = [result(pod(f"pod-{n}", gate="True"), C) for n in range(1, 8)]
+    d = decide(
+        [bad, *good],
+        policy=PolicySettings(mode="quarantine", confirmations=1),
+        history=History(),
+        now=1,
+    )
+    acted = {a.kind: a for a in d.actions if a.target == "pod-0"}
+    assert acted[ActionKind.FLAG].files == ("a.js", "b.js", "c.js")
+    assert acted[ActionKind.QUARANTINE].files == ("a.js", "b.js", "c.js")
+    assert acted[ActionKind.QUARANTINE].reason == "judged mismatch"
+
+
+def test_rate_limit_hold_names_the_instance() -> None:
+    policy = PolicySettings(mode="flag", max_actions_per_minute=1, confirmations=1)
+    fleet_ = [result(pod(f"pod-{n}", gate="True"), M if n < 2 else C) for n in range(8)]
+    d = decide(fleet_, policy=policy, history=History(), now=1)
+    (held,) = [f for f in d.findings if f.kind is FindingKind.ACTION_HELD]
+    assert (held.instance, held.severity, held.message) == (
+        "pod-1",
+        Severity.WARNING,
+        "rate limit reached: flag of pod-1 postponed",
+    )
