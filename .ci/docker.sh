@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install what the Docker tests (tests/docker) need on a Debian machine, idempotently:
+# Install the system packages the tests need on a Debian machine, idempotently:
 #   docker.io       dockerd, which the tests start themselves on a private socket
 #   busybox-static  the statically linked /bin/busybox put into the test images
 #   iptables        dockerd's dependency; the tests compare rules before and after
@@ -8,11 +8,15 @@
 #                   and the fresh system the README's demo is checked on (.ci/fresh-root.sh)
 #   docker-buildx   only where the docker CLI is >= 23 (trixie): BuildKit for `docker
 #                   build --secret` (the 20.10 CLI of bookworm has it built in)
+#   docker-registry a real OCI registry (Debian's distribution), started by tests/registry
+#   apache2-utils   htpasswd, for the registry's basic-auth tests
+#   nginx-light     a real nginx with gzip_static for the encodings test (tests/e2e)
 # Nothing is started here and no image is pulled: there is no registry in CI.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
-packages=(docker.io busybox-static iptables iproute2 mmdebstrap docker-registry apache2-utils)
+packages=(docker.io busybox-static iptables iproute2 mmdebstrap docker-registry apache2-utils
+          nginx-light)
 missing=()
 for pkg in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
