@@ -697,7 +697,10 @@ def manifest_comparison(
         unchanged=len(by_state["same"]),
         not_compared=tuple(sorted(not_compared)),
         release_matches=tuple(matches),
-        serves_version=result.serves_version,
+        # the release the differing files are from: the whole instance's when it serves
+        # another release, else the one release all changed files come from (a mix)
+        serves_version=result.serves_version
+        or _mixed_with([r for r in rows if r.state == "differs"]),
     )
 
 
@@ -740,7 +743,10 @@ def signal_rows(result: InstanceResult) -> tuple[tuple[SignalRow, ...], bool]:
         )
         agree = False
     elif result.verdict is Verdict.MISMATCH:
-        rows.append(SignalRow("content", None, False, note="differs from every known release"))
+        # no single other release matches every file (a mix, or unknown bytes): the
+        # verdict's reason says which; the signal only says it is not the reported one
+        note = f"differs from release {reported}" if reported else "differs from the release"
+        rows.append(SignalRow("content", None, False, note=note))
         agree = False
     elif reported is not None and result.verdict not in UNKNOWN_VERDICTS:
         rows.append(SignalRow("content", reported, True, note="the bytes served match"))

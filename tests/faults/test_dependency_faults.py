@@ -270,7 +270,7 @@ def test_release_source_down(
     )
     fleet = planted_fleet(make_fleet)
     if kind == "file":
-        template = str(tmp_path / "gone" / "{version}.json")
+        template = str(tmp_path / "{version}.json")  # no such files: the source is down
     else:
         template, _ = url_source(
             web, fleet, f"127.97.{subnet}.150", fault=Status(503) if kind == "url-503" else None

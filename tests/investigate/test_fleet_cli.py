@@ -27,7 +27,8 @@ def test_odd_group_jumps_out(make_fleet, config, cli) -> None:
     assert len(rows) == 2
     big, odd = rows  # largest group first, the odd one marked with "!"
     assert big.split()[0] == "12" and "12 consistent" in big
-    assert odd.split()[:2] == ["!", "2"] and "2 mismatch (serves 1.4.1)" in odd
+    # 1.4.1's bytes under 1.4.2's names and manifest: a mix, never named as 1.4.1
+    assert odd.split()[:2] == ["!", "2"] and "2 mismatch" in odd and "serves" not in odd
     assert "web-5, web-10" in odd
     assert "content differs from 12 of 14 instances of 1.4.2" in r.out
 
@@ -43,7 +44,7 @@ def test_fleet_json_follows_schema(make_fleet, config, cli) -> None:
     assert doc["headlines"][0] == "1 of 6 instances of 1.4.2 serves different content"
     big, odd = doc["groups"]
     assert big["count"] == 5 and not big["odd"] and big["verdicts"] == {"cdn-missing": 5}
-    assert odd["instances"] == ["web-4"] and odd["odd"] and odd["serves_version"] == "1.4.1"
+    assert odd["instances"] == ["web-4"] and odd["odd"] and odd["serves_version"] is None
     assert big["fingerprint"] != odd["fingerprint"]
 
 
@@ -68,7 +69,8 @@ def test_cdn_down_still_renders_exit_3(make_fleet, config, web, cli) -> None:
 
 def test_release_source_down_still_renders_exit_3(make_fleet, config, cli, tmp_path) -> None:
     fleet = make_fleet(3)
-    cfg = config(fleet, release_manifest=str(tmp_path / "gone" / "{version}.json"))
+    # the directory exists, the files do not: a source that is down, not a typo (exit 2)
+    cfg = config(fleet, release_manifest=str(tmp_path / "{version}.json"))
     r = cli("fleet", "-c", cfg)
     assert r.code == 3
     assert "could not check against the release" in r.out
