@@ -418,9 +418,9 @@ def manifest_from_image(image: str, path: str, version: str, out: str | None) ->
 @click.option(
     "--lease-namespace",
     envvar="POD_NAMESPACE",
-    default="artifactcheck-system",
-    show_default=True,
-    help="Namespace of the leader Lease [env POD_NAMESPACE].",
+    default=None,
+    help="Namespace of the leader Lease [env POD_NAMESPACE; default: the service "
+    "account's namespace].",
 )
 @click.option(
     "--lease-duration",
@@ -434,14 +434,14 @@ def manifest_from_image(image: str, path: str, version: str, out: str | None) ->
     type=int,
     default=8080,
     show_default=True,
-    help="Port for /metrics (0 = same as health).",
+    help="Port for /metrics only (0 = the health port, which then serves both).",
 )
 @click.option(
     "--health-port",
     type=int,
     default=8081,
     show_default=True,
-    help="Port for /healthz, /readyz and /metrics.",
+    help="Port for /healthz and /readyz (and /metrics when --metrics-port is 0 or the same).",
 )
 @click.option("--bind", default="0.0.0.0", show_default=True, help="Address of the probe server.")
 @click.option("--json-logs", is_flag=True, help="One JSON object per log line.")
@@ -462,6 +462,11 @@ def controller(**opts: Any) -> None:
     from .discover.kubernetes import load_api_client
 
     _setup_logging(1, json_logs=opts["json_logs"])
+    if not opts["json_logs"]:
+        from .act.logs import PlainFormatter
+
+        for handler in logging.getLogger("artifactcheck").handlers:
+            handler.setFormatter(PlainFormatter())
     scope = opts["namespace_scope"]
     settings = ControllerSettings(
         namespace=None if scope in ("cluster", "all", "") else scope,
@@ -481,9 +486,12 @@ def controller(**opts: Any) -> None:
         ctl = Controller(api_client=api, settings=settings)
     except ConfigError as exc:  # an invalid --admin-config names its file and field
         _fail(str(exc))
-    servers = [ctl.serve_health(host=opts["bind"], port=opts["health_port"])]
-    if opts["metrics_port"] and opts["metrics_port"] != opts["health_port"]:
-        servers.append(ctl.serve_health(host=opts["bind"], port=opts["metrics_port"]))
+    # Probes and metrics on separate ports, each serving only its own endpoints (the
+    # metrics port is often reachable from further away than kubelet's probes).
+    separate = opts["metrics_port"] and opts["metrics_port"] != opts["health_port"]
+    servers = [ctl.serve_health(host=opts["bind"], port=opts["health_port"], metrics=not separate)]
+    if separate:
+        servers.append(ctl.serve_health(host=opts["bind"], port=opts["metrics_port"], probes=False))
 
     async def run() -> None:
         stop = asyncio.Event()

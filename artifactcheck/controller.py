@@ -53,10 +53,16 @@ class ControllerSettings:
 
     namespace: str | None = None  # None = all namespaces
     identity: str = "artifactcheck"
-    lease_namespace: str = "artifactcheck-system"
+    #: None: the namespace the controller runs in (POD_NAMESPACE, else the service
+    #: account's namespace file); neither is a configuration error.
+    lease_namespace: str | None = None
     lease_name: str = "artifactcheck-leader"
     lease_duration: float = 15.0
     renew_period: float = 5.0
+    #: client-go's renewDeadline: a leader that could not renew for this long stops
+    #: acting and gives up leadership, before a standby may take the lease over
+    #: (lease_duration). None: two thirds of lease_duration, as client-go's defaults.
+    renew_deadline: float | None = None
     watch_timeout: int = 30
     new_pod_debounce: float = 0.2
     backoff_base: float = 0.5
@@ -89,6 +95,9 @@ class CheckState:
     created: str = ""
     throttled: str | None = None  # why the last cycle waited for the request budget
     cycle_ends: list[float] = field(default_factory=list)  # monotonic, last 100 cycles
+    #: condition type -> (status, lastTransitionTime) as last written (or as found in
+    #: the object at start-up), so a transition time changes only with its status.
+    transitions: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -129,6 +138,17 @@ def _creation_order(obj: Mapping[str, Any]) -> tuple[str, str, str]:
         str(meta.get("namespace") or ""),
         str(meta.get("name") or ""),
     )
+
+
+def _transitions(obj: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """The (status, lastTransitionTime) of each condition already in an object's
+    status: a restarted controller keeps the transition times its predecessor wrote."""
+    out: dict[str, tuple[str, str]] = {}
+    status = obj.get("status") or {}
+    for c in status.get("conditions") or [] if isinstance(status, Mapping) else []:
+        if isinstance(c, Mapping) and c.get("type") and c.get("lastTransitionTime"):
+            out[str(c["type"])] = (str(c.get("status")), str(c["lastTransitionTime"]))
+    return out
 
 
 def backoff_delays(base: float, cap: float, rng: random.Random) -> Iterator[float]:
@@ -180,15 +200,37 @@ class Controller:
         self.checks: dict[str, CheckState] = {}
         self.is_leader = False
         self.heartbeat = Heartbeat(max_age=max(30.0, settings.renew_period * 6))
+        lease_namespace = settings.lease_namespace or kube.default_namespace()
         self.lock = kube.LeaseLock(
-            api_client=api_client, namespace=settings.lease_namespace, name=settings.lease_name
+            api_client=api_client, namespace=lease_namespace, name=settings.lease_name
         )
+        deadline = settings.renew_deadline
+        if deadline is None:
+            deadline = settings.lease_duration * 2 / 3
+        if not 0 < deadline < settings.lease_duration:
+            raise ConfigError(
+                f"renew deadline {deadline:g}s must be shorter than the lease duration "
+                f"{settings.lease_duration:g}s: a standby may take over at expiry"
+            )
+        self.renew_deadline = deadline
+        #: time.monotonic() until which this replica may act: the start of its last
+        #: successful renewal plus the renew deadline (0 while not leading).
+        self.acting_until = 0.0
+        #: Lease requests one at a time: the release at shutdown must not race a renewal.
+        self._lease_guard = threading.Lock()
+        #: A configuration error that keeps this replica from ever leading (e.g. the
+        #: Lease's namespace does not exist): /readyz fails with it.
+        self.config_error: str | None = None
+        #: Open watch responses, aborted at shutdown so their threads end at once.
+        self._streams: set[Any] = set()
+        self._streams_guard = threading.Lock()
         self._stop = threading.Event()
         #: Watches block a thread each for as long as they stream; they get their own
         #: pool so that many checks (one pod watch each) never starve the default
         #: executor that status writes, actions and the lease renewal run in.
         self._watch_pool = ThreadPoolExecutor(max_workers=1024, thread_name_prefix="watch")
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._spawned: set[asyncio.Task[None]] = set()  # refusals, dropped checks
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cycles_completed = 0
         self.synced = False
@@ -208,18 +250,30 @@ class Controller:
     # -- probes --------------------------------------------------------------------
 
     def ready(self) -> tuple[bool, str]:
-        """Ready once the first ArtifactCheck list succeeded (leader or standby)."""
+        """Ready once the first ArtifactCheck list succeeded (leader or standby), unless
+        a configuration error means this replica can never lead."""
+        if self.config_error is not None:
+            return (False, f"configuration error: {self.config_error}\n")
         role = "leader" if self.is_leader else "standby"
         return (self.synced, f"{role}; synced={self.synced}; checks={len(self.checks)}\n")
 
-    def serve_health(self, *, host: str, port: int) -> HealthServer:
-        """Start /healthz, /readyz and /metrics in a thread."""
+    def may_act(self) -> bool:
+        """Whether this replica may write now: it leads, is not shutting down, and its
+        last renewal is younger than the renew deadline. Asked before every write, so
+        a leader whose renewal hangs stops writing at its deadline, not when it
+        notices."""
+        return self.is_leader and not self._stop.is_set() and time.monotonic() < self.acting_until
+
+    def serve_health(
+        self, *, host: str, port: int, probes: bool = True, metrics: bool = True
+    ) -> HealthServer:
+        """Start /healthz and /readyz (``probes``) and /metrics (``metrics``) in a thread."""
         return HealthServer(
             host=host,
             port=port,
-            live=self.heartbeat.check,
-            ready=self.ready,
-            metrics=lambda: (self.metrics.exposition(), CONTENT_TYPE),
+            live=self.heartbeat.check if probes else None,
+            ready=self.ready if probes else None,
+            metrics=(lambda: (self.metrics.exposition(), CONTENT_TYPE)) if metrics else None,
         ).start()
 
     # -- main loop -----------------------------------------------------------------
@@ -229,18 +283,57 @@ class Controller:
         self._loop = asyncio.get_running_loop()
         try:
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(self._guard("checks-watch", self._watch_checks(stop)))
-                tg.create_task(self._guard("leader", self._lead(stop)))
+                long_lived = [
+                    tg.create_task(self._guard("checks-watch", self._watch_checks(stop))),
+                    tg.create_task(self._guard("leader", self._lead(stop))),
+                ]
                 await stop.wait()
+                # Stop acting first (may_act is now False), then hand the lease over at
+                # once, then end the watches: a standby takes over within a second.
                 self._stop.set()
                 for task in list(self._tasks.values()):
                     task.cancel()
+                await self._step_down()
+                self._abort_streams()
+                for task in long_lived:
+                    task.cancel()
         finally:
             self._stop.set()
-            if self.is_leader:
-                await asyncio.to_thread(self._release_lease)
-            # Watches end at their next event or server timeout, now that stop is set.
+            await self._step_down()
+            self._abort_streams()
+            # Every task this controller spawned ends before the watch pool closes.
+            spawned = [*self._tasks.values(), *self._spawned]
+            for task in spawned:
+                task.cancel()
+            await asyncio.gather(*spawned, return_exceptions=True)
             await asyncio.to_thread(self._watch_pool.shutdown, wait=True, cancel_futures=True)
+
+    async def _step_down(self) -> None:
+        """Release the lease if held (client-go's ReleaseOnCancel), within a second."""
+        if not self.is_leader:
+            return
+        self.is_leader = False
+        self.acting_until = 0.0
+        self.metrics.leader.set(0)
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self._release_lease), timeout=1.5)
+        except TimeoutError:
+            self.log.warning("could not release the lease within 1.5s; it expires instead")
+
+    def _abort_streams(self) -> None:
+        with self._streams_guard:
+            streams = list(self._streams)
+        for response in streams:
+            kube.abort_stream(response)
+
+    def _track_stream(self, response: Any, is_open: bool) -> None:
+        with self._streams_guard:
+            if is_open:
+                self._streams.add(response)
+            else:
+                self._streams.discard(response)
+        if is_open and self._stop.is_set():
+            kube.abort_stream(response)
 
     async def _guard(self, name: str, coro: Any) -> None:
         """Run a long-lived task; log an unexpected exit instead of dying silently."""
@@ -253,44 +346,105 @@ class Controller:
             raise
 
     def _release_lease(self) -> None:
+        # A renewal in flight finishes first (or the release would lose the race to
+        # it with a 409); one that hangs is not waited for: its timeout is bounded.
+        got = self._lease_guard.acquire(timeout=0.5)
         try:
-            self.lock.release(self.settings.identity)
+            deadline = time.monotonic() + 1.0
+            for _ in range(2):  # a renewal that landed meanwhile: 409, read again
+                if self.lock.release(self.settings.identity, deadline=deadline):
+                    return
         except ArtifactCheckError as exc:
             self.log.warning("could not release the lease: %s", exc)
+        finally:
+            if got:
+                self._lease_guard.release()
+
+    def _renew(self, now: datetime, deadline: float) -> bool:
+        with self._lease_guard:
+            return self.lock.try_acquire_or_renew(
+                self.settings.identity, self.settings.lease_duration, now, deadline=deadline
+            )
+
+    def _set_leader(self, held: bool) -> None:
+        if held == self.is_leader:
+            return
+        self.log.info("%s leadership as %s", "acquired" if held else "lost", self.settings.identity)
+        self.is_leader = held
+        self.metrics.leader.set(1 if held else 0)
+        if held:
+            for state in self.checks.values():
+                self._start_check(state)
+            for refused in self.refused.values():
+                self._announce_refusal(refused)
+        else:
+            self.acting_until = 0.0
+            for key in list(self._tasks):
+                task = self._tasks.pop(key)
+                self._keep(task)
+                task.cancel()
 
     async def _lead(self, stop: asyncio.Event) -> None:
-        """Acquire or renew the Lease every renew period; start/stop acting accordingly."""
+        """Acquire or renew the Lease every renew period; start/stop acting accordingly.
+
+        client-go's rules: a leader's renewal must succeed within the renew deadline of
+        its last successful one (every request's timeout is cut to what is left);
+        past it, the leader stops acting at once and gives up leadership. A standby
+        only takes an expired lease (lease duration > renew deadline), so two
+        replicas never act at the same time.
+        """
         while not stop.is_set():
             self.heartbeat.beat()
+            started = time.monotonic()
+            deadline = self.acting_until if self.is_leader else started + self.renew_deadline
+            held = False
             try:
-                held = await asyncio.to_thread(
-                    self.lock.try_acquire_or_renew,
-                    self.settings.identity,
-                    self.settings.lease_duration,
-                    datetime.now(UTC),
+                held = await asyncio.wait_for(
+                    asyncio.to_thread(self._renew, datetime.now(UTC), deadline),
+                    timeout=max(0.0, deadline - started),
                 )
+                self._config_ok()
+            except TimeoutError:
+                self.metrics.api_errors.labels("lease").inc()
+                self.log.warning(
+                    "lease renewal did not finish within the renew deadline (%.1fs)",
+                    self.renew_deadline,
+                )
+            except kube.LeaseNamespaceMissing as exc:
+                self._config_failed("lease-namespace", str(exc))
             except ArtifactCheckError as exc:
                 self.metrics.api_errors.labels("lease").inc()
                 self.log.warning("lease renewal failed: %s", exc)
-                held = False
-            if held != self.is_leader:
-                self.log.info(
-                    "%s leadership as %s", "acquired" if held else "lost", self.settings.identity
-                )
-                self.is_leader = held
-                self.metrics.leader.set(1 if held else 0)
-                if held:
-                    for state in self.checks.values():
-                        self._start_check(state)
-                    for refused in self.refused.values():
-                        self._announce_refusal(refused)
-                else:
-                    for key in list(self._tasks):
-                        self._tasks.pop(key).cancel()
+            if stop.is_set():
+                break
+            if held:
+                self.acting_until = started + self.renew_deadline
+                self._set_leader(True)
+            elif not self.is_leader or time.monotonic() >= self.acting_until:
+                # Another holder, or no renewal within the deadline: stop acting now.
+                self._set_leader(False)
+            # A leader that failed retries at once (bounded by its deadline), as
+            # client-go retries every retry period until the deadline passes.
+            wait = self.settings.renew_period
+            if self.is_leader and not held:
+                wait = min(wait, max(0.0, self.acting_until - time.monotonic()))
             try:
-                await asyncio.wait_for(stop.wait(), timeout=self.settings.renew_period)
+                await asyncio.wait_for(stop.wait(), timeout=wait)
             except TimeoutError:
                 pass
+
+    def _config_failed(self, reason: str, message: str) -> None:
+        """A configuration error this replica cannot lead with: loud, and in /readyz."""
+        if self.config_error != message:
+            self.log.error("configuration error, this replica cannot lead: %s", message)
+        self.config_error = message
+        self.metrics.config_error.labels(reason).set(1)
+
+    def _config_ok(self) -> None:
+        if self.config_error is not None:
+            self.log.info("configuration error resolved")
+            self.config_error = None
+            self.metrics.config_error.clear()
 
     # -- ArtifactCheck watch -------------------------------------------------------
 
@@ -305,6 +459,7 @@ class Controller:
                 resource_version=rv,
                 timeout=self.settings.watch_timeout,
                 stop=self._stop,
+                opened=self._track_stream,
             ),
             on_sync=self._sync_checks,
             on_event=self._check_event,
@@ -423,9 +578,11 @@ class Controller:
             admission=admission,
             created=str(meta.get("creationTimestamp") or ""),
         )
+        state.transitions = _transitions(obj)
         if existing is not None:
             state.history = existing.history
             state.last_status = existing.last_status
+            state.transitions = existing.transitions or state.transitions
             self._drop_check(key)
         self.checks[key] = state
         if self.is_leader:
@@ -437,6 +594,7 @@ class Controller:
         self.refused.pop(key, None)
         task = self._tasks.pop(key, None)
         if task is not None:
+            self._keep(task)
             task.cancel()
         if state is not None and readmit:
             # A slot in the namespace is free: the oldest check refused for want of
@@ -459,7 +617,14 @@ class Controller:
         """Write ``Accepted=False`` and a Warning Event (only the leader writes)."""
         if not self.is_leader or self._loop is None:
             return
-        self._loop.create_task(self._guard(f"refusal {refused.key}", self._refuse(refused)))
+        self._keep(
+            self._loop.create_task(self._guard(f"refusal {refused.key}", self._refuse(refused)))
+        )
+
+    def _keep(self, task: asyncio.Task[None]) -> None:
+        """Remember a task until it ends, so shutdown can wait for it."""
+        self._spawned.add(task)
+        task.add_done_callback(self._spawned.discard)
 
     async def _refuse(self, refused: RefusedCheck) -> None:
         meta = refused.obj.get("metadata", {})
@@ -483,7 +648,11 @@ class Controller:
             "quarantined": None,
         }
         try:
+            if not self.may_act():
+                return
             await asyncio.to_thread(kube.patch_check_status, self.api, ns, name, status)
+            if not self.may_act():
+                return
             await asyncio.to_thread(
                 kube.record_check_event,
                 self.api,
@@ -520,14 +689,28 @@ class Controller:
             except ArtifactCheckError as exc:
                 clog.warning("could not read cordoned nodes: %s", exc)
 
+        # A pod is a candidate once it has an IP *and* its containers are ready: kubelet
+        # gives the IP first, and a pod checked before its server listens is only
+        # "unreachable" (then waits a full interval). Becoming ready makes it new, and
+        # new pods are checked at once.
+        watching_since = time.time()
+
+        def candidate(obj: dict[str, Any]) -> tuple[Instance | None, datetime | None]:
+            ready, since = kube.containers_ready(obj)
+            if not ready:
+                return None, None
+            return kube.pod_to_instance(obj, source=src, condition_type=condition), since
+
         def on_sync(items: list[dict[str, Any]]) -> None:
             pods = {}
+            since: dict[str, datetime | None] = {}
             for obj in items:
-                inst = kube.pod_to_instance(obj, source=src, condition_type=condition)
+                inst, ready_at = candidate(obj)
                 if inst is not None:
                     pods[inst.name] = inst
+                    since[inst.name] = ready_at
             for name in pods.keys() - state.pods.keys():
-                self._mark_new(state, name)
+                self._mark_new(state, name, since[name], watching_since)
             state.pods = pods
             state.synced = True
             state.wake.set()
@@ -535,18 +718,14 @@ class Controller:
         def on_event(kind: str, obj: dict[str, Any]) -> None:
             meta = obj.get("metadata", {})
             name = f"{meta.get('namespace')}/{meta.get('name')}"
-            inst = (
-                None
-                if kind == "DELETED"
-                else kube.pod_to_instance(obj, source=src, condition_type=condition)
-            )
+            inst, ready_at = (None, None) if kind == "DELETED" else candidate(obj)
             if inst is None:
                 state.pods.pop(name, None)
                 state.observations.pop(name, None)
                 state.ready_since.pop(name, None)
                 return
             if name not in state.pods:
-                self._mark_new(state, name)
+                self._mark_new(state, name, ready_at, watching_since)
             state.pods[name] = inst
 
         watcher = asyncio.create_task(
@@ -563,6 +742,7 @@ class Controller:
                     resource_version=rv,
                     timeout=self.settings.watch_timeout,
                     stop=self._stop,
+                    opened=self._track_stream,
                 ),
                 on_sync=on_sync,
                 on_event=on_event,
@@ -651,9 +831,22 @@ class Controller:
             await self._write_status(state, state.last_report, quarantined, log_)
         await asyncio.sleep(wait)
 
-    def _mark_new(self, state: CheckState, name: str) -> None:
+    def _mark_new(
+        self, state: CheckState, name: str, ready_at: datetime | None, watching_since: float
+    ) -> None:
+        """Check a pod that just became a candidate at the next (debounced) wake-up.
+
+        Its verdict latency is measured from when its containers became ready (the
+        ContainersReady condition's lastTransitionTime, the moment the wait begins),
+        or from now without one. Pods already ready before this check started
+        watching are not new pods: their latency is not recorded.
+        """
         state.pending.add(name)
-        state.ready_since.setdefault(name, time.monotonic())
+        wall, mono = time.time(), time.monotonic()
+        if ready_at is None:
+            state.ready_since.setdefault(name, mono)
+        elif ready_at.timestamp() >= watching_since - 1.0:  # stamps have 1s precision
+            state.ready_since.setdefault(name, mono - max(0.0, wall - ready_at.timestamp()))
         state.wake.set()
 
     async def _cycle(
@@ -763,9 +956,13 @@ class Controller:
         log_: logging.LoggerAdapter[logging.Logger],
     ) -> list[Any]:
         """Perform the decided actions; failures are logged, never crash the loop."""
-        actor = kube.KubeActor(api_client=self.api, policy=state.spec.policy, logger=log_)
+        actor = kube.KubeActor(
+            api_client=self.api, policy=state.spec.policy, logger=log_, may_write=self.may_act
+        )
         by_name = {r.instance.name: r for r in results}
-        performed = []
+        performed: list[Any] = []
+        if not self.may_act():
+            return performed
         for action in decision.actions:
             result = by_name.get(action.target)
             try:
@@ -862,21 +1059,22 @@ class Controller:
         comparable = {**body, "conditions": [dict(c) for c in conditions]}
         if state.last_status == comparable:
             return
-        previous = {c["type"]: c for c in (state.last_status or {}).get("conditions", [])}
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        transitions = dict(state.transitions)
         for c in conditions:
-            old = previous.get(c["type"])
-            c["lastTransitionTime"] = (
-                old.get("lastTransitionTime", stamp)
-                if old and old["status"] == c["status"]
-                else stamp
-            )
+            old = transitions.get(c["type"])
+            if old is None or old[0] != c["status"]:
+                transitions[c["type"]] = (c["status"], stamp)
+            c["lastTransitionTime"] = transitions[c["type"]][1]
         status = {**body, "conditions": conditions, "lastCheckTime": stamp}
+        if not self.may_act():
+            return
         try:
             await asyncio.to_thread(
                 kube.patch_check_status, self.api, state.namespace, state.name, status
             )
             state.last_status = comparable
+            state.transitions = transitions
         except ArtifactCheckError as exc:
             self.metrics.api_errors.labels("status").inc()
             log_.warning("could not write status: %s", exc)

@@ -2,6 +2,8 @@
 
 It runs in its own thread so a busy or blocked event loop is visible as a failing
 liveness probe instead of hiding it; liveness checks a heartbeat the loop updates.
+A server may serve only some of the endpoints (the others answer 404): the probe port
+and the metrics port are usually exposed to different clients (kubelet, Prometheus).
 """
 
 from __future__ import annotations
@@ -13,28 +15,32 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class HealthServer:
-    """Serves probes and metrics; ``live``/``ready`` are callables returning (ok, text)."""
+    """Serves probes and metrics; ``live``/``ready`` are callables returning (ok, text).
+
+    An endpoint whose callable is None is not served (404).
+    """
 
     def __init__(
         self,
         *,
         host: str,
         port: int,
-        live: Callable[[], tuple[bool, str]],
-        ready: Callable[[], tuple[bool, str]],
-        metrics: Callable[[], tuple[bytes, str]],
+        live: Callable[[], tuple[bool, str]] | None,
+        ready: Callable[[], tuple[bool, str]] | None,
+        metrics: Callable[[], tuple[bytes, str]] | None,
     ) -> None:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server naming
-                if self.path.startswith("/healthz"):
+                path = self.path.split("?", 1)[0].rstrip("/")
+                if path == "/healthz" and outer.live is not None:
                     ok, text = outer.live()
                     self._send(200 if ok else 503, text.encode(), "text/plain")
-                elif self.path.startswith("/readyz"):
+                elif path == "/readyz" and outer.ready is not None:
                     ok, text = outer.ready()
                     self._send(200 if ok else 503, text.encode(), "text/plain")
-                elif self.path.startswith("/metrics"):
+                elif path == "/metrics" and outer.metrics is not None:
                     body, ctype = outer.metrics()
                     self._send(200, body, ctype)
                 else:

@@ -34,6 +34,19 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, ensure_ascii=False)
 
 
+class PlainFormatter(logging.Formatter):
+    """``2026-12-01T10:15:13.123Z LEVEL logger: message``: a timestamp on every line
+    (ISO 8601, UTC, milliseconds), so plain logs can be lined up with Events and with
+    other components' logs without a log shipper adding one."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        moment = datetime.fromtimestamp(record.created, UTC)
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
 class ContextAdapter(logging.LoggerAdapter[logging.Logger]):
     """A logger that adds fixed context (check, namespace, pod) to every record."""
 

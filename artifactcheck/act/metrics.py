@@ -77,6 +77,13 @@ class Metrics:
         self.leader = Gauge(
             "artifactcheck_leader", "1 while this replica holds the leader lease.", registry=r
         )
+        self.config_error = Gauge(
+            "artifactcheck_config_error",
+            "1 while a configuration error keeps this replica from leading, by reason "
+            "(lease-namespace: the Lease's namespace does not exist).",
+            ["reason"],
+            registry=r,
+        )
         self.last_cycle = Gauge(
             "artifactcheck_last_cycle_timestamp_seconds",
             "Unix time of the last completed cycle.",
@@ -91,7 +98,8 @@ class Metrics:
         )
         self.verdict_latency = Histogram(
             "artifactcheck_new_pod_verdict_seconds",
-            "Time from a pod becoming ready to its first verdict.",
+            "Time from a pod's containers becoming ready (its ContainersReady condition's "
+            "lastTransitionTime) to its first verdict.",
             buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
             registry=r,
         )

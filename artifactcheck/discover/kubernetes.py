@@ -42,7 +42,9 @@ import json
 import logging
 import math
 import os
+import socket
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
@@ -75,8 +77,13 @@ __all__ = [
     "LEASE_NAME",
     "KubeActor",
     "LeaseLock",
+    "LeaseNamespaceMissing",
+    "NotLeader",
     "WatchExpired",
+    "abort_stream",
+    "containers_ready",
     "cordoned_by_us",
+    "default_namespace",
     "default_source",
     "discover_pods",
     "event_reason_for",
@@ -498,6 +505,49 @@ def pod_to_instance(
     )
 
 
+def containers_ready(pod: Mapping[str, Any]) -> tuple[bool, datetime | None]:
+    """Whether a pod's containers are ready, and since when (the ``ContainersReady``
+    condition's ``lastTransitionTime``, when it says so).
+
+    Kubelet gives a pod its IP before its containers are ready; until then the pod
+    refuses connections, so checking it would only say ``unreachable``. Without the
+    condition, every ``containerStatuses`` entry must be ready; a pod that reports
+    neither (not written by a kubelet) counts as ready, as before.
+    """
+    cond = _condition(pod, "ContainersReady")
+    if cond is not None and cond.get("status") is not None:
+        ready = cond.get("status") == "True"
+        return ready, (_parse_time(cond.get("lastTransitionTime")) if ready else None)
+    statuses = _obj(pod.get("status")).get("containerStatuses")
+    if isinstance(statuses, list) and statuses:
+        return all(isinstance(s, Mapping) and s.get("ready") is True for s in statuses), None
+    return True, None
+
+
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def default_namespace(
+    environ: Mapping[str, str] | None = None, sa_file: str = SERVICE_ACCOUNT_NAMESPACE
+) -> str:
+    """The namespace the controller runs in: ``POD_NAMESPACE`` (the downward API), else
+    the service account's namespace file; a ConfigError when neither says."""
+    env = os.environ if environ is None else environ
+    if env.get("POD_NAMESPACE", "").strip():
+        return env["POD_NAMESPACE"].strip()
+    try:
+        with open(sa_file, encoding="utf-8") as fh:
+            text = fh.read().strip()
+    except OSError:
+        text = ""
+    if text:
+        return text
+    raise ConfigError(
+        "no namespace for the leader Lease: give --lease-namespace, or set POD_NAMESPACE "
+        f"(the downward API), or run with a service account ({sa_file} is missing)"
+    )
+
+
 def default_source(namespace: str) -> KubernetesSource:
     """Every pod of a namespace, version from the default label: what an ArtifactCheck
     without a ``kubernetes`` section selects."""
@@ -572,6 +622,34 @@ class WatchExpired(DependencyError):
     """The watch's resourceVersion is older than the server keeps (410 Gone): relist."""
 
 
+class NotLeader(DependencyError):
+    """A write refused locally: this replica may no longer act (its lease lapsed)."""
+
+
+class LeaseNamespaceMissing(ConfigError):
+    """The Lease's namespace does not exist: a configuration error, not an outage."""
+
+
+def abort_stream(response: Any) -> None:
+    """Make a watch blocked in a read on another thread return now: shut its socket
+    down (urllib3's ``HTTPResponse.shutdown``), which a read in progress notices at
+    once, unlike ``close()``, which waits for the reader."""
+    try:
+        response.shutdown()
+        return
+    except (ValueError, AttributeError, OSError):  # no socket handle kept for it
+        pass
+    sock = getattr(getattr(response, "connection", None), "sock", None)
+    if sock is None:
+        fp = getattr(getattr(response, "_fp", None), "fp", None)
+        sock = getattr(getattr(fp, "raw", None), "_sock", None)
+    try:
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed
+        pass
+
+
 def _watch_timeout(request_timeout: Timeout, seconds: int) -> tuple[float, float]:
     """Connect as usual; wait for data a little longer than the server keeps the watch
     open, so an idle watch ends by the server's timeout, not by a read timeout."""
@@ -580,16 +658,29 @@ def _watch_timeout(request_timeout: Timeout, seconds: int) -> tuple[float, float
 
 
 def _watch(
-    what: str, send: Callable[[], Any], stop: threading.Event | None
+    what: str,
+    send: Callable[[], Any],
+    stop: threading.Event | None,
+    opened: Callable[[Any, bool], None] | None = None,
 ) -> Iterator[tuple[str, JsonObj]]:
     """Stream ``(type, object)`` watch events as JSON until the server ends the watch
-    (its ``timeoutSeconds``) or ``stop`` is set; 410 Gone raises WatchExpired."""
+    (its ``timeoutSeconds``) or ``stop`` is set; 410 Gone raises WatchExpired.
+
+    ``opened(response, True)`` is called once the stream is open and
+    ``opened(response, False)`` when it ends, so that a shutting-down caller can
+    :func:`abort_stream` it from another thread; a stream aborted while ``stop`` is
+    set ends quietly instead of as a broken connection.
+    """
     try:
         response = _call(what, send, passthrough=(410,))
     except _Status as st:
         raise WatchExpired(f"{what}: {st.message}") from st
+    if opened is not None:
+        opened(response, True)
     pending = b""
     try:
+        if stop is not None and stop.is_set():
+            return
         for chunk in response.stream(65536, decode_content=True):
             pending += chunk
             *lines, pending = pending.split(b"\n")
@@ -608,13 +699,15 @@ def _watch(
                 yield kind, obj
                 if stop is not None and stop.is_set():
                     return
-    except urllib3.exceptions.HTTPError as exc:
+    except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+        if stop is not None and stop.is_set():
+            return  # aborted on purpose, at shutdown
+        if isinstance(exc, json.JSONDecodeError):
+            raise DependencyError(f"{what}: the API server sent an invalid event: {exc}") from exc
         raise DependencyError(f"{what}: the watch connection broke: {exc}") from exc
-    except OSError as exc:
-        raise DependencyError(f"{what}: the watch connection broke: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise DependencyError(f"{what}: the API server sent an invalid event: {exc}") from exc
     finally:
+        if opened is not None:
+            opened(response, False)
         response.close()
         response.release_conn()
 
@@ -628,6 +721,7 @@ def watch_pods(
     timeout: int = 30,
     stop: threading.Event | None = None,
     request_timeout: Timeout = DEFAULT_TIMEOUT,
+    opened: Callable[[Any, bool], None] | None = None,
 ) -> Iterator[tuple[str, JsonObj]]:
     """Watch pods from ``resource_version`` (from :func:`list_pods_raw`): yields
     ``(ADDED|MODIFIED|DELETED|BOOKMARK, pod JSON)``, feed them to :func:`pod_to_instance`.
@@ -651,6 +745,7 @@ def watch_pods(
             _request_timeout=_watch_timeout(request_timeout, seconds),
         ),
         stop,
+        opened,
     )
 
 
@@ -678,9 +773,13 @@ class KubeActor:
         logger: Logger | None = None,
         request_timeout: Timeout = DEFAULT_TIMEOUT,
         clock: Callable[[], datetime] = _utcnow,
+        may_write: Callable[[], bool] | None = None,
     ) -> None:
         self.api_client = api_client
         self.policy = policy
+        #: Asked right before every write: a leader whose lease could not be renewed
+        #: in time must not write, even in the middle of an action it began.
+        self.may_write = may_write
         self.component = component
         self.controller_name = controller_name or component
         self.log: Logger = logger or _LOG
@@ -689,6 +788,10 @@ class KubeActor:
         self._core = k8s.CoreV1Api(api_client)
 
     # ---- plumbing
+
+    def _guard(self, what: str) -> None:
+        if self.may_write is not None and not self.may_write():
+            raise NotLeader(f"{what}: not sent, this replica is no longer the leader")
 
     def _dry(self, what: str) -> bool:
         if self.policy.dry_run:
@@ -711,6 +814,7 @@ class KubeActor:
         )
 
     def _patch_pod(self, ns: str, name: str, body: JsonObj, *, status: bool) -> JsonObj:
+        self._guard(f"patch pod {ns}/{name}")
         if status:
             what = f"patch pods/status {ns}/{name}"
 
@@ -840,6 +944,7 @@ class KubeActor:
 
         def create() -> bool:
             """POST the Event; False when it already exists (AlreadyExists)."""
+            self._guard(f"create event {namespace}/{name}")
             try:
                 _call(
                     f"create event {namespace}/{name}",
@@ -877,6 +982,7 @@ class KubeActor:
                 "lastTimestamp": _rfc3339(now),
                 "message": message,
             }
+            self._guard(f"patch event {namespace}/{name}")
             _call(
                 f"patch event {namespace}/{name}",
                 lambda: _read_json(
@@ -1121,6 +1227,7 @@ class KubeActor:
         )
 
     def _patch_node(self, node: str, body: JsonObj) -> JsonObj:
+        self._guard(f"patch node {node}")
         return cast(
             JsonObj,
             _call(
@@ -1385,6 +1492,18 @@ class LeaseLock:
         self.timeout = request_timeout
         self.log: Logger = logger or _LOG
         self._api = k8s.CoordinationV1Api(api_client)
+        self._deadline: float | None = None
+
+    def _timeout(self) -> Timeout:
+        """The request timeout, cut to what is left before the current deadline (a
+        renewal that cannot finish before the renew deadline is worthless)."""
+        if self._deadline is None:
+            return self.timeout
+        left = self._deadline - time.monotonic()
+        if left <= 0.01:
+            raise DependencyError(f"lease {self.namespace}/{self.name}: the renew deadline passed")
+        connect, read = self.timeout if isinstance(self.timeout, tuple) else (self.timeout,) * 2
+        return (min(connect, left), min(read, left))
 
     def get(self) -> JsonObj | None:
         """The Lease as JSON, or None when it does not exist yet."""
@@ -1398,7 +1517,7 @@ class LeaseLock:
                             self.name,
                             self.namespace,
                             _preload_content=False,
-                            _request_timeout=self.timeout,
+                            _request_timeout=self._timeout(),
                         )
                     ),
                     passthrough=(404,),
@@ -1431,13 +1550,19 @@ class LeaseLock:
                             self.namespace,
                             body,
                             _preload_content=False,
-                            _request_timeout=self.timeout,
+                            _request_timeout=self._timeout(),
                         )
                     ),
-                    passthrough=(409,),
+                    passthrough=(404, 409),
                 ),
             )
-        except _Status:
+        except _Status as st:
+            if st.status == 404:
+                raise LeaseNamespaceMissing(
+                    f"cannot create the leader Lease {self.namespace}/{self.name}: "
+                    f"namespace {self.namespace!r} does not exist (give --lease-namespace "
+                    f"the namespace the controller runs in): {st.message}"
+                ) from st
             return None
 
     def _write(self, lease: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
@@ -1453,7 +1578,7 @@ class LeaseLock:
                         body,
                         _content_type=_MERGE_PATCH,
                         _preload_content=False,
-                        _request_timeout=self.timeout,
+                        _request_timeout=self._timeout(),
                     )
                 ),
                 passthrough=(404, 409),
@@ -1463,12 +1588,27 @@ class LeaseLock:
             return False
         return True
 
-    def try_acquire_or_renew(self, identity: str, lease_duration: float, now: datetime) -> bool:
+    def try_acquire_or_renew(
+        self,
+        identity: str,
+        lease_duration: float,
+        now: datetime,
+        *,
+        deadline: float | None = None,
+    ) -> bool:
         """Become or stay the leader; False when another identity holds a valid lease.
 
-        Raises DependencyError when the API server cannot be reached: the caller must
-        then stop acting once its current lease would have expired.
+        ``deadline`` (``time.monotonic()``) bounds every request's timeouts: client-go's
+        renew deadline. Raises DependencyError when the API server cannot be reached in
+        time: the caller must then stop acting by its deadline.
         """
+        self._deadline = deadline
+        try:
+            return self._try_acquire_or_renew(identity, lease_duration, now)
+        finally:
+            self._deadline = None
+
+    def _try_acquire_or_renew(self, identity: str, lease_duration: float, now: datetime) -> bool:
         now = _aware(now)
         duration = max(1, math.ceil(lease_duration))
         lease = self.get()
@@ -1512,9 +1652,18 @@ class LeaseLock:
             )
         return True
 
-    def release(self, identity: str, now: datetime | None = None) -> bool:
+    def release(
+        self, identity: str, now: datetime | None = None, *, deadline: float | None = None
+    ) -> bool:
         """Give the lease up at shutdown, so a standby takes over at once (client-go's
         ``ReleaseOnCancel``); does nothing unless ``identity`` holds it."""
+        self._deadline = deadline
+        try:
+            return self._release(identity, now)
+        finally:
+            self._deadline = None
+
+    def _release(self, identity: str, now: datetime | None) -> bool:
         moment = _micro_time(_aware(now) if now is not None else _utcnow())
         lease = self.get()
         if lease is None:
@@ -1599,6 +1748,7 @@ def watch_checks(
     timeout: int = 30,
     stop: threading.Event | None = None,
     request_timeout: Timeout = DEFAULT_TIMEOUT,
+    opened: Callable[[Any, bool], None] | None = None,
 ) -> Iterator[tuple[str, JsonObj]]:
     """Watch ArtifactChecks from ``resource_version``, like :func:`watch_pods`."""
     api = k8s.CustomObjectsApi(api_client)
@@ -1620,7 +1770,7 @@ def watch_checks(
             )
         return api.list_cluster_custom_object(CRD_GROUP, CRD_VERSION, CRD_PLURAL, **options)
 
-    return _watch(f"watch {CRD_PLURAL}.{CRD_GROUP} {where}", send, stop)
+    return _watch(f"watch {CRD_PLURAL}.{CRD_GROUP} {where}", send, stop, opened)
 
 
 def patch_check_status(
