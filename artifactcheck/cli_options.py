@@ -84,6 +84,7 @@ FLAG_OF_FIELD: Mapping[str, str] = {
     "allow_names_only": "--allow-names-only",
     "release_image": "--release-image",
     "release_image_path": "--release-image-path",
+    "release_configmaps.selector": "--release-configmaps",
     "known_versions": "--known-version",
     "desired_version": "--desired-version",
     "manifest_path": "--manifest-path",
@@ -307,6 +308,14 @@ def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Site directory inside the release image.",
         ),
         click.option(
+            "--release-configmaps",
+            "release_configmaps",
+            cls=one,
+            metavar="SELECTOR",
+            help="Read release manifests from the ConfigMaps matching this label selector in "
+            "--namespace (one per version: label artifactcheck.io/version, key manifest.json).",
+        ),
+        click.option(
             "--known-version",
             "known_versions",
             multiple=True,
@@ -461,6 +470,7 @@ def spec_from_options(
             "allow_names_only": True if opts.get("allow_names_only") else None,
             "release_image": opts["release_image"],
             "release_image_path": opts["release_image_path"],
+            "release_configmaps.selector": opts.get("release_configmaps"),
             "known_versions": list(opts["known_versions"]),
             "desired_version": opts["desired_version"],
             "manifest_path": opts["manifest_path"],

@@ -171,17 +171,93 @@ class TemplateSource:
         """Read and parse the manifest for one version."""
         where = expand(self.template, version)
         manifest = _parse_release(await _read(where, self.fetcher), where, self.limits)
-        if manifest.version is not None and manifest.version != version:
-            raise ExpectationUnavailable(
-                f"{where}: declares version {manifest.version}, not {version}; "
-                "a release manifest is used only for the version it declares"
-            )
-        problem = names_only_problem(manifest, where)
-        if problem is not None:
-            if not self.allow_names_only:
-                raise ExpectationUnavailable(problem)
+        if _vouch(manifest, version, where, allow_names_only=self.allow_names_only):
             self.names_only = True
         return manifest
+
+
+def _vouch(manifest: Manifest, version: str, where: str, *, allow_names_only: bool) -> bool:
+    """Refuse a manifest found under ``version``'s name that cannot stand for it.
+
+    It must declare that version or none (the name it was found under is the operator's
+    choice, never the instance's), and carry content hashes unless names-only was
+    allowed explicitly. Returns True when it is a names-only manifest (allowed).
+    """
+    if manifest.version is not None and manifest.version != version:
+        raise ExpectationUnavailable(
+            f"{where}: declares version {manifest.version}, not {version}; "
+            "a release manifest is used only for the version it declares"
+        )
+    problem = names_only_problem(manifest, where)
+    if problem is None:
+        return False
+    if not allow_names_only:
+        raise ExpectationUnavailable(problem)
+    return True
+
+
+class ConfigMapReader(Protocol):
+    """Reads release-manifest ConfigMaps (injected: the Kubernetes client is discovery's).
+
+    ``release`` blocks (it may list) and returns ``(where, bytes, revision)`` or raises
+    an ArtifactCheckError; ``revision`` answers from a watched cache without a request:
+    ``""`` for no such release, None when it cannot tell.
+    """
+
+    description: str
+
+    def release(self, version: str) -> tuple[str, bytes, str]: ...
+
+    def revision(self, version: str) -> str | None: ...
+
+    def close(self, timeout: float = 0.0) -> None: ...
+
+
+class ConfigMapSource:
+    """Release manifests in ConfigMaps, one per version, under the same rules as files.
+
+    The ConfigMap's version label plays the file name's part in a template: the manifest
+    in it must declare that version or none, and must carry content hashes unless
+    names-only is allowed. A ConfigMap edited after a manifest was cached is noticed
+    (:meth:`changed`), so the next check uses the new manifest instead of the cached one.
+    """
+
+    def __init__(
+        self, reader: ConfigMapReader, *, limits: ManifestLimits, allow_names_only: bool = False
+    ) -> None:
+        self.reader = reader
+        self.limits = limits
+        self.allow_names_only = allow_names_only
+        self.names_only = False
+        self.description = reader.description
+        self._revisions: dict[str, str] = {}
+
+    async def load(self, version: str) -> Manifest:
+        """Read, parse and vouch for the manifest of the ConfigMap labelled ``version``."""
+        problem = version_problem(version)
+        if problem is not None:
+            raise ExpectationUnavailable(f"reported version {problem}")
+        try:
+            where, data, revision = await asyncio.to_thread(self.reader.release, version)
+        except ExpectationUnavailable:
+            raise
+        except ArtifactCheckError as exc:  # API server down, RBAC: no expectation, no verdict
+            raise ExpectationUnavailable(f"{self.description}: {exc}") from exc
+        manifest = _parse_release(data, where, self.limits)
+        if _vouch(manifest, version, where, allow_names_only=self.allow_names_only):
+            self.names_only = True
+        self._revisions[version] = revision
+        return manifest
+
+    def changed(self, version: str) -> bool:
+        """True when the watched ConfigMap of ``version`` is no longer the one loaded."""
+        now = self.reader.revision(version)
+        loaded = self._revisions.get(version)
+        return now is not None and loaded is not None and now != loaded
+
+    def close(self) -> None:
+        """Stop watching."""
+        self.reader.close()
 
 
 class ReleaseSet:
@@ -436,7 +512,8 @@ class Expectations:
         if cached is not None:
             self._cache.move_to_end(version)
             fresh = self.refresh_after is None or self.clock() - cached[1] < self.refresh_after
-            if fresh:
+            changed = getattr(self.source, "changed", None)
+            if fresh and not (callable(changed) and changed(version)):
                 return Expectation(version=version, manifest=cached[0])
         pending = self._inflight.get(version)
         if pending is not None:
@@ -453,6 +530,12 @@ class Expectations:
             raise
         finally:
             del self._inflight[version]
+
+    def close(self) -> None:
+        """Release what the source holds open (a ConfigMap watch); safe to call twice."""
+        close = getattr(self.source, "close", None)
+        if callable(close):
+            close()
 
     async def _load(self, version: str) -> Expectation:
         self.loads += 1
@@ -474,14 +557,24 @@ def build_expectations(
     *,
     limits: ManifestLimits,
     read_image: Callable[[str, str, str], Manifest] | None = None,
+    configmaps: ConfigMapReader | None = None,
 ) -> Expectations | None:
     """The release source configured in the spec, or None for consensus mode.
 
     Raises ConfigError for a source that cannot exist (see
     :func:`plan_release_manifests`). ``read_image(image, site_path, version)`` reads a
-    release image (blocking; run in a thread); it is injected because reading images is
-    the discovery layer's business.
+    release image (blocking; run in a thread) and ``configmaps`` reads release-manifest
+    ConfigMaps; both are injected because talking to Docker or Kubernetes is the
+    discovery layer's business.
     """
+    if spec.release_configmaps is not None:
+        if configmaps is None:
+            raise ConfigError(
+                "release_configmaps needs a Kubernetes API client to read them",
+                field="release_configmaps",
+            )
+        source = ConfigMapSource(configmaps, limits=limits, allow_names_only=spec.allow_names_only)
+        return Expectations(source, max_versions=spec.cache_versions)
     releases = plan_release_manifests(spec, fetcher=fetcher, limits=limits)
     if releases is not None:
         expectations = Expectations(releases, max_versions=spec.cache_versions)

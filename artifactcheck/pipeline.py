@@ -28,8 +28,8 @@ from .compare import (
     tls_findings,
 )
 from .decide import Decision, History, decide
-from .errors import ArtifactCheckError, ManifestError
-from .expect import Expectations
+from .errors import ArtifactCheckError, ConfigError, ManifestError
+from .expect import ConfigMapReader, Expectations
 from .fetch import Fetcher
 from .manifests import WELL_KNOWN_PATHS, algorithms_needed, parse_manifest
 from .manifests.limits import ManifestLimits, normalise_path
@@ -884,15 +884,41 @@ async def check_once(
     return report, decision
 
 
-def build_expectations(spec: CheckSpec, fetcher: Fetcher) -> Expectations | None:
+def build_expectations(
+    spec: CheckSpec,
+    fetcher: Fetcher,
+    *,
+    configmaps: ConfigMapReader | None = None,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+) -> Expectations | None:
     """The release source configured in the spec, or None for consensus mode.
 
     A release image is read from its registry over the OCI distribution API when the
     reference names a registry host (or ``release_image_source: registry``), else
-    through the local Docker engine.
+    through the local Docker engine. Release-manifest ConfigMaps are read with
+    ``configmaps`` when given (the controller passes a watched reader on its own API
+    client); otherwise, for one ``verify`` run, each load lists them once in the pods'
+    namespace through ``kubeconfig``/``context``, never another namespace.
     """
     from .expect import build_expectations as build
     from .registry import RegistryOptions, RegistryReader, default_docker_config, has_registry_host
+
+    if spec.release_configmaps is not None and configmaps is None:
+        from .discover.configmaps import ConfigMapReleases
+        from .discover.kubernetes import load_api_client
+
+        if spec.kubernetes is None:  # also refused by the settings model
+            raise ConfigError(
+                "release_configmaps reads the pods' namespace: give kubernetes",
+                field="release_configmaps",
+            )
+        configmaps = ConfigMapReleases(
+            namespace=spec.kubernetes.namespace,
+            selector=spec.release_configmaps.selector,
+            connect=lambda: load_api_client(kubeconfig, context),
+            watch=False,
+        )
 
     source = spec.release_image_source
     if source == "auto":
@@ -915,7 +941,9 @@ def build_expectations(spec: CheckSpec, fetcher: Fetcher) -> Expectations | None
             with DockerEngine() as engine:
                 return engine.manifest_from_image(image, path=site, version=version)
 
-    return build(spec, fetcher, limits=limits_of(spec), read_image=read_image)
+    return build(
+        spec, fetcher, limits=limits_of(spec), read_image=read_image, configmaps=configmaps
+    )
 
 
 async def discover_all(
@@ -979,7 +1007,7 @@ async def run_check(
     rounds = spec.policy.confirmations if containers_act else 1
     history: History | None = None
     async with Fetcher(http=spec.http, retry=spec.retry, logger=log) as fetcher:
-        expectations = build_expectations(spec, fetcher)
+        expectations = build_expectations(spec, fetcher, kubeconfig=kubeconfig, context=context)
         for round_ in range(rounds):
             report, decision = await check_once(
                 spec,

@@ -315,6 +315,28 @@ class PolicySettings(_Model):
     uncordon_on_recovery: bool = Field(False, description="Uncordon when consistent again.")
 
 
+class ReleaseConfigMaps(_Model):
+    """Release manifests kept in ConfigMaps of the check's own namespace.
+
+    One ConfigMap per release: the ``artifactcheck.io/version`` label names the version,
+    the ``manifest.json`` key (data or binaryData) holds the manifest. The namespace is
+    never configurable: a check reads only its own namespace's ConfigMaps.
+    """
+
+    selector: str = Field(
+        "artifactcheck.io/release-manifests=true",
+        description="Label selector of the release-manifest ConfigMaps in the check's namespace.",
+    )
+
+    @field_validator("selector")
+    @classmethod
+    def _selector(cls, v: str) -> str:
+        # an empty selector would take every ConfigMap of the namespace for a release
+        if not v.strip():
+            raise ValueError("must not be empty: name the release-manifest ConfigMaps by label")
+        return v
+
+
 class CheckSpec(_Model):
     """A whole check: which instances, what they should serve, and what to do."""
 
@@ -346,6 +368,11 @@ class CheckSpec(_Model):
         description="How release_image is read: 'registry' over the OCI distribution API (no "
         "Docker engine), 'docker' through the local Docker engine, 'auto' = registry when the "
         "reference names a registry host (host.name/, host:port/), else docker.",
+    )
+    release_configmaps: ReleaseConfigMaps | None = Field(
+        None,
+        description="Read release manifests from ConfigMaps (one per version, label "
+        "artifactcheck.io/version, key manifest.json) in the pods' own namespace, watched.",
     )
     registry_auth: str | None = Field(
         None,
@@ -418,6 +445,26 @@ class CheckSpec(_Model):
         if v is not None and info.data.get("release_manifest"):
             raise ValueError(
                 "cannot be combined with release_manifest: give one kind of release source"
+            )
+        return v
+
+    @field_validator("release_configmaps")
+    @classmethod
+    def _configmaps_in_own_namespace(
+        cls, v: ReleaseConfigMaps | None, info: ValidationInfo
+    ) -> ReleaseConfigMaps | None:
+        # The ConfigMaps are read in the namespace of the checked pods and nowhere else,
+        # so there must be one; and like release_image it is one kind of source only.
+        if v is None:
+            return v
+        if info.data.get("release_manifest") or info.data.get("release_image"):
+            raise ValueError(
+                "cannot be combined with release_manifest or release_image: give one kind "
+                "of release source"
+            )
+        if info.data.get("kubernetes") is None:
+            raise ValueError(
+                "reads the ConfigMaps of the checked pods' namespace: give kubernetes (--namespace)"
             )
         return v
 

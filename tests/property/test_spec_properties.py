@@ -94,6 +94,7 @@ SPECIAL: dict[tuple[str, str], st.SearchStrategy[Any]] = {
         st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=12),
     ),
     ("VersionEndpoint", "pointer"): st.just("") | NAME.map("/{}".format),
+    ("ReleaseConfigMaps", "selector"): NAME.map("{}=true".format),
     ("DockerSource", "on_mismatch"): st.sampled_from([None, "stop", "pause", "disconnect=web"]),
 }
 
@@ -157,9 +158,14 @@ def model_doc(model: type[BaseModel]) -> st.SearchStrategy[dict[str, Any]]:
 
 
 def _one_release_source(doc: dict[str, Any]) -> dict[str, Any]:
-    """Release manifests and a release image together are refused: keep one."""
+    """Release manifests and a release image together are refused: keep one. ConfigMaps
+    are read in the pods' namespace, so they come with a kubernetes source and alone."""
     if doc.get("release_manifest") and doc.get("release_image"):
         doc = {k: v for k, v in doc.items() if k != "release_image"}
+    if doc.get("release_configmaps") is not None and (
+        doc.get("release_manifest") or doc.get("release_image") or doc.get("kubernetes") is None
+    ):
+        doc = {k: v for k, v in doc.items() if k != "release_configmaps"}
     return doc
 
 

@@ -1,0 +1,315 @@
+"""The ConfigMap release source against the fake API server, from the CLI and watched.
+
+Release manifests live in ConfigMaps of the check's namespace, one per release
+(``artifactcheck.io/version`` label, ``manifest.json`` key). What must hold: ``verify``
+judges pods against them; an edited ConfigMap is seen through the watch (no relist)
+and its new manifest used; only the check's own namespace is ever asked; a manifest
+declaring another version than its label, or one without hashes, is refused; and an
+API server that cannot be asked makes the verdict ``inconclusive``, never ``mismatch``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from artifactcheck.cli import main
+from artifactcheck.discover.configmaps import ConfigMapReleases
+from artifactcheck.discover.kubernetes import discover_pods
+from artifactcheck.errors import ConfigError, DependencyError, ExpectationUnavailable
+from artifactcheck.expect import ConfigMapSource, Expectations
+from artifactcheck.manifests import native
+from artifactcheck.manifests.limits import ManifestLimits
+from artifactcheck.models import Verdict
+from artifactcheck.pipeline import run_check
+from artifactcheck.settings import load_spec
+from artifactcheck.sim.apiserver import FakeApiServer
+from artifactcheck.sim.cluster import SimCluster, wait_for
+from artifactcheck.sim.fleet import RELEASES
+
+LABEL = "artifactcheck.io/release-manifests"
+SELECTOR = f"{LABEL}=true"
+_net = itertools.count(1)
+
+
+@pytest.fixture
+def cluster() -> Iterator[SimCluster]:
+    n = next(_net)
+    with SimCluster(first_host=f"127.81.{n}.1", cdn_host=f"127.81.{200 + n}.1") as c:
+        yield c
+
+
+def manifest_json(build: str, *, declares: str) -> str:
+    return native.dump(native.build(RELEASES[build], version=declares)).decode()
+
+
+def release_cm(
+    version: str,
+    *,
+    namespace: str = "shop",
+    name: str | None = None,
+    build: str | None = None,
+    declares: str | None = None,
+    binary: bool = False,
+    body: str | None = None,
+) -> dict[str, Any]:
+    text = (
+        body if body is not None else manifest_json(build or version, declares=declares or version)
+    )
+    cm: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name or f"web-release-{version.replace('.', '-')}",
+            "namespace": namespace,
+            "labels": {LABEL: "true", "artifactcheck.io/version": version},
+        },
+    }
+    if binary:
+        cm["binaryData"] = {"manifest.json": base64.b64encode(text.encode()).decode()}
+    else:
+        cm["data"] = {"manifest.json": text}
+    return cm
+
+
+def kubeconfig(server: FakeApiServer, tmp_path: Path) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: sim\n"
+        f"clusters: [{{name: sim, cluster: {{server: '{server.url}'}}}}]\n"
+        "users: [{name: sim, user: {token: sim-token}}]\n"
+        "contexts: [{name: sim, context: {cluster: sim, user: sim}}]\n"
+    )
+    return str(path)
+
+
+def verify(cluster: SimCluster, tmp_path: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
+    result = CliRunner().invoke(
+        main,
+        [
+            "verify",
+            "--kubeconfig",
+            kubeconfig(cluster.api, tmp_path),
+            "--namespace",
+            "shop",
+            "--selector",
+            "app=web",
+            "--pod-port",
+            str(cluster.port),
+            "--release-configmaps",
+            SELECTOR,
+            "--output",
+            "json",
+            *extra,
+        ],
+    )
+    doc = json.loads(result.stdout) if result.stdout.strip().startswith("{") else {}
+    return result.exit_code, doc, result.output
+
+
+def configmap_requests(server: FakeApiServer) -> list[str]:
+    return [p for _, p in server.requests if "configmaps" in p]
+
+
+def test_verify_from_the_cli_with_release_manifests_in_configmaps(
+    cluster: SimCluster, tmp_path: Path
+) -> None:
+    for _ in range(3):
+        cluster.add_pod(gated=False)
+    bad = cluster.add_pod(serves="1.4.1", gated=False)
+    cluster.kubelet_sync()
+    cluster.api.create(release_cm("1.4.2"))
+    cluster.api.create(release_cm("1.4.1", binary=True))  # binaryData works the same
+    code, doc, output = verify(cluster, tmp_path, "--known-version", "1.4.1")
+    assert code == 1, output
+    verdicts = {r["instance"]: r for r in doc["results"]}
+    assert len(verdicts) == 4
+    odd = verdicts.pop(f"shop/{bad.name}")
+    assert odd["verdict"] == "mismatch" and "1.4.1" in odd["reason"]
+    assert {r["verdict"] for r in verdicts.values()} == {"consistent"}
+    # read-only, in the pods' namespace, by label
+    asked = configmap_requests(cluster.api)
+    assert asked and all(p.startswith("/api/v1/namespaces/shop/configmaps?") for p in asked)
+    assert all("labelSelector=" in p for p in asked)
+    assert not [m for m, p in cluster.api.requests if "configmaps" in p and m != "GET"]
+
+
+def test_another_namespaces_configmap_is_never_read(cluster: SimCluster, tmp_path: Path) -> None:
+    cluster.add_pod(gated=False)
+    cluster.kubelet_sync()
+    cluster.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+    cluster.api.create(release_cm("1.4.2", namespace="other"))
+    code, doc, output = verify(cluster, tmp_path)
+    (result,) = doc["results"]
+    assert result["verdict"] == "inconclusive", output
+    assert "labelled artifactcheck.io/version=1.4.2" in result["reason"]
+    assert "(none found)" in result["reason"]
+    asked = configmap_requests(cluster.api)
+    assert asked and not [p for p in asked if "/namespaces/shop/" not in p], asked
+    assert code != 1
+
+
+def test_a_configmap_declaring_another_version_is_refused(
+    cluster: SimCluster, tmp_path: Path
+) -> None:
+    cluster.add_pod(gated=False)
+    cluster.kubelet_sync()
+    # labelled 1.4.2, but the manifest in it is 1.4.1's and says so
+    cluster.api.create(release_cm("1.4.2", build="1.4.1", declares="1.4.1"))
+    code, doc, output = verify(cluster, tmp_path)
+    (result,) = doc["results"]
+    assert result["verdict"] == "inconclusive", output
+    assert "declares version 1.4.1, not 1.4.2" in result["reason"]
+    assert "configmap shop/web-release-1-4-2" in result["reason"]
+
+
+def test_a_hashless_manifest_is_refused_unless_names_only_is_allowed(
+    cluster: SimCluster, tmp_path: Path
+) -> None:
+    cluster.add_pod(gated=False)
+    cluster.kubelet_sync()
+    vite = (RELEASES["1.4.2"] / ".vite" / "manifest.json").read_text()
+    cluster.api.create(release_cm("1.4.2", body=vite))
+    code, doc, output = verify(cluster, tmp_path, "--manifest-format", "vite")
+    (result,) = doc["results"]
+    assert result["verdict"] == "inconclusive", output
+    assert "no content hash" in result["reason"]
+    code, doc, output = verify(cluster, tmp_path, "--manifest-format", "vite", "--allow-names-only")
+    (result,) = doc["results"]
+    assert result["verdict"] == "consistent", output
+
+
+def _reader(server: FakeApiServer, **kw: Any) -> ConfigMapReleases:
+    return ConfigMapReleases(
+        namespace="shop", selector=SELECTOR, api_client=server.api_client(), **kw
+    )
+
+
+def test_an_updated_configmap_is_seen_through_the_watch(cluster: SimCluster) -> None:
+    cluster.api.create(release_cm("1.4.2"))
+    reader = _reader(cluster.api, watch_timeout=1)
+    expectations = Expectations(ConfigMapSource(reader, limits=ManifestLimits()))
+    try:
+        first = asyncio.run(expectations.get("1.4.2"))
+        assert first.manifest is not None and first.error is None
+        assert reader.lists == 1
+        # the release is republished: same version, different bytes
+        cm = cluster.api.get("v1", "ConfigMap", "shop", "web-release-1-4-2")
+        assert cm is not None
+        cm["data"]["manifest.json"] = manifest_json("1.4.1", declares="1.4.2")
+        cluster.api.update(cm)
+        wait_for(lambda: asyncio.run(expectations.get("1.4.2")).manifest != first.manifest)
+        second = asyncio.run(expectations.get("1.4.2"))
+        assert second.manifest is not None and not second.stale
+        assert second.manifest.files != first.manifest.files
+        assert reader.lists == 1, "seen by the watch, not by listing again"
+        # unchanged since: served from the cache, no new load
+        loads = expectations.loads
+        asyncio.run(expectations.get("1.4.2"))
+        assert expectations.loads == loads
+    finally:
+        expectations.close()
+        reader.close(timeout=5)
+
+
+def test_an_expired_watch_relists(cluster: SimCluster) -> None:
+    cluster.api.create(release_cm("1.4.2"))
+    reader = _reader(cluster.api, watch_timeout=1)
+    try:
+        reader.release("1.4.2")
+        assert reader.lists == 1
+        # history moves on elsewhere and is forgotten: resuming from what the watch
+        # last saw is 410 Gone, and the reader lists again instead of going blind
+        cluster.api.create(release_cm("1.4.2", namespace="default"))
+        cluster.api.compact()
+        wait_for(lambda: reader.lists >= 2, timeout=10)
+        cluster.api.create(release_cm("1.4.1"))
+        wait_for(lambda: reader.revision("1.4.1"), timeout=5)
+        assert reader.release("1.4.1")[0] == "configmap shop/web-release-1-4-1"
+    finally:
+        reader.close(timeout=5)
+
+
+def test_api_server_down_is_inconclusive_never_mismatch(cluster: SimCluster, tmp_path) -> None:
+    cluster.add_pod(gated=False)
+    cluster.add_pod(serves="1.4.1", gated=False)
+    cluster.kubelet_sync()
+    cluster.api.create(release_cm("1.4.2"))
+    spec = load_spec(
+        {
+            "kubernetes": {"namespace": "shop", "selector": "app=web", "port": cluster.port},
+            "release_configmaps": {"selector": SELECTOR},
+        }
+    )
+    assert spec.kubernetes is not None
+    api = cluster.api.api_client()
+    try:
+        instances = discover_pods(spec.kubernetes, api_client=api)
+    finally:
+        api.close()
+    assert len(instances) == 2
+    cluster.api.stop()
+    report = asyncio.run(
+        run_check(spec, instances=instances, kubeconfig=kubeconfig(cluster.api, tmp_path))
+    )
+    verdicts = [r.verdict for r in report.results]
+    assert verdicts == [Verdict.INCONCLUSIVE, Verdict.INCONCLUSIVE], report.results
+    assert all("ConfigMaps" in (r.reason or "") for r in report.results)
+
+
+def test_a_watched_reader_whose_api_server_goes_away_asks_again() -> None:
+    server = FakeApiServer(host="127.0.0.1", port=0, namespaces=("shop",)).start()
+    api = server.api_client()
+    reader = ConfigMapReleases(namespace="shop", selector=SELECTOR, api_client=api, watch_timeout=1)
+    try:
+        server.create(release_cm("1.4.2"))
+        reader.release("1.4.2")
+        server.stop()
+        wait_for(lambda: reader.revision("1.4.2") is None, timeout=10)
+        with pytest.raises(DependencyError):
+            reader.release("1.4.2")
+    finally:
+        reader.close(timeout=5)
+        api.close()
+
+
+def test_duplicates_and_missing_keys_are_refused(cluster: SimCluster) -> None:
+    cluster.api.create(release_cm("1.4.2"))
+    cluster.api.create(release_cm("1.4.2", name="again"))
+    empty = release_cm("1.4.1")
+    empty["data"] = {"other.json": "{}"}
+    cluster.api.create(empty)
+    reader = _reader(cluster.api, watch=False)
+    try:
+        with pytest.raises(ExpectationUnavailable, match="again, web-release-1-4-2 .* all"):
+            reader.release("1.4.2")
+        with pytest.raises(ExpectationUnavailable, match="no manifest.json key"):
+            reader.release("1.4.1")
+    finally:
+        reader.close()
+
+
+def test_the_spec_reads_only_its_own_namespace() -> None:
+    with pytest.raises(ConfigError, match="give kubernetes"):
+        load_spec({"targets": [{"url": "http://a/"}], "release_configmaps": {}})
+    with pytest.raises(ConfigError, match="one kind of release source"):
+        load_spec(
+            {
+                "kubernetes": {"namespace": "shop"},
+                "release_manifest": "r/{version}.json",
+                "release_configmaps": {},
+            }
+        )
+    with pytest.raises(ConfigError, match="must not be empty"):
+        load_spec({"kubernetes": {"namespace": "shop"}, "release_configmaps": {"selector": " "}})
+    spec = load_spec({"kubernetes": {"namespace": "shop"}, "release_configmaps": {}})
+    assert spec.release_configmaps is not None
+    assert spec.release_configmaps.selector == SELECTOR
