@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+# One private Docker engine per session, whichever suites need it (tests/docker,
+# tests/image, tests/registry): a plugin module, so its session fixtures exist once.
+pytest_plugins = ("docker_engine",)
+
 _LEAKY_ENV = (
     "HTTP_PROXY",
     "HTTPS_PROXY",

@@ -1,6 +1,6 @@
 """The controller image: base images made here, the project's Dockerfile, a real engine.
 
-The engine is the Docker suite's (``tests/docker/conftest.py``: ``DOCKER_HOST`` when it
+The engine is the Docker suite's (``tests/docker_engine.py``: ``DOCKER_HOST`` when it
 answers, else a private dockerd on its own socket, data root, exec root and pidfile,
 stopped and cleaned up at the end of the session); its fixtures are reused here, not
 copied. The image is built with the ``docker`` CLI because only the CLI speaks
@@ -42,13 +42,11 @@ def _load(name: str, path: Path) -> ModuleType:
     return module
 
 
-_docker = _load("artifactcheck_tests_docker_conftest", HERE.parent / "docker" / "conftest.py")
+import docker_engine as _docker  # noqa: E402 - the session plugin (tests/conftest.py)
+
 baseimage = _load("artifactcheck_tests_baseimage", HERE / "baseimage.py")
 
-# The Docker suite's engine fixtures and its terminal-summary notes, reused as they are.
-docker_daemon = _docker.docker_daemon
-docker_client = _docker.docker_client
-pytest_terminal_summary = _docker.pytest_terminal_summary
+# The session's Docker engine (docker_daemon, docker_client) comes from the plugin.
 RUN_ID: str = _docker.RUN_ID
 TEST_LABEL: str = _docker.TEST_LABEL
 NOTES: list[str] = _docker._NOTES

@@ -7,7 +7,7 @@ the packaged systemd service. It is stopped by its PID at the end of the session
 
 Images get into it two ways:
 
-* ``docker push`` from the Docker suite's engine (``tests/docker/conftest.py``, reused
+* ``docker push`` from the Docker suite's engine (``tests/docker_engine.py``, reused
   here, not copied): dockerd treats 127.0.0.0/8 as an insecure registry by default, so
   a tag ``127.0.0.1:PORT/web:1.0.0`` pushes over plain HTTP;
 * :func:`push_image`, the distribution API's monolithic upload by hand, for layers no
@@ -68,14 +68,9 @@ def _load(name: str, path: Path) -> ModuleType:
     return module
 
 
-_docker = _load("artifactcheck_tests_docker_conftest", HERE.parent / "docker" / "conftest.py")
+import docker_engine as _docker  # noqa: E402 - the session plugin (tests/conftest.py)
 
-# The Docker suite's engine fixtures and notes, reused as they are.
-docker_daemon = _docker.docker_daemon
-docker_client = _docker.docker_client
-docker_engine = _docker.docker_engine
-site_dir = _docker.site_dir
-pytest_terminal_summary = _docker.pytest_terminal_summary
+# The session's Docker engine (docker_daemon, docker_client) comes from the plugin.
 RUN_ID: str = _docker.RUN_ID
 TEST_LABEL: str = _docker.TEST_LABEL
 NOTES: list[str] = _docker._NOTES

@@ -48,7 +48,7 @@ from artifactcheck.errors import DependencyError
 from artifactcheck.settings import DockerSource
 
 HERE = Path(__file__).resolve().parent
-FIXTURES = HERE.parent / "fixtures"
+FIXTURES = HERE / "fixtures"
 #: The build served by the test images; one constant so it can be switched.
 SITE_FIXTURE = FIXTURES / "builds" / "vite-r1"
 HTML_ROOT = "/usr/share/nginx/html"
