@@ -59,6 +59,7 @@ DEFAULT_CDN_EXCLUDE: tuple[str, ...] = ("*.html", "*.htm")
 #: Observation error kinds that mean "it answered, but could not be judged".
 INCONCLUSIVE_ERROR_KINDS = frozenset({"status", "check-failed"})
 SAMPLED_OUT = "sampled out"
+NAMES_ONLY_NOTE = "file names only"
 FALLBACK = "answers with index.html (the fallback page)"
 
 
@@ -454,9 +455,6 @@ def _against_cdn(
     """
     check = _CdnCheck()
     name = obs.instance.name
-    cdn_pages = pages | frozenset(
-        f.sha256 for p, f in cdn.assets.items() if _page_path(p) and f.ok and f.sha256
-    )
     served = sorted(p for p, f in obs.assets.items() if f.ok and p not in obs.on_cdn)
     required = cdn_paths(served, cdn.include, cdn.exclude)
     if cdn.error is not None:
@@ -477,7 +475,7 @@ def _against_cdn(
                 want=entry.hashes.get("sha256") if entry is not None else None,
                 version=version,
                 served=obs.assets[path].sha256,
-                pages=cdn_pages,
+                pages=pages,
             )
     return check
 
@@ -784,7 +782,7 @@ def _claim(case: _Case) -> str:
     """What a clean result may claim, never more than was compared."""
     cov = case.coverage
     assert cov is not None  # judged against a release: every file is accounted for
-    names = " (file names only: the release source has no hashes; bytes not verified)"
+    names = f" ({NAMES_ONLY_NOTE}: the release source has no hashes; bytes not verified)"
     suffix = names if case.names_only else ""
     if cov.complete:
         if case.names_only:
@@ -1006,11 +1004,9 @@ def _judge_cdn(case: _Case, cdn: CdnView | None) -> None:
     if cdn is None and not case.obs.on_cdn:
         return
     pages = _pages(case.obs, case.release)
-    if cdn is not None:
+    if cdn is not None:  # the CDN's own entry page is what its fallback answers with
+        pages |= {f.sha256 for p, f in cdn.assets.items() if _page_path(p) and f.ok and f.sha256}
         check = _against_cdn(case.obs, cdn, case.release, case.version, pages)
-        pages |= frozenset(
-            f.sha256 for p, f in cdn.assets.items() if _page_path(p) and f.ok and f.sha256
-        )
     else:
         check = _CdnCheck()
     located = _located_on_cdn(case.obs, check, case.release, case.version, pages)
@@ -1093,6 +1089,8 @@ def judge_instance(
     _judge_cdn(case, cdn)
     _judge_coverage(case)
     verdict, reason = _verdict(case)
+    if case.names_only and NAMES_ONLY_NOTE not in reason:  # every result says so
+        reason += f" ({NAMES_ONLY_NOTE})"
     return InstanceResult(
         instance=obs.instance,
         verdict=verdict,

@@ -746,6 +746,15 @@ def test_judge_instance(
     if "serves release" in result.reason:  # the claim is made only on complete evidence
         assert result.coverage is not None and result.coverage.complete
         assert K.NAMES_ONLY not in kinds
+    assert ("file names only" in result.reason) is (K.NAMES_ONLY in kinds)
+    # every finding is about this instance, says something, and has a severity
+    for f in result.findings:
+        assert f.instance == "i1" and isinstance(f.message, str) and f.message, f
+        assert isinstance(f.severity, Severity), f
+    assert result.observation is not None and result.reported_version == kw.get("version", "1.0")
+    assert result.serves_version is None or result.verdict is Verdict.MISMATCH
+    if result.observation.assets:
+        assert result.fingerprint is not None
 
 
 @pytest.mark.parametrize(
@@ -1583,3 +1592,219 @@ def test_compare_fleet_passes_everything_through() -> None:
 def test_compare_fleet_unloaded_version_reason() -> None:
     (r,) = compare_fleet([obs("a", "3.0", serving(CLEAN))], expectations={"1.0": E1})
     assert r.reason == "no expected release for 3.0: not loaded"
+
+
+@pytest.mark.parametrize(
+    ("assets", "kw", "kind", "path", "expected", "actual"),
+    [
+        pytest.param(
+            with_(CLEAN, a=fetched("assets/a.js", status=404)),
+            {},
+            K.FILE_MISSING,
+            "assets/a.js",
+            A1,
+            "answers 404",
+            id="missing",
+        ),
+        pytest.param(
+            with_(CLEAN, a=fetched("assets/a.js", IDX1)),
+            {},
+            K.FALLBACK_PAGE,
+            "assets/a.js",
+            A1,
+            "answers with index.html (the fallback page)",
+            id="fallback",
+        ),
+        pytest.param(
+            with_(CLEAN, x=fetched("assets/0.js", A2)),
+            {},
+            K.FILE_UNEXPECTED,
+            "assets/0.js",
+            None,
+            A2,
+            id="unexpected",
+        ),
+        pytest.param(
+            serving(CLEAN),
+            {"version": "1.0/x"},
+            K.INVALID_VERSION,
+            None,
+            None,
+            "1.0/x",
+            id="invalid-version",
+        ),
+        pytest.param(
+            serving(CLEAN),
+            {"manifest_fetch": fetched("artifactcheck.json", status=410)},
+            K.MANIFEST_MISSING,
+            "artifactcheck.json",
+            None,
+            "410",
+            id="manifest-gone",
+        ),
+        pytest.param(
+            serving(CLEAN),
+            {"manifest_error": "nothing at any name", "manifest_path": ""},
+            K.MANIFEST_MISSING,
+            None,
+            None,
+            None,
+            id="manifest-nowhere",
+        ),
+        pytest.param(
+            serving(CLEAN),
+            {"desired": "2.0"},
+            K.DRIFT,
+            None,
+            "2.0",
+            "1.0",
+            id="drift",
+        ),
+    ],
+)
+def test_findings_carry_their_evidence(
+    assets: dict[str, Fetched],
+    kw: dict[str, Any],
+    kind: FindingKind,
+    path: str | None,
+    expected: str | None,
+    actual: str | None,
+) -> None:
+    r = judge(assets, **kw)
+    (f,) = [f for f in r.findings if f.kind is kind]
+    assert (f.instance, f.path, f.expected, f.actual) == ("i1", path, expected, actual)
+
+
+def test_manifest_missing_messages() -> None:
+    gone = judge(serving(CLEAN), manifest_fetch=fetched("artifactcheck.json", status=404))
+    (f,) = [f for f in gone.findings if f.kind is K.MANIFEST_MISSING]
+    assert (
+        f.message
+        == "served manifest artifactcheck.json answers 404: judged by the release's file list"
+    )
+    assert f.severity is Severity.WARNING
+    nowhere = judge(serving(CLEAN), manifest_error="tried 4 names", manifest_path="")
+    (g,) = [f for f in nowhere.findings if f.kind is K.MANIFEST_MISSING]
+    assert g.message == (
+        "served manifest (any well-known name) was not found: judged by the release's file "
+        "list (tried 4 names)"
+    )
+
+
+def test_not_compared_names_the_first_file_and_reason() -> None:
+    r = judge(serving({"index.html": IDX1}))
+    (f,) = [f for f in r.findings if f.kind is K.NOT_COMPARED]
+    assert f.path == "assets/a.js"
+    assert (
+        f.message
+        == "2 file(s) of release 1.0 not compared: assets/a.js, assets/b.css (not fetched)"
+    )
+
+
+def test_a_release_sharing_bytes_is_still_named() -> None:
+    """Files whose bytes both releases hold count for the other release too."""
+    r21 = release("2.1", {"index.html": IDX1, "assets/a.js": A2, "assets/b.css": B1})
+    r = judge(serving(MIX), index=HashIndex({"1.0": R1, "2.1": r21}))
+    assert r.serves_version == "2.1"
+    assert r.reason == "reports 1.0 but serves 2.1's content: assets/a.js"
+
+
+def test_a_404_outside_release_and_served_manifest_is_no_finding() -> None:
+    r = judge({**serving(CLEAN), "robots.txt": fetched("robots.txt", status=404)})
+    assert r.verdict is Verdict.CONSISTENT and r.findings == ()
+
+
+def test_every_unexpected_and_differing_file_is_found() -> None:
+    r = judge(with_(CLEAN, x=fetched("assets/0.js", A1), a=fetched("assets/a.js", A2)))
+    assert {(f.kind, f.path) for f in r.findings} == {
+        (K.FILE_UNEXPECTED, "assets/0.js"),
+        (K.CONTENT_DIFFERS, "assets/a.js"),
+    }
+
+
+def test_same_size_only_when_sizes_are_equal() -> None:
+    other_size = replace(fetched("assets/a.js", A2), size=11)
+    r = judge(with_(CLEAN, a=other_size))
+    (f,) = r.findings
+    assert f.message == "assets/a.js differs from release 1.0"
+    unknown = judge(
+        serving(CLEAN) | {"assets/a.js": fetched("assets/a.js", A2)},
+        expectation=Expectation(
+            "1.0",
+            replace(
+                R1,
+                files={
+                    **R1.files,
+                    "assets/a.js": ManifestEntry("assets/a.js", hashes={"sha256": A1}),
+                },
+            ),
+        ),
+    )
+    assert unknown.findings[0].message == "assets/a.js differs from release 1.0"
+
+
+def test_listed_release_files_not_fetched_are_not_unexpected() -> None:
+    served = Manifest("vite", {p: ManifestEntry(p) for p in CLEAN})
+    r = judge(serving({"index.html": IDX1}), manifest=served, sampled=True)
+    assert r.verdict is Verdict.CONSISTENT
+    assert K.FILE_UNEXPECTED not in {f.kind for f in r.findings}
+
+
+def test_consensus_drift_claims_no_release() -> None:
+    fleet = [obs("a", "1.0", serving(CLEAN)), obs("b", "1.0", serving(CLEAN))]
+    results = compare_fleet(fleet, expectations=None, desired_version="2.0")
+    assert results[0].verdict is Verdict.DRIFT
+    assert results[0].reason == "consistent with 1.0, desired is 2.0"
+
+
+def test_consensus_tie_reason_names_the_files() -> None:
+    fleet = [obs("a", "1.0", serving(CLEAN)), obs("b", "1.0", serving(OLD))]
+    r = compare_fleet(fleet, expectations=None)[0]
+    assert r.reason == ("siblings disagree with no majority: assets/a.js, assets/b.css, index.html")
+
+
+@pytest.mark.parametrize(
+    ("days_left", "kind", "severity", "word"),
+    [
+        pytest.param(30.0, None, None, None, id="far"),
+        pytest.param(14.0, None, None, None, id="at-the-warning-line"),
+        pytest.param(13.9, K.TLS_EXPIRING, Severity.WARNING, "expires", id="soon"),
+        pytest.param(0.0, K.TLS_EXPIRING, Severity.ERROR, "expired", id="now"),
+        pytest.param(-1.0, K.TLS_EXPIRING, Severity.ERROR, "expired", id="past"),
+    ],
+)
+def test_tls_findings(
+    days_left: float, kind: FindingKind | None, severity: Severity | None, word: str | None
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from artifactcheck.compare import tls_findings
+    from artifactcheck.models import CertInfo
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    cert = CertInfo("x:443", "CN=x", "CN=ca", now + timedelta(days=days_left))
+    found = tls_findings(cert, now=now, warn_days=14.0, instance="x")
+    if kind is None:
+        assert found == []
+        return
+    (f,) = found
+    assert (f.kind, f.severity, f.instance, f.actual) == (
+        kind,
+        severity,
+        "x",
+        cert.not_after.isoformat(),
+    )
+    assert f.message == f"certificate of x:443 (CN=x) {word} {cert.not_after:%Y-%m-%d %H:%M} UTC"
+
+
+def test_judge_instance_default_tls_warning_is_fourteen_days() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from artifactcheck.models import CertInfo
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    cert = CertInfo("x:443", "CN=x", "CN=ca", now + timedelta(days=14, hours=12))
+    o = obs("i1", "1.0", serving(CLEAN), tls=cert)
+    assert judge_instance(o, expectation=E1, index=INDEX, now=now).findings == ()
+    (drift,) = compare_fleet([o], expectations={"1.0": E1}, now=now, desired_version="2.0")
+    assert K.TLS_EXPIRING not in {f.kind for f in drift.findings}
