@@ -610,3 +610,152 @@ def test_rate_limit_hold_names_the_instance() -> None:
         Severity.WARNING,
         "rate limit reached: flag of pod-1 postponed",
     )
+
+
+# ------------------------------------------------------------- counts within a cycle
+
+ONE = PolicySettings(mode="quarantine", confirmations=1)
+
+
+def one_cycle(results: list[InstanceResult], policy: PolicySettings = ONE, **kw: Any) -> Decision:
+    return decide(results, policy=policy, history=kw.pop("history", History()), now=1, **kw)
+
+
+def quarantined(d: Decision) -> list[str]:
+    return [a.target for a in d.actions if a.kind is ActionKind.QUARANTINE]
+
+
+def test_cap_counts_quarantines_of_the_same_cycle() -> None:
+    d = one_cycle([result(pod(f"pod-{n}", gate="True"), M if n < 3 else C) for n in range(10)])
+    assert quarantined(d) == ["pod-0", "pod-1"]  # 25% of 10
+    (held,) = [f for f in d.findings if f.kind is FindingKind.ACTION_HELD]
+    assert (held.instance, held.severity) == ("pod-2", Severity.WARNING)
+    assert (
+        held.message
+        == "pod-2 not quarantined: shop/web-rs already has 2 of 10 quarantined (cap 25%)"
+    )
+
+
+def test_cap_counts_quarantines_already_in_place() -> None:
+    fleet_ = [result(pod(f"pod-{n}", gate="True"), M if n < 3 else C) for n in range(8)]
+    fleet_[0] = result(pod("pod-0", quarantined=True), M)
+    d = one_cycle(fleet_)
+    assert quarantined(d) == ["pod-1"]  # 25% of 8 = 2, one already out
+
+
+@pytest.mark.parametrize(
+    ("ready", "bad", "min_ready", "expected"),
+    [
+        pytest.param([True] * 4, 2, 2, ["pod-0", "pod-1"], id="floor-reached-exactly"),
+        pytest.param([True] * 4, 3, 2, ["pod-0", "pod-1"], id="floor-holds-the-third"),
+        pytest.param([True, False, False, False], 1, 1, [], id="not-ready-pods-do-not-count"),
+        pytest.param([False, True, True, False], 1, 2, ["pod-0"], id="a-pod-not-serving-can-go"),
+    ],
+)
+def test_ready_floor_within_a_cycle(
+    ready: list[bool], bad: int, min_ready: int, expected: list[str]
+) -> None:
+    policy = PolicySettings(
+        mode="quarantine",
+        confirmations=1,
+        max_quarantine_fraction=1.0,
+        majority_threshold=1.0,
+        min_ready=min_ready,
+    )
+    fleet_ = [
+        result(replace(pod(f"pod-{n}", gate="True"), ready=ok), M if n < bad else C)
+        for n, ok in enumerate(ready)
+    ]
+    d = one_cycle(fleet_, policy)
+    assert quarantined(d) == expected
+    for f in d.findings:
+        assert f.instance is not None and f.severity is Severity.WARNING
+
+
+def test_not_gated_finding_names_the_pod() -> None:
+    bare = replace(pod(gate="True"), has_readiness_gate=False)
+    d = one_cycle([result(bare, M), *[result(pod(f"p{n}", gate="True"), C) for n in range(7)]])
+    (f,) = [f for f in d.findings if f.kind is FindingKind.NOT_GATED]
+    assert (f.instance, f.severity) == ("pod-0", Severity.WARNING)
+    assert "pod-0 has no readiness gate artifactcheck.io/content-verified" in f.message
+
+
+def test_suspect_expectation_is_an_alert_per_workload() -> None:
+    web = [result(pod(f"web-{n}", gate="True"), M) for n in range(2)]
+    api = [result(pod(f"api-{n}", gate="True", owner="api-rs"), C) for n in range(6)]
+    d = one_cycle(web + api, PolicySettings(mode="flag", confirmations=1, majority_threshold=0.5))
+    (alert,) = [f for f in d.findings if f.kind is FindingKind.SUSPECT_EXPECTATION]
+    assert alert.severity is Severity.ALERT
+    assert alert.message.startswith("2 of 2 instances of shop/web-rs disagree")
+    assert not [a for a in d.actions if a.kind is ActionKind.FLAG]  # nobody acted on
+
+
+def test_workloads_are_per_namespace() -> None:
+    other_ns = [result(replace(pod(f"o-{n}", gate="True"), namespace="other"), C) for n in range(6)]
+    shop = [result(pod(f"s-{n}", gate="True"), M) for n in range(2)]
+    d = one_cycle(
+        shop + other_ns, PolicySettings(mode="flag", confirmations=1, majority_threshold=0.5)
+    )
+    assert any(f.kind is FindingKind.SUSPECT_EXPECTATION for f in d.findings)
+
+
+def test_pods_without_owner_form_one_fleet() -> None:
+    loose = [
+        result(replace(pod(f"p-{n}", gate="True"), owner=None), M if n == 0 else C)
+        for n in range(8)
+    ]
+    d = one_cycle(loose, PolicySettings(mode="flag", confirmations=1, majority_threshold=0.5))
+    assert [a.target for a in d.actions if a.kind is ActionKind.FLAG] == ["p-0"]
+
+
+@pytest.mark.parametrize(
+    ("policy", "verified", "unflagged", "still_flagged"),
+    [
+        pytest.param(PolicySettings(mode="flag"), True, True, False, id="unflagged"),
+        pytest.param(PolicySettings(mode="flag", dry_run=True), True, True, True, id="dry-run"),
+        pytest.param(PolicySettings(mode="report"), True, False, True, id="report"),
+        pytest.param(PolicySettings(mode="flag"), False, False, True, id="unverified"),
+    ],
+)
+def test_unflag_state(
+    policy: PolicySettings, verified: bool, unflagged: bool, still_flagged: bool
+) -> None:
+    flagged = replace(pod(gate="True"), annotations={"artifactcheck.io/verdict": "mismatch"})
+    d = one_cycle([result(flagged, C, verified=verified)], policy)
+    acts = [a for a in d.actions if a.kind is ActionKind.UNFLAG]
+    assert bool(acts) is unflagged
+    if acts:
+        assert acts[0].reason == "consistent again"
+    assert d.history.instances["pod-0"].flagged is still_flagged
+
+
+def test_flag_reason_is_the_verdict_reason() -> None:
+    d = one_cycle(
+        [result(pod(gate="True"), M), *[result(pod(f"p{n}", gate="True"), C) for n in range(7)]]
+    )
+    (flag,) = [a for a in d.actions if a.kind is ActionKind.FLAG]
+    assert flag.reason == "judged mismatch"
+    assert d.history.instances["pod-0"].last is M and d.history.instances["p0"].last is C
+
+
+@pytest.mark.parametrize(
+    ("gate", "notes", "quarantined", "flagged", "streak"),
+    [
+        pytest.param("False", {"artifactcheck.io/quarantined": "true"}, True, False, 0, id="ours"),
+        pytest.param("False", {"artifactcheck.io/quarantined": "True"}, True, False, 0, id="True"),
+        pytest.param("False", {}, False, False, 0, id="gate-closed-by-someone-else"),
+        pytest.param("True", {"artifactcheck.io/quarantined": "true"}, False, False, 0, id="open"),
+        pytest.param("True", {"artifactcheck.io/verdict": "drift"}, False, True, 0, id="flagged"),
+        pytest.param("True", {"artifactcheck.io/streak": "2"}, False, False, 2, id="streak"),
+        pytest.param("True", {"artifactcheck.io/streak": "x"}, False, False, 0, id="bad-streak"),
+    ],
+)
+def test_recover_state(
+    gate: str, notes: dict[str, str], quarantined: bool, flagged: bool, streak: int
+) -> None:
+    from artifactcheck.decide import InstanceState, recover_state
+
+    inst = replace(pod(), gate_status=gate, annotations=notes)
+    assert recover_state(result(inst, C)) == InstanceState(
+        streak=streak, quarantined=quarantined, flagged=flagged
+    )
