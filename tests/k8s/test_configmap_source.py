@@ -313,3 +313,46 @@ def test_the_spec_reads_only_its_own_namespace() -> None:
     spec = load_spec({"kubernetes": {"namespace": "shop"}, "release_configmaps": {}})
     assert spec.release_configmaps is not None
     assert spec.release_configmaps.selector == SELECTOR
+
+
+def test_the_example_check_verifies_the_example_release(
+    cluster: SimCluster, tmp_path: Path
+) -> None:
+    """k8s/example-artifactcheck.yaml against k8s/example-web-deployment.yaml's release
+    ConfigMap: pods serving that build are consistent, one serving 1.4.1's bytes is not."""
+    import yaml
+
+    k8s_dir = Path(__file__).resolve().parents[2] / "k8s"
+    workload = list(yaml.safe_load_all((k8s_dir / "example-web-deployment.yaml").read_text()))
+    (release,) = [
+        d
+        for d in workload
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("web-release-")
+    ]
+    cluster.api.create(release)
+    (check,) = yaml.safe_load_all((k8s_dir / "example-artifactcheck.yaml").read_text())
+    spec = check["spec"]
+    spec["kubernetes"]["port"] = cluster.port
+    config = tmp_path / "check.yaml"
+    config.write_text(yaml.safe_dump(spec))
+    labels = {"app.kubernetes.io/name": "web"}
+    for _ in range(3):
+        cluster.add_pod(gated=False, labels=labels)
+    bad = cluster.add_pod(serves="1.4.1", gated=False, labels=labels)
+    cluster.kubelet_sync()
+    result = CliRunner().invoke(
+        main,
+        [
+            "verify",
+            "--kubeconfig",
+            kubeconfig(cluster.api, tmp_path),
+            "-c",
+            str(config),
+            "--output",
+            "json",
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    verdicts = {r["instance"]: r["verdict"] for r in json.loads(result.stdout)["results"]}
+    assert verdicts.pop(f"shop/{bad.name}") == "mismatch"
+    assert sorted(verdicts.values()) == ["consistent"] * 3

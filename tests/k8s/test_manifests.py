@@ -497,8 +497,10 @@ def test_example_artifactcheck_is_a_checkspec() -> None:
     assert spec.kubernetes is not None
     assert spec.kubernetes.namespace == _example()["metadata"]["namespace"] == "shop"
     assert spec.kubernetes.selector
-    assert spec.release_manifest and "{version}" in spec.release_manifest[0]
-    assert spec.cdn
+    # no release server, no CDN: the example works on any cluster
+    assert spec.release_configmaps is not None
+    assert not spec.release_manifest and spec.release_image is None
+    assert spec.cdn is None
     assert spec.policy.mode == "quarantine"
     assert spec.policy.confirmations == 2
 
@@ -517,6 +519,108 @@ def test_example_selects_the_example_web_pods() -> None:
     assert spec.kubernetes.version_label in labels
     gates = [g["conditionType"] for g in template["spec"].get("readinessGates", [])]
     assert gates == [spec.policy.condition_type] == ["artifactcheck.io/content-verified"]
+
+
+# ------------------------------------------------- the example workload serves a build
+
+
+EXAMPLE_GENERATOR = K8S / "examples" / "generate.py"
+
+
+def _example_objects() -> dict[tuple[str, str], dict[str, Any]]:
+    return {(d.kind, d.name): d.body for d in _docs(file="example-web-deployment.yaml")}
+
+
+def test_example_web_deployment_is_what_the_generator_writes() -> None:
+    """The example's 140 kB of build is never hand-edited: it is regenerated, and a
+    committed file that differs (stale build, hand edit) fails here."""
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLE_GENERATOR), "--stdout"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    committed = (K8S / "example-web-deployment.yaml").read_text(encoding="utf-8")
+    assert committed == out, (
+        "k8s/example-web-deployment.yaml is out of date: run "
+        "`python k8s/examples/generate.py` and commit it"
+    )
+
+
+def _served_files() -> dict[str, bytes]:
+    """What nginx serves from the example: the site ConfigMap through the volume items."""
+    import base64
+
+    objects = _example_objects()
+    pod = objects[("Deployment", "web")]["spec"]["template"]["spec"]
+    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "site"]
+    assert mount["mountPath"] == "/usr/share/nginx/html"
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "site"]
+    site = objects[("ConfigMap", volume["configMap"]["name"])]
+    by_key = {k: v.encode("utf-8") for k, v in (site.get("data") or {}).items()}
+    by_key |= {k: base64.b64decode(v) for k, v in (site.get("binaryData") or {}).items()}
+    items = volume["configMap"]["items"]
+    assert sorted(i["key"] for i in items) == sorted(by_key), "every key mounted, once"
+    for key in by_key:
+        assert re.fullmatch(r"[-._a-zA-Z0-9]+", key), f"{key!r} is no ConfigMap key"
+    return {i["path"]: by_key[i["key"]] for i in items}
+
+
+def test_example_serves_the_demo_build_byte_for_byte() -> None:
+    build = PACKAGE / "sim" / "builds" / "vite-r2"
+    files = {
+        p.relative_to(build).as_posix(): p.read_bytes() for p in build.rglob("*") if p.is_file()
+    }
+    served = _served_files()
+    assert sorted(served) == sorted(files)
+    for path, data in files.items():
+        assert served[path] == data, f"{path}: the ConfigMap does not hold the built bytes"
+
+
+def test_example_release_manifest_vouches_for_what_is_served() -> None:
+    """The release ConfigMap is for the version the pods report, hashes every served
+    file, and is what the example check's release_configmaps selector finds."""
+    import hashlib
+
+    from artifactcheck.manifests import parse_manifest
+    from artifactcheck.manifests.limits import ManifestLimits
+
+    objects = _example_objects()
+    releases = [
+        body
+        for (kind, _), body in objects.items()
+        if kind == "ConfigMap"
+        and body["metadata"]["labels"].get("artifactcheck.io/release-manifests") == "true"
+    ]
+    (release,) = releases
+    labels = release["metadata"]["labels"]
+    template = objects[("Deployment", "web")]["spec"]["template"]
+    version = template["metadata"]["labels"]["app.kubernetes.io/version"]
+    assert labels["artifactcheck.io/version"] == version == "1.4.2"
+    manifest = parse_manifest(
+        release["data"]["manifest.json"].encode(), limits=ManifestLimits(), source="example"
+    )
+    assert manifest.version == version
+    served = _served_files()
+    assert sorted(manifest.files) == sorted(served)
+    for path, entry in manifest.files.items():
+        assert entry.hashes.get("sha256") == hashlib.sha256(served[path]).hexdigest(), path
+    # the check selects this ConfigMap (and its pods), in its own namespace
+    spec = load_spec(_example()["spec"])
+    assert spec.release_configmaps is not None and spec.kubernetes is not None
+    assert release["metadata"]["namespace"] == spec.kubernetes.namespace
+    for term in spec.release_configmaps.selector.split(","):
+        key, _, value = term.partition("=")
+        assert labels.get(key) == value, f"release selector term {term!r} misses it"
+    # nginx answers /version with the version the label reports
+    conf_name = next(
+        v["configMap"]["name"] for v in template["spec"]["volumes"] if v["name"] == "nginx-conf"
+    )
+    conf = objects[("ConfigMap", conf_name)]["data"]["default.conf"]
+    assert "location = /version" in conf and f'{{"version": "{version}"}}' in conf
+    assert spec.version_endpoint is not None and spec.version_endpoint.path == "/version"
 
 
 def _controller_fields(dumped: dict[str, Any]) -> dict[str, Any]:
