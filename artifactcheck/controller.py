@@ -38,7 +38,17 @@ from .egress import AddressRules, EgressPolicy, api_server_addresses, own_addres
 from .errors import ArtifactCheckError, ConfigError, ExpectationUnavailable
 from .expect import CallableSource, Expectations
 from .fetch import Fetcher
-from .models import Expectation, Instance, Manifest, Observation, Report, SampleInfo, Verdict
+from .models import (
+    Action,
+    ActionKind,
+    Expectation,
+    Instance,
+    Manifest,
+    Observation,
+    Report,
+    SampleInfo,
+    Verdict,
+)
 from .pipeline import Observer, build_expectations, judge
 from .sample import draw_seed, sample_instances
 from .settings import CheckSpec
@@ -98,6 +108,7 @@ class CheckState:
     #: condition type -> (status, lastTransitionTime) as last written (or as found in
     #: the object at start-up), so a transition time changes only with its status.
     transitions: dict[str, tuple[str, str]] = field(default_factory=dict)
+    opened: set[str] = field(default_factory=set)  # gates opened by the last cycle
 
 
 @dataclass
@@ -138,6 +149,42 @@ def _creation_order(obj: Mapping[str, Any]) -> tuple[str, str, str]:
         str(meta.get("namespace") or ""),
         str(meta.get("name") or ""),
     )
+
+
+#: Why a gate opens while most of the workload disagrees with the expected release.
+SUSPECT_FAIL_OPEN_REASON = (
+    "expectation suspect (most of the workload disagrees with the expected release): failing open"
+)
+
+
+def _fail_open_when_suspect(decision: Decision, results: list[Any], spec: CheckSpec) -> Decision:
+    """When the expectation itself is suspect, no pod can be verified: like a
+    dependency being down, ``policy.gate_fail_open`` decides whether gated pods that
+    were never verified (and never quarantined) are let into traffic; without it they
+    stay out, and the status counts them as held out of traffic."""
+    policy = spec.policy
+    suspect = any(f.kind.value == "suspect-expectation" for f in decision.findings)
+    if not suspect or not policy.gate_fail_open or policy.mode == "report":
+        return decision
+    decided = {a.target for a in decision.actions}
+    extra = [
+        Action(
+            ActionKind.RELEASE,
+            r.instance.name,
+            SUSPECT_FAIL_OPEN_REASON,
+            dry_run=policy.dry_run,
+            fail_open=True,
+        )
+        for r in results
+        if r.instance.has_readiness_gate
+        and r.instance.gate_status != "True"
+        and r.verdict is not Verdict.UNREACHABLE
+        and r.instance.name not in decided
+        and not (
+            (st := decision.history.instances.get(r.instance.name)) is not None and st.quarantined
+        )
+    ]
+    return replace(decision, actions=(*decision.actions, *extra)) if extra else decision
 
 
 def _transitions(obj: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
@@ -307,6 +354,7 @@ class Controller:
                 task.cancel()
             await asyncio.gather(*spawned, return_exceptions=True)
             await asyncio.to_thread(self._watch_pool.shutdown, wait=True, cancel_futures=True)
+            self.lock.close()
 
     async def _step_down(self) -> None:
         """Release the lease if held (client-go's ReleaseOnCancel), within a second."""
@@ -910,7 +958,9 @@ class Controller:
         decision = decide(
             results, policy=spec.policy, history=state.history, now=self.clock(), gate_mode=True
         )
+        decision = _fail_open_when_suspect(decision, results, spec)
         performed = await self._act(state, decision, results, log_)
+        state.opened = {a.target for a in performed if a.kind is ActionKind.RELEASE}
         state.history = decision.history
         report = Report(
             results=tuple(results),
@@ -989,6 +1039,21 @@ class Controller:
                 log_.warning("could not record streak of %s: %s", name, exc)
         return performed
 
+    @staticmethod
+    def _held(state: CheckState) -> int:
+        """Gated pods out of traffic without a quarantine: their gate is not open (as
+        the watch last saw them, or opened by the last cycle) and they were never
+        verified. In gate mode this is what "quarantined=0" would otherwise hide."""
+        quarantined = {n for n, s in state.history.instances.items() if s.quarantined}
+        return sum(
+            1
+            for name, inst in state.pods.items()
+            if inst.has_readiness_gate
+            and inst.gate_status != "True"
+            and name not in state.opened
+            and name not in quarantined
+        )
+
     async def _write_status(
         self,
         state: CheckState,
@@ -1046,6 +1111,7 @@ class Controller:
             "observedGeneration": state.generation,
             "counts": counts,
             "quarantined": quarantined,
+            "heldOutOfTraffic": self._held(state),
             "findings": [
                 {
                     "kind": f.kind.value,

@@ -346,6 +346,13 @@ def status_schema() -> _Schema:
                 "minimum": 0,
                 "description": "Pods currently quarantined by this check.",
             },
+            "heldOutOfTraffic": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Gated pods kept out of traffic without a quarantine: "
+                "never verified (e.g. while the expectation is suspect and the policy "
+                "does not fail open).",
+            },
             "findings": {
                 "type": "array",
                 "description": "The most severe findings of the last cycle (bounded list).",
@@ -444,6 +451,12 @@ def printer_columns() -> list[_Schema]:
             "type": "integer",
             "description": "Pods taken out of traffic by this check.",
             "jsonPath": ".status.quarantined",
+        },
+        {
+            "name": "Held",
+            "type": "integer",
+            "description": "Gated pods kept out of traffic, never verified.",
+            "jsonPath": ".status.heldOutOfTraffic",
         },
         {
             "name": "Last Check",

@@ -36,6 +36,7 @@ takes its ``api_client`` explicitly, and :func:`load_api_client` builds one.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import ipaddress
 import json
@@ -45,6 +46,7 @@ import os
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
@@ -1491,8 +1493,18 @@ class LeaseLock:
         self.name = name
         self.timeout = request_timeout
         self.log: Logger = logger or _LOG
-        self._api = k8s.CoordinationV1Api(api_client)
+        # Its own connection pool without urllib3's retries: a retried read timeout
+        # would spend the renew deadline several times over. Closed with the lock.
+        config = copy.copy(api_client.configuration)
+        config.retries = 0
+        client = k8s.ApiClient(config)
+        self._closer = weakref.finalize(self, client.close)
+        self._api = k8s.CoordinationV1Api(client)
         self._deadline: float | None = None
+
+    def close(self) -> None:
+        """Close the lock's own connections (also done when it is collected)."""
+        self._closer()
 
     def _timeout(self) -> Timeout:
         """The request timeout, cut to what is left before the current deadline (a
