@@ -428,6 +428,7 @@ def test_printer_columns_point_at_status_fields() -> None:
         "Mismatch",
         "Inconclusive",
         "Quarantined",
+        "Held",
         "Last Check",
         "Age",
     ]
