@@ -157,12 +157,18 @@ def release_source(spec: CheckSpec) -> str | None:
 
 
 async def _check(
-    spec: CheckSpec, instances: Sequence[Instance], fetcher: Fetcher
+    spec: CheckSpec,
+    instances: Sequence[Instance],
+    fetcher: Fetcher,
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
 ) -> tuple[Report, dict[str, Manifest]]:
     """The same check as ``verify``; also returns the releases it loaded."""
     from .pipeline import build_expectations, check_once
 
-    expectations = build_expectations(spec, fetcher)
+    # the kubeconfig the user named reaches release ConfigMaps too, not only the pods
+    expectations = build_expectations(spec, fetcher, kubeconfig=kubeconfig, context=context)
     report, _decision = await check_once(
         spec,
         instances=instances,
@@ -302,7 +308,9 @@ async def collect_investigation(
         found.append(chosen)
     fetcher, cdn_assets = recording_fetcher(spec)
     async with fetcher:
-        report, releases = await _check(spec, found, fetcher)
+        report, releases = await _check(
+            spec, found, fetcher, kubeconfig=kubeconfig, context=context
+        )
         stamp = now()
         tls = [await _probe_tls(chosen.base_url, "instance", spec, stamp)]
         if spec.cdn:
@@ -361,7 +369,9 @@ async def collect_fleet(
     )
     fetcher, _cdn_assets = recording_fetcher(spec)
     async with fetcher:
-        report, _releases = await _check(spec, found, fetcher)
+        report, _releases = await _check(
+            spec, found, fetcher, kubeconfig=kubeconfig, context=context
+        )
     return build_fleet(report, release_source=release_source(spec), now=now())
 
 
