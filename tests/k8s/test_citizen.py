@@ -27,6 +27,7 @@ import pytest
 from tenant_support import TenantCluster, admin_config, running, write_admin_config
 
 from artifactcheck.errors import ConfigError
+from artifactcheck.sim.apiserver import FakeApiServer
 from artifactcheck.sim.cluster import GATE, SimCluster, free_port, wait_for
 from artifactcheck.sim.fleet import RELEASES
 from artifactcheck.sim.web import Site
@@ -44,6 +45,24 @@ def cluster():
         release_host=f"127.83.{100 + n}.1",
     ) as c:
         yield c
+
+
+@pytest.fixture
+def quiet_cluster():
+    """A cluster whose API server sends watch bookmarks once a minute, as a real one
+    does, so a watch thread blocked in a read gets no event to notice a stop flag by."""
+    n = next(_net)
+    api = FakeApiServer(namespaces=("default", "shop"), bookmark_interval=60.0).start()
+    try:
+        with TenantCluster(
+            first_host=f"127.83.{n}.1",
+            cdn_host=f"127.83.{200 + n}.1",
+            release_host=f"127.83.{100 + n}.1",
+            api=api,
+        ) as c:
+            yield c
+    finally:
+        api.stop()
 
 
 def gate(cluster: SimCluster, name: str) -> str | None:
@@ -72,13 +91,14 @@ def _get(url: str) -> tuple[int, str]:
 
 
 def test_sigterm_hands_the_lease_over_at_once_and_exits(
-    cluster: TenantCluster, tmp_path: Path
+    quiet_cluster: TenantCluster, tmp_path: Path
 ) -> None:
     """The real `artifactcheck controller` process: SIGTERM releases the Lease within
     1 s (a standby takes over at once instead of after the 15 s lease) and the process
     exits within 5 s although its watches ask the server for 30 s ones. Probes and
     metrics are on separate ports, each serving only its own; plain log lines carry an
     ISO 8601 UTC timestamp."""
+    cluster = quiet_cluster
     for _ in range(3):
         cluster.add_pod()
     cluster.add_check(interval=0.5)
@@ -186,12 +206,16 @@ def test_leader_that_cannot_renew_stops_acting_by_its_deadline(cluster: TenantCl
     a = running(cluster, identity="ctl-a", lease_duration=3.0, renew_period=0.3).start()
     b = running(cluster, identity="ctl-b", lease_duration=3.0, renew_period=0.3)
     both: list[float] = []
+    a_stopped: list[float] = []  # when a was first seen not acting
     done = threading.Event()
 
     def watch_both() -> None:
         while not done.wait(0.005):
-            if a.controller.may_act() and b.controller.may_act():
+            a_acts = a.controller.may_act()
+            if a_acts and b.controller.may_act():
                 both.append(time.monotonic())
+            if not a_acts and not a_stopped:
+                a_stopped.append(time.monotonic())
 
     sampler = threading.Thread(target=watch_both, daemon=True)
     try:
@@ -200,16 +224,15 @@ def test_leader_that_cannot_renew_stops_acting_by_its_deadline(cluster: TenantCl
         b.start()
         sampler.start()
         time.sleep(0.6)
-        assert not b.controller.is_leader
+        assert not b.controller.is_leader and a.controller.may_act() and not a_stopped
         cluster.api.inject("*", r"/leases", 0, times=-1, delay=4.0)
         stalled = time.monotonic()
-        wait_for(lambda: not a.controller.may_act(), timeout=2.0 + 1.0, interval=0.005)
-        lost = time.monotonic() - stalled
-        wait_for(lambda: not a.controller.is_leader, timeout=1.0, interval=0.01)
+        time.sleep(2.0 + 0.2)  # a's deadline: at most 2 s after its last renewal
         late = cluster.add_pod()
         time.sleep(1.5)  # a leader still acting would have opened its gate by now
         assert gate(cluster, late.name) is None, "written after the renew deadline"
-        assert not b.controller.is_leader
+        assert not a.controller.is_leader and not b.controller.is_leader
+        lost = a_stopped[0] - stalled
         a_metrics = a.controller.metrics.exposition().decode()
         a.stop()  # the stalled replica is gone, its lease never released
         cluster.api.clear_injections()
@@ -493,3 +516,30 @@ def test_suspect_expectation_holds_or_fails_open(cluster: TenantCluster, fail_op
         status = cluster.check_status()
         assert status["quarantined"] == 0
         assert any(f["kind"] == "suspect-expectation" for f in status["findings"])
+
+
+def test_no_write_is_sent_past_the_deadline(cluster: TenantCluster) -> None:
+    """may_act is judged by the clock, not by the lease loop having noticed; and the
+    actor asks it before every request that writes, so nothing is sent."""
+    from artifactcheck.controller import Controller, ControllerSettings
+    from artifactcheck.discover.kubernetes import KubeActor, NotLeader
+    from artifactcheck.settings import PolicySettings
+
+    pod = cluster.add_pod()
+    api = cluster.api.api_client()
+    try:
+        settings = ControllerSettings(lease_namespace="shop", admin=cluster.lab_admin())
+        ctl = Controller(api_client=api, settings=settings)
+        ctl.is_leader = True
+        ctl.acting_until = time.monotonic() + 5
+        assert ctl.may_act()
+        ctl.acting_until = time.monotonic() - 0.001  # the lease loop has not woken yet
+        assert not ctl.may_act()
+        actor = KubeActor(api_client=api, policy=PolicySettings(), may_write=ctl.may_act)
+        cluster.api.reset_requests()
+        with pytest.raises(NotLeader):
+            actor.quarantine("shop", pod.name, message="differs")
+        assert [m for m, _ in cluster.api.requests if m != "GET"] == []
+        ctl.lock.close()
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
