@@ -115,7 +115,7 @@ def judge(
     peers: int | None = None,
     **kw: Any,
 ) -> InstanceResult:
-    return judge_instance(
+    result = judge_instance(
         obs("i1", version, assets, **kw),
         expectation=expectation,
         index=index,
@@ -123,6 +123,13 @@ def judge(
         desired_version=desired,
         peers=peers,
     )
+    # every finding is about this instance, says something, and has a severity
+    for f in result.findings:
+        assert f.instance == "i1" and isinstance(f.message, str) and f.message, f
+        assert isinstance(f.severity, Severity), f
+    if result.coverage is not None:
+        assert result.coverage.encodings == kw.get("encodings", ("identity",))
+    return result
 
 
 def with_(files: dict[str, str], **changes: Fetched) -> dict[str, Fetched]:
@@ -1808,3 +1815,109 @@ def test_judge_instance_default_tls_warning_is_fourteen_days() -> None:
     assert judge_instance(o, expectation=E1, index=INDEX, now=now).findings == ()
     (drift,) = compare_fleet([o], expectations={"1.0": E1}, now=now, desired_version="2.0")
     assert K.TLS_EXPIRING not in {f.kind for f in drift.findings}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param(
+            replace(fetched("assets/a.js", A1), error="truncated"), id="error-with-status"
+        ),
+        pytest.param(fetched("assets/a.js", A1, status=300), id="status-300"),
+        pytest.param(fetched("assets/a.js", A1, status=304), id="status-304"),
+    ],
+)
+def test_answers_that_say_nothing_about_content(answer: Fetched) -> None:
+    if answer.status == 300 or answer.status == 304:
+        answer = replace(answer, hashes={"sha256": A2})
+    r = judge(with_(CLEAN, a=answer))
+    assert r.verdict is Verdict.INCONCLUSIVE, r.reason
+
+
+def test_status_299_with_a_body_is_content() -> None:
+    r = judge(
+        with_(CLEAN, a=replace(fetched("assets/a.js", A2), status=299, hashes={"sha256": A2}))
+    )
+    assert r.verdict is Verdict.MISMATCH
+
+
+def test_many_files_are_summarised() -> None:
+    files = {f"assets/{n}.js": A1 for n in range(7)}
+    exp = Expectation("1.0", release("1.0", {p: A2 for p in files}))
+    r = judge(serving(files), expectation=exp)
+    assert r.reason.endswith(
+        "assets/0.js, assets/1.js, assets/2.js, assets/3.js, assets/4.js and 2 more"
+    )
+    five = {f"assets/{n}.js": A1 for n in range(5)}
+    r5 = judge(serving(five), expectation=Expectation("1.0", release("1.0", {p: A2 for p in five})))
+    assert r5.reason.endswith("assets/4.js")
+
+
+def test_integrity_findings_carry_their_evidence() -> None:
+    served = Manifest(
+        "webpack-assets",
+        {
+            "assets/0.js": ManifestEntry("assets/0.js"),
+            "assets/a.js": ManifestEntry("assets/a.js", hashes={"sha256": A1}),
+        },
+    )
+    o = obs(
+        "i1",
+        "1.0",
+        {"assets/0.js": fetched("assets/0.js", B1), "assets/a.js": fetched("assets/a.js", A2)},
+        manifest=served,
+    )
+    r = judge_instance(o, expectation=None, index=HashIndex({}))
+    (f,) = [f for f in r.findings if f.kind is K.INTEGRITY_FAILED]
+    assert (f.instance, f.path, f.expected, f.actual) == ("i1", "assets/a.js", f"sha256:{A1}", A2)
+
+
+def test_fingerprint_tells_answers_apart() -> None:
+    a = judge(serving(CLEAN)).fingerprint
+    assert a is not None and len(a) == 12
+    assert judge(serving(CLEAN)).fingerprint == a
+    assert judge(with_(CLEAN, a=fetched("assets/a.js", status=404))).fingerprint != a
+    assert judge(with_(CLEAN, a=fetched("assets/a.js", status=410))).fingerprint not in (
+        a,
+        judge(with_(CLEAN, a=fetched("assets/a.js", status=404))).fingerprint,
+    )
+
+
+def test_signal_conflict_message() -> None:
+    r = judge(serving(CLEAN), endpoint_version="0.9")
+    assert r.reason == "version signals disagree: target says 1.0, endpoint says 0.9"
+    (f,) = [f for f in r.findings if f.kind is K.SIGNAL_CONFLICT]
+    assert f.severity is Severity.ERROR
+
+
+def test_fallback_to_the_release_index_without_fetching_it() -> None:
+    r = judge({"assets/a.js": fetched("assets/a.js", IDX1)}, sampled=True)
+    assert K.FALLBACK_PAGE in {f.kind for f in r.findings}
+    assert r.coverage is not None and r.coverage.compared == 1
+
+
+def test_missing_message_says_where_the_file_belongs() -> None:
+    r = judge(with_(CLEAN, a=fetched("assets/a.js", status=404)))
+    (f,) = [f for f in r.findings if f.kind is K.FILE_MISSING]
+    assert f.message == "assets/a.js is in release 1.0 but the instance answers 404"
+
+
+def test_another_release_is_named_by_its_extra_files_too() -> None:
+    r2b = release("2.0", {**OLD, "assets/c.js": X9})
+    r = judge(
+        {**serving(OLD), "assets/c.js": fetched("assets/c.js", X9)},
+        index=HashIndex({"1.0": R1, "2.0": r2b}),
+    )
+    assert r.serves_version == "2.0"
+    other = judge(
+        {**serving(MIX), "assets/c.js": fetched("assets/c.js", X9)},
+        index=HashIndex({"1.0": R1, "2.0": r2b}),
+    )
+    assert "serves a mix: 2 file(s) are release 2.0's" in other.reason
+
+
+def test_off_host_not_compared_finding() -> None:
+    r = judge(serving(CLEAN), unsafe_paths=("http://a/x.js", "http://b/y.js"))
+    (f,) = [f for f in r.findings if f.kind is K.NOT_COMPARED]
+    assert (f.path, f.severity) == ("http://a/x.js", Severity.WARNING)
+    assert f.message.startswith("2 file(s) the served manifest references on another host")
