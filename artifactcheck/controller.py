@@ -463,16 +463,16 @@ class Controller:
             except ArtifactCheckError as exc:
                 self.metrics.api_errors.labels("lease").inc()
                 self.log.warning("lease renewal failed: %s", exc)
-            if stop.is_set():
-                break
             if held:
                 self.acting_until = started + self.renew_deadline
-                self._set_leader(True)
+                self._set_leader(True)  # even when stopping: then the lease is released
             elif not self.is_leader or time.monotonic() >= self.acting_until:
                 # Another holder, or no renewal within the deadline: stop acting now.
                 self._set_leader(False)
-            # A leader that failed retries at once (bounded by its deadline), as
-            # client-go retries every retry period until the deadline passes.
+            if stop.is_set():
+                break
+            # A leader whose renewal failed retries every renew period, and wakes at
+            # its deadline at the latest, to give leadership up in time.
             wait = self.settings.renew_period
             if self.is_leader and not held:
                 wait = min(wait, max(0.0, self.acting_until - time.monotonic()))
