@@ -123,13 +123,32 @@ class RefusedCheck:
 
 
 def _expectations_or_unavailable(
-    spec: CheckSpec, fetcher: Fetcher, log_: logging.LoggerAdapter[logging.Logger]
+    spec: CheckSpec,
+    fetcher: Fetcher,
+    log_: logging.LoggerAdapter[logging.Logger],
+    *,
+    api_client: Any = None,
+    namespace: str | None = None,
 ) -> Expectations | None:
     """The check's release source; one that cannot be used (a granted release file
     missing, two files declaring one version) makes every verdict ``inconclusive`` with
-    that reason, so the check keeps reporting instead of its task dying."""
+    that reason, so the check keeps reporting instead of its task dying.
+
+    Release ConfigMaps are listed and watched in the check's own ``namespace`` only,
+    through the controller's API client (borrowed, never closed here).
+    """
     try:
-        return build_expectations(spec, fetcher)
+        configmaps = None
+        if spec.release_configmaps is not None and api_client is not None and namespace:
+            from .discover.configmaps import ConfigMapReleases
+
+            configmaps = ConfigMapReleases(
+                namespace=namespace,
+                selector=spec.release_configmaps.selector,
+                api_client=api_client,
+                watch=True,
+            )
+        return build_expectations(spec, fetcher, configmaps=configmaps)
     except ConfigError as exc:
         log_.error("release source unusable: %s", exc)
         reason = str(exc)
@@ -810,7 +829,9 @@ class Controller:
             async with Fetcher(
                 http=state.spec.http, retry=state.spec.retry, logger=clog, egress=egress
             ) as fetcher:
-                state.expectations = _expectations_or_unavailable(state.spec, fetcher, clog)
+                state.expectations = _expectations_or_unavailable(
+                    state.spec, fetcher, clog, api_client=self.api, namespace=state.namespace
+                )
                 observer = Observer(
                     spec=state.spec, fetcher=fetcher, expectations=state.expectations
                 )
@@ -853,6 +874,8 @@ class Controller:
                 await watcher
             except (asyncio.CancelledError, Exception):
                 pass
+            if state.expectations is not None:
+                state.expectations.close()  # stops a ConfigMap watch; never blocks
 
     def _slot(self, namespace: str) -> asyncio.Semaphore:
         """The namespace's share of concurrent cycles: its flood waits for itself."""

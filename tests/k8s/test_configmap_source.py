@@ -356,3 +356,33 @@ def test_the_example_check_verifies_the_example_release(
     verdicts = {r["instance"]: r["verdict"] for r in json.loads(result.stdout)["results"]}
     assert verdicts.pop(f"shop/{bad.name}") == "mismatch"
     assert sorted(verdicts.values()) == ["consistent"] * 3
+
+
+def test_the_controller_reads_release_configmaps_of_the_check_s_own_namespace(
+    cluster: SimCluster,
+) -> None:
+    """In the cluster, the controller lists and watches the check's own namespace's
+    release ConfigMaps (through its own API client) and quarantines the drifted pod."""
+    from artifactcheck.sim.running import RunningController
+
+    for version in ("1.4.1", "1.4.2"):
+        cluster.api.create(release_cm(version))
+    pods = [cluster.add_pod() for _ in range(3)]
+    bad = cluster.add_pod(serves="1.4.1")
+    cluster.add_check(
+        interval=0.3,
+        cdn=None,
+        release_manifest=[],
+        release_configmaps={"selector": SELECTOR},
+        policy={"mode": "quarantine", "confirmations": 1, "max_quarantine_fraction": 0.5},
+    )
+    cluster.api.reset_requests()
+    with RunningController(cluster, admin=cluster.lab_admin()):
+        wait_for(lambda: (cluster.check_status() or {}).get("quarantined") == 1, timeout=20)
+        status = cluster.check_status()
+    assert status["counts"]["consistent"] == len(pods) and status["counts"]["mismatch"] == 1
+    gate = cluster.condition(bad.name)
+    assert gate is not None and gate["status"] == "False"
+    asked = [(m, p) for m, p in cluster.api.requests if "configmaps" in p]
+    assert asked, "the controller never asked for release ConfigMaps"
+    assert all(m == "GET" and "/namespaces/shop/configmaps" in p for m, p in asked), asked
