@@ -44,7 +44,9 @@ def _setup_logging(verbose: int, json_logs: bool = False) -> None:
 
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        from .act.logs import PlainFormatter
+
+        handler.setFormatter(PlainFormatter())  # timestamped, like the controller's lines
     root = logging.getLogger("artifactcheck")
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -462,11 +464,6 @@ def controller(**opts: Any) -> None:
     from .discover.kubernetes import load_api_client
 
     _setup_logging(1, json_logs=opts["json_logs"])
-    if not opts["json_logs"]:
-        from .act.logs import PlainFormatter
-
-        for handler in logging.getLogger("artifactcheck").handlers:
-            handler.setFormatter(PlainFormatter())
     scope = opts["namespace_scope"]
     settings = ControllerSettings(
         namespace=None if scope in ("cluster", "all", "") else scope,

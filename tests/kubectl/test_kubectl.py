@@ -96,6 +96,7 @@ def _set_counts(server: FakeApiServer) -> None:
             "status": {
                 "counts": {"consistent": 5, "mismatch": 1, "inconclusive": 0},
                 "quarantined": 1,
+                "heldOutOfTraffic": 2,
                 "lastCheckTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
         },
@@ -160,9 +161,9 @@ def test_crd_then_example_then_printer_columns_and_describe(
     table = kubectl("get", "ac", "-A").stdout.splitlines()
     header = table[0].split()
     assert header[:2] == ["NAMESPACE", "NAME"]
-    assert ["CONSISTENT", "MISMATCH", "INCONCLUSIVE", "QUARANTINED", "LAST"] == header[2:7]
+    assert ["CONSISTENT", "MISMATCH", "INCONCLUSIVE", "QUARANTINED", "HELD", "LAST"] == header[2:8]
     row = table[1].split()
-    assert row[:7] == ["shop", "web", "5", "1", "0", "1", row[6]]
+    assert row[:7] == ["shop", "web", "5", "1", "0", "1", "2"]
 
     wide = kubectl("get", "artifactchecks", "-o", "wide", "-n", "shop").stdout
     assert wide.split()[:3] == ["NAME", "CONSISTENT", "MISMATCH"], wide
