@@ -1,0 +1,250 @@
+"""Every wrong-verdict class found by trying artifactcheck as a user and as an adversary,
+with the test that pins the rule which prevents it.
+
+The table is rendered into docs/reliability.md (by ``tests/faults/matrix.py`` with the
+rest of that page, or alone with ``python tests/verdict_classes.py``), and
+``tests/core/test_verdict_classes.py`` fails when a listed test no longer exists or the
+page does not show the table as it is here: a class without a defending test, or a
+document that drifted from the suite, is caught by the suite itself.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DOC = HERE.parent / "docs" / "reliability.md"
+START = "<!-- verdict-classes:start -->"
+END = "<!-- verdict-classes:end -->"
+
+#: (class, the rule now, the tests that fail when the rule is broken)
+CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
+    (
+        "several release manifests: the last one silently kept",
+        "each concrete manifest is indexed by the version it declares; a repeated "
+        "single-value option is exit 2",
+        (
+            "tests/e2e/test_cli_config.py::test_two_concrete_manifests_judge_each_instance_by_its_version",
+            "tests/e2e/test_cli_config.py::test_a_repeated_single_value_option_is_refused",
+        ),
+    ),
+    (
+        "the version a release manifest declares ignored",
+        "a manifest is used only for the version it declares; parsing never overwrites it",
+        (
+            "tests/e2e/test_cli_config.py::test_a_manifest_is_never_used_for_another_version",
+            "tests/manifests/test_native.py::test_a_declared_version_is_never_overwritten",
+        ),
+    ),
+    (
+        "the reported version chose its own expectation (`../release-1.1.0`, `1.0.0?a`)",
+        "a reported version must match the version grammar before any lookup, is escaped "
+        "in URLs and confined to the template's directory",
+        (
+            "tests/e2e/test_cli_config.py::test_a_hostile_version_never_reaches_a_url_template",
+            "tests/core/test_expect.py::test_url_expansion_escapes_the_version",
+            "tests/core/test_compare.py::test_invalid_version_is_never_looked_up",
+        ),
+    ),
+    (
+        "a release manifest without hashes vouched for bytes",
+        "hashless release sources are refused (exit 2) unless `--allow-names-only`, and "
+        "then never claim bytes",
+        (
+            "tests/e2e/test_cli_config.py::test_names_only_never_passes_other_bytes_under_the_same_names",
+        ),
+    ),
+    (
+        "release files the served manifest does not reference skipped; a 404 served "
+        "manifest silently replaced",
+        "every release file is compared or listed as not compared with the reason; a "
+        "missing served manifest is a finding",
+        (
+            "tests/e2e/test_observation.py::test_a_release_file_the_served_manifest_does_not_reference_is_compared",
+            "tests/e2e/test_observation.py::test_a_served_manifest_answering_404_is_recorded_and_the_release_still_fetched",
+            "tests/core/test_compare.py::test_every_release_file_is_accounted_for",
+        ),
+    ),
+    (
+        "the CDN check demanded the origin's HTML",
+        "only files matching `cdn_include` and not `cdn_exclude` (HTML by default) are "
+        "asked of the CDN",
+        (
+            "tests/e2e/test_observation.py::test_the_cdn_is_asked_only_for_what_it_should_hold",
+            "tests/core/test_compare.py::test_cdn_paths_default_excludes_html",
+        ),
+    ),
+    (
+        "consensus with nobody to agree with",
+        "consensus needs two instances reporting the version; one alone is inconclusive",
+        (
+            "tests/core/test_compare.py::test_consensus_of_one_is_inconclusive",
+            "tests/core/test_compare.py::test_consensus_of_one_per_version_is_inconclusive",
+        ),
+    ),
+    (
+        "gate mode let the one bad pod in while the release source was down",
+        "only pods with no evidence against them fail open; a pod with a bad verdict stays out",
+        (
+            "tests/core/test_decide.py::test_gate_mode_with_the_release_source_down_keeps_the_bad_pod_out",
+        ),
+    ),
+    (
+        "naming one of several matching releases, sorted as strings",
+        "another release is named only when exactly one matches every compared file",
+        (
+            "tests/core/test_compare.py::test_release_of_exactly_one",
+            "tests/core/test_compare.py::test_a_mix_of_two_other_releases_names_neither",
+            "tests/core/test_compare.py::test_version_key_orders_numbers_as_numbers",
+        ),
+    ),
+    (
+        "files on another host called different",
+        "references under the CDN's URL are checked on the CDN; others are not compared, "
+        "never different",
+        (
+            "tests/e2e/test_observation.py::test_references_by_the_cdn_url_are_checked_on_the_cdn",
+            "tests/core/test_compare.py::test_off_host_not_compared_finding",
+        ),
+    ),
+    (
+        "a probe's 403 hid drift (and was labelled unreachable)",
+        "403 on a probed name is 'not here'; an instance that answered is never unreachable",
+        (
+            "tests/e2e/test_observation.py::test_a_403_probe_is_not_here_and_the_next_name_is_tried",
+            "tests/e2e/test_observation.py::test_a_connection_failing_after_answers_is_not_unreachable",
+        ),
+    ),
+    (
+        "sampling silent and never varying",
+        "the sample varies by default, its seed is reported, 'serves release X' only when "
+        "every file was compared",
+        (
+            "tests/e2e/test_observation.py::test_sampling_varies_between_runs_and_is_reproducible",
+            "tests/e2e/test_reports.py::test_table_and_junit_say_what_was_compared_and_sampled",
+        ),
+    ),
+    (
+        "what browsers receive never checked (stale `gzip_static`)",
+        "each coding in `--compare-encoding` is fetched, decoded and compared; reports say "
+        "which codings were compared",
+        (
+            "tests/e2e/test_encodings.py::test_a_stale_precompressed_file_is_caught_when_gzip_is_compared",
+            "tests/e2e/test_encodings.py::test_the_compare_encoding_flag_catches_the_stale_gz_from_the_cli",
+        ),
+    ),
+    (
+        "reports that said the opposite (CDN orientation, mixes, JUnit counts, unshipped schema)",
+        "expected is the release's hash; a mix is a mix; JUnit counts its cases and outages "
+        "are errors; every JSON output validates against the shipped schema",
+        (
+            "tests/core/test_compare.py::test_cdn_differs_orientation_and_message",
+            "tests/core/test_compare.py::test_a_mix_of_unknown_bytes_is_content_differs",
+            "tests/e2e/test_reports.py::test_junit_counts_outages_as_errors_and_keeps_versions_out_of_packages",
+            "tests/e2e/test_reports.py::test_an_expiring_certificate_shows_in_table_and_junit",
+        ),
+    ),
+    (
+        "a typo passed CI (missing files exit 3, unwritable outputs after the run)",
+        "misconfiguration is exit 2 naming the flag, before any request",
+        ("tests/e2e/test_cli_config.py::test_typos_are_exit_2_naming_the_flag_before_any_request",),
+    ),
+    (
+        "a missing file answered with the SPA's index.html called different",
+        "a fallback page is a missing file, on the instance and on the CDN",
+        (
+            "tests/core/test_compare.py::test_fallback_page_message_says_index_html",
+            "tests/core/test_compare.py::test_served_manifest_file_listed_but_fallback_is_missing",
+        ),
+    ),
+    (
+        "one instance ended the run (1,200 stacked codings, 5,000-digit Content-Length, "
+        "`Location: http://[`)",
+        "codings capped, numbers bounded, Locations validated; any exception in one "
+        "instance is its inconclusive",
+        (
+            "tests/fetch/test_fetch_rawsocket.py::test_a_long_content_encoding_chain_is_a_protocol_error",
+            "tests/fetch/test_fetch_rawsocket.py::test_a_content_length_of_5000_digits_is_a_protocol_error",
+            "tests/fetch/test_fetch_rawsocket.py::test_an_unusable_location_is_that_fetch_s_error",
+            "tests/faults/test_instance_faults.py::test_an_exception_in_one_instance_is_its_inconclusive",
+            "tests/faults/test_instance_faults.py::test_verify_exit_code_is_the_verdicts_when_one_instance_raises",
+        ),
+    ),
+    (
+        "header injection through `http.host_header`",
+        "every header name and value is checked at load (RFC 9110) and again on the wire",
+        (
+            "tests/fetch/test_fetch_rawsocket.py::test_a_host_header_with_a_line_break_is_never_sent",
+        ),
+    ),
+    (
+        "keep-alive desync: a forged response taken as the next answer",
+        "a connection is reused only when its socket has nothing pending; unsolicited "
+        "bytes condemn it",
+        (
+            "tests/fetch/test_fetch_rawsocket.py::test_a_forged_response_after_a_404_is_not_the_next_answer",
+            "tests/fetch/test_fetch_rawsocket.py::test_shifted_answers_one_request_at_a_time",
+        ),
+    ),
+    (
+        "transfer codings hashed as content; `..;` requested; status 099 skipped",
+        "only one `chunked` transfer coding; dot segments with parameters refused; "
+        "impossible statuses are protocol errors",
+        (
+            "tests/fetch/test_fetch_rawsocket.py::test_transfer_codings_are_never_hashed_as_content",
+            "tests/fetch/test_fetch_rawsocket.py::test_servlet_dot_dot_segments_are_refused_without_a_request",
+            "tests/fetch/test_fetch_rawsocket.py::test_an_impossible_status_is_a_protocol_error",
+        ),
+    ),
+]
+
+
+def missing_tests(root: Path = HERE.parent) -> list[str]:
+    """Listed tests that do not exist (file, or a ``def`` of that name in it)."""
+    missing = []
+    for _, _, tests in CLASSES:
+        for node in tests:
+            path, _, name = node.partition("::")
+            file = root / path
+            text = file.read_text(encoding="utf-8") if file.is_file() else ""
+            if not re.search(rf"^(?:async )?def {re.escape(name)}\(", text, re.M):
+                missing.append(node)
+    return missing
+
+
+def render() -> str:
+    """The section of docs/reliability.md, between its markers."""
+    lines = [
+        START,
+        "## Wrong verdicts, and the tests that pin them",
+        "",
+        "Each class of wrong verdict found by using artifactcheck as a user and attacking "
+        "it as a hostile instance, the rule that now prevents it, and the tests that fail "
+        "when the rule is broken (listed in `tests/verdict_classes.py`; the suite checks "
+        "that each test exists and that this table is current).",
+        "",
+        "| wrong verdict seen | the rule now | pinned by |",
+        "|---|---|---|",
+    ]
+    for seen, rule, tests in CLASSES:
+        cells = "<br>".join(f"`{t}`" for t in tests)
+        lines.append(f"| {seen} | {rule} | {cells} |")
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def splice(document: str) -> str:
+    """``document`` with its verdict-class section replaced (or appended)."""
+    section = render()
+    if START in document and END in document:
+        head, _, rest = document.partition(START)
+        _, _, tail = rest.partition(END)
+        return head + section.rstrip("\n") + tail
+    return document.rstrip("\n") + "\n\n" + section
+
+
+if __name__ == "__main__":
+    DOC.write_text(splice(DOC.read_text(encoding="utf-8")), encoding="utf-8")
+    print(f"wrote the verdict-class table into {DOC}", file=sys.stderr)
