@@ -98,6 +98,24 @@ DOWN = Expectation("1.0", None, error="source down")
 INDEX = HashIndex({"1.0": R1, "2.0": R2})
 
 
+#: How loud each kind of finding is; any kind not listed is an error.
+SEVERITY = {
+    K.NOT_COMPARED: Severity.WARNING,
+    K.MANIFEST_MISSING: Severity.WARNING,
+    K.OBSERVATION_FAILED: Severity.WARNING,
+    K.UNSAFE_REFERENCE: Severity.WARNING,
+    K.NO_VERSION: Severity.WARNING,
+    K.EXPECTATION_UNAVAILABLE: Severity.WARNING,
+    K.NAMES_ONLY: Severity.WARNING,
+    K.DRIFT: Severity.WARNING,
+    K.NO_CONSENSUS: Severity.WARNING,
+    K.IMAGE_DIVERGES: Severity.WARNING,
+    K.TLS_EXPIRING: Severity.WARNING,
+    K.EXPECTATION_STALE: Severity.INFO,
+    K.SAMPLED: Severity.INFO,
+}
+
+
 def cdn_of(files: dict[str, Fetched], **kw: Any) -> CdnView:
     return CdnView("http://cdn/", files, **kw)
 
@@ -123,10 +141,10 @@ def judge(
         desired_version=desired,
         peers=peers,
     )
-    # every finding is about this instance, says something, and has a severity
+    # every finding is about this instance, says something, and has its kind's severity
     for f in result.findings:
         assert f.instance == "i1" and isinstance(f.message, str) and f.message, f
-        assert isinstance(f.severity, Severity), f
+        assert f.severity is SEVERITY.get(f.kind, Severity.ERROR), f
     if result.coverage is not None:
         assert result.coverage.encodings == kw.get("encodings", ("identity",))
     return result
