@@ -874,6 +874,7 @@ async def check_once(
         cdn=spec.cdn,
         requests=stats.requests,
         retries=stats.retries,
+        names_only=bool(expectations is not None and expectations.names_only),
         sample=SampleInfo(
             seed=observer.seed,
             instances_checked=len(chosen),

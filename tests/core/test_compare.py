@@ -377,10 +377,10 @@ ROWS: list[Any] = [
         "(1 of 3 files of release 1.0 checked",
     ),
     (
-        "names-only-says-so",
+        "names-only-says-so",  # names agree, bytes unvouched: never consistent (exit 0)
         serving(CLEAN),
         {"expectation": Expectation("1.0", NAMES)},
-        Verdict.CONSISTENT,
+        Verdict.INCONCLUSIVE,
         {K.NAMES_ONLY},
         set(),
         "file names match release 1.0 (file names only",
@@ -389,7 +389,7 @@ ROWS: list[Any] = [
         "names-only-sample-says-so",
         serving({"index.html": IDX1}),
         {"expectation": Expectation("1.0", NAMES), "sampled": True},
-        Verdict.CONSISTENT,
+        Verdict.INCONCLUSIVE,
         {K.NAMES_ONLY, K.SAMPLED},
         set(),
         "1 of 3 files of release 1.0 checked, no difference found (file names only",
@@ -1275,7 +1275,7 @@ ON_CDN = {"app/assets/a.js": "http://cdn/app/assets/a.js"}
         pytest.param(
             fetched("app/assets/a.js", A2),
             Expectation("1.0", NAMES),
-            Verdict.CONSISTENT,
+            Verdict.INCONCLUSIVE,  # the names are there; nobody vouched for the bytes
             K.NAMES_ONLY,
             3,
             id="names-only-present",

@@ -310,11 +310,6 @@ def test_a_hashless_template_expansion_is_inconclusive(make_fleet, tmp_path: Pat
     assert "cannot vouch for the bytes" in results(out)[fleet.instances[0].url]["reason"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the report side: pipeline must set Report.names_only from "
-    "Expectations.names_only, and a names-only verdict must not exit 0",
-)
 def test_names_only_never_passes_other_bytes_under_the_same_names(
     make_fleet, tmp_path: Path
 ) -> None:

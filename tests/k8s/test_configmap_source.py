@@ -184,7 +184,9 @@ def test_a_hashless_manifest_is_refused_unless_names_only_is_allowed(
     assert "no content hash" in result["reason"]
     code, doc, output = verify(cluster, tmp_path, "--manifest-format", "vite", "--allow-names-only")
     (result,) = doc["results"]
-    assert result["verdict"] == "consistent", output
+    # accepted, names compared; the bytes are nobody's word, so never consistent (exit 0)
+    assert result["verdict"] == "inconclusive" and "file names only" in result["reason"], output
+    assert doc["names_only"] is True and code == 3
 
 
 def _reader(server: FakeApiServer, **kw: Any) -> ConfigMapReleases:
