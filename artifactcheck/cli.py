@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import click
 
-from .cli_options import guard_repeats, spec_from_options, target_options, unwritable
+from .cli_options import check_destinations, guard_repeats, spec_from_options, target_options
 from .errors import ArtifactCheckError, ConfigError, DependencyError, ManifestError
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
@@ -80,20 +80,7 @@ def _outputs(values: tuple[str, ...]) -> list[tuple[str, str | None]]:
         if sep and not dest:
             raise ConfigError(f"--output {item!r}: give a file name after '=' (or '-')")
         outs.append((kind, None if dest in ("", "-") else dest))
-    to_stdout = [kind for kind, dest in outs if dest is None]
-    if len(to_stdout) > 1:
-        raise ConfigError(
-            f"--output: {' and '.join(to_stdout)} would both go to standard output; "
-            f"write all but one to a file, e.g. -o {to_stdout[-1]}=report.{to_stdout[-1]}"
-        )
-    files = [dest for _, dest in outs if dest is not None]
-    for dest in files:
-        if files.count(dest) > 1:
-            raise ConfigError(f"--output: {dest} is given twice; one file per format")
-        problem = unwritable(Path(dest))
-        if problem is not None:
-            raise ConfigError(f"--output {dest}: {problem}")
-    return outs
+    return check_destinations(outs)
 
 
 def emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool = False) -> None:

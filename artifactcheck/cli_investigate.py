@@ -42,7 +42,7 @@ from .act.investigate import (
     tls_view,
     unknown_target,
 )
-from .cli_options import guard_repeats, spec_from_options, target_options, unwritable
+from .cli_options import check_destinations, guard_repeats, spec_from_options, target_options
 from .errors import ArtifactCheckError, ConfigError, DependencyError
 from .models import Fetched, Instance, Manifest, Report
 
@@ -386,20 +386,7 @@ def parse_outputs(values: Sequence[str]) -> list[tuple[str, str | None]]:
         if kind not in ("table", "json") or (kind == "table" and dest):
             raise ConfigError(f"--output {item!r}: expected table, json or json=FILE")
         outs.append((kind, None if dest in ("", "-") else dest))
-    to_stdout = [kind for kind, dest in outs if dest is None]
-    if len(to_stdout) > 1:
-        raise ConfigError(
-            f"--output: {' and '.join(to_stdout)} would both go to standard output; "
-            "write one of them to a file, e.g. -o json=investigation.json"
-        )
-    files = [dest for _, dest in outs if dest is not None]
-    for dest in files:
-        if files.count(dest) > 1:
-            raise ConfigError(f"--output: {dest} is given twice; one file per format")
-        problem = unwritable(Path(dest))
-        if problem is not None:
-            raise ConfigError(f"--output {dest}: {problem}")
-    return outs
+    return check_destinations(outs)
 
 
 def make_console(file: Any = None) -> Any:

@@ -154,6 +154,25 @@ def unwritable(path: Path) -> str | None:
     return None if os.access(parent, os.W_OK | os.X_OK) else f"directory {parent} is not writable"
 
 
+def check_destinations(outs: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
+    """Refuse, before anything runs, outputs that would interleave on standard output,
+    one file named twice, or a file that cannot be written (``dest`` None = stdout)."""
+    to_stdout = [kind for kind, dest in outs if dest is None]
+    if len(to_stdout) > 1:
+        raise ConfigError(
+            f"--output: {' and '.join(to_stdout)} would both go to standard output; "
+            f"write all but one to a file, e.g. -o {to_stdout[-1]}=report.{to_stdout[-1]}"
+        )
+    files = [dest for _, dest in outs if dest is not None]
+    for dest in files:
+        if files.count(dest) > 1:
+            raise ConfigError(f"--output: {dest} is given twice; one file per format")
+        problem = unwritable(Path(dest))
+        if problem is not None:
+            raise ConfigError(f"--output {dest}: {problem}")
+    return outs
+
+
 def parse_kv(values: tuple[str, ...], option: str, sep: str = "=") -> dict[str, str]:
     out = {}
     for item in values:

@@ -23,7 +23,6 @@ import base64
 import contextlib
 import gzip
 import hashlib
-import importlib.util
 import io
 import json
 import shutil
@@ -31,7 +30,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import tarfile
 import threading
 import time
@@ -39,7 +37,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import httpx
@@ -55,17 +52,6 @@ OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 LAYER_TAR = "application/vnd.oci.image.layer.v1.tar"
 LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
 USER, PASSWORD = "ci", "s3cret-Pa55"
-
-
-def _load(name: str, path: Path) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 import docker_engine as _docker  # noqa: E402 - the session plugin (tests/conftest.py)
