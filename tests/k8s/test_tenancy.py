@@ -75,25 +75,33 @@ def refusal(tc: TenantCluster, name: str = "web") -> dict[str, Any]:
     return dict(wait_for(lambda: tc.condition_of("Accepted", name), timeout=15))
 
 
+# Spelled as an ArtifactCheck is (camelCase, the CRD's names); the "-snake" attempts
+# spell a CLI-only field as a --config file may, which a permissive (or old) CRD keeps:
+# admission refuses it whatever the spelling, naming it as the object wrote it.
 ATTEMPTS = {
     "header-file": (
+        lambda tc, token: {"http": {"headerFiles": {"X-Leak": token}}},
+        "spec.http.headerFiles",
+        "LocalFileRefused",
+    ),
+    "header-file-snake": (
         lambda tc, token: {"http": {"header_files": {"X-Leak": token}}},
         "spec.http.header_files",
         "LocalFileRefused",
     ),
     "header-env": (
-        lambda tc, token: {"http": {"header_env": {"X-Leak": "ARTIFACTCHECK_TEST_SECRET"}}},
-        "spec.http.header_env",
+        lambda tc, token: {"http": {"headerEnv": {"X-Leak": "ARTIFACTCHECK_TEST_SECRET"}}},
+        "spec.http.headerEnv",
         "EnvironmentRefused",
     ),
     "ca-bundle": (
-        lambda tc, token: {"http": {"ca_bundle": token}},
-        "spec.http.ca_bundle",
+        lambda tc, token: {"http": {"caBundle": token}},
+        "spec.http.caBundle",
         "LocalFileRefused",
     ),
     "local-release-file": (
-        lambda tc, token: {"release_manifest": tc.release_template},
-        "spec.release_manifest[0]",
+        lambda tc, token: {"releaseManifest": tc.release_template},
+        "spec.releaseManifest[0]",
         "LocalPathRefused",
     ),
     "api-server-as-cdn": (
@@ -102,8 +110,8 @@ ATTEMPTS = {
         "EgressNotAllowed",
     ),
     "api-server-as-release": (
-        lambda tc, token: {"release_manifest": tc.api.url.rstrip("/") + "/api/{version}"},
-        "spec.release_manifest[0]",
+        lambda tc, token: {"releaseManifest": tc.api.url.rstrip("/") + "/api/{version}"},
+        "spec.releaseManifest[0]",
         "EgressNotAllowed",
     ),
     "metadata-standin-as-cdn": (
@@ -112,8 +120,8 @@ ATTEMPTS = {
         "EgressNotAllowed",
     ),
     "metadata-standin-as-release": (
-        lambda tc, token: {"release_manifest": tc.standin_url + "latest/{version}"},
-        "spec.release_manifest[0]",
+        lambda tc, token: {"releaseManifest": tc.standin_url + "latest/{version}"},
+        "spec.releaseManifest[0]",
         "EgressNotAllowed",
     ),
     "other-namespace": (
@@ -134,6 +142,11 @@ ATTEMPTS = {
         "SamplingAboveMaximum",
     ),
     "release-image": (
+        lambda tc, token: {"releaseImage": "registry.local/web:{version}"},
+        "spec.releaseImage",
+        "ReleaseImageRefused",
+    ),
+    "release-image-snake": (
         lambda tc, token: {"release_image": "registry.local/web:{version}"},
         "spec.release_image",
         "ReleaseImageRefused",
@@ -145,8 +158,8 @@ ATTEMPTS = {
     ),
     "docker": (lambda tc, token: {"docker": {"labels": ["a=b"]}}, "spec.docker", "DockerRefused"),
     "cordon-nodes": (
-        lambda tc, token: {"policy": {"cordon_nodes": True}},
-        "spec.policy.cordon_nodes",
+        lambda tc, token: {"policy": {"cordonNodes": True}},
+        "spec.policy.cordonNodes",
         "ClusterScopedAction",
     ),
     "other-transport": (
@@ -395,7 +408,7 @@ def test_a_flood_in_one_namespace_does_not_delay_another(tc: TenantCluster, budg
                 noisy.add_check(
                     f"flood-{i:02d}",
                     interval=0.1,
-                    release_manifest=tc.release_template_url,
+                    releaseManifest=tc.release_template_url,
                 )
             wait_for(
                 lambda: sum(1 for k in ctl.controller.checks if k.startswith("noisy/")) == 5,
@@ -437,13 +450,23 @@ def test_a_flood_in_one_namespace_does_not_delay_another(tc: TenantCluster, budg
 @pytest.mark.parametrize(
     "spec",
     [
+        {"http": {"headerFiles": {"X-Leak": "TOKEN"}}},
         {"http": {"header_files": {"X-Leak": "TOKEN"}}},
-        {"http": {"header_env": {"X-Leak": "ARTIFACTCHECK_TEST_SECRET"}}},
-        {"http": {"ca_bundle": "TOKEN"}},
+        {"http": {"headerEnv": {"X-Leak": "ARTIFACTCHECK_TEST_SECRET"}}},
+        {"http": {"caBundle": "TOKEN"}},
         {"targets": [{"url": "http://169.254.169.254/"}]},
+        {"releaseImage": "web:{version}"},
         {"release_image": "web:{version}"},
     ],
-    ids=["header_files", "header_env", "ca_bundle", "targets", "release_image"],
+    ids=[
+        "headerFiles",
+        "header_files",
+        "headerEnv",
+        "caBundle",
+        "targets",
+        "releaseImage",
+        "release_image",
+    ],
 )
 def test_the_crd_refuses_or_prunes_cli_only_fields(
     tc: TenantCluster, token_file: str, spec: dict[str, Any], monkeypatch: pytest.MonkeyPatch
@@ -466,7 +489,7 @@ def test_the_crd_refuses_or_prunes_cli_only_fields(
         "spec": {
             "kubernetes": {"namespace": tc.namespace, "selector": "app=web", "port": tc.port},
             "cdn": tc.cdn_url,
-            "release_manifest": [tc.release_template_url],
+            "releaseManifest": [tc.release_template_url],
             "interval": 0.3,
             **body_spec,
         },
@@ -519,9 +542,10 @@ def test_a_missing_admin_config_grants_nothing(api: Any, tmp_path: Any) -> None:
     from artifactcheck.errors import ConfigError
     from artifactcheck.tenancy import AdminConfig
 
-    missing = ControllerSettings(admin_config=str(tmp_path / "absent.yaml"))
+    missing = ControllerSettings(admin_config=str(tmp_path / "absent.yaml"), lease_namespace="x")
     assert Controller(api_client=api, settings=missing).admin == AdminConfig()
     broken = tmp_path / "broken.yaml"
     broken.write_text("egress: {allow: ['ftp://x/']}\n")
     with pytest.raises(ConfigError, match="egress.allow"):
-        Controller(api_client=api, settings=ControllerSettings(admin_config=str(broken)))
+        settings = ControllerSettings(admin_config=str(broken), lease_namespace="x")
+        Controller(api_client=api, settings=settings)
