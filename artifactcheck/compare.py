@@ -812,7 +812,10 @@ def _content_reason(case: _Case, content: Sequence[Finding]) -> str:
         what = f"serves {case.serves}'s content"
     elif case.mix_of is not None and case.release_check is not None:
         other = len(case.release_check.differing)
-        what = f"serves a mix: {other} file(s) are release {case.mix_of}'s, the others are not"
+        what = (
+            f"serves a mix: {other} file(s) are release {case.mix_of}'s, "
+            f"the rest release {reported}'s"
+        )
     elif len(case.candidates) > 1:
         what = f"content differs (it matches each of releases {', '.join(case.candidates)})"
     else:

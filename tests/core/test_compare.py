@@ -184,7 +184,7 @@ ROWS: list[Any] = [
         Verdict.MISMATCH,
         {K.CONTENT_DIFFERS},
         {K.SERVES_OTHER_RELEASE},
-        "reports 1.0 but serves a mix: 1 file(s) are release 2.0's, the others are not: "
+        "reports 1.0 but serves a mix: 1 file(s) are release 2.0's, the rest release 1.0's: "
         "assets/a.js",
     ),
     (
