@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .models import Severity, Verdict
-from .settings import CheckSpec
+from .settings import CheckSpec, camel_name
 from .tenancy import CONTROLLER_REFUSED_FIELDS
 
 GROUP = "artifactcheck.io"
@@ -379,22 +379,30 @@ _NO_SERVER_DEFAULT = (("kubernetes", "namespace"),)
 def crd_schema() -> _Schema:
     """The ``openAPIV3Schema`` of the ArtifactCheck version: spec from CheckSpec, status.
 
+    Property names are camelCase, as Kubernetes API conventions want
+    (:func:`artifactcheck.settings.camel_name`: ``releaseManifest``, ``verifyTLS``,
+    ``releaseConfigMaps``); only that spelling is offered, so the API server prunes
+    (or, with strict field validation, refuses) a snake_case key as any unknown field.
+    The CLI's YAML accepts both spellings.
+
     Fields only the CLI honours (files, environment variables, Docker, bare URLs: see
     :data:`artifactcheck.tenancy.CONTROLLER_REFUSED_FIELDS`) are left out, so the API
     server refuses (strict field validation) or prunes them before the controller sees
     them; the controller's admission refuses them too, for servers that do neither.
     """
-    spec = structural_schema(CheckSpec.model_json_schema())
+    # by_alias: the camelCase names of Kubernetes API conventions (``releaseManifest``,
+    # ``http.maxConnections``); the model's paths below are snake_case field names.
+    spec = structural_schema(CheckSpec.model_json_schema(by_alias=True))
     for field_path in _NO_SERVER_DEFAULT:
         node = spec
         for name in field_path:
-            node = node["properties"][name]
+            node = node["properties"][camel_name(name)]
         node.pop("default", None)
     for refused in CONTROLLER_REFUSED_FIELDS:
         node = spec
         for name in refused[:-1]:
-            node = node["properties"][name]
-        node["properties"].pop(refused[-1])
+            node = node["properties"][camel_name(name)]
+        node["properties"].pop(camel_name(refused[-1]))
     return _tidy(
         {
             "type": "object",

@@ -71,11 +71,42 @@ ManifestFormatName = Literal[
 Coding = Literal["identity", "gzip", "br", "deflate"]
 
 
+#: Words written in capitals inside a camelCase name (Kubernetes API conventions: an
+#: acronym keeps one case, lower at the start, ``caBundle``, upper after it, ``verifyTLS``).
+_ACRONYMS = frozenset({"ca", "cdn", "http", "ip", "tls", "url"})
+#: Words that are Kubernetes kinds, spelled as the kind is: ``releaseConfigMaps``.
+_KIND_WORDS = {"configmaps": "ConfigMaps", "configmap": "ConfigMap"}
+
+
+def camel_name(field_name: str) -> str:
+    """The camelCase name an ArtifactCheck (the CRD) uses for a snake_case field.
+
+    ``release_manifest`` -> ``releaseManifest``, ``verify_tls`` -> ``verifyTLS``,
+    ``ca_bundle`` -> ``caBundle``, ``release_configmaps`` -> ``releaseConfigMaps``.
+    """
+    first, *rest = field_name.split("_")
+    words = [first]
+    for word in rest:
+        if word in _ACRONYMS:
+            words.append(word.upper())
+        else:
+            words.append(_KIND_WORDS.get(word, word[:1].upper() + word[1:]))
+    return "".join(words)
+
+
 class _Model(BaseModel):
     # No inf/NaN: ".inf" is valid YAML, and an infinite rate limit or warning period
     # would only fail later, inside the policy or a report (math.floor, timedelta).
+    # Every field has a camelCase alias (the CRD's spelling, Kubernetes API conventions)
+    # and is accepted under either name (a YAML file may keep snake_case); validation
+    # errors name the snake_case field path, which the CLI maps to its flags.
     model_config = ConfigDict(
-        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
+        extra="forbid",
+        frozen=True,
+        populate_by_name=True,
+        allow_inf_nan=False,
+        alias_generator=camel_name,
+        loc_by_alias=False,
     )
 
 
@@ -588,15 +619,28 @@ def markdown_reference() -> str:
         "command-line flags and the `spec` of an `ArtifactCheck` resource; unknown fields "
         "are rejected with their name.",
         "",
+        "An `ArtifactCheck` spells every field in camelCase, as Kubernetes API conventions "
+        "want (column *ArtifactCheck*: `releaseManifest`, `http.maxConnections`, "
+        "`policy.gateFailOpen`; an acronym keeps one case, `verifyTLS`, `caBundle`; a kind "
+        "keeps its own, `releaseConfigMaps`). The CRD offers only that spelling: like any "
+        "unknown field, a snake_case key in an ArtifactCheck is pruned by the API server "
+        "(or refused, with strict field validation). A `--config` YAML file accepts either "
+        "spelling; error messages name the snake_case field path (or the flag that set "
+        "it). Keys of maps such as `http.headers` are data (header names), never renamed. "
+        "Fields only the CLI honours (files, environment variables, Docker, bare URLs) are "
+        "not in the CRD at all; see docs/security.md.",
+        "",
     ]
 
     def table(model: type[BaseModel], prefix: str) -> None:
-        lines.append(f"## `{prefix or 'CheckSpec'}`")
+        camel = ".".join(camel_name(p) for p in prefix.split(".")) if prefix else ""
+        also = f" (ArtifactCheck: `{camel}`)" if camel != prefix else ""
+        lines.append(f"## `{prefix or 'CheckSpec'}`{also}")
         lines.append("")
         if model.__doc__:
             lines.extend([model.__doc__.strip().splitlines()[0], ""])
-        lines.append("| field | type | default | description |")
-        lines.append("|---|---|---|---|")
+        lines.append("| field | ArtifactCheck | type | default | description |")
+        lines.append("|---|---|---|---|---|")
         nested: list[tuple[type[BaseModel], str]] = []
         for name, info in model.model_fields.items():
             ann = info.annotation
@@ -611,7 +655,8 @@ def markdown_reference() -> str:
             desc = info.description or ""
             if not desc and sub is not None:
                 desc = (sub.__doc__ or "").strip().splitlines()[0]
-            lines.append(f"| `{name}` | {type_name} | {default} | {desc} |")
+            alias = info.alias or name
+            lines.append(f"| `{name}` | `{alias}` | {type_name} | {default} | {desc} |")
             if sub is not None:
                 nested.append((sub, f"{prefix}.{name}" if prefix else name))
         lines.append("")

@@ -50,6 +50,8 @@ from .settings import (
     load_spec,
 )
 
+_FieldPath = tuple[str, ...]
+
 #: ``spec`` fields only the CLI honours; the CRD does not offer them and admission
 #: refuses them (a fake or old API server may not enforce the schema). Paths are
 #: tuples of field names; the reason is the rule a refusal names.
@@ -386,6 +388,117 @@ class Admission:
         return "; ".join(str(r) for r in self.refusals)
 
 
+@dataclass
+class _Spelling:
+    """A spec mapping with its keys turned into field names, and how the object spelled them.
+
+    An ArtifactCheck spells fields in camelCase (the CRD's names), a YAML file or an old
+    object may use snake_case, and the model accepts both: every admission rule works on
+    field names, so a ``headerFiles`` is refused exactly as a ``header_files``, and each
+    refusal names the field as the object wrote it (``spec.http.headerFiles``).
+    """
+
+    spec: dict[str, Any]
+    #: field-name path -> the keys the object used, e.g. ("http", "header_files") ->
+    #: ("http", "headerFiles")
+    written: dict[_FieldPath, _FieldPath]
+    #: fields given under both names, as the object wrote them
+    twice: list[tuple[str, str]]
+
+    def name(self, *path: str) -> str:
+        """``spec.``-prefixed path of a field as the object spelled it (field names
+        where it did not, e.g. for a field it left out)."""
+        for cut in range(len(path), 0, -1):
+            if path[:cut] in self.written:
+                return ".".join(("spec", *self.written[path[:cut]], *path[cut:]))
+        return ".".join(("spec", *path))
+
+    def name_of(self, loc: tuple[str | int, ...]) -> str | None:
+        """A validation error's location as the object spelled it, without ``spec.``."""
+        parts = tuple(str(p) for p in loc)
+        for cut in range(len(parts), 0, -1):
+            if parts[:cut] in self.written and parts[:cut] != self.written[parts[:cut]]:
+                return ".".join((*self.written[parts[:cut]], *(_loc(p) for p in loc[cut:])))
+        return None  # spelled as the field names: the usual rendering
+
+
+def _loc(part: str | int) -> str:
+    """One location element after the spelled fields (a list index, a header name):
+    quoted when it could forge a line or a path, as the usual rendering does."""
+    text = str(part)
+    unsafe = not text or not text.isprintable() or any(c in text for c in ".:")
+    return repr(text) if isinstance(part, str) and unsafe else text
+
+
+def _sub_models(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    """The model a field holds (directly, optionally or as list items), and whether in a list.
+
+    Dicts are never entered: their keys are user data (header names), not field names.
+    """
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    origin = typing.get_origin(annotation)
+    if origin is dict:
+        return None, False
+    args = typing.get_args(annotation)
+    if origin is list and args:
+        inner, _ = _sub_models(args[0])
+        return inner, True
+    for arg in args:  # X | None
+        inner, listed = _sub_models(arg)
+        if inner is not None:
+            return inner, listed
+    return None, False
+
+
+def _field_names(
+    data: Mapping[str, Any],
+    model: type[BaseModel],
+    field_path: _FieldPath,
+    written_path: _FieldPath,
+    out: _Spelling,
+) -> dict[str, Any]:
+    by_key: dict[str, str] = {}
+    for field_name, info in model.model_fields.items():
+        by_key[field_name] = field_name
+        if info.alias:
+            by_key[info.alias] = field_name
+    result: dict[str, Any] = {}
+    seen: dict[str, str] = {}
+    for key, value in data.items():
+        name = by_key.get(key) if isinstance(key, str) else None
+        if name is None:
+            result[key] = value  # unknown: load_spec names it ("unknown field")
+            continue
+        if name in seen:
+            where = ".".join(("spec", *written_path))
+            out.twice.append((f"{where}.{seen[name]}", f"{where}.{key}"))
+            continue
+        seen[name] = key
+        here, spelled = (*field_path, name), (*written_path, key)
+        out.written[here] = spelled
+        sub, listed = _sub_models(model.model_fields[name].annotation)
+        if sub is not None and not listed and isinstance(value, Mapping):
+            value = _field_names(value, sub, here, spelled, out)
+        elif sub is not None and listed and isinstance(value, list):
+            value = [
+                _field_names(item, sub, here, spelled, out) if isinstance(item, Mapping) else item
+                for item in value
+            ]
+        result[name] = value
+    return result
+
+
+def spelled_as_fields(spec: Mapping[str, Any]) -> _Spelling:
+    """``spec`` with CheckSpec's own keys (camelCase or snake_case) as field names, recursively;
+    keys of dict-valued fields (``http.headers``) are left as they are."""
+    out = _Spelling({}, {}, [])
+    out.spec = _field_names(spec, CheckSpec, (), (), out)
+    return out
+
+
 def _present(spec: Mapping[str, Any], path: tuple[str, ...]) -> bool:
     node: Any = spec
     for name in path:
@@ -452,14 +565,22 @@ def admit(
 
     ``checks_in_namespace`` counts the *other* checks already accepted there. Every
     rule is evaluated, so the author sees all refusals at once; nothing is read from
-    the file system or the network.
+    the file system or the network. The spec may spell fields in camelCase (the CRD's
+    names) or snake_case: the rules apply to field names (:func:`spelled_as_fields`),
+    and refusals name fields as the spec wrote them.
     """
     refusals: list[Refusal] = []
     if not isinstance(spec, Mapping):
         return Admission(None, (Refusal("spec", "InvalidSpec", "spec must be a mapping"),))
+    spelling = spelled_as_fields(spec)
+    spec = spelling.spec  # field names from here on, whatever the object's spelling
+    for first, second in spelling.twice:
+        refusals.append(
+            Refusal(second, "DuplicateField", f"the same field as {first}, given twice")
+        )
     for path, (rule, why) in CONTROLLER_REFUSED_FIELDS.items():
         if _present(spec, path):
-            refusals.append(Refusal("spec." + ".".join(path), rule, why))
+            refusals.append(Refusal(spelling.name(*path), rule, why))
     limits = config.limits
     if checks_in_namespace >= limits.max_checks_per_namespace:
         refusals.append(
@@ -471,7 +592,7 @@ def admit(
             )
         )
     try:
-        parsed = load_spec(spec, origin="spec")
+        parsed = load_spec(spec, origin="spec", name_of=spelling.name_of)
     except ConfigError as exc:
         # Report the refused fields (if any) first: they explain more than a type error.
         refusals.append(Refusal("spec", "InvalidSpec", str(exc).replace("\n", " ")[:1000]))
@@ -483,7 +604,7 @@ def admit(
     elif "namespace" in (spec.get("kubernetes") or {}) and source.namespace != namespace:
         refusals.append(
             Refusal(
-                "spec.kubernetes.namespace",
+                spelling.name("kubernetes", "namespace"),
                 "OtherNamespace",
                 f"a check acts only in its own namespace {namespace!r}, not {source.namespace!r}",
             )
@@ -494,19 +615,23 @@ def admit(
     rules = config.egress_rules(namespace)
     for i, template in enumerate(parsed.release_manifest):
         problem = _url_refusal(
-            f"spec.release_manifest[{i}]", template, rules, namespace, config.release_directories
+            f"{spelling.name('release_manifest')}[{i}]",
+            template,
+            rules,
+            namespace,
+            config.release_directories,
         )
         if problem is not None:
             refusals.append(problem)
     if parsed.cdn is not None:
-        problem = _url_refusal("spec.cdn", parsed.cdn, rules, namespace)
+        problem = _url_refusal(spelling.name("cdn"), parsed.cdn, rules, namespace)
         if problem is not None:
             refusals.append(problem)
 
     if parsed.interval < limits.min_interval:
         refusals.append(
             Refusal(
-                "spec.interval",
+                spelling.name("interval"),
                 "IntervalBelowMinimum",
                 f"{parsed.interval:g}s is below the admin's minimum of {limits.min_interval:g}s",
             )
@@ -515,7 +640,7 @@ def admit(
     if sampling.instances is not None and sampling.instances > limits.max_instances:
         refusals.append(
             Refusal(
-                "spec.sampling.instances",
+                spelling.name("sampling", "instances"),
                 "SamplingAboveMaximum",
                 f"{sampling.instances} is above the admin's maximum of {limits.max_instances}",
             )
@@ -524,7 +649,7 @@ def admit(
     if assets is not None and assets > limits.max_assets_per_instance:
         refusals.append(
             Refusal(
-                "spec.sampling.assets_per_instance",
+                spelling.name("sampling", "assets_per_instance"),
                 "SamplingAboveMaximum",
                 f"{assets} is above the admin's maximum of {limits.max_assets_per_instance}",
             )
@@ -534,7 +659,7 @@ def admit(
     ):
         refusals.append(
             Refusal(
-                "spec.policy.cordon_nodes",
+                spelling.name("policy", "cordon_nodes"),
                 "ClusterScopedAction",
                 "cordoning a node acts beyond the namespace; the admin has not allowed it "
                 f"for {namespace!r}",
@@ -546,7 +671,7 @@ def admit(
     ca_bundle: str | None = None
     for i, name in enumerate(parsed.http.credentials):
         cred = config.credential(name)
-        where = f"spec.http.credentials[{i}]"
+        where = f"{spelling.name('http', 'credentials')}[{i}]"
         if cred is None or not cred.granted_to(namespace):
             refusals.append(
                 Refusal(

@@ -268,8 +268,17 @@ class SimCluster:
             }
         )
 
-    def add_check(self, name: str = "web", **spec: Any) -> dict[str, Any]:
-        """Create an ArtifactCheck selecting this cluster's pods."""
+    def add_check(
+        self, name: str = "web", *, pruned_ok: bool = False, **spec: Any
+    ) -> dict[str, Any]:
+        """Create an ArtifactCheck selecting this cluster's pods.
+
+        ``spec`` is spelled as an ArtifactCheck is, in the CRD's camelCase
+        (``releaseManifest=[...]``, ``policy={"gateFailOpen": False}``), and sent as it
+        is. The API server prunes what the CRD does not offer, a snake_case key too, as
+        a real cluster does; so that a test cannot run a silently different check, a key
+        the server pruned raises :class:`ValueError` unless ``pruned_ok``.
+        """
         body = {
             "apiVersion": "artifactcheck.io/v1alpha1",
             "kind": "ArtifactCheck",
@@ -281,12 +290,19 @@ class SimCluster:
                     "port": self.port,
                 },
                 "cdn": self.cdn_url,
-                "release_manifest": [self.release_template],
-                "known_versions": sorted(RELEASES),
+                "releaseManifest": [self.release_template],
+                "knownVersions": sorted(RELEASES),
                 **spec,
             },
         }
-        return self.api.create(body)
+        created = self.api.create(body)
+        lost = _pruned(body["spec"], created.get("spec"), "spec")
+        if lost and not pruned_ok:
+            raise ValueError(
+                f"the ArtifactCheck's CRD pruned {', '.join(lost)}: spell fields as the CRD "
+                "does (camelCase, k8s/crd.yaml)"
+            )
+        return created
 
     def check_status(self, name: str = "web") -> dict[str, Any]:
         """The status of an ArtifactCheck."""
@@ -341,3 +357,16 @@ def wait_for(predicate: Any, *, timeout: float = 10.0, interval: float = 0.05) -
         if time.monotonic() > deadline:
             raise TimeoutError(f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+def _pruned(sent: Any, stored: Any, path: str) -> list[str]:
+    """Keys of ``sent`` (mappings, recursively) missing from ``stored``."""
+    if not isinstance(sent, dict) or not isinstance(stored, dict):
+        return []
+    lost: list[str] = []
+    for key, value in sent.items():
+        if key not in stored:
+            lost.append(f"{path}.{key}")
+        else:
+            lost.extend(_pruned(value, stored[key], f"{path}.{key}"))
+    return lost

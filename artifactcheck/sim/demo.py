@@ -150,8 +150,8 @@ def run_kubernetes_act(
         cluster.add_check(
             interval=1.0,
             cdn=None,
-            release_manifest=[releases + "{version}.json"],
-            policy={"mode": "quarantine", "confirmations": 2, "max_quarantine_fraction": 0.25},
+            releaseManifest=[releases + "{version}.json"],  # an ArtifactCheck's camelCase
+            policy={"mode": "quarantine", "confirmations": 2, "maxQuarantineFraction": 0.25},
         )
         admin = Path(tempfile.mkdtemp(prefix="artifactcheck-demo-admin-")) / "admin.yaml"
         admin.write_text(

@@ -22,7 +22,7 @@ from artifactcheck.sim.cluster import SimCluster, SimPod, wait_for
 from artifactcheck.sim.running import RunningController
 from artifactcheck.sim.web import Delay, Status
 
-POLICY = {"mode": "quarantine", "confirmations": 2, "max_quarantine_fraction": 0.5}
+POLICY = {"mode": "quarantine", "confirmations": 2, "maxQuarantineFraction": 0.5}
 RELATED_410 = "tests/k8s/test_controller.py::test_api_server_restart_and_410_recovered"
 
 

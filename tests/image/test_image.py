@@ -226,8 +226,8 @@ def test_container_quarantines_drifted_pod_in_cluster(
     cluster.add_check(
         interval=1.0,
         cdn=None,
-        release_manifest=[release_manifest],
-        policy={"mode": "quarantine", "confirmations": 2, "max_quarantine_fraction": 0.25},
+        releaseManifest=[release_manifest],
+        policy={"mode": "quarantine", "confirmations": 2, "maxQuarantineFraction": 0.25},
     )
     health, metrics = _free_port(), _free_port()
     t0 = time.monotonic()

@@ -71,9 +71,9 @@ class TenantCluster(SimCluster):
         return self.start()
 
     def add_check(self, name: str = "web", **spec: Any) -> dict[str, Any]:
-        spec.setdefault("release_manifest", [self.release_template_url])
-        if isinstance(spec["release_manifest"], str):
-            spec["release_manifest"] = [spec["release_manifest"]]
+        spec.setdefault("releaseManifest", [self.release_template_url])
+        if isinstance(spec["releaseManifest"], str):
+            spec["releaseManifest"] = [spec["releaseManifest"]]
         return super().add_check(name, **spec)
 
     def check(self, name: str = "web", namespace: str | None = None) -> dict[str, Any]:

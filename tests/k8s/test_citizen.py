@@ -506,7 +506,7 @@ def test_suspect_expectation_holds_or_fails_open(cluster: TenantCluster, fail_op
     policy.gate_fail_open, let in as unverifiable."""
     good = [cluster.add_pod() for _ in range(4)]
     drifted = [cluster.add_pod(serves="1.4.1") for _ in range(6)]
-    cluster.add_check(interval=0.5, policy={"mode": "quarantine", "gate_fail_open": fail_open})
+    cluster.add_check(interval=0.5, policy={"mode": "quarantine", "gateFailOpen": fail_open})
     with running(cluster) as ctl:
         wait_for(lambda: all(gate(cluster, p.name) == "True" for p in good), timeout=20)
         wait_for(lambda: ctl.controller.cycles_completed >= 3, timeout=20)

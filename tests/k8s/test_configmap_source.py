@@ -374,9 +374,9 @@ def test_the_controller_reads_release_configmaps_of_the_check_s_own_namespace(
     cluster.add_check(
         interval=0.3,
         cdn=None,
-        release_manifest=[],
-        release_configmaps={"selector": SELECTOR},
-        policy={"mode": "quarantine", "confirmations": 1, "max_quarantine_fraction": 0.5},
+        releaseManifest=[],
+        releaseConfigMaps={"selector": SELECTOR},
+        policy={"mode": "quarantine", "confirmations": 1, "maxQuarantineFraction": 0.5},
     )
     cluster.api.reset_requests()
     with RunningController(cluster, admin=cluster.lab_admin()):

@@ -71,7 +71,7 @@ def test_cap_limits_quarantine(cluster: SimCluster) -> None:
     for _ in range(7):
         cluster.add_pod()
     drifted = [cluster.add_pod(serves="1.4.1") for _ in range(3)]
-    cluster.add_check(interval=0.5, policy={"mode": "quarantine", "max_quarantine_fraction": 0.25})
+    cluster.add_check(interval=0.5, policy={"mode": "quarantine", "maxQuarantineFraction": 0.25})
     with running(cluster) as ctl:
         wait_for(lambda: ctl.controller.cycles_completed >= 4, timeout=20)
         quarantined = [p for p in drifted if gate(cluster, p.name) == "False"]
@@ -83,8 +83,8 @@ def test_release_source_down_never_quarantines(cluster: SimCluster) -> None:
     bad = cluster.add_pod(serves="1.4.1")
     cluster.add_check(
         interval=0.5,
-        release_manifest=cluster.release_url + "nonexistent/{version}.json",
-        known_versions=[],
+        releaseManifest=cluster.release_url + "nonexistent/{version}.json",
+        knownVersions=[],
         policy={"mode": "quarantine"},
     )
     with running(cluster) as ctl:
@@ -119,7 +119,7 @@ def test_two_replicas_only_leader_acts(cluster: SimCluster) -> None:
     for _ in range(3):
         cluster.add_pod()
     bad = cluster.add_pod(serves="1.4.1")
-    cluster.add_check(interval=0.5, policy={"mode": "quarantine", "max_quarantine_fraction": 0.5})
+    cluster.add_check(interval=0.5, policy={"mode": "quarantine", "maxQuarantineFraction": 0.5})
     a = running(cluster, identity="ctl-a").start()
     b = running(cluster, identity="ctl-b").start()
     try:
@@ -143,7 +143,7 @@ def test_restart_does_not_repeat_actions_or_events(cluster: SimCluster) -> None:
     for _ in range(5):
         cluster.add_pod()
     bad = cluster.add_pod(serves="1.4.1")
-    cluster.add_check(interval=0.4, policy={"mode": "quarantine", "max_quarantine_fraction": 0.5})
+    cluster.add_check(interval=0.4, policy={"mode": "quarantine", "maxQuarantineFraction": 0.5})
     with running(cluster) as first:
         wait_for(lambda: gate(cluster, bad.name) == "False", timeout=20)
         # Stop once the quarantining cycle has finished its writes (streaks, flags): a
@@ -247,9 +247,9 @@ def test_node_cordon_once_and_capped(cluster: SimCluster) -> None:
         interval=0.4,
         policy={
             "mode": "quarantine",
-            "cordon_nodes": True,
-            "max_cordoned_nodes": 1,
-            "max_quarantine_fraction": 0.5,
+            "cordonNodes": True,
+            "maxCordonedNodes": 1,
+            "maxQuarantineFraction": 0.5,
         },
     )
     with running(cluster) as ctl:
@@ -323,7 +323,7 @@ def test_investigate_pod_shows_condition_and_events(cluster: SimCluster, tmp_pat
     for node in ("node-a", "node-b", "node-a"):
         cluster.add_pod(node=node)
     bad = cluster.add_pod(serves="1.4.1", node="node-c")
-    cluster.add_check(interval=0.4, policy={"mode": "quarantine", "max_quarantine_fraction": 0.5})
+    cluster.add_check(interval=0.4, policy={"mode": "quarantine", "maxQuarantineFraction": 0.5})
     with running(cluster):
         wait_for(lambda: gate(cluster, bad.name) == "False", timeout=20)
     args = [
@@ -367,7 +367,7 @@ def test_controller_command_end_to_end(cluster: SimCluster, tmp_path) -> None:
     for _ in range(3):
         cluster.add_pod()
     bad = cluster.add_pod(serves="1.4.1")
-    cluster.add_check(interval=0.5, policy={"mode": "quarantine", "max_quarantine_fraction": 0.5})
+    cluster.add_check(interval=0.5, policy={"mode": "quarantine", "maxQuarantineFraction": 0.5})
     port = free_port("127.0.0.1")
     proc = subprocess.Popen(
         [

@@ -38,7 +38,7 @@ from pydantic import create_model
 from artifactcheck import crd
 from artifactcheck.errors import ConfigError
 from artifactcheck.models import Severity, Verdict
-from artifactcheck.settings import CheckSpec, HttpSettings, load_spec
+from artifactcheck.settings import CheckSpec, HttpSettings, camel_name, load_spec
 from artifactcheck.tenancy import CONTROLLER_REFUSED_FIELDS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -359,12 +359,18 @@ def test_crd_spec_mirrors_checkspec() -> None:
     default and bounds; the CLI-only ones (files, environment, Docker, bare URLs) are not."""
     spec = _crd_schema()["properties"]["spec"]
     top_refused = {p[0] for p in CONTROLLER_REFUSED_FIELDS if len(p) == 1}
-    assert set(spec["properties"]) == set(CheckSpec.model_fields) - top_refused
+    # camelCase, as Kubernetes API conventions want; the model's fields are snake_case
+    assert set(spec["properties"]) == {
+        camel_name(f) for f in set(CheckSpec.model_fields) - top_refused
+    }
+    assert {"releaseManifest", "releaseConfigMaps", "versionEndpoint"} <= set(spec["properties"])
+    assert not any("_" in name for name in spec["properties"])
     http_refused = {p[1] for p in CONTROLLER_REFUSED_FIELDS if p[0] == "http"}
     assert http_refused == {"header_files", "header_env", "ca_bundle", "transport"}
     http_fields = set(spec["properties"]["http"]["properties"])
-    assert http_fields == set(HttpSettings.model_fields) - http_refused
-    assert "credentials" in http_fields
+    assert http_fields == {camel_name(f) for f in set(HttpSettings.model_fields) - http_refused}
+    assert {"credentials", "maxConnections", "verifyTLS"} <= http_fields
+    assert "gateFailOpen" in spec["properties"]["policy"]["properties"]
     policy = spec["properties"]["policy"]["properties"]
     assert policy["mode"]["enum"] == ["report", "flag", "quarantine"]
     assert policy["mode"]["default"] == "flag"
@@ -625,13 +631,13 @@ def test_example_release_manifest_vouches_for_what_is_served() -> None:
 
 
 def _controller_fields(dumped: dict[str, Any]) -> dict[str, Any]:
-    """A model dump without the CLI-only fields the CRD does not offer."""
+    """A model dump (by alias: camelCase) without the CLI-only fields the CRD does not offer."""
     out = copy.deepcopy(dumped)
     for path in CONTROLLER_REFUSED_FIELDS:
         node = out
         for name in path[:-1]:
-            node = node[name]
-        node.pop(path[-1], None)
+            node = node[camel_name(name)]
+        node.pop(camel_name(path[-1]), None)
     return out
 
 
@@ -646,12 +652,16 @@ def _full_spec() -> dict[str, Any]:
             "policy": {"mode": "quarantine", "cordon_nodes": True},
         }
     )
-    return _controller_fields(spec.model_dump(mode="json"))
+    return _controller_fields(spec.model_dump(mode="json", by_alias=True))
 
 
 @pytest.mark.parametrize(
     "spec",
-    [_controller_fields(CheckSpec.model_validate({}).model_dump(mode="json")), _full_spec(), {}],
+    [
+        _controller_fields(CheckSpec.model_validate({}).model_dump(mode="json", by_alias=True)),
+        _full_spec(),
+        {},
+    ],
     ids=["defaults", "full", "empty"],
 )
 def test_what_the_model_dumps_the_crd_accepts(spec: dict[str, Any]) -> None:
@@ -664,11 +674,14 @@ def test_what_the_model_dumps_the_crd_accepts(spec: dict[str, Any]) -> None:
     [
         {"targets": [{"url": "http://10.0.0.7:8080"}]},
         {"docker": {"labels": ["app=web"]}},
+        {"releaseImage": "web:{version}"},
         {"release_image": "web:{version}"},
-        {"release_image_path": "/srv"},
+        {"releaseImagePath": "/srv"},
+        {"registryAuth": "/root/.docker/config.json"},
+        {"http": {"headerFiles": {"X-Leak": "/var/run/secrets/kubernetes.io/token"}}},
         {"http": {"header_files": {"X-Leak": "/var/run/secrets/kubernetes.io/token"}}},
-        {"http": {"header_env": {"X-Leak": "HOME"}}},
-        {"http": {"ca_bundle": "/etc/shadow"}},
+        {"http": {"headerEnv": {"X-Leak": "HOME"}}},
+        {"http": {"caBundle": "/etc/shadow"}},
         {"http": {"transport": "httpx"}},
     ],
     ids=repr,
@@ -686,16 +699,16 @@ def test_crd_refuses_what_only_the_cli_honours(bad: dict[str, Any]) -> None:
     [
         {"policy": {"mode": "nuke"}},
         {"policy": {"confirmations": 0}},
-        {"policy": {"max_quarantine_fraction": 1.5}},
+        {"policy": {"maxQuarantineFraction": 1.5}},
         {"interval": 0},
-        {"http": {"max_per_host": 0}},
+        {"http": {"maxPerHost": 0}},
         {"http": {"headers": {"X-A": 1}}},
         {"kubernetes": {"port": 70000}},
         {"kubernetes": {"scheme": "ftp"}},
-        {"manifest_format": "rollup"},
+        {"manifestFormat": "rollup"},
         {"targets": [{"version": "1"}]},
         {"polciy": {}},
-        {"policy": {"dry_rn": True}},
+        {"policy": {"dryRn": True}},
     ],
     ids=repr,
 )
@@ -712,10 +725,10 @@ def test_crd_defaults_are_valid_and_match_the_model() -> None:
     sections: dict[str, Any] = {
         "kubernetes": {},
         "docker": {},
-        "version_endpoint": {},
-        "release_configmaps": {},
+        "versionEndpoint": {},
+        "releaseConfigMaps": {},
     }
-    dumped = CheckSpec.model_validate(sections).model_dump(mode="json")
+    dumped = CheckSpec.model_validate(sections).model_dump(mode="json", by_alias=True)
 
     def walk(node: Mapping[str, Any], model: Any, path: str) -> Iterator[str]:
         if "default" in node:

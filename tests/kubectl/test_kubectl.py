@@ -144,7 +144,7 @@ def test_crd_then_example_then_printer_columns_and_describe(
     stored = server.get("artifactcheck.io/v1alpha1", "ArtifactCheck", "shop", "web")
     assert stored is not None
     # Defaulted from the CRD's schema, as a real server does.
-    assert stored["spec"]["interval"] == 60 and "cache_versions" in stored["spec"]
+    assert stored["spec"]["interval"] == 60 and "cacheVersions" in stored["spec"]
     again = kubectl("apply", "-f", str(K8S / "example-artifactcheck.yaml"))
     assert "artifactcheck.artifactcheck.io/web unchanged" in again.stdout
     changed = tmp_path / "changed.yaml"

@@ -36,7 +36,7 @@ from artifactcheck.crd import crd_manifest
 from artifactcheck.decide import History, decide
 from artifactcheck.errors import ConfigError
 from artifactcheck.models import CertInfo
-from artifactcheck.settings import CheckSpec, load_spec, load_spec_file
+from artifactcheck.settings import CheckSpec, camel_name, load_spec, load_spec_file
 from artifactcheck.tenancy import CONTROLLER_REFUSED_FIELDS
 
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -410,6 +410,10 @@ def _json_schema(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     out = {k: _json_schema(v) for k, v in node.items() if not k.startswith("x-kubernetes")}
+    if isinstance(out.get("properties"), dict) and "additionalProperties" not in out:
+        # what strict field validation (kubectl's default) does: an unknown key, a
+        # snake_case spelling of a camelCase field too, is an error, not ignored
+        out["additionalProperties"] = False
     if out.pop("nullable", False) and "type" in out:
         out["type"] = [out["type"], "null"]
         if "enum" in out:
@@ -424,15 +428,51 @@ CRD = jsonschema.Draft4Validator(CRD_SPEC)
 
 
 def _without_refused(doc: dict[str, Any]) -> dict[str, Any]:
-    """The spec minus the CLI-only fields the CRD leaves out (the controller refuses them)."""
+    """The spec (camelCase) minus the CLI-only fields the CRD leaves out (the controller
+    refuses them)."""
     doc = copy.deepcopy(doc)
     for path in CONTROLLER_REFUSED_FIELDS:
         node = doc
         for key in path[:-1]:
-            node = node.get(key) if isinstance(node, dict) else None
+            node = node.get(camel_name(key)) if isinstance(node, dict) else None
         if isinstance(node, dict):
-            node.pop(path[-1], None)
+            node.pop(camel_name(path[-1]), None)
     return doc
+
+
+def _model_of(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    """The model a field holds (directly, optionally, or as list items: True)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    if get_origin(annotation) is dict:
+        return None, False
+    if get_origin(annotation) is list:
+        return _model_of(get_args(annotation)[0])[0], True
+    for arg in get_args(annotation):
+        found = _model_of(arg)
+        if found[0] is not None:
+            return found
+    return None, False
+
+
+def _as_crd(doc: Any, model: type[BaseModel] = CheckSpec) -> Any:
+    """A snake_case spec document as an ArtifactCheck spells it: the model's own keys in
+    camelCase, recursively; keys of maps (header names) stay as they are."""
+    if not isinstance(doc, dict):
+        return doc
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        info = model.model_fields.get(key)
+        if info is None:
+            out[key] = value
+            continue
+        sub, listed = _model_of(info.annotation)
+        if sub is not None and listed and isinstance(value, list):
+            value = [_as_crd(v, sub) for v in value]
+        elif sub is not None:
+            value = _as_crd(value, sub)
+        out[camel_name(key)] = value
+    return out
 
 
 def _refused(where: tuple[str, ...], name: str) -> bool:
@@ -443,9 +483,10 @@ def _refused(where: tuple[str, ...], name: str) -> bool:
 @given(SPEC)
 def test_the_crd_schema_accepts_every_valid_spec(doc: dict[str, Any]) -> None:
     spec = load_spec(doc)
-    errors = [e.message for e in CRD.iter_errors(_without_refused(doc))]
+    assert load_spec(_as_crd(doc)) == spec, "either spelling, one spec"
+    errors = [e.message for e in CRD.iter_errors(_without_refused(_as_crd(doc)))]
     assert not errors, errors
-    dumped = _without_refused(spec.model_dump(mode="json"))
+    dumped = _without_refused(spec.model_dump(mode="json", by_alias=True))
     errors = [f"{list(e.path)}: {e.message}" for e in CRD.iter_errors(dumped)]
     assert not errors, errors
 
@@ -494,7 +535,7 @@ def test_the_crd_and_the_model_agree_on_numeric_bounds(
         model_ok = True
     except ConfigError:
         model_ok = False
-    crd_ok = CRD.is_valid(doc)
+    crd_ok = CRD.is_valid(_as_crd(doc))
     assert model_ok == crd_ok, (dotted(path), number, model_ok, crd_ok)
 
 
@@ -507,7 +548,7 @@ def test_the_crd_enums_are_the_model_literals() -> None:
         for name in model.model_fields:
             if _refused(where, name):
                 continue
-            sub = schema["properties"][name]
+            sub = schema["properties"][camel_name(name)]
             kind = hints[name]
             if get_origin(kind) is Literal:
                 found.append(
@@ -527,7 +568,7 @@ def test_every_model_field_is_in_the_crd() -> None:
         model: type[BaseModel], schema: Mapping[str, Any], where: tuple[str, ...] = ()
     ) -> Callable[[], None]:
         wanted = {n for n in model.model_fields if not _refused(where, n)}
-        assert wanted == set(schema["properties"]), model.__name__
+        assert {camel_name(n) for n in wanted} == set(schema["properties"]), model.__name__
         hints = typing.get_type_hints(model)
         for name in sorted(wanted):
             kind = hints[name]
@@ -536,9 +577,10 @@ def test_every_model_field_is_in_the_crd() -> None:
                 args[0] if args and get_origin(kind) in (typing.Union, types.UnionType) else kind
             )
             if get_origin(inner) is list:
-                inner, schema_node = get_args(inner)[0], schema["properties"][name]["items"]
+                inner = get_args(inner)[0]
+                schema_node = schema["properties"][camel_name(name)]["items"]
             else:
-                schema_node = schema["properties"][name]
+                schema_node = schema["properties"][camel_name(name)]
             if isinstance(inner, type) and issubclass(inner, BaseModel):
                 names(inner, schema_node, (*where, name))
         return lambda: None
