@@ -183,6 +183,21 @@ def parse_kv(values: tuple[str, ...], option: str, sep: str = "=") -> dict[str, 
     return out
 
 
+def _as_field_names(loaded: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The file's keys as field names: a file may spell fields in camelCase (as an
+    ArtifactCheck does) or snake_case, and flags overlay field names, so a flag for a
+    field the file spelled ``maxConnections`` overrides it instead of clashing."""
+    from .tenancy import spelled_as_fields
+
+    spelling = spelled_as_fields(loaded)
+    if spelling.twice:
+        both = ", ".join(
+            f"{a.removeprefix('spec.')} and {b.removeprefix('spec.')}" for a, b in spelling.twice
+        )
+        raise ConfigError(f"{path}: {both}: one field given under both of its names")
+    return spelling.spec
+
+
 def build_spec(
     config: str | None, overrides: dict[str, Any], flags: FlagNames | None = None
 ) -> Any:
@@ -212,7 +227,7 @@ def build_spec(
             raise ConfigError(f"{path}: nested too deeply to be a configuration") from exc
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: expected a mapping at the top level")
-        data = loaded
+        data = _as_field_names(loaded, path)
         origin = f"{path} + command line"
     for key, value in overrides.items():
         if value is None or value == () or value == []:

@@ -624,3 +624,20 @@ def test_controller_with_an_invalid_admin_config_is_exit_2_naming_the_field(tmp_
     )
     assert result.exit_code == 2, result.output
     assert str(admin) in result.output and "egress.allow_loopbak" in result.output
+
+
+def test_a_camelcase_config_file_is_overridden_by_its_flag(tmp_path: Path) -> None:
+    """A --config file may spell fields as an ArtifactCheck does (camelCase): a flag for
+    the same field overrides it, and the two spellings of one field together are exit 2."""
+    from artifactcheck.cli_options import build_spec
+
+    cfg = tmp_path / "check.yaml"
+    cfg.write_text('targets: [{url: "http://127.0.0.1:9/"}]\nhttp: {maxConnections: 5}\n')
+    assert build_spec(str(cfg), {}).http.max_connections == 5
+    assert build_spec(str(cfg), {"http.max_connections": 10}).http.max_connections == 10
+    both = tmp_path / "both.yaml"
+    both.write_text(
+        'targets: [{url: "http://127.0.0.1:9/"}]\nhttp: {maxConnections: 5, max_connections: 3}\n'
+    )
+    code, _, err = verify("--config", str(both))
+    assert code == 2 and "http.maxConnections and http.max_connections" in err, err
