@@ -80,8 +80,9 @@ def run_demo(
                     [
                         f"[bold]What happened[/] (checked in {elapsed:.2f}s, exit code "
                         f"{report.exit_code}):",
-                        f"- {drifted.name}: {hit.reason}. Its version signals say 1.4.2; its "
-                        "bytes are 1.4.1's. This is the silent rebuild that dashboards miss: "
+                        f"- {drifted.name}: {hit.reason}. Its version signals say 1.4.2; the "
+                        "files it changed hold 1.4.1's bytes under 1.4.2's names. This is the "
+                        "silent rebuild that dashboards miss: "
                         "in a cluster the controller would quarantine it (readiness gate "
                         "False) after two confirmations.",
                         f"- {sum(r.verdict is Verdict.CDN_MISSING for r in others)} other "
@@ -183,7 +184,8 @@ def run_kubernetes_act(
                     ),
                     timeout=30,
                 )
-                wait_for(lambda: cluster.check_status().get("counts"), timeout=10)
+                # the status written after the quarantine, not the cycle before it
+                wait_for(lambda: cluster.check_status().get("quarantined") == 1, timeout=10)
             except TimeoutError:
                 console.print("[red]the controller did not act in time[/]")
                 return False
