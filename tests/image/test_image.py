@@ -257,6 +257,32 @@ def test_container_quarantines_drifted_pod_in_cluster(
                 f"no quarantine within {QUARANTINE_TIMEOUT:g}s; container "
                 f"{container.status}; unauthorized={api.unauthorized[:3]}; logs:\n{logs}"
             )
+        # A hostile tenant against the real image: a CDN the admin never allowed (a
+        # recording stand-in on another loopback address), the API server itself as a
+        # release source, and the controller's own token as a header file (which the
+        # CRD schema prunes, as a real cluster does). Refused with Accepted=False; the
+        # stand-in and the API server (outside its API) see nothing.
+        lure = cluster.web.add(Site(root=Path(cluster.release_template).parent), "127.79.15.1")
+        cluster.add_check(
+            "hostile",
+            pruned_ok=True,
+            cdn=lure,
+            releaseManifest=[api.url + "/{version}.json"],
+            http={"headerFiles": {"X-Leak": "/var/run/secrets/kubernetes.io/serviceaccount/token"}},
+        )
+
+        def refusal() -> dict[str, Any] | None:
+            conditions = cluster.check_status("hostile").get("conditions") or []
+            return next((c for c in conditions if c.get("type") == "Accepted"), None)
+
+        accepted = wait_for(refusal, timeout=30, interval=0.2)
+        assert accepted["status"] == "False", accepted
+        assert "spec.cdn" in accepted["message"] and "spec.releaseManifest" in accepted["message"]
+        stored = api.get("artifactcheck.io/v1alpha1", "ArtifactCheck", APP_NAMESPACE, "hostile")
+        assert "headerFiles" not in ((stored or {}).get("spec") or {}).get("http", {})
+        assert cluster.web.server(lure).request_count == 0
+        assert not [p for _, p in api.requests if not p.startswith(("/api", "/apis"))]
+
         condition = cluster.condition(bad.name) or {}
         assert condition["status"] == "False"
         assert (cluster.condition(bad.name, "Ready") or {}).get("status") == "False"
