@@ -900,8 +900,11 @@ class _Connection(asyncio.Protocol):
         return -1
 
     def close(self) -> None:
+        # abort, not close: a connection we give up is never written to again, and a TLS
+        # close (close_notify) finishes only when the peer answers, so a graceful close
+        # can outlive the event loop of the run (an fd held until GC, a ResourceWarning)
         if self.transport is not None:
-            self.transport.close()
+            self.transport.abort()
         self.eof = True
 
 
@@ -1274,6 +1277,7 @@ class _Http1Transport(httpx.AsyncBaseTransport):
         for conn in closing:
             if not conn.lost and conn.transport is not None:
                 conn.transport.abort()
+        await asyncio.sleep(0)  # let the aborted transports run connection_lost
 
 
 def _framing(
