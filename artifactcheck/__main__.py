@@ -1,5 +1,5 @@
 """``python -m artifactcheck``: the same CLI as the console script."""
 
-from .cli import main
+from artifactcheck.cli.main import main
 
 main()

@@ -18,8 +18,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
-from . import urls
-from .compare import (
+from artifactcheck.discover.sample import draw_seed, entry_points, sample_instances, sample_paths
+from artifactcheck.fetch import urls
+from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.judge.compare import (
     DEFAULT_CDN_EXCLUDE,
     CdnView,
     cdn_paths,
@@ -27,13 +29,12 @@ from .compare import (
     reported_version,
     tls_findings,
 )
-from .decide import Decision, History, decide
-from .errors import ArtifactCheckError, ConfigError, ManifestError
-from .expect import ConfigMapReader, Expectations
-from .fetch import Fetcher
-from .manifests import WELL_KNOWN_PATHS, algorithms_needed, parse_manifest
-from .manifests.limits import ManifestLimits, normalise_path
-from .models import (
+from artifactcheck.judge.decide import Decision, History, decide
+from artifactcheck.manifests import WELL_KNOWN_PATHS, algorithms_needed, parse_manifest
+from artifactcheck.manifests.limits import ManifestLimits, normalise_path
+from artifactcheck.model.errors import ArtifactCheckError, ConfigError, ManifestError
+from artifactcheck.model.settings import CheckSpec
+from artifactcheck.model.values import (
     Action,
     ActionKind,
     CertInfo,
@@ -50,8 +51,7 @@ from .models import (
     Severity,
     Verdict,
 )
-from .sample import draw_seed, entry_points, sample_instances, sample_paths
-from .settings import CheckSpec
+from artifactcheck.release.sources import ConfigMapReader, Expectations
 
 log = logging.getLogger("artifactcheck")
 
@@ -233,7 +233,7 @@ class Observer:
         return await asyncio.shield(task)
 
     async def _probe(self, host: str, port: int, server_name: str | None) -> CertInfo | None:
-        from .tls import probe_certificate
+        from artifactcheck.fetch.tls import probe_certificate
 
         try:
             return await probe_certificate(
@@ -902,12 +902,17 @@ def build_expectations(
     client); otherwise, for one ``verify`` run, each load lists them once in the pods'
     namespace through ``kubeconfig``/``context``, never another namespace.
     """
-    from .expect import build_expectations as build
-    from .registry import RegistryOptions, RegistryReader, default_docker_config, has_registry_host
+    from artifactcheck.release.registry import (
+        RegistryOptions,
+        RegistryReader,
+        default_docker_config,
+        has_registry_host,
+    )
+    from artifactcheck.release.sources import build_expectations as build
 
     if spec.release_configmaps is not None and configmaps is None:
-        from .discover.configmaps import ConfigMapReleases
-        from .discover.kubernetes import load_api_client
+        from artifactcheck.discover.kubernetes import load_api_client
+        from artifactcheck.release.configmaps import ConfigMapReleases
 
         if spec.kubernetes is None:  # also refused by the settings model
             raise ConfigError(
@@ -937,7 +942,7 @@ def build_expectations(
     else:
 
         def read_image(image: str, site: str, version: str) -> Manifest:
-            from .discover.docker import DockerEngine
+            from artifactcheck.discover.docker import DockerEngine
 
             with DockerEngine() as engine:
                 return engine.manifest_from_image(image, path=site, version=version)
@@ -951,11 +956,11 @@ async def discover_all(
     spec: CheckSpec, *, kubeconfig: str | None = None, context: str | None = None
 ) -> list[Instance]:
     """Every instance the spec selects: URLs, Docker containers, pods."""
-    from .discover.static import instances_from_targets
+    from artifactcheck.discover.static import instances_from_targets
 
     instances = instances_from_targets(spec.targets)
     if spec.docker is not None:
-        from .discover.docker import DockerEngine
+        from artifactcheck.discover.docker import DockerEngine
 
         engine = DockerEngine()
         try:
@@ -963,7 +968,7 @@ async def discover_all(
         finally:
             engine.close()
     if spec.kubernetes is not None:
-        from .discover.kubernetes import discover_pods, load_api_client
+        from artifactcheck.discover.kubernetes import discover_pods, load_api_client
 
         source = spec.kubernetes
 
@@ -1029,7 +1034,7 @@ async def run_check(
 
 async def act_on_containers(spec: CheckSpec, report: Report) -> Report:
     """Perform decided quarantines as the configured Docker action (never in dry-run)."""
-    from .discover.docker import DockerEngine
+    from artifactcheck.discover.docker import DockerEngine
 
     assert spec.docker is not None and spec.docker.on_mismatch is not None
     kind, _, network = spec.docker.on_mismatch.partition("=")

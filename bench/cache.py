@@ -88,8 +88,8 @@ def traced(fn: Any) -> tuple[Any, int]:
 
 
 async def fill(template: str, versions: list[str], max_versions: int) -> tuple[Any, list[float]]:
-    from artifactcheck.expect import Expectations, TemplateSource
     from artifactcheck.manifests.limits import ManifestLimits
+    from artifactcheck.release.sources import Expectations, TemplateSource
 
     source = TemplateSource(template, fetcher=None, limits=ManifestLimits())
     cache = Expectations(source, max_versions=max_versions)
@@ -103,7 +103,7 @@ async def fill(template: str, versions: list[str], max_versions: int) -> tuple[A
 
 
 def bench(args: argparse.Namespace) -> dict[str, Any]:
-    import artifactcheck.expect  # noqa: F401 - imports are not part of the figures
+    import artifactcheck.release.sources  # noqa: F401 - imports are not part of the figures
 
     versions = [f"2.{i}.0" for i in range(args.versions)]
     with tempfile.TemporaryDirectory(prefix="acbench-cache-") as tmp:

@@ -117,8 +117,8 @@ async def run_transport_direct(urls: list[str], per_host: int) -> int:
 
 
 async def run_fetcher(urls: list[str], per_host: int, transport: str = "auto") -> int:
-    from artifactcheck.fetch import Fetcher
-    from artifactcheck.settings import HttpSettings, RetrySettings
+    from artifactcheck.fetch.fetcher import Fetcher
+    from artifactcheck.model.settings import HttpSettings, RetrySettings
 
     http = HttpSettings(max_per_host=per_host, transport=transport)
     async with Fetcher(http=http, retry=RetrySettings()) as fetcher:
@@ -225,7 +225,7 @@ def child(stack: str, urls_file: str, per_host: int) -> None:
     import aiohttp  # noqa: F401
     import httpx  # noqa: F401
 
-    import artifactcheck.fetch  # noqa: F401
+    import artifactcheck.fetch.fetcher  # noqa: F401
 
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()

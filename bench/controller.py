@@ -146,7 +146,7 @@ def child(api_url: str, health_port: int) -> int:
 
     from kubernetes import client as k8s
 
-    from artifactcheck.controller import Controller, ControllerSettings
+    from artifactcheck.control.controller import Controller, ControllerSettings
 
     api_client = k8s.ApiClient(k8s.Configuration(host=api_url))
     ctl = Controller(

@@ -86,7 +86,7 @@ def generate(root: Path, tiers: dict[str, list[int]]) -> dict[str, list[str]]:
 def write_manifests(root: Path, releases: Path, name: str, paths: list[str]) -> None:
     """Served manifest NAME.json listing ``paths``; release = the same plus itself."""
     from artifactcheck.manifests import native
-    from artifactcheck.models import Manifest
+    from artifactcheck.model.values import Manifest
 
     builder = native.Builder(version=name)
     for rel in paths:

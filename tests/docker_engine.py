@@ -44,8 +44,8 @@ import docker.errors
 import pytest
 
 from artifactcheck.discover.docker import PURPOSE_LABEL, DockerEngine
-from artifactcheck.errors import DependencyError
-from artifactcheck.settings import DockerSource
+from artifactcheck.model.errors import DependencyError
+from artifactcheck.model.settings import DockerSource
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"

@@ -2,11 +2,11 @@
 
 An engineer woken at 3 a.m. must see in one screen which instances serve what, and
 why; in the outage that motivates artifactcheck every dashboard agreed on the version
-and the truth came from curl. This module turns a :class:`~artifactcheck.models.Report`
+and the truth came from curl. This module turns a :class:`~artifactcheck.model.values.Report`
 (plus what the check saw of the CDN and the releases) into frozen view models: a
 plain-language summary first, then every signal side by side. It is pure, like
-:mod:`artifactcheck.compare` — no I/O, no clock (``now`` is a parameter) — so every
-sentence can be pinned by a test; fetching lives in :mod:`artifactcheck.cli_investigate`,
+:mod:`artifactcheck.judge.compare` — no I/O, no clock (``now`` is a parameter) — so every
+sentence can be pinned by a test; fetching lives in :mod:`artifactcheck.cli.investigate`,
 rendering in :mod:`artifactcheck.act.views`.
 """
 
@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..errors import ConfigError
-from ..models import (
+from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.values import (
     BAD_VERDICTS,
     UNKNOWN_VERDICTS,
     CertInfo,

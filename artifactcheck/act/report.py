@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..models import (
+from artifactcheck.model.values import (
     Action,
     Coverage,
     Finding,

@@ -21,8 +21,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..models import Finding, Verdict
-from .investigate import (
+from artifactcheck.act.investigate import (
     FLEET_SCHEMA,
     INVESTIGATE_SCHEMA,
     AssetRow,
@@ -35,7 +34,8 @@ from .investigate import (
     clock,
     short,
 )
-from .report import SEVERITY_STYLE, VERDICT_STYLE
+from artifactcheck.act.report import SEVERITY_STYLE, VERDICT_STYLE
+from artifactcheck.model.values import Finding, Verdict
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 

@@ -4,7 +4,7 @@ Compose stacks and CI jobs run the same web front ends as a cluster does, and a
 release's container image is the most direct record of what it should serve. This is
 the only module that imports the ``docker`` SDK (and ``requests`` under it): every
 SDK, HTTP and socket error is translated here into the tree of
-:mod:`artifactcheck.errors`, always ``raise ... from exc``:
+:mod:`artifactcheck.model.errors`, always ``raise ... from exc``:
 
 * the engine cannot be reached, refuses a call, or lacks the image asked for ->
   :class:`DependencyError` (the verdict is ``inconclusive``, never ``mismatch``);
@@ -37,16 +37,16 @@ import docker.errors
 import docker.utils
 import requests
 
-from ..errors import (
+from artifactcheck.manifests import native
+from artifactcheck.manifests.limits import DEFAULT_LIMITS, ManifestLimits, check_entries
+from artifactcheck.model.errors import (
     ArtifactCheckError,
     ConfigError,
     DependencyError,
     ManifestError,
 )
-from ..manifests import native
-from ..manifests.limits import DEFAULT_LIMITS, ManifestLimits, check_entries
-from ..models import Instance, Manifest, VersionSignal
-from ..settings import DockerSource
+from artifactcheck.model.settings import DockerSource
+from artifactcheck.model.values import Instance, Manifest, VersionSignal
 
 __all__ = [
     "COMPOSE_PROJECT",

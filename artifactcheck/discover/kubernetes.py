@@ -5,14 +5,14 @@ under it), so that the rest of artifactcheck never sees a library type or a libr
 error. It does four things:
 
 * **discover**: :func:`discover_pods` turns the pods of a namespace and label selector
-  into :class:`~artifactcheck.models.Instance` values with one list call; for the
+  into :class:`~artifactcheck.model.values.Instance` values with one list call; for the
   controller's list-then-watch, :func:`list_pods_raw` and :func:`watch_pods` stream the
   pods as JSON (410 Gone is :class:`WatchExpired`: relist) and :func:`pod_to_instance`
   converts one pod, whether raw JSON, a ``V1Pod`` or a ``Watch().stream`` event;
 * **act**: :class:`KubeActor` quarantines (readiness-gate condition ``False``),
   releases, flags (annotations + one deduplicated Warning Event), cordons nodes, and
-  dispatches the :class:`~artifactcheck.models.Action` values decided by
-  :mod:`artifactcheck.decide`. Every action reads the object first and writes only what
+  dispatches the :class:`~artifactcheck.model.values.Action` values decided by
+  :mod:`artifactcheck.judge.decide`. Every action reads the object first and writes only what
   differs, so repeating it (a retry, a restarted controller) writes nothing;
 * **lead**: :class:`LeaseLock` is client-go's ``LeaseLock`` + ``tryAcquireOrRenew`` on a
   ``coordination.k8s.io/v1`` Lease, so two controller replicas never both act;
@@ -22,10 +22,10 @@ error. It does four things:
 
 Errors are translated here, always ``raise ... from exc``: an unreachable, slow or
 failing API server (connection errors, timeouts, 429, 5xx, a conflict that persists)
-is a :class:`~artifactcheck.errors.DependencyError`, which the caller turns into
+is a :class:`~artifactcheck.model.errors.DependencyError`, which the caller turns into
 ``inconclusive``; a request the server rejects because of how artifactcheck was
 configured (400/422 invalid selector or condition type, 401 credentials, 403 RBAC,
-404 API or CRD not installed) is a :class:`~artifactcheck.errors.ConfigError`. A pod or
+404 API or CRD not installed) is a :class:`~artifactcheck.model.errors.ConfigError`. A pod or
 node that vanished between discovery and action is neither: the action logs it and
 returns ``False``.
 
@@ -58,9 +58,9 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from ..errors import ArtifactCheckError, ConfigError, DependencyError
-from ..models import Action, ActionKind, Instance, InstanceResult, VersionSignal
-from ..settings import KubernetesSource, PolicySettings
+from artifactcheck.model.errors import ArtifactCheckError, ConfigError, DependencyError
+from artifactcheck.model.settings import KubernetesSource, PolicySettings
+from artifactcheck.model.values import Action, ActionKind, Instance, InstanceResult, VersionSignal
 
 __all__ = [
     "ANN_CHECKED_AT",

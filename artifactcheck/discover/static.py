@@ -10,9 +10,9 @@ from collections.abc import Iterable
 
 from pydantic import ValidationError
 
-from ..errors import ConfigError
-from ..models import Instance, VersionSignal
-from ..settings import Target, format_validation_error
+from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.settings import Target, format_validation_error
+from artifactcheck.model.values import Instance, VersionSignal
 
 
 def parse_target(text: str) -> Target:

@@ -9,7 +9,7 @@ prefix)``, and this package picks the reader::
     file name) -> reader.parse -> Manifest(files={path: ManifestEntry}, rejected=...)
 
 Manifests come from instances, so they are hostile input: the only exceptions that
-leave this package are :class:`~artifactcheck.errors.ManifestError` subclasses, and a
+leave this package are :class:`~artifactcheck.model.errors.ManifestError` subclasses, and a
 single unsafe path (``..``, another host) lands in ``Manifest.rejected`` without
 failing the rest.
 
@@ -41,9 +41,7 @@ from types import MappingProxyType
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from ..errors import ManifestFormatError, UnsafeReferenceError
-from ..models import Manifest
-from . import (
+from artifactcheck.manifests import (
     cra,
     django,
     native,
@@ -54,9 +52,16 @@ from . import (
     webpack_assets,
     webpack_manifest,
 )
-from ._collect import is_app_manifest, kind
-from .integrity import MD5_PREFIX, algorithms_needed, parse_sri, verify_integrity
-from .limits import DEFAULT_LIMITS, ManifestLimits, load_json, normalise_path
+from artifactcheck.manifests._collect import is_app_manifest, kind
+from artifactcheck.manifests.integrity import (
+    MD5_PREFIX,
+    algorithms_needed,
+    parse_sri,
+    verify_integrity,
+)
+from artifactcheck.manifests.limits import DEFAULT_LIMITS, ManifestLimits, load_json, normalise_path
+from artifactcheck.model.errors import ManifestFormatError, UnsafeReferenceError
+from artifactcheck.model.values import Manifest
 
 __all__ = [
     "DEFAULT_LIMITS",

@@ -7,7 +7,7 @@ finds is the same everywhere, so it lives here and is tested once:
   absolute URL, a NUL) is recorded in ``Manifest.rejected`` and the reader moves on,
   because one hostile entry must not hide the rest of the manifest;
 - a value of the wrong type is skipped and counted: a manifest in which *nothing* was
-  usable is a :class:`~artifactcheck.errors.ManifestFormatError`, not an empty success;
+  usable is a :class:`~artifactcheck.model.errors.ManifestFormatError`, not an empty success;
 - every reference counts towards ``max_entries``, rejected or not, so a document of
   200,000 bad paths costs no more than one of 200,000 good ones;
 - ``index.html`` pages are always entry points, whatever the format says: they are
@@ -24,9 +24,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..errors import ManifestFormatError, ManifestLimitError, UnsafeReferenceError
-from ..models import Manifest, ManifestEntry
-from .limits import ManifestLimits, normalise_path
+from artifactcheck.manifests.limits import ManifestLimits, normalise_path
+from artifactcheck.model.errors import ManifestFormatError, ManifestLimitError, UnsafeReferenceError
+from artifactcheck.model.values import Manifest, ManifestEntry
 
 #: Keys only a web app manifest (PWA) or a browser-extension manifest has; asset
 #: manifests are keyed by file names, which never look like these.

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ManifestFormatError
-from ..models import Manifest
-from ._collect import Collector, kind, mostly, require_object
-from .limits import ManifestLimits, check_entries
-from .webpack_manifest import strip_auto
+from artifactcheck.manifests._collect import Collector, kind, mostly, require_object
+from artifactcheck.manifests.limits import ManifestLimits, check_entries
+from artifactcheck.manifests.webpack_manifest import strip_auto
+from artifactcheck.model.errors import ManifestFormatError
+from artifactcheck.model.values import Manifest
 
 FORMAT = "cra"
 

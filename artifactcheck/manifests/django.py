@@ -29,11 +29,11 @@ import posixpath
 import re
 from typing import Any
 
-from ..errors import ManifestFormatError
-from ..models import Manifest
-from ._collect import Collector, kind, require_object
-from .integrity import MD5_PREFIX, is_hex
-from .limits import ManifestLimits, check_entries
+from artifactcheck.manifests._collect import Collector, kind, require_object
+from artifactcheck.manifests.integrity import MD5_PREFIX, is_hex
+from artifactcheck.manifests.limits import ManifestLimits, check_entries
+from artifactcheck.model.errors import ManifestFormatError
+from artifactcheck.model.values import Manifest
 
 FORMAT = "django"
 _VERSION = re.compile(r"1\.\d{1,3}\Z")

@@ -20,9 +20,9 @@ import re
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
-from ..errors import ManifestLimitError
-from ..models import Manifest, ManifestEntry
-from .limits import ManifestLimits
+from artifactcheck.manifests.limits import ManifestLimits
+from artifactcheck.model.errors import ManifestLimitError
+from artifactcheck.model.values import Manifest, ManifestEntry
 
 #: Django's name hash: the first 12 hex digits of the MD5 of the file as written.
 MD5_PREFIX = "md5-prefix"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from ..errors import ManifestFormatError, ManifestLimitError, UnsafeReferenceError
+from artifactcheck.model.errors import ManifestFormatError, ManifestLimitError, UnsafeReferenceError
 
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 _AMBIGUOUS = re.compile(r"%[0-9A-Fa-f]{2}|[?#]")

@@ -16,12 +16,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import ManifestError, ManifestFormatError
-from ..models import Manifest, ManifestEntry
-from ..versions import version_problem
-from ._collect import Collector
-from .integrity import is_hex
-from .limits import ManifestLimits, check_entries
+from artifactcheck.manifests._collect import Collector
+from artifactcheck.manifests.integrity import is_hex
+from artifactcheck.manifests.limits import ManifestLimits, check_entries
+from artifactcheck.model.errors import ManifestError, ManifestFormatError
+from artifactcheck.model.values import Manifest, ManifestEntry
+from artifactcheck.model.versions import version_problem
 
 SCHEMA = "artifactcheck/release-manifest/v1"
 CHUNK = 1024 * 1024

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ManifestFormatError, UnsafeReferenceError
-from ..models import Manifest
-from ._collect import Collector, kind, require_object
-from .integrity import is_hex
-from .limits import ManifestLimits, check_entries, normalise_path
+from artifactcheck.manifests._collect import Collector, kind, require_object
+from artifactcheck.manifests.integrity import is_hex
+from artifactcheck.manifests.limits import ManifestLimits, check_entries, normalise_path
+from artifactcheck.model.errors import ManifestFormatError, UnsafeReferenceError
+from artifactcheck.model.values import Manifest
 
 FORMAT = "ngsw"
 

@@ -29,11 +29,18 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from ..errors import ManifestFormatError
-from ..models import Manifest
-from ._collect import Collector, kind, mostly, require_object, size_field, text
-from .integrity import is_hex, parse_sri
-from .limits import ManifestLimits, check_entries
+from artifactcheck.manifests._collect import (
+    Collector,
+    kind,
+    mostly,
+    require_object,
+    size_field,
+    text,
+)
+from artifactcheck.manifests.integrity import is_hex, parse_sri
+from artifactcheck.manifests.limits import ManifestLimits, check_entries
+from artifactcheck.model.errors import ManifestFormatError
+from artifactcheck.model.values import Manifest
 
 FORMAT = "sprockets"
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models import Manifest
-from ._collect import Collector, kind, mostly, require_object
-from .limits import ManifestLimits, check_entries
+from artifactcheck.manifests._collect import Collector, kind, mostly, require_object
+from artifactcheck.manifests.limits import ManifestLimits, check_entries
+from artifactcheck.model.values import Manifest
 
 FORMAT = "vite"
 _LIST_FIELDS = ("css", "assets")

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models import Manifest
-from ._collect import Collector, flat_file_map, kind, mostly, require_object
-from .integrity import parse_sri
-from .limits import ManifestLimits, check_entries
-from .webpack_manifest import strip_auto
+from artifactcheck.manifests._collect import Collector, flat_file_map, kind, mostly, require_object
+from artifactcheck.manifests.integrity import parse_sri
+from artifactcheck.manifests.limits import ManifestLimits, check_entries
+from artifactcheck.manifests.webpack_manifest import strip_auto
+from artifactcheck.model.values import Manifest
 
 FORMAT = "webpack-assets"
 ENTRYPOINTS_KEY = "entrypoints"

@@ -24,10 +24,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import ManifestFormatError
-from ..models import Manifest
-from ._collect import Collector, flat_file_map, is_app_manifest, kind, require_object
-from .limits import ManifestLimits, check_entries
+from artifactcheck.manifests._collect import (
+    Collector,
+    flat_file_map,
+    is_app_manifest,
+    kind,
+    require_object,
+)
+from artifactcheck.manifests.limits import ManifestLimits, check_entries
+from artifactcheck.model.errors import ManifestFormatError
+from artifactcheck.model.values import Manifest
 
 FORMAT = "webpack-manifest"
 AUTO_PREFIX = "auto/"

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..crd import CRD_NAME, crd_manifest
-from ..manifests import native
-from ..tenancy import AdminConfig
-from .apiserver import FakeApiServer
-from .fleet import RELEASES, foreign_bytes
-from .web import Site, WebFleet, loopback_hosts
+from artifactcheck.control.crd import CRD_NAME, crd_manifest
+from artifactcheck.manifests import native
+from artifactcheck.sim.apiserver import FakeApiServer
+from artifactcheck.sim.fleet import RELEASES, foreign_bytes
+from artifactcheck.sim.web import Site, WebFleet, loopback_hosts
+from artifactcheck.tenancy.admission import AdminConfig
 
 GATE = "artifactcheck.io/content-verified"
 

@@ -17,11 +17,11 @@ from typing import Any
 from rich.console import Console
 from rich.panel import Panel
 
-from ..act.report import render_table
-from ..models import FindingKind, Verdict
-from ..pipeline import run_check
-from ..settings import load_spec
-from .fleet import SimFleet
+from artifactcheck.act.report import render_table
+from artifactcheck.model.settings import load_spec
+from artifactcheck.model.values import FindingKind, Verdict
+from artifactcheck.pipeline import run_check
+from artifactcheck.sim.fleet import SimFleet
 
 
 def run_demo(
@@ -133,19 +133,19 @@ def run_kubernetes_act(
 
     import yaml
 
-    from .web import Site
+    from artifactcheck.sim.web import Site
 
     wait = wait or _wait_forever
 
-    from .cluster import SimCluster, wait_for
-    from .running import RunningController
+    from artifactcheck.sim.cluster import SimCluster, wait_for
+    from artifactcheck.sim.running import RunningController
 
     console.rule("act two: the in-cluster controller")
     with SimCluster(first_host="127.77.2.1", cdn_host="127.77.3.1") as cluster:
         made = [cluster.add_pod(node=f"node-{'abc'[i % 3]}") for i in range(pods - 1)]
         bad = cluster.add_pod(serves="1.4.1", node="node-b")
         # A namespaced check may only fetch over HTTP(S), from hosts the cluster admin
-        # allows (artifactcheck.tenancy): serve the release manifests as a CI would
+        # allows (artifactcheck.tenancy.admission): serve the release manifests as a CI would
         # publish them, and give the controller an admin configuration allowing them.
         releases = cluster.web.add(Site(root=Path(cluster.release_template).parent), "127.77.4.1")
         cluster.add_check(

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..manifests import native
-from .web import Site, Status, WebFleet, loopback_hosts
+from artifactcheck.manifests import native
+from artifactcheck.sim.web import Site, Status, WebFleet, loopback_hosts
 
 BUILDS = Path(__file__).parent / "builds"
 

@@ -6,8 +6,8 @@ import asyncio
 import threading
 from typing import Any
 
-from ..controller import Controller, ControllerSettings
-from .cluster import SimCluster
+from artifactcheck.control.controller import Controller, ControllerSettings
+from artifactcheck.sim.cluster import SimCluster
 
 
 class RunningController:

@@ -33,7 +33,7 @@ probe = subprocess.run(
     [sys.executable, "-m", "artifactcheck", "investigate", "--help"],
     capture_output=True, env=env, check=False,
 )
-entry = ["-m", "artifactcheck"] if probe.returncode == 0 else ["-m", "artifactcheck.cli_investigate"]
+entry = ["-m", "artifactcheck"] if probe.returncode == 0 else ["-m", "artifactcheck.cli.investigate"]
 
 with SimFleet(instances=14, version="1.4.2", first_host="127.95.0.1", cdn_host="127.95.1.1") as fleet:
     fleet.drift(4, serves="1.4.1")

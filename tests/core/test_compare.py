@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from artifactcheck.compare import (
+from artifactcheck.judge.compare import (
     CdnView,
     HashIndex,
     cdn_paths,
@@ -21,7 +21,7 @@ from artifactcheck.compare import (
     judge_instance,
     version_key,
 )
-from artifactcheck.models import (
+from artifactcheck.model.values import (
     Expectation,
     Fetched,
     FindingKind,
@@ -1455,7 +1455,7 @@ def test_version_key_compares_numbers_before_words() -> None:
 def test_unobserved_finding_carries_the_error_and_certificate() -> None:
     from datetime import UTC, datetime
 
-    from artifactcheck.models import CertInfo
+    from artifactcheck.model.values import CertInfo
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     cert = CertInfo("x:443", "CN=x", "CN=ca", datetime(2025, 12, 1, tzinfo=UTC))
@@ -1558,7 +1558,7 @@ def test_consensus_skips_invalid_versions() -> None:
 
 
 def test_image_findings_carry_their_evidence() -> None:
-    from artifactcheck.compare import image_findings
+    from artifactcheck.judge.compare import image_findings
 
     def inst(name: str, version: str | None, image: str) -> Instance:
         signals = (VersionSignal("label", version),) if version else ()
@@ -1591,7 +1591,7 @@ def test_image_findings_carry_their_evidence() -> None:
 def test_compare_fleet_passes_everything_through() -> None:
     from datetime import UTC, datetime
 
-    from artifactcheck.models import CertInfo
+    from artifactcheck.model.values import CertInfo
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     soon = CertInfo("i:443", "CN=i", "CN=ca", datetime(2026, 1, 15, tzinfo=UTC))
@@ -1803,8 +1803,8 @@ def test_tls_findings(
 ) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from artifactcheck.compare import tls_findings
-    from artifactcheck.models import CertInfo
+    from artifactcheck.judge.compare import tls_findings
+    from artifactcheck.model.values import CertInfo
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     cert = CertInfo("x:443", "CN=x", "CN=ca", now + timedelta(days=days_left))
@@ -1825,7 +1825,7 @@ def test_tls_findings(
 def test_judge_instance_default_tls_warning_is_fourteen_days() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from artifactcheck.models import CertInfo
+    from artifactcheck.model.values import CertInfo
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     cert = CertInfo("x:443", "CN=x", "CN=ca", now + timedelta(days=14, hours=12))

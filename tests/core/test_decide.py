@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from artifactcheck.decide import Decision, History, decide
-from artifactcheck.models import (
+from artifactcheck.judge.decide import Decision, History, decide
+from artifactcheck.model.settings import PolicySettings
+from artifactcheck.model.values import (
     ActionKind,
     Finding,
     FindingKind,
@@ -18,7 +19,6 @@ from artifactcheck.models import (
     Verdict,
     VersionSignal,
 )
-from artifactcheck.settings import PolicySettings
 
 
 def fleet(
@@ -309,8 +309,8 @@ def test_gate_opening(
 
 def test_gate_mode_with_the_release_source_down_keeps_the_bad_pod_out() -> None:
     """Only the pod with evidence against it stays out; the clean ones fail open."""
-    from artifactcheck.compare import CdnView, compare_fleet
-    from artifactcheck.models import Expectation, Fetched, Observation
+    from artifactcheck.judge.compare import CdnView, compare_fleet
+    from artifactcheck.model.values import Expectation, Fetched, Observation
 
     def got(path: str, sha: str) -> Fetched:
         return Fetched(url=f"http://x/{path}", path=path, status=200, hashes={"sha256": sha})
@@ -753,7 +753,7 @@ def test_flag_reason_is_the_verdict_reason() -> None:
 def test_recover_state(
     gate: str, notes: dict[str, str], quarantined: bool, flagged: bool, streak: int
 ) -> None:
-    from artifactcheck.decide import InstanceState, recover_state
+    from artifactcheck.judge.decide import InstanceState, recover_state
 
     inst = replace(pod(), gate_status=gate, annotations=notes)
     assert recover_state(result(inst, C)) == InstanceState(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from artifactcheck.settings import markdown_reference
+from artifactcheck.model.settings import markdown_reference
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_configuration_reference_is_up_to_date() -> None:
     committed = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     assert committed == markdown_reference(), (
-        "docs/configuration.md is stale: python -m artifactcheck.settings > docs/configuration.md"
+        "docs/configuration.md is stale: "
+        "python -m artifactcheck.model.settings > docs/configuration.md"
     )
 
 

@@ -15,8 +15,13 @@ from typing import Any
 
 import pytest
 
-from artifactcheck.errors import ConfigError, ExpectationUnavailable
-from artifactcheck.expect import (
+from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.manifests import native
+from artifactcheck.manifests.limits import DEFAULT_LIMITS
+from artifactcheck.model.errors import ConfigError, ExpectationUnavailable
+from artifactcheck.model.settings import CheckSpec, HttpSettings, RetrySettings, load_spec
+from artifactcheck.model.values import Manifest
+from artifactcheck.release.sources import (
     Expectations,
     ReleaseSet,
     TemplateSource,
@@ -25,11 +30,6 @@ from artifactcheck.expect import (
     is_template,
     plan_release_manifests,
 )
-from artifactcheck.fetch import Fetcher
-from artifactcheck.manifests import native
-from artifactcheck.manifests.limits import DEFAULT_LIMITS
-from artifactcheck.models import Manifest
-from artifactcheck.settings import CheckSpec, HttpSettings, RetrySettings, load_spec
 from artifactcheck.sim.fleet import RELEASES
 from artifactcheck.sim.web import Site, Status, WebFleet
 

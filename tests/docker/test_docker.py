@@ -25,10 +25,10 @@ from artifactcheck.discover.docker import (
     PURPOSE_LABEL,
     DockerEngine,
 )
-from artifactcheck.errors import ConfigError, DependencyError, ManifestError
 from artifactcheck.manifests import native
-from artifactcheck.models import Instance
-from artifactcheck.settings import DockerSource
+from artifactcheck.model.errors import ConfigError, DependencyError, ManifestError
+from artifactcheck.model.settings import DockerSource
+from artifactcheck.model.values import Instance
 
 pytestmark = pytest.mark.docker
 

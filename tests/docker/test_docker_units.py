@@ -29,15 +29,15 @@ from artifactcheck.discover.docker import (
     _read_tar,
     _Unaddressable,
 )
-from artifactcheck.errors import (
+from artifactcheck.manifests import native
+from artifactcheck.manifests.limits import ManifestLimits
+from artifactcheck.model.errors import (
     ConfigError,
     DependencyError,
     ManifestError,
     ManifestLimitError,
 )
-from artifactcheck.manifests import native
-from artifactcheck.manifests.limits import ManifestLimits
-from artifactcheck.settings import DockerSource
+from artifactcheck.model.settings import DockerSource
 
 IMAGE_ID = "sha256:" + "ab" * 32
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from artifactcheck.cli import main
+from artifactcheck.cli.main import main
 
 pytestmark = pytest.mark.docker
 
@@ -161,8 +161,8 @@ def test_container_stopped_mid_run_is_unreachable_not_mismatch(
     import asyncio
 
     from artifactcheck.discover.docker import DockerEngine
+    from artifactcheck.model.settings import load_spec
     from artifactcheck.pipeline import run_check
-    from artifactcheck.settings import load_spec
 
     labels = {"case": "stopped"}
     containers.start(site_images.clean, labels=labels)

@@ -17,8 +17,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from artifactcheck.cli import main
-from artifactcheck.cli_options import SingleValueOption
+from artifactcheck.cli.main import main
+from artifactcheck.cli.options import SingleValueOption
 from artifactcheck.manifests import native
 from artifactcheck.sim.fleet import RELEASES, SimFleet
 from artifactcheck.sim.web import Site, WebFleet
@@ -608,7 +608,7 @@ def test_controller_with_an_invalid_admin_config_is_exit_2_naming_the_field(tmp_
     naming the file and the field (exit 2), instead of a traceback or a silent default."""
     from click.testing import CliRunner
 
-    from artifactcheck.cli import main
+    from artifactcheck.cli.main import main
 
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
@@ -629,7 +629,7 @@ def test_controller_with_an_invalid_admin_config_is_exit_2_naming_the_field(tmp_
 def test_a_camelcase_config_file_is_overridden_by_its_flag(tmp_path: Path) -> None:
     """A --config file may spell fields as an ArtifactCheck does (camelCase): a flag for
     the same field overrides it, and the two spellings of one field together are exit 2."""
-    from artifactcheck.cli_options import build_spec
+    from artifactcheck.cli.options import build_spec
 
     cfg = tmp_path / "check.yaml"
     cfg.write_text('targets: [{url: "http://127.0.0.1:9/"}]\nhttp: {maxConnections: 5}\n')

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from artifactcheck.models import FindingKind, Verdict
+from artifactcheck.model.settings import load_spec
+from artifactcheck.model.values import FindingKind, Verdict
 from artifactcheck.pipeline import run_check
-from artifactcheck.settings import load_spec
 from artifactcheck.sim.fleet import RELEASES, foreign_bytes
 from artifactcheck.sim.web import Exchange, Site
 
@@ -164,7 +164,7 @@ def test_the_compare_encoding_flag_catches_the_stale_gz_from_the_cli(make_fleet,
 
     from click.testing import CliRunner
 
-    from artifactcheck.cli import main
+    from artifactcheck.cli.main import main
 
     fleet = make_fleet(1, version="1.4.1")
     site = Site(root=RELEASES["1.4.1"], overrides={STALE: StaleGzip(_stale_bytes())})

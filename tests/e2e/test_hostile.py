@@ -12,9 +12,9 @@ import json
 import time
 import tracemalloc
 
-from artifactcheck.models import FindingKind, Verdict
+from artifactcheck.model.settings import load_spec
+from artifactcheck.model.values import FindingKind, Verdict
 from artifactcheck.pipeline import run_check
-from artifactcheck.settings import load_spec
 from artifactcheck.sim.web import Hang, Huge, Redirect, Site, Trickle
 
 

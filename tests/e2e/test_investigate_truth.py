@@ -15,7 +15,7 @@ import jsonschema
 from click.testing import CliRunner
 
 from artifactcheck.act.views import schema_path
-from artifactcheck.cli import main
+from artifactcheck.cli.main import main
 
 CHUNK = "assets/report-50WvgzG_.js"
 

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 
 from artifactcheck.manifests import native
-from artifactcheck.models import FindingKind, Verdict
+from artifactcheck.model.settings import load_spec
+from artifactcheck.model.values import FindingKind, Verdict
 from artifactcheck.pipeline import run_check
-from artifactcheck.settings import load_spec
 from artifactcheck.sim.web import Site, Status
 
 WEBPACK = Path(__file__).parents[1] / "fixtures" / "builds"

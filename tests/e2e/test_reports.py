@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from artifactcheck.cli import main
+from artifactcheck.cli.main import main
 from artifactcheck.sim.fleet import RELEASES
 from artifactcheck.sim.web import Site
 

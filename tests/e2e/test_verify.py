@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 
 from click.testing import CliRunner
 
-from artifactcheck.cli import main
+from artifactcheck.cli.main import main
 from artifactcheck.sim.web import Site, Status
 
 

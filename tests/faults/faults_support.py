@@ -34,13 +34,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from artifactcheck.decide import History
 from artifactcheck.discover.static import instances_from_targets
-from artifactcheck.expect import Expectations
-from artifactcheck.fetch import Fetcher
-from artifactcheck.models import ActionKind, Instance, Report, Verdict
+from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.judge.decide import History
+from artifactcheck.model.settings import CheckSpec, load_spec
+from artifactcheck.model.values import ActionKind, Instance, Report, Verdict
 from artifactcheck.pipeline import build_expectations, check_once
-from artifactcheck.settings import CheckSpec, load_spec
+from artifactcheck.release.sources import Expectations
 
 RESULTS_DIR = Path(__file__).parent / ".results"
 T = TypeVar("T")

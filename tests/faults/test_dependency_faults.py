@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from faults_support import CertAuthority, Recorder, check, fault_spec
 
-from artifactcheck.expect import Expectations, TemplateSource
-from artifactcheck.models import FindingKind, Severity, Verdict
+from artifactcheck.model.values import FindingKind, Severity, Verdict
 from artifactcheck.pipeline import limits_of
+from artifactcheck.release.sources import Expectations, TemplateSource
 from artifactcheck.sim.fleet import SimFleet
 from artifactcheck.sim.web import Site, Status, WebFleet
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from faults_support import Recorder, check, dropping_namespace, fault_spec
 
-from artifactcheck.models import FindingKind, Verdict
+from artifactcheck.model.values import FindingKind, Verdict
 from artifactcheck.sim.fleet import SimFleet
 from artifactcheck.sim.web import (
     Flaky,
@@ -370,7 +370,7 @@ def test_an_exception_in_one_instance_is_its_inconclusive(
         expected="that instance inconclusive with a check-failed finding naming the "
         "exception; siblings judged; exit code from the verdicts",
     )
-    import artifactcheck.compare as compare
+    import artifactcheck.judge.compare as compare
     import artifactcheck.pipeline as pipeline
 
     fleet = planted_fleet(make_fleet)
@@ -404,7 +404,7 @@ def test_verify_exit_code_is_the_verdicts_when_one_instance_raises(
     from click.testing import CliRunner
 
     import artifactcheck.pipeline as pipeline
-    from artifactcheck.cli import main
+    from artifactcheck.cli.main import main
 
     fleet = make_fleet(2, version="1.4.2")
     url = web.add(_own_manifest_site(fleet.releases["1.4.2"]), f"127.97.{subnet}.100")
@@ -435,7 +435,7 @@ def test_cancellation_is_never_swallowed(make_fleet, monkeypatch: pytest.MonkeyP
     import asyncio
 
     from artifactcheck.discover.static import instances_from_targets
-    from artifactcheck.fetch import Fetcher
+    from artifactcheck.fetch.fetcher import Fetcher
     from artifactcheck.pipeline import Observer
 
     fleet = make_fleet(1)

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import pytest
 from faults_support import Recorder, run_async
 
-from artifactcheck.controller import backoff_delays
-from artifactcheck.fetch import Fetcher, RetryBudget
-from artifactcheck.models import Verdict
+from artifactcheck.control.controller import backoff_delays
+from artifactcheck.fetch.fetcher import Fetcher, RetryBudget
+from artifactcheck.model.settings import HttpSettings, RetrySettings, load_spec
+from artifactcheck.model.values import Verdict
 from artifactcheck.pipeline import run_check
-from artifactcheck.settings import HttpSettings, RetrySettings, load_spec
 from artifactcheck.sim.fleet import RELEASES
 from artifactcheck.sim.web import Handler, Hang, Reset, Site, Status, WebFleet
 

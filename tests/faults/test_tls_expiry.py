@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 from faults_support import CertAuthority, Recorder
 
-from artifactcheck.cli import main
+from artifactcheck.cli.main import main
 from artifactcheck.sim.cluster import SimCluster, wait_for
 from artifactcheck.sim.fleet import SimFleet
 from artifactcheck.sim.running import RunningController

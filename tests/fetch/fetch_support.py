@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from artifactcheck.settings import HttpSettings
+from artifactcheck.model.settings import HttpSettings
 
 
 class RecordingSleep:

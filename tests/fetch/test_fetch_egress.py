@@ -17,11 +17,11 @@ import trustme
 from fetch_support import RecordingSleep, settings
 from test_fetch_tls import server_context
 
-from artifactcheck.errors import UnsafeReferenceError
-from artifactcheck.fetch import Fetcher
-from artifactcheck.settings import RetrySettings
+from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.fetch.tls import probe_certificate
+from artifactcheck.model.errors import UnsafeReferenceError
+from artifactcheck.model.settings import RetrySettings
 from artifactcheck.sim.web import Site, WebFleet
-from artifactcheck.tls import probe_certificate
 
 auto_only = pytest.mark.parametrize("transport", ["auto"])
 

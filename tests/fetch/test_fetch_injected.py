@@ -7,7 +7,8 @@ import pytest
 import respx
 from fetch_support import RecordingSleep, settings
 
-from artifactcheck.errors import (
+from artifactcheck.fetch.fetcher import Fetcher, as_error
+from artifactcheck.model.errors import (
     BodyTooLarge,
     ConfigError,
     FetchConnectError,
@@ -17,9 +18,8 @@ from artifactcheck.errors import (
     RetryBudgetExhausted,
     UnsafeReferenceError,
 )
-from artifactcheck.fetch import Fetcher, as_error
-from artifactcheck.models import Fetched
-from artifactcheck.settings import RetrySettings
+from artifactcheck.model.settings import RetrySettings
+from artifactcheck.model.values import Fetched
 
 BASE = "http://10.9.8.7:8080/"
 

@@ -21,10 +21,11 @@ import pytest
 from fetch_support import RecordingSleep, settings
 from rawserver import RawConn, RawServer, response, serve_each
 
-from artifactcheck import fetch, urls
-from artifactcheck.errors import ConfigError
-from artifactcheck.fetch import MAX_CONTENT_CODINGS, Fetcher
-from artifactcheck.settings import HttpSettings, RetrySettings
+from artifactcheck.fetch import fetcher as fetch
+from artifactcheck.fetch import urls
+from artifactcheck.fetch.fetcher import MAX_CONTENT_CODINGS, Fetcher
+from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.settings import HttpSettings, RetrySettings
 
 auto_only = pytest.mark.parametrize("transport", ["auto"])
 

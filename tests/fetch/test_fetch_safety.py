@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from artifactcheck.errors import ConfigError
-from artifactcheck.fetch import Fetcher
-from artifactcheck.settings import HttpSettings, RetrySettings
+from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.settings import HttpSettings, RetrySettings
 from artifactcheck.sim.web import Body, Redirect, Site, WebFleet
 
 

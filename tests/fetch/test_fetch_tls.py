@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import trustme
 
-from artifactcheck.errors import FetchConnectError, FetchError, FetchTimeout
+from artifactcheck.fetch.tls import days_left, probe_certificate, unverified_context
+from artifactcheck.model.errors import FetchConnectError, FetchError, FetchTimeout
 from artifactcheck.sim.web import Site, WebFleet
-from artifactcheck.tls import days_left, probe_certificate, unverified_context
 
 NAME = "shop.example"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from artifactcheck.errors import ArtifactCheckError, UnsafeReferenceError
-from artifactcheck.urls import base_directory, host_key, is_under, join, resolve_redirect
+from artifactcheck.fetch.urls import base_directory, host_key, is_under, join, resolve_redirect
+from artifactcheck.model.errors import ArtifactCheckError, UnsafeReferenceError
 
 BASE = "http://10.0.0.7:8080/"
 

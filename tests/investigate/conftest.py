@@ -20,8 +20,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from artifactcheck.cli_investigate import fleet as fleet_command
-from artifactcheck.cli_investigate import investigate as investigate_command
+from artifactcheck.cli.investigate import fleet as fleet_command
+from artifactcheck.cli.investigate import investigate as investigate_command
 from artifactcheck.sim.fleet import SimFleet
 from artifactcheck.sim.web import WebFleet
 

@@ -10,9 +10,9 @@ from rich.console import Console
 from schemas import validate
 
 from artifactcheck.act.investigate import FleetView
-from artifactcheck.cli_investigate import _watch, collect_fleet, parse_outputs
-from artifactcheck.errors import DependencyError
-from artifactcheck.settings import CheckSpec, load_spec
+from artifactcheck.cli.investigate import _watch, collect_fleet, parse_outputs
+from artifactcheck.model.errors import DependencyError
+from artifactcheck.model.settings import CheckSpec, load_spec
 
 
 def test_odd_group_jumps_out(make_fleet, config, cli) -> None:

@@ -34,10 +34,10 @@ from artifactcheck.act.views import (
     render_fleet,
     render_investigation,
 )
-from artifactcheck.cli_investigate import collect_fleet, collect_investigation, events_for
-from artifactcheck.errors import ConfigError
-from artifactcheck.models import Instance, InstanceResult, Report, Verdict, VersionSignal
-from artifactcheck.settings import load_spec
+from artifactcheck.cli.investigate import collect_fleet, collect_investigation, events_for
+from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.settings import load_spec
+from artifactcheck.model.values import Instance, InstanceResult, Report, Verdict, VersionSignal
 
 NOW = datetime(2024, 5, 1, 12, 30, tzinfo=UTC)
 OLD_IMAGE = "docker-pullable://shop/web@sha256:" + "a" * 64

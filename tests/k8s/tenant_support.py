@@ -16,11 +16,11 @@ from typing import Any
 
 import yaml
 
-from artifactcheck.crd import CRD_NAME, crd_manifest
+from artifactcheck.control.crd import CRD_NAME, crd_manifest
 from artifactcheck.sim.cluster import SimCluster
 from artifactcheck.sim.running import RunningController
 from artifactcheck.sim.web import Site
-from artifactcheck.tenancy import AdminConfig
+from artifactcheck.tenancy.admission import AdminConfig
 
 _CRD_API = "apiextensions.k8s.io/v1"
 

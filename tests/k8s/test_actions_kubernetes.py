@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from artifactcheck.decide import History, decide, recover_state
 from artifactcheck.discover.kubernetes import (
     ANN_CORDON_REASON,
     ANN_CORDONED,
@@ -35,9 +34,10 @@ from artifactcheck.discover.kubernetes import (
     cordoned_by_us,
     discover_pods,
 )
-from artifactcheck.errors import ConfigError, DependencyError
-from artifactcheck.models import Action, ActionKind, Instance, InstanceResult, Verdict
-from artifactcheck.settings import KubernetesSource, PolicySettings
+from artifactcheck.judge.decide import History, decide, recover_state
+from artifactcheck.model.errors import ConfigError, DependencyError
+from artifactcheck.model.settings import KubernetesSource, PolicySettings
+from artifactcheck.model.values import Action, ActionKind, Instance, InstanceResult, Verdict
 
 GATE = "artifactcheck.io/content-verified"
 T0 = datetime(2024, 6, 1, 12, 0, 0, tzinfo=UTC)

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from tenant_support import TenantCluster, admin_config, running, write_admin_config
 
-from artifactcheck.errors import ConfigError
+from artifactcheck.model.errors import ConfigError
 from artifactcheck.sim.apiserver import FakeApiServer
 from artifactcheck.sim.cluster import GATE, SimCluster, free_port, wait_for
 from artifactcheck.sim.fleet import RELEASES
@@ -254,7 +254,7 @@ def test_leader_that_cannot_renew_stops_acting_by_its_deadline(cluster: TenantCl
 def test_renewal_requests_are_bounded_by_the_deadline(cluster: TenantCluster) -> None:
     """A renewal's requests time out by the deadline, not after 30 s."""
     from artifactcheck.discover.kubernetes import LeaseLock
-    from artifactcheck.errors import DependencyError
+    from artifactcheck.model.errors import DependencyError
 
     api = cluster.api.api_client()
     lock = LeaseLock(api_client=api, namespace="shop")
@@ -392,7 +392,7 @@ def test_pod_is_checked_when_its_containers_become_ready(cluster: TenantCluster)
 def test_lease_namespace_defaults_to_the_pods_own(
     cluster: TenantCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from artifactcheck.controller import Controller, ControllerSettings
+    from artifactcheck.control.controller import Controller, ControllerSettings
     from artifactcheck.discover.kubernetes import default_namespace
 
     sa = tmp_path / "namespace"
@@ -418,7 +418,7 @@ def test_cli_without_a_lease_namespace_exits_2(
 ) -> None:
     from click.testing import CliRunner
 
-    from artifactcheck.cli import main
+    from artifactcheck.cli.main import main
 
     monkeypatch.delenv("POD_NAMESPACE", raising=False)
     result = CliRunner().invoke(
@@ -527,9 +527,9 @@ def test_suspect_expectation_holds_or_fails_open(cluster: TenantCluster, fail_op
 def test_no_write_is_sent_past_the_deadline(cluster: TenantCluster) -> None:
     """may_act is judged by the clock, not by the lease loop having noticed; and the
     actor asks it before every request that writes, so nothing is sent."""
-    from artifactcheck.controller import Controller, ControllerSettings
+    from artifactcheck.control.controller import Controller, ControllerSettings
     from artifactcheck.discover.kubernetes import KubeActor, NotLeader
-    from artifactcheck.settings import PolicySettings
+    from artifactcheck.model.settings import PolicySettings
 
     pod = cluster.add_pod()
     api = cluster.api.api_client()

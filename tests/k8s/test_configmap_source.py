@@ -21,16 +21,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from artifactcheck.cli import main
-from artifactcheck.discover.configmaps import ConfigMapReleases
+from artifactcheck.cli.main import main
 from artifactcheck.discover.kubernetes import discover_pods
-from artifactcheck.errors import ConfigError, DependencyError, ExpectationUnavailable
-from artifactcheck.expect import ConfigMapSource, Expectations
 from artifactcheck.manifests import native
 from artifactcheck.manifests.limits import ManifestLimits
-from artifactcheck.models import Verdict
+from artifactcheck.model.errors import ConfigError, DependencyError, ExpectationUnavailable
+from artifactcheck.model.settings import load_spec
+from artifactcheck.model.values import Verdict
 from artifactcheck.pipeline import run_check
-from artifactcheck.settings import load_spec
+from artifactcheck.release.configmaps import ConfigMapReleases
+from artifactcheck.release.sources import ConfigMapSource, Expectations
 from artifactcheck.sim.apiserver import FakeApiServer
 from artifactcheck.sim.cluster import SimCluster, wait_for
 from artifactcheck.sim.fleet import RELEASES

@@ -178,7 +178,7 @@ def test_verify_against_cluster(cluster: SimCluster, tmp_path) -> None:
 
     from click.testing import CliRunner
 
-    from artifactcheck.cli import main
+    from artifactcheck.cli.main import main
 
     for _ in range(3):
         cluster.add_pod(gated=False)
@@ -222,7 +222,7 @@ def test_verify_against_cluster(cluster: SimCluster, tmp_path) -> None:
 def test_verify_cluster_unreachable_exits_3(tmp_path) -> None:
     from click.testing import CliRunner
 
-    from artifactcheck.cli import main
+    from artifactcheck.cli.main import main
 
     cfg = tmp_path / "kubeconfig"
     cfg.write_text(
@@ -318,7 +318,7 @@ def test_investigate_pod_shows_condition_and_events(cluster: SimCluster, tmp_pat
 
     from click.testing import CliRunner
 
-    from artifactcheck.cli import main
+    from artifactcheck.cli.main import main
 
     for node in ("node-a", "node-b", "node-a"):
         cluster.add_pod(node=node)

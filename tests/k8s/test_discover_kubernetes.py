@@ -35,9 +35,9 @@ from artifactcheck.discover.kubernetes import (
     watch_checks,
     watch_pods,
 )
-from artifactcheck.errors import ConfigError, DependencyError
-from artifactcheck.models import VersionSignal
-from artifactcheck.settings import KubernetesSource
+from artifactcheck.model.errors import ConfigError, DependencyError
+from artifactcheck.model.settings import KubernetesSource
+from artifactcheck.model.values import VersionSignal
 from artifactcheck.sim.apiserver import FakeApiServer
 from artifactcheck.sim.apiserver_resources import ARTIFACTCHECKS, BUILTIN_RESOURCES
 

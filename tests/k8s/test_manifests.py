@@ -35,11 +35,11 @@ import yaml
 from kubernetes_validate import utils as kv_utils
 from pydantic import create_model
 
-from artifactcheck import crd
-from artifactcheck.errors import ConfigError
-from artifactcheck.models import Severity, Verdict
-from artifactcheck.settings import CheckSpec, HttpSettings, camel_name, load_spec
-from artifactcheck.tenancy import CONTROLLER_REFUSED_FIELDS
+from artifactcheck.control import crd
+from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.settings import CheckSpec, HttpSettings, camel_name, load_spec
+from artifactcheck.model.values import Severity, Verdict
+from artifactcheck.tenancy.admission import CONTROLLER_REFUSED_FIELDS
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"
@@ -208,9 +208,9 @@ def test_validator_is_not_vacuous(bad: dict[str, Any]) -> None:
 
 
 def test_crd_yaml_is_up_to_date() -> None:
-    """k8s/crd.yaml is exactly what ``python -m artifactcheck.crd`` prints."""
+    """k8s/crd.yaml is exactly what ``python -m artifactcheck.control.crd`` prints."""
     out = subprocess.run(
-        [sys.executable, "-m", "artifactcheck.crd"],
+        [sys.executable, "-m", "artifactcheck.control.crd"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -221,7 +221,7 @@ def test_crd_yaml_is_up_to_date() -> None:
     assert yaml.safe_load(out) == crd.crd_manifest()
     assert committed == out, (
         "k8s/crd.yaml is out of date with CheckSpec: run "
-        "`python -m artifactcheck.crd > k8s/crd.yaml` and commit it"
+        "`python -m artifactcheck.control.crd > k8s/crd.yaml` and commit it"
     )
 
 

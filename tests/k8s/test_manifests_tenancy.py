@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from artifactcheck.tenancy import admit, load_admin_config
+from artifactcheck.tenancy.admission import admit, load_admin_config
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
 

@@ -538,9 +538,9 @@ def test_one_namespace_runs_at_most_its_share_of_cycles_at_once(tc: TenantCluste
 
 def test_a_missing_admin_config_grants_nothing(api: Any, tmp_path: Any) -> None:
     """An optional ConfigMap that was never created: the controller starts strict."""
-    from artifactcheck.controller import Controller, ControllerSettings
-    from artifactcheck.errors import ConfigError
-    from artifactcheck.tenancy import AdminConfig
+    from artifactcheck.control.controller import Controller, ControllerSettings
+    from artifactcheck.model.errors import ConfigError
+    from artifactcheck.tenancy.admission import AdminConfig
 
     missing = ControllerSettings(admin_config=str(tmp_path / "absent.yaml"), lease_namespace="x")
     assert Controller(api_client=api, settings=missing).admin == AdminConfig()

@@ -6,14 +6,20 @@ from typing import Any
 
 import pytest
 
-from artifactcheck.egress import AddressRules, EgressPolicy, HostRule, own_addresses, parse_address
-from artifactcheck.errors import ConfigError
-from artifactcheck.tenancy import (
+from artifactcheck.model.errors import ConfigError
+from artifactcheck.tenancy.admission import (
     AdminConfig,
     RequestBudget,
     admit,
     load_admin_config,
     source_hosts,
+)
+from artifactcheck.tenancy.egress import (
+    AddressRules,
+    EgressPolicy,
+    HostRule,
+    own_addresses,
+    parse_address,
 )
 
 CDN = "https://cdn.shop.example.com/"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from artifactcheck.manifests import algorithms_needed, native, parse_manifest
-from artifactcheck.models import Manifest
+from artifactcheck.model.values import Manifest
 
 BUILDS = Path(__file__).resolve().parents[1] / "fixtures" / "builds"
 RELEASES = ("r1", "r2")

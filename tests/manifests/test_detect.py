@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from artifactcheck.errors import ManifestFormatError
 from artifactcheck.manifests import (
     FORMATS,
     WELL_KNOWN_PATHS,
@@ -16,6 +15,7 @@ from artifactcheck.manifests import (
     native,
     parse_manifest,
 )
+from artifactcheck.model.errors import ManifestFormatError
 
 from .builds import BUILDS, REAL, real_manifest
 

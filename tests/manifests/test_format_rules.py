@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from artifactcheck.errors import ManifestFormatError
 from artifactcheck.manifests import MD5_PREFIX, parse_manifest
 from artifactcheck.manifests.django import name_hash
+from artifactcheck.model.errors import ManifestFormatError
 
 SHA = hashlib.sha256(b"x").hexdigest()
 SRI = "sha256-" + base64.b64encode(hashlib.sha256(b"y").digest()).decode()

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from artifactcheck.errors import ManifestError, ManifestFormatError, ManifestLimitError
 from artifactcheck.manifests import FORMATS, parse_manifest
 from artifactcheck.manifests.limits import ManifestLimits, normalise_path
-from artifactcheck.models import Manifest
+from artifactcheck.model.errors import ManifestError, ManifestFormatError, ManifestLimitError
+from artifactcheck.model.values import Manifest
 
 from .builds import REAL_FORMATS, real_manifest
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from artifactcheck.errors import ManifestLimitError
 from artifactcheck.manifests import (
     DEFAULT_LIMITS,
     MD5_PREFIX,
@@ -17,7 +16,8 @@ from artifactcheck.manifests import (
     verify_integrity,
 )
 from artifactcheck.manifests.limits import ManifestLimits
-from artifactcheck.models import Manifest, ManifestEntry
+from artifactcheck.model.errors import ManifestLimitError
+from artifactcheck.model.values import Manifest, ManifestEntry
 
 BODY = b"console.log('artifactcheck');\n"
 SHA256 = hashlib.sha256(BODY)

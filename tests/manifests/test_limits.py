@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from artifactcheck.errors import (
+from artifactcheck.manifests.limits import DEFAULT_LIMITS, ManifestLimits, load_json, normalise_path
+from artifactcheck.model.errors import (
     ManifestFormatError,
     ManifestLimitError,
     UnsafeReferenceError,
 )
-from artifactcheck.manifests.limits import DEFAULT_LIMITS, ManifestLimits, load_json, normalise_path
 
 
 @pytest.mark.parametrize(

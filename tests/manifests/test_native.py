@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from artifactcheck.errors import ManifestError, ManifestFormatError
 from artifactcheck.manifests import native, parse_manifest
+from artifactcheck.model.errors import ManifestError, ManifestFormatError
 
 from .builds import BUILDS
 

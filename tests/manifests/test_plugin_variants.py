@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from artifactcheck.errors import ManifestFormatError
 from artifactcheck.manifests import parse_manifest, verify_integrity
+from artifactcheck.model.errors import ManifestFormatError
 
 from .builds import digests, real_manifest
 

@@ -30,8 +30,9 @@ from hypothesis.stateful import (
     rule,
 )
 
-from artifactcheck.decide import EVIDENCE, FAIL_OPEN_VERDICTS, GOOD, Decision, History, decide
-from artifactcheck.models import (
+from artifactcheck.judge.decide import EVIDENCE, FAIL_OPEN_VERDICTS, GOOD, Decision, History, decide
+from artifactcheck.model.settings import PolicySettings
+from artifactcheck.model.values import (
     ActionKind,
     Finding,
     FindingKind,
@@ -40,7 +41,6 @@ from artifactcheck.models import (
     Verdict,
     VersionSignal,
 )
-from artifactcheck.settings import PolicySettings
 
 WORKLOADS = ("web-7f9c", "api-55d1")
 QUARANTINED = "artifactcheck.io/quarantined"

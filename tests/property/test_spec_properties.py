@@ -31,13 +31,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from artifactcheck.compare import tls_findings
-from artifactcheck.crd import crd_manifest
-from artifactcheck.decide import History, decide
-from artifactcheck.errors import ConfigError
-from artifactcheck.models import CertInfo
-from artifactcheck.settings import CheckSpec, camel_name, load_spec, load_spec_file
-from artifactcheck.tenancy import CONTROLLER_REFUSED_FIELDS
+from artifactcheck.control.crd import crd_manifest
+from artifactcheck.judge.compare import tls_findings
+from artifactcheck.judge.decide import History, decide
+from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.settings import CheckSpec, camel_name, load_spec, load_spec_file
+from artifactcheck.model.values import CertInfo
+from artifactcheck.tenancy.admission import CONTROLLER_REFUSED_FIELDS
 
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

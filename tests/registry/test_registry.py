@@ -1,6 +1,6 @@
 """Release images read from a real registry (Debian's docker-registry) on loopback.
 
-Each rule of :mod:`artifactcheck.registry` has a test here that fails when the rule is
+Each rule of :mod:`artifactcheck.release.registry` has a test here that fails when the rule is
 broken: the pinned manifest digest, the blob digest, whiteouts and opaque directories,
 path safety, the caps, credentials (Basic and the Bearer token flow), TLS, retries.
 """
@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
-from artifactcheck.errors import ConfigError, ExpectationUnavailable, ManifestError
-from artifactcheck.expect import build_expectations
 from artifactcheck.manifests import native
-from artifactcheck.registry import ImageLimits, RegistryOptions, RegistryReader
-from artifactcheck.settings import CheckSpec
+from artifactcheck.model.errors import ConfigError, ExpectationUnavailable, ManifestError
+from artifactcheck.model.settings import CheckSpec
+from artifactcheck.release.registry import ImageLimits, RegistryOptions, RegistryReader
+from artifactcheck.release.sources import build_expectations
 
 from .conftest import (
     LAYER_TAR,

@@ -1,4 +1,4 @@
-"""The pure parts of artifactcheck.registry: references, credentials, challenges."""
+"""The pure parts of artifactcheck.release.registry: references, credentials, challenges."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from artifactcheck.errors import ConfigError
-from artifactcheck.registry import (
+from artifactcheck.model.errors import ConfigError
+from artifactcheck.release.registry import (
     ImageReference,
     _challenge,
     has_registry_host,

@@ -14,7 +14,7 @@ import pytest
 
 from artifactcheck import pipeline
 from artifactcheck.manifests import native
-from artifactcheck.settings import CheckSpec
+from artifactcheck.model.settings import CheckSpec
 
 pytestmark = [
     pytest.mark.docker,

@@ -19,7 +19,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client import ApiClient, ApiException
 
-from artifactcheck.crd import crd_manifest
+from artifactcheck.control.crd import crd_manifest
 from artifactcheck.sim.apiserver import FakeApiServer
 
 GROUP, VERSION, PLURAL = "example.com", "v1", "widgets"

@@ -19,8 +19,18 @@ from typing import Any, NoReturn
 
 import click
 
-from .cli_options import check_destinations, guard_repeats, spec_from_options, target_options
-from .errors import ArtifactCheckError, ConfigError, DependencyError, ManifestError
+from artifactcheck.cli.options import (
+    check_destinations,
+    guard_repeats,
+    spec_from_options,
+    target_options,
+)
+from artifactcheck.model.errors import (
+    ArtifactCheckError,
+    ConfigError,
+    DependencyError,
+    ManifestError,
+)
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
@@ -40,11 +50,11 @@ def _setup_logging(verbose: int, json_logs: bool = False) -> None:
     level = logging.WARNING - 10 * min(verbose, 2)
     handler = logging.StreamHandler(sys.stderr)
     if json_logs:
-        from .act.logs import JsonFormatter
+        from artifactcheck.act.logs import JsonFormatter
 
         handler.setFormatter(JsonFormatter())
     else:
-        from .act.logs import PlainFormatter
+        from artifactcheck.act.logs import PlainFormatter
 
         handler.setFormatter(PlainFormatter())  # timestamped, like the controller's lines
     root = logging.getLogger("artifactcheck")
@@ -91,7 +101,7 @@ def emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool = 
     """
     from rich.console import Console
 
-    from .act.report import render_json, render_junit, render_table
+    from artifactcheck.act.report import render_json, render_junit, render_table
 
     for kind, dest in outputs:
         if kind == "table" and dest is None:
@@ -217,7 +227,7 @@ def run_quietly(coro: Any) -> Any:
 
 
 def _run_with_progress(spec: Any, **kw: Any) -> Any:
-    from .pipeline import run_check
+    from artifactcheck.pipeline import run_check
 
     try:
         if not sys.stderr.isatty():
@@ -259,7 +269,7 @@ def manifest() -> None:
 )
 def manifest_build(dist: str, version: str, out: str | None) -> None:
     """Hash every file of a build directory into a native release manifest."""
-    from .manifests import native
+    from artifactcheck.manifests import native
 
     try:
         data = native.dump(native.build(dist, version=version))
@@ -289,7 +299,7 @@ def _write_bytes(data: bytes, out: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the normalised manifest as JSON.")
 def manifest_show(source: str, fmt: str, as_json: bool) -> None:
     """Print any manifest (file or URL) normalised: path, hashes, size, entry."""
-    from .manifests import parse_manifest
+    from artifactcheck.manifests import parse_manifest
 
     try:
         data, where = _read_source(source)
@@ -338,8 +348,8 @@ def manifest_show(source: str, fmt: str, as_json: bool) -> None:
 
 def _read_source(source: str) -> tuple[bytes, str]:
     if source.startswith(("http://", "https://")):
-        from .fetch import Fetcher
-        from .settings import HttpSettings, RetrySettings
+        from artifactcheck.fetch.fetcher import Fetcher
+        from artifactcheck.model.settings import HttpSettings, RetrySettings
 
         base, _, name = source.rpartition("/")
 
@@ -370,8 +380,8 @@ def _read_source(source: str) -> tuple[bytes, str]:
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Output file.")
 def manifest_from_image(image: str, path: str, version: str, out: str | None) -> None:
     """Hash the files inside a container image into a native release manifest."""
-    from .discover.docker import DockerEngine
-    from .manifests import native
+    from artifactcheck.discover.docker import DockerEngine
+    from artifactcheck.manifests import native
 
     try:
         engine = DockerEngine()
@@ -447,8 +457,8 @@ def controller(**opts: Any) -> None:
     import signal
     import socket
 
-    from .controller import Controller, ControllerSettings
-    from .discover.kubernetes import load_api_client
+    from artifactcheck.control.controller import Controller, ControllerSettings
+    from artifactcheck.discover.kubernetes import load_api_client
 
     _setup_logging(1, json_logs=opts["json_logs"])
     scope = opts["namespace_scope"]
@@ -502,13 +512,13 @@ def controller(**opts: Any) -> None:
 )
 def demo(instances: int, keep: bool, kubernetes: bool) -> None:
     """Start a simulated fleet on loopback, check it, and explain what was found."""
-    from .sim.demo import run_demo
+    from artifactcheck.sim.demo import run_demo
 
     sys.exit(run_demo(instances=instances, keep=keep, console=_console(), kubernetes=kubernetes))
 
 
 def _register() -> None:
-    from .cli_investigate import fleet, investigate
+    from artifactcheck.cli.investigate import fleet, investigate
 
     main.add_command(investigate)
     main.add_command(fleet)

@@ -15,7 +15,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from ..models import Report, Verdict
+from artifactcheck.model.values import Report, Verdict
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 
-from .manifests import verify_integrity
-from .models import (
+from artifactcheck.manifests import verify_integrity
+from artifactcheck.model.values import (
     CertInfo,
     Coverage,
     Expectation,
@@ -47,7 +47,7 @@ from .models import (
     Severity,
     Verdict,
 )
-from .versions import version_problem
+from artifactcheck.model.versions import version_problem
 
 MISSING_STATUSES = frozenset({404, 410})
 #: The instance refuses the file (nginx ``deny`` on dot-paths): browsers cannot get it

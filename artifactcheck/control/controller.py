@@ -29,16 +29,16 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from .act.health import HealthServer, Heartbeat
-from .act.logs import ContextAdapter
-from .act.metrics import CONTENT_TYPE, Metrics
-from .decide import Decision, History, decide
-from .discover import kubernetes as kube
-from .egress import AddressRules, EgressPolicy, api_server_addresses, own_addresses
-from .errors import ArtifactCheckError, ConfigError, ExpectationUnavailable
-from .expect import CallableSource, Expectations
-from .fetch import Fetcher
-from .models import (
+from artifactcheck.act.logs import ContextAdapter
+from artifactcheck.control.health import HealthServer, Heartbeat
+from artifactcheck.control.metrics import CONTENT_TYPE, Metrics
+from artifactcheck.discover import kubernetes as kube
+from artifactcheck.discover.sample import draw_seed, sample_instances
+from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.judge.decide import Decision, History, decide
+from artifactcheck.model.errors import ArtifactCheckError, ConfigError, ExpectationUnavailable
+from artifactcheck.model.settings import CheckSpec
+from artifactcheck.model.values import (
     Action,
     ActionKind,
     Expectation,
@@ -49,12 +49,24 @@ from .models import (
     SampleInfo,
     Verdict,
 )
-from .pipeline import Observer, build_expectations, judge
-from .sample import draw_seed, sample_instances
-from .settings import CheckSpec
-from .tenancy import AdminConfig, Admission, RequestBudget, admit, load_admin_config, source_hosts
+from artifactcheck.pipeline import Observer, build_expectations, judge
+from artifactcheck.release.sources import CallableSource, Expectations
+from artifactcheck.tenancy.admission import (
+    AdminConfig,
+    Admission,
+    RequestBudget,
+    admit,
+    load_admin_config,
+    source_hosts,
+)
+from artifactcheck.tenancy.egress import (
+    AddressRules,
+    EgressPolicy,
+    api_server_addresses,
+    own_addresses,
+)
 
-log = logging.getLogger("artifactcheck.controller")
+log = logging.getLogger("artifactcheck.control.controller")
 
 
 @dataclass
@@ -140,7 +152,7 @@ def _expectations_or_unavailable(
     try:
         configmaps = None
         if spec.release_configmaps is not None and api_client is not None and namespace:
-            from .discover.configmaps import ConfigMapReleases
+            from artifactcheck.release.configmaps import ConfigMapReleases
 
             configmaps = ConfigMapReleases(
                 namespace=namespace,

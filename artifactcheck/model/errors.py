@@ -2,7 +2,7 @@
 
 Errors here mean "could not do what was asked" (bad input, a dependency that was
 unavailable), never "observed something wrong": a served file that differs from the
-release is a :class:`~artifactcheck.models.Finding`, a value, not an exception.
+release is a :class:`~artifactcheck.model.values.Finding`, a value, not an exception.
 
 Library errors (httpx, kubernetes, docker) are translated into this tree at the edge,
 in the one module that talks to that library, always with ``raise ... from exc``::

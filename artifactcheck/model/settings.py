@@ -3,7 +3,7 @@
 Every field carries a description with its unit, because the same text feeds the
 CRD's OpenAPI schema and ``--help``. Unknown fields are rejected (a typo in a YAML
 file must not silently turn a check off), and :func:`load_spec` turns pydantic's
-validation errors into a :class:`~artifactcheck.errors.ConfigError` naming each field.
+validation errors into a :class:`~artifactcheck.model.errors.ConfigError` naming each field.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pydantic import (
     field_validator,
 )
 
-from .errors import ConfigError
-from .versions import version_problem
+from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.versions import version_problem
 
 #: RFC 9110 field-name: a token (tchar+).
 _FIELD_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
@@ -614,7 +614,7 @@ def markdown_reference() -> str:
     lines = [
         "# Configuration reference",
         "",
-        "Generated from the `CheckSpec` model by `python -m artifactcheck.settings > "
+        "Generated from the `CheckSpec` model by `python -m artifactcheck.model.settings > "
         "docs/configuration.md`. The same model validates a `--config` YAML file, the "
         "command-line flags and the `spec` of an `ArtifactCheck` resource; unknown fields "
         "are rejected with their name.",
@@ -681,7 +681,7 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 
 def _type_name(annotation: Any) -> str:
     text = str(annotation).replace("typing.", "")
-    text = re.sub(r"\b(?:artifactcheck\.settings|__main__)\.", "", text)
+    text = re.sub(r"\b(?:artifactcheck\.model\.settings|__main__)\.", "", text)
     text = re.sub(r"<class '([^']+)'>", r"\1", text)
     return "`" + text.replace("|", "or") + "`"
 

@@ -6,7 +6,7 @@ certificate is read in binary form and parsed with ``cryptography``, which works
 whether or not the handshake verified it: with ``ssl_context=None`` an unverified
 context is used, so a certificate that has already expired (or is signed by an
 unknown CA) can still be reported instead of only failing. Errors are raised as
-typed :class:`~artifactcheck.errors.FetchError` subclasses; the caller decides
+typed :class:`~artifactcheck.model.errors.FetchError` subclasses; the caller decides
 whether they make an instance inconclusive.
 """
 
@@ -22,8 +22,13 @@ from datetime import UTC, datetime
 
 from cryptography import x509
 
-from .errors import FetchConnectError, FetchError, FetchTimeout, UnsafeReferenceError
-from .models import CertInfo
+from artifactcheck.model.errors import (
+    FetchConnectError,
+    FetchError,
+    FetchTimeout,
+    UnsafeReferenceError,
+)
+from artifactcheck.model.values import CertInfo
 
 __all__ = ["days_left", "probe_certificate", "unverified_context"]
 
@@ -86,11 +91,11 @@ async def probe_certificate(
 
     ``ssl_context=None`` reads the certificate without verifying it; with a verifying
     context (e.g. the Fetcher's), a certificate that does not verify raises
-    :class:`~artifactcheck.errors.FetchConnectError`. Timeouts raise
-    :class:`~artifactcheck.errors.FetchTimeout`. ``egress`` is the policy the Fetcher
-    enforces (:attr:`artifactcheck.fetch.Fetcher.egress`): a probe is one more
+    :class:`~artifactcheck.model.errors.FetchConnectError`. Timeouts raise
+    :class:`~artifactcheck.model.errors.FetchTimeout`. ``egress`` is the policy the Fetcher
+    enforces (:attr:`artifactcheck.fetch.fetcher.Fetcher.egress`): a probe is one more
     connection, so it is asked first, and a refusal raises
-    :class:`~artifactcheck.errors.UnsafeReferenceError` before anything is sent.
+    :class:`~artifactcheck.model.errors.UnsafeReferenceError` before anything is sent.
     """
     endpoint = f"{host}:{port}"
     ctx = ssl_context if ssl_context is not None else unverified_context()

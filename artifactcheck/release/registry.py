@@ -32,8 +32,8 @@ Why each rule:
 * retries with full-jitter backoff on 429, 5xx and connection errors, a few attempts:
   a registry blip should not make a check inconclusive, a dead one must not hang it.
 
-Errors: :class:`~artifactcheck.errors.ConfigError` for a reference or a credentials
-file that cannot be right; :class:`~artifactcheck.errors.ExpectationUnavailable` for
+Errors: :class:`~artifactcheck.model.errors.ConfigError` for a reference or a credentials
+file that cannot be right; :class:`~artifactcheck.model.errors.ExpectationUnavailable` for
 everything the registry or the image content did wrong, with the reason.
 """
 
@@ -62,12 +62,12 @@ from urllib.parse import urlencode, urljoin, urlsplit
 
 import httpx
 
-from .errors import ConfigError, ExpectationUnavailable, ManifestError
-from .manifests import native
-from .manifests.limits import DEFAULT_LIMITS, ManifestLimits, check_entries
-from .models import Manifest, ManifestEntry
+from artifactcheck.manifests import native
+from artifactcheck.manifests.limits import DEFAULT_LIMITS, ManifestLimits, check_entries
+from artifactcheck.model.errors import ConfigError, ExpectationUnavailable, ManifestError
+from artifactcheck.model.values import Manifest, ManifestEntry
 
-logger = logging.getLogger("artifactcheck.registry")
+logger = logging.getLogger("artifactcheck.release.registry")
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -982,7 +982,7 @@ def _hashed(rel: str, stream: IO[bytes]) -> ManifestEntry:
 class RegistryReader:
     """``read_image(image, site, version) -> Manifest`` over the distribution API.
 
-    Plugs into :func:`artifactcheck.expect.build_expectations` as ``read_image``; one
+    Plugs into :func:`artifactcheck.release.sources.build_expectations` as ``read_image``; one
     instance may be shared by threads (each call has its own HTTP client).
     """
 

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from .act.investigate import (
+from artifactcheck.act.investigate import (
     DiffView,
     FleetView,
     Investigation,
@@ -42,13 +42,18 @@ from .act.investigate import (
     tls_view,
     unknown_target,
 )
-from .cli_options import check_destinations, guard_repeats, spec_from_options, target_options
-from .errors import ArtifactCheckError, ConfigError, DependencyError
-from .models import Fetched, Instance, Manifest, Report
+from artifactcheck.cli.options import (
+    check_destinations,
+    guard_repeats,
+    spec_from_options,
+    target_options,
+)
+from artifactcheck.model.errors import ArtifactCheckError, ConfigError, DependencyError
+from artifactcheck.model.values import Fetched, Instance, Manifest, Report
 
 if TYPE_CHECKING:  # httpx, aiohttp and pydantic load in the commands, not for --help
-    from .fetch import Fetcher
-    from .settings import CheckSpec
+    from artifactcheck.fetch.fetcher import Fetcher
+    from artifactcheck.model.settings import CheckSpec
 
 #: Largest file fetched again for ``--diff``, bytes: the first lines are what is shown.
 DIFF_MAX_BYTES = 2 * 1024 * 1024
@@ -73,8 +78,8 @@ def events_for(
     """
     if instance.kind != "pod" or spec is None or spec.kubernetes is None:
         return []
-    from .discover import kubernetes as kube
-    from .errors import ArtifactCheckError
+    from artifactcheck.discover import kubernetes as kube
+    from artifactcheck.model.errors import ArtifactCheckError
 
     namespace, _, name = instance.name.rpartition("/")
     try:
@@ -115,8 +120,8 @@ def recording_fetcher(spec: CheckSpec) -> tuple[Fetcher, dict[str, Fetched]]:
     and the per-asset table shows them; recording them as they are fetched costs no
     second request and shows exactly what the judgement was based on.
     """
-    from .fetch import Fetcher
-    from .pipeline import log
+    from artifactcheck.fetch.fetcher import Fetcher
+    from artifactcheck.pipeline import log
 
     cdn_assets: dict[str, Fetched] = {}
 
@@ -165,7 +170,7 @@ async def _check(
     context: str | None = None,
 ) -> tuple[Report, dict[str, Manifest]]:
     """The same check as ``verify``; also returns the releases it loaded."""
-    from .pipeline import build_expectations, check_once
+    from artifactcheck.pipeline import build_expectations, check_once
 
     # the kubeconfig the user named reaches release ConfigMaps too, not only the pods
     expectations = build_expectations(spec, fetcher, kubeconfig=kubeconfig, context=context)
@@ -183,7 +188,7 @@ async def _probe_tls(url: str, role: str, spec: CheckSpec, now: datetime) -> Tls
     """The certificate of an https endpoint, read without verifying so expiry shows."""
     if not url.startswith("https://"):
         return tls_view(role, url, None, now=now)
-    from .tls import probe_certificate
+    from artifactcheck.fetch.tls import probe_certificate
 
     parts = urlsplit(url)
     host = parts.hostname or ""
@@ -263,7 +268,7 @@ async def _fetch_diffs(
 
 def _full(spec: CheckSpec, *, assets: bool) -> CheckSpec:
     """The spec without instance sampling (and without asset sampling for investigate)."""
-    from .settings import SamplingSettings
+    from artifactcheck.model.settings import SamplingSettings
 
     sampling = (
         SamplingSettings.model_validate({})
@@ -291,8 +296,8 @@ async def collect_investigation(
     has that URL), a name, ``namespace/pod``, a pod or container name. ConfigError when
     it names nothing; DependencyError when discovery's API is down.
     """
-    from .discover.static import instances_from_targets, parse_target
-    from .pipeline import discover_all
+    from artifactcheck.discover.static import instances_from_targets, parse_target
+    from artifactcheck.pipeline import discover_all
 
     spec = _full(spec, assets=True)
     found = (
@@ -359,7 +364,7 @@ async def collect_fleet(
     context: str | None = None,
 ) -> FleetView:
     """Discover, check every instance, and group them by what they serve."""
-    from .pipeline import discover_all
+    from artifactcheck.pipeline import discover_all
 
     spec = _full(spec, assets=False)
     found = (
@@ -410,7 +415,7 @@ def _write(text: str, dest: str | None) -> None:
 
 def _run(coro: Any) -> Any:
     """asyncio.run with verify's error mapping: usage errors 2, dependencies down 3."""
-    from .cli import EXIT_INCONCLUSIVE, _fail, run_quietly
+    from artifactcheck.cli.main import EXIT_INCONCLUSIVE, _fail, run_quietly
 
     try:
         return run_quietly(coro)
@@ -450,8 +455,8 @@ def investigate(target: str, **opts: Any) -> None:
     their files, so the summary can say how many do the same. Exit code: 0 the target
     is consistent, 1 it serves something wrong, 2 usage error, 3 could not judge.
     """
-    from .act.views import dumps, investigation_json, render_investigation
-    from .cli import _fail
+    from artifactcheck.act.views import dumps, investigation_json, render_investigation
+    from artifactcheck.cli.main import _fail
 
     try:
         outputs = parse_outputs(opts["outputs"])
@@ -503,7 +508,7 @@ def fleet(**opts: Any) -> None:
     their version are marked with "!", so "2 of 14 pods of 1.4.2 serve different
     content" is the first thing you read. Exit codes as for verify (0/1/2/3).
     """
-    from .cli import _fail
+    from artifactcheck.cli.main import _fail
 
     try:
         outputs = parse_outputs(opts["outputs"])
@@ -532,7 +537,7 @@ def _emit_fleet(
     console: Any = None,
 ) -> None:
     """The fleet view in every requested format."""
-    from .act.views import dumps, fleet_json, render_fleet
+    from artifactcheck.act.views import dumps, fleet_json, render_fleet
 
     for kind, dest in outputs:
         if kind == "table":
@@ -557,7 +562,7 @@ def _watch(
     """
     from rich.live import Live
 
-    from .act.views import fleet_renderable
+    from artifactcheck.act.views import fleet_renderable
 
     console = console or make_console()
     tables = any(kind == "table" for kind, _ in outputs)
@@ -602,7 +607,7 @@ def _watch(
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 def standalone() -> None:
-    """investigate and fleet on their own: ``python -m artifactcheck.cli_investigate``.
+    """investigate and fleet on their own: ``python -m artifactcheck.cli.investigate``.
 
     For scripts (docs/examples/record.sh) that must run before, or without, the
     registration of both commands on ``artifactcheck``'s main group.

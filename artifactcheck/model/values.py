@@ -8,7 +8,7 @@
 They are plain frozen dataclasses with slots rather than pydantic models: a fleet
 check builds hundreds of thousands of manifest entries, and these values never come
 from untrusted input directly (readers and settings validate first). Configuration,
-which does come from users, lives in :mod:`artifactcheck.settings` as pydantic models.
+which does come from users, lives in :mod:`artifactcheck.model.settings` as pydantic models.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from .models import (
+from artifactcheck.model.settings import PolicySettings
+from artifactcheck.model.values import (
     Action,
     ActionKind,
     Finding,
@@ -26,7 +27,6 @@ from .models import (
     Severity,
     Verdict,
 )
-from .settings import PolicySettings
 
 #: Verdicts that count towards the confirmation streak and can quarantine.
 QUARANTINABLE = frozenset({Verdict.MISMATCH})

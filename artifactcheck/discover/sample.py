@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
-from .models import Instance, Manifest
+from artifactcheck.model.values import Instance, Manifest
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -1,7 +1,7 @@
 """Command-line options shared by ``verify``, ``investigate`` and ``fleet``.
 
 The three commands select instances, releases and the CDN the same way; one list of
-flags and one function turning them into a :class:`~artifactcheck.settings.CheckSpec`
+flags and one function turning them into a :class:`~artifactcheck.model.settings.CheckSpec`
 keeps them agreeing (and a YAML file overlaid with flags validates as one model, so a
 bad value is reported with its field name whichever way it was given).
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 import click
 
-from .errors import ConfigError
-from .settings import CheckSpec
+from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.settings import CheckSpec
 
 
 class SingleValueOption(click.Option):
@@ -187,7 +187,7 @@ def _as_field_names(loaded: dict[str, Any], path: Path) -> dict[str, Any]:
     """The file's keys as field names: a file may spell fields in camelCase (as an
     ArtifactCheck does) or snake_case, and flags overlay field names, so a flag for a
     field the file spelled ``maxConnections`` overrides it instead of clashing."""
-    from .tenancy import spelled_as_fields
+    from artifactcheck.tenancy.admission import spelled_as_fields
 
     spelling = spelled_as_fields(loaded)
     if spelling.twice:
@@ -208,7 +208,7 @@ def build_spec(
     """
     import yaml
 
-    from .settings import load_spec
+    from artifactcheck.model.settings import load_spec
 
     data: dict[str, Any] = {}
     origin = "command line"
@@ -475,7 +475,7 @@ def spec_from_options(
     too (release manifest files, header files), so a typo is a configuration error
     naming its flag before any request is sent.
     """
-    from .discover.static import parse_target
+    from artifactcheck.discover.static import parse_target
 
     targets = [parse_target(t).model_dump(exclude_none=True) for t in opts["targets"]]
     docker: dict[str, Any] | None = None
@@ -535,11 +535,11 @@ def check_local_sources(spec: CheckSpec) -> None:
     """Refuse, before any request, what names a file on this machine that cannot be used.
 
     Release manifest files are read and checked (see
-    :func:`artifactcheck.expect.plan_release_manifests`); header files and the CA
+    :func:`artifactcheck.release.sources.plan_release_manifests`); header files and the CA
     bundle must be readable files. A URL source can only be judged when it is fetched.
     """
-    from .expect import plan_release_manifests
-    from .manifests.limits import ManifestLimits
+    from artifactcheck.manifests.limits import ManifestLimits
+    from artifactcheck.release.sources import plan_release_manifests
 
     limits = ManifestLimits(
         max_bytes=spec.http.max_manifest_bytes, max_entries=spec.http.max_manifest_entries

@@ -14,7 +14,7 @@ is written by whoever may create one in a namespace, often an application team. 
   ``http.credentials`` (cert-manager's ClusterIssuer and External Secrets'
   ClusterSecretStore are the model: the admin owns the secret, the tenant the reference);
 * every URL it names must be on the admin's egress allow-list (hosts or URL prefixes,
-  optionally per namespace); :mod:`artifactcheck.egress` enforces the same list and the
+  optionally per namespace); :mod:`artifactcheck.tenancy.egress` enforces the same list and the
   address rules on every connection;
 * it acts only in its own namespace, within admin limits: minimum interval, instances
   and assets sampled, checks per namespace, and a per-namespace request budget
@@ -40,15 +40,15 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .egress import HostRule
-from .errors import ConfigError
-from .settings import (
+from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.settings import (
     CheckSpec,
     KubernetesSource,
     format_validation_error,
     header_name_problem,
     load_spec,
 )
+from artifactcheck.tenancy.egress import HostRule
 
 _FieldPath = tuple[str, ...]
 

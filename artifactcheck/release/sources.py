@@ -26,13 +26,18 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import quote
 
-from .errors import ArtifactCheckError, ConfigError, ExpectationUnavailable, ManifestError
-from .fetch import Fetcher
-from .manifests import parse_manifest
-from .manifests.limits import ManifestLimits
-from .models import Expectation, Manifest
-from .settings import CheckSpec
-from .versions import version_problem
+from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.manifests import parse_manifest
+from artifactcheck.manifests.limits import ManifestLimits
+from artifactcheck.model.errors import (
+    ArtifactCheckError,
+    ConfigError,
+    ExpectationUnavailable,
+    ManifestError,
+)
+from artifactcheck.model.settings import CheckSpec
+from artifactcheck.model.values import Expectation, Manifest
+from artifactcheck.model.versions import version_problem
 
 #: The hash a release manifest must carry for a file to vouch for its bytes: the one the
 #: comparison checks served bytes against (another algorithm would be compared by name

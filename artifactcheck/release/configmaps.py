@@ -20,7 +20,7 @@ the watch from the list's resourceVersion, relisting on 410 Gone; a broken watch
 the cache unsynced, so the next use lists again and an API server that stays down is an
 error the caller turns into ``inconclusive``. Without ``watch`` (one ``verify`` run)
 every use lists once. What is returned is raw bytes: parsing and the declared-version
-and hash rules are :mod:`artifactcheck.expect`'s, the same as for every other source.
+and hash rules are :mod:`artifactcheck.release.sources`'s, the same as for every other source.
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ from typing import Any, cast
 
 from kubernetes import client as k8s
 
-from ..errors import ArtifactCheckError, ConfigError, DependencyError, ExpectationUnavailable
-from .kubernetes import (
+from artifactcheck.discover.kubernetes import (
     DEFAULT_TIMEOUT,
     JsonObj,
     Timeout,
@@ -46,6 +45,12 @@ from .kubernetes import (
     _read_json,
     _watch,
     _watch_timeout,
+)
+from artifactcheck.model.errors import (
+    ArtifactCheckError,
+    ConfigError,
+    DependencyError,
+    ExpectationUnavailable,
 )
 
 VERSION_LABEL = "artifactcheck.io/version"

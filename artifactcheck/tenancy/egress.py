@@ -15,7 +15,7 @@ Two kinds of destination, two rules:
   was told).
 * **sources**: release manifests and the CDN, named by the author. They must also be
   on the admin's allow-list (a host, or a URL prefix whose scheme, host and port
-  count here; the path part is checked at admission, see :mod:`artifactcheck.tenancy`).
+  count here; the path part is checked at admission, see :mod:`artifactcheck.tenancy.admission`).
 
 Pure apart from :func:`resolve_addresses`, which asks the system resolver once at
 start-up for the API server's addresses.

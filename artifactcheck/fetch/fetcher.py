@@ -15,7 +15,7 @@ Everything the network edge must guarantee lives here, in one place
   whose connections are kept alive for the whole run;
 - only URLs under the given base URL are requested, and redirects are followed by
   hand, only while they stay under that base (no SSRF);
-- per-request problems are returned as values (:class:`~artifactcheck.models.Fetched`
+- per-request problems are returned as values (:class:`~artifactcheck.model.values.Fetched`
   with ``error_kind``), never raised: "could not observe" must stay apart from
   "observed something wrong", and a fleet check must not die of one bad pod; this
   holds for any exception inside one fetch, only cancellation propagates;
@@ -81,8 +81,9 @@ from typing import Any, Final, Literal, Protocol, Self, cast
 
 import httpx
 
-from . import urls
-from .errors import (
+from artifactcheck.fetch import urls
+from artifactcheck.manifests.limits import normalise_path
+from artifactcheck.model.errors import (
     ArtifactCheckError,
     BodyTooLarge,
     ConfigError,
@@ -93,9 +94,8 @@ from .errors import (
     RetryBudgetExhausted,
     UnsafeReferenceError,
 )
-from .manifests.limits import normalise_path
-from .models import Fetched
-from .settings import HttpSettings, RetrySettings
+from artifactcheck.model.settings import HttpSettings, RetrySettings
+from artifactcheck.model.values import Fetched
 
 __all__ = [
     "EVIDENCE_HEADERS",
@@ -264,7 +264,7 @@ def build_ssl_context(http: HttpSettings) -> ssl.SSLContext:
 
     Building a context loads and parses every trusted CA, which is slow; httpx
     builds one per client unless given one, so a run builds exactly one and shares it
-    with every connection and with :func:`artifactcheck.tls.probe_certificate`.
+    with every connection and with :func:`artifactcheck.fetch.tls.probe_certificate`.
     """
     ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     if not http.verify_tls:
@@ -1453,7 +1453,7 @@ class Fetcher:
     @property
     def egress(self) -> Callable[[str, str, int], str | None] | None:
         """The egress policy this Fetcher enforces, for other connections of the same
-        run (e.g. :func:`artifactcheck.tls.probe_certificate`)."""
+        run (e.g. :func:`artifactcheck.fetch.tls.probe_certificate`)."""
         return self._egress
 
     def __repr__(self) -> str:

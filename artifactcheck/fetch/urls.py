@@ -14,8 +14,8 @@ import re
 from typing import Any
 from urllib.parse import SplitResult, quote, unquote, urljoin, urlsplit
 
-from .errors import UnsafeReferenceError
-from .manifests.limits import normalise_path
+from artifactcheck.manifests.limits import normalise_path
+from artifactcheck.model.errors import UnsafeReferenceError
 
 __all__ = ["base_directory", "host_key", "is_under", "join", "resolve_redirect", "split_base"]
 
@@ -83,7 +83,7 @@ def join(base_url: str, path: Any) -> str:
     ``path`` is normalised with :func:`~artifactcheck.manifests.limits.normalise_path`
     (so ``..``, absolute and protocol-relative URLs are refused and a query string is
     dropped), then percent-encoded again. A base URL without a trailing ``/`` is read
-    as a directory, as :class:`~artifactcheck.models.Instance` promises.
+    as a directory, as :class:`~artifactcheck.model.values.Instance` promises.
     """
     base = base_directory(base_url)
     relative = normalise_path(path)

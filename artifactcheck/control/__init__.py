@@ -1,0 +1,3 @@
+"""The in-cluster controller: admission, the check loop, leader election, health and
+metrics.
+"""
