@@ -22,20 +22,19 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from artifactcheck.discover.kubernetes import (
+from artifactcheck.act.kube import KubeActor, cordoned_by_us
+from artifactcheck.control.lease import LeaseLock
+from artifactcheck.discover.kube import discover_pods
+from artifactcheck.judge.decide import History, decide, recover_state
+from artifactcheck.model.errors import ConfigError, DependencyError
+from artifactcheck.model.names import (
     ANN_CORDON_REASON,
     ANN_CORDONED,
     ANN_QUARANTINED,
     ANN_REASON,
     ANN_STREAK,
     ANN_VERDICT,
-    KubeActor,
-    LeaseLock,
-    cordoned_by_us,
-    discover_pods,
 )
-from artifactcheck.judge.decide import History, decide, recover_state
-from artifactcheck.model.errors import ConfigError, DependencyError
 from artifactcheck.model.settings import KubernetesSource, PolicySettings
 from artifactcheck.model.values import Action, ActionKind, Instance, InstanceResult, Verdict
 
@@ -45,7 +44,7 @@ MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 FAST = (1.0, 2.0)
 #: caplog levels are set on our own logger: another test (the CLI) may have raised the
 #: level of the "artifactcheck" logger, and records must still reach caplog.
-LOGGER = "artifactcheck.discover.kubernetes"
+LOGGER = "artifactcheck.act.kube"
 
 
 class Clock:
