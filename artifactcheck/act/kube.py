@@ -198,24 +198,19 @@ class KubeActor:
     def _on_pod(self, what: str, ns: str, name: str, step: Callable[[Pod], bool]) -> bool:
         return self._on(what, f"pod {ns}/{name}", lambda: self._get_pod(ns, name), step)
 
-    def _patch_pod_status(self, ns: str, name: str, patch: JsonObj) -> Pod:
-        """Strategic merge into ``pods/status``: conditions are merged by ``type``."""
-        written = self._write(
-            f"patch pods/status {ns}/{name}",
-            lambda: self._core.patch_namespaced_pod_status(
-                name, ns, patch, _content_type=STRATEGIC_MERGE_PATCH, **raw(self.timeout)
-            ),
+    def _patch_pod(self, ns: str, name: str, patch: JsonObj, *, status: bool) -> Pod:
+        """Merge-patch the pod, or strategic-merge ``pods/status`` (where conditions are
+        merged by ``type``, so kubelet's are kept)."""
+        if status:
+            what = f"patch pods/status {ns}/{name}"
+            method, kind = self._core.patch_namespaced_pod_status, STRATEGIC_MERGE_PATCH
+        else:
+            what = f"patch pod {ns}/{name}"
+            method, kind = self._core.patch_namespaced_pod, MERGE_PATCH
+        sent = self._write(
+            what, lambda: method(name, ns, patch, _content_type=kind, **raw(self.timeout))
         )
-        return body.typed(written, Pod)
-
-    def _patch_pod(self, ns: str, name: str, patch: JsonObj) -> Pod:
-        written = self._write(
-            f"patch pod {ns}/{name}",
-            lambda: self._core.patch_namespaced_pod(
-                name, ns, patch, _content_type=MERGE_PATCH, **raw(self.timeout)
-            ),
-        )
-        return body.typed(written, Pod)
+        return body.typed(sent, Pod)
 
     def _set_condition(
         self, pod: Pod, ns: str, name: str, *, status: str, reason: str, message: str
@@ -245,7 +240,7 @@ class KubeActor:
             "metadata": {"resourceVersion": body.meta(pod).get("resourceVersion")},
             "status": {"conditions": [cond]},
         }
-        return self._patch_pod_status(ns, name, patch)
+        return self._patch_pod(ns, name, patch, status=True)
 
     def _set_annotations(
         self, obj: Pod, ns: str, name: str, changes: Mapping[str, str | None]
@@ -256,7 +251,7 @@ class KubeActor:
         if not diff:
             return None
         meta = {"resourceVersion": body.meta(obj).get("resourceVersion"), "annotations": diff}
-        return self._patch_pod(ns, name, {"metadata": meta})
+        return self._patch_pod(ns, name, {"metadata": meta}, status=False)
 
     def quarantine(
         self,

@@ -240,6 +240,23 @@ def test_gate_mode_opens_verified_pods_and_fails_open(server, api, make_pod, wri
     ]
 
 
+def test_release_fails_open_by_the_typed_flag_not_by_its_text(server, api, make_pod) -> None:
+    """``Action.fail_open`` decides ``VerificationUnavailable``; the reason is only prose."""
+    make_pod("new-1", gate_status=None, ready=True, ip="127.0.0.31")
+    make_pod("new-2", gate_status=None, ready=True, ip="127.0.0.32")
+    kube = actor(api)
+
+    unverified = Action(
+        ActionKind.RELEASE, "default/new-1", "content not verified (names only)", fail_open=True
+    )
+    assert kube.apply(unverified, None, verdict="consistent")
+    says_so = Action(ActionKind.RELEASE, "default/new-2", "was failing open, verified now")
+    assert kube.apply(says_so, None, verdict="consistent")
+
+    assert conditions(pod(server, "new-1"))[GATE]["reason"] == "VerificationUnavailable"
+    assert conditions(pod(server, "new-2"))[GATE]["reason"] == "ContentVerified"
+
+
 # --------------------------------------------------------------------------- flags, events
 
 
