@@ -48,7 +48,14 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from artifactcheck.clients.kube_bodies import JsonObj, ObjectReference, obj
+from artifactcheck.clients.kube_bodies import (
+    JsonObj,
+    ObjectReference,
+    StatusBody,
+    WatchEvent,
+    obj,
+    typed,
+)
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError, DependencyError
 
 __all__ = [
@@ -301,13 +308,14 @@ def watch_timeout(request_timeout: Timeout, seconds: int) -> tuple[float, float]
 
 def _event_of(what: str, line: bytes) -> tuple[str, JsonObj]:
     """One watch line as ``(type, object)``; an ``ERROR`` event raises."""
-    event = obj(json.loads(line))
+    event = typed(json.loads(line), WatchEvent[object])
     kind, body = str(event.get("type")), obj(event.get("object"))
     if kind == "ERROR":
-        message = body.get("message") or body.get("reason") or "watch error"
-        if body.get("code") == 410:
+        status = typed(body, StatusBody)
+        message = status.get("message") or status.get("reason") or "watch error"
+        if status.get("code") == 410:
             raise WatchExpired(f"{what}: {message}")
-        raise DependencyError(f"{what}: the watch failed ({body.get('code')}): {message}")
+        raise DependencyError(f"{what}: the watch failed ({status.get('code')}): {message}")
     return kind, body
 
 

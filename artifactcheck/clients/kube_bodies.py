@@ -52,7 +52,7 @@ class ObjectList(TypedDict, Generic[T], total=False):
     items: list[T]
 
 
-class ApiStatus(TypedDict, total=False):
+class StatusBody(TypedDict, total=False):
     """A ``Status`` object: an error body, or the object of a watch ``ERROR`` event."""
 
     code: int
@@ -240,11 +240,11 @@ def has_gate(pod: Pod, ctype: str) -> bool:
 def items(doc: object, kind: type[B]) -> tuple[list[B], str]:
     """A list response's items (as ``kind``) and its resourceVersion (where a watch
     resumes)."""
-    body = obj(doc)
-    found = body.get("items")
+    envelope = typed(doc, ObjectList[object])
+    found = envelope.get("items")
     listed = (
         [typed(dict(i), kind) for i in found if isinstance(i, Mapping)]
         if isinstance(found, list)
         else []
     )
-    return listed, str(meta(body).get("resourceVersion") or "")
+    return listed, str(meta(envelope).get("resourceVersion") or "")
