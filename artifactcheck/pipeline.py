@@ -911,7 +911,7 @@ def build_expectations(
     from artifactcheck.release.sources import build_expectations as build
 
     if spec.release_configmaps is not None and configmaps is None:
-        from artifactcheck.discover.kubernetes import load_api_client
+        from artifactcheck.clients.kube import load_api_client
         from artifactcheck.release.configmaps import ConfigMapReleases
 
         if spec.kubernetes is None:  # also refused by the settings model
@@ -968,7 +968,8 @@ async def discover_all(
         finally:
             engine.close()
     if spec.kubernetes is not None:
-        from artifactcheck.discover.kubernetes import discover_pods, load_api_client
+        from artifactcheck.clients.kube import load_api_client
+        from artifactcheck.discover.kube import discover_pods
 
         source = spec.kubernetes
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.names import ANNOTATION_PREFIX, DEFAULT_CONDITION_TYPE
 from artifactcheck.model.values import (
     BAD_VERDICTS,
     UNKNOWN_VERDICTS,
@@ -1077,9 +1078,9 @@ def pod_view(
     """The pod's gate condition, annotations (artifactcheck's first) and Events."""
     if inst.kind != "pod":
         return None
-    ours = sorted((k, v) for k, v in inst.annotations.items() if k.startswith("artifactcheck.io/"))
+    ours = sorted((k, v) for k, v in inst.annotations.items() if k.startswith(ANNOTATION_PREFIX))
     theirs = sorted(
-        (k, v) for k, v in inst.annotations.items() if not k.startswith("artifactcheck.io/")
+        (k, v) for k, v in inst.annotations.items() if not k.startswith(ANNOTATION_PREFIX)
     )
     return PodView(
         condition_type=condition_type,
@@ -1104,7 +1105,7 @@ def build_investigation(
     tls: Sequence[TlsView] = (),
     events: Sequence[PodEvent] = (),
     events_note: str | None = None,
-    condition_type: str = "artifactcheck.io/content-verified",
+    condition_type: str = DEFAULT_CONDITION_TYPE,
     release_source: str | None = None,
     now: datetime,
 ) -> Investigation:

@@ -35,6 +35,7 @@ from artifactcheck.act.investigate import (
     short,
 )
 from artifactcheck.act.report import SEVERITY_STYLE, VERDICT_STYLE
+from artifactcheck.model.names import ANNOTATION_PREFIX
 from artifactcheck.model.values import Finding, Verdict
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
@@ -383,7 +384,7 @@ def _pod(inv: Investigation, console: Console) -> list[RenderableType]:
         table.add_column("key", overflow="fold")
         table.add_column("value", overflow="fold", max_width=80)
         for key, value in pod.annotations:
-            style = "bold" if key.startswith("artifactcheck.io/") else ""
+            style = "bold" if key.startswith(ANNOTATION_PREFIX) else ""
             table.add_row(Text(key, style=style), value)
         out.append(table)
     events = _table(console, "recent events")

@@ -78,14 +78,15 @@ def events_for(
     """
     if instance.kind != "pod" or spec is None or spec.kubernetes is None:
         return []
-    from artifactcheck.discover import kubernetes as kube
+    from artifactcheck.clients.kube import load_api_client
+    from artifactcheck.control.status import list_pod_events
     from artifactcheck.model.errors import ArtifactCheckError
 
     namespace, _, name = instance.name.rpartition("/")
     try:
-        api = kube.load_api_client(kubeconfig, context)
+        api = load_api_client(kubeconfig, context)
         try:
-            raw = kube.list_pod_events(api, namespace=namespace or "default", name=name)
+            raw = list_pod_events(api, namespace=namespace or "default", name=name)
         finally:
             api.close()  # type: ignore[no-untyped-call]
     except ArtifactCheckError as exc:

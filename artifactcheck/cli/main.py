@@ -457,8 +457,8 @@ def controller(**opts: Any) -> None:
     import signal
     import socket
 
+    from artifactcheck.clients.kube import load_api_client
     from artifactcheck.control.controller import Controller, ControllerSettings
-    from artifactcheck.discover.kubernetes import load_api_client
 
     _setup_logging(1, json_logs=opts["json_logs"])
     scope = opts["namespace_scope"]

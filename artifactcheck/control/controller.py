@@ -29,14 +29,30 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from artifactcheck.act.kube import KubeActor, cordoned_by_us
 from artifactcheck.act.logs import ContextAdapter
+from artifactcheck.clients.kube import WatchExpired, abort_stream
 from artifactcheck.control.health import HealthServer, Heartbeat
+from artifactcheck.control.lease import LeaseLock, LeaseNamespaceMissing
 from artifactcheck.control.metrics import CONTENT_TYPE, Metrics
-from artifactcheck.discover import kubernetes as kube
+from artifactcheck.control.status import (
+    list_checks_raw,
+    patch_check_status,
+    record_check_event,
+    watch_checks,
+)
+from artifactcheck.discover.kube import (
+    containers_ready,
+    default_namespace,
+    list_pods_raw,
+    pod_to_instance,
+    watch_pods,
+)
 from artifactcheck.discover.sample import draw_seed, sample_instances
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.judge.decide import Decision, History, decide
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError, ExpectationUnavailable
+from artifactcheck.model.names import ANN_STREAK, CRD_PLURAL, LEASE_NAME
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import (
     Action,
@@ -78,7 +94,7 @@ class ControllerSettings:
     #: None: the namespace the controller runs in (POD_NAMESPACE, else the service
     #: account's namespace file); neither is a configuration error.
     lease_namespace: str | None = None
-    lease_name: str = "artifactcheck-leader"
+    lease_name: str = LEASE_NAME
     lease_duration: float = 15.0
     renew_period: float = 5.0
     #: client-go's renewDeadline: a leader that could not renew for this long stops
@@ -278,8 +294,8 @@ class Controller:
         self.checks: dict[str, CheckState] = {}
         self.is_leader = False
         self.heartbeat = Heartbeat(max_age=max(30.0, settings.renew_period * 6))
-        lease_namespace = settings.lease_namespace or kube.default_namespace()
-        self.lock = kube.LeaseLock(
+        lease_namespace = settings.lease_namespace or default_namespace()
+        self.lock = LeaseLock(
             api_client=api_client, namespace=lease_namespace, name=settings.lease_name
         )
         deadline = settings.renew_deadline
@@ -403,7 +419,7 @@ class Controller:
         with self._streams_guard:
             streams = list(self._streams)
         for response in streams:
-            kube.abort_stream(response)
+            abort_stream(response)
 
     def _track_stream(self, response: Any, is_open: bool) -> None:
         with self._streams_guard:
@@ -412,7 +428,7 @@ class Controller:
             else:
                 self._streams.discard(response)
         if is_open and self._stop.is_set():
-            kube.abort_stream(response)
+            abort_stream(response)
 
     async def _guard(self, name: str, coro: Any) -> None:
         """Run a long-lived task; log an unexpected exit instead of dying silently."""
@@ -489,7 +505,7 @@ class Controller:
                     "lease renewal did not finish within the renew deadline (%.1fs)",
                     self.renew_deadline,
                 )
-            except kube.LeaseNamespaceMissing as exc:
+            except LeaseNamespaceMissing as exc:
                 self._config_failed("lease-namespace", str(exc))
             except ArtifactCheckError as exc:
                 self.metrics.api_errors.labels("lease").inc()
@@ -530,9 +546,9 @@ class Controller:
     async def _watch_checks(self, stop: asyncio.Event) -> None:
         await self._run_watch(
             stop,
-            name="artifactchecks",
-            list_fn=lambda: kube.list_checks_raw(self.api, namespace=self.settings.namespace),
-            watch_fn=lambda rv: kube.watch_checks(
+            name=CRD_PLURAL,
+            list_fn=lambda: list_checks_raw(self.api, namespace=self.settings.namespace),
+            watch_fn=lambda rv: watch_checks(
                 self.api,
                 namespace=self.settings.namespace,
                 resource_version=rv,
@@ -586,7 +602,7 @@ class Controller:
                     if item[0] != "BOOKMARK":
                         on_event(*item)
                 rv = await pumping
-            except kube.WatchExpired:
+            except WatchExpired:
                 self.log.info("watch of %s expired (410 Gone); relisting", name)
                 rv = None
             except ArtifactCheckError as exc:
@@ -729,11 +745,11 @@ class Controller:
         try:
             if not self.may_act():
                 return
-            await asyncio.to_thread(kube.patch_check_status, self.api, ns, name, status)
+            await asyncio.to_thread(patch_check_status, self.api, ns, name, status)
             if not self.may_act():
                 return
             await asyncio.to_thread(
-                kube.record_check_event,
+                record_check_event,
                 self.api,
                 refused.obj,
                 reason=admission.reason,
@@ -763,7 +779,7 @@ class Controller:
             try:
                 state.history = replace(
                     state.history,
-                    cordoned=frozenset(await asyncio.to_thread(kube.cordoned_by_us, self.api)),
+                    cordoned=frozenset(await asyncio.to_thread(cordoned_by_us, self.api)),
                 )
             except ArtifactCheckError as exc:
                 clog.warning("could not read cordoned nodes: %s", exc)
@@ -775,10 +791,10 @@ class Controller:
         watching_since = time.time()
 
         def candidate(obj: dict[str, Any]) -> tuple[Instance | None, datetime | None]:
-            ready, since = kube.containers_ready(obj)
+            ready, since = containers_ready(obj)
             if not ready:
                 return None, None
-            return kube.pod_to_instance(obj, source=src, condition_type=condition), since
+            return pod_to_instance(obj, source=src, condition_type=condition), since
 
         def on_sync(items: list[dict[str, Any]]) -> None:
             pods = {}
@@ -811,10 +827,10 @@ class Controller:
             self._run_watch(
                 stop,
                 name=f"pods {state.key}",
-                list_fn=lambda: kube.list_pods_raw(
+                list_fn=lambda: list_pods_raw(
                     self.api, namespace=src.namespace, selector=src.selector
                 ),
-                watch_fn=lambda rv: kube.watch_pods(
+                watch_fn=lambda rv: watch_pods(
                     self.api,
                     namespace=src.namespace,
                     selector=src.selector,
@@ -1041,7 +1057,7 @@ class Controller:
         log_: logging.LoggerAdapter[logging.Logger],
     ) -> list[Any]:
         """Perform the decided actions; failures are logged, never crash the loop."""
-        actor = kube.KubeActor(
+        actor = KubeActor(
             api_client=self.api, policy=state.spec.policy, logger=log_, may_write=self.may_act
         )
         by_name = {r.instance.name: r for r in results}
@@ -1066,7 +1082,7 @@ class Controller:
             r = by_name.get(name)
             if r is None or (old is not None and old.streak == st.streak):
                 continue
-            if st.streak == 0 and "artifactcheck.io/streak" not in r.instance.annotations:
+            if st.streak == 0 and ANN_STREAK not in r.instance.annotations:
                 continue
             try:
                 await asyncio.to_thread(actor.record_streak, r.instance, st.streak)
@@ -1172,7 +1188,7 @@ class Controller:
             return
         try:
             await asyncio.to_thread(
-                kube.patch_check_status, self.api, state.namespace, state.name, status
+                patch_check_status, self.api, state.namespace, state.name, status
             )
             state.last_status = comparable
             state.transitions = transitions

@@ -26,15 +26,15 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from artifactcheck.model.names import CRD_GROUP as GROUP
+from artifactcheck.model.names import CRD_KIND as KIND
+from artifactcheck.model.names import CRD_PLURAL as PLURAL
+from artifactcheck.model.names import CRD_VERSION as VERSION
 from artifactcheck.model.settings import CheckSpec, camel_name
 from artifactcheck.model.values import Severity, Verdict
 from artifactcheck.tenancy.admission import CONTROLLER_REFUSED_FIELDS
 
-GROUP = "artifactcheck.io"
-VERSION = "v1alpha1"
-KIND = "ArtifactCheck"
-LIST_KIND = "ArtifactCheckList"
-PLURAL = "artifactchecks"
+LIST_KIND = f"{KIND}List"
 SINGULAR = "artifactcheck"
 SHORT_NAMES = ("ac",)
 CRD_NAME = f"{PLURAL}.{GROUP}"

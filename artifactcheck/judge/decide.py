@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from artifactcheck.model.names import ANN_QUARANTINED, ANN_STREAK, ANN_VERDICT
 from artifactcheck.model.settings import PolicySettings
 from artifactcheck.model.values import (
     Action,
@@ -100,13 +101,14 @@ _FILE_KINDS = {
 def recover_state(result: InstanceResult) -> InstanceState:
     """Rebuild an instance's state from what the cluster shows (after a restart)."""
     inst = result.instance
-    quarantined = inst.gate_status == "False" and inst.annotations.get(
-        "artifactcheck.io/quarantined"
-    ) in ("true", "True")
-    flagged = "artifactcheck.io/verdict" in inst.annotations
+    quarantined = inst.gate_status == "False" and inst.annotations.get(ANN_QUARANTINED) in (
+        "true",
+        "True",
+    )
+    flagged = ANN_VERDICT in inst.annotations
     streak = 0
     try:
-        streak = int(inst.annotations.get("artifactcheck.io/streak", "0"))
+        streak = int(inst.annotations.get(ANN_STREAK, "0"))
     except ValueError:
         streak = 0
     return InstanceState(streak=streak, quarantined=quarantined, flagged=flagged)

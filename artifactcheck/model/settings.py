@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.names import DEFAULT_CONDITION_TYPE, RELEASE_CONFIGMAP_SELECTOR
 from artifactcheck.model.versions import version_problem
 
 #: RFC 9110 field-name: a token (tchar+).
@@ -339,7 +340,7 @@ class PolicySettings(_Model):
         True, description="Gate mode: mark pods verified when a dependency is down."
     )
     condition_type: str = Field(
-        "artifactcheck.io/content-verified", description="Readiness-gate condition type."
+        DEFAULT_CONDITION_TYPE, description="Readiness-gate condition type."
     )
     cordon_nodes: bool = Field(False, description="Cordon nodes that serve stale content.")
     max_cordoned_nodes: int = Field(1, ge=0, description="Nodes cordoned at once, at most.")
@@ -355,7 +356,7 @@ class ReleaseConfigMaps(_Model):
     """
 
     selector: str = Field(
-        "artifactcheck.io/release-manifests=true",
+        RELEASE_CONFIGMAP_SELECTOR,
         description="Label selector of the release-manifest ConfigMaps in the check's namespace.",
     )
 

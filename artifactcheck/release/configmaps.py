@@ -31,47 +31,43 @@ import logging
 import math
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, cast
 
-from kubernetes import client as k8s
-
-from artifactcheck.discover.kubernetes import (
+from artifactcheck.clients import kube_bodies as body
+from artifactcheck.clients.kube import (
     DEFAULT_TIMEOUT,
-    JsonObj,
+    ApiClient,
+    CoreV1Api,
     Timeout,
     WatchExpired,
-    _call,
-    _items,
-    _read_json,
-    _watch,
-    _watch_timeout,
+    call_json,
+    close_client,
+    raw,
+    watch,
+    watch_timeout,
 )
+from artifactcheck.clients.kube_bodies import JsonObj
 from artifactcheck.model.errors import (
     ArtifactCheckError,
     ConfigError,
     DependencyError,
     ExpectationUnavailable,
 )
+from artifactcheck.model.names import RELEASE_CONFIGMAP_SELECTOR, RELEASE_VERSION_LABEL
 
-VERSION_LABEL = "artifactcheck.io/version"
+VERSION_LABEL = RELEASE_VERSION_LABEL
 MANIFEST_KEY = "manifest.json"
-DEFAULT_SELECTOR = "artifactcheck.io/release-manifests=true"
+DEFAULT_SELECTOR = RELEASE_CONFIGMAP_SELECTOR
 
 _LOG = logging.getLogger(__name__)
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def _version_of(obj: Mapping[str, Any]) -> str | None:
-    labels = _meta(obj).get("labels")
+def _version_of(obj: Mapping[str, object]) -> str | None:
+    labels = body.meta(obj).get("labels")
     value = labels.get(VERSION_LABEL) if isinstance(labels, Mapping) else None
     return value if isinstance(value, str) else None
 
 
-def _manifest_bytes(obj: Mapping[str, Any], where: str) -> bytes:
+def _manifest_bytes(obj: Mapping[str, object], where: str) -> bytes:
     data = obj.get("data")
     if isinstance(data, Mapping) and isinstance(data.get(MANIFEST_KEY), str):
         return str(data[MANIFEST_KEY]).encode("utf-8")
@@ -99,8 +95,8 @@ class ConfigMapReleases:
         *,
         namespace: str,
         selector: str = DEFAULT_SELECTOR,
-        api_client: k8s.ApiClient | None = None,
-        connect: Callable[[], k8s.ApiClient] | None = None,
+        api_client: ApiClient | None = None,
+        connect: Callable[[], ApiClient] | None = None,
         watch: bool = True,
         watch_timeout: int = 30,
         request_timeout: Timeout = DEFAULT_TIMEOUT,
@@ -127,7 +123,7 @@ class ConfigMapReleases:
 
     # -- requests ----------------------------------------------------------------------
 
-    def _client(self) -> tuple[k8s.ApiClient, bool]:
+    def _client(self) -> tuple[ApiClient, bool]:
         if self._api_client is not None:
             return self._api_client, False
         assert self._connect is not None
@@ -139,28 +135,23 @@ class ConfigMapReleases:
     def _list(self) -> tuple[list[JsonObj], str]:
         api, owned = self._client()
         try:
-            core = k8s.CoreV1Api(api)
+            core = CoreV1Api(api)
             self.lists += 1
-            doc = _call(
+            doc = call_json(
                 f"list ConfigMaps in {self.namespace} matching {self.selector!r}",
-                lambda: _read_json(
-                    core.list_namespaced_config_map(
-                        self.namespace,
-                        label_selector=self.selector,
-                        _preload_content=False,
-                        _request_timeout=self.request_timeout,
-                    )
+                lambda: core.list_namespaced_config_map(
+                    self.namespace, label_selector=self.selector, **raw(self.request_timeout)
                 ),
             )
         finally:
             if owned:
-                cast(Any, api).close()
-        return _items(doc)
+                close_client(api)
+        return body.items(doc, JsonObj)
 
     def _relist(self) -> None:
         items, version = self._list()
         with self._lock:
-            self._items = {str(_meta(i).get("name")): i for i in items}
+            self._items = {str(body.meta(i).get("name")): i for i in items}
             self._resource_version = version
             self._synced = self.watch
 
@@ -168,13 +159,13 @@ class ConfigMapReleases:
 
     def _follow(self) -> None:
         api, owned = self._client()
-        core = k8s.CoreV1Api(api)
+        core = CoreV1Api(api)
         what = f"watch ConfigMaps in {self.namespace} matching {self.selector!r}"
         try:
             while not self._stop.is_set():
                 since = self._resource_version
 
-                def send(since: str = since) -> Any:
+                def send(since: str = since) -> object:
                     return core.list_namespaced_config_map(
                         self.namespace,
                         label_selector=self.selector,
@@ -182,12 +173,11 @@ class ConfigMapReleases:
                         allow_watch_bookmarks=True,
                         resource_version=since or None,
                         timeout_seconds=self.watch_timeout,
-                        _preload_content=False,
-                        _request_timeout=_watch_timeout(self.request_timeout, self.watch_timeout),
+                        **raw(watch_timeout(self.request_timeout, self.watch_timeout)),
                     )
 
                 try:
-                    for kind, obj in _watch(what, send, self._stop):
+                    for kind, obj in watch(what, send, self._stop):
                         self._apply(kind, obj)
                 except WatchExpired:
                     _LOG.info("%s: resourceVersion expired; relisting", what)
@@ -199,10 +189,10 @@ class ConfigMapReleases:
                 self._synced = False
                 self._thread = None
             if owned:
-                cast(Any, api).close()
+                close_client(api)
 
     def _apply(self, kind: str, obj: JsonObj) -> None:
-        meta = _meta(obj)
+        meta = body.meta(obj)
         with self._lock:
             if meta.get("resourceVersion"):
                 self._resource_version = str(meta["resourceVersion"])
@@ -255,8 +245,8 @@ class ConfigMapReleases:
         return where, _manifest_bytes(cm, where), self._revision_of(cm)
 
     @staticmethod
-    def _revision_of(cm: Mapping[str, Any]) -> str:
-        meta = _meta(cm)
+    def _revision_of(cm: Mapping[str, object]) -> str:
+        meta = body.meta(cm)
         return f"{meta.get('name')}@{meta.get('resourceVersion')}"
 
     def revision(self, version: str) -> str | None:

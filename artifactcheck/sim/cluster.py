@@ -22,12 +22,13 @@ from typing import Any
 
 from artifactcheck.control.crd import CRD_NAME, crd_manifest
 from artifactcheck.manifests import native
+from artifactcheck.model.names import CRD_API_VERSION, CRD_KIND, DEFAULT_CONDITION_TYPE
 from artifactcheck.sim.apiserver import FakeApiServer
 from artifactcheck.sim.fleet import RELEASES, foreign_bytes
 from artifactcheck.sim.web import Site, WebFleet, loopback_hosts
 from artifactcheck.tenancy.admission import AdminConfig
 
-GATE = "artifactcheck.io/content-verified"
+GATE = DEFAULT_CONDITION_TYPE
 
 
 def free_port(host: str) -> int:
@@ -280,7 +281,7 @@ class SimCluster:
         the server pruned raises :class:`ValueError` unless ``pruned_ok``.
         """
         body = {
-            "apiVersion": "artifactcheck.io/v1alpha1",
+            "apiVersion": CRD_API_VERSION,
             "kind": "ArtifactCheck",
             "metadata": {"name": name, "namespace": self.namespace},
             "spec": {
@@ -306,7 +307,7 @@ class SimCluster:
 
     def check_status(self, name: str = "web") -> dict[str, Any]:
         """The status of an ArtifactCheck."""
-        obj = self.api.get("artifactcheck.io/v1alpha1", "ArtifactCheck", self.namespace, name)
+        obj = self.api.get(CRD_API_VERSION, CRD_KIND, self.namespace, name)
         return dict((obj or {}).get("status") or {})
 
     # -- kubelet ---------------------------------------------------------------------

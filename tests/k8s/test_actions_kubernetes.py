@@ -22,20 +22,19 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from artifactcheck.discover.kubernetes import (
+from artifactcheck.act.kube import KubeActor, cordoned_by_us
+from artifactcheck.control.lease import LeaseLock
+from artifactcheck.discover.kube import discover_pods
+from artifactcheck.judge.decide import History, decide, recover_state
+from artifactcheck.model.errors import ConfigError, DependencyError
+from artifactcheck.model.names import (
     ANN_CORDON_REASON,
     ANN_CORDONED,
     ANN_QUARANTINED,
     ANN_REASON,
     ANN_STREAK,
     ANN_VERDICT,
-    KubeActor,
-    LeaseLock,
-    cordoned_by_us,
-    discover_pods,
 )
-from artifactcheck.judge.decide import History, decide, recover_state
-from artifactcheck.model.errors import ConfigError, DependencyError
 from artifactcheck.model.settings import KubernetesSource, PolicySettings
 from artifactcheck.model.values import Action, ActionKind, Instance, InstanceResult, Verdict
 
@@ -45,7 +44,7 @@ MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 FAST = (1.0, 2.0)
 #: caplog levels are set on our own logger: another test (the CLI) may have raised the
 #: level of the "artifactcheck" logger, and records must still reach caplog.
-LOGGER = "artifactcheck.discover.kubernetes"
+LOGGER = "artifactcheck.act.kube"
 
 
 class Clock:
@@ -239,6 +238,23 @@ def test_gate_mode_opens_verified_pods_and_fails_open(server, api, make_pod, wri
         ("PATCH", "/api/v1/namespaces/default/pods/new-1/status"),
         ("PATCH", "/api/v1/namespaces/default/pods/new-2/status"),
     ]
+
+
+def test_release_fails_open_by_the_typed_flag_not_by_its_text(server, api, make_pod) -> None:
+    """``Action.fail_open`` decides ``VerificationUnavailable``; the reason is only prose."""
+    make_pod("new-1", gate_status=None, ready=True, ip="127.0.0.31")
+    make_pod("new-2", gate_status=None, ready=True, ip="127.0.0.32")
+    kube = actor(api)
+
+    unverified = Action(
+        ActionKind.RELEASE, "default/new-1", "content not verified (names only)", fail_open=True
+    )
+    assert kube.apply(unverified, None, verdict="consistent")
+    says_so = Action(ActionKind.RELEASE, "default/new-2", "was failing open, verified now")
+    assert kube.apply(says_so, None, verdict="consistent")
+
+    assert conditions(pod(server, "new-1"))[GATE]["reason"] == "VerificationUnavailable"
+    assert conditions(pod(server, "new-2"))[GATE]["reason"] == "ContentVerified"
 
 
 # --------------------------------------------------------------------------- flags, events

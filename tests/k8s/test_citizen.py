@@ -253,7 +253,7 @@ def test_leader_that_cannot_renew_stops_acting_by_its_deadline(cluster: TenantCl
 
 def test_renewal_requests_are_bounded_by_the_deadline(cluster: TenantCluster) -> None:
     """A renewal's requests time out by the deadline, not after 30 s."""
-    from artifactcheck.discover.kubernetes import LeaseLock
+    from artifactcheck.control.lease import LeaseLock
     from artifactcheck.model.errors import DependencyError
 
     api = cluster.api.api_client()
@@ -393,7 +393,7 @@ def test_lease_namespace_defaults_to_the_pods_own(
     cluster: TenantCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from artifactcheck.control.controller import Controller, ControllerSettings
-    from artifactcheck.discover.kubernetes import default_namespace
+    from artifactcheck.discover.kube import default_namespace
 
     sa = tmp_path / "namespace"
     sa.write_text("from-sa\n")
@@ -527,8 +527,8 @@ def test_suspect_expectation_holds_or_fails_open(cluster: TenantCluster, fail_op
 def test_no_write_is_sent_past_the_deadline(cluster: TenantCluster) -> None:
     """may_act is judged by the clock, not by the lease loop having noticed; and the
     actor asks it before every request that writes, so nothing is sent."""
+    from artifactcheck.act.kube import KubeActor, NotLeader
     from artifactcheck.control.controller import Controller, ControllerSettings
-    from artifactcheck.discover.kubernetes import KubeActor, NotLeader
     from artifactcheck.model.settings import PolicySettings
 
     pod = cluster.add_pod()

@@ -20,22 +20,23 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
-from artifactcheck.discover.kubernetes import (
-    DEFAULT_CONDITION_TYPE,
-    WatchExpired,
-    default_source,
-    discover_pods,
+from artifactcheck.clients.kube import WatchExpired, load_api_client
+from artifactcheck.control.status import (
     list_checks,
     list_checks_raw,
-    list_pods_raw,
-    load_api_client,
     patch_check_status,
+    watch_checks,
+)
+from artifactcheck.discover.kube import (
+    default_source,
+    discover_pods,
+    list_pods_raw,
     pod_is_serving,
     pod_to_instance,
-    watch_checks,
     watch_pods,
 )
 from artifactcheck.model.errors import ConfigError, DependencyError
+from artifactcheck.model.names import DEFAULT_CONDITION_TYPE
 from artifactcheck.model.settings import KubernetesSource
 from artifactcheck.model.values import VersionSignal
 from artifactcheck.sim.apiserver import FakeApiServer
@@ -46,7 +47,7 @@ SHA_B = "docker-pullable://nginx@sha256:" + "b" * 64
 FAST = (1.0, 2.0)  # request timeout for tests that expect failures
 #: caplog levels are set on our own logger: another test (the CLI) may have raised the
 #: level of the "artifactcheck" logger, and records must still reach caplog.
-LOGGER = "artifactcheck.discover.kubernetes"
+LOGGER = "artifactcheck.control.status"
 
 
 def source(**kw: Any) -> KubernetesSource:

@@ -1326,12 +1326,21 @@ def _receivers(tree: ast.Module) -> dict[str, set[str]]:
     return bound
 
 
+def _is_raw_options(node: ast.expr) -> bool:
+    """``raw(timeout)`` (artifactcheck.clients.kube.raw): the transport options every
+    request passes, which never include ``watch`` (test_raw_options_never_watch)."""
+    return isinstance(node, ast.Call) and _last_name(node.func) == "raw"
+
+
 def _list_verbs(call: ast.Call | None) -> list[str]:
     """A direct call lists, ``watch=True`` watches; a passed-on method (to
-    ``watch.Watch().stream``), ``watch=<expr>`` or ``**kwargs`` may do both."""
+    ``watch.Watch().stream``), ``watch=<expr>`` or ``**kwargs`` may do both
+    (``**raw(...)`` excepted: it never sets ``watch``)."""
     if call is None:
         return ["list", "watch"]
     for kw in call.keywords:
+        if kw.arg is None and _is_raw_options(kw.value):
+            continue
         if kw.arg is None:
             return ["list", "watch"]
         if kw.arg == "watch":
@@ -1635,6 +1644,36 @@ subjects: [{kind: ServiceAccount, name: artifactcheck, namespace: artifactcheck-
     # and a watch is not a list: each verb stands alone.
     watch_only = [n for n in needs if n.verb != "list"]
     assert any("'list' on 'configmaps'" in u for u in _unused(watch_only, grants))
+
+
+def test_raw_options_never_watch() -> None:
+    """The scanner reads ``**raw(...)`` as adding no ``watch``: raw() must keep to that."""
+    from artifactcheck.clients.kube import raw
+
+    assert set(raw(1.0)) == {"_preload_content", "_request_timeout"}
+    assert raw((1.0, 2.0))["_preload_content"] is False
+
+
+def test_rbac_scanner_reads_raw_options(tmp_path: Path) -> None:
+    """``**raw(t)`` leaves a list call a list; any other ``**`` splat may also watch."""
+    (tmp_path / "mod.py").write_text(
+        "from kubernetes import client\n"
+        "from artifactcheck.clients.kube import raw\n\n"
+        "def run(v1: client.CoreV1Api, extra: dict):\n"
+        "    v1.list_node(**raw(5.0))\n"
+        "    v1.list_namespaced_pod('shop', watch=True, **raw(5.0))\n"
+        "    v1.list_namespaced_event('shop', **extra)\n",
+        encoding="utf-8",
+    )
+    needs, problems = scan_for_needs([tmp_path / "mod.py"], root=tmp_path)
+    got = {(n.method, n.verb) for n in needs}
+    assert got == {
+        ("list_node", "list"),
+        ("list_namespaced_pod", "watch"),
+        ("list_namespaced_event", "list"),
+        ("list_namespaced_event", "watch"),
+    }
+    assert problems == []
 
 
 def test_rbac_scanner_maps_and_reports(tmp_path: Path) -> None:

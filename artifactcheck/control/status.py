@@ -1,0 +1,248 @@
+"""What the controller reads and reports through the API: ArtifactChecks and Events.
+
+:func:`list_checks_raw` and :func:`watch_checks` are the list-then-watch of
+``ArtifactCheck`` resources (a 404 means the CRD is not installed),
+:func:`patch_check_status` writes their status subresource, :func:`record_check_event`
+records an aggregated Event about one (e.g. why it was refused), and
+:func:`list_pod_events` reads the Events about a pod for ``investigate``. Requests and
+error translation are :mod:`artifactcheck.clients.kube`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable, Iterator, Mapping
+
+from artifactcheck.act.kube_events import EventRecorder
+from artifactcheck.clients import kube_bodies as body
+from artifactcheck.clients.kube import (
+    DEFAULT_TIMEOUT,
+    MERGE_PATCH,
+    ApiClient,
+    ApiStatus,
+    CoreV1Api,
+    CustomObjectsApi,
+    Logger,
+    Timeout,
+    call_json,
+    raw,
+    utcnow,
+    watch,
+    watch_timeout,
+)
+from artifactcheck.clients.kube_bodies import Event, JsonObj
+from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.names import (
+    COMPONENT,
+    CRD_API_VERSION,
+    CRD_GROUP,
+    CRD_KIND,
+    CRD_PLURAL,
+    CRD_VERSION,
+)
+
+__all__ = [
+    "list_checks",
+    "list_checks_raw",
+    "list_pod_events",
+    "patch_check_status",
+    "record_check_event",
+    "watch_checks",
+]
+
+_LOG = logging.getLogger(__name__)
+
+
+def _where(namespace: str | None) -> str:
+    return f"in {namespace}" if namespace else "in all namespaces"
+
+
+def list_checks_raw(
+    api_client: ApiClient,
+    namespace: str | None = None,
+    *,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> tuple[list[JsonObj], str]:
+    """ArtifactCheck resources as JSON, in one namespace or cluster-wide (None), with
+    the list's resourceVersion for :func:`watch_checks`.
+
+    A 404 means the CRD is not installed: a ConfigError saying so.
+    """
+    api = CustomObjectsApi(api_client)
+    what = f"list {CRD_PLURAL}.{CRD_GROUP}/{CRD_VERSION} {_where(namespace)}"
+
+    def send() -> object:
+        if namespace:
+            return api.list_namespaced_custom_object(
+                CRD_GROUP, CRD_VERSION, namespace, CRD_PLURAL, **raw(request_timeout)
+            )
+        return api.list_cluster_custom_object(
+            CRD_GROUP, CRD_VERSION, CRD_PLURAL, **raw(request_timeout)
+        )
+
+    try:
+        doc = call_json(what, send, passthrough=(404,))
+    except ApiStatus as st:
+        raise ConfigError(
+            f"{what}: the ArtifactCheck CRD is not installed (apply k8s/crd.yaml): {st.message}"
+        ) from st
+    return body.items(doc, JsonObj)
+
+
+def list_checks(
+    api_client: ApiClient,
+    namespace: str | None = None,
+    *,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> list[JsonObj]:
+    """ArtifactCheck resources as JSON, in one namespace or cluster-wide (None)."""
+    return list_checks_raw(api_client, namespace, request_timeout=request_timeout)[0]
+
+
+def watch_checks(
+    api_client: ApiClient,
+    *,
+    namespace: str | None = None,
+    resource_version: str | None = None,
+    timeout: int = 30,
+    stop: threading.Event | None = None,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+    opened: Callable[[object, bool], None] | None = None,
+) -> Iterator[tuple[str, JsonObj]]:
+    """Watch ArtifactChecks from ``resource_version``, like
+    :func:`artifactcheck.discover.kube.watch_pods`."""
+    api = CustomObjectsApi(api_client)
+    seconds = max(1, math.ceil(timeout))
+    since = resource_version or None
+    read_timeout = watch_timeout(request_timeout, seconds)
+
+    def send() -> object:
+        if namespace:
+            return api.list_namespaced_custom_object(
+                CRD_GROUP,
+                CRD_VERSION,
+                namespace,
+                CRD_PLURAL,
+                watch=True,
+                allow_watch_bookmarks=True,
+                resource_version=since,
+                timeout_seconds=seconds,
+                **raw(read_timeout),
+            )
+        return api.list_cluster_custom_object(
+            CRD_GROUP,
+            CRD_VERSION,
+            CRD_PLURAL,
+            watch=True,
+            allow_watch_bookmarks=True,
+            resource_version=since,
+            timeout_seconds=seconds,
+            **raw(read_timeout),
+        )
+
+    return watch(f"watch {CRD_PLURAL}.{CRD_GROUP} {_where(namespace)}", send, stop, opened)
+
+
+def patch_check_status(
+    api_client: ApiClient,
+    namespace: str,
+    name: str,
+    status: Mapping[str, object],
+    *,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> JsonObj | None:
+    """Merge-patch an ArtifactCheck's status subresource; None when it was deleted.
+
+    A merge patch (not the client's default strategic merge, which custom resources do
+    not support): keys set to None are removed, lists are replaced whole.
+    """
+    api = CustomObjectsApi(api_client)
+    what = f"patch {CRD_PLURAL}/status {namespace}/{name}"
+    patch = {"status": dict(status)}
+    try:
+        written = call_json(
+            what,
+            lambda: api.patch_namespaced_custom_object_status(
+                CRD_GROUP,
+                CRD_VERSION,
+                namespace,
+                CRD_PLURAL,
+                name,
+                patch,
+                _content_type=MERGE_PATCH,
+                **raw(request_timeout),
+            ),
+            passthrough=(404,),
+        )
+    except ApiStatus:
+        _LOG.info("%s: the ArtifactCheck is gone; status not written", what)
+        return None
+    return body.obj(written)
+
+
+def record_check_event(
+    api_client: ApiClient,
+    check: Mapping[str, object],
+    *,
+    reason: str,
+    message: str,
+    event_type: str = "Warning",
+    logger: Logger | None = None,
+) -> None:
+    """One Event about an ArtifactCheck (e.g. why it was refused), aggregated per reason
+    like the Events about pods, so a refusal seen again bumps a count."""
+    meta = body.meta(check)
+    recorder = EventRecorder(
+        core=CoreV1Api(api_client),
+        component=COMPONENT,
+        instance=COMPONENT,
+        timeout=DEFAULT_TIMEOUT,
+        clock=utcnow,
+        log=logger or _LOG,
+    )
+    recorder.record(
+        involved={
+            "apiVersion": CRD_API_VERSION,
+            "kind": CRD_KIND,
+            "namespace": meta.get("namespace"),
+            "name": meta.get("name", ""),
+            "uid": meta.get("uid"),
+        },
+        event_type=event_type,
+        reason=reason,
+        message=message,
+    )
+
+
+def list_pod_events(
+    api_client: ApiClient,
+    *,
+    namespace: str,
+    name: str,
+    limit: int = 20,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> list[Event]:
+    """The core/v1 Events about one pod, newest first (one list call with a field
+    selector), for ``investigate``: what ``kubectl describe pod`` shows at the end."""
+    core = CoreV1Api(api_client)
+    doc = call_json(
+        f"list events of pod {namespace}/{name}",
+        lambda: core.list_namespaced_event(
+            namespace,
+            field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}",
+            **raw(request_timeout),
+        ),
+    )
+    items, _ = body.items(doc, Event)
+
+    def stamp(event: Event) -> str:
+        return str(
+            event.get("lastTimestamp")
+            or event.get("eventTime")
+            or body.meta(event).get("creationTimestamp")
+            or ""
+        )
+
+    return sorted(items, key=stamp, reverse=True)[:limit]

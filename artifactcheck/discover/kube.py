@@ -1,0 +1,319 @@
+"""Pods as instances: discovery from the Kubernetes API, read-only.
+
+:func:`discover_pods` turns the pods of a namespace and label selector into
+:class:`~artifactcheck.model.values.Instance` values with one list call; for the
+controller's list-then-watch, :func:`list_pods_raw` and :func:`watch_pods` stream the
+pods as JSON (410 Gone is :class:`~artifactcheck.clients.kube.WatchExpired`: relist)
+and :func:`pod_to_instance` converts one pod, whether raw JSON, a ``V1Pod`` or a
+``Watch().stream`` event. Requests and error translation are
+:mod:`artifactcheck.clients.kube`'s.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
+
+from artifactcheck.clients import kube_bodies as body
+from artifactcheck.clients.kube import (
+    DEFAULT_TIMEOUT,
+    ApiClient,
+    CoreV1Api,
+    Timeout,
+    call_json,
+    parse_time,
+    raw,
+    to_json,
+    watch,
+    watch_timeout,
+)
+from artifactcheck.clients.kube_bodies import ContainerStatus, JsonObj, ObjectMeta, Pod
+from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.names import DEFAULT_CONDITION_TYPE
+from artifactcheck.model.settings import KubernetesSource
+from artifactcheck.model.values import Instance, VersionSignal
+
+__all__ = [
+    "SERVICE_ACCOUNT_NAMESPACE",
+    "containers_ready",
+    "default_namespace",
+    "default_source",
+    "discover_pods",
+    "list_pods_raw",
+    "pod_is_serving",
+    "pod_to_instance",
+    "watch_pods",
+]
+
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def _pod_dict(pod: object, api_client: ApiClient | None) -> Pod:
+    """A pod as the API's JSON: from a raw dict, a watch event, or a ``V1Pod`` model."""
+    if isinstance(pod, Mapping):
+        if "metadata" not in pod and "object" in pod and "type" in pod:  # a watch event
+            return _pod_dict(pod.get("raw_object", pod["object"]), api_client)
+        return body.typed(dict(pod), Pod)
+    data = to_json(pod, api_client)
+    if not isinstance(data, dict):
+        raise TypeError(f"not a pod: {type(pod).__name__}")
+    return body.typed(data, Pod)
+
+
+def _all_ready(statuses: object) -> bool:
+    """Every ``containerStatuses`` entry says ready (False for none at all)."""
+    if not isinstance(statuses, list) or not statuses:
+        return False
+    return all(isinstance(s, Mapping) and s.get("ready") is True for s in statuses)
+
+
+def pod_is_serving(pod: object, *, api_client: ApiClient | None = None) -> bool:
+    """True when the pod has an IP, is not terminating and all its containers are ready.
+
+    This is the readiness of the *containers*, not the pod's Ready condition: a pod held
+    back by artifactcheck's own readiness gate is serving-capable and must be checked.
+    """
+    data = _pod_dict(pod, api_client)
+    status = body.pod_status(data)
+    if not status.get("podIP") or body.meta(data).get("deletionTimestamp"):
+        return False
+    return _all_ready(status.get("containerStatuses"))
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _base_url(scheme: str, ip: str, port: int) -> str:
+    host = f"[{ip}]" if ":" in ip else ip
+    return f"{scheme}://{host}:{port}/"
+
+
+def _owner(meta: ObjectMeta) -> str | None:
+    found = meta.get("ownerReferences")
+    if not isinstance(found, list):
+        return None
+    refs = [r for r in found if isinstance(r, Mapping)]
+    for ref in refs:
+        if ref.get("kind") == "ReplicaSet" and ref.get("name"):
+            return str(ref["name"])
+    for ref in refs:
+        if ref.get("controller") and ref.get("name"):
+            return str(ref["name"])
+    return None
+
+
+def _serving_container(data: Pod) -> ContainerStatus | None:
+    statuses = body.pod_status(data).get("containerStatuses")
+    if not isinstance(statuses, list) or not statuses:
+        return None
+    containers = body.pod_spec(data).get("containers")
+    if isinstance(containers, list) and containers and isinstance(containers[0], Mapping):
+        first = containers[0].get("name")
+        for s in statuses:
+            if isinstance(s, Mapping) and s.get("name") == first:
+                return s
+    head = statuses[0]
+    return head if isinstance(head, Mapping) else None
+
+
+def _signals(
+    src: KubernetesSource, labels: Mapping[str, object], ann: dict[str, str]
+) -> tuple[VersionSignal, ...]:
+    """The version the pod declares, by the label and the annotation ``src`` names."""
+    signals: list[VersionSignal] = []
+    if src.version_label and labels.get(src.version_label):
+        signals.append(VersionSignal(f"label:{src.version_label}", str(labels[src.version_label])))
+    if src.version_annotation and ann.get(src.version_annotation):
+        signals.append(
+            VersionSignal(f"annotation:{src.version_annotation}", ann[src.version_annotation])
+        )
+    return tuple(signals)
+
+
+def pod_to_instance(
+    pod: object,
+    *,
+    source: KubernetesSource | None = None,
+    condition_type: str = DEFAULT_CONDITION_TYPE,
+    api_client: ApiClient | None = None,
+) -> Instance | None:
+    """One pod (raw dict, ``V1Pod`` or a watch event) as an Instance; None without an IP.
+
+    A pod with no IP cannot be fetched from, so it is not an instance yet; the
+    controller converts it again when a watch event brings its IP.
+    """
+    src = source or KubernetesSource.model_validate({})
+    data = _pod_dict(pod, api_client)
+    meta = body.meta(data)
+    spec = body.pod_spec(data)
+    status = body.pod_status(data)
+    ip = status.get("podIP")
+    if not ip or not _is_ip(str(ip)):
+        return None  # a pod IP that is a name would be resolved: never where kubelet put it
+    labels = body.obj(meta.get("labels"))
+    annotations = body.annotations_of(data)
+    container = _serving_container(data) or {}
+    gate = body.condition(data, condition_type)
+    ready = body.condition(data, "Ready")
+    namespace = str(meta.get("namespace") or src.namespace)
+    return Instance(
+        name=f"{namespace}/{meta.get('name')}",
+        base_url=_base_url(src.scheme, str(ip), src.port),
+        kind="pod",
+        signals=_signals(src, labels, annotations),
+        namespace=namespace,
+        node=spec.get("nodeName") or None,
+        owner=_owner(meta),
+        image=container.get("image") or None,
+        image_id=container.get("imageID") or None,
+        started_at=parse_time(status.get("startTime")) or parse_time(meta.get("creationTimestamp")),
+        has_readiness_gate=body.has_gate(data, condition_type),
+        uid=meta.get("uid") or None,
+        labels={str(k): str(v) for k, v in labels.items()},
+        annotations=annotations,
+        gate_status=str(gate["status"]) if gate and gate.get("status") else None,
+        ready=bool(ready and ready.get("status") == "True"),
+    )
+
+
+def containers_ready(pod: Mapping[str, object]) -> tuple[bool, datetime | None]:
+    """Whether a pod's containers are ready, and since when (the ``ContainersReady``
+    condition's ``lastTransitionTime``, when it says so).
+
+    Kubelet gives a pod its IP before its containers are ready; until then the pod
+    refuses connections, so checking it would only say ``unreachable``. Without the
+    condition, every ``containerStatuses`` entry must be ready; a pod that reports
+    neither (not written by a kubelet) counts as ready, as before.
+    """
+    data = body.typed(pod, Pod)
+    cond = body.condition(data, "ContainersReady")
+    if cond is not None and cond.get("status") is not None:
+        ready = cond.get("status") == "True"
+        return ready, (parse_time(cond.get("lastTransitionTime")) if ready else None)
+    statuses = body.pod_status(data).get("containerStatuses")
+    if isinstance(statuses, list) and statuses:
+        return _all_ready(statuses), None
+    return True, None
+
+
+def default_namespace(
+    environ: Mapping[str, str] | None = None, sa_file: str = SERVICE_ACCOUNT_NAMESPACE
+) -> str:
+    """The namespace the controller runs in: ``POD_NAMESPACE`` (the downward API), else
+    the service account's namespace file; a ConfigError when neither says."""
+    env = os.environ if environ is None else environ
+    if env.get("POD_NAMESPACE", "").strip():
+        return env["POD_NAMESPACE"].strip()
+    try:
+        with open(sa_file, encoding="utf-8") as fh:
+            text = fh.read().strip()
+    except OSError:
+        text = ""
+    if text:
+        return text
+    raise ConfigError(
+        "no namespace for the leader Lease: give --lease-namespace, or set POD_NAMESPACE "
+        f"(the downward API), or run with a service account ({sa_file} is missing)"
+    )
+
+
+def default_source(namespace: str) -> KubernetesSource:
+    """Every pod of a namespace, version from the default label: what an ArtifactCheck
+    without a ``kubernetes`` section selects."""
+    return KubernetesSource.model_validate({"namespace": namespace})
+
+
+def _pods_in(namespace: str, selector: str) -> str:
+    return f"pods in {namespace}" + (f" matching {selector!r}" if selector else "")
+
+
+def list_pods_raw(
+    api_client: ApiClient,
+    *,
+    namespace: str,
+    selector: str = "",
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> tuple[list[JsonObj], str]:
+    """The pods of a namespace matching a label selector, as JSON, with the list's
+    resourceVersion: the "list" half of list-then-watch. One request."""
+    core = CoreV1Api(api_client)
+    doc = call_json(
+        f"list {_pods_in(namespace, selector)}",
+        lambda: core.list_namespaced_pod(
+            namespace, label_selector=selector or None, **raw(request_timeout)
+        ),
+    )
+    return body.items(doc, JsonObj)
+
+
+def discover_pods(
+    source: KubernetesSource,
+    *,
+    api_client: ApiClient,
+    condition_type: str = DEFAULT_CONDITION_TYPE,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> list[Instance]:
+    """The pods of ``source`` as Instances, with one list call, sorted by name.
+
+    With ``source.ready_only`` (the default) only pods that can serve are returned
+    (:func:`pod_is_serving`); pods without an IP are never returned.
+    """
+    items, _ = list_pods_raw(
+        api_client,
+        namespace=source.namespace,
+        selector=source.selector,
+        request_timeout=request_timeout,
+    )
+    out: list[Instance] = []
+    for item in items:
+        if source.ready_only and not pod_is_serving(item):
+            continue
+        inst = pod_to_instance(item, source=source, condition_type=condition_type)
+        if inst is not None:
+            out.append(inst)
+    return sorted(out, key=lambda i: i.name)
+
+
+def watch_pods(
+    api_client: ApiClient,
+    *,
+    namespace: str,
+    selector: str = "",
+    resource_version: str | None = None,
+    timeout: int = 30,
+    stop: threading.Event | None = None,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+    opened: Callable[[object, bool], None] | None = None,
+) -> Iterator[tuple[str, JsonObj]]:
+    """Watch pods from ``resource_version`` (from :func:`list_pods_raw`): yields
+    ``(ADDED|MODIFIED|DELETED|BOOKMARK, pod JSON)``, feed them to :func:`pod_to_instance`.
+
+    Ends when the server closes the watch after ``timeout`` seconds (resume from the
+    last resourceVersion seen) or when ``stop`` is set; raises WatchExpired on 410
+    (relist) and DependencyError when the connection breaks (reconnect with backoff).
+    """
+    core = CoreV1Api(api_client)
+    seconds = max(1, math.ceil(timeout))
+    return watch(
+        f"watch {_pods_in(namespace, selector)}",
+        lambda: core.list_namespaced_pod(
+            namespace,
+            label_selector=selector or None,
+            watch=True,
+            allow_watch_bookmarks=True,
+            resource_version=resource_version or None,
+            timeout_seconds=seconds,
+            **raw(watch_timeout(request_timeout, seconds)),
+        ),
+        stop,
+        opened,
+    )
