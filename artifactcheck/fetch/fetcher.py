@@ -69,6 +69,17 @@ _MEMO_LIMIT = 65_536  # base URLs / hosts memoised before the memo is reset
 AssetHook = Callable[[str, str, Fetched], None]
 
 
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """What one ``get_*`` call asks of every request it sends (retries, redirect hops)."""
+
+    headers: Mapping[str, str]  # on top of the Fetcher's own
+    extensions: Mapping[str, Any]
+    cap: int
+    algorithms: tuple[str, ...]
+    keep_body: bool
+
+
 @dataclass(slots=True)
 class _Tally:
     """What one ``get_*`` call did so far, kept for the result of an unexpected error."""
@@ -310,29 +321,19 @@ class Fetcher:
         if host and url.startswith("https:"):
             extensions["sni_hostname"] = server_name(host)
 
+        call = _Call(headers, extensions, cap, algorithms, keep_body)
         self.budget.record_first_attempt()
         self.stats.first_attempts += 1
         tally = _Tally()
         try:
-            return await self._attempts(
-                url, base, relative, headers, extensions, cap, algorithms, keep_body, tally
-            )
+            return await self._attempts(url, base, relative, call, tally)
         except Exception as exc:  # noqa: BLE001 - one fetch's failure is its result
             self._log.debug("GET %s failed unexpectedly", url, exc_info=True)
             result = Attempt(tally.url or url).fail(*unexpected(exc))
             return self._finish(result, relative, tally.sent, tally.elapsed)
 
     async def _attempts(
-        self,
-        url: str,
-        base: str,
-        relative: str,
-        headers: Mapping[str, str],
-        extensions: Mapping[str, Any],
-        cap: int,
-        algorithms: tuple[str, ...],
-        keep_body: bool,
-        tally: _Tally,
+        self, url: str, base: str, relative: str, call: _Call, tally: _Tally
     ) -> Fetched:
         """Send, follow safe redirects, retry, give up; ``tally`` follows the progress."""
         attempts = self._retry.attempts
@@ -341,14 +342,7 @@ class Fetcher:
         while True:
             tries += 1
             tally.url = url
-            result = await self._exchange(
-                url,
-                headers=headers,
-                extensions=extensions,
-                cap=cap,
-                algorithms=algorithms,
-                keep_body=keep_body,
-            )
+            result = await self._exchange(url, call)
             tally.sent += 1
             tally.elapsed += result.elapsed
             sent, elapsed = tally.sent, tally.elapsed
@@ -456,16 +450,7 @@ class Fetcher:
 
     # ----------------------------------------------------------------- one request
 
-    async def _exchange(
-        self,
-        url: str,
-        *,
-        headers: Mapping[str, str],
-        extensions: Mapping[str, Any],
-        cap: int,
-        algorithms: tuple[str, ...],
-        keep_body: bool,
-    ) -> Attempt:
+    async def _exchange(self, url: str, call: _Call) -> Attempt:
         """One request under the concurrency slots and the whole-request timeout."""
         key = self._host_key(url)
         per_host = self._per_host.get(key)
@@ -486,9 +471,7 @@ class Fetcher:
             deadline = asyncio.timeout(self._http.request_timeout)
             try:
                 async with deadline:
-                    result = await self._send(
-                        url, headers, extensions, cap, algorithms, keep_body, progress
-                    )
+                    result = await self._send(url, call, progress)
             except TimeoutError as exc:
                 if deadline.expired():
                     message = (
@@ -509,26 +492,17 @@ class Fetcher:
             result.elapsed = time.monotonic() - started
             return result
 
-    async def _send(
-        self,
-        url: str,
-        headers: Mapping[str, str],
-        extensions: Mapping[str, Any],
-        cap: int,
-        algorithms: tuple[str, ...],
-        keep_body: bool,
-        progress: _Progress,
-    ) -> Attempt:
+    async def _send(self, url: str, call: _Call, progress: _Progress) -> Attempt:
         """Send and read; the response is always closed, also when cancelled mid-body."""
         assert self._transport is not None
-        # Straight to the transport: AsyncClient.send adds auth and redirect flows,
-        # cookie extraction and response wrapping this code never uses (redirects are
-        # followed by hand, cookies are refused), at about a third of the CPU per request.
+        # Straight to the transport (no AsyncClient): its auth and redirect flows, cookie
+        # jar and response wrapping would cost about a third of the CPU per request, for
+        # nothing: redirects are followed by hand and no cookie is ever sent.
         request = httpx.Request(
             "GET",
             url,
-            headers={**self._headers, **headers},
-            extensions={"timeout": self._timeout_ext, **extensions},
+            headers={**self._headers, **call.headers},
+            extensions={"timeout": self._timeout_ext, **call.extensions},
         )
         response = await self._transport.handle_async_request(request)
         try:
@@ -536,9 +510,9 @@ class Fetcher:
             return await reading.read(
                 response,
                 url,
-                cap=cap,
-                algorithms=algorithms,
-                keep_body=keep_body,
+                cap=call.cap,
+                algorithms=call.algorithms,
+                keep_body=call.keep_body,
                 stats=self.stats,
             )
         finally:

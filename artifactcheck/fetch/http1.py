@@ -38,6 +38,33 @@ _TOKEN = re.compile(FIELD_NAME.pattern.encode())
 _VALUE_BAD = re.compile(FIELD_VALUE_BAD.pattern.encode())
 
 
+class _Held:
+    """Chunk data taken off the connection but not handed on yet."""
+
+    __slots__ = ("pieces", "size")
+
+    def __init__(self) -> None:
+        self.pieces: list[bytes] = []
+        self.size = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.pieces)
+
+    def add(self, piece: bytes) -> bool:
+        """Hold ``piece``; True once the data held is worth handing on (``_MERGED``)."""
+        self.pieces.append(piece)
+        self.size += len(piece)
+        return self.size >= _MERGED
+
+    def take(self) -> bytes:
+        """The data held, as one piece; nothing is held afterwards."""
+        pieces = self.pieces
+        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        self.pieces = []
+        self.size = 0
+        return data
+
+
 class Body(httpx.AsyncByteStream):
     """A response body read off one connection; back to the pool when read completely."""
 
@@ -97,15 +124,12 @@ class Body(httpx.AsyncByteStream):
         parse per chunk, not a trip through every layer above per chunk. Nothing is
         held back while waiting for the network."""
         conn, timeout = self._conn, self._timeout
-        held: list[bytes] = []
-        size = 0
+        held = _Held()
         while True:
             line = take_line(conn, "chunk size line")
             if line is None:
                 if held:
-                    yield b"".join(held)
-                    held.clear()
-                    size = 0
+                    yield held.take()
                 line = await read_line(conn, timeout, "chunk size line")
             size_text = line.split(b";", 1)[0].strip(b" \t")
             if not _CHUNK_SIZE.fullmatch(size_text):
@@ -113,7 +137,7 @@ class Body(httpx.AsyncByteStream):
             left = int(size_text, 16)
             if left == 0:
                 if held:
-                    yield b"".join(held)
+                    yield held.take()
                 trailers = 0
                 while line := await read_line(conn, timeout, "trailer"):
                     trailers += len(line) + 2
@@ -124,26 +148,18 @@ class Body(httpx.AsyncByteStream):
                 if conn.chunks:
                     piece = conn.take(left)
                     left -= len(piece)
-                    held.append(piece)
-                    size += len(piece)
-                    if size >= _MERGED:
-                        yield b"".join(held) if len(held) > 1 else piece
-                        held.clear()
-                        size = 0
+                    if held.add(piece):
+                        yield held.take()
                 elif conn.eof:
                     raise closed_error(conn, "connection closed in the middle of a chunk")
                 else:
                     if held:
-                        yield b"".join(held)
-                        held.clear()
-                        size = 0
+                        yield held.take()
                     await conn.wait(timeout)
             end = take_line(conn, "chunk end")
             if end is None:
                 if held:
-                    yield b"".join(held)
-                    held.clear()
-                    size = 0
+                    yield held.take()
                 end = await read_line(conn, timeout, "chunk end")
             if end != b"":
                 raise httpx.RemoteProtocolError("chunk data longer than its declared size")
