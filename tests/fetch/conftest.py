@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fetch_support import RecordingSleep, settings
 
-from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.fetch import Fetcher
 from artifactcheck.model.settings import RetrySettings
 from artifactcheck.sim.web import WebFleet, loopback_hosts
 

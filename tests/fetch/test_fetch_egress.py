@@ -17,7 +17,7 @@ import trustme
 from fetch_support import RecordingSleep, settings
 from test_fetch_tls import server_context
 
-from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.fetch import Fetcher
 from artifactcheck.fetch.tls import probe_certificate
 from artifactcheck.model.errors import UnsafeReferenceError
 from artifactcheck.model.settings import RetrySettings

@@ -96,3 +96,20 @@ async def test_the_transport_setting_names_the_transport_requests_go_through(
         made = type(fetcher._transport)
         assert made is kind or made.__name__ == kind  # aiohttp loads only when asked for
     assert fetcher._transport is None  # closed with the Fetcher
+
+
+async def test_on_asset_sees_every_asset_answer_and_no_document() -> None:
+    router = respx.Router()
+    router.get(f"{BASE}a.js").mock(return_value=httpx.Response(200, content=b"body"))
+    router.get(f"{BASE}m.json").mock(return_value=httpx.Response(200, content=b"{}"))
+    seen: list[tuple[str, str, int | None]] = []
+    fetcher = Fetcher(
+        http=settings("httpx"),
+        retry=RetrySettings(),
+        transport=httpx.MockTransport(router.async_handler),
+        on_asset=lambda base, path, got: seen.append((base, path, got.status)),
+    )
+    async with fetcher:
+        got = await fetcher.get_asset(BASE, "a.js")
+        await fetcher.get_document(BASE, "m.json")
+    assert got.ok and seen == [(BASE, "a.js", 200)]
