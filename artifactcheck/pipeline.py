@@ -32,7 +32,7 @@ from artifactcheck.judge.compare import (
 from artifactcheck.judge.decide import Decision, History, decide
 from artifactcheck.manifests import WELL_KNOWN_PATHS, algorithms_needed, parse_manifest
 from artifactcheck.manifests.limits import ManifestLimits, normalise_path
-from artifactcheck.model.errors import ArtifactCheckError, ConfigError, ManifestError
+from artifactcheck.model.errors import ArtifactCheckError, ConfigError, ErrorKind, ManifestError
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import (
     Action,
@@ -55,12 +55,11 @@ from artifactcheck.release.sources import ConfigMapReader, Expectations
 
 log = logging.getLogger("artifactcheck")
 
-UNREACHABLE_KINDS = frozenset({"connect", "timeout", "tls"})
 #: Answers to a probed manifest name that mean "not here": S3-style origins answer 403
 #: for any missing key and nginx's usual ``location ~ /\. { deny all; }`` for dot-paths.
 NOT_HERE = frozenset({403, 404, 410})
 #: ``Observation.error_kind`` of an instance whose check raised an unexpected exception.
-CHECK_FAILED = "check-failed"
+CHECK_FAILED = ErrorKind.CHECK_FAILED
 _MEMO_LIMIT = 256  # distinct served manifests (and samples) remembered per Observer
 
 
@@ -301,7 +300,7 @@ class Observer:
                 instance=instance,
                 manifest_path=self.spec.manifest_path or "",
                 error=f"instance deadline of {self.spec.http.instance_deadline:g}s exceeded",
-                error_kind="timeout",
+                error_kind=ErrorKind.TIMEOUT,
             )
             expectation = None
         return replace(obs, elapsed=time.perf_counter() - started), expectation
@@ -313,7 +312,7 @@ class Observer:
         if self.spec.version_endpoint is not None:
             ve = self.spec.version_endpoint
             got = await self.fetcher.get_document(instance.base_url, ve.path, host_header=host)
-            if got.error is not None and got.error_kind in UNREACHABLE_KINDS:
+            if got.error is not None and got.unreachable:
                 return await self._unreachable(instance, ve.path, got), None
             answered = got.status is not None
             endpoint_version, endpoint_error = _read_version(got, ve.path, ve.pointer)
@@ -330,13 +329,13 @@ class Observer:
                 await self.fetcher.get_document(instance.base_url, path, host_header=host)
             )
             if got.error is not None:
-                if got.error_kind in UNREACHABLE_KINDS:
+                if got.unreachable:
                     if not answered:
                         return await self._unreachable(instance, path, got), None
                     # it answered a moment ago: trouble, not absence
                     why = f"{got.error} (after answering other requests)"
                     return _unobservable(instance, path, got, why), None
-                if got.error_kind != "too-large":
+                if got.error_kind != ErrorKind.TOO_LARGE:
                     return _unobservable(instance, path, got, got.error), None
                 manifest_path, manifest_fetch, manifest_error = path, got, got.error
                 break  # hostile content
@@ -456,7 +455,7 @@ class Observer:
         for started), so it is read, unverified, to be reported and exported.
         """
         obs = _unreachable(instance, path, got)
-        if got.error_kind == "tls":
+        if got.error_kind == ErrorKind.TLS:
             obs = replace(obs, tls=await self.certificate(instance.base_url))
         return obs
 
@@ -568,7 +567,7 @@ def _unobservable(instance: Instance, path: str, got: Fetched, why: str) -> Obse
         manifest_path=path,
         manifest_fetch=got,
         error=f"{got.url}: {why}",
-        error_kind="status",
+        error_kind=ErrorKind.STATUS,
     )
 
 
@@ -641,7 +640,7 @@ async def observe_cdn(
         for path in paths:
             tg.create_task(one(path))
     error = None
-    if assets and all(f.error_kind in UNREACHABLE_KINDS for f in assets.values()):
+    if assets and all(f.unreachable for f in assets.values()):
         first = next(iter(assets.values()))
         error = f"CDN {cdn} unreachable: {first.error}"
     cert = await observer.certificate(cdn, own_name=True) if observer is not None else None

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -126,31 +126,12 @@ def recording_fetcher(spec: CheckSpec) -> tuple[Fetcher, dict[str, Fetched]]:
 
     cdn_assets: dict[str, Fetched] = {}
 
-    class RecordingFetcher(Fetcher):
-        """Fetcher that remembers the CDN's answers in ``cdn_assets``."""
+    def record(base_url: str, path: str, got: Fetched) -> None:
+        if spec.cdn is not None and base_url == spec.cdn:
+            cdn_assets[path] = got
 
-        async def get_asset(
-            self,
-            base_url: str,
-            path: str,
-            *,
-            algorithms: Iterable[str] = ("sha256",),
-            host_header: str | None = None,
-            accept_encoding: str | None = None,
-        ) -> Fetched:
-            """Fetch as usual; remember the answer when it came from the CDN."""
-            got = await super().get_asset(
-                base_url,
-                path,
-                algorithms=algorithms,
-                host_header=host_header,
-                accept_encoding=accept_encoding,
-            )
-            if spec.cdn is not None and base_url == spec.cdn:
-                cdn_assets[path] = got
-            return got
-
-    return RecordingFetcher(http=spec.http, retry=spec.retry, logger=log), cdn_assets
+    fetcher = Fetcher(http=spec.http, retry=spec.retry, logger=log, on_asset=record)
+    return fetcher, cdn_assets
 
 
 def release_source(spec: CheckSpec) -> str | None:

@@ -1,3 +1,40 @@
-"""The only way to the instances and CDNs being checked: URL safety, the HTTP transport,
-TLS certificate reads and the fetcher with its retry budget.
+"""The only way to the instances and CDNs being checked.
+
+One module a job, read in this order:
+
+- :mod:`~artifactcheck.fetch.fetcher`: :class:`Fetcher`, GETs under a base URL with its
+  one retry loop, the only entry point the other packages need;
+- :mod:`~artifactcheck.fetch.retry`: the per-run :class:`RetryBudget` and the backoff;
+- :mod:`~artifactcheck.fetch.stats`: :class:`FetchStats`, the load a run put on the fleet;
+- :mod:`~artifactcheck.fetch.response`: one response read, its body hashed under a cap;
+- :mod:`~artifactcheck.fetch.decoders`: content codings undone in bounded pieces;
+- :mod:`~artifactcheck.fetch.headers`: headers we send (validated), headers we keep;
+- :mod:`~artifactcheck.fetch.errors`: the one table from transport exceptions to an
+  :class:`~artifactcheck.model.errors.ErrorKind`;
+- :mod:`~artifactcheck.fetch.transports`: the transport ``http.transport`` names;
+- :mod:`~artifactcheck.fetch.http1`, :mod:`~artifactcheck.fetch.connection`: our own
+  HTTP/1.1 transport on asyncio, and the connection under it;
+- :mod:`~artifactcheck.fetch.egress`: every new connection held to the egress policy;
+- :mod:`~artifactcheck.fetch.tls`: the run's TLS context, and certificates read for expiry;
+- :mod:`~artifactcheck.fetch.urls`: URL safety (only under the base URL, no SSRF).
 """
+
+from artifactcheck.fetch.decoders import MAX_CONTENT_CODINGS
+from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.fetch.headers import EVIDENCE_HEADERS
+from artifactcheck.fetch.retry import RetryBudget, backoff_delay, parse_retry_after
+from artifactcheck.fetch.stats import FetchStats, HostStats
+from artifactcheck.fetch.tls import build_ssl_context, probe_certificate
+
+__all__ = [
+    "EVIDENCE_HEADERS",
+    "MAX_CONTENT_CODINGS",
+    "FetchStats",
+    "Fetcher",
+    "HostStats",
+    "RetryBudget",
+    "backoff_delay",
+    "build_ssl_context",
+    "parse_retry_after",
+    "probe_certificate",
+]

@@ -8,29 +8,61 @@ context is used, so a certificate that has already expired (or is signed by an
 unknown CA) can still be reported instead of only failing. Errors are raised as
 typed :class:`~artifactcheck.model.errors.FetchError` subclasses; the caller decides
 whether they make an instance inconclusive.
+
+:func:`build_ssl_context` builds the one verifying client context of a run, shared by
+every connection of the fetcher and by the probe.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
-import socket
+import os
 import ssl
-from collections.abc import Callable
 from datetime import UTC, datetime
 
 from cryptography import x509
 
+from artifactcheck.fetch.egress import approved_address
+from artifactcheck.fetch.errors import EgressRefused
 from artifactcheck.model.errors import (
+    ConfigError,
     FetchConnectError,
     FetchError,
     FetchTimeout,
     UnsafeReferenceError,
 )
+from artifactcheck.model.settings import HttpSettings
 from artifactcheck.model.values import CertInfo
+from artifactcheck.tenancy.egress import Egress
 
-__all__ = ["days_left", "probe_certificate", "unverified_context"]
+__all__ = ["build_ssl_context", "days_left", "probe_certificate", "unverified_context"]
+
+
+def build_ssl_context(http: HttpSettings) -> ssl.SSLContext:
+    """The one client TLS context of a run: system CAs plus ``http.ca_bundle``.
+
+    Building a context loads and parses every trusted CA, which is slow; httpx
+    builds one per client unless given one, so a run builds exactly one and shares it
+    with every connection and with :func:`probe_certificate`.
+    """
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    if not http.verify_tls:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    else:
+        paths = ssl.get_default_verify_paths()
+        if not any(p and os.path.exists(p) for p in (paths.cafile, paths.capath)):
+            import certifi  # a minimal image without a system store: use httpx's default
+
+            ctx.load_verify_locations(cafile=certifi.where())
+        if http.ca_bundle:
+            try:
+                ctx.load_verify_locations(cafile=http.ca_bundle)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(f"http.ca_bundle: cannot load {http.ca_bundle}: {exc}") from exc
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
 
 
 def unverified_context() -> ssl.SSLContext:
@@ -53,31 +85,6 @@ def _parse(der: bytes, endpoint: str) -> CertInfo:
     return CertInfo(endpoint=endpoint, subject=subject, issuer=issuer, not_after=not_after)
 
 
-async def _approved_address(
-    host: str, port: int, egress: Callable[[str, str, int], str | None]
-) -> str:
-    """The one address a probe of ``host`` may connect to; UnsafeReferenceError if the
-    policy refuses it. Resolved once, so the address checked is the address used (the
-    same rule as the Fetcher's connections)."""
-    try:
-        ipaddress.ip_address(host)
-        ip = host  # an IP literal is checked as it is
-    except ValueError:
-        loop = asyncio.get_running_loop()
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        if not infos:
-            raise OSError(f"{host} has no address") from None
-        ip = str(infos[0][4][0])
-    try:
-        reason = egress(host, ip, port)
-    except Exception as exc:  # a failing policy refuses: it never lets traffic through
-        reason = f"the egress policy failed ({type(exc).__name__})"
-    if reason is not None:
-        where = host if ip == host else f"{host} ({ip})"
-        raise UnsafeReferenceError(f"connection to {where} port {port} refused: {reason}")
-    return ip
-
-
 async def probe_certificate(
     host: str,
     port: int,
@@ -85,7 +92,7 @@ async def probe_certificate(
     server_name: str | None,
     ssl_context: ssl.SSLContext | None,
     timeout: float,
-    egress: Callable[[str, str, int], str | None] | None = None,
+    egress: Egress | None = None,
 ) -> CertInfo:
     """Handshake with ``host:port`` (SNI ``server_name``) and return its certificate.
 
@@ -93,7 +100,7 @@ async def probe_certificate(
     context (e.g. the Fetcher's), a certificate that does not verify raises
     :class:`~artifactcheck.model.errors.FetchConnectError`. Timeouts raise
     :class:`~artifactcheck.model.errors.FetchTimeout`. ``egress`` is the policy the Fetcher
-    enforces (:attr:`artifactcheck.fetch.fetcher.Fetcher.egress`): a probe is one more
+    enforces (:attr:`artifactcheck.fetch.Fetcher.egress`): a probe is one more
     connection, so it is asked first, and a refusal raises
     :class:`~artifactcheck.model.errors.UnsafeReferenceError` before anything is sent.
     """
@@ -104,12 +111,14 @@ async def probe_certificate(
     writer: asyncio.StreamWriter | None = None
     try:
         async with asyncio.timeout(timeout):
-            address = host if egress is None else await _approved_address(host, port, egress)
+            address = host if egress is None else await approved_address(host, port, egress)
             _, writer = await asyncio.open_connection(
                 address, port, ssl=ctx, server_hostname=hostname, ssl_handshake_timeout=timeout
             )
             ssl_object = writer.get_extra_info("ssl_object")
             der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    except EgressRefused as exc:
+        raise UnsafeReferenceError(str(exc)) from exc
     except TimeoutError as exc:
         raise FetchTimeout(f"{endpoint}: no TLS handshake within {timeout}s") from exc
     except ssl.SSLCertVerificationError as exc:

@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 
 from artifactcheck.manifests import verify_integrity
+from artifactcheck.model.errors import ErrorKind
 from artifactcheck.model.values import (
     CertInfo,
     Coverage,
@@ -56,8 +57,6 @@ REFUSED_STATUSES = frozenset({403})
 CDN_MISSING_STATUSES = frozenset({403, 404, 410})
 #: Entry pages are served by the origin, not the CDN: not required there by default.
 DEFAULT_CDN_EXCLUDE: tuple[str, ...] = ("*.html", "*.htm")
-#: Observation error kinds that mean "it answered, but could not be judged".
-INCONCLUSIVE_ERROR_KINDS = frozenset({"status", "check-failed"})
 SAMPLED_OUT = "sampled out"
 NAMES_ONLY_NOTE = "file names only"
 FALLBACK = "answers with index.html (the fallback page)"
@@ -911,8 +910,12 @@ def _not_observed(
     """An instance that could not be observed: unreachable, or inconclusive if it answered."""
     inst = obs.instance
     error = obs.error or ""
-    inconclusive = obs.error_kind in INCONCLUSIVE_ERROR_KINDS
-    kind = FindingKind.CHECK_FAILED if obs.error_kind == "check-failed" else FindingKind.UNREACHABLE
+    inconclusive = obs.error_kind is not None and ErrorKind(obs.error_kind).inconclusive
+    kind = (
+        FindingKind.CHECK_FAILED
+        if obs.error_kind == ErrorKind.CHECK_FAILED
+        else FindingKind.UNREACHABLE
+    )
     unseen = [Finding(kind, error, instance=inst.name)]
     if obs.tls is not None and now is not None:  # e.g. it failed verification: expired
         unseen += tls_findings(obs.tls, now=now, warn_days=tls_warn_days, instance=inst.name)

@@ -185,12 +185,19 @@ class HttpSettings(_Model):
     tls_expiry_warning_days: float = Field(
         14.0, ge=0, le=3650, description="Warn when a certificate expires within this many days."
     )
-    transport: Literal["auto", "httpx", "aiohttp"] = Field(
-        "auto",
-        description="Transport under the httpx API: 'auto' is artifactcheck's lean HTTP/1.1 "
-        "keep-alive transport (least CPU per request at fleet scale), 'aiohttp' httpx over "
-        "aiohttp, 'httpx' httpx's own pool (slow with many hosts; see docs/benchmarks.md).",
+    transport: Literal["http1", "httpx", "aiohttp"] = Field(
+        "http1",
+        description="Transport under the httpx API: 'http1' is artifactcheck's lean HTTP/1.1 "
+        "keep-alive transport (least CPU per request at fleet scale; the only one that "
+        "enforces the controller's egress policy), 'aiohttp' httpx over aiohttp, 'httpx' "
+        "httpx's own pool (slow with many hosts; see docs/benchmarks.md). 'auto', the old "
+        "name of 'http1' (it never chose between transports), is still read as 'http1'.",
     )
+
+    @field_validator("transport", mode="before")
+    @classmethod
+    def _transport_alias(cls, v: object) -> object:
+        return "http1" if v == "auto" else v
 
     @field_validator("host_header")
     @classmethod

@@ -18,9 +18,8 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from types import MappingProxyType
 
-EMPTY: Mapping[str, str] = MappingProxyType({})
+from artifactcheck.model.errors import ErrorKind
 
 
 class Verdict(enum.StrEnum):
@@ -125,14 +124,6 @@ class Instance:
     ready: bool = True  # serving traffic now (pod Ready)
 
     @property
-    def reported_versions(self) -> tuple[str, ...]:
-        """Distinct versions this instance claims, in signal order."""
-        seen: dict[str, None] = {}
-        for signal in self.signals:
-            seen.setdefault(signal.value, None)
-        return tuple(seen)
-
-    @property
     def reported_version(self) -> str | None:
         """The first version signal, the one the instance is judged against."""
         return self.signals[0].value if self.signals else None
@@ -200,7 +191,7 @@ class Fetched:
     headers: Mapping[str, str] = field(default_factory=dict)  # evidence headers only
     elapsed: float = 0.0
     error: str | None = None  # set when nothing could be observed
-    error_kind: str | None = None  # "timeout", "connect", "too-large", "unsafe", ...
+    error_kind: ErrorKind | None = None  # set with ``error``
     attempts: int = 1
     content_encoding: str | None = None  # what the server sent, before decoding
     body: bytes | None = None  # only kept for small documents (manifests, /version)
@@ -214,6 +205,11 @@ class Fetched:
     def sha256(self) -> str | None:
         """The sha256 of the body, when one was read."""
         return self.hashes.get("sha256")
+
+    @property
+    def unreachable(self) -> bool:
+        """True when nothing answered (:attr:`ErrorKind.unreachable`)."""
+        return self.error_kind is not None and ErrorKind(self.error_kind).unreachable
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +227,7 @@ class Observation:
     endpoint_error: str | None = None
     tls: CertInfo | None = None
     error: str | None = None  # the instance could not be observed at all
-    error_kind: str | None = None  # "connect", "tls", ...; "status", "check-failed": inconclusive
+    error_kind: ErrorKind | None = None  # set with ``error``
     elapsed: float = 0.0
     #: ``assets`` is a sample: the release files not fetched were sampled out on purpose.
     sampled: bool = False

@@ -23,7 +23,7 @@ import pytest
 from faults_support import Recorder, run_async
 
 from artifactcheck.control.controller import backoff_delays
-from artifactcheck.fetch.fetcher import Fetcher, RetryBudget
+from artifactcheck.fetch import Fetcher, RetryBudget
 from artifactcheck.model.settings import HttpSettings, RetrySettings, load_spec
 from artifactcheck.model.values import Verdict
 from artifactcheck.pipeline import run_check

@@ -17,13 +17,13 @@ import trustme
 from fetch_support import RecordingSleep, settings
 from test_fetch_tls import server_context
 
-from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.fetch import Fetcher
 from artifactcheck.fetch.tls import probe_certificate
 from artifactcheck.model.errors import UnsafeReferenceError
 from artifactcheck.model.settings import RetrySettings
 from artifactcheck.sim.web import Site, WebFleet
 
-auto_only = pytest.mark.parametrize("transport", ["auto"])
+http1_only = pytest.mark.parametrize("transport", ["http1"])
 
 REFUSED, ALLOWED = "127.0.0.2", "127.0.0.3"
 
@@ -70,7 +70,7 @@ def port_of(url: str) -> int:
     return int(url.rstrip("/").rsplit(":", 1)[1])
 
 
-@auto_only
+@http1_only
 async def test_a_refused_address_gets_no_connection(
     make_fetcher, fleet: WebFleet, sites: tuple[str, str]
 ) -> None:
@@ -93,7 +93,7 @@ async def test_a_refused_address_gets_no_connection(
     ]
 
 
-@auto_only
+@http1_only
 async def test_a_name_is_resolved_once_and_the_checked_address_is_used(
     make_fetcher, fleet: WebFleet, sites: tuple[str, str], resolver: dict[str, list[str]]
 ) -> None:
@@ -111,7 +111,7 @@ async def test_a_name_is_resolved_once_and_the_checked_address_is_used(
     assert request.host == f"shop.test:{port}"  # the name is kept for the Host header
 
 
-@auto_only
+@http1_only
 async def test_a_name_resolving_to_a_refused_address_gets_no_connection(
     make_fetcher, fleet: WebFleet, sites: tuple[str, str], resolver: dict[str, list[str]]
 ) -> None:
@@ -123,7 +123,7 @@ async def test_a_name_resolving_to_a_refused_address_gets_no_connection(
     assert fleet.server(refused).connections_total == 0
 
 
-@auto_only
+@http1_only
 async def test_tls_keeps_the_name_for_sni(
     make_fetcher,
     fleet: WebFleet,
@@ -144,7 +144,7 @@ async def test_tls_keeps_the_name_for_sni(
     assert request.sni == "shop.test"
 
 
-@auto_only
+@http1_only
 async def test_a_failing_policy_refuses(
     make_fetcher, fleet: WebFleet, sites: tuple[str, str]
 ) -> None:
@@ -165,7 +165,7 @@ def test_other_transports_refuse_a_policy_they_cannot_enforce(other: str) -> Non
         Fetcher(http=settings(other), retry=RetrySettings(), egress=Policy())
     with pytest.raises(ValueError, match="injected"):
         Fetcher(
-            http=settings("auto"),
+            http=settings("http1"),
             retry=RetrySettings(),
             egress=Policy(),
             transport=httpx.MockTransport(lambda request: httpx.Response(200)),
@@ -197,7 +197,7 @@ async def test_a_certificate_probe_asks_the_policy_too(
     assert fleet.server(allowed).connections_total == 1
 
 
-@auto_only
+@http1_only
 async def test_the_fetcher_exposes_its_policy(make_fetcher) -> None:
     policy = Policy()
     async with make_fetcher(egress=policy) as f:

@@ -7,19 +7,9 @@ import pytest
 import respx
 from fetch_support import RecordingSleep, settings
 
-from artifactcheck.fetch.fetcher import Fetcher, as_error
-from artifactcheck.model.errors import (
-    BodyTooLarge,
-    ConfigError,
-    FetchConnectError,
-    FetchError,
-    FetchStatusError,
-    FetchTimeout,
-    RetryBudgetExhausted,
-    UnsafeReferenceError,
-)
+from artifactcheck.fetch import Fetcher
+from artifactcheck.fetch.http1 import Http1Transport
 from artifactcheck.model.settings import RetrySettings
-from artifactcheck.model.values import Fetched
 
 BASE = "http://10.9.8.7:8080/"
 
@@ -89,23 +79,37 @@ async def test_cookies_are_never_sent_back() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kind", "error_type"),
+    ("name", "expected", "kind"),
     [
-        ("timeout", FetchTimeout),
-        ("connect", FetchConnectError),
-        ("tls", FetchConnectError),
-        ("truncated", FetchConnectError),
-        ("status", FetchStatusError),
-        ("too-large", BodyTooLarge),
-        ("budget", RetryBudgetExhausted),
-        ("unsafe", UnsafeReferenceError),
-        ("redirect-off-base", UnsafeReferenceError),
-        ("config", ConfigError),
-        ("protocol", FetchError),
-        ("egress", FetchError),
+        ("http1", "http1", Http1Transport),
+        ("auto", "http1", Http1Transport),  # the old name of "http1", still read
+        ("httpx", "httpx", httpx.AsyncHTTPTransport),
+        ("aiohttp", "aiohttp", "AiohttpTransport"),
     ],
 )
-def test_as_error(kind: str, error_type: type[Exception]) -> None:
-    error = as_error(Fetched(url="u", path="p", status=503, error="why", error_kind=kind))
-    assert isinstance(error, error_type) and "why" in str(error)
-    assert as_error(Fetched(url="u", path="p", status=404)) is None
+async def test_the_transport_setting_names_the_transport_requests_go_through(
+    name: str, expected: str, kind: type | str
+) -> None:
+    fetcher = Fetcher(http=settings(name), retry=RetrySettings())
+    assert fetcher.transport_name == expected
+    async with fetcher:
+        made = type(fetcher._transport)
+        assert made is kind or made.__name__ == kind  # aiohttp loads only when asked for
+    assert fetcher._transport is None  # closed with the Fetcher
+
+
+async def test_on_asset_sees_every_asset_answer_and_no_document() -> None:
+    router = respx.Router()
+    router.get(f"{BASE}a.js").mock(return_value=httpx.Response(200, content=b"body"))
+    router.get(f"{BASE}m.json").mock(return_value=httpx.Response(200, content=b"{}"))
+    seen: list[tuple[str, str, int | None]] = []
+    fetcher = Fetcher(
+        http=settings("httpx"),
+        retry=RetrySettings(),
+        transport=httpx.MockTransport(router.async_handler),
+        on_asset=lambda base, path, got: seen.append((base, path, got.status)),
+    )
+    async with fetcher:
+        got = await fetcher.get_asset(BASE, "a.js")
+        await fetcher.get_document(BASE, "m.json")
+    assert got.ok and seen == [(BASE, "a.js", 200)]

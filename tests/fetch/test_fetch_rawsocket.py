@@ -21,13 +21,14 @@ import pytest
 from fetch_support import RecordingSleep, settings
 from rawserver import RawConn, RawServer, response, serve_each
 
-from artifactcheck.fetch import fetcher as fetch
-from artifactcheck.fetch import urls
-from artifactcheck.fetch.fetcher import MAX_CONTENT_CODINGS, Fetcher
+from artifactcheck.fetch import MAX_CONTENT_CODINGS, Fetcher, build_ssl_context, urls
+from artifactcheck.fetch.connection import Connection
+from artifactcheck.fetch.errors import ProtocolViolation
+from artifactcheck.fetch.http1 import Body, Http1Transport, framing
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import HttpSettings, RetrySettings
 
-auto_only = pytest.mark.parametrize("transport", ["auto"])
+http1_only = pytest.mark.parametrize("transport", ["http1"])
 
 
 def sha(data: bytes) -> str:
@@ -97,7 +98,7 @@ def busy(event: threading.Event) -> None:
     time.sleep(0.05)
 
 
-@auto_only
+@http1_only
 async def test_a_forged_response_after_a_404_is_not_the_next_answer(
     make_fetcher, host: Callable[[], str]
 ) -> None:
@@ -125,7 +126,7 @@ async def test_a_forged_response_after_a_404_is_not_the_next_answer(
     assert [RawConn.target(r) for r in server.requests] == ["/a.json", "/b.json"]
 
 
-@auto_only
+@http1_only
 async def test_bytes_arriving_on_an_idle_connection_condemn_it_at_once(
     make_fetcher, host: Callable[[], str]
 ) -> None:
@@ -154,7 +155,7 @@ async def test_bytes_arriving_on_an_idle_connection_condemn_it_at_once(
     assert server.connections == 2
 
 
-@auto_only
+@http1_only
 async def test_shifted_answers_one_request_at_a_time(make_fetcher, host: Callable[[], str]) -> None:
     """The sequential asset loop (--concurrency 1): a server that answers each request and
     then, unasked, the one it expects next. Reused, every later answer would be shifted
@@ -186,7 +187,7 @@ async def test_shifted_answers_one_request_at_a_time(make_fetcher, host: Callabl
     assert server.connections == len(paths)
 
 
-@auto_only
+@http1_only
 async def test_a_forged_response_between_redirect_hops_is_not_followed(
     make_fetcher, host: Callable[[], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -229,25 +230,25 @@ async def test_a_content_length_of_5000_digits_is_a_protocol_error(
             got = await f.get_asset(server.url, "a.js")
     assert got.error is not None and not got.hashes
     assert len(got.error) < 500  # a hostile header is not copied whole into reports
-    if transport == "auto":
+    if transport == "http1":
         assert got.error_kind == "protocol"
         assert "invalid Content-Length" in got.error, got.error
 
 
 def test_framing_refuses_overlong_lengths() -> None:
-    assert fetch._framing("GET", 200, [(b"Content-Length", b"9" * 18)], True)[0] == int("9" * 18)
+    assert framing("GET", 200, [(b"Content-Length", b"9" * 18)], True)[0] == int("9" * 18)
     for value in (b"9" * 19, b"9" * 5000, b"1, 2", b"-1", b"0x10"):
-        with pytest.raises(fetch._ProtocolViolation):
-            fetch._framing("GET", 200, [(b"Content-Length", value)], True)
+        with pytest.raises(ProtocolViolation):
+            framing("GET", 200, [(b"Content-Length", value)], True)
 
 
 @pytest.mark.parametrize(
     "codings", [b"gzip, chunked", b"chunked, chunked", b"gzip", b"chunked, gzip", b"identity"]
 )
 def test_framing_refuses_transfer_codings_other_than_one_chunked(codings: bytes) -> None:
-    with pytest.raises(fetch._ProtocolViolation, match="Transfer-Encoding"):
-        fetch._framing("GET", 200, [(b"Transfer-Encoding", codings)], True)
-    assert fetch._framing("GET", 200, [(b"Transfer-Encoding", b"Chunked")], True)[1]
+    with pytest.raises(ProtocolViolation, match="Transfer-Encoding"):
+        framing("GET", 200, [(b"Transfer-Encoding", codings)], True)
+    assert framing("GET", 200, [(b"Transfer-Encoding", b"Chunked")], True)[1]
 
 
 def chunked(data: bytes, size: int = 7) -> bytes:
@@ -296,11 +297,11 @@ async def test_an_impossible_status_is_a_protocol_error(
         async with make_fetcher(retry={"attempts": 1}) as f:
             got = await f.get_asset(server.url, "a.js")
     assert got.error is not None and not got.hashes
-    if transport == "auto":
+    if transport == "http1":
         assert got.error_kind == "protocol" and "invalid status" in got.error, got.error
 
 
-@auto_only
+@http1_only
 async def test_endless_interim_responses_and_trailers_are_protocol_errors(
     make_fetcher, host: Callable[[], str]
 ) -> None:
@@ -333,7 +334,7 @@ async def test_an_unusable_location_is_that_fetch_s_error(
         async with make_fetcher(retry={"attempts": 1}) as f:
             got = await f.get_asset(server.url, "a.js")
     assert got.error is not None and not got.hashes
-    if transport == "auto":
+    if transport == "http1":
         assert got.error_kind in ("protocol", "redirect-off-base"), got.error
         if location != b"//h:99999/x":
             assert got.error_kind == "protocol" and "unusable Location" in got.error, got.error
@@ -347,11 +348,11 @@ async def test_chunk_parsing_is_linear_in_the_body() -> None:
     """300,000 one-byte chunks received as one piece parse in about a second; copying
     the rest of the piece on each take (quadratic), they took half a minute."""
     loop = asyncio.get_running_loop()
-    conn = fetch._Connection(loop, ("http", "h", 80, None))
+    conn = Connection(loop, ("http", "h", 80, None))
     count = 300_000
     conn.data_received(b"1\r\nx\r\n" * count + b"0\r\n\r\n")
-    pool = fetch._Http1Transport(ssl_context=fetch.build_ssl_context(HttpSettings()))
-    body = fetch._Body(pool, conn, length=None, chunked=True, reusable=False, timeout=1.0)
+    pool = Http1Transport(ssl_context=build_ssl_context(HttpSettings()))
+    body = Body(pool, conn, length=None, chunked=True, reusable=False, timeout=1.0)
     received = 0
     started = time.perf_counter()
     async for piece in body:  # no await inside: a timeout could not interrupt it
@@ -363,7 +364,7 @@ async def test_chunk_parsing_is_linear_in_the_body() -> None:
 
 
 def test_taking_a_few_bytes_leaves_the_rest_of_a_piece_uncopied() -> None:
-    conn = fetch._Connection(asyncio.new_event_loop(), ("http", "h", 80, None))
+    conn = Connection(asyncio.new_event_loop(), ("http", "h", 80, None))
     conn.loop.close()
     piece = b"abc\r\ndef\r\n" + b"x" * 100_000
     conn.data_received(piece)
@@ -379,7 +380,7 @@ def test_taking_a_few_bytes_leaves_the_rest_of_a_piece_uncopied() -> None:
     assert conn.find(b"\r\n", 100) == 11 and conn.take(13) == b"no line end\r\n"
 
 
-@auto_only
+@http1_only
 async def test_chunks_split_at_every_boundary_are_reassembled(
     make_fetcher, host: Callable[[], str]
 ) -> None:
@@ -446,7 +447,7 @@ async def test_the_transport_never_writes_an_invalid_header(
 ) -> None:
     """The last line of defence, below every validation of the configuration."""
     with RawServer(host(), fixed(response(200, b"ok"))) as server:
-        pool = fetch._Http1Transport(ssl_context=fetch.build_ssl_context(HttpSettings()))
+        pool = Http1Transport(ssl_context=build_ssl_context(HttpSettings()))
         request = httpx.Request("GET", server.url + "a.js", headers={name: value})
         try:
             with pytest.raises(httpx.LocalProtocolError, match="not sent"):
@@ -475,7 +476,7 @@ class ExplodingBody(httpx.AsyncByteStream):
 
 def injected(transport: httpx.AsyncBaseTransport, **kw: Any) -> Fetcher:
     kw.setdefault("sleep", RecordingSleep())
-    return Fetcher(http=settings("auto"), retry=RetrySettings(), transport=transport, **kw)
+    return Fetcher(http=settings("http1"), retry=RetrySettings(), transport=transport, **kw)
 
 
 @pytest.mark.parametrize(

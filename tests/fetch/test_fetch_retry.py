@@ -12,7 +12,7 @@ from email.utils import format_datetime
 import pytest
 from fetch_support import RecordingSleep, UpperBoundRng
 
-from artifactcheck.fetch.fetcher import RetryBudget
+from artifactcheck.fetch import RetryBudget
 from artifactcheck.sim.web import Body, Flaky, Reset, Site, Status, WebFleet
 
 LOGGER = "artifactcheck.test.fetch"

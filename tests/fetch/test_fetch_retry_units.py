@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from fetch_support import UpperBoundRng
 
-from artifactcheck.fetch.fetcher import RetryBudget, backoff_delay, parse_retry_after
+from artifactcheck.fetch import RetryBudget, backoff_delay, parse_retry_after
 from artifactcheck.model.settings import RetrySettings
 from artifactcheck.sim.web import loopback_hosts
 

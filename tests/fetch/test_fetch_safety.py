@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.fetch import Fetcher
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import HttpSettings, RetrySettings
 from artifactcheck.sim.web import Body, Redirect, Site, WebFleet

@@ -1,0 +1,222 @@
+"""One HTTP/1.1 client connection on asyncio: the bytes received, and reading them.
+
+:class:`Connection` is the asyncio protocol under :mod:`artifactcheck.fetch.http1`:
+it queues what the socket delivers without copying, pauses the socket at
+:data:`HIGH_WATER` unread bytes, and condemns itself when bytes arrive while no request
+is outstanding (HTTP/1.1 has no request ids: an early response would be taken as the
+answer to the next request). Errors are the httpx exceptions httpcore raises for the
+same events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import select
+from collections import deque
+from typing import Final, cast
+
+import httpx
+
+__all__ = [
+    "HIGH_WATER",
+    "MAX_LINE",
+    "Connection",
+    "closed_error",
+    "pending",
+    "take_line",
+    "read_line",
+]
+
+MAX_LINE: Final = 4 * 1024  # largest chunk-size or trailer line accepted
+HIGH_WATER: Final = 1024 * 1024  # received but unread bytes before the socket is paused
+
+
+def pending(transport: asyncio.BaseTransport) -> bool:
+    """True when the socket under ``transport`` is readable: bytes (or a FIN, or an
+    error) arrived that asyncio has not delivered yet.
+
+    An idle keep-alive connection must be silent; a response the server sent before we
+    asked would otherwise be read as the answer to our next request.
+    """
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        fd = sock.fileno()
+    except (OSError, ValueError):
+        return True
+    if fd < 0:
+        return True
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)  # pragma: no cover - no poll()
+    return bool(readable)
+
+
+class Connection(asyncio.Protocol):
+    """One HTTP/1.1 connection: received bytes are queued as they arrive (no copy).
+
+    The first queued piece is consumed through an offset, so taking many small pieces
+    (1-byte chunks) costs their size, not a copy of what is left each time. While the
+    connection sits idle in the pool no request is outstanding: any byte arriving then
+    is a response nobody asked for, and it condemns the connection unread.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, key: tuple[str, str, int, str | None]):
+        self.loop = loop
+        self.key = key
+        self.transport: asyncio.Transport | None = None
+        self.chunks: deque[bytes] = deque()
+        self.offset = 0  # bytes of chunks[0] already taken
+        self.size = 0  # bytes queued in chunks, not yet taken
+        self.idle = False  # pooled, no request outstanding
+        self.condemned = False  # received bytes while idle: never reused
+        self.eof = False
+        self.error: BaseException | None = None
+        self.idle_since = 0.0
+        self._waiter: asyncio.Future[None] | None = None
+        self._paused = False
+        self.lost = False  # connection_lost was called: the socket is closed
+
+    # -- asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self.idle or self.condemned:  # unsolicited: never parsed, never reused
+            self.condemned = True
+            self.close()
+            return
+        self.chunks.append(data)
+        self.size += len(data)
+        if self.size > HIGH_WATER and not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        self._wake()
+        return False  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.eof = True
+        self.error = exc
+        self.lost = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- reading
+    @property
+    def usable(self) -> bool:
+        """Open and silent, also at the socket: safe to send the next request on."""
+        transport = self.transport
+        return (
+            not self.eof
+            and not self.condemned
+            and not self.chunks
+            and transport is not None
+            and not transport.is_closing()
+            and not pending(transport)
+        )
+
+    async def wait(self, timeout: float | None) -> None:
+        """Wait until more bytes arrive or the peer closes; ReadTimeout after ``timeout``."""
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        waiter = self._waiter = self.loop.create_future()
+        timer = None if timeout is None else self.loop.call_later(timeout, _expire, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+
+    def take(self, limit: int) -> bytes:
+        """Up to ``limit`` queued bytes, whole received pieces when they fit.
+
+        Only the bytes returned are copied: the rest of the first piece stays where it
+        is, behind :attr:`offset`.
+        """
+        first = self.chunks[0]
+        start = self.offset
+        if len(first) - start <= limit:
+            self.chunks.popleft()
+            self.offset = 0
+            piece = first[start:] if start else first
+        else:
+            end = start + limit
+            piece = first[start:end]
+            self.offset = end
+        self.size -= len(piece)
+        return piece
+
+    def find(self, sep: bytes, limit: int) -> int:
+        """Index of ``sep`` in the queued bytes (from :attr:`offset`), merging leading
+        pieces; -1 if absent yet."""
+        chunks = self.chunks
+        if not chunks:
+            return -1
+        first, start = chunks[0], self.offset
+        index = first.find(sep, start, start + limit + len(sep))
+        if index >= 0:
+            return index - start
+        while len(chunks) > 1 and len(first) - start <= limit:
+            rest = len(first) - start
+            merged = first[start:] + chunks[1]
+            chunks.popleft()
+            chunks[0] = merged
+            self.offset = start = 0
+            first = merged
+            index = merged.find(sep, max(0, rest - len(sep) + 1), limit + len(sep))
+            if index >= 0:
+                return index
+        return -1
+
+    def close(self) -> None:
+        # abort, not close: a connection we give up is never written to again, and a TLS
+        # close (close_notify) finishes only when the peer answers, so a graceful close
+        # can outlive the event loop of the run (an fd held until GC, a ResourceWarning)
+        if self.transport is not None:
+            self.transport.abort()
+        self.eof = True
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(httpx.ReadTimeout("timed out waiting for data"))
+
+
+def closed_error(conn: Connection, what: str) -> httpx.HTTPError:
+    """The error for a connection that ended ``what`` (reset vs orderly close)."""
+    if conn.error is not None:
+        err: httpx.HTTPError = httpx.ReadError(str(conn.error) or type(conn.error).__name__)
+        err.__cause__ = conn.error
+        return err
+    return httpx.RemoteProtocolError(what)
+
+
+def take_line(conn: Connection, what: str) -> bytes | None:
+    """The next CRLF-terminated line already received (without CRLF), None if not yet."""
+    index = conn.find(b"\r\n", MAX_LINE)
+    if index >= 0:
+        return conn.take(index + 2)[:-2]
+    if conn.size > MAX_LINE:
+        raise httpx.RemoteProtocolError(f"{what} longer than {MAX_LINE} bytes")
+    if conn.eof:
+        raise closed_error(conn, f"connection closed while reading the {what}")
+    return None
+
+
+async def read_line(conn: Connection, timeout: float | None, what: str) -> bytes:
+    while (text := take_line(conn, what)) is None:
+        await conn.wait(timeout)
+    return text

@@ -1,0 +1,247 @@
+"""Which :class:`~artifactcheck.model.errors.ErrorKind` a failed request is, and why.
+
+Two HTTP stacks can raise under the fetcher: httpx (with httpcore or our own HTTP/1.1
+transport, which raises the httpx exceptions httpcore raises for the same events) and
+aiohttp (under httpx-aiohttp). httpx-aiohttp 0.2 maps aiohttp errors imprecisely (a
+refused connection and a read timeout both surface as ``httpx.ConnectTimeout``), so an
+aiohttp exception kept in the chain (``__cause__``) is classified, not its wrapper.
+
+:data:`RULES` is the one table from exceptions to kinds and messages; the first row
+that matches wins. The messages are what a user reads in a report, so they name the
+setting that ran out (``connect_timeout``, ``read_timeout``).
+"""
+
+from __future__ import annotations
+
+import ssl
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import httpx
+
+from artifactcheck.model.errors import ErrorKind
+from artifactcheck.model.settings import HttpSettings
+
+__all__ = [
+    "RULES",
+    "EgressRefused",
+    "HeaderRefused",
+    "ProtocolViolation",
+    "classified",
+    "classify",
+    "root_message",
+    "unexpected",
+]
+
+
+class ProtocolViolation(httpx.RemoteProtocolError):
+    """A response no correct server sends (impossible status, framing we refuse to guess
+    at, numbers no body has): an error of that response, never retried."""
+
+
+class HeaderRefused(httpx.LocalProtocolError):
+    """A request header that would corrupt the request on the wire: nothing is sent."""
+
+
+class EgressRefused(httpx.TransportError):
+    """The egress policy refused the address a new connection would go to."""
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """An exception and its causes, outermost first (transports wrap the real error)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _text(exc: BaseException) -> str:
+    """One line of text for an exception (aiohttp's HttpProcessingError spans lines)."""
+    message = getattr(exc, "message", None)
+    text = message if isinstance(message, str) and message else str(exc)
+    return " ".join(text.split())
+
+
+_MAX_MESSAGE = 300  # an error message quoting a hostile header is cut here
+
+
+def root_message(exc: BaseException) -> str:
+    """The most specific message in an exception chain, at most ``_MAX_MESSAGE`` long."""
+    messages = [_text(e) for e in _chain(exc) if _text(e)]
+    message = messages[-1] if messages else type(exc).__name__
+    return message if len(message) <= _MAX_MESSAGE else message[:_MAX_MESSAGE] + "..."
+
+
+def unexpected(exc: BaseException) -> tuple[ErrorKind, str]:
+    """(kind, message) for an exception no row of the table expects: a bug, or a
+    response so broken that a library failed on it; an error of that one fetch."""
+    return ErrorKind.PROTOCOL, f"unexpected error: {type(exc).__name__}: {root_message(exc)}"
+
+
+def _verify_reason(exc: BaseException) -> str:
+    cert = getattr(exc, "certificate_error", exc)  # aiohttp wraps the ssl error
+    return getattr(cert, "verify_message", None) or _text(cert)
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a message may name: the settings, and whether the body was being read."""
+
+    http: HttpSettings
+    reading_body: bool
+
+    @property
+    def body(self) -> str:
+        return " while reading the body" if self.reading_body else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One row: exceptions of ``types`` are ``kind``, told with ``message``.
+
+    ``types`` may name aiohttp's exceptions as ``"aiohttp.Name"``: aiohttp is imported
+    only by the "aiohttp" transport, and while it is not loaded nothing can be one.
+    ``scope`` "chain" matches any exception in the chain (our own exceptions and ssl
+    errors are found under the wrappers); "error" matches the error itself (the aiohttp
+    original when there is one). ``phase`` limits a row to errors before or while the
+    body is read.
+    """
+
+    types: tuple[type[BaseException] | str, ...]
+    kind: ErrorKind
+    message: Callable[[BaseException, Context], str]
+    scope: Literal["chain", "error"] = "error"
+    phase: Literal["any", "body"] = "any"
+
+
+def _lost(e: BaseException, c: Context) -> str:
+    return f"connection lost{c.body}: {root_message(e)}"
+
+
+def _cannot_connect(e: BaseException, c: Context) -> str:
+    return f"cannot connect: {root_message(e)}"
+
+
+#: The one table from transport exceptions to (kind, message); the first match wins.
+RULES: Final[tuple[Rule, ...]] = (
+    # Ours: raised by the HTTP/1.1 transport, wherever a library wrapped them.
+    Rule((EgressRefused,), ErrorKind.EGRESS, lambda e, c: _text(e), "chain"),
+    Rule((HeaderRefused,), ErrorKind.CONFIG, lambda e, c: _text(e), "chain"),
+    Rule(
+        (ProtocolViolation,),
+        ErrorKind.PROTOCOL,
+        lambda e, c: f"invalid HTTP response: {_text(e)}",
+        "chain",
+    ),
+    # TLS, from either stack.
+    Rule(
+        (ssl.SSLCertVerificationError, "aiohttp.ClientConnectorCertificateError"),
+        ErrorKind.TLS,
+        lambda e, c: f"TLS certificate verification failed: {_verify_reason(e)}",
+        "chain",
+    ),
+    Rule(
+        (ssl.SSLError, "aiohttp.ClientSSLError"),
+        ErrorKind.TLS,
+        lambda e, c: f"TLS handshake failed: {root_message(e)}",
+        "chain",
+    ),
+    # Timeouts.
+    Rule(
+        (httpx.ConnectTimeout, httpx.PoolTimeout, "aiohttp.ConnectionTimeoutError"),
+        ErrorKind.TIMEOUT,
+        lambda e, c: f"connect timed out (connect_timeout={c.http.connect_timeout}s)",
+    ),
+    Rule(
+        (httpx.ReadTimeout, httpx.WriteTimeout, "aiohttp.ServerTimeoutError"),
+        ErrorKind.TIMEOUT,
+        lambda e, c: f"no data for {c.http.read_timeout}s{c.body} (read_timeout)",
+    ),
+    Rule(
+        (httpx.TimeoutException,),
+        ErrorKind.TIMEOUT,
+        lambda e, c: f"timed out: {root_message(e)}",
+    ),
+    # A body that ended early.
+    Rule(
+        ("aiohttp.ClientPayloadError",),
+        ErrorKind.TRUNCATED,
+        lambda e, c: f"body ended early: {root_message(e)}",
+    ),
+    Rule(("aiohttp.ClientConnectorError",), ErrorKind.CONNECT, _cannot_connect),
+    Rule(
+        ("aiohttp.ServerDisconnectedError", "aiohttp.ClientOSError"),
+        ErrorKind.TRUNCATED,
+        _lost,
+        phase="body",
+    ),
+    Rule((httpx.RemoteProtocolError, httpx.ReadError), ErrorKind.TRUNCATED, _lost, phase="body"),
+    # No usable connection.
+    Rule(
+        ("aiohttp.ServerDisconnectedError",),
+        ErrorKind.CONNECT,
+        lambda e, c: "server closed the connection without a response",
+    ),
+    Rule((httpx.ConnectError,), ErrorKind.CONNECT, _cannot_connect),
+    Rule(
+        (httpx.RemoteProtocolError, "aiohttp.ClientResponseError"),
+        ErrorKind.CONNECT,
+        lambda e, c: f"invalid HTTP response: {root_message(e)}",
+    ),
+    Rule(
+        (httpx.NetworkError, "aiohttp.ClientOSError", OSError),
+        ErrorKind.CONNECT,
+        lambda e, c: f"connection failed: {root_message(e)}",
+    ),
+)
+
+
+def _resolve(types: tuple[type[BaseException] | str, ...]) -> tuple[type[BaseException], ...]:
+    """The exception classes of a row; aiohttp's only while aiohttp is loaded."""
+    aiohttp = sys.modules.get("aiohttp")
+    out: list[type[BaseException]] = []
+    for t in types:
+        if isinstance(t, str):
+            if aiohttp is not None:
+                out.append(getattr(aiohttp, t.removeprefix("aiohttp.")))
+        else:
+            out.append(t)
+    return tuple(out)
+
+
+def classified() -> tuple[type[BaseException], ...]:
+    """Every exception class the table classifies (what a transport may raise)."""
+    return _resolve((httpx.HTTPError, "aiohttp.ClientError", OSError))
+
+
+def classify(
+    exc: BaseException, *, reading_body: bool, http: HttpSettings
+) -> tuple[ErrorKind, str]:
+    """(kind, message) for an exception raised by a transport: the first row of
+    :data:`RULES` that matches."""
+    context = Context(http, reading_body)
+    chain = list(_chain(exc))
+    aiohttp_error = _resolve(("aiohttp.ClientError",))
+    if aiohttp_error:  # httpx-aiohttp's own mapping is imprecise: use the source
+        exc = next((e for e in chain if isinstance(e, aiohttp_error)), exc)
+    for rule in RULES:
+        if rule.phase == "body" and not reading_body:
+            continue
+        types = _resolve(rule.types)
+        if not types:
+            continue
+        for e in chain if rule.scope == "chain" else (exc,):
+            if isinstance(e, types):
+                return rule.kind, rule.message(e, context)
+    # any other transport error: no usable connection
+    return ErrorKind.CONNECT, f"{type(exc).__name__}: {root_message(exc)}"

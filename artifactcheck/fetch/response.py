@@ -1,0 +1,196 @@
+"""Reading one response: its status and evidence, and its body hashed under a cap.
+
+A body is hashed (and, for small documents, kept) while it streams, after its content
+codings are undone piece by piece, so the byte cap holds for the decoded bytes: a
+gzip bomb stops at the cap. Whatever arrives, the outcome is an :class:`Attempt`
+with ``error_kind`` set, never an exception of ours; the transport's exceptions
+propagate, for :func:`artifactcheck.fetch.errors.classify`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Final, cast
+
+import httpx
+
+from artifactcheck.fetch.decoders import DecodeError, Decoder, decoder_for
+from artifactcheck.fetch.errors import classified
+from artifactcheck.fetch.headers import content_length, evidence
+from artifactcheck.fetch.stats import FetchStats
+from artifactcheck.model.errors import ErrorKind
+
+__all__ = ["REDIRECTS", "Attempt", "drain", "read"]
+
+REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
+_DRAIN_LIMIT = 64 * 1024  # read at most this much of an error body to keep the connection
+
+
+@dataclass(slots=True)
+class Attempt:
+    """What one request (one hop, one try) produced."""
+
+    url: str
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    hashes: dict[str, str] = field(default_factory=dict)
+    size: int | None = None
+    body: bytes | None = None
+    content_encoding: str | None = None
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    location: str | None = None
+    elapsed: float = 0.0
+
+    def fail(self, kind: ErrorKind, error: str) -> Attempt:
+        """This attempt, failed with ``kind`` and ``error``."""
+        self.error_kind, self.error = kind, error
+        return self
+
+    @property
+    def retry_reason(self) -> str | None:
+        """Why this attempt deserves a retry, None when it does not."""
+        if self.error_kind is not None and self.error_kind.retried:
+            return f"{self.error_kind}: {self.error}"
+        if self.error is None and self.status is not None:
+            if self.status == 429 or self.status >= 500:
+                return f"HTTP {self.status}"
+        return None
+
+
+def _response_problem(response: httpx.Response) -> str | None:
+    """Why a response from any transport cannot be read as content, None when it can.
+
+    A status outside 100..599, or a transfer coding other than one final ``chunked``
+    (the bytes handed over would still be encoded, and hashed as if they were the file).
+    """
+    if not 100 <= response.status_code <= 599:
+        return f"invalid status code {response.status_code}"
+    codings = [
+        c.strip().lower()
+        for value in response.headers.get_list("transfer-encoding")
+        for c in value.split(",")
+        if c.strip()
+    ]
+    if codings and codings != ["chunked"]:
+        return f"unsupported Transfer-Encoding {', '.join(codings)[:80]!r}"
+    return None
+
+
+class _Wire:
+    """The body as it comes off the wire, counted (before decoding)."""
+
+    __slots__ = ("_response", "_stats", "read")
+
+    def __init__(self, response: httpx.Response, stats: FetchStats | None) -> None:
+        self._response = response
+        self._stats = stats
+        self.read = 0
+
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
+        """The raw chunks; an async generator, closed by the caller."""
+        response = self._response
+        if response.is_stream_consumed:  # an injected transport that pre-read the body
+            raw: AsyncGenerator[bytes, None] = _once(response.content)
+        else:
+            raw = cast(AsyncGenerator[bytes, None], response.aiter_raw())
+        async with contextlib.aclosing(raw):
+            async for chunk in raw:
+                self.read += len(chunk)
+                if self._stats is not None:
+                    self._stats.bytes_read += len(chunk)
+                yield chunk
+
+    async def decoded(self, decoder: Decoder) -> AsyncGenerator[bytes, None]:
+        """The decoded pieces, the decoder's last ones included."""
+        async with contextlib.aclosing(self.chunks()) as chunks:
+            async for chunk in chunks:
+                for piece in decoder.feed(chunk):
+                    yield piece
+        for piece in decoder.flush():
+            yield piece
+
+
+async def _once(content: bytes) -> AsyncGenerator[bytes, None]:
+    yield content
+
+
+async def read(
+    response: httpx.Response,
+    url: str,
+    *,
+    cap: int,
+    algorithms: tuple[str, ...],
+    keep_body: bool,
+    stats: FetchStats,
+) -> Attempt:
+    """Hash (and keep, for documents) the decoded body piece by piece under the cap."""
+    status = response.status_code
+    result = Attempt(url, status=status, headers=evidence(response.headers))
+    problem = _response_problem(response)
+    if problem is not None:  # the "http1" transport refuses these itself
+        return result.fail(ErrorKind.PROTOCOL, f"invalid HTTP response: {problem}")
+    if not 200 <= status < 300:
+        if status in REDIRECTS and response.headers.get("location"):
+            result.location = response.headers["location"]
+        await drain(response)
+        return result
+
+    try:
+        decoder, encoding = decoder_for(response.headers.get("content-encoding"))
+    except DecodeError as exc:
+        return result.fail(exc.kind, str(exc))
+    result.content_encoding = encoding
+    declared = content_length(response.headers)
+    if declared is not None and encoding is None and declared > cap:
+        message = f"Content-Length {declared} is over the cap of {cap} bytes; not read"
+        return result.fail(ErrorKind.TOO_LARGE, message)
+
+    hashers = [hashlib.new(name) for name in algorithms]
+    body = bytearray() if keep_body else None
+    wire = _Wire(response, stats)
+    size = 0
+    try:
+        async with contextlib.aclosing(wire.decoded(decoder)) as pieces:
+            async for piece in pieces:
+                size += len(piece)
+                if size > cap:
+                    what = f"decoded {encoding} body" if encoding else "body"
+                    message = (
+                        f"{what} over the cap of {cap} bytes (stopped after {wire.read} bytes read)"
+                    )
+                    return result.fail(ErrorKind.TOO_LARGE, message)
+                for hasher in hashers:
+                    hasher.update(piece)
+                if body is not None:
+                    body += piece
+    except DecodeError as exc:
+        return result.fail(ErrorKind.DECODE, f"{encoding} body: {exc}")
+    if declared is not None and wire.read < declared:
+        message = f"body ended after {wire.read} of {declared} bytes (Content-Length)"
+        return result.fail(ErrorKind.TRUNCATED, message)
+    if not decoder.complete:
+        message = f"{encoding} body ended before the end of its compressed stream"
+        return result.fail(ErrorKind.TRUNCATED, message)
+    result.hashes = {name: h.hexdigest() for name, h in zip(algorithms, hashers, strict=True)}
+    result.size = size
+    result.body = bytes(body) if body is not None else None
+    return result
+
+
+async def drain(response: httpx.Response) -> None:
+    """Read a small unused body so its kept-alive connection can serve the next GET."""
+    declared = content_length(response.headers)
+    if declared is not None and declared > _DRAIN_LIMIT:
+        return
+    wire = _Wire(response, None)
+    try:
+        async with contextlib.aclosing(wire.chunks()) as chunks:
+            async for _ in chunks:
+                if wire.read > _DRAIN_LIMIT:
+                    return
+    except classified():
+        return  # the status was observed; the connection is simply not reused

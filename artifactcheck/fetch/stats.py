@@ -1,0 +1,48 @@
+"""What a :class:`~artifactcheck.fetch.fetcher.Fetcher` did: the load it put on the fleet.
+
+Reports show these counters, and the load tests (docs/reliability.md) check them
+against the bounds the retry budget and the concurrency limits promise.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from artifactcheck.model.errors import ErrorKind
+
+__all__ = ["FetchStats", "HostStats"]
+
+
+@dataclass(slots=True)
+class HostStats:
+    """Counters for one ``scheme://host:port``."""
+
+    requests: int = 0
+    retries: int = 0
+    errors: int = 0
+    in_flight: int = 0
+    peak_in_flight: int = 0
+
+
+@dataclass(slots=True)
+class FetchStats:
+    """What a Fetcher did: load it put on the fleet, for reports and tests."""
+
+    requests: int = 0  # requests sent: first attempts, retries and redirect hops
+    first_attempts: int = 0  # get_document/get_asset calls that sent a request
+    retries: int = 0
+    redirects: int = 0
+    budget_denied: int = 0
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    bytes_read: int = 0  # bytes off the wire, before decoding
+    errors: Counter[ErrorKind] = field(default_factory=Counter)  # error_kind -> results
+    per_host: dict[str, HostStats] = field(default_factory=dict)
+
+    def host(self, key: str) -> HostStats:
+        """The counters of one ``scheme://host:port``, created on first use."""
+        stats = self.per_host.get(key)
+        if stats is None:
+            stats = self.per_host[key] = HostStats()
+        return stats
