@@ -53,7 +53,8 @@ def test_alert_rules_name_only_exported_metrics(scrape: str) -> None:
 def test_metric_names_reads_promql_as_prometheus_does() -> None:
     """The extractor the name checks rely on, on the constructs they meet."""
     expr = (
-        'sum by (check) (rate(artifactcheck_http_requests_total{check=~"$check"}[$__rate_interval]))'
+        "sum by (check) "
+        '(rate(artifactcheck_http_requests_total{check=~"$check"}[$__rate_interval]))'
         " / ignoring (le) histogram_quantile(0.9, up offset 5m) and on (instance)"
         ' (process_cpu_seconds_total{job="x"} == 1) - time() < 14 * 86400 unless absent(foo)'
     )
