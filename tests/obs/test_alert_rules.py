@@ -381,3 +381,11 @@ def test_every_alert_is_labelled_explained_and_has_a_runbook_section() -> None:
         url = notes["runbook_url"]
         assert url.startswith("https://") and "/docs/runbook.md#" in url, url
         assert url.rsplit("#", 1)[1] in anchors, f"{rule['alert']}: no section {url}"
+
+
+def test_the_monitoring_guide_lists_every_alert_with_its_runbook_link() -> None:
+    guide = (RUNBOOK.parent / "monitoring.md").read_text(encoding="utf-8")
+    for rule in alerts():
+        anchor = rule["annotations"]["runbook_url"].rsplit("#", 1)[1]
+        assert f"[{rule['alert']}](runbook.md#{anchor})" in guide, rule["alert"]
+        assert rule["labels"]["severity"] in guide.split(f"[{rule['alert']}]", 1)[1].split("\n")[0]
