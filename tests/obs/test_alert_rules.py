@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import RUNBOOK, alerts, rule_spec, run_promtool
+from obs_support import RUNBOOK, alerts, rule_spec, run_promtool
 
 CTL = {"job": "artifactcheck-metrics", "namespace": "artifactcheck-system"}
 A, B = "10.0.0.1:8080", "10.0.0.2:8080"  # the two replicas' scrape addresses

@@ -15,8 +15,8 @@ from xml.etree import ElementTree as ET
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import ROOT
 from markdown_it import MarkdownIt
+from obs_support import ROOT
 
 from artifactcheck.cli.main import main
 from artifactcheck.sim.cluster import SimCluster

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import DASHBOARD, ROOT, exported_names, metric_names, run_promtool
+from obs_support import DASHBOARD, ROOT, exported_names, metric_names, run_promtool
 
 #: What a user of the dashboard asked for, and the metric each needs to show.
 WANTED = {

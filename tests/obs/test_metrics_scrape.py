@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from conftest import alerts, exported_names, metric_names, rule_spec, run_promtool
+from obs_support import alerts, exported_names, metric_names, rule_spec, run_promtool
 
 from artifactcheck.control.metrics import Metrics
 from artifactcheck.model.values import (
