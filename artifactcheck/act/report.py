@@ -314,11 +314,12 @@ def _md_table(header: list[str], rows: list[list[str]], *, what: str) -> list[st
     return lines
 
 
-def _md_finding_text(f: Finding) -> str:
+def _md_finding_row(instance: str, f: Finding) -> list[str]:
+    """instance, kind, severity, message (with the short hashes of a content finding)."""
     text = md_cell(f.message)
     if f.expected and f.actual and f.kind in (FindingKind.CONTENT_DIFFERS, FindingKind.CDN_DIFFERS):
         text += f" (expected {md_cell(_short(f.expected))}, got {md_cell(_short(f.actual))})"
-    return text
+    return [md_cell(instance), md_cell(f.kind.value), md_cell(f.severity.value), text]
 
 
 def render_markdown(report: Report, *, verbose: bool = False) -> str:
@@ -367,26 +368,11 @@ def render_markdown(report: Report, *, verbose: bool = False) -> str:
         items = _shown(r, verbose)
         limit = len(items) if verbose else MAX_FINDINGS_PER_INSTANCE
         for f in items[:limit]:
-            findings.append(
-                [
-                    md_cell(r.instance.name),
-                    md_cell(f.kind.value),
-                    md_cell(f.severity.value),
-                    _md_finding_text(f),
-                ]
-            )
+            findings.append(_md_finding_row(r.instance.name, f))
         if len(items) > limit:
             more = f"... and {len(items) - limit} more (--verbose-report or --output json)"
             findings.append([md_cell(r.instance.name), "-", "-", md_cell(more)])
-    for f in report.findings:
-        findings.append(
-            [
-                md_cell(f.instance or "(fleet)"),
-                md_cell(f.kind.value),
-                md_cell(f.severity.value),
-                _md_finding_text(f),
-            ]
-        )
+    findings += [_md_finding_row(f.instance or "(fleet)", f) for f in report.findings]
     if findings:
         out += ["#### Findings", ""]
         out += _md_table(["instance", "kind", "severity", "message"], findings, what="findings")
