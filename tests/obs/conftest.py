@@ -8,11 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
-from obs_support import find_promtool
+from obs_support import find_promtool, lab_controller
 
 from artifactcheck.sim.cluster import SimCluster, wait_for
-from artifactcheck.sim.running import RunningController
 
 
 @pytest.fixture(scope="session")
@@ -30,10 +28,7 @@ def scrape() -> Iterator[str]:
         bad = cluster.add_pod(serves="1.4.1")
         cluster.add_check(interval=0.5, policy={"mode": "quarantine", "confirmations": 1})
         folder = tempfile.TemporaryDirectory(prefix="artifactcheck-obs-")
-        config = Path(folder.name) / "admin-config.yaml"
-        admin = cluster.lab_admin().model_dump(mode="json")
-        config.write_text(yaml.safe_dump(admin), encoding="utf-8")
-        with RunningController(cluster, identity="obs-a", admin_config=str(config)) as ctl:
+        with lab_controller(cluster, Path(folder.name), identity="obs-a") as ctl:
             server = ctl.controller.serve_health(host="127.0.0.1", port=0)
             try:
                 wait_for(

@@ -18,6 +18,9 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from artifactcheck.sim.cluster import SimCluster
+from artifactcheck.sim.running import RunningController
+
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "k8s" / "integrations" / "prometheus" / "artifactcheck-rules.yaml"
 DASHBOARD = ROOT / "k8s" / "integrations" / "grafana" / "artifactcheck-dashboard.json"
@@ -106,3 +109,11 @@ def metric_names(expr: str) -> set[str]:
             continue
         names.add(word)
     return names
+
+
+def lab_controller(cluster: SimCluster, folder: Path, **settings: Any) -> RunningController:
+    """The real controller on ``cluster``, with the lab's admin configuration as a file
+    (``--admin-config``) in ``folder``."""
+    config = folder / "admin-config.yaml"
+    config.write_text(yaml.safe_dump(cluster.lab_admin().model_dump(mode="json")), "utf-8")
+    return RunningController(cluster, admin_config=str(config), **settings)
