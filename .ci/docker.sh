@@ -11,12 +11,15 @@
 #   docker-registry a real OCI registry (Debian's distribution), started by tests/registry
 #   apache2-utils   htpasswd, for the registry's basic-auth tests
 #   nginx-light     a real nginx with gzip_static for the encodings test (tests/e2e)
+#   prometheus      for promtool: the alert rules, their unit tests, the dashboard's
+#                   queries and the lint of a real /metrics scrape (tests/obs); the
+#                   server it also ships is not used (its service may start: harmless)
 # Nothing is started here and no image is pulled: there is no registry in CI.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
 packages=(docker.io busybox-static iptables iproute2 mmdebstrap docker-registry apache2-utils
-          nginx-light)
+          nginx-light prometheus)
 missing=()
 for pkg in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
@@ -44,4 +47,5 @@ if [ "${cli_major:-0}" -ge 23 ] && ! /usr/bin/docker buildx version >/dev/null 2
     apt-get install -y --no-install-recommends docker-buildx
 fi
 command -v mmdebstrap >/dev/null
+command -v promtool >/dev/null
 echo "docker.sh: $(dockerd --version); busybox-static $(dpkg-query -W -f='${Version}' busybox-static)"

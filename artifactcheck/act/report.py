@@ -1,9 +1,10 @@
-"""Reports of a check: a readable table, a versioned JSON document, JUnit XML.
+"""Reports of a check: a readable table, a versioned JSON document, JUnit XML, Markdown.
 
 The table is for people (rich renders colour on a terminal and plain text when
 piped); JSON is for machines and carries a ``schema`` name, shipped as a JSON Schema
 (:func:`schema_path`), so consumers can rely on its shape; JUnit XML lets any CI
-system show one test case per instance. All three say the same things: what was
+system show one test case per instance; Markdown is for a CI job's summary page
+(GitHub's ``$GITHUB_STEP_SUMMARY``, docs/ci.md). All of them say the same things: what was
 compared against what (coverage, sample, encodings, names only), the verdicts, and
 every warning a reader must see, such as a certificate about to expire.
 """
@@ -71,6 +72,15 @@ OUTAGE_KINDS = frozenset(
     }
 )
 _CLASS_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+#: Rows of each Markdown table at most: GitHub keeps 1 MiB of a step's summary, and a
+#: summary is read, not searched (the JSON and JUnit reports have everything).
+MARKDOWN_MAX_ROWS = 500
+#: Characters of one Markdown cell at most (a long message is cut, marked with "...").
+MARKDOWN_MAX_CELL = 400
+#: Characters Markdown (CommonMark, GitHub's tables, math and strike-through) would read
+#: as markup in a cell: escaped with a backslash, so instance text stays text.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>&|~$])")
+_MD_BREAKS = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
 
 
 def schema_path() -> Path:
@@ -270,6 +280,114 @@ def render_junit(report: Report, *, suite: str = "artifactcheck") -> str:
     root.set("time", f"{report.elapsed:.3f}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+# --------------------------------------------------------------------------- Markdown
+
+_EXIT_MEANING = {
+    0: "every checked instance is consistent",
+    1: "something served is wrong",
+    3: "inconclusive: an instance could not be judged",
+}
+
+
+def md_cell(text: str | None) -> str:
+    """Text as one Markdown table cell: line breaks and control characters become
+    spaces (a newline would end the row), markup characters are escaped (a ``|``
+    would split the cell, ``<`` start HTML, a backtick a code span), long text is cut."""
+    flat = _MD_BREAKS.sub(" ", text or "").strip()
+    if len(flat) > MARKDOWN_MAX_CELL:
+        flat = flat[: MARKDOWN_MAX_CELL - 3].rstrip() + "..."
+    return _MD_SPECIAL.sub(r"\\\1", flat) or "-"
+
+
+def _md_table(header: list[str], rows: list[list[str]], *, what: str) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows[:MARKDOWN_MAX_ROWS]:
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    if len(rows) > MARKDOWN_MAX_ROWS:
+        lines += [
+            f"... and {len(rows) - MARKDOWN_MAX_ROWS} more {what} (JSON and JUnit have all).",
+            "",
+        ]
+    return lines
+
+
+def _md_finding_row(instance: str, f: Finding) -> list[str]:
+    """instance, kind, severity, message (with the short hashes of a content finding)."""
+    text = md_cell(f.message)
+    if f.expected and f.actual and f.kind in (FindingKind.CONTENT_DIFFERS, FindingKind.CDN_DIFFERS):
+        text += f" (expected {md_cell(_short(f.expected))}, got {md_cell(_short(f.actual))})"
+    return [md_cell(instance), md_cell(f.kind.value), md_cell(f.severity.value), text]
+
+
+def render_markdown(report: Report, *, verbose: bool = False) -> str:
+    """Markdown for a CI job summary: the outcome, the verdicts counted, one row per
+    instance (wrong ones first), the findings a reader must see and the actions.
+
+    Every piece of text that comes from an instance, a manifest or a server is
+    escaped (:func:`md_cell`): a pod name or an error message cannot break a table
+    or inject HTML into the page the summary is shown on.
+    """
+    code = report.exit_code
+    out = [
+        f"### artifactcheck: exit {code}, {_EXIT_MEANING.get(code, 'see the report')}",
+        "",
+        f"{len(report.results)} instance(s) checked; {report.requests} requests "
+        f"({report.retries} retries) in {report.elapsed:.2f}s.",
+        "",
+    ]
+    counts = [[md_cell(v), str(n)] for v, n in report.counts().items() if n]
+    if counts:
+        out += _md_table(["verdict", "instances"], counts, what="verdicts")
+    ordered = sorted(
+        report.results, key=lambda r: (r.verdict is Verdict.CONSISTENT, r.instance.name)
+    )
+    rows = [
+        [
+            md_cell(r.instance.name),
+            md_cell(r.reported_version),
+            md_cell(r.verdict.value)
+            if r.verdict is Verdict.CONSISTENT
+            else f"**{md_cell(r.verdict.value)}**",
+            md_cell(_serves(r)),
+            md_cell(_coverage_text(r, report)),
+            md_cell(_why(r)),
+        ]
+        for r in ordered
+    ]
+    if rows:
+        out += _md_table(
+            ["instance", "reports", "verdict", "serves", "compared", "why"], rows, what="instances"
+        )
+    for note in _notes(report):
+        out += [f"> {md_cell(note)}", ""]
+    findings: list[list[str]] = []
+    for r in ordered:
+        items = _shown(r, verbose)
+        limit = len(items) if verbose else MAX_FINDINGS_PER_INSTANCE
+        for f in items[:limit]:
+            findings.append(_md_finding_row(r.instance.name, f))
+        if len(items) > limit:
+            more = f"... and {len(items) - limit} more (--verbose-report or --output json)"
+            findings.append([md_cell(r.instance.name), "-", "-", md_cell(more)])
+    findings += [_md_finding_row(f.instance or "(fleet)", f) for f in report.findings]
+    if findings:
+        out += ["#### Findings", ""]
+        out += _md_table(["instance", "kind", "severity", "message"], findings, what="findings")
+    if report.actions:
+        actions = [
+            [
+                md_cell(a.kind.value + (" (dry-run)" if a.dry_run else "")),
+                md_cell(a.target),
+                md_cell(a.reason),
+            ]
+            for a in report.actions
+        ]
+        out += ["#### Actions", ""]
+        out += _md_table(["action", "target", "reason"], actions, what="actions")
+    return "\n".join(out)
 
 
 # --------------------------------------------------------------------------- table

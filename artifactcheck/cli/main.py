@@ -70,7 +70,7 @@ def main(verbose: int) -> None:
     _setup_logging(verbose)
 
 
-OUTPUT_KINDS = ("table", "json", "junit")
+OUTPUT_KINDS = ("table", "json", "junit", "markdown")
 
 
 def _outputs(values: tuple[str, ...]) -> list[tuple[str, str | None]]:
@@ -85,7 +85,8 @@ def _outputs(values: tuple[str, ...]) -> list[tuple[str, str | None]]:
         kind, sep, dest = item.partition("=")
         if kind not in OUTPUT_KINDS:
             raise ConfigError(
-                f"--output {item!r}: expected table, json or junit, each optionally =FILE"
+                f"--output {item!r}: expected table, json or junit (or markdown), "
+                "each optionally =FILE"
             )
         if sep and not dest:
             raise ConfigError(f"--output {item!r}: give a file name after '=' (or '-')")
@@ -101,7 +102,7 @@ def emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool = 
     """
     from rich.console import Console
 
-    from artifactcheck.act.report import render_json, render_junit, render_table
+    from artifactcheck.act.report import render_json, render_junit, render_markdown, render_table
 
     for kind, dest in outputs:
         if kind == "table" and dest is None:
@@ -116,6 +117,8 @@ def emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool = 
         elif kind == "json":
             pretty = dest is None and sys.stdout.isatty()
             text = render_json(report, pretty=pretty)
+        elif kind == "markdown":
+            text = render_markdown(report, verbose=verbose)
         else:
             text = render_junit(report)
         if dest is None:
@@ -170,8 +173,8 @@ def summary_line(report: Any) -> str:
     "outputs",
     multiple=True,
     metavar="FORMAT[=FILE]",
-    help="table (default), json or junit, each to standard output or =FILE; repeatable, "
-    "at most one to standard output.",
+    help="table (default), json, junit or markdown, each to standard output or =FILE; "
+    "repeatable, at most one to standard output.",
 )
 @click.option("--verbose-report", is_flag=True, help="Show every finding, info included.")
 def verify(**opts: Any) -> None:

@@ -622,6 +622,7 @@ class Controller:
             seen.add(self._upsert_check(obj))
         for key in (set(self.checks) | set(self.refused)) - seen:
             self._drop_check(key)
+            self.metrics.forget(key)
         self.synced = True
 
     def _check_event(self, kind: str, obj: dict[str, Any]) -> None:
@@ -629,6 +630,7 @@ class Controller:
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         if kind == "DELETED":
             self._drop_check(key)
+            self.metrics.forget(key)
         elif kind in ("ADDED", "MODIFIED"):
             self._upsert_check(obj)
 
@@ -882,6 +884,9 @@ class Controller:
                             requests0 = fetcher.stats.requests
                             try:
                                 await self._cycle(state, observer, fetcher, full=full, log_=clog)
+                            except Exception:
+                                self.metrics.cycle_failures.labels(state.key).inc()
+                                raise
                             finally:
                                 self.running_cycles[ns] -= 1
                                 self.budget.spend(ns, fetcher.stats.requests - requests0)
@@ -1003,9 +1008,10 @@ class Controller:
             known_versions=spec.known_versions,
         )
         results = judged.results
-        for cert in [o.tls for o in observations] + [judged.cdn.tls if judged.cdn else None]:
-            if cert is not None:
-                self.metrics.tls_expiry.labels(cert.endpoint).set(cert.not_after.timestamp())
+        certs = [o.tls for o in observations] + [judged.cdn.tls if judged.cdn else None]
+        self.metrics.record_tls(
+            state.key, [(c.endpoint, c.not_after.timestamp()) for c in certs if c is not None]
+        )
         decision = decide(
             results, policy=spec.policy, history=state.history, now=self.clock(), gate_mode=True
         )
