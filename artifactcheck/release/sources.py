@@ -556,6 +556,13 @@ class Expectations:
         return Expectation(version=version, manifest=manifest)
 
 
+def limits_of(spec: CheckSpec) -> ManifestLimits:
+    """Manifest caps from the HTTP settings: the same for served and expected manifests."""
+    return ManifestLimits(
+        max_bytes=spec.http.max_manifest_bytes, max_entries=spec.http.max_manifest_entries
+    )
+
+
 def build_expectations(
     spec: CheckSpec,
     fetcher: Fetcher,
