@@ -195,6 +195,19 @@ def _transitions(obj: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _renew_deadline(settings: ControllerSettings) -> float:
+    """client-go's renewDeadline: given, or two thirds of the lease duration."""
+    deadline = settings.renew_deadline
+    if deadline is None:
+        deadline = settings.lease_duration * 2 / 3
+    if not 0 < deadline < settings.lease_duration:
+        raise ConfigError(
+            f"renew deadline {deadline:g}s must be shorter than the lease duration "
+            f"{settings.lease_duration:g}s: a standby may take over at expiry"
+        )
+    return deadline
+
+
 def backoff_delays(base: float, cap: float, rng: random.Random) -> Iterator[float]:
     """Exponential backoff with full jitter, forever (for reconnecting watches)."""
     attempt = 0
@@ -227,15 +240,7 @@ class Controller:
         if admin is None:
             admin = settings.admin or self._admin_config(settings.admin_config)
         self.admin = admin
-        host = getattr(getattr(api_client, "configuration", None), "host", None)
-        self.address_rules = AddressRules(
-            allow_loopback=self.admin.egress.allow_loopback,
-            api_server=api_server_addresses(host),
-            own=own_addresses(),
-            denied=tuple(
-                ipaddress.ip_network(c, strict=False) for c in self.admin.egress.deny_cidrs
-            ),
-        )
+        self.address_rules = self._address_rules(api_client)
         self.budget = RequestBudget(per_minute=self.admin.limits.requests_per_minute)
         self._slots: dict[str, asyncio.Semaphore] = {}
         self.running_cycles: dict[str, int] = {}  # per namespace, now
@@ -248,15 +253,7 @@ class Controller:
         self.lock = kube.LeaseLock(
             api_client=api_client, namespace=lease_namespace, name=settings.lease_name
         )
-        deadline = settings.renew_deadline
-        if deadline is None:
-            deadline = settings.lease_duration * 2 / 3
-        if not 0 < deadline < settings.lease_duration:
-            raise ConfigError(
-                f"renew deadline {deadline:g}s must be shorter than the lease duration "
-                f"{settings.lease_duration:g}s: a standby may take over at expiry"
-            )
-        self.renew_deadline = deadline
+        self.renew_deadline = _renew_deadline(settings)
         #: time.monotonic() until which this replica may act: the start of its last
         #: successful renewal plus the renew deadline (0 while not leading).
         self.acting_until = 0.0
@@ -278,6 +275,18 @@ class Controller:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cycles_completed = 0
         self.synced = False
+
+    def _address_rules(self, api_client: Any) -> AddressRules:
+        """Addresses no check may connect to: the API server's, our own, the denied."""
+        host = getattr(getattr(api_client, "configuration", None), "host", None)
+        return AddressRules(
+            allow_loopback=self.admin.egress.allow_loopback,
+            api_server=api_server_addresses(host),
+            own=own_addresses(),
+            denied=tuple(
+                ipaddress.ip_network(c, strict=False) for c in self.admin.egress.deny_cidrs
+            ),
+        )
 
     def _admin_config(self, path: str | None) -> AdminConfig:
         """The admin configuration file; absent (an optional ConfigMap not created) means
