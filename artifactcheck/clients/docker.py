@@ -133,13 +133,12 @@ class DockerEngine:
         except docker.errors.DockerException as exc:
             if exc.__cause__ is None and exc.__context__ is None:
                 raise ConfigError(f"Docker host {self.base_url!r}: {exc}") from exc
-            raise DependencyError(
-                f"Docker engine unreachable at {self.base_url}: {_reason(exc)}"
-            ) from exc
+            raise self._unreachable(exc) from exc
         except (requests.exceptions.RequestException, OSError) as exc:
-            raise DependencyError(
-                f"Docker engine unreachable at {self.base_url}: {_reason(exc)}"
-            ) from exc
+            raise self._unreachable(exc) from exc
+
+    def _unreachable(self, exc: BaseException) -> DependencyError:
+        return DependencyError(f"Docker engine unreachable at {self.base_url}: {_reason(exc)}")
 
     def _probe_unix_socket(self, path: str) -> None:
         """Connect once ourselves: the SDK leaks its socket when the connect fails."""
@@ -148,9 +147,7 @@ class DockerEngine:
             try:
                 probe.connect(path if path.startswith("/") else "/" + path)
             except OSError as exc:
-                raise DependencyError(
-                    f"Docker engine unreachable at {self.base_url}: {_reason(exc)}"
-                ) from exc
+                raise self._unreachable(exc) from exc
 
     @contextmanager
     def _translated(self, action: str) -> Iterator[None]:
@@ -169,14 +166,10 @@ class DockerEngine:
                 f"{self.timeout:g}s while {action}"
             ) from exc
         except (requests.exceptions.RequestException, OSError) as exc:
-            raise DependencyError(
-                f"Docker engine unreachable at {self.base_url}: {_reason(exc)}"
-            ) from exc
+            raise self._unreachable(exc) from exc
         except docker.errors.DockerException as exc:
             if isinstance(exc.__cause__ or exc.__context__, requests.exceptions.RequestException):
-                raise DependencyError(
-                    f"Docker engine unreachable at {self.base_url}: {_reason(exc)}"
-                ) from exc
+                raise self._unreachable(exc) from exc
             raise DependencyError(
                 f"Docker engine at {self.base_url}: {action} failed: {exc}"
             ) from exc

@@ -125,6 +125,16 @@ class CheckState:
     opened: set[str] = field(default_factory=set)  # gates opened by the last cycle
 
 
+@dataclass(frozen=True, slots=True)
+class _Running:
+    """What the cycles of one running check share."""
+
+    state: CheckState
+    observer: Observer
+    fetcher: Fetcher
+    log: logging.LoggerAdapter[logging.Logger]
+
+
 @dataclass
 class RefusedCheck:
     """An ArtifactCheck admission refused: nothing runs for it, its status says why."""
@@ -749,7 +759,7 @@ class Controller:
                 observer = Observer(
                     spec=state.spec, fetcher=fetcher, expectations=state.expectations
                 )
-                await self._cycle_forever(state, observer, fetcher, clog)
+                await self._cycle_forever(_Running(state, observer, fetcher, clog))
         finally:
             stop.set()
             watcher.cancel()
@@ -862,14 +872,9 @@ class Controller:
 
     # -- cycles --------------------------------------------------------------------
 
-    async def _cycle_forever(
-        self,
-        state: CheckState,
-        observer: Observer,
-        fetcher: Fetcher,
-        log_: logging.LoggerAdapter[logging.Logger],
-    ) -> None:
+    async def _cycle_forever(self, run: _Running) -> None:
         """A full cycle every ``interval``, and one for new pods as soon as they come."""
+        state = run.state
         next_full = 0.0
         while True:
             self.heartbeat.beat()
@@ -877,10 +882,10 @@ class Controller:
             if state.synced and (now >= next_full or state.pending):
                 wait = self.budget.wait_time(state.namespace)
                 if wait > 0:
-                    await self._throttle(state, wait, log_)
+                    await self._throttle(state, wait, run.log)
                     continue
                 full = now >= next_full
-                await self._budgeted_cycle(state, observer, fetcher, full=full, log_=log_)
+                await self._budgeted_cycle(run, full=full)
                 if full:
                     next_full = time.monotonic() + state.spec.interval
             state.wake.clear()
@@ -892,26 +897,18 @@ class Controller:
             if state.pending:
                 await asyncio.sleep(self.settings.new_pod_debounce)
 
-    async def _budgeted_cycle(
-        self,
-        state: CheckState,
-        observer: Observer,
-        fetcher: Fetcher,
-        *,
-        full: bool,
-        log_: logging.LoggerAdapter[logging.Logger],
-    ) -> None:
+    async def _budgeted_cycle(self, run: _Running, *, full: bool) -> None:
         """One cycle in the namespace's slot, its requests spent from the namespace's budget."""
-        async with self._slot(state.namespace):
-            ns = state.namespace
+        ns = run.state.namespace
+        async with self._slot(ns):
             self.running_cycles[ns] = self.running_cycles.get(ns, 0) + 1
             self.peak_cycles[ns] = max(self.peak_cycles.get(ns, 0), self.running_cycles[ns])
-            requests0 = fetcher.stats.requests
+            requests0 = run.fetcher.stats.requests
             try:
-                await self._cycle(state, observer, fetcher, full=full, log_=log_)
+                await self._cycle(run, full=full)
             finally:
                 self.running_cycles[ns] -= 1
-                self.budget.spend(ns, fetcher.stats.requests - requests0)
+                self.budget.spend(ns, run.fetcher.stats.requests - requests0)
 
     def _slot(self, namespace: str) -> asyncio.Semaphore:
         """The namespace's share of concurrent cycles: its flood waits for itself."""
@@ -956,17 +953,10 @@ class Controller:
             state.ready_since.setdefault(name, mono - max(0.0, wall - ready_at.timestamp()))
         state.wake.set()
 
-    async def _cycle(
-        self,
-        state: CheckState,
-        observer: Observer,
-        fetcher: Fetcher,
-        *,
-        full: bool,
-        log_: logging.LoggerAdapter[logging.Logger],
-    ) -> None:
+    async def _cycle(self, run: _Running, *, full: bool) -> None:
         """Observe (all pods, or just new ones), then the check step ``verify`` runs too
         (over every pod's latest observation); act, record, report."""
+        state, observer, fetcher, log_ = run.state, run.observer, run.fetcher, run.log
         spec = state.spec
         started = Started.now(fetcher)
         loaded: dict[str, Expectation] = {}

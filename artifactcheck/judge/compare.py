@@ -354,31 +354,24 @@ class _Against:
         self.check.bad.append(path)
 
     def _unexpected(self, path: str, sha: str) -> None:
-        self.check.findings.append(
-            Finding(
-                FindingKind.FILE_UNEXPECTED,
-                f"{path} is served but is not part of release {self.version}",
-                instance=self.obs.instance.name,
-                path=path,
-                actual=sha,
-            )
-        )
-        self.check.bad.append(path)
         self.check.served_hashes.append(sha)
-        self.check.differing[path] = sha
+        what = f"{path} is served but is not part of release {self.version}"
+        self._other_bytes(FindingKind.FILE_UNEXPECTED, what, path, None, sha)
 
     def _differs(
         self, path: str, got: Fetched, expected: ManifestEntry, want: str, sha: str
     ) -> None:
         same_size = expected.size is not None and expected.size == got.size
+        what = f"{path} differs from release {self.version}{' (same size)' if same_size else ''}"
+        self._other_bytes(FindingKind.CONTENT_DIFFERS, what, path, want, sha)
+
+    def _other_bytes(
+        self, kind: FindingKind, message: str, path: str, want: str | None, sha: str
+    ) -> None:
+        """Evidence against a file: the instance serves bytes the release does not."""
         self.check.findings.append(
             Finding(
-                FindingKind.CONTENT_DIFFERS,
-                f"{path} differs from release {self.version}{' (same size)' if same_size else ''}",
-                instance=self.obs.instance.name,
-                path=path,
-                expected=want,
-                actual=sha,
+                kind, message, instance=self.obs.instance.name, path=path, expected=want, actual=sha
             )
         )
         self.check.bad.append(path)
