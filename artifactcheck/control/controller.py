@@ -116,7 +116,6 @@ class CheckState:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     synced: bool = False
     admission: Admission | None = None
-    created: str = ""
     throttled: str | None = None  # why the last cycle waited for the request budget
     cycle_ends: list[float] = field(default_factory=list)  # monotonic, last 100 cycles
     #: condition type -> (status, lastTransitionTime) as last written (or as found in
@@ -143,7 +142,6 @@ class RefusedCheck:
     obj: dict[str, Any]
     generation: int
     admission: Admission
-    created: str = ""
 
 
 def _expectations_or_unavailable(
@@ -628,7 +626,6 @@ class Controller:
                 obj=obj,
                 generation=generation,
                 admission=admission,
-                created=str(meta.get("creationTimestamp") or ""),
             )
             self._announce_refusal(self.refused[key])
             return key
@@ -640,7 +637,6 @@ class Controller:
             spec=admission.spec,
             generation=generation,
             admission=admission,
-            created=str(meta.get("creationTimestamp") or ""),
         )
         state.transitions = _transitions(obj)
         if existing is not None:
