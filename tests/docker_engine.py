@@ -43,7 +43,7 @@ import docker
 import docker.errors
 import pytest
 
-from artifactcheck.discover.docker import PURPOSE_LABEL, DockerEngine
+from artifactcheck.clients.docker import PURPOSE_LABEL, DockerEngine
 from artifactcheck.model.errors import DependencyError
 from artifactcheck.model.settings import DockerSource
 

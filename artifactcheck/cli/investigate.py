@@ -152,7 +152,8 @@ async def _check(
     context: str | None = None,
 ) -> tuple[Report, dict[str, Manifest]]:
     """The same check as ``verify``; also returns the releases it loaded."""
-    from artifactcheck.pipeline import build_expectations, check_once
+    from artifactcheck.pipeline import check_once
+    from artifactcheck.release.wiring import build_expectations
 
     # the kubeconfig the user named reaches release ConfigMaps too, not only the pods
     expectations = build_expectations(spec, fetcher, kubeconfig=kubeconfig, context=context)

@@ -383,7 +383,7 @@ def _read_source(source: str) -> tuple[bytes, str]:
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Output file.")
 def manifest_from_image(image: str, path: str, version: str, out: str | None) -> None:
     """Hash the files inside a container image into a native release manifest."""
-    from artifactcheck.discover.docker import DockerEngine
+    from artifactcheck.clients.docker import DockerEngine
     from artifactcheck.manifests import native
 
     try:

@@ -16,6 +16,7 @@ cordoned nodes), so actions and Events are not repeated.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
 import os
@@ -50,23 +51,25 @@ from artifactcheck.discover.kube import (
 )
 from artifactcheck.discover.sample import draw_seed, sample_instances
 from artifactcheck.fetch.fetcher import Fetcher
-from artifactcheck.judge.decide import Decision, History, decide
+from artifactcheck.judge.compare import CdnView
+from artifactcheck.judge.decide import Decision, History
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError, ExpectationUnavailable
 from artifactcheck.model.names import ANN_STREAK, CRD_PLURAL, LEASE_NAME
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import (
-    Action,
     ActionKind,
     Expectation,
+    Finding,
     Instance,
     Manifest,
     Observation,
     Report,
-    SampleInfo,
     Verdict,
 )
-from artifactcheck.pipeline import Observer, build_expectations, judge
+from artifactcheck.observe.instance import Observer
+from artifactcheck.pipeline import Started, judge_step, observe_each
 from artifactcheck.release.sources import CallableSource, Expectations
+from artifactcheck.release.wiring import build_expectations
 from artifactcheck.tenancy.admission import (
     AdminConfig,
     Admission,
@@ -128,15 +131,23 @@ class CheckState:
     expectations: Expectations | None = None
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     synced: bool = False
-    events_sent: set[tuple[str, str]] = field(default_factory=set)
     admission: Admission | None = None
-    created: str = ""
     throttled: str | None = None  # why the last cycle waited for the request budget
     cycle_ends: list[float] = field(default_factory=list)  # monotonic, last 100 cycles
     #: condition type -> (status, lastTransitionTime) as last written (or as found in
     #: the object at start-up), so a transition time changes only with its status.
     transitions: dict[str, tuple[str, str]] = field(default_factory=dict)
     opened: set[str] = field(default_factory=set)  # gates opened by the last cycle
+
+
+@dataclass(frozen=True, slots=True)
+class _Running:
+    """What the cycles of one running check share."""
+
+    state: CheckState
+    observer: Observer
+    fetcher: Fetcher
+    log: logging.LoggerAdapter[logging.Logger]
 
 
 @dataclass
@@ -147,7 +158,6 @@ class RefusedCheck:
     obj: dict[str, Any]
     generation: int
     admission: Admission
-    created: str = ""
 
 
 def _expectations_or_unavailable(
@@ -198,42 +208,6 @@ def _creation_order(obj: Mapping[str, Any]) -> tuple[str, str, str]:
     )
 
 
-#: Why a gate opens while most of the workload disagrees with the expected release.
-SUSPECT_FAIL_OPEN_REASON = (
-    "expectation suspect (most of the workload disagrees with the expected release): failing open"
-)
-
-
-def _fail_open_when_suspect(decision: Decision, results: list[Any], spec: CheckSpec) -> Decision:
-    """When the expectation itself is suspect, no pod can be verified: like a
-    dependency being down, ``policy.gate_fail_open`` decides whether gated pods that
-    were never verified (and never quarantined) are let into traffic; without it they
-    stay out, and the status counts them as held out of traffic."""
-    policy = spec.policy
-    suspect = any(f.kind.value == "suspect-expectation" for f in decision.findings)
-    if not suspect or not policy.gate_fail_open or policy.mode == "report":
-        return decision
-    decided = {a.target for a in decision.actions}
-    extra = [
-        Action(
-            ActionKind.RELEASE,
-            r.instance.name,
-            SUSPECT_FAIL_OPEN_REASON,
-            dry_run=policy.dry_run,
-            fail_open=True,
-        )
-        for r in results
-        if r.instance.has_readiness_gate
-        and r.instance.gate_status != "True"
-        and r.verdict is not Verdict.UNREACHABLE
-        and r.instance.name not in decided
-        and not (
-            (st := decision.history.instances.get(r.instance.name)) is not None and st.quarantined
-        )
-    ]
-    return replace(decision, actions=(*decision.actions, *extra)) if extra else decision
-
-
 def _transitions(obj: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
     """The (status, lastTransitionTime) of each condition already in an object's
     status: a restarted controller keeps the transition times its predecessor wrote."""
@@ -243,6 +217,19 @@ def _transitions(obj: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
         if isinstance(c, Mapping) and c.get("type") and c.get("lastTransitionTime"):
             out[str(c["type"])] = (str(c.get("status")), str(c["lastTransitionTime"]))
     return out
+
+
+def _renew_deadline(settings: ControllerSettings) -> float:
+    """client-go's renewDeadline: given, or two thirds of the lease duration."""
+    deadline = settings.renew_deadline
+    if deadline is None:
+        deadline = settings.lease_duration * 2 / 3
+    if not 0 < deadline < settings.lease_duration:
+        raise ConfigError(
+            f"renew deadline {deadline:g}s must be shorter than the lease duration "
+            f"{settings.lease_duration:g}s: a standby may take over at expiry"
+        )
+    return deadline
 
 
 def backoff_delays(base: float, cap: float, rng: random.Random) -> Iterator[float]:
@@ -277,15 +264,7 @@ class Controller:
         if admin is None:
             admin = settings.admin or self._admin_config(settings.admin_config)
         self.admin = admin
-        host = getattr(getattr(api_client, "configuration", None), "host", None)
-        self.address_rules = AddressRules(
-            allow_loopback=self.admin.egress.allow_loopback,
-            api_server=api_server_addresses(host),
-            own=own_addresses(),
-            denied=tuple(
-                ipaddress.ip_network(c, strict=False) for c in self.admin.egress.deny_cidrs
-            ),
-        )
+        self.address_rules = self._address_rules(api_client)
         self.budget = RequestBudget(per_minute=self.admin.limits.requests_per_minute)
         self._slots: dict[str, asyncio.Semaphore] = {}
         self.running_cycles: dict[str, int] = {}  # per namespace, now
@@ -298,15 +277,7 @@ class Controller:
         self.lock = LeaseLock(
             api_client=api_client, namespace=lease_namespace, name=settings.lease_name
         )
-        deadline = settings.renew_deadline
-        if deadline is None:
-            deadline = settings.lease_duration * 2 / 3
-        if not 0 < deadline < settings.lease_duration:
-            raise ConfigError(
-                f"renew deadline {deadline:g}s must be shorter than the lease duration "
-                f"{settings.lease_duration:g}s: a standby may take over at expiry"
-            )
-        self.renew_deadline = deadline
+        self.renew_deadline = _renew_deadline(settings)
         #: time.monotonic() until which this replica may act: the start of its last
         #: successful renewal plus the renew deadline (0 while not leading).
         self.acting_until = 0.0
@@ -328,6 +299,18 @@ class Controller:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cycles_completed = 0
         self.synced = False
+
+    def _address_rules(self, api_client: Any) -> AddressRules:
+        """Addresses no check may connect to: the API server's, our own, the denied."""
+        host = getattr(getattr(api_client, "configuration", None), "host", None)
+        return AddressRules(
+            allow_loopback=self.admin.egress.allow_loopback,
+            api_server=api_server_addresses(host),
+            own=own_addresses(),
+            denied=tuple(
+                ipaddress.ip_network(c, strict=False) for c in self.admin.egress.deny_cidrs
+            ),
+        )
 
     def _admin_config(self, path: str | None) -> AdminConfig:
         """The admin configuration file; absent (an optional ConfigMap not created) means
@@ -661,7 +644,6 @@ class Controller:
                 obj=obj,
                 generation=generation,
                 admission=admission,
-                created=str(meta.get("creationTimestamp") or ""),
             )
             self._announce_refusal(self.refused[key])
             return key
@@ -673,7 +655,6 @@ class Controller:
             spec=admission.spec,
             generation=generation,
             admission=admission,
-            created=str(meta.get("creationTimestamp") or ""),
         )
         state.transitions = _transitions(obj)
         if existing is not None:
@@ -772,92 +753,19 @@ class Controller:
     # -- one ArtifactCheck ---------------------------------------------------------
 
     async def _run_check(self, state: CheckState) -> None:
+        """Watch the check's pods and run its cycles until cancelled."""
         clog = ContextAdapter(logging.getLogger("artifactcheck.check"), {"check": state.key})
         stop = asyncio.Event()
-        src = state.spec.kubernetes
-        assert src is not None
-        condition = state.spec.policy.condition_type
+        assert state.spec.kubernetes is not None
         if state.spec.policy.cordon_nodes:  # needs the opt-in node RBAC
-            try:
-                state.history = replace(
-                    state.history,
-                    cordoned=frozenset(await asyncio.to_thread(cordoned_by_us, self.api)),
-                )
-            except ArtifactCheckError as exc:
-                clog.warning("could not read cordoned nodes: %s", exc)
-
-        # A pod is a candidate once it has an IP *and* its containers are ready: kubelet
-        # gives the IP first, and a pod checked before its server listens is only
-        # "unreachable" (then waits a full interval). Becoming ready makes it new, and
-        # new pods are checked at once.
-        watching_since = time.time()
-
-        def candidate(obj: dict[str, Any]) -> tuple[Instance | None, datetime | None]:
-            ready, since = containers_ready(obj)
-            if not ready:
-                return None, None
-            return pod_to_instance(obj, source=src, condition_type=condition), since
-
-        def on_sync(items: list[dict[str, Any]]) -> None:
-            pods = {}
-            since: dict[str, datetime | None] = {}
-            for obj in items:
-                inst, ready_at = candidate(obj)
-                if inst is not None:
-                    pods[inst.name] = inst
-                    since[inst.name] = ready_at
-            for name in pods.keys() - state.pods.keys():
-                self._mark_new(state, name, since[name], watching_since)
-            state.pods = pods
-            state.synced = True
-            state.wake.set()
-
-        def on_event(kind: str, obj: dict[str, Any]) -> None:
-            meta = obj.get("metadata", {})
-            name = f"{meta.get('namespace')}/{meta.get('name')}"
-            inst, ready_at = (None, None) if kind == "DELETED" else candidate(obj)
-            if inst is None:
-                state.pods.pop(name, None)
-                state.observations.pop(name, None)
-                state.ready_since.pop(name, None)
-                return
-            if name not in state.pods:
-                self._mark_new(state, name, ready_at, watching_since)
-            state.pods[name] = inst
-
-        watcher = asyncio.create_task(
-            self._run_watch(
-                stop,
-                name=f"pods {state.key}",
-                list_fn=lambda: list_pods_raw(
-                    self.api, namespace=src.namespace, selector=src.selector
-                ),
-                watch_fn=lambda rv: watch_pods(
-                    self.api,
-                    namespace=src.namespace,
-                    selector=src.selector,
-                    resource_version=rv,
-                    timeout=self.settings.watch_timeout,
-                    stop=self._stop,
-                    opened=self._track_stream,
-                ),
-                on_sync=on_sync,
-                on_event=on_event,
-            )
-        )
-
-        def instance_hosts() -> list[str]:
-            return [urlsplit(i.base_url).hostname or "" for i in state.pods.values()]
-
-        assert state.admission is not None
-        egress = EgressPolicy(
-            rules=self.address_rules,
-            sources=source_hosts(state.admission),
-            instance_hosts=instance_hosts,
-        )
+            await self._recover_cordoned(state, clog)
+        watcher = asyncio.create_task(self._watch_pods(state, stop, watching_since=time.time()))
         try:
             async with Fetcher(
-                http=state.spec.http, retry=state.spec.retry, logger=clog, egress=egress
+                http=state.spec.http,
+                retry=state.spec.retry,
+                logger=clog,
+                egress=self._egress_for(state),
             ) as fetcher:
                 state.expectations = _expectations_or_unavailable(
                     state.spec, fetcher, clog, api_client=self.api, namespace=state.namespace
@@ -865,41 +773,7 @@ class Controller:
                 observer = Observer(
                     spec=state.spec, fetcher=fetcher, expectations=state.expectations
                 )
-                next_full = 0.0
-                while True:
-                    self.heartbeat.beat()
-                    now = time.monotonic()
-                    if state.synced and (now >= next_full or state.pending):
-                        wait = self.budget.wait_time(state.namespace)
-                        if wait > 0:
-                            await self._throttle(state, wait, clog)
-                            continue
-                        full = now >= next_full
-                        async with self._slot(state.namespace):
-                            ns = state.namespace
-                            self.running_cycles[ns] = self.running_cycles.get(ns, 0) + 1
-                            self.peak_cycles[ns] = max(
-                                self.peak_cycles.get(ns, 0), self.running_cycles[ns]
-                            )
-                            requests0 = fetcher.stats.requests
-                            try:
-                                await self._cycle(state, observer, fetcher, full=full, log_=clog)
-                            except Exception:
-                                self.metrics.cycle_failures.labels(state.key).inc()
-                                raise
-                            finally:
-                                self.running_cycles[ns] -= 1
-                                self.budget.spend(ns, fetcher.stats.requests - requests0)
-                        if full:
-                            next_full = time.monotonic() + state.spec.interval
-                    state.wake.clear()
-                    timeout = max(0.0, next_full - time.monotonic()) if state.synced else 1.0
-                    try:
-                        await asyncio.wait_for(state.wake.wait(), timeout=min(timeout, 5.0))
-                    except TimeoutError:
-                        pass
-                    if state.pending:
-                        await asyncio.sleep(self.settings.new_pod_debounce)
+                await self._cycle_forever(_Running(state, observer, fetcher, clog))
         finally:
             stop.set()
             watcher.cancel()
@@ -909,6 +783,147 @@ class Controller:
                 pass
             if state.expectations is not None:
                 state.expectations.close()  # stops a ConfigMap watch; never blocks
+
+    async def _recover_cordoned(
+        self, state: CheckState, log_: logging.LoggerAdapter[logging.Logger]
+    ) -> None:
+        """The nodes artifactcheck cordoned before a restart, so they are not repeated."""
+        try:
+            state.history = replace(
+                state.history,
+                cordoned=frozenset(await asyncio.to_thread(cordoned_by_us, self.api)),
+            )
+        except ArtifactCheckError as exc:
+            log_.warning("could not read cordoned nodes: %s", exc)
+
+    def _egress_for(self, state: CheckState) -> EgressPolicy:
+        """Where the check's fetcher may connect: its pods, and the sources admitted."""
+        assert state.admission is not None
+
+        def instance_hosts() -> list[str]:
+            return [urlsplit(i.base_url).hostname or "" for i in state.pods.values()]
+
+        return EgressPolicy(
+            rules=self.address_rules,
+            sources=source_hosts(state.admission),
+            instance_hosts=instance_hosts,
+        )
+
+    # -- the check's pods ----------------------------------------------------------
+
+    # A pod is a candidate once it has an IP *and* its containers are ready: kubelet
+    # gives the IP first, and a pod checked before its server listens is only
+    # "unreachable" (then waits a full interval). Becoming ready makes it new, and
+    # new pods are checked at once.
+
+    async def _watch_pods(
+        self, state: CheckState, stop: asyncio.Event, *, watching_since: float
+    ) -> None:
+        src = state.spec.kubernetes
+        assert src is not None
+        await self._run_watch(
+            stop,
+            name=f"pods {state.key}",
+            list_fn=lambda: list_pods_raw(self.api, namespace=src.namespace, selector=src.selector),
+            watch_fn=lambda rv: watch_pods(
+                self.api,
+                namespace=src.namespace,
+                selector=src.selector,
+                resource_version=rv,
+                timeout=self.settings.watch_timeout,
+                stop=self._stop,
+                opened=self._track_stream,
+            ),
+            on_sync=functools.partial(self._pods_listed, state, watching_since),
+            on_event=functools.partial(self._pod_changed, state, watching_since),
+        )
+
+    @staticmethod
+    def _candidate(
+        state: CheckState, obj: dict[str, Any]
+    ) -> tuple[Instance | None, datetime | None]:
+        """The pod as an instance once its containers are ready, and since when."""
+        src = state.spec.kubernetes
+        assert src is not None
+        ready, since = containers_ready(obj)
+        if not ready:
+            return None, None
+        condition = state.spec.policy.condition_type
+        return pod_to_instance(obj, source=src, condition_type=condition), since
+
+    def _pods_listed(
+        self, state: CheckState, watching_since: float, items: list[dict[str, Any]]
+    ) -> None:
+        pods = {}
+        since: dict[str, datetime | None] = {}
+        for obj in items:
+            inst, ready_at = self._candidate(state, obj)
+            if inst is not None:
+                pods[inst.name] = inst
+                since[inst.name] = ready_at
+        for name in pods.keys() - state.pods.keys():
+            self._mark_new(state, name, since[name], watching_since)
+        state.pods = pods
+        state.synced = True
+        state.wake.set()
+
+    def _pod_changed(
+        self, state: CheckState, watching_since: float, kind: str, obj: dict[str, Any]
+    ) -> None:
+        meta = obj.get("metadata", {})
+        name = f"{meta.get('namespace')}/{meta.get('name')}"
+        inst, ready_at = (None, None) if kind == "DELETED" else self._candidate(state, obj)
+        if inst is None:
+            state.pods.pop(name, None)
+            state.observations.pop(name, None)
+            state.ready_since.pop(name, None)
+            return
+        if name not in state.pods:
+            self._mark_new(state, name, ready_at, watching_since)
+        state.pods[name] = inst
+
+    # -- cycles --------------------------------------------------------------------
+
+    async def _cycle_forever(self, run: _Running) -> None:
+        """A full cycle every ``interval``, and one for new pods as soon as they come."""
+        state = run.state
+        next_full = 0.0
+        while True:
+            self.heartbeat.beat()
+            now = time.monotonic()
+            if state.synced and (now >= next_full or state.pending):
+                wait = self.budget.wait_time(state.namespace)
+                if wait > 0:
+                    await self._throttle(state, wait, run.log)
+                    continue
+                full = now >= next_full
+                await self._budgeted_cycle(run, full=full)
+                if full:
+                    next_full = time.monotonic() + state.spec.interval
+            state.wake.clear()
+            timeout = max(0.0, next_full - time.monotonic()) if state.synced else 1.0
+            try:
+                await asyncio.wait_for(state.wake.wait(), timeout=min(timeout, 5.0))
+            except TimeoutError:
+                pass
+            if state.pending:
+                await asyncio.sleep(self.settings.new_pod_debounce)
+
+    async def _budgeted_cycle(self, run: _Running, *, full: bool) -> None:
+        """One cycle in the namespace's slot, its requests spent from the namespace's budget."""
+        ns = run.state.namespace
+        async with self._slot(ns):
+            self.running_cycles[ns] = self.running_cycles.get(ns, 0) + 1
+            self.peak_cycles[ns] = max(self.peak_cycles.get(ns, 0), self.running_cycles[ns])
+            requests0 = run.fetcher.stats.requests
+            try:
+                await self._cycle(run, full=full)
+            except Exception:
+                self.metrics.cycle_failures.labels(run.state.key).inc()
+                raise
+            finally:
+                self.running_cycles[ns] -= 1
+                self.budget.spend(ns, run.fetcher.stats.requests - requests0)
 
     def _slot(self, namespace: str) -> asyncio.Semaphore:
         """The namespace's share of concurrent cycles: its flood waits for itself."""
@@ -953,20 +968,58 @@ class Controller:
             state.ready_since.setdefault(name, mono - max(0.0, wall - ready_at.timestamp()))
         state.wake.set()
 
-    async def _cycle(
-        self,
-        state: CheckState,
-        observer: Observer,
-        fetcher: Fetcher,
-        *,
-        full: bool,
-        log_: logging.LoggerAdapter[logging.Logger],
-    ) -> None:
-        """Observe (all pods, or just new ones), compare everything, decide, act, report."""
+    async def _cycle(self, run: _Running, *, full: bool) -> None:
+        """Observe (all pods, or just new ones), then the check step ``verify`` runs too
+        (over every pod's latest observation); act, record, report."""
+        state, observer, fetcher, log_ = run.state, run.observer, run.fetcher, run.log
         spec = state.spec
-        started = datetime.now(UTC)
-        t0 = time.perf_counter()
-        requests0, retries0 = fetcher.stats.requests, fetcher.stats.retries
+        started = Started.now(fetcher)
+        loaded: dict[str, Expectation] = {}
+        await observe_each(
+            observer,
+            self._targets(state, observer, full=full),
+            into=state.observations,
+            loaded=loaded,
+        )
+        # refresh instance metadata (labels, conditions) of cached observations
+        observations = [
+            replace(obs, instance=state.pods[name])
+            for name, obs in state.observations.items()
+            if name in state.pods
+        ]
+        checked = await judge_step(
+            spec,
+            observations,
+            observer=observer,
+            fetcher=fetcher,
+            expectations=state.expectations,
+            loaded=loaded,
+            started=started,
+            history=state.history,
+            now=self.clock,
+            instances_total=len(state.pods),
+            gate_mode=True,
+            known_versions=spec.known_versions,
+        )
+        self._export_certificates(state, observations, checked.judgement.cdn)
+        results = checked.judgement.results
+        performed = await self._act(state, checked.decision, results, log_)
+        state.opened = {a.target for a in performed if a.kind is ActionKind.RELEASE}
+        state.history = checked.decision.history
+        report = replace(
+            checked.report, actions=tuple(performed), elapsed=time.perf_counter() - started.clock
+        )
+        await self._record(state, report, log_)
+        log_.info(
+            "cycle done (%s): %s",
+            "full" if full else "new pods",
+            ", ".join(f"{v} {k}" for k, v in report.counts().items() if v) or "no pods",
+        )
+
+    @staticmethod
+    def _targets(state: CheckState, observer: Observer, *, full: bool) -> list[Instance]:
+        """The pods to observe this cycle: all (or a fresh sample) and the new ones."""
+        spec = state.spec
         targets = (
             list(state.pods.values())
             if full
@@ -980,68 +1033,25 @@ class Controller:
             targets = sample_instances(targets, spec.sampling.instances, seed=observer.seed)
             targets += [state.pods[n] for n in state.pending if n in state.pods]
         state.pending.clear()
-        loaded: dict[str, Expectation] = {}
+        return list({i.name: i for i in targets}.values())
 
-        async def one(inst: Instance) -> None:
-            obs, exp = await observer.observe(inst)
-            state.observations[inst.name] = obs
-            if exp is not None:
-                loaded[exp.version] = exp
-
-        async with asyncio.TaskGroup() as tg:
-            for inst in {i.name: i for i in targets}.values():
-                tg.create_task(one(inst))
-        # refresh instance metadata (labels, conditions) of cached observations
-        observations = [
-            replace(obs, instance=state.pods[name])
-            for name, obs in state.observations.items()
-            if name in state.pods
-        ]
-        judged = await judge(
-            spec,
-            observations,
-            loaded=loaded,
-            expectations=state.expectations,
-            fetcher=fetcher,
-            observer=observer,
-            started_at=started,
-            known_versions=spec.known_versions,
-        )
-        results = judged.results
-        certs = [o.tls for o in observations] + [judged.cdn.tls if judged.cdn else None]
+    def _export_certificates(
+        self, state: CheckState, observations: list[Observation], cdn: CdnView | None
+    ) -> None:
+        certs = [o.tls for o in observations] + [cdn.tls if cdn else None]
         self.metrics.record_tls(
             state.key, [(c.endpoint, c.not_after.timestamp()) for c in certs if c is not None]
         )
-        decision = decide(
-            results, policy=spec.policy, history=state.history, now=self.clock(), gate_mode=True
-        )
-        decision = _fail_open_when_suspect(decision, results, spec)
-        performed = await self._act(state, decision, results, log_)
-        state.opened = {a.target for a in performed if a.kind is ActionKind.RELEASE}
-        state.history = decision.history
-        report = Report(
-            results=tuple(results),
-            findings=decision.findings + judged.findings,
-            actions=tuple(performed),
-            started_at=started,
-            elapsed=time.perf_counter() - t0,
-            desired_version=spec.desired_version,
-            cdn=spec.cdn,
-            requests=fetcher.stats.requests - requests0,
-            retries=fetcher.stats.retries - retries0,
-            sample=SampleInfo(
-                seed=observer.seed,
-                instances_checked=len(observations),
-                instances_total=len(state.pods),
-                assets_per_instance=spec.sampling.assets_per_instance,
-            ),
-            names_only=bool(state.expectations and state.expectations.names_only),
-        )
+
+    async def _record(
+        self, state: CheckState, report: Report, log_: logging.LoggerAdapter[logging.Logger]
+    ) -> None:
+        """Remember the cycle's report; export its metrics; write the check's status."""
         state.last_report = report
         state.throttled = None
         now_mono = time.monotonic()
         state.cycle_ends = [*state.cycle_ends[-99:], now_mono]
-        for r in results:
+        for r in report.results:
             since = state.ready_since.pop(r.instance.name, None)
             if since is not None:
                 self.metrics.verdict_latency.observe(now_mono - since)
@@ -1049,11 +1059,6 @@ class Controller:
         self.metrics.record_report(state.key, report, quarantined=quarantined)
         await self._write_status(state, report, quarantined, log_)
         self.cycles_completed += 1
-        log_.info(
-            "cycle done (%s): %s",
-            "full" if full else "new pods",
-            ", ".join(f"{v} {k}" for k, v in report.counts().items() if v) or "no pods",
-        )
 
     async def _act(
         self,
@@ -1119,54 +1124,10 @@ class Controller:
         log_: logging.LoggerAdapter[logging.Logger],
     ) -> None:
         """Patch the ArtifactCheck status, only when something other than time changed."""
-        counts = report.counts()
-        top = sorted(
-            [
-                f
-                for r in report.results
-                for f in r.findings
-                if f.severity.value in ("error", "alert")
-            ]
-            + [f for f in report.findings if f.severity.value in ("error", "alert")],
-            key=lambda f: (f.severity.value != "alert", f.instance or "", f.path or ""),
-        )[:10]
-        bad = sum(counts[v.value] for v in Verdict if v.value not in ("consistent",))
-        suspect = any(f.kind.value == "suspect-expectation" for f in report.findings)
-        conditions: list[dict[str, Any]] = [
-            {
-                "type": "Consistent",
-                "status": "True" if bad == 0 and report.results else "False",
-                "reason": "AllConsistent" if bad == 0 else "Discrepancies",
-                "message": f"{bad} of {len(report.results)} instance(s) not consistent",
-                "observedGeneration": state.generation,
-            },
-            {
-                "type": "ExpectationSuspect",
-                "status": "True" if suspect else "False",
-                "reason": "MajorityDisagrees" if suspect else "Plausible",
-                "message": "most of the workload disagrees with the expected release"
-                if suspect
-                else "",
-                "observedGeneration": state.generation,
-            },
-            {
-                "type": "Accepted",
-                "status": "True",
-                "reason": "Accepted",
-                "message": state.admission.message if state.admission else "",
-                "observedGeneration": state.generation,
-            },
-            {
-                "type": "Throttled",
-                "status": "True" if state.throttled else "False",
-                "reason": "RequestBudgetExhausted" if state.throttled else "WithinBudget",
-                "message": state.throttled or "",
-                "observedGeneration": state.generation,
-            },
-        ]
+        conditions = _conditions(state, report)
         body: dict[str, Any] = {
             "observedGeneration": state.generation,
-            "counts": counts,
+            "counts": report.counts(),
             "quarantined": quarantined,
             "heldOutOfTraffic": self._held(state),
             "findings": [
@@ -1176,19 +1137,14 @@ class Controller:
                     "instance": f.instance or "",
                     "message": f.message[:500],
                 }
-                for f in top
+                for f in _top_findings(report)
             ],
         }
         comparable = {**body, "conditions": [dict(c) for c in conditions]}
         if state.last_status == comparable:
             return
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        transitions = dict(state.transitions)
-        for c in conditions:
-            old = transitions.get(c["type"])
-            if old is None or old[0] != c["status"]:
-                transitions[c["type"]] = (c["status"], stamp)
-            c["lastTransitionTime"] = transitions[c["type"]][1]
+        transitions = _stamp_transitions(state.transitions, conditions, stamp)
         status = {**body, "conditions": conditions, "lastCheckTime": stamp}
         if not self.may_act():
             return
@@ -1201,6 +1157,67 @@ class Controller:
         except ArtifactCheckError as exc:
             self.metrics.api_errors.labels("status").inc()
             log_.warning("could not write status: %s", exc)
+
+
+def _top_findings(report: Report) -> list[Finding]:
+    """The ten findings the status shows: errors and alerts, alerts first."""
+    return sorted(
+        [f for r in report.results for f in r.findings if f.severity.value in ("error", "alert")]
+        + [f for f in report.findings if f.severity.value in ("error", "alert")],
+        key=lambda f: (f.severity.value != "alert", f.instance or "", f.path or ""),
+    )[:10]
+
+
+def _conditions(state: CheckState, report: Report) -> list[dict[str, Any]]:
+    """The check's status conditions, without their transition times."""
+    counts = report.counts()
+    bad = sum(counts[v.value] for v in Verdict if v.value not in ("consistent",))
+    suspect = any(f.kind.value == "suspect-expectation" for f in report.findings)
+
+    def condition(kind: str, status: bool, reason: str, message: str) -> dict[str, Any]:
+        return {
+            "type": kind,
+            "status": "True" if status else "False",
+            "reason": reason,
+            "message": message,
+            "observedGeneration": state.generation,
+        }
+
+    return [
+        condition(
+            "Consistent",
+            bad == 0 and bool(report.results),
+            "AllConsistent" if bad == 0 else "Discrepancies",
+            f"{bad} of {len(report.results)} instance(s) not consistent",
+        ),
+        condition(
+            "ExpectationSuspect",
+            suspect,
+            "MajorityDisagrees" if suspect else "Plausible",
+            "most of the workload disagrees with the expected release" if suspect else "",
+        ),
+        condition("Accepted", True, "Accepted", state.admission.message if state.admission else ""),
+        condition(
+            "Throttled",
+            bool(state.throttled),
+            "RequestBudgetExhausted" if state.throttled else "WithinBudget",
+            state.throttled or "",
+        ),
+    ]
+
+
+def _stamp_transitions(
+    known: Mapping[str, tuple[str, str]], conditions: list[dict[str, Any]], stamp: str
+) -> dict[str, tuple[str, str]]:
+    """Give each condition its lastTransitionTime: ``stamp`` when its status changed,
+    else the one it had; the transitions to remember once the status is written."""
+    transitions = dict(known)
+    for c in conditions:
+        old = transitions.get(c["type"])
+        if old is None or old[0] != c["status"]:
+            transitions[c["type"]] = (c["status"], stamp)
+        c["lastTransitionTime"] = transitions[c["type"]][1]
+    return transitions
 
 
 __all__ = ["Controller", "ControllerSettings", "backoff_delays"]

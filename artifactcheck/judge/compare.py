@@ -182,6 +182,17 @@ def _names(paths: Sequence[str], limit: int = 5) -> str:
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
+def _warn_files(
+    kind: FindingKind, message: str, obs: Observation, paths: Sequence[str]
+) -> list[Finding]:
+    """One warning about several files of an instance (none without files), at the first."""
+    if not paths:
+        return []
+    return [
+        Finding(kind, message, instance=obs.instance.name, path=paths[0], severity=Severity.WARNING)
+    ]
+
+
 def _short(sha: str) -> str:
     return sha[:12]
 
@@ -253,102 +264,133 @@ def _against_release(
     obs: Observation, release: Manifest, version: str, pages: frozenset[str]
 ) -> _ReleaseCheck:
     """Each answer from the instance against the release's file of the same path."""
-    name = obs.instance.name
-    check = _ReleaseCheck()
+    against = _Against(
+        obs=obs,
+        release=release,
+        version=version,
+        pages=pages,
+        listed=obs.manifest.files if obs.manifest is not None else {},
+        check=_ReleaseCheck(),
+    )
     docs = _documents(obs)
-    listed = obs.manifest.files if obs.manifest is not None else {}
+    for path in sorted(docs):
+        against.answer(path, docs[path])
+    against.listed_not_released(docs)
+    return against.check
 
-    def missing(path: str, why: str, expected: ManifestEntry | None, kind: FindingKind) -> None:
-        where = f"is in release {version}" if expected else "is listed by the served manifest"
-        check.findings.append(
+
+@dataclass(frozen=True, slots=True)
+class _Against:
+    """One instance's answers judged against one release, into ``check``."""
+
+    obs: Observation
+    release: Manifest
+    version: str
+    pages: frozenset[str]
+    listed: Mapping[str, ManifestEntry]  # what the served manifest lists
+    check: _ReleaseCheck
+
+    def answer(self, path: str, got: Fetched) -> None:
+        """Judge one answer: refused, missing, the release's bytes, the fallback page,
+        a file the release lacks, or other bytes."""
+        check = self.check
+        expected = self.release.files.get(path)
+        known = expected is not None or path in self.listed
+        if _unobserved(got):
+            return
+        if got.status in REFUSED_STATUSES:
+            if known:
+                check.refused[path] = f"the instance refuses it (HTTP {got.status})"
+            return
+        sha = got.sha256
+        want = expected.hashes.get("sha256") if expected is not None else None
+        if got.status not in MISSING_STATUSES and want is not None and want == sha:
+            check.compared.add(path)
+            check.served_hashes.append(want)
+            return
+        if got.status in MISSING_STATUSES or _fallback(got, path, self.pages):
+            self._missing(path, got, expected)
+            return
+        assert sha is not None  # _unobserved() refused a 2xx without a digest
+        if expected is None:
+            if path != self.obs.manifest_path:  # a release manifest cannot list itself
+                self._unexpected(path, sha)
+            return
+        check.compared.add(path)
+        check.served_hashes.append(sha)
+        if want is None:
+            check.names_only.append(path)
+        else:
+            self._differs(path, got, expected, want, sha)
+
+    def _missing(self, path: str, got: Fetched, expected: ManifestEntry | None) -> None:
+        """404/410, or the fallback page: missing however the server dresses it up."""
+        if got.status in MISSING_STATUSES:
+            why, kind = f"answers {got.status}", FindingKind.FILE_MISSING
+            # the served manifest answering 404 is judged as the served manifest
+            reported = expected is not None or (
+                path in self.listed and path != self.obs.manifest_path
+            )
+        else:
+            why, kind = FALLBACK, FindingKind.FALLBACK_PAGE
+            reported = expected is not None or path in self.listed
+        if expected is not None:
+            self.check.compared.add(path)
+        if not reported:
+            return
+        where = f"is in release {self.version}" if expected else "is listed by the served manifest"
+        self.check.findings.append(
             Finding(
                 kind,
                 f"{path} {where} but the instance {why}",
-                instance=name,
+                instance=self.obs.instance.name,
                 path=path,
                 expected=expected.hashes.get("sha256") if expected else None,
                 actual=why,
             )
         )
-        check.missing.append(path)
-        check.bad.append(path)
+        self.check.missing.append(path)
+        self.check.bad.append(path)
 
-    for path in sorted(docs):
-        got = docs[path]
-        expected = release.files.get(path)
-        if _unobserved(got):
-            continue
-        if got.status in REFUSED_STATUSES:
-            if expected is not None or path in listed:
-                check.refused[path] = f"the instance refuses it (HTTP {got.status})"
-            continue
-        if got.status in MISSING_STATUSES:
-            if expected is not None or (path in listed and path != obs.manifest_path):
-                missing(path, f"answers {got.status}", expected, FindingKind.FILE_MISSING)
-            if expected is not None:
-                check.compared.add(path)
-            continue
-        sha = got.sha256
-        assert sha is not None  # _unobserved() refused a 2xx without a digest
-        want = expected.hashes.get("sha256") if expected is not None else None
-        if want is not None and want == sha:
-            check.compared.add(path)
-            check.served_hashes.append(sha)
-            continue
-        if _fallback(got, path, pages):
-            if expected is not None or path in listed:
-                missing(path, FALLBACK, expected, FindingKind.FALLBACK_PAGE)
-            if expected is not None:
-                check.compared.add(path)
-            continue
-        if expected is None:
-            if path == obs.manifest_path:
-                continue  # a release manifest cannot list itself (e.g. a served artifactcheck.json)
-            check.findings.append(
+    def _unexpected(self, path: str, sha: str) -> None:
+        self.check.served_hashes.append(sha)
+        what = f"{path} is served but is not part of release {self.version}"
+        self._other_bytes(FindingKind.FILE_UNEXPECTED, what, path, None, sha)
+
+    def _differs(
+        self, path: str, got: Fetched, expected: ManifestEntry, want: str, sha: str
+    ) -> None:
+        same_size = expected.size is not None and expected.size == got.size
+        what = f"{path} differs from release {self.version}{' (same size)' if same_size else ''}"
+        self._other_bytes(FindingKind.CONTENT_DIFFERS, what, path, want, sha)
+
+    def _other_bytes(
+        self, kind: FindingKind, message: str, path: str, want: str | None, sha: str
+    ) -> None:
+        """Evidence against a file: the instance serves bytes the release does not."""
+        self.check.findings.append(
+            Finding(
+                kind, message, instance=self.obs.instance.name, path=path, expected=want, actual=sha
+            )
+        )
+        self.check.bad.append(path)
+        self.check.differing[path] = sha
+
+    def listed_not_released(self, docs: Mapping[str, Fetched]) -> None:
+        """Files the served manifest lists that the release lacks (and not fetched)."""
+        unexpected = sorted(p for p in self.listed if p not in self.release.files and p not in docs)
+        unexpected = [p for p in unexpected if p not in self.obs.on_cdn]
+        if unexpected:
+            self.check.findings.append(
                 Finding(
                     FindingKind.FILE_UNEXPECTED,
-                    f"{path} is served but is not part of release {version}",
-                    instance=name,
-                    path=path,
-                    actual=sha,
+                    f"served manifest lists {len(unexpected)} file(s) not in release "
+                    f"{self.version}: {_names(unexpected)}",
+                    instance=self.obs.instance.name,
+                    path=unexpected[0],
                 )
             )
-            check.bad.append(path)
-            check.served_hashes.append(sha)
-            check.differing[path] = sha
-            continue
-        check.compared.add(path)
-        check.served_hashes.append(sha)
-        if want is None:
-            check.names_only.append(path)
-            continue
-        same_size = expected.size is not None and expected.size == got.size
-        check.findings.append(
-            Finding(
-                FindingKind.CONTENT_DIFFERS,
-                f"{path} differs from release {version}{' (same size)' if same_size else ''}",
-                instance=name,
-                path=path,
-                expected=want,
-                actual=sha,
-            )
-        )
-        check.bad.append(path)
-        check.differing[path] = sha
-    unexpected = sorted(p for p in listed if p not in release.files and p not in docs)
-    unexpected = [p for p in unexpected if p not in obs.on_cdn]
-    if unexpected:
-        check.findings.append(
-            Finding(
-                FindingKind.FILE_UNEXPECTED,
-                f"served manifest lists {len(unexpected)} file(s) not in release "
-                f"{version}: {_names(unexpected)}",
-                instance=name,
-                path=unexpected[0],
-            )
-        )
-        check.bad.append(unexpected[0])
-    return check
+            self.check.bad.append(unexpected[0])
 
 
 def _integrity(obs: Observation) -> list[Finding]:
@@ -514,18 +556,13 @@ def _located_on_cdn(
         )
         if matched is not None and path not in check.unchecked:
             check.compared.add(matched)
-    if not unmatched:
-        return []
-    return [
-        Finding(
-            FindingKind.NOT_COMPARED,
-            f"{len(unmatched)} file(s) the served manifest references on the CDN match no "
-            f"file of release {version}, so were not compared: {_names(unmatched)}",
-            instance=obs.instance.name,
-            path=unmatched[0],
-            severity=Severity.WARNING,
-        )
-    ]
+    return _warn_files(
+        FindingKind.NOT_COMPARED,
+        f"{len(unmatched)} file(s) the served manifest references on the CDN match no "
+        f"file of release {version}, so were not compared: {_names(unmatched)}",
+        obs,
+        unmatched,
+    )
 
 
 def _signals(instance: Instance, endpoint_version: str | None) -> list[Finding]:
@@ -650,16 +687,12 @@ def _failed_fetches(obs: Observation, failed: Sequence[str]) -> list[Finding]:
     if not failed:
         return []
     first = obs.assets[failed[0]]
-    return [
-        Finding(
-            FindingKind.OBSERVATION_FAILED,
-            f"{len(failed)} file(s) could not be fetched: {_names(failed)} "
-            f"({_why_unobserved(first)})",
-            instance=obs.instance.name,
-            path=failed[0],
-            severity=Severity.WARNING,
-        )
-    ]
+    return _warn_files(
+        FindingKind.OBSERVATION_FAILED,
+        f"{len(failed)} file(s) could not be fetched: {_names(failed)} ({_why_unobserved(first)})",
+        obs,
+        failed,
+    )
 
 
 def _not_compared_why(obs: Observation, path: str) -> str:
@@ -1041,6 +1074,42 @@ def _judge_coverage(case: _Case) -> None:
         case.coverage = _served_coverage(case.obs)
 
 
+def _judge_version(case: _Case) -> None:
+    """No version reported, or one no release may be looked up for."""
+    obs, version = case.obs, case.version
+    if version is None:
+        case.findings.append(
+            Finding(
+                FindingKind.NO_VERSION,
+                "the instance reports no version",
+                instance=obs.instance.name,
+                severity=Severity.WARNING,
+            )
+        )
+        return
+    case.invalid_version = version_problem(version)
+    if case.invalid_version is not None:
+        case.findings.append(
+            Finding(
+                FindingKind.INVALID_VERSION,
+                f"the reported version {case.invalid_version}: no release is looked up for it",
+                instance=obs.instance.name,
+                actual=version[:200] if version else None,
+            )
+        )
+
+
+def _names_only(case: _Case, verdict: Verdict, reason: str) -> tuple[Verdict, str]:
+    """With a release source that vouches for names only, never ``consistent``."""
+    if case.names_only and verdict is Verdict.CONSISTENT:
+        # names agree, and nobody vouched for the bytes: release 2's bytes under release
+        # 1's hashed names look exactly like this, so it is never "consistent" (exit 0)
+        verdict = Verdict.INCONCLUSIVE
+    if case.names_only and NAMES_ONLY_NOTE not in reason:  # every result says so
+        reason += f" ({NAMES_ONLY_NOTE})"
+    return verdict, reason
+
+
 def judge_instance(
     obs: Observation,
     *,
@@ -1071,36 +1140,11 @@ def judge_instance(
         peers=peers,
         desired=desired_version,
     )
-    if version is None:
-        case.findings.append(
-            Finding(
-                FindingKind.NO_VERSION,
-                "the instance reports no version",
-                instance=obs.instance.name,
-                severity=Severity.WARNING,
-            )
-        )
-    else:
-        case.invalid_version = version_problem(version)
-    if case.invalid_version is not None:
-        case.findings.append(
-            Finding(
-                FindingKind.INVALID_VERSION,
-                f"the reported version {case.invalid_version}: no release is looked up for it",
-                instance=obs.instance.name,
-                actual=version[:200] if version else None,
-            )
-        )
+    _judge_version(case)
     _judge_release(case, index)
     _judge_cdn(case, cdn)
     _judge_coverage(case)
-    verdict, reason = _verdict(case)
-    if case.names_only and verdict is Verdict.CONSISTENT:
-        # names agree, and nobody vouched for the bytes: release 2's bytes under release
-        # 1's hashed names look exactly like this, so it is never "consistent" (exit 0)
-        verdict = Verdict.INCONCLUSIVE
-    if case.names_only and NAMES_ONLY_NOTE not in reason:  # every result says so
-        reason += f" ({NAMES_ONLY_NOTE})"
+    verdict, reason = _names_only(case, *_verdict(case))
     return InstanceResult(
         instance=obs.instance,
         verdict=verdict,

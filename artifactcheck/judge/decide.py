@@ -412,6 +412,54 @@ def decide(
     return Decision(actions=tuple(out.actions), findings=tuple(out.findings), history=new_history)
 
 
+#: Why a gate opens while most of the workload disagrees with the expected release.
+SUSPECT_FAIL_OPEN_REASON = (
+    "expectation suspect (most of the workload disagrees with the expected release): failing open"
+)
+
+
+def fail_open_when_suspect(
+    decision: Decision, results: Sequence[InstanceResult], policy: PolicySettings
+) -> Decision:
+    """Gate mode's last step: when the expectation itself is suspect, no pod can be
+    verified, so, like a dependency being down, ``policy.gate_fail_open`` decides
+    whether gated pods never verified (and never quarantined) are let into traffic.
+
+    Without it they stay out (the controller's status counts them as held out of
+    traffic). :func:`decide` alone never opens a gate against a bad verdict; this step
+    does, because the verdicts are what is suspect. The gates opened are appended
+    after every action :func:`decide` took, for pods it did not act on.
+    """
+    suspect = any(f.kind is FindingKind.SUSPECT_EXPECTATION for f in decision.findings)
+    if not suspect or not policy.gate_fail_open or policy.mode == "report":
+        return decision
+    decided = {a.target for a in decision.actions}
+    opened = [
+        Action(
+            ActionKind.RELEASE,
+            r.instance.name,
+            SUSPECT_FAIL_OPEN_REASON,
+            dry_run=policy.dry_run,
+            fail_open=True,
+        )
+        for r in results
+        if _shut_and_unjudged(r, decision.history)
+        and r.verdict is not Verdict.UNREACHABLE
+        and r.instance.name not in decided
+    ]
+    return replace(decision, actions=(*decision.actions, *opened)) if opened else decision
+
+
+def _shut_and_unjudged(r: InstanceResult, history: History) -> bool:
+    """A gated pod whose gate is not open, and which was never quarantined."""
+    st = history.instances.get(r.instance.name)
+    return (
+        r.instance.has_readiness_gate
+        and r.instance.gate_status != "True"
+        and not (st is not None and st.quarantined)
+    )
+
+
 def _stale_nodes(
     results: Sequence[InstanceResult],
     states: Mapping[str, InstanceState],

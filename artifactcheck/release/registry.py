@@ -409,15 +409,22 @@ class _Session:
             location = response.headers.get("Location", "")
             response.close()
             target = urljoin(url, location)
-            parts = urlsplit(target)
-            if parts.scheme not in ("http", "https") or not parts.netloc:
-                raise ExpectationUnavailable(f"{self.where}: redirect to {location!r} refused")
-            if parts.scheme == "http" and not self.options.plain_http(parts.netloc):
-                raise ExpectationUnavailable(
-                    f"{self.where}: redirect to plain-HTTP {target} refused (not in insecure)"
-                )
+            self._refuse_unless_allowed(
+                target,
+                not_a_url=f"redirect to {location!r} refused",
+                plain_http=f"redirect to plain-HTTP {target}",
+            )
             url = target
         raise ExpectationUnavailable(f"{self.where}: more than 5 redirects")
+
+    def _refuse_unless_allowed(self, url: str, *, not_a_url: str, plain_http: str) -> None:
+        """A URL the registry sends us to (a redirect, a token realm) must be http(s),
+        and plain HTTP only to a host listed insecure."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ExpectationUnavailable(f"{self.where}: {not_a_url}")
+        if parts.scheme == "http" and not self.options.plain_http(parts.netloc):
+            raise ExpectationUnavailable(f"{self.where}: {plain_http} refused (not in insecure)")
 
     def _send(self, url: str, headers: Mapping[str, str]) -> httpx.Response:
         """One request, retried on 429/5xx/connection errors with full-jitter backoff."""
@@ -473,13 +480,11 @@ class _Session:
     def _token(self, params: Mapping[str, str]) -> str:
         """The Bearer token flow: GET realm?service=...&scope=..., Basic if we have creds."""
         realm = params.get("realm", "")
-        parts = urlsplit(realm)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ExpectationUnavailable(f"{self.where}: token realm {realm!r} is not a URL")
-        if parts.scheme == "http" and not self.options.plain_http(parts.netloc):
-            raise ExpectationUnavailable(
-                f"{self.where}: plain-HTTP token realm {realm} refused (not in insecure)"
-            )
+        self._refuse_unless_allowed(
+            realm,
+            not_a_url=f"token realm {realm!r} is not a URL",
+            plain_http=f"plain-HTTP token realm {realm}",
+        )
         query: dict[str, str] = {}
         if params.get("service"):
             query["service"] = params["service"]
@@ -488,7 +493,7 @@ class _Session:
         if self.credentials is not None:
             query["account"] = self.credentials.username
             headers["Authorization"] = self.credentials.basic()
-        url = realm + ("&" if parts.query else "?") + urlencode(query)
+        url = realm + ("&" if urlsplit(realm).query else "?") + urlencode(query)
         response = self._send(url, headers)
         try:
             if not response.is_success:
@@ -876,6 +881,37 @@ class _Tree:
                     del self.kinds[key]
 
 
+@dataclass(slots=True)
+class _Layer:
+    """What one layer's tar does to the tree below it, collected while it is read.
+
+    Whiteouts and replacements delete from the layers below only, so they are applied
+    first, then this layer's own entries are laid over the result.
+    """
+
+    deleted: list[str] = field(default_factory=list)  # whiteouts: path (and subtree) gone
+    opaque: list[str] = field(default_factory=list)  # directories whose lower content is hidden
+    replaced: list[tuple[str, bool]] = field(default_factory=list)  # (path, is a directory)
+    added: dict[str, ManifestEntry] = field(default_factory=dict)
+    kinds: dict[str, str] = field(default_factory=dict)
+    symlinks: int = 0
+    unusable: dict[str, str] = field(default_factory=dict)
+
+    def apply(self, tree: _Tree, limits: ImageLimits) -> None:
+        for path in self.deleted:
+            tree.remove(path)
+        for path in self.opaque:
+            tree.remove(path, keep_self=True)
+        for path, is_dir in self.replaced:
+            # a directory merges with a lower directory; anything else replaces the path
+            tree.remove(path, subtree=not is_dir)
+        tree.files.update(self.added)
+        tree.rejected.update(self.unusable)
+        tree.kinds.update(self.kinds)
+        tree.symlinks += self.symlinks
+        check_entries(len(tree.files), limits.files)
+
+
 def _apply_layer(
     tree: _Tree,
     tar_stream: _Unpacked,
@@ -883,68 +919,14 @@ def _apply_layer(
     budget: _Budget,
     where: str,
 ) -> None:
-    """Walk one layer's tar and apply it to the tree, once its blob has verified.
-
-    Whiteouts and replacements delete from the layers below only, so they are collected
-    and applied first, then this layer's own entries are laid over the result.
-    """
+    """Walk one layer's tar and apply it to the tree, once its blob has verified."""
     limits = budget.session.options.limits
-    deleted: list[str] = []  # whiteouts: path (and subtree) gone
-    opaque: list[str] = []  # directories whose lower content is hidden
-    replaced: list[tuple[str, bool]] = []  # (path, is a directory) set by this layer
-    added: dict[str, ManifestEntry] = {}
-    kinds: dict[str, str] = {}
-    symlinks = 0
-    unusable: dict[str, str] = {}
+    layer = _Layer()
     try:
         with tarfile.open(fileobj=tar_stream, mode="r|") as tar:  # type: ignore[call-overload]
             for member in tar:
                 budget.member()
-                path = _member_path(member.name, limits, where)
-                if not path:
-                    continue  # the root itself
-                head, base = posixpath.split(path)
-                if base == OPAQUE:
-                    opaque.append(head)
-                    continue
-                if base.startswith(WHITEOUT):
-                    deleted.append(posixpath.join(head, base[len(WHITEOUT) :]))
-                    continue
-                replaced.append((path, member.isdir()))
-                if tree.watched(path):
-                    kinds[path] = (
-                        "dir"
-                        if member.isdir()
-                        else (
-                            f"symlink to {member.linkname}" if member.issym() else "not a directory"
-                        )
-                    )
-                if not tree.under(path):
-                    continue
-                rel = path[len(tree.site) + 1 :]
-                if (member.isreg() or member.islnk()) and _UNUSABLE.search(rel):
-                    # no URL can name it (control characters, undecodable bytes)
-                    unusable[path] = "control character or undecodable byte in the name"
-                    continue
-                if member.isreg():
-                    stream = tar.extractfile(member)
-                    if stream is None:
-                        continue
-                    added[path] = _hashed(rel, stream)
-                elif member.islnk():
-                    target = _member_path(member.linkname, limits, where)
-                    source = added.get(target) or tree.files.get(target)
-                    if source is None:
-                        # only site files are hashed, so a link to one outside the site
-                        # (or to one not seen yet) has no digest to copy
-                        raise ExpectationUnavailable(
-                            f"{where}: hard link {path!r} to {member.linkname!r}, a file "
-                            "not seen before it under the site directory"
-                        )
-                    added[path] = ManifestEntry(path=rel, hashes=source.hashes, size=source.size)
-                elif member.issym():
-                    symlinks += 1
-                check_entries(len(added), limits.files)
+                _read_member(layer, tree, tar, member, limits, where)
             # the end-of-archive blocks and any padding after them belong to the blob
             while tar_stream.read(CHUNK):
                 pass
@@ -953,18 +935,64 @@ def _apply_layer(
     except EOFError as exc:
         raise ExpectationUnavailable(f"{where}: truncated tar: {exc}") from exc
     blob.finish()  # the digest is checked before anything of this layer counts
-    for path in deleted:
-        tree.remove(path)
-    for path in opaque:
-        tree.remove(path, keep_self=True)
-    for path, is_dir in replaced:
-        # a directory merges with a lower directory; anything else replaces the path
-        tree.remove(path, subtree=not is_dir)
-    tree.files.update(added)
-    tree.rejected.update(unusable)
-    tree.kinds.update(kinds)
-    tree.symlinks += symlinks
-    check_entries(len(tree.files), limits.files)
+    layer.apply(tree, limits)
+
+
+def _read_member(
+    layer: _Layer,
+    tree: _Tree,
+    tar: tarfile.TarFile,
+    member: tarfile.TarInfo,
+    limits: ImageLimits,
+    where: str,
+) -> None:
+    """Record what one tar member does: a whiteout, a replaced path, a site file."""
+    path = _member_path(member.name, limits, where)
+    if not path:
+        return  # the root itself
+    head, base = posixpath.split(path)
+    if base == OPAQUE:
+        layer.opaque.append(head)
+        return
+    if base.startswith(WHITEOUT):
+        layer.deleted.append(posixpath.join(head, base[len(WHITEOUT) :]))
+        return
+    layer.replaced.append((path, member.isdir()))
+    if tree.watched(path):
+        layer.kinds[path] = _kind(member)
+    if not tree.under(path):
+        return
+    rel = path[len(tree.site) + 1 :]
+    if (member.isreg() or member.islnk()) and _UNUSABLE.search(rel):
+        # no URL can name it (control characters, undecodable bytes)
+        layer.unusable[path] = "control character or undecodable byte in the name"
+        return
+    if member.isreg():
+        stream = tar.extractfile(member)
+        if stream is None:
+            return
+        layer.added[path] = _hashed(rel, stream)
+    elif member.islnk():
+        target = _member_path(member.linkname, limits, where)
+        source = layer.added.get(target) or tree.files.get(target)
+        if source is None:
+            # only site files are hashed, so a link to one outside the site
+            # (or to one not seen yet) has no digest to copy
+            raise ExpectationUnavailable(
+                f"{where}: hard link {path!r} to {member.linkname!r}, a file "
+                "not seen before it under the site directory"
+            )
+        layer.added[path] = ManifestEntry(path=rel, hashes=source.hashes, size=source.size)
+    elif member.issym():
+        layer.symlinks += 1
+    check_entries(len(layer.added), limits.files)
+
+
+def _kind(member: tarfile.TarInfo) -> str:
+    """What a path on the way to the site directory is, in words."""
+    if member.isdir():
+        return "dir"
+    return f"symlink to {member.linkname}" if member.issym() else "not a directory"
 
 
 def _hashed(rel: str, stream: IO[bytes]) -> ManifestEntry:
@@ -1021,9 +1049,26 @@ class RegistryReader:
     def _read(
         self, session: _Session, ref: ImageReference, site_dir: str, site: str, version: str
     ) -> Manifest:
+        top, layers = self._layers(session, ref)
+        budget = _Budget(session)
+        tree = _Tree(site=site_dir)
+        for i, layer in enumerate(layers):
+            where = f"{ref}: layer {i + 1}/{len(layers)} {layer.digest[:19]}"
+            response = session.get(f"blobs/{layer.digest}")
+            try:
+                blob = _BlobReader(response, layer, budget)
+                _apply_layer(
+                    tree, _decompressed(blob, layer.media_type, budget), blob, budget, where
+                )
+            finally:
+                response.close()
+        _check_site(tree, ref, site)
+        return _manifest_of(tree, ref, site, version, top)
+
+    def _layers(self, session: _Session, ref: ImageReference) -> tuple[str, list[Descriptor]]:
+        """The image's manifest digest and its layers, checked against the caps."""
         limits = self.options.limits
         media, doc, digest = _fetch_manifest(session, ref.reference, ref.digest)
-        top = digest
         if media in INDEX_TYPES:
             chosen = _pick_platform(doc, self.options, f"{session.where}: index {ref}")
             media, doc, _ = _fetch_manifest(session, chosen.digest, chosen.digest)
@@ -1052,45 +1097,42 @@ class RegistryReader:
                 f"{ref}: layers declare {declared} bytes, more than the cap of "
                 f"{limits.max_download_bytes}"
             )
-        budget = _Budget(session)
-        tree = _Tree(site=site_dir)
-        for i, layer in enumerate(layers):
-            where = f"{ref}: layer {i + 1}/{len(layers)} {layer.digest[:19]}"
-            response = session.get(f"blobs/{layer.digest}")
-            try:
-                blob = _BlobReader(response, layer, budget)
-                _apply_layer(
-                    tree, _decompressed(blob, layer.media_type, budget), blob, budget, where
-                )
-            finally:
-                response.close()
-        kind = tree.kinds.get(site_dir)
-        for ancestor, what in sorted(tree.kinds.items()):
-            if ancestor != site_dir and what != "dir":
-                raise ManifestError(f"{ref}:{site}: /{ancestor} is a {what} in the image")
-        if kind is None and not tree.files:
-            raise ManifestError(f"{ref}:{site}: no such directory in the image")
-        if kind not in (None, "dir"):
-            raise ManifestError(
-                f"{ref}:{site}: a {kind} in the image, not a directory (give the directory "
-                "itself as the path)"
-            )
-        if tree.symlinks:
-            logger.info(
-                "%s:%s: %d symlinks skipped (as manifest build skips them)",
-                ref,
-                site,
-                tree.symlinks,
-            )
-        builder = native.Builder(version=version, image_id=top)
-        for entry in tree.files.values():
-            builder.add(entry.path, entry.hashes["sha256"], entry.size or 0)
-        manifest = builder.manifest(source=f"{ref.registry}/{ref.repository}@{top}:{site}")
-        if tree.rejected:
-            cut = len(site_dir) + 1
-            rejected = tuple(sorted((k[cut:], why) for k, why in tree.rejected.items()))
-            manifest = replace(manifest, rejected=rejected)
-        return manifest
+        return digest, layers
+
+
+def _check_site(tree: _Tree, ref: ImageReference, site: str) -> None:
+    """The site path is a directory in the image, and so is every ancestor of it."""
+    kind = tree.kinds.get(tree.site)
+    for ancestor, what in sorted(tree.kinds.items()):
+        if ancestor != tree.site and what != "dir":
+            raise ManifestError(f"{ref}:{site}: /{ancestor} is a {what} in the image")
+    if kind is None and not tree.files:
+        raise ManifestError(f"{ref}:{site}: no such directory in the image")
+    if kind not in (None, "dir"):
+        raise ManifestError(
+            f"{ref}:{site}: a {kind} in the image, not a directory (give the directory "
+            "itself as the path)"
+        )
+
+
+def _manifest_of(tree: _Tree, ref: ImageReference, site: str, version: str, top: str) -> Manifest:
+    """The native manifest of the site's files, naming the image by its digest."""
+    if tree.symlinks:
+        logger.info(
+            "%s:%s: %d symlinks skipped (as manifest build skips them)",
+            ref,
+            site,
+            tree.symlinks,
+        )
+    builder = native.Builder(version=version, image_id=top)
+    for entry in tree.files.values():
+        builder.add(entry.path, entry.hashes["sha256"], entry.size or 0)
+    manifest = builder.manifest(source=f"{ref.registry}/{ref.repository}@{top}:{site}")
+    if tree.rejected:
+        cut = len(tree.site) + 1
+        rejected = tuple(sorted((k[cut:], why) for k, why in tree.rejected.items()))
+        manifest = replace(manifest, rejected=rejected)
+    return manifest
 
 
 def _default_options() -> RegistryOptions:

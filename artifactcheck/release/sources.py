@@ -385,44 +385,16 @@ def plan_release_manifests(
                     "give at most one",
                     field="release_manifest",
                 )
-            if _is_url(where) and TEMPLATE_FIELD in where.split("://", 1)[1].split("/", 1)[0]:
-                # the instance's word would choose the host the manifest is read from
-                raise ConfigError(
-                    f"{where}: '{{version}}' may be in the path, not in the host",
-                    field="release_manifest",
-                )
-            if not _is_url(where) and not _anchor(where).is_dir():
-                raise ConfigError(
-                    f"{where}: directory {_anchor(where)} does not exist", field="release_manifest"
-                )
+            _check_template(where)
             template = TemplateSource(
                 where, fetcher=fetcher, limits=limits, allow_names_only=spec.allow_names_only
             )
-            continue
-        if _is_url(where):
+        elif _is_url(where):
             urls.append(where)
-            continue
-        manifest = _read_local(where, limits)
-        problem = names_only_problem(manifest, where)
-        if problem is not None:
-            if not spec.allow_names_only:
-                raise ConfigError(problem, field="release_manifest")
-            names_only = True
-        if manifest.version is None:
-            raise ConfigError(
-                f"{where}: a {manifest.format} manifest declares no version, so it cannot be "
-                "matched to an instance; write a native one (`artifactcheck manifest build "
-                "DIST --version V`) or name the file with a '{version}' template",
-                field="release_manifest",
-            )
-        other = local.get(manifest.version)
-        if other is not None:
-            raise ConfigError(
-                f"{other.source} and {where} both declare version {manifest.version}; "
-                "give one manifest per release",
-                field="release_manifest",
-            )
-        local[manifest.version] = manifest
+        else:
+            manifest, hashless = _local_release(spec, where, limits, local)
+            names_only = names_only or hashless
+            local[str(manifest.version)] = manifest
     return ReleaseSet(
         local=local,
         urls=urls,
@@ -432,6 +404,45 @@ def plan_release_manifests(
         allow_names_only=spec.allow_names_only,
         names_only=names_only,
     )
+
+
+def _check_template(where: str) -> None:
+    """A ``{version}`` template: in the path only, and a local one's directory exists."""
+    if _is_url(where) and TEMPLATE_FIELD in where.split("://", 1)[1].split("/", 1)[0]:
+        # the instance's word would choose the host the manifest is read from
+        raise ConfigError(
+            f"{where}: '{{version}}' may be in the path, not in the host",
+            field="release_manifest",
+        )
+    if not _is_url(where) and not _anchor(where).is_dir():
+        raise ConfigError(
+            f"{where}: directory {_anchor(where)} does not exist", field="release_manifest"
+        )
+
+
+def _local_release(
+    spec: CheckSpec, where: str, limits: ManifestLimits, local: Mapping[str, Manifest]
+) -> tuple[Manifest, bool]:
+    """A local release manifest, read and checked now; and whether it is hashless."""
+    manifest = _read_local(where, limits)
+    problem = names_only_problem(manifest, where)
+    if problem is not None and not spec.allow_names_only:
+        raise ConfigError(problem, field="release_manifest")
+    if manifest.version is None:
+        raise ConfigError(
+            f"{where}: a {manifest.format} manifest declares no version, so it cannot be "
+            "matched to an instance; write a native one (`artifactcheck manifest build "
+            "DIST --version V`) or name the file with a '{version}' template",
+            field="release_manifest",
+        )
+    other = local.get(manifest.version)
+    if other is not None:
+        raise ConfigError(
+            f"{other.source} and {where} both declare version {manifest.version}; "
+            "give one manifest per release",
+            field="release_manifest",
+        )
+    return manifest, problem is not None
 
 
 def _read_local(where: str, limits: ManifestLimits) -> Manifest:
@@ -554,6 +565,13 @@ class Expectations:
             return Expectation(version=version, manifest=None, error=str(exc))
         self._remember(version, manifest)
         return Expectation(version=version, manifest=manifest)
+
+
+def limits_of(spec: CheckSpec) -> ManifestLimits:
+    """Manifest caps from the HTTP settings: the same for served and expected manifests."""
+    return ManifestLimits(
+        max_bytes=spec.http.max_manifest_bytes, max_entries=spec.http.max_manifest_entries
+    )
 
 
 def build_expectations(

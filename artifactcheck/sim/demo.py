@@ -12,16 +12,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.panel import Panel
 
 from artifactcheck.act.report import render_table
 from artifactcheck.model.settings import load_spec
-from artifactcheck.model.values import FindingKind, Verdict
+from artifactcheck.model.values import FindingKind, Report, Verdict
 from artifactcheck.pipeline import run_check
 from artifactcheck.sim.fleet import SimFleet
+
+if TYPE_CHECKING:  # the cluster is started lazily: act one does without it
+    from artifactcheck.sim.cluster import SimCluster, SimPod
 
 
 def run_demo(
@@ -41,19 +45,15 @@ def run_demo(
     console = console or Console()
     instances = max(3, instances)
     with SimFleet(instances=instances, version="1.4.2") as fleet:
-        drifted = fleet.instances[instances // 2]
-        swapped = fleet.drift(instances // 2, serves="1.4.1")
-        missing = next(p for p in sorted(fleet.releases["1.4.2"].rglob("*.svg")))
-        missing_path = missing.relative_to(fleet.releases["1.4.2"]).as_posix()
-        fleet.cdn_missing(missing_path, status=403)
+        planted = _plant(fleet, instances)
         console.print(
             Panel.fit(
                 f"Simulated fleet: {instances} instances of release 1.4.2 (a real Vite build) on "
                 f"{fleet.instances[0].host} ... {fleet.instances[-1].host}, "
                 f"CDN on {fleet.cdn_host}.\n"
-                f"Planted: [bold]{drifted.name}[/] reports 1.4.2 but serves 1.4.1's bytes for "
-                f"{len(swapped)} file(s) under 1.4.2's names; the CDN answers 403 for "
-                f"{missing_path}.",
+                f"Planted: [bold]{planted.drifted}[/] reports 1.4.2 but serves 1.4.1's bytes for "
+                f"{len(planted.swapped)} file(s) under 1.4.2's names; the CDN answers 403 for "
+                f"{planted.missing_path}.",
                 title="artifactcheck demo",
             )
         )
@@ -62,39 +62,7 @@ def run_demo(
         report = asyncio.run(run_check(spec))
         elapsed = time.perf_counter() - started
         render_table(report, console)
-        found = {r.instance.name: r for r in report.results}
-        hit = found[drifted.name]
-        # found = a mismatch whose content findings name exactly the swapped files (the
-        # rest is 1.4.2's, so the instance serves a mix, which the reason names as such)
-        flagged = {f.path for f in hit.findings if f.kind is FindingKind.CONTENT_DIFFERS}
-        drift_found = hit.verdict is Verdict.MISMATCH and flagged == set(swapped)
-        cdn_found = all(
-            any(f.path == missing_path and f.kind.value == "cdn-missing" for f in r.findings)
-            for r in report.results
-            if r.instance.name != drifted.name
-        )
-        others = [r for r in report.results if r.instance.name != drifted.name]
-        console.print(
-            Panel.fit(
-                "\n".join(
-                    [
-                        f"[bold]What happened[/] (checked in {elapsed:.2f}s, exit code "
-                        f"{report.exit_code}):",
-                        f"- {drifted.name}: {hit.reason}. Its version signals say 1.4.2; the "
-                        "files it changed hold 1.4.1's bytes under 1.4.2's names. This is the "
-                        "silent rebuild that dashboards miss: "
-                        "in a cluster the controller would quarantine it (readiness gate "
-                        "False) after two confirmations.",
-                        f"- {sum(r.verdict is Verdict.CDN_MISSING for r in others)} other "
-                        f"instance(s): cdn-missing: they serve {missing_path}, but browsers "
-                        "loading it from the CDN get 403 (the symptom of the 2021 outage).",
-                        "- exit code 1 = a mismatch was found (0 consistent, 3 inconclusive).",
-                    ]
-                ),
-                title="explanation",
-            )
-        )
-        ok = drift_found and cdn_found
+        ok = _explain(console, report, planted, elapsed)
         if keep:
             console.print("fleet kept running; targets:")
             for t in fleet.targets():
@@ -113,6 +81,59 @@ def run_demo(
     return 0 if ok else 1
 
 
+@dataclass(frozen=True, slots=True)
+class _Planted:
+    drifted: str  # the instance serving 1.4.1's bytes under 1.4.2's names
+    swapped: frozenset[str]  # the files it serves so
+    missing_path: str  # the file the CDN answers 403 for
+
+
+def _plant(fleet: SimFleet, instances: int) -> _Planted:
+    """The outage: one instance's files swapped for the previous release's; a CDN gap."""
+    drifted = fleet.instances[instances // 2]
+    swapped = fleet.drift(instances // 2, serves="1.4.1")
+    missing = next(p for p in sorted(fleet.releases["1.4.2"].rglob("*.svg")))
+    missing_path = missing.relative_to(fleet.releases["1.4.2"]).as_posix()
+    fleet.cdn_missing(missing_path, status=403)
+    return _Planted(drifted.name, frozenset(swapped), missing_path)
+
+
+def _explain(console: Console, report: Report, planted: _Planted, elapsed: float) -> bool:
+    """Say what the check found; whether it found exactly what was planted."""
+    found = {r.instance.name: r for r in report.results}
+    hit = found[planted.drifted]
+    # found = a mismatch whose content findings name exactly the swapped files (the
+    # rest is 1.4.2's, so the instance serves a mix, which the reason names as such)
+    flagged = {f.path for f in hit.findings if f.kind is FindingKind.CONTENT_DIFFERS}
+    drift_found = hit.verdict is Verdict.MISMATCH and flagged == set(planted.swapped)
+    others = [r for r in report.results if r.instance.name != planted.drifted]
+    cdn_found = all(
+        any(f.path == planted.missing_path and f.kind.value == "cdn-missing" for f in r.findings)
+        for r in others
+    )
+    console.print(
+        Panel.fit(
+            "\n".join(
+                [
+                    f"[bold]What happened[/] (checked in {elapsed:.2f}s, exit code "
+                    f"{report.exit_code}):",
+                    f"- {planted.drifted}: {hit.reason}. Its version signals say 1.4.2; the "
+                    "files it changed hold 1.4.1's bytes under 1.4.2's names. This is the "
+                    "silent rebuild that dashboards miss: "
+                    "in a cluster the controller would quarantine it (readiness gate "
+                    "False) after two confirmations.",
+                    f"- {sum(r.verdict is Verdict.CDN_MISSING for r in others)} other "
+                    f"instance(s): cdn-missing: they serve {planted.missing_path}, but browsers "
+                    "loading it from the CDN get 403 (the symptom of the 2021 outage).",
+                    "- exit code 1 = a mismatch was found (0 consistent, 3 inconclusive).",
+                ]
+            ),
+            title="explanation",
+        )
+    )
+    return drift_found and cdn_found
+
+
 def run_kubernetes_act(
     *,
     console: Console,
@@ -127,66 +148,26 @@ def run_kubernetes_act(
     cluster is a real HTTP API server, so ``kubectl`` can look at the pods, the
     quarantine condition, the events and the ArtifactCheck's printer columns.
     """
-    import json
-    import tempfile
-    from pathlib import Path
-
-    import yaml
-
-    from artifactcheck.sim.web import Site
-
-    wait = wait or _wait_forever
-
-    from artifactcheck.sim.cluster import SimCluster, wait_for
+    from artifactcheck.sim.cluster import SimCluster
     from artifactcheck.sim.running import RunningController
 
+    wait = wait or _wait_forever
     console.rule("act two: the in-cluster controller")
     with SimCluster(first_host="127.77.2.1", cdn_host="127.77.3.1") as cluster:
         made = [cluster.add_pod(node=f"node-{'abc'[i % 3]}") for i in range(pods - 1)]
         bad = cluster.add_pod(serves="1.4.1", node="node-b")
-        # A namespaced check may only fetch over HTTP(S), from hosts the cluster admin
-        # allows (artifactcheck.tenancy.admission): serve the release manifests as a CI would
-        # publish them, and give the controller an admin configuration allowing them.
-        releases = cluster.web.add(Site(root=Path(cluster.release_template).parent), "127.77.4.1")
-        cluster.add_check(
-            interval=1.0,
-            cdn=None,
-            releaseManifest=[releases + "{version}.json"],  # an ArtifactCheck's camelCase
-            policy={"mode": "quarantine", "confirmations": 2, "maxQuarantineFraction": 0.25},
-        )
-        admin = Path(tempfile.mkdtemp(prefix="artifactcheck-demo-admin-")) / "admin.yaml"
-        admin.write_text(
-            yaml.safe_dump(
-                {
-                    "egress": {"allow": [releases], "allow_loopback": True},
-                    "limits": {"min_interval": 0.5},
-                }
-            ),
-            encoding="utf-8",
-        )
+        admin = _add_check(cluster)
         console.print(
             f"fake API server {cluster.api.url}, namespace {cluster.namespace}: {pods} pods "
             f"with the readiness gate artifactcheck.io/content-verified; {bad.name} on "
             f"{bad.node} serves 1.4.1's bytes while labelled 1.4.2. Controller started..."
         )
         started = time.perf_counter()
-        with RunningController(cluster, identity="demo-controller", admin_config=str(admin)):
+        with RunningController(cluster, identity="demo-controller", admin_config=admin):
             if keep:
                 # Printed up front, so a user can watch the quarantine happen.
                 _print_kubeconfig(console, cluster.api, cluster.namespace, bad.name)
-            try:
-                wait_for(
-                    lambda: (cluster.condition(bad.name) or {}).get("status") == "False", timeout=30
-                )
-                wait_for(
-                    lambda: all(
-                        (cluster.condition(p.name) or {}).get("status") == "True" for p in made
-                    ),
-                    timeout=30,
-                )
-                # the status written after the quarantine, not the cycle before it
-                wait_for(lambda: cluster.check_status().get("quarantined") == 1, timeout=10)
-            except TimeoutError:
+            if not _quarantined(cluster, made, bad):
                 console.print("[red]the controller did not act in time[/]")
                 return False
             if keep:
@@ -195,28 +176,82 @@ def run_kubernetes_act(
                     " (Ctrl-C to stop)"
                 )
                 wait()
-        took = time.perf_counter() - started
-        cond = cluster.condition(bad.name) or {}
-        events = [e for e in cluster.events(bad.name) if e.get("type") == "Warning"]
-        status = cluster.check_status()
-        console.print(f"after {took:.1f}s:")
-        for p in [*made, bad]:
-            c = cluster.condition(p.name) or {}
-            ready = (cluster.condition(p.name, "Ready") or {}).get("status")
-            console.print(
-                f"  {p.name} on {p.node}: content-verified={c.get('status')} Ready={ready}"
-            )
-        console.print(
-            f"  {bad.name} condition: reason={cond.get('reason')} "
-            f"message={cond.get('message', '')[:160]!r}"
+        console.print(f"after {time.perf_counter() - started:.1f}s:")
+        return _print_outcome(console, cluster, made, bad)
+
+
+def _add_check(cluster: SimCluster) -> str:
+    """The ArtifactCheck of the demo, and the admin configuration allowing it (its path).
+
+    A namespaced check may only fetch over HTTP(S), from hosts the cluster admin
+    allows (artifactcheck.tenancy.admission): the release manifests are served as a CI
+    would publish them, and the controller's admin configuration allows them.
+    """
+    import tempfile
+    from pathlib import Path
+
+    import yaml
+
+    from artifactcheck.sim.web import Site
+
+    releases = cluster.web.add(Site(root=Path(cluster.release_template).parent), "127.77.4.1")
+    cluster.add_check(
+        interval=1.0,
+        cdn=None,
+        releaseManifest=[releases + "{version}.json"],  # an ArtifactCheck's camelCase
+        policy={"mode": "quarantine", "confirmations": 2, "maxQuarantineFraction": 0.25},
+    )
+    admin = Path(tempfile.mkdtemp(prefix="artifactcheck-demo-admin-")) / "admin.yaml"
+    admin.write_text(
+        yaml.safe_dump(
+            {
+                "egress": {"allow": [releases], "allow_loopback": True},
+                "limits": {"min_interval": 0.5},
+            }
+        ),
+        encoding="utf-8",
+    )
+    return str(admin)
+
+
+def _quarantined(cluster: SimCluster, made: list[SimPod], bad: SimPod) -> bool:
+    """Wait for the bad pod's gate to close, the others' to open, and the status."""
+    from artifactcheck.sim.cluster import wait_for
+
+    try:
+        wait_for(lambda: (cluster.condition(bad.name) or {}).get("status") == "False", timeout=30)
+        wait_for(
+            lambda: all((cluster.condition(p.name) or {}).get("status") == "True" for p in made),
+            timeout=30,
         )
-        for e in events:
-            console.print(
-                f"  Event {e.get('type')} {e.get('reason')}: {e.get('message', '')[:120]}"
-            )
-        console.print("ArtifactCheck shop/web status:")
-        console.print_json(json.dumps({k: status[k] for k in sorted(status) if k != "findings"}))
-        return cond.get("status") == "False" and len(events) == 1
+        # the status written after the quarantine, not the cycle before it
+        wait_for(lambda: cluster.check_status().get("quarantined") == 1, timeout=10)
+    except TimeoutError:
+        return False
+    return True
+
+
+def _print_outcome(console: Console, cluster: SimCluster, made: list[SimPod], bad: SimPod) -> bool:
+    """Each pod's gate, the quarantine's condition and Event, the check's status; whether
+    the bad pod is out of traffic with exactly one Warning Event."""
+    import json
+
+    cond = cluster.condition(bad.name) or {}
+    events = [e for e in cluster.events(bad.name) if e.get("type") == "Warning"]
+    status = cluster.check_status()
+    for p in [*made, bad]:
+        c = cluster.condition(p.name) or {}
+        ready = (cluster.condition(p.name, "Ready") or {}).get("status")
+        console.print(f"  {p.name} on {p.node}: content-verified={c.get('status')} Ready={ready}")
+    console.print(
+        f"  {bad.name} condition: reason={cond.get('reason')} "
+        f"message={cond.get('message', '')[:160]!r}"
+    )
+    for e in events:
+        console.print(f"  Event {e.get('type')} {e.get('reason')}: {e.get('message', '')[:120]}")
+    console.print("ArtifactCheck shop/web status:")
+    console.print_json(json.dumps({k: status[k] for k in sorted(status) if k != "findings"}))
+    return cond.get("status") == "False" and len(events) == 1
 
 
 def _print_kubeconfig(console: Console, api: Any, namespace: str, pod: str) -> str:

@@ -759,3 +759,49 @@ def test_recover_state(
     assert recover_state(result(inst, C)) == InstanceState(
         streak=streak, quarantined=quarantined, flagged=flagged
     )
+
+
+def test_a_suspect_expectation_fails_shut_gates_open_by_policy() -> None:
+    """Gate mode: when most of the workload disagrees with the expected release, the
+    verdicts are what is suspect, so never-verified pods are let in (gate_fail_open)
+    or, without it, kept out; never a quarantined, unreachable or open one."""
+    from artifactcheck.judge.decide import SUSPECT_FAIL_OPEN_REASON, fail_open_when_suspect
+
+    results = [
+        result(pod("pod-0"), M),
+        result(pod("pod-1"), M),
+        result(pod("pod-2"), M),
+        result(pod("pod-3", quarantined=True), M),
+        result(pod("pod-4"), U),
+        result(pod("pod-5", gate="True"), M),
+        result(pod("pod-6"), C, verified=True),
+        result(replace(pod("pod-7"), has_readiness_gate=False), M),
+    ]
+
+    def gates(policy: PolicySettings) -> tuple[Decision, Decision]:
+        d = decide(results, policy=policy, history=History(), now=0, gate_mode=True)
+        return d, fail_open_when_suspect(d, results, policy)
+
+    d, opened = gates(Q)
+    assert any(f.kind is FindingKind.SUSPECT_EXPECTATION for f in d.findings)
+    assert kinds(d, ActionKind.RELEASE) == ["pod-6"]  # decide alone: only the verified one
+    assert opened.actions[: len(d.actions)] == d.actions  # appended after decide's own
+    extra = opened.actions[len(d.actions) :]
+    assert [a.target for a in extra] == ["pod-0", "pod-1", "pod-2"]
+    assert all(a.kind is ActionKind.RELEASE and a.fail_open for a in extra)
+    assert {a.reason for a in extra} == {SUSPECT_FAIL_OPEN_REASON}
+    assert "failing open" in SUSPECT_FAIL_OPEN_REASON  # the actor reads the text
+    assert opened.history is d.history and opened.findings == d.findings
+
+    dry = PolicySettings(mode="quarantine", dry_run=True)
+    assert all(a.dry_run for a in gates(dry)[1].actions)
+    for shut in (
+        PolicySettings(mode="quarantine", gate_fail_open=False),
+        PolicySettings(mode="report"),
+    ):
+        d, opened = gates(shut)
+        assert opened is d
+
+    plausible = [results[0], *results[4:7]]  # 2 of 4 disagree: not suspect
+    d = decide(plausible, policy=Q, history=History(), now=0, gate_mode=True)
+    assert fail_open_when_suspect(d, plausible, Q) is d

@@ -19,12 +19,8 @@ from typing import Any
 
 import pytest
 
-from artifactcheck.discover.docker import (
-    COMPOSE_PROJECT,
-    COMPOSE_SERVICE,
-    PURPOSE_LABEL,
-    DockerEngine,
-)
+from artifactcheck.clients.docker import PURPOSE_LABEL, DockerEngine
+from artifactcheck.discover.docker import COMPOSE_PROJECT, COMPOSE_SERVICE, discover_containers
 from artifactcheck.manifests import native
 from artifactcheck.model.errors import ConfigError, DependencyError, ManifestError
 from artifactcheck.model.settings import DockerSource
@@ -58,7 +54,7 @@ def test_discovers_fleet_and_tells_the_tampered_image_apart(
     bad = containers.start(site_images.tampered, labels=compose)
     containers.start(site_images.clean, labels={"case": "other"})  # not selected
 
-    found = by_name(docker_engine.discover(select("case=fleet")))
+    found = by_name(discover_containers(docker_engine, select("case=fleet")))
 
     assert sorted(found) == sorted(c.name for c in [*clean, bad])
     for container in [*clean, bad]:
@@ -91,13 +87,13 @@ def test_version_labels_in_order_and_missing_ones_skipped(
     c = containers.start(
         site_images.clean, labels={"app.kubernetes.io/version": "1.1", "case": "signals"}
     )
-    (inst,) = docker_engine.discover(select("case=signals"))
+    (inst,) = discover_containers(docker_engine, select("case=signals"))
     assert inst.name == c.name
     assert [(s.source, s.value) for s in inst.signals] == [
         (f"label:{site_images.version_label}", "1.0"),
         ("label:app.kubernetes.io/version", "1.1"),
     ]
-    (inst,) = docker_engine.discover(select("case=signals", version_labels=["absent"]))
+    (inst,) = discover_containers(docker_engine, select("case=signals", version_labels=["absent"]))
     assert inst.signals == () and inst.reported_version is None
 
 
@@ -107,7 +103,7 @@ def test_published_port(
     published = containers.start(site_images.clean, labels={"case": "ports"}, publish=True)
     unpublished = containers.start(site_images.clean, labels={"case": "ports"})
 
-    found = docker_engine.discover(select("case=ports", use_published_port=True))
+    found = discover_containers(docker_engine, select("case=ports", use_published_port=True))
 
     assert [i.name for i in found] == [published.name]  # the other one is skipped
     host_port = published.attrs["NetworkSettings"]["Ports"]["80/tcp"][0]["HostPort"]
@@ -128,7 +124,7 @@ def test_network_selects_the_address_and_filters(
     off_net = containers.start(site_images.clean, labels={"case": "net"})
 
     with caplog.at_level(logging.WARNING, logger="artifactcheck.discover.docker"):
-        found = docker_engine.discover(select("case=net", network=net.name))
+        found = discover_containers(docker_engine, select("case=net", network=net.name))
 
     assert [i.name for i in found] == [on_net.name]
     on_net.reload()
@@ -136,7 +132,7 @@ def test_network_selects_the_address_and_filters(
     assert found[0].base_url == f"http://{ip}:80/"
     assert http_get(found[0].base_url + "index.html")
     assert f"container {off_net.name} skipped: not attached to network" in caplog.text
-    by_id = docker_engine.discover(select("case=net", network=net.id))
+    by_id = discover_containers(docker_engine, select("case=net", network=net.id))
     assert [i.name for i in by_id] == [on_net.name]
 
 
@@ -148,14 +144,16 @@ def test_only_running_containers_are_discovered(
     stopped.stop(timeout=1)
     containers.create(site_images.clean, labels={"case": "state"})
 
-    assert [i.name for i in docker_engine.discover(select("case=state"))] == [running.name]
+    assert [i.name for i in discover_containers(docker_engine, select("case=state"))] == [
+        running.name
+    ]
 
 
 def test_container_stopped_after_discovery_is_unreachable(
     select: Any, docker_engine: DockerEngine, site_images: Any, containers: Any
 ) -> None:
     container = containers.start(site_images.clean, labels={"case": "stop"})
-    (inst,) = docker_engine.discover(select("case=stop"))
+    (inst,) = discover_containers(docker_engine, select("case=stop"))
     assert http_get(inst.base_url + "index.html")
 
     docker_engine.stop(container.name, timeout=1)
@@ -165,21 +163,23 @@ def test_container_stopped_after_discovery_is_unreachable(
     assert container.status == "exited"
     with pytest.raises(OSError):
         http_get(inst.base_url + "index.html", timeout=2)
-    assert docker_engine.discover(select("case=stop")) == []
+    assert discover_containers(docker_engine, select("case=stop")) == []
 
 
 def test_pause_and_unpause(
     select: Any, docker_engine: DockerEngine, site_images: Any, containers: Any
 ) -> None:
     container = containers.start(site_images.clean, labels={"case": "pause"})
-    (inst,) = docker_engine.discover(select("case=pause"))
+    (inst,) = discover_containers(docker_engine, select("case=pause"))
 
     docker_engine.pause(container.name)
     docker_engine.pause(container.name)  # already paused: no-op
 
     container.reload()
     assert container.attrs["State"]["Paused"] is True
-    assert docker_engine.discover(select("case=pause")) == []  # a paused one serves nothing
+    assert (
+        discover_containers(docker_engine, select("case=pause")) == []
+    )  # a paused one serves nothing
     with pytest.raises(OSError):  # the kernel accepts, nobody answers
         http_get(inst.base_url + "index.html", timeout=1)
 
@@ -193,7 +193,7 @@ def test_disconnect_takes_a_container_out_of_a_network(
 ) -> None:
     net = containers.network("traffic")
     container = containers.start(site_images.clean, labels={"case": "disc"}, networks=(net.name,))
-    (inst,) = docker_engine.discover(select("case=disc", network=net.name))
+    (inst,) = discover_containers(docker_engine, select("case=disc", network=net.name))
 
     docker_engine.disconnect(container.name, net.name)
     docker_engine.disconnect(container.name, net.name)  # not attached: no-op
@@ -201,10 +201,12 @@ def test_disconnect_takes_a_container_out_of_a_network(
     container.reload()
     assert container.status == "running"
     assert net.name not in container.attrs["NetworkSettings"]["Networks"]
-    assert docker_engine.discover(select("case=disc", network=net.name)) == []
+    assert discover_containers(docker_engine, select("case=disc", network=net.name)) == []
     with pytest.raises(OSError):
         http_get(inst.base_url + "index.html", timeout=2)
-    (still,) = docker_engine.discover(select("case=disc"))  # still on the default bridge
+    (still,) = discover_containers(
+        docker_engine, select("case=disc")
+    )  # still on the default bridge
     assert http_get(still.base_url + "index.html")
 
 
@@ -387,7 +389,7 @@ def test_daemon_unreachable(tmp_path: Path, docker_daemon: Any) -> None:
     url = f"unix://{tmp_path}/absent/docker.sock"
     with DockerEngine(url) as engine:
         with pytest.raises(DependencyError) as info:
-            engine.discover(DockerSource(labels=["app=web"]))
+            discover_containers(engine, DockerSource(labels=["app=web"]))
     assert str(info.value) == (
         f"Docker engine unreachable at {url}: no such socket (is dockerd running?)"
     )

@@ -21,13 +21,13 @@ import docker.errors
 import pytest
 import requests
 
+from artifactcheck.clients.docker import DockerEngine, _read_tar
 from artifactcheck.discover.docker import (
-    DockerEngine,
     _instance_from_attrs,
     _label_filters,
     _parse_time,
-    _read_tar,
     _Unaddressable,
+    discover_containers,
 )
 from artifactcheck.manifests import native
 from artifactcheck.manifests.limits import ManifestLimits
@@ -363,7 +363,7 @@ def test_tcp_port_refused() -> None:
         port = s.getsockname()[1]
     url = f"tcp://127.0.0.1:{port}"
     with DockerEngine(url, timeout=2) as engine, pytest.raises(DependencyError) as info:
-        engine.discover(DockerSource(labels=["app=web"]))
+        discover_containers(engine, DockerSource(labels=["app=web"]))
     assert str(info.value) == f"Docker engine unreachable at {url}: connection refused"
 
 
@@ -420,7 +420,7 @@ def _api_error(status: int, message: str) -> docker.errors.APIError:
 def test_sdk_errors_are_translated(exc: Exception, words: str) -> None:
     engine = DockerEngine("tcp://d:2375", client=_Raising(exc))
     with pytest.raises(DependencyError, match=words) as info:
-        engine.discover(DockerSource())
+        discover_containers(engine, DockerSource())
     assert info.value.__cause__ is exc
 
 
@@ -434,7 +434,7 @@ def test_action_on_a_vanished_container() -> None:
 
 
 def test_chunk_reader_adapts_an_iterator() -> None:
-    from artifactcheck.discover.docker import _ChunkReader
+    from artifactcheck.clients.docker import _ChunkReader
 
     reader = io.BufferedReader(_ChunkReader(iter([b"ab", b"", b"cde"])))
     assert reader.read() == b"abcde"

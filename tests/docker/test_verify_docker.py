@@ -160,7 +160,7 @@ def test_container_stopped_mid_run_is_unreachable_not_mismatch(
 ) -> None:
     import asyncio
 
-    from artifactcheck.discover.docker import DockerEngine
+    from artifactcheck.clients.docker import DockerEngine
     from artifactcheck.model.settings import load_spec
     from artifactcheck.pipeline import run_check
 

@@ -39,8 +39,9 @@ from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.judge.decide import History
 from artifactcheck.model.settings import CheckSpec, load_spec
 from artifactcheck.model.values import ActionKind, Instance, Report, Verdict
-from artifactcheck.pipeline import build_expectations, check_once
+from artifactcheck.pipeline import check_once
 from artifactcheck.release.sources import Expectations
+from artifactcheck.release.wiring import build_expectations
 
 RESULTS_DIR = Path(__file__).parent / ".results"
 T = TypeVar("T")

@@ -22,8 +22,7 @@ import pytest
 from faults_support import CertAuthority, Recorder, check, fault_spec
 
 from artifactcheck.model.values import FindingKind, Severity, Verdict
-from artifactcheck.pipeline import limits_of
-from artifactcheck.release.sources import Expectations, TemplateSource
+from artifactcheck.release.sources import Expectations, TemplateSource, limits_of
 from artifactcheck.sim.fleet import SimFleet
 from artifactcheck.sim.web import Site, Status, WebFleet
 

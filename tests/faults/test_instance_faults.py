@@ -371,20 +371,20 @@ def test_an_exception_in_one_instance_is_its_inconclusive(
         "exception; siblings judged; exit code from the verdicts",
     )
     import artifactcheck.judge.compare as compare
-    import artifactcheck.pipeline as pipeline
+    import artifactcheck.observe.instance as observing
 
     fleet = planted_fleet(make_fleet)
     url = web.add(_own_manifest_site(fleet.releases["1.4.2"]), f"127.97.{subnet}.100")
     boom = RecursionError("maximum recursion depth exceeded in decoder chain")
     if stage == "observe":
-        real_parse = pipeline.parse_manifest
+        real_parse = observing.parse_manifest
 
         def parse(body, **kwargs):
             if str(kwargs.get("source", "")).startswith(url):
                 raise boom
             return real_parse(body, **kwargs)
 
-        monkeypatch.setattr(pipeline, "parse_manifest", parse)
+        monkeypatch.setattr(observing, "parse_manifest", parse)
     else:
         monkeypatch.setattr(
             compare, "judge_instance", _crash_when("faulty", boom)(compare.judge_instance)
@@ -403,19 +403,19 @@ def test_verify_exit_code_is_the_verdicts_when_one_instance_raises(
 ) -> None:
     from click.testing import CliRunner
 
-    import artifactcheck.pipeline as pipeline
+    import artifactcheck.observe.instance as observing
     from artifactcheck.cli.main import main
 
     fleet = make_fleet(2, version="1.4.2")
     url = web.add(_own_manifest_site(fleet.releases["1.4.2"]), f"127.97.{subnet}.100")
-    real_parse = pipeline.parse_manifest
+    real_parse = observing.parse_manifest
 
     def parse(body, **kwargs):
         if str(kwargs.get("source", "")).startswith(url):
             raise ValueError("hostile")
         return real_parse(body, **kwargs)
 
-    monkeypatch.setattr(pipeline, "parse_manifest", parse)
+    monkeypatch.setattr(observing, "parse_manifest", parse)
     args = ["verify", "--release-manifest", fleet.release_template, "-o", "json"]
     for target in (*(i.url for i in fleet.instances), url):
         args += ["--target", f"{target}=1.4.2"]
@@ -436,7 +436,7 @@ def test_cancellation_is_never_swallowed(make_fleet, monkeypatch: pytest.MonkeyP
 
     from artifactcheck.discover.static import instances_from_targets
     from artifactcheck.fetch.fetcher import Fetcher
-    from artifactcheck.pipeline import Observer
+    from artifactcheck.observe.instance import Observer
 
     fleet = make_fleet(1)
     spec = fault_spec(fleet)

@@ -1,6 +1,6 @@
 """The registry reader wired into the pipeline (skipped until settings/pipeline carry it).
 
-``pipeline.build_expectations`` owns the choice of image reader; the wiring it needs
+``release.wiring.build_expectations`` owns the choice of image reader; the wiring it needs
 (``release_image_source``, ``registry_*`` settings) is described in
 docs/release-sources.md. This test turns itself on when ``CheckSpec`` has the field.
 """
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from artifactcheck import pipeline
 from artifactcheck.manifests import native
 from artifactcheck.model.settings import CheckSpec
+from artifactcheck.release import wiring
 
 pytestmark = [
     pytest.mark.docker,
@@ -32,7 +32,7 @@ def test_pipeline_reads_release_image_from_registry(pushed: Any, registry: Any) 
         release_image=f"{registry.host}/web:{{version}}",
         registry_insecure=[registry.host],
     )
-    expectations = pipeline.build_expectations(spec, None)  # type: ignore[arg-type]
+    expectations = wiring.build_expectations(spec, None)  # type: ignore[arg-type]
     assert expectations is not None
     got = asyncio.run(expectations.get("1.0.0"))
     assert got.error is None and got.manifest is not None, got.error
@@ -44,7 +44,7 @@ def test_pipeline_reads_release_image_from_registry(pushed: Any, registry: Any) 
     assert missing.manifest is None and "404" in (missing.error or "")
     # not listed as insecure: https only, so unavailable (inconclusive), never a crash
     strict = spec.model_copy(update={"registry_insecure": []})
-    refused = pipeline.build_expectations(strict, None)  # type: ignore[arg-type]
+    refused = wiring.build_expectations(strict, None)  # type: ignore[arg-type]
     assert refused is not None
     got2 = asyncio.run(refused.get("1.0.0"))
     assert got2.manifest is None and "https://" in (got2.error or "")

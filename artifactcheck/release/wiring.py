@@ -1,0 +1,98 @@
+"""The release source a spec configures, wired to the readers that can load it.
+
+:func:`artifactcheck.release.sources.build_expectations` turns templates, files and
+ConfigMaps into one cache of expected releases; the readers it needs from outside
+(release images from a registry or the local Docker engine, ConfigMaps from the
+cluster) are chosen and connected here, so ``verify``, ``investigate`` and the
+controller get the same source from the same spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.settings import CheckSpec
+from artifactcheck.model.values import Manifest
+from artifactcheck.release import sources
+from artifactcheck.release.registry import (
+    RegistryOptions,
+    RegistryReader,
+    default_docker_config,
+    has_registry_host,
+)
+from artifactcheck.release.sources import ConfigMapReader, Expectations, limits_of
+
+
+def build_expectations(
+    spec: CheckSpec,
+    fetcher: Fetcher,
+    *,
+    configmaps: ConfigMapReader | None = None,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+) -> Expectations | None:
+    """The release source configured in the spec, or None for consensus mode.
+
+    A release image is read from its registry over the OCI distribution API when the
+    reference names a registry host (or ``release_image_source: registry``), else
+    through the local Docker engine. Release-manifest ConfigMaps are read with
+    ``configmaps`` when given (the controller passes a watched reader on its own API
+    client); otherwise, for one ``verify`` run, each load lists them once in the pods'
+    namespace through ``kubeconfig``/``context``, never another namespace.
+    """
+    if spec.release_configmaps is not None and configmaps is None:
+        configmaps = _listed_configmaps(spec, kubeconfig, context)
+    return sources.build_expectations(
+        spec,
+        fetcher,
+        limits=limits_of(spec),
+        read_image=_image_reader(spec),
+        configmaps=configmaps,
+    )
+
+
+def _listed_configmaps(
+    spec: CheckSpec, kubeconfig: str | None, context: str | None
+) -> ConfigMapReader:
+    """Release ConfigMaps listed once per load in the pods' namespace (no watch)."""
+    from artifactcheck.clients.kube import load_api_client
+    from artifactcheck.release.configmaps import ConfigMapReleases
+
+    assert spec.release_configmaps is not None
+    if spec.kubernetes is None:  # also refused by the settings model
+        raise ConfigError(
+            "release_configmaps reads the pods' namespace: give kubernetes",
+            field="release_configmaps",
+        )
+    return ConfigMapReleases(
+        namespace=spec.kubernetes.namespace,
+        selector=spec.release_configmaps.selector,
+        connect=lambda: load_api_client(kubeconfig, context),
+        watch=False,
+    )
+
+
+def _image_reader(spec: CheckSpec) -> Callable[[str, str, str], Manifest]:
+    """How a release image is read: from its registry, or through the local engine."""
+    source = spec.release_image_source
+    if source == "auto":
+        named = bool(spec.release_image) and has_registry_host(spec.release_image or "")
+        source = "registry" if named else "docker"
+    if source == "registry":
+        return RegistryReader(
+            RegistryOptions(
+                docker_config=spec.registry_auth or default_docker_config(),
+                ca_bundle=spec.registry_ca_bundle or spec.http.ca_bundle,
+                insecure=frozenset(spec.registry_insecure),
+            )
+        )
+    return _from_docker_engine
+
+
+def _from_docker_engine(image: str, site: str, version: str) -> Manifest:
+    from artifactcheck.clients.docker import DockerEngine
+
+    with DockerEngine() as engine:
+        return engine.manifest_from_image(image, path=site, version=version)
