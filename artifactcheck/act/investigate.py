@@ -520,18 +520,9 @@ def _asset_row(
         else ("siblings" if path in consensus else None)
     )
     fallback = is_fallback(got, path, pages) and got.sha256 != expected
-    if got.error is not None or got.status is None:
-        state = "error"
-    elif got.status in _ABSENT or fallback:
-        state = "missing"
-    elif not got.ok or got.sha256 is None:
-        state = "error"
-    elif release is not None and entry is None:
-        state = "unexpected"
-    elif expected is None:
-        state = "unchecked"
-    else:
-        state = "same" if expected == got.sha256 else "differs"
+    state = _asset_state(
+        got, expected, fallback=fallback, unlisted=release is not None and entry is None
+    )
     cdn_state, cdn_status, cdn_error = _cdn_state(
         got.sha256, cdn, path=path, pages=pages, expected=expected
     )
@@ -558,6 +549,21 @@ def _asset_row(
         cdn_elapsed_ms=round(cdn.elapsed * 1000, 1) if cdn is not None else None,
         content_encoding=got.content_encoding,
     )
+
+
+def _asset_state(got: Fetched, expected: str | None, *, fallback: bool, unlisted: bool) -> str:
+    """same, differs, missing, error, unexpected (not in the release) or unchecked."""
+    if got.error is not None or got.status is None:
+        return "error"
+    if got.status in _ABSENT or fallback:
+        return "missing"
+    if not got.ok or got.sha256 is None:
+        return "error"
+    if unlisted:
+        return "unexpected"
+    if expected is None:
+        return "unchecked"
+    return "same" if expected == got.sha256 else "differs"
 
 
 _STATE_ORDER = {
@@ -649,14 +655,6 @@ def manifest_comparison(
         (f.message for f in result.findings if f.kind is FindingKind.EXPECTATION_UNAVAILABLE),
         None,
     )
-    if release is not None:
-        expected_from: str | None = "release manifest"
-    elif release_source is None and any(r.expected_from == "siblings" for r in rows):
-        expected_from = "siblings (consensus)"
-    elif release_source is None and version is not None:
-        expected_from = "siblings (consensus)"
-    else:
-        expected_from = None
     served = obs.manifest if obs is not None else None
     listed = set(served.files) if served is not None else set()
     by_state: dict[str, list[str]] = defaultdict(list)
@@ -673,6 +671,49 @@ def manifest_comparison(
     if obs is not None and obs.manifest_path and obs.error is None:
         not_compared.discard(obs.manifest_path)
     unobserved = obs is None or obs.error is not None
+    return ManifestComparison(
+        # the name probed when the connection failed was never served
+        served_path="" if unobserved or obs is None else obs.manifest_path,
+        served_format=served.format if served is not None else None,
+        served_entries=len(served.files) if served is not None else None,
+        served_error=obs.manifest_error if obs is not None else None,
+        expected_version=version,
+        expected_from=_expected_from(release, release_source, rows, version),
+        expected_stale=stale,
+        expected_error=unavailable,
+        added=tuple(sorted(added)),
+        removed=tuple(sorted(removed)),
+        changed=tuple(sorted(by_state["differs"])),
+        unchanged=len(by_state["same"]),
+        not_compared=tuple(sorted(not_compared)),
+        release_matches=_release_matches(releases, rows, version),
+        # the release the differing files are from: the whole instance's when it serves
+        # another release, else the one release all changed files come from (a mix)
+        serves_version=result.serves_version
+        or _mixed_with([r for r in rows if r.state == "differs"]),
+    )
+
+
+def _expected_from(
+    release: Manifest | None,
+    release_source: str | None,
+    rows: Sequence[AssetRow],
+    version: str | None,
+) -> str | None:
+    """Where the expectation came from: the release manifest, siblings, or nowhere."""
+    if release is not None:
+        return "release manifest"
+    if release_source is None and any(r.expected_from == "siblings" for r in rows):
+        return "siblings (consensus)"
+    if release_source is None and version is not None:
+        return "siblings (consensus)"
+    return None
+
+
+def _release_matches(
+    releases: Mapping[str, Manifest], rows: Sequence[AssetRow], version: str | None
+) -> tuple[ReleaseMatch, ...]:
+    """How many observed files each known release has the bytes of, best match first."""
     observed = [r for r in rows if r.served_sha256]
     matches = []
     for v in sorted(releases):
@@ -681,27 +722,7 @@ def manifest_comparison(
         if hits:
             matches.append(ReleaseMatch(version=v, matching=hits, total=len(observed)))
     matches.sort(key=lambda m: (-m.matching, m.version != version, m.version))
-    return ManifestComparison(
-        # the name probed when the connection failed was never served
-        served_path="" if unobserved or obs is None else obs.manifest_path,
-        served_format=served.format if served is not None else None,
-        served_entries=len(served.files) if served is not None else None,
-        served_error=obs.manifest_error if obs is not None else None,
-        expected_version=version,
-        expected_from=expected_from,
-        expected_stale=stale,
-        expected_error=unavailable,
-        added=tuple(sorted(added)),
-        removed=tuple(sorted(removed)),
-        changed=tuple(sorted(by_state["differs"])),
-        unchanged=len(by_state["same"]),
-        not_compared=tuple(sorted(not_compared)),
-        release_matches=tuple(matches),
-        # the release the differing files are from: the whole instance's when it serves
-        # another release, else the one release all changed files come from (a mix)
-        serves_version=result.serves_version
-        or _mixed_with([r for r in rows if r.state == "differs"]),
-    )
+    return tuple(matches)
 
 
 # --------------------------------------------------------------------------- signals

@@ -663,6 +663,21 @@ def fleet_renderable(view: FleetView, console: Console) -> RenderableType:
         parts.append(Text(line, style="bold red" if odd else "bold"))
     for note in view.notes:
         parts.append(Text(f"  ! {note}", style="yellow"))
+    parts.append(_fleet_table(view, console))
+    counts = ", ".join(f"{v} {k}" for k, v in view.counts.items()) or "no instances"
+    parts.append(
+        Text(
+            f"{counts}; {view.requests} requests in {view.elapsed:.2f}s at "
+            f"{view.generated_at:%H:%M:%S} UTC; exit {view.exit_code}",
+            style="dim",
+        )
+    )
+    return Group(*parts)
+
+
+def _fleet_table(view: FleetView, console: Console) -> Table:
+    """One row per group; the image, nodes, owners and age columns only when any group
+    has a value for them."""
     table = _table(
         console,
         f"{view.total} {view.noun} in {len(view.groups)} group(s) by version, content and image",
@@ -689,44 +704,40 @@ def fleet_renderable(view: FleetView, console: Console) -> RenderableType:
         table.add_column("age")
     table.add_column("instances", overflow="fold")
     for g in view.groups:
-        verdicts = Text()
-        for i, (name, n) in enumerate(g.verdicts.items()):
-            if i:
-                verdicts.append(", ")
-            verdicts.append(f"{n} {name}", style=VERDICT_STYLE[Verdict(name)])
-        if g.serves_version:
-            verdicts.append(f" (serves {g.serves_version})", style="bold red")
-        marker = Text("!", style="bold red") if g.odd else Text(" ")
-        image = (
-            g.image_id.rsplit(":", 1)[-1][:12]
-            if g.image_id and ":" in g.image_id
-            else (g.image_id or "-")
-        )
-        instances = Text(_names(g.instances))
-        if g.why:
-            instances.append(f"\n{g.why}", style="red")
-        cells: list[RenderableType] = [marker, str(g.count), g.version or "-", g.fingerprint or "-"]
-        if has["image"]:
-            cells.append(image)
-        cells.append(verdicts)
-        if has["nodes"]:
-            cells.append(_names(g.nodes, 3))
-        if has["owners"]:
-            cells.append(_names(g.owners, 3))
-        if has["age"]:
-            cells.append(_ages(g, view.generated_at))
-        cells.append(instances)
-        table.add_row(*cells, style="bold" if g.odd else "")
-    parts.append(table)
-    counts = ", ".join(f"{v} {k}" for k, v in view.counts.items()) or "no instances"
-    parts.append(
-        Text(
-            f"{counts}; {view.requests} requests in {view.elapsed:.2f}s at "
-            f"{view.generated_at:%H:%M:%S} UTC; exit {view.exit_code}",
-            style="dim",
-        )
+        table.add_row(*_fleet_cells(g, has, view.generated_at), style="bold" if g.odd else "")
+    return table
+
+
+def _fleet_cells(g: FleetGroup, has: dict[str, bool], now: datetime) -> list[RenderableType]:
+    """The cells of one group's row, for the columns the table has."""
+    verdicts = Text()
+    for i, (name, n) in enumerate(g.verdicts.items()):
+        if i:
+            verdicts.append(", ")
+        verdicts.append(f"{n} {name}", style=VERDICT_STYLE[Verdict(name)])
+    if g.serves_version:
+        verdicts.append(f" (serves {g.serves_version})", style="bold red")
+    marker = Text("!", style="bold red") if g.odd else Text(" ")
+    image = (
+        g.image_id.rsplit(":", 1)[-1][:12]
+        if g.image_id and ":" in g.image_id
+        else (g.image_id or "-")
     )
-    return Group(*parts)
+    instances = Text(_names(g.instances))
+    if g.why:
+        instances.append(f"\n{g.why}", style="red")
+    cells: list[RenderableType] = [marker, str(g.count), g.version or "-", g.fingerprint or "-"]
+    if has["image"]:
+        cells.append(image)
+    cells.append(verdicts)
+    if has["nodes"]:
+        cells.append(_names(g.nodes, 3))
+    if has["owners"]:
+        cells.append(_names(g.owners, 3))
+    if has["age"]:
+        cells.append(_ages(g, now))
+    cells.append(instances)
+    return cells
 
 
 def render_fleet(view: FleetView, console: Console) -> None:

@@ -508,27 +508,13 @@ def spec_from_options(
     from artifactcheck.discover.static import parse_target
 
     targets = [parse_target(t).model_dump(exclude_none=True) for t in opts["targets"]]
-    docker: dict[str, Any] | None = None
-    if opts["docker_labels"] or opts["docker_network"] or opts["docker_port"]:
-        docker = {"labels": list(opts["docker_labels"])}
-        if opts["docker_network"]:
-            docker["network"] = opts["docker_network"]
-        if opts["docker_port"]:
-            docker["port"] = opts["docker_port"]
-        if opts.get("on_mismatch"):
-            docker["on_mismatch"] = opts["on_mismatch"]
-    kube: dict[str, Any] | None = None
-    if opts["namespace"] or opts["selector"]:
-        kube = {"namespace": opts["namespace"] or "default", "selector": opts["selector"] or ""}
-        if opts["pod_port"]:
-            kube["port"] = opts["pod_port"]
     flags = FlagNames()
     spec: CheckSpec = build_spec(
         opts["config"],
         {
             "targets": targets,
-            "docker": docker,
-            "kubernetes": kube,
+            "docker": _docker_section(opts),
+            "kubernetes": _kubernetes_section(opts),
             "cdn": opts["cdn"],
             "release_manifest": list(opts["release_manifest"]),
             "allow_names_only": True if opts.get("allow_names_only") else None,
@@ -559,6 +545,30 @@ def spec_from_options(
         except ConfigError as exc:
             raise flags.explain(exc) from exc
     return spec
+
+
+def _docker_section(opts: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``docker`` section the Docker flags ask for, or None when none was given."""
+    if not (opts["docker_labels"] or opts["docker_network"] or opts["docker_port"]):
+        return None
+    docker: dict[str, Any] = {"labels": list(opts["docker_labels"])}
+    if opts["docker_network"]:
+        docker["network"] = opts["docker_network"]
+    if opts["docker_port"]:
+        docker["port"] = opts["docker_port"]
+    if opts.get("on_mismatch"):
+        docker["on_mismatch"] = opts["on_mismatch"]
+    return docker
+
+
+def _kubernetes_section(opts: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``kubernetes`` section --namespace/--selector ask for, or None."""
+    if not (opts["namespace"] or opts["selector"]):
+        return None
+    kube = {"namespace": opts["namespace"] or "default", "selector": opts["selector"] or ""}
+    if opts["pod_port"]:
+        kube["port"] = opts["pod_port"]
+    return kube
 
 
 def check_local_sources(spec: CheckSpec) -> None:
