@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from artifactcheck.act.logs import JsonFormatter, PlainFormatter
 from artifactcheck.cli.common import (
     EXIT_INCONCLUSIVE,
     console,
@@ -46,14 +47,8 @@ from artifactcheck.model.errors import (
 def _setup_logging(verbose: int, json_logs: bool = False) -> None:
     level = logging.WARNING - 10 * min(verbose, 2)
     handler = logging.StreamHandler(sys.stderr)
-    if json_logs:
-        from artifactcheck.act.logs import JsonFormatter
-
-        handler.setFormatter(JsonFormatter())
-    else:
-        from artifactcheck.act.logs import PlainFormatter
-
-        handler.setFormatter(PlainFormatter())  # timestamped, like the controller's lines
+    # timestamped plain lines, like the controller's, unless JSON is asked for
+    handler.setFormatter(JsonFormatter() if json_logs else PlainFormatter())
     root = logging.getLogger("artifactcheck")
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from artifactcheck.model.errors import ConfigError
-from artifactcheck.model.settings import CheckSpec
+
+if TYPE_CHECKING:  # pydantic loads when a spec is built, not for --help
+    from artifactcheck.model.settings import CheckSpec
 
 
 class SingleValueOption(click.Option):
