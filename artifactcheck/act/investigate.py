@@ -521,18 +521,9 @@ def _asset_row(
         else ("siblings" if path in consensus else None)
     )
     fallback = is_fallback(got, path, pages) and got.sha256 != expected
-    if got.error is not None or got.status is None:
-        state = "error"
-    elif got.status in _ABSENT or fallback:
-        state = "missing"
-    elif not got.ok or got.sha256 is None:
-        state = "error"
-    elif release is not None and entry is None:
-        state = "unexpected"
-    elif expected is None:
-        state = "unchecked"
-    else:
-        state = "same" if expected == got.sha256 else "differs"
+    state = _asset_state(
+        got, expected, fallback=fallback, unlisted=release is not None and entry is None
+    )
     cdn_state, cdn_status, cdn_error = _cdn_state(
         got.sha256, cdn, path=path, pages=pages, expected=expected
     )
@@ -559,6 +550,21 @@ def _asset_row(
         cdn_elapsed_ms=round(cdn.elapsed * 1000, 1) if cdn is not None else None,
         content_encoding=got.content_encoding,
     )
+
+
+def _asset_state(got: Fetched, expected: str | None, *, fallback: bool, unlisted: bool) -> str:
+    """same, differs, missing, error, unexpected (not in the release) or unchecked."""
+    if got.error is not None or got.status is None:
+        return "error"
+    if got.status in _ABSENT or fallback:
+        return "missing"
+    if not got.ok or got.sha256 is None:
+        return "error"
+    if unlisted:
+        return "unexpected"
+    if expected is None:
+        return "unchecked"
+    return "same" if expected == got.sha256 else "differs"
 
 
 _STATE_ORDER = {
@@ -650,14 +656,6 @@ def manifest_comparison(
         (f.message for f in result.findings if f.kind is FindingKind.EXPECTATION_UNAVAILABLE),
         None,
     )
-    if release is not None:
-        expected_from: str | None = "release manifest"
-    elif release_source is None and any(r.expected_from == "siblings" for r in rows):
-        expected_from = "siblings (consensus)"
-    elif release_source is None and version is not None:
-        expected_from = "siblings (consensus)"
-    else:
-        expected_from = None
     served = obs.manifest if obs is not None else None
     listed = set(served.files) if served is not None else set()
     by_state: dict[str, list[str]] = defaultdict(list)
@@ -674,6 +672,49 @@ def manifest_comparison(
     if obs is not None and obs.manifest_path and obs.error is None:
         not_compared.discard(obs.manifest_path)
     unobserved = obs is None or obs.error is not None
+    return ManifestComparison(
+        # the name probed when the connection failed was never served
+        served_path="" if unobserved or obs is None else obs.manifest_path,
+        served_format=served.format if served is not None else None,
+        served_entries=len(served.files) if served is not None else None,
+        served_error=obs.manifest_error if obs is not None else None,
+        expected_version=version,
+        expected_from=_expected_from(release, release_source, rows, version),
+        expected_stale=stale,
+        expected_error=unavailable,
+        added=tuple(sorted(added)),
+        removed=tuple(sorted(removed)),
+        changed=tuple(sorted(by_state["differs"])),
+        unchanged=len(by_state["same"]),
+        not_compared=tuple(sorted(not_compared)),
+        release_matches=_release_matches(releases, rows, version),
+        # the release the differing files are from: the whole instance's when it serves
+        # another release, else the one release all changed files come from (a mix)
+        serves_version=result.serves_version
+        or _mixed_with([r for r in rows if r.state == "differs"]),
+    )
+
+
+def _expected_from(
+    release: Manifest | None,
+    release_source: str | None,
+    rows: Sequence[AssetRow],
+    version: str | None,
+) -> str | None:
+    """Where the expectation came from: the release manifest, siblings, or nowhere."""
+    if release is not None:
+        return "release manifest"
+    if release_source is None and any(r.expected_from == "siblings" for r in rows):
+        return "siblings (consensus)"
+    if release_source is None and version is not None:
+        return "siblings (consensus)"
+    return None
+
+
+def _release_matches(
+    releases: Mapping[str, Manifest], rows: Sequence[AssetRow], version: str | None
+) -> tuple[ReleaseMatch, ...]:
+    """How many observed files each known release has the bytes of, best match first."""
     observed = [r for r in rows if r.served_sha256]
     matches = []
     for v in sorted(releases):
@@ -682,27 +723,7 @@ def manifest_comparison(
         if hits:
             matches.append(ReleaseMatch(version=v, matching=hits, total=len(observed)))
     matches.sort(key=lambda m: (-m.matching, m.version != version, m.version))
-    return ManifestComparison(
-        # the name probed when the connection failed was never served
-        served_path="" if unobserved or obs is None else obs.manifest_path,
-        served_format=served.format if served is not None else None,
-        served_entries=len(served.files) if served is not None else None,
-        served_error=obs.manifest_error if obs is not None else None,
-        expected_version=version,
-        expected_from=expected_from,
-        expected_stale=stale,
-        expected_error=unavailable,
-        added=tuple(sorted(added)),
-        removed=tuple(sorted(removed)),
-        changed=tuple(sorted(by_state["differs"])),
-        unchanged=len(by_state["same"]),
-        not_compared=tuple(sorted(not_compared)),
-        release_matches=tuple(matches),
-        # the release the differing files are from: the whole instance's when it serves
-        # another release, else the one release all changed files come from (a mix)
-        serves_version=result.serves_version
-        or _mixed_with([r for r in rows if r.state == "differs"]),
-    )
+    return tuple(matches)
 
 
 # --------------------------------------------------------------------------- signals
@@ -894,73 +915,7 @@ def summarise(
     CDN has, how many siblings do the same, where and since when. Names are base names
     when unambiguous; what could not be checked is pointed to, not hidden.
     """
-    name = result.instance.name
-    v = result.reported_version
-    verdict = result.verdict
-    changed = [r for r in rows if r.state == "differs"]
-    missing = [r for r in rows if r.state == "missing"]
-    added = [r for r in rows if r.state == "unexpected"]
-    cdn_missing = [r for r in rows if r.cdn_state == "missing" and r.state != "differs"]
-    clauses: list[str] = []
-    if verdict is Verdict.UNREACHABLE:
-        clauses.append(
-            f"{name} could not be reached: {result.reason.removeprefix('could not be observed: ')}"
-        )
-    elif verdict is Verdict.MISMATCH:
-        head = f"{name} reports {v or '(no version)'} but serves "
-        mixed = _mixed_with(changed)
-        if result.serves_version and changed:
-            head += f"{result.serves_version}'s {file_names([r.path for r in changed])}"
-        elif changed and mixed is not None:
-            # the differing files are another release's, the others this one's: a mix,
-            # so the instance as a whole is not said to serve that release
-            head += (
-                f"{mixed}'s {file_names([r.path for r in changed])} "
-                f"mixed with release {v}'s other files"
-            )
-        elif changed:
-            head += (
-                f"different bytes for {file_names([r.path for r in changed])} "
-                "(matching no known release)"
-            )
-        else:
-            head += "different content"
-        extra = []
-        if missing:
-            extra.append(f"answers {missing[0].status} for {file_names([r.path for r in missing])}")
-        if added:
-            extra.append(f"serves {plural(len(added), 'file')} the release lacks")
-        clauses.append(head + (f", and {join_words(extra)}" if extra else ""))
-        cdn = _cdn_clause(changed, cdn_missing)
-        if cdn:
-            clauses.append(cdn)
-    elif verdict is Verdict.SIGNAL_CONFLICT:
-        conflict = next(
-            (f.message for f in result.findings if f.kind is FindingKind.SIGNAL_CONFLICT),
-            result.reason,
-        )
-        clauses.append(f"{name}'s {conflict}")
-    elif verdict is Verdict.DRIFT:
-        clauses.append(
-            f"{name} serves release {v} as it reports, but the desired version is {desired}"
-        )
-    elif verdict in (Verdict.CDN_MISSING, Verdict.CDN_MISMATCH):
-        clauses.append(f"{name} reports {v} and serves release {v}")
-        if cdn_missing:
-            clauses.append(_cdn_clause([], cdn_missing))
-        differs = [r for r in rows if r.cdn_state == "differs"]
-        if differs:
-            clauses.append(
-                f"the CDN serves other bytes for {file_names([r.path for r in differs])}"
-            )
-    elif verdict is Verdict.INCONCLUSIVE:
-        clauses.append(
-            f"{name} reports {v or '(no version)'} but could not be judged: {result.reason}"
-        )
-    else:
-        same = sum(1 for r in rows if r.state == "same")
-        how = f"release {v}" if result.reason.startswith("serves release") else "its siblings"
-        clauses.append(f"{name} reports {v} and serves {how} ({plural(same, 'file')} verified)")
+    clauses = _verdict_clauses(result, rows, desired=desired)
     sib_clause = _siblings_clause(sib, result, now)
     if sib_clause:
         clauses.append(sib_clause)
@@ -968,6 +923,89 @@ def summarise(
     if any(n.startswith("could not check") for n in notes):
         text += " Could not check everything: see the notes below."
     return text
+
+
+def _verdict_clauses(
+    result: InstanceResult, rows: Sequence[AssetRow], *, desired: str | None
+) -> list[str]:
+    """The summary's clauses about the instance itself: what it claims and serves."""
+    name = result.instance.name
+    v = result.reported_version
+    verdict = result.verdict
+    if verdict is Verdict.UNREACHABLE:
+        reason = result.reason.removeprefix("could not be observed: ")
+        return [f"{name} could not be reached: {reason}"]
+    if verdict is Verdict.MISMATCH:
+        return _mismatch_clauses(result, rows)
+    if verdict is Verdict.SIGNAL_CONFLICT:
+        conflict = next(
+            (f.message for f in result.findings if f.kind is FindingKind.SIGNAL_CONFLICT),
+            result.reason,
+        )
+        return [f"{name}'s {conflict}"]
+    if verdict is Verdict.DRIFT:
+        return [f"{name} serves release {v} as it reports, but the desired version is {desired}"]
+    if verdict in (Verdict.CDN_MISSING, Verdict.CDN_MISMATCH):
+        return _cdn_verdict_clauses(result, rows)
+    if verdict is Verdict.INCONCLUSIVE:
+        return [f"{name} reports {v or '(no version)'} but could not be judged: {result.reason}"]
+    same = sum(1 for r in rows if r.state == "same")
+    how = f"release {v}" if result.reason.startswith("serves release") else "its siblings"
+    return [f"{name} reports {v} and serves {how} ({plural(same, 'file')} verified)"]
+
+
+def _cdn_missing(rows: Sequence[AssetRow]) -> list[AssetRow]:
+    """Files the CDN lacks, among those the instance serves as expected."""
+    return [r for r in rows if r.cdn_state == "missing" and r.state != "differs"]
+
+
+def _mismatch_clauses(result: InstanceResult, rows: Sequence[AssetRow]) -> list[str]:
+    """What a mismatching instance serves instead, whose bytes those are, and the CDN."""
+    v = result.reported_version
+    changed = [r for r in rows if r.state == "differs"]
+    missing = [r for r in rows if r.state == "missing"]
+    added = [r for r in rows if r.state == "unexpected"]
+    head = f"{result.instance.name} reports {v or '(no version)'} but serves "
+    mixed = _mixed_with(changed)
+    if result.serves_version and changed:
+        head += f"{result.serves_version}'s {file_names([r.path for r in changed])}"
+    elif changed and mixed is not None:
+        # the differing files are another release's, the others this one's: a mix,
+        # so the instance as a whole is not said to serve that release
+        head += (
+            f"{mixed}'s {file_names([r.path for r in changed])} "
+            f"mixed with release {v}'s other files"
+        )
+    elif changed:
+        head += (
+            f"different bytes for {file_names([r.path for r in changed])} "
+            "(matching no known release)"
+        )
+    else:
+        head += "different content"
+    extra = []
+    if missing:
+        extra.append(f"answers {missing[0].status} for {file_names([r.path for r in missing])}")
+    if added:
+        extra.append(f"serves {plural(len(added), 'file')} the release lacks")
+    clauses = [head + (f", and {join_words(extra)}" if extra else "")]
+    cdn = _cdn_clause(changed, _cdn_missing(rows))
+    if cdn:
+        clauses.append(cdn)
+    return clauses
+
+
+def _cdn_verdict_clauses(result: InstanceResult, rows: Sequence[AssetRow]) -> list[str]:
+    """An instance right for its version whose CDN lacks files or serves other bytes."""
+    v = result.reported_version
+    clauses = [f"{result.instance.name} reports {v} and serves release {v}"]
+    cdn_missing = _cdn_missing(rows)
+    if cdn_missing:
+        clauses.append(_cdn_clause([], cdn_missing))
+    differs = [r for r in rows if r.cdn_state == "differs"]
+    if differs:
+        clauses.append(f"the CDN serves other bytes for {file_names([r.path for r in differs])}")
+    return clauses
 
 
 # --------------------------------------------------------------------------- notes
@@ -1169,61 +1207,110 @@ def build_fleet(report: Report, *, release_source: str | None, now: datetime) ->
     """
     results = report.results
     noun = noun_for(r.instance for r in results)
-    keyed: dict[tuple[str | None, str | None, str | None], list[InstanceResult]] = defaultdict(list)
-    for r in results:
-        keyed[(r.reported_version, r.fingerprint, r.instance.image_id)].append(r)
     by_version: dict[str | None, list[InstanceResult]] = defaultdict(list)
     for r in results:
         by_version[r.reported_version].append(r)
-
     top_content: dict[str | None, str | None] = {}
     top_image: dict[str | None, str | None] = {}
     headlines: list[str] = []
-    for version, members in sorted(by_version.items(), key=lambda kv: (-len(kv[1]), str(kv[0]))):
-        label = f"of {version}" if version is not None else "reporting no version"
-        observed = [r for r in members if r.fingerprint is not None]
-        content = Counter(r.fingerprint for r in observed).most_common()
-        top_content[version] = _unique_top(content)
-        if len(content) > 1:
-            if top_content[version] is None:
-                headlines.append(
-                    f"{len(observed)} {noun} {label} disagree on content with no majority"
-                )
-            else:
-                odd = len(observed) - content[0][1]
-                headlines.append(
-                    f"{odd} of {len(observed)} {noun} {label} "
-                    f"{_verb(odd, 'serves', 'serve')} different content"
-                )
-        elif len(observed) > 1:
+    for version, members in _largest_first(by_version):
+        top_content[version], top_image[version], said = _version_headlines(
+            version, members, noun, report
+        )
+        headlines.extend(said)
+    headlines.extend(_fleet_headlines(report, by_version, noun))
+    groups = _fleet_groups(report, top_content, top_image, by_version, noun)
+    return FleetView(
+        noun=noun,
+        total=len(results),
+        groups=tuple(groups),
+        headlines=tuple(headlines),
+        counts={k: v for k, v in report.counts().items() if v},
+        notes=_dedupe(_fleet_notes(report, release_source=release_source)),
+        generated_at=now,
+        elapsed=report.elapsed,
+        requests=report.requests,
+        exit_code=report.exit_code,
+        desired_version=report.desired_version,
+        cdn=report.cdn,
+        release_source=release_source,
+    )
+
+
+def _largest_first(
+    by_version: Mapping[str | None, list[InstanceResult]],
+) -> list[tuple[str | None, list[InstanceResult]]]:
+    """Versions with the most instances first, then by name."""
+    return sorted(by_version.items(), key=lambda kv: (-len(kv[1]), str(kv[0])))
+
+
+def _version_headlines(
+    version: str | None, members: Sequence[InstanceResult], noun: str, report: Report
+) -> tuple[str | None, str | None, list[str]]:
+    """The majority content and image of one version's instances, and the headlines
+    saying where they disagree (or that all agree)."""
+    label = f"of {version}" if version is not None else "reporting no version"
+    headlines: list[str] = []
+    observed = [r for r in members if r.fingerprint is not None]
+    content = Counter(r.fingerprint for r in observed).most_common()
+    top_content = _unique_top(content)
+    if len(content) > 1:
+        if top_content is None:
+            headlines.append(f"{len(observed)} {noun} {label} disagree on content with no majority")
+        else:
+            odd = len(observed) - content[0][1]
             headlines.append(
-                f"All {len(observed)} observed {noun} {label} serve the same content"
-                + _sampled_files(report)
+                f"{odd} of {len(observed)} {noun} {label} "
+                f"{_verb(odd, 'serves', 'serve')} different content"
             )
-        images = Counter(r.instance.image_id for r in members if r.instance.image_id).most_common()
-        top_image[version] = _unique_top(images)
-        if len(images) > 1:
-            with_image = sum(n for _, n in images)
-            odd = with_image - images[0][1]
-            headlines.append(
-                f"{odd} of {with_image} {noun} {label} {_verb(odd, 'runs', 'run')} a different "
-                "image digest"
-            )
-        unobserved = len(members) - len(observed)
-        if unobserved:
-            headlines.append(f"{unobserved} of {len(members)} {noun} {label} could not be observed")
+    elif len(observed) > 1:
+        headlines.append(
+            f"All {len(observed)} observed {noun} {label} serve the same content"
+            + _sampled_files(report)
+        )
+    images = Counter(r.instance.image_id for r in members if r.instance.image_id).most_common()
+    top_image = _unique_top(images)
+    if len(images) > 1:
+        with_image = sum(n for _, n in images)
+        odd = with_image - images[0][1]
+        headlines.append(
+            f"{odd} of {with_image} {noun} {label} {_verb(odd, 'runs', 'run')} a different "
+            "image digest"
+        )
+    unobserved = len(members) - len(observed)
+    if unobserved:
+        headlines.append(f"{unobserved} of {len(members)} {noun} {label} could not be observed")
+    return top_content, top_image, headlines
+
+
+def _fleet_headlines(
+    report: Report, by_version: Mapping[str | None, list[InstanceResult]], noun: str
+) -> list[str]:
+    """The verdicts that are not consistent, and the versions reported, when several."""
+    headlines = []
+    results = report.results
     bad = {k: v for k, v in report.counts().items() if v and k != Verdict.CONSISTENT.value}
     if bad and results:
         said = ", ".join(f"{v} {k}" for k, v in bad.items())
         headlines.append(f"Verdicts of {len(results)} {noun}: {said}")
     if len(by_version) > 1:
-        shown = ", ".join(
-            f"{v or '(none)'} ({len(m)})"
-            for v, m in sorted(by_version.items(), key=lambda kv: (-len(kv[1]), str(kv[0])))
-        )
+        shown = ", ".join(f"{v or '(none)'} ({len(m)})" for v, m in _largest_first(by_version))
         desired = f"; desired {report.desired_version}" if report.desired_version else ""
         headlines.append(f"{len(by_version)} versions reported: {shown}{desired}")
+    return headlines
 
+
+def _fleet_groups(
+    report: Report,
+    top_content: Mapping[str | None, str | None],
+    top_image: Mapping[str | None, str | None],
+    by_version: Mapping[str | None, Sequence[InstanceResult]],
+    noun: str,
+) -> list[FleetGroup]:
+    """One group per (version, content, image), largest first, odd ones marked."""
+    keyed: dict[tuple[str | None, str | None, str | None], list[InstanceResult]] = defaultdict(list)
+    for r in report.results:
+        keyed[(r.reported_version, r.fingerprint, r.instance.image_id)].append(r)
     groups = []
     for (version, fp, image), members in keyed.items():
         odd, why = _oddity(version, fp, image, top_content, top_image, by_version, noun)
@@ -1246,21 +1333,7 @@ def build_fleet(report: Report, *, release_source: str | None, now: datetime) ->
             )
         )
     groups.sort(key=lambda g: (-g.count, g.odd, str(g.version), str(g.fingerprint)))
-    return FleetView(
-        noun=noun,
-        total=len(results),
-        groups=tuple(groups),
-        headlines=tuple(headlines),
-        counts={k: v for k, v in report.counts().items() if v},
-        notes=_dedupe(_fleet_notes(report, release_source=release_source)),
-        generated_at=now,
-        elapsed=report.elapsed,
-        requests=report.requests,
-        exit_code=report.exit_code,
-        desired_version=report.desired_version,
-        cdn=report.cdn,
-        release_source=release_source,
-    )
+    return groups
 
 
 def _unique_top(counted: Sequence[tuple[str | None, int]]) -> str | None:

@@ -2,7 +2,7 @@
 
 In a cluster, logs are read by machines first; one JSON object per line with the
 namespace, pod and version of the message keeps them searchable. Values of request
-headers never reach a log line (see fetch.py), so nothing secret is emitted here.
+headers never reach a log line (see artifactcheck.fetch), so nothing secret is emitted here.
 """
 
 from __future__ import annotations

@@ -30,6 +30,10 @@ from artifactcheck.act.investigate import (
     FleetGroup,
     FleetView,
     Investigation,
+    ManifestComparison,
+    PodView,
+    Siblings,
+    TlsView,
     age,
     clock,
     short,
@@ -460,26 +464,13 @@ def investigation_json(inv: Investigation) -> dict[str, Any]:
     Every key is always present (null when unknown) so consumers need no guessing, and
     hashes are full length here, unlike the table's prefixes.
     """
-    t = inv.target
-    sib = inv.siblings
-    m = inv.manifest
     return {
         "schema": INVESTIGATE_SCHEMA,
         "generated_at": _iso(inv.generated_at),
         "exit_code": inv.exit_code,
         "summary": inv.summary,
         "notes": list(inv.notes),
-        "target": {
-            "name": t.name,
-            "kind": t.kind,
-            "url": inv.url,
-            "namespace": t.namespace,
-            "node": t.node,
-            "owner": t.owner,
-            "image": t.image,
-            "image_id": t.image_id,
-            "started_at": _iso(t.started_at),
-        },
+        "target": _target_json(inv),
         "verdict": inv.verdict.value,
         "reason": inv.reason,
         "reported_version": inv.reported_version,
@@ -492,95 +483,11 @@ def investigation_json(inv: Investigation) -> dict[str, Any]:
                 for s in inv.signals
             ],
         },
-        "siblings": {
-            "total": sib.total,
-            "same": list(sib.same),
-            "same_version": sib.same_version,
-            "same_version_same_content": sib.same_version_same_content,
-            "image_total": sib.image_total,
-            "image_same": sib.image_same,
-            "majority_image": sib.majority_image,
-            "nodes": list(sib.nodes),
-            "first_started": _iso(sib.first_started),
-            "last_started": _iso(sib.last_started),
-        },
-        "manifest": {
-            "served_path": m.served_path,
-            "served_format": m.served_format,
-            "served_entries": m.served_entries,
-            "served_error": m.served_error,
-            "expected_version": m.expected_version,
-            "expected_from": m.expected_from,
-            "expected_stale": m.expected_stale,
-            "expected_error": m.expected_error,
-            "added": list(m.added),
-            "removed": list(m.removed),
-            "changed": list(m.changed),
-            "unchanged": m.unchanged,
-            "not_compared": list(m.not_compared),
-            "release_matches": [
-                {"version": r.version, "matching": r.matching, "total": r.total}
-                for r in m.release_matches
-            ],
-        },
-        "assets": [
-            {
-                "path": r.path,
-                "state": r.state,
-                "status": r.status,
-                "error": r.error,
-                "expected_sha256": r.expected_sha256,
-                "expected_from": r.expected_from,
-                "served_sha256": r.served_sha256,
-                "size": r.size,
-                "expected_size": r.expected_size,
-                "matches": list(r.matches),
-                "content_encoding": r.content_encoding,
-                "elapsed_ms": r.elapsed_ms,
-                "evidence": _evidence_json(r.evidence),
-                "cdn": {
-                    "state": r.cdn_state,
-                    "status": r.cdn_status,
-                    "sha256": r.cdn_sha256,
-                    "error": r.cdn_error,
-                    "elapsed_ms": r.cdn_elapsed_ms,
-                    "evidence": _evidence_json(r.cdn_evidence),
-                },
-            }
-            for r in inv.assets
-        ],
-        "tls": [
-            {
-                "role": t.role,
-                "endpoint": t.endpoint,
-                "subject": t.subject,
-                "issuer": t.issuer,
-                "not_after": _iso(t.not_after),
-                "days_left": t.days_left,
-                "note": t.note,
-            }
-            for t in inv.tls
-        ],
-        "pod": None
-        if inv.pod is None
-        else {
-            "condition_type": inv.pod.condition_type,
-            "has_gate": inv.pod.has_gate,
-            "gate_status": inv.pod.gate_status,
-            "ready": inv.pod.ready,
-            "annotations": dict(inv.pod.annotations),
-            "events": [
-                {
-                    "type": e.type,
-                    "reason": e.reason,
-                    "message": e.message,
-                    "count": e.count,
-                    "last_seen": _iso(e.last_seen),
-                }
-                for e in inv.pod.events
-            ],
-            "events_note": inv.pod.events_note,
-        },
+        "siblings": _siblings_json(inv.siblings),
+        "manifest": _manifest_json(inv.manifest),
+        "assets": [_asset_json(r) for r in inv.assets],
+        "tls": [_tls_json(t) for t in inv.tls],
+        "pod": None if inv.pod is None else _pod_json(inv.pod),
         "findings": [_finding_json(f) for f in inv.findings],
         "diffs": [
             {
@@ -596,6 +503,117 @@ def investigation_json(inv: Investigation) -> dict[str, Any]:
         "desired_version": inv.desired_version,
         "cdn": inv.cdn,
         "release_source": inv.release_source,
+    }
+
+
+def _target_json(inv: Investigation) -> dict[str, Any]:
+    t = inv.target
+    return {
+        "name": t.name,
+        "kind": t.kind,
+        "url": inv.url,
+        "namespace": t.namespace,
+        "node": t.node,
+        "owner": t.owner,
+        "image": t.image,
+        "image_id": t.image_id,
+        "started_at": _iso(t.started_at),
+    }
+
+
+def _siblings_json(sib: Siblings) -> dict[str, Any]:
+    return {
+        "total": sib.total,
+        "same": list(sib.same),
+        "same_version": sib.same_version,
+        "same_version_same_content": sib.same_version_same_content,
+        "image_total": sib.image_total,
+        "image_same": sib.image_same,
+        "majority_image": sib.majority_image,
+        "nodes": list(sib.nodes),
+        "first_started": _iso(sib.first_started),
+        "last_started": _iso(sib.last_started),
+    }
+
+
+def _manifest_json(m: ManifestComparison) -> dict[str, Any]:
+    return {
+        "served_path": m.served_path,
+        "served_format": m.served_format,
+        "served_entries": m.served_entries,
+        "served_error": m.served_error,
+        "expected_version": m.expected_version,
+        "expected_from": m.expected_from,
+        "expected_stale": m.expected_stale,
+        "expected_error": m.expected_error,
+        "added": list(m.added),
+        "removed": list(m.removed),
+        "changed": list(m.changed),
+        "unchanged": m.unchanged,
+        "not_compared": list(m.not_compared),
+        "release_matches": [
+            {"version": r.version, "matching": r.matching, "total": r.total}
+            for r in m.release_matches
+        ],
+    }
+
+
+def _asset_json(r: AssetRow) -> dict[str, Any]:
+    return {
+        "path": r.path,
+        "state": r.state,
+        "status": r.status,
+        "error": r.error,
+        "expected_sha256": r.expected_sha256,
+        "expected_from": r.expected_from,
+        "served_sha256": r.served_sha256,
+        "size": r.size,
+        "expected_size": r.expected_size,
+        "matches": list(r.matches),
+        "content_encoding": r.content_encoding,
+        "elapsed_ms": r.elapsed_ms,
+        "evidence": _evidence_json(r.evidence),
+        "cdn": {
+            "state": r.cdn_state,
+            "status": r.cdn_status,
+            "sha256": r.cdn_sha256,
+            "error": r.cdn_error,
+            "elapsed_ms": r.cdn_elapsed_ms,
+            "evidence": _evidence_json(r.cdn_evidence),
+        },
+    }
+
+
+def _tls_json(t: TlsView) -> dict[str, Any]:
+    return {
+        "role": t.role,
+        "endpoint": t.endpoint,
+        "subject": t.subject,
+        "issuer": t.issuer,
+        "not_after": _iso(t.not_after),
+        "days_left": t.days_left,
+        "note": t.note,
+    }
+
+
+def _pod_json(pod: PodView) -> dict[str, Any]:
+    return {
+        "condition_type": pod.condition_type,
+        "has_gate": pod.has_gate,
+        "gate_status": pod.gate_status,
+        "ready": pod.ready,
+        "annotations": dict(pod.annotations),
+        "events": [
+            {
+                "type": e.type,
+                "reason": e.reason,
+                "message": e.message,
+                "count": e.count,
+                "last_seen": _iso(e.last_seen),
+            }
+            for e in pod.events
+        ],
+        "events_note": pod.events_note,
     }
 
 
@@ -646,6 +664,21 @@ def fleet_renderable(view: FleetView, console: Console) -> RenderableType:
         parts.append(Text(line, style="bold red" if odd else "bold"))
     for note in view.notes:
         parts.append(Text(f"  ! {note}", style="yellow"))
+    parts.append(_fleet_table(view, console))
+    counts = ", ".join(f"{v} {k}" for k, v in view.counts.items()) or "no instances"
+    parts.append(
+        Text(
+            f"{counts}; {view.requests} requests in {view.elapsed:.2f}s at "
+            f"{view.generated_at:%H:%M:%S} UTC; exit {view.exit_code}",
+            style="dim",
+        )
+    )
+    return Group(*parts)
+
+
+def _fleet_table(view: FleetView, console: Console) -> Table:
+    """One row per group; the image, nodes, owners and age columns only when any group
+    has a value for them."""
     table = _table(
         console,
         f"{view.total} {view.noun} in {len(view.groups)} group(s) by version, content and image",
@@ -672,44 +705,40 @@ def fleet_renderable(view: FleetView, console: Console) -> RenderableType:
         table.add_column("age")
     table.add_column("instances", overflow="fold")
     for g in view.groups:
-        verdicts = Text()
-        for i, (name, n) in enumerate(g.verdicts.items()):
-            if i:
-                verdicts.append(", ")
-            verdicts.append(f"{n} {name}", style=VERDICT_STYLE[Verdict(name)])
-        if g.serves_version:
-            verdicts.append(f" (serves {g.serves_version})", style="bold red")
-        marker = Text("!", style="bold red") if g.odd else Text(" ")
-        image = (
-            g.image_id.rsplit(":", 1)[-1][:12]
-            if g.image_id and ":" in g.image_id
-            else (g.image_id or "-")
-        )
-        instances = Text(_names(g.instances))
-        if g.why:
-            instances.append(f"\n{g.why}", style="red")
-        cells: list[RenderableType] = [marker, str(g.count), g.version or "-", g.fingerprint or "-"]
-        if has["image"]:
-            cells.append(image)
-        cells.append(verdicts)
-        if has["nodes"]:
-            cells.append(_names(g.nodes, 3))
-        if has["owners"]:
-            cells.append(_names(g.owners, 3))
-        if has["age"]:
-            cells.append(_ages(g, view.generated_at))
-        cells.append(instances)
-        table.add_row(*cells, style="bold" if g.odd else "")
-    parts.append(table)
-    counts = ", ".join(f"{v} {k}" for k, v in view.counts.items()) or "no instances"
-    parts.append(
-        Text(
-            f"{counts}; {view.requests} requests in {view.elapsed:.2f}s at "
-            f"{view.generated_at:%H:%M:%S} UTC; exit {view.exit_code}",
-            style="dim",
-        )
+        table.add_row(*_fleet_cells(g, has, view.generated_at), style="bold" if g.odd else "")
+    return table
+
+
+def _fleet_cells(g: FleetGroup, has: dict[str, bool], now: datetime) -> list[RenderableType]:
+    """The cells of one group's row, for the columns the table has."""
+    verdicts = Text()
+    for i, (name, n) in enumerate(g.verdicts.items()):
+        if i:
+            verdicts.append(", ")
+        verdicts.append(f"{n} {name}", style=VERDICT_STYLE[Verdict(name)])
+    if g.serves_version:
+        verdicts.append(f" (serves {g.serves_version})", style="bold red")
+    marker = Text("!", style="bold red") if g.odd else Text(" ")
+    image = (
+        g.image_id.rsplit(":", 1)[-1][:12]
+        if g.image_id and ":" in g.image_id
+        else (g.image_id or "-")
     )
-    return Group(*parts)
+    instances = Text(_names(g.instances))
+    if g.why:
+        instances.append(f"\n{g.why}", style="red")
+    cells: list[RenderableType] = [marker, str(g.count), g.version or "-", g.fingerprint or "-"]
+    if has["image"]:
+        cells.append(image)
+    cells.append(verdicts)
+    if has["nodes"]:
+        cells.append(_names(g.nodes, 3))
+    if has["owners"]:
+        cells.append(_names(g.owners, 3))
+    if has["age"]:
+        cells.append(_ages(g, now))
+    cells.append(instances)
+    return cells
 
 
 def render_fleet(view: FleetView, console: Console) -> None:

@@ -9,8 +9,8 @@ by side (``investigate``) or as the fleet grouped by what it actually serves
 rendering in :mod:`artifactcheck.act.views`; this module does the I/O: discovery,
 the check, certificate probes and the second fetch that ``--diff`` needs.
 
-Registered on the main group by ``cli.py``; helpers from ``cli.py`` are imported
-inside the commands so either module can be imported first.
+Registered on the main group by :mod:`artifactcheck.cli.main`; what both share (exit
+codes, the error line, running a check) is in :mod:`artifactcheck.cli.common`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 import click
 
 from artifactcheck.act.investigate import (
+    DiffPlan,
     DiffView,
     FleetView,
     Investigation,
@@ -42,13 +43,20 @@ from artifactcheck.act.investigate import (
     tls_view,
     unknown_target,
 )
+from artifactcheck.cli.common import (
+    EXIT_INCONCLUSIVE,
+    fail,
+    output_option,
+    require_instances,
+    run_or_exit,
+)
 from artifactcheck.cli.options import (
     check_destinations,
     guard_repeats,
     spec_from_options,
     target_options,
 )
-from artifactcheck.model.errors import ArtifactCheckError, ConfigError, DependencyError
+from artifactcheck.model.errors import ArtifactCheckError, ConfigError
 from artifactcheck.model.values import Fetched, Instance, Manifest, Report
 
 if TYPE_CHECKING:  # httpx, aiohttp and pydantic load in the commands, not for --help
@@ -58,6 +66,8 @@ if TYPE_CHECKING:  # httpx, aiohttp and pydantic load in the commands, not for -
 #: Largest file fetched again for ``--diff``, bytes: the first lines are what is shown.
 DIFF_MAX_BYTES = 2 * 1024 * 1024
 EventSource = Callable[[Instance, "CheckSpec"], Sequence[PodEvent]]
+
+log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- hooks
@@ -80,7 +90,6 @@ def events_for(
         return []
     from artifactcheck.clients.kube import load_api_client
     from artifactcheck.control.status import list_pod_events
-    from artifactcheck.model.errors import ArtifactCheckError
 
     namespace, _, name = instance.name.rpartition("/")
     try:
@@ -90,7 +99,7 @@ def events_for(
         finally:
             api.close()  # type: ignore[no-untyped-call]
     except ArtifactCheckError as exc:
-        logging.getLogger("artifactcheck").warning("could not read Events of %s: %s", name, exc)
+        log.warning("could not read Events of %s: %s", name, exc)
         return []
     out = []
     for e in raw:
@@ -203,50 +212,54 @@ async def _fetch_diffs(
     bytes are fetched once more: served from the target, expected from a sibling or
     the CDN that served the expected sha256 — verified again before it is used.
     """
-    diffs = []
-    for plan in diff_plans(inv, report, cdn_assets):
-        served = await fetcher.get_document(
-            inv.url, plan.path, max_bytes=DIFF_MAX_BYTES, host_header=host_header
+    return [
+        await _diff_one(plan, inv.url, fetcher, host_header=host_header, max_lines=max_lines)
+        for plan in diff_plans(inv, report, cdn_assets)
+    ]
+
+
+async def _diff_one(
+    plan: DiffPlan, url: str, fetcher: Fetcher, *, host_header: str | None, max_lines: int
+) -> DiffView:
+    """The diff of one file: the target's bytes now against verified expected bytes."""
+    served = await fetcher.get_document(
+        url, plan.path, max_bytes=DIFF_MAX_BYTES, host_header=host_header
+    )
+    if not served.ok or served.body is None:
+        why = served.error or f"HTTP {served.status}"
+        return DiffView(plan.path, None, note=f"could not fetch the served bytes again: {why}")
+    changed = ""
+    if plan.served_sha256 and served.sha256 != plan.served_sha256:
+        changed = "; the instance now serves other bytes than during the check"
+    expected, used, tried = await _expected_bytes(plan, fetcher, host_header=host_header)
+    if expected is None or used is None:
+        where = "; ".join(tried) if tried else "no sibling or CDN serves the expected sha256"
+        return DiffView(
+            plan.path,
+            None,
+            note=f"no source has the expected bytes ({plan.expected_sha256[:12]}): "
+            f"{where}{changed}",
         )
-        if not served.ok or served.body is None:
-            why = served.error or f"HTTP {served.status}"
-            diffs.append(
-                DiffView(plan.path, None, note=f"could not fetch the served bytes again: {why}")
-            )
-            continue
-        changed = ""
-        if plan.served_sha256 and served.sha256 != plan.served_sha256:
-            changed = "; the instance now serves other bytes than during the check"
-        expected: bytes | None = None
-        used: str | None = None
-        tried = []
-        for label, base in plan.sources:
-            host = host_header if not label.startswith("CDN") else ""  # "": the CDN's own
-            got = await fetcher.get_document(
-                base, plan.path, max_bytes=DIFF_MAX_BYTES, host_header=host
-            )
-            if got.ok and got.body is not None and got.sha256 == plan.expected_sha256:
-                expected, used = got.body, label
-                break
-            tried.append(f"{label}: {got.error or got.sha256 or got.status}")
-        if expected is None or used is None:
-            where = "; ".join(tried) if tried else "no sibling or CDN serves the expected sha256"
-            diffs.append(
-                DiffView(
-                    plan.path,
-                    None,
-                    note=f"no source has the expected bytes ({plan.expected_sha256[:12]}): "
-                    f"{where}{changed}",
-                )
-            )
-            continue
-        view = text_diff(
-            plan.path, expected, served.body, expected_source=used, max_lines=max_lines
+    view = text_diff(plan.path, expected, served.body, expected_source=used, max_lines=max_lines)
+    if changed:
+        view = replace(view, note=((view.note or "") + changed).lstrip("; "))
+    return view
+
+
+async def _expected_bytes(
+    plan: DiffPlan, fetcher: Fetcher, *, host_header: str | None
+) -> tuple[bytes | None, str | None, list[str]]:
+    """The expected bytes, the source that served them, and what each source tried gave."""
+    tried: list[str] = []
+    for label, base in plan.sources:
+        host = host_header if not label.startswith("CDN") else ""  # "": the CDN's own
+        got = await fetcher.get_document(
+            base, plan.path, max_bytes=DIFF_MAX_BYTES, host_header=host
         )
-        if changed:
-            view = replace(view, note=((view.note or "") + changed).lstrip("; "))
-        diffs.append(view)
-    return diffs
+        if got.ok and got.body is not None and got.sha256 == plan.expected_sha256:
+            return got.body, label, tried
+        tried.append(f"{label}: {got.error or got.sha256 or got.status}")
+    return None, None, tried
 
 
 def _full(spec: CheckSpec, *, assets: bool) -> CheckSpec:
@@ -279,40 +292,19 @@ async def collect_investigation(
     has that URL), a name, ``namespace/pod``, a pod or container name. ConfigError when
     it names nothing; DependencyError when discovery's API is down.
     """
-    from artifactcheck.discover.static import instances_from_targets, parse_target
-    from artifactcheck.pipeline import discover_all
-
     spec = _full(spec, assets=True)
-    found = (
-        list(instances)
-        if instances is not None
-        else await discover_all(spec, kubeconfig=kubeconfig, context=context)
-    )
-    chosen = find_target(target.partition("=")[0] if "://" in target else target, found)
-    if chosen is None:
-        if "://" not in target:
-            raise unknown_target(target, found)
-        (chosen,) = instances_from_targets([parse_target(target)])
-        found.append(chosen)
+    found = await _instances(spec, instances, kubeconfig=kubeconfig, context=context)
+    chosen = _choose(target, found)
     fetcher, cdn_assets = recording_fetcher(spec)
     async with fetcher:
         report, releases = await _check(
             spec, found, fetcher, kubeconfig=kubeconfig, context=context
         )
         stamp = now()
-        tls = [await _probe_tls(chosen.base_url, "instance", spec, stamp)]
-        if spec.cdn:
-            tls.append(await _probe_tls(spec.cdn, "CDN", spec, stamp))
-        pod_events: Sequence[PodEvent] = ()
-        events_note = None
-        if chosen.kind == "pod":
-            pod_events = (
-                events(chosen, spec)
-                if events is not None
-                else events_for(chosen, spec, kubeconfig=kubeconfig, context=context)
-            )
-            if not pod_events and spec.kubernetes is None:
-                events_note = "no cluster configured: Events not read"
+        tls = await _certificates(chosen, spec, stamp)
+        pod_events, events_note = _pod_events(
+            chosen, spec, events, kubeconfig=kubeconfig, context=context
+        )
         inv = build_investigation(
             report,
             chosen.name,
@@ -338,6 +330,63 @@ async def collect_investigation(
     return inv
 
 
+async def _instances(
+    spec: CheckSpec,
+    given: Sequence[Instance] | None,
+    *,
+    kubeconfig: str | None,
+    context: str | None,
+) -> list[Instance]:
+    """The instances given (tests, the demo), else those the spec discovers."""
+    from artifactcheck.pipeline import discover_all
+
+    if given is not None:
+        return list(given)
+    return await discover_all(spec, kubeconfig=kubeconfig, context=context)
+
+
+def _choose(target: str, found: list[Instance]) -> Instance:
+    """The instance ``target`` names; a URL naming none is added to ``found``."""
+    from artifactcheck.discover.static import instances_from_targets, parse_target
+
+    chosen = find_target(target.partition("=")[0] if "://" in target else target, found)
+    if chosen is None:
+        if "://" not in target:
+            raise unknown_target(target, found)
+        (chosen,) = instances_from_targets([parse_target(target)])
+        found.append(chosen)
+    return chosen
+
+
+async def _certificates(chosen: Instance, spec: CheckSpec, stamp: datetime) -> list[TlsView]:
+    """The certificates of the target and of the CDN, when there is one."""
+    tls = [await _probe_tls(chosen.base_url, "instance", spec, stamp)]
+    if spec.cdn:
+        tls.append(await _probe_tls(spec.cdn, "CDN", spec, stamp))
+    return tls
+
+
+def _pod_events(
+    chosen: Instance,
+    spec: CheckSpec,
+    events: EventSource | None,
+    *,
+    kubeconfig: str | None,
+    context: str | None,
+) -> tuple[Sequence[PodEvent], str | None]:
+    """The target pod's Events, and a note when none could be read for lack of a cluster."""
+    if chosen.kind != "pod":
+        return (), None
+    pod_events = (
+        events(chosen, spec)
+        if events is not None
+        else events_for(chosen, spec, kubeconfig=kubeconfig, context=context)
+    )
+    if not pod_events and spec.kubernetes is None:
+        return pod_events, "no cluster configured: Events not read"
+    return pod_events, None
+
+
 async def collect_fleet(
     spec: CheckSpec,
     *,
@@ -347,14 +396,8 @@ async def collect_fleet(
     context: str | None = None,
 ) -> FleetView:
     """Discover, check every instance, and group them by what they serve."""
-    from artifactcheck.pipeline import discover_all
-
     spec = _full(spec, assets=False)
-    found = (
-        list(instances)
-        if instances is not None
-        else await discover_all(spec, kubeconfig=kubeconfig, context=context)
-    )
+    found = await _instances(spec, instances, kubeconfig=kubeconfig, context=context)
     fetcher, _cdn_assets = recording_fetcher(spec)
     async with fetcher:
         report, _releases = await _check(
@@ -396,32 +439,13 @@ def _write(text: str, dest: str | None) -> None:
         Path(dest).write_text(text, encoding="utf-8")
 
 
-def _run(coro: Any) -> Any:
-    """asyncio.run with verify's error mapping: usage errors 2, dependencies down 3."""
-    from artifactcheck.cli.main import EXIT_INCONCLUSIVE, _fail, run_quietly
-
-    try:
-        return run_quietly(coro)
-    except ConfigError as exc:
-        _fail(str(exc))
-    except (DependencyError, ArtifactCheckError) as exc:
-        _fail(str(exc), EXIT_INCONCLUSIVE)
-
-
 # --------------------------------------------------------------------------- commands
 
 
 @click.command()
 @click.argument("target")
 @target_options
-@click.option(
-    "-o",
-    "--output",
-    "outputs",
-    multiple=True,
-    metavar="FORMAT[=FILE]",
-    help="table (default), json or json=FILE; repeatable.",
-)
+@output_option("table (default), json or json=FILE; repeatable.")
 @click.option("--diff", is_flag=True, help="Unified diff of mismatching text files (JS/CSS/HTML).")
 @click.option(
     "--diff-lines",
@@ -439,14 +463,13 @@ def investigate(target: str, **opts: Any) -> None:
     is consistent, 1 it serves something wrong, 2 usage error, 3 could not judge.
     """
     from artifactcheck.act.views import dumps, investigation_json, render_investigation
-    from artifactcheck.cli.main import _fail
 
     try:
         outputs = parse_outputs(opts["outputs"])
         spec = spec_from_options(opts)
     except ConfigError as exc:
-        _fail(str(exc))
-    inv: Investigation = _run(
+        fail(str(exc))
+    inv: Investigation = run_or_exit(
         collect_investigation(
             spec,
             target,
@@ -466,14 +489,7 @@ def investigate(target: str, **opts: Any) -> None:
 
 @click.command()
 @target_options
-@click.option(
-    "-o",
-    "--output",
-    "outputs",
-    multiple=True,
-    metavar="FORMAT[=FILE]",
-    help="table (default), json or json=FILE; repeatable.",
-)
+@output_option("table (default), json or json=FILE; repeatable.")
 @click.option(
     "--watch",
     type=click.FloatRange(min=0.1),
@@ -491,19 +507,14 @@ def fleet(**opts: Any) -> None:
     their version are marked with "!", so "2 of 14 pods of 1.4.2 serve different
     content" is the first thing you read. Exit codes as for verify (0/1/2/3).
     """
-    from artifactcheck.cli.main import _fail
-
     try:
         outputs = parse_outputs(opts["outputs"])
         spec = spec_from_options(opts)
-        if not spec.targets and spec.docker is None and spec.kubernetes is None:
-            raise ConfigError(
-                "nothing to check: give --target, --docker-label, --selector or a config"
-            )
+        require_instances(spec)
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if opts["watch"] is None:
-        view: FleetView = _run(
+        view: FleetView = run_or_exit(
             collect_fleet(spec, kubeconfig=opts["kubeconfig"], context=opts["kube_context"])
         )
         _emit_fleet(view, outputs)
@@ -579,13 +590,13 @@ def _watch(
     try:
         if tables and console.is_terminal:
             with Live(console=console, auto_refresh=False, transient=False) as live:
-                _run(loop(live))
+                run_or_exit(loop(live))
         else:
-            _run(loop(None))
+            run_or_exit(loop(None))
     except KeyboardInterrupt:
         pass
     view = state["view"]
-    return 3 if view is None else int(view.exit_code)
+    return EXIT_INCONCLUSIVE if view is None else int(view.exit_code)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

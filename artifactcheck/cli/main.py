@@ -15,10 +15,21 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
+from artifactcheck.act.logs import JsonFormatter, PlainFormatter
+from artifactcheck.cli.common import (
+    EXIT_INCONCLUSIVE,
+    console,
+    exit_on_error,
+    fail,
+    output_option,
+    require_instances,
+    run_quietly,
+)
+from artifactcheck.cli.investigate import fleet, investigate
 from artifactcheck.cli.options import (
     check_destinations,
     guard_repeats,
@@ -32,31 +43,12 @@ from artifactcheck.model.errors import (
     ManifestError,
 )
 
-EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
-
-
-def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    click.echo(f"artifactcheck: error: {message}", err=True)
-    sys.exit(code)
-
-
-def _console(*, stderr: bool = False) -> Any:
-    from rich.console import Console
-
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
-
 
 def _setup_logging(verbose: int, json_logs: bool = False) -> None:
     level = logging.WARNING - 10 * min(verbose, 2)
     handler = logging.StreamHandler(sys.stderr)
-    if json_logs:
-        from artifactcheck.act.logs import JsonFormatter
-
-        handler.setFormatter(JsonFormatter())
-    else:
-        from artifactcheck.act.logs import PlainFormatter
-
-        handler.setFormatter(PlainFormatter())  # timestamped, like the controller's lines
+    # timestamped plain lines, like the controller's, unless JSON is asked for
+    handler.setFormatter(JsonFormatter() if json_logs else PlainFormatter())
     root = logging.getLogger("artifactcheck")
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -85,8 +77,7 @@ def _outputs(values: tuple[str, ...]) -> list[tuple[str, str | None]]:
         kind, sep, dest = item.partition("=")
         if kind not in OUTPUT_KINDS:
             raise ConfigError(
-                f"--output {item!r}: expected table, json or junit (or markdown), "
-                "each optionally =FILE"
+                f"--output {item!r}: expected table, json, junit or markdown, each optionally =FILE"
             )
         if sep and not dest:
             raise ConfigError(f"--output {item!r}: give a file name after '=' (or '-')")
@@ -106,7 +97,7 @@ def emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool = 
 
     for kind, dest in outputs:
         if kind == "table" and dest is None:
-            render_table(report, _console(), verbose=verbose)
+            render_table(report, console(), verbose=verbose)
             continue
         if kind == "table":
             buffer = Console(
@@ -127,7 +118,7 @@ def emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool = 
         try:
             Path(dest).write_text(text, encoding="utf-8")
         except OSError as exc:
-            _fail(f"--output {dest}: cannot write: {exc.strerror or exc}")
+            fail(f"--output {dest}: cannot write: {exc.strerror or exc}")
     if all(dest is not None for _, dest in outputs):
         click.echo(f"artifactcheck: {summary_line(report)}", err=True)
 
@@ -167,14 +158,9 @@ def summary_line(report: Any) -> str:
     help="Largest fraction of a workload acted on (default 0.25).",
 )
 @click.option("--dry-run", is_flag=True, help="Decide and report actions, never perform them.")
-@click.option(
-    "-o",
-    "--output",
-    "outputs",
-    multiple=True,
-    metavar="FORMAT[=FILE]",
-    help="table (default), json, junit or markdown, each to standard output or =FILE; "
-    "repeatable, at most one to standard output.",
+@output_option(
+    "table (default), json, junit or markdown, each to standard output or =FILE; repeatable, "
+    "at most one to standard output."
 )
 @click.option("--verbose-report", is_flag=True, help="Show every finding, info included.")
 def verify(**opts: Any) -> None:
@@ -202,57 +188,36 @@ def verify(**opts: Any) -> None:
                 "policy.dry_run": True if opts["dry_run"] else None,
             },
         )
-        if not spec.targets and spec.docker is None and spec.kubernetes is None:
-            raise ConfigError(
-                "nothing to check: give --target, --docker-label, --selector or a config"
-            )
+        require_instances(spec)
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     report = _run_with_progress(spec, kubeconfig=opts["kubeconfig"], context=opts["kube_context"])
     emit(report, outputs, verbose=opts["verbose_report"])
     sys.exit(report.exit_code)
 
 
-def run_quietly(coro: Any) -> Any:
-    """``asyncio.run`` that hands back the result without the main task holding it.
-
-    Python 3.11's ``asyncio.run`` builds the ``repr()`` of the main task's result
-    while restoring the SIGINT handler; for a 1,000-instance Report that cost 3.5 s and
-    350 MB (docs/benchmarks.md). Keeping the result out of the task avoids it.
-    """
-    box: list[Any] = []
-
-    async def main() -> None:
-        box.append(await coro)
-
-    asyncio.run(main())
-    return box[0]
-
-
 def _run_with_progress(spec: Any, **kw: Any) -> Any:
+    """The check, with a progress bar on a terminal; errors exit as :func:`exit_on_error`."""
+    return exit_on_error(lambda: _run_check(spec, **kw))
+
+
+def _run_check(spec: Any, **kw: Any) -> Any:
     from artifactcheck.pipeline import run_check
 
-    try:
-        if not sys.stderr.isatty():
-            return run_quietly(run_check(spec, **kw))
-        from rich.progress import Progress
+    if not sys.stderr.isatty():
+        return run_quietly(run_check(spec, **kw))
+    from rich.progress import Progress
 
-        with Progress(console=_console(stderr=True), transient=True) as progress:
-            task = progress.add_task("checking", total=None)
-            return run_quietly(
-                run_check(
-                    spec,
-                    on_discovered=lambda n: progress.update(task, total=n),
-                    on_result=lambda _obs: progress.advance(task),
-                    **kw,
-                )
+    with Progress(console=console(stderr=True), transient=True) as progress:
+        task = progress.add_task("checking", total=None)
+        return run_quietly(
+            run_check(
+                spec,
+                on_discovered=lambda n: progress.update(task, total=n),
+                on_result=lambda _obs: progress.advance(task),
+                **kw,
             )
-    except ConfigError as exc:
-        _fail(str(exc))
-    except DependencyError as exc:
-        _fail(str(exc), EXIT_INCONCLUSIVE)
-    except ArtifactCheckError as exc:
-        _fail(str(exc), EXIT_INCONCLUSIVE)
+        )
 
 
 @main.group()
@@ -277,7 +242,7 @@ def manifest_build(dist: str, version: str, out: str | None) -> None:
     try:
         data = native.dump(native.build(dist, version=version))
     except ManifestError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     _write_bytes(data, out)
 
 
@@ -293,7 +258,7 @@ def _write_bytes(data: bytes, out: str | None) -> None:
         tmp.replace(target)  # atomic: a failed write never leaves a half manifest
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        _fail(f"{out}: cannot write: {exc.strerror or exc}")
+        fail(f"{out}: cannot write: {exc.strerror or exc}")
 
 
 @manifest.command("show")
@@ -308,7 +273,7 @@ def manifest_show(source: str, fmt: str, as_json: bool) -> None:
         data, where = _read_source(source)
         m = parse_manifest(data, format=fmt, path_hint=where, source=where)
     except (ManifestError, ArtifactCheckError) as exc:
-        _fail(f"{source}: {exc}")
+        fail(f"{source}: {exc}")
     if as_json:
         doc = {
             "format": m.format,
@@ -343,10 +308,10 @@ def manifest_show(source: str, fmt: str, as_json: bool) -> None:
         table.add_row(
             path, "yes" if e.entry else "", "" if e.size is None else str(e.size), hashes or "-"
         )
-    console = _console()
-    console.print(table)
+    out = console()
+    out.print(table)
     for path, reason in m.rejected:
-        console.print(f"rejected {path!r}: {reason}")
+        out.print(f"rejected {path!r}: {reason}")
 
 
 def _read_source(source: str) -> tuple[bytes, str]:
@@ -394,11 +359,11 @@ def manifest_from_image(image: str, path: str, version: str, out: str | None) ->
             engine.close()
         data = native.dump(m) if m.files else b""
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except (DependencyError, ManifestError) as exc:
-        _fail(str(exc), EXIT_INCONCLUSIVE)
+        fail(str(exc), EXIT_INCONCLUSIVE)
     if not data:  # a wrong --path, almost always; an empty manifest vouches for nothing
-        _fail(f"{image}: no files under --path {path}; give the site directory in the image")
+        fail(f"{image}: no files under --path {path}; give the site directory in the image")
     _write_bytes(data, out)
 
 
@@ -476,13 +441,13 @@ def controller(**opts: Any) -> None:
     try:
         api = load_api_client(opts["kubeconfig"], opts["context"])
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except DependencyError as exc:
-        _fail(str(exc), EXIT_INCONCLUSIVE)
+        fail(str(exc), EXIT_INCONCLUSIVE)
     try:
         ctl = Controller(api_client=api, settings=settings)
     except ConfigError as exc:  # an invalid --admin-config names its file and field
-        _fail(str(exc))
+        fail(str(exc))
     # Probes and metrics on separate ports, each serving only its own endpoints (the
     # metrics port is often reachable from further away than kubelet's probes).
     separate = opts["metrics_port"] and opts["metrics_port"] != opts["health_port"]
@@ -517,18 +482,12 @@ def demo(instances: int, keep: bool, kubernetes: bool) -> None:
     """Start a simulated fleet on loopback, check it, and explain what was found."""
     from artifactcheck.sim.demo import run_demo
 
-    sys.exit(run_demo(instances=instances, keep=keep, console=_console(), kubernetes=kubernetes))
+    sys.exit(run_demo(instances=instances, keep=keep, console=console(), kubernetes=kubernetes))
 
 
-def _register() -> None:
-    from artifactcheck.cli.investigate import fleet, investigate
-
-    main.add_command(investigate)
-    main.add_command(fleet)
-    guard_repeats(main)  # no single-value option anywhere keeps only its last value
-
-
-_register()
+main.add_command(investigate)
+main.add_command(fleet)
+guard_repeats(main)  # no single-value option anywhere keeps only its last value
 
 if __name__ == "__main__":  # pragma: no cover
     main()

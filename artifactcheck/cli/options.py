@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from artifactcheck.model.errors import ConfigError
-from artifactcheck.model.settings import CheckSpec
+
+if TYPE_CHECKING:  # pydantic loads when a spec is built, not for --help
+    from artifactcheck.model.settings import CheckSpec
 
 
 class SingleValueOption(click.Option):
@@ -206,28 +208,13 @@ def build_spec(
     ``flags`` is filled with the locations each override set (see FLAG_OF_FIELD), so a
     validation error names the flag rather than the field when a flag set the value.
     """
-    import yaml
-
-    from artifactcheck.model.settings import load_spec
+    from artifactcheck.model.settings import load_spec, read_spec_yaml
 
     data: dict[str, Any] = {}
     origin = "command line"
     if config:
         path = Path(config)
-        try:
-            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # C parser: 10x faster
-            loaded = yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {}  # noqa: S506
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{path}: not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-        except RecursionError as exc:  # PyYAML composes nested nodes recursively
-            raise ConfigError(f"{path}: nested too deeply to be a configuration") from exc
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top level")
-        data = _as_field_names(loaded, path)
+        data = _as_field_names(read_spec_yaml(path), path)
         origin = f"{path} + command line"
     for key, value in overrides.items():
         if value is None or value == () or value == []:
@@ -286,10 +273,30 @@ def version_endpoint(value: str | None) -> dict[str, str] | None:
     return {"path": path or "/version", "pointer": pointer}
 
 
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
 def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The instance, release and CDN flags of ``verify``, so the three commands agree."""
-    one = SingleValueOption
+    """The instance, release and CDN flags of ``verify``, so the three commands agree.
+
+    Listed in ``--help`` in this order: where, release, served, HTTP, discovery.
+    """
     options = [
+        *_where_options(),
+        *_release_options(),
+        *_served_options(),
+        *_http_options(),
+        *_discovery_options(),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _where_options() -> list[Decorator]:
+    """Instances given by URL, the configuration file and the CDN."""
+    one = SingleValueOption
+    return [
         click.option(
             "-t",
             "--target",
@@ -311,6 +318,13 @@ def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             metavar="URL",
             help="CDN base URL (http:// or https://) the referenced assets must exist on.",
         ),
+    ]
+
+
+def _release_options() -> list[Decorator]:
+    """Where the expected release comes from, and the versions in play."""
+    one = SingleValueOption
+    return [
         click.option(
             "--release-manifest",
             "release_manifest",
@@ -362,6 +376,13 @@ def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             metavar="V",
             help="Version the fleet should run; instances reporting another are drift.",
         ),
+    ]
+
+
+def _served_options() -> list[Decorator]:
+    """How an instance tells what it serves and which version it runs."""
+    one = SingleValueOption
+    return [
         click.option(
             "--manifest-path",
             cls=one,
@@ -380,6 +401,13 @@ def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             metavar="PATH[#POINTER]",
             help="Read the version over HTTP, e.g. /version#/version.",
         ),
+    ]
+
+
+def _http_options() -> list[Decorator]:
+    """How instances are reached: headers, TLS, codings, time and concurrency."""
+    one = SingleValueOption
+    return [
         click.option(
             "--host-header",
             cls=one,
@@ -431,6 +459,13 @@ def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--concurrency", cls=one, type=int, metavar="N", help="Requests in flight in total."
         ),
+    ]
+
+
+def _discovery_options() -> list[Decorator]:
+    """Instances discovered on a Docker engine or in a cluster."""
+    one = SingleValueOption
+    return [
         click.option(
             "--docker-label",
             "docker_labels",
@@ -461,9 +496,6 @@ def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--context", "kube_context", cls=one, help="Kubeconfig context."),
     ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
 
 
 def spec_from_options(
@@ -478,27 +510,13 @@ def spec_from_options(
     from artifactcheck.discover.static import parse_target
 
     targets = [parse_target(t).model_dump(exclude_none=True) for t in opts["targets"]]
-    docker: dict[str, Any] | None = None
-    if opts["docker_labels"] or opts["docker_network"] or opts["docker_port"]:
-        docker = {"labels": list(opts["docker_labels"])}
-        if opts["docker_network"]:
-            docker["network"] = opts["docker_network"]
-        if opts["docker_port"]:
-            docker["port"] = opts["docker_port"]
-        if opts.get("on_mismatch"):
-            docker["on_mismatch"] = opts["on_mismatch"]
-    kube: dict[str, Any] | None = None
-    if opts["namespace"] or opts["selector"]:
-        kube = {"namespace": opts["namespace"] or "default", "selector": opts["selector"] or ""}
-        if opts["pod_port"]:
-            kube["port"] = opts["pod_port"]
     flags = FlagNames()
     spec: CheckSpec = build_spec(
         opts["config"],
         {
             "targets": targets,
-            "docker": docker,
-            "kubernetes": kube,
+            "docker": _docker_section(opts),
+            "kubernetes": _kubernetes_section(opts),
             "cdn": opts["cdn"],
             "release_manifest": list(opts["release_manifest"]),
             "allow_names_only": True if opts.get("allow_names_only") else None,
@@ -529,6 +547,30 @@ def spec_from_options(
         except ConfigError as exc:
             raise flags.explain(exc) from exc
     return spec
+
+
+def _docker_section(opts: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``docker`` section the Docker flags ask for, or None when none was given."""
+    if not (opts["docker_labels"] or opts["docker_network"] or opts["docker_port"]):
+        return None
+    docker: dict[str, Any] = {"labels": list(opts["docker_labels"])}
+    if opts["docker_network"]:
+        docker["network"] = opts["docker_network"]
+    if opts["docker_port"]:
+        docker["port"] = opts["docker_port"]
+    if opts.get("on_mismatch"):
+        docker["on_mismatch"] = opts["on_mismatch"]
+    return docker
+
+
+def _kubernetes_section(opts: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``kubernetes`` section --namespace/--selector ask for, or None."""
+    if not (opts["namespace"] or opts["selector"]):
+        return None
+    kube = {"namespace": opts["namespace"] or "default", "selector": opts["selector"] or ""}
+    if opts["pod_port"]:
+        kube["port"] = opts["pod_port"]
+    return kube
 
 
 def check_local_sources(spec: CheckSpec) -> None:

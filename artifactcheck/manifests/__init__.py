@@ -1,9 +1,9 @@
 """Reading every manifest format web builds emit into one normalised :class:`Manifest`.
 
-An instance tells what it serves through whatever its build tool wrote (DESIGN
-section 5); comparing instances, releases and the CDN needs one shape, so each format
-has a reader module exposing ``looks_like(doc)`` and ``parse(doc, *, limits, source,
-prefix)``, and this package picks the reader::
+An instance tells what it serves through whatever its build tool wrote; comparing
+instances, releases and the CDN needs one shape, so each format has a reader module
+exposing ``looks_like(doc)`` and ``parse(doc, *, limits, source, prefix)``, and this
+package picks the reader::
 
     parse_manifest(bytes) -> load_json (byte/depth caps) -> detect_format (shape, then
     file name) -> reader.parse -> Manifest(files={path: ManifestEntry}, rejected=...)

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from artifactcheck.manifests.limits import ManifestLimits, normalise_path
+from artifactcheck.manifests.limits import ManifestLimits, check_entries, normalise_path
 from artifactcheck.model.errors import ManifestFormatError, ManifestLimitError, UnsafeReferenceError
 from artifactcheck.model.values import Manifest, ManifestEntry
 
@@ -105,7 +105,13 @@ def text(value: Any, limits: ManifestLimits, what: str) -> str | None:
 class Collector:
     """Accumulates the entries of one manifest while its reader walks the document."""
 
-    def __init__(self, fmt: str, limits: ManifestLimits, *, prefix: str = "") -> None:
+    def __init__(
+        self, fmt: str, limits: ManifestLimits, *, prefix: str = "", entries: int | None = None
+    ) -> None:
+        """``entries``: how many the document's top-level containers hold, refused over
+        the cap before a single one is read."""
+        if entries is not None:
+            check_entries(entries, limits)
         self.fmt = fmt
         self.limits = limits
         self.prefix = prefix
@@ -132,6 +138,18 @@ class Collector:
         self.skipped += 1
         if len(self._reasons) < _MAX_REASONS:
             self._reasons.append(f"{where}: {why}")
+
+    def path_strings(
+        self, mapping: Mapping[str, Any], label: str = ""
+    ) -> Iterator[tuple[str, str, str]]:
+        """``(key, path, where)`` for each string value of a ``{key: "path"}`` object; any
+        other value is skipped and counted (see :meth:`skip`)."""
+        for key, value in mapping.items():
+            where = at(key, label)
+            if not isinstance(value, str):
+                self.skip(where, f"expected a path string, got {kind(value)}")
+                continue
+            yield key, value, where
 
     def reject(self, raw: str, why: str) -> None:
         """Record a reference refused as unsafe or unusable (already counted)."""
@@ -305,6 +323,31 @@ def require_object(doc: Any, fmt: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise ManifestFormatError(f"{fmt}: the document must be a JSON object, got {kind(doc)}")
     return doc
+
+
+def object_member(
+    top: Mapping[str, Any], key: str, fmt: str, *, default: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``top[key]``, which must be an object; ``default`` when absent (None: required)."""
+    value = top.get(key, default)
+    if not isinstance(value, dict):
+        raise ManifestFormatError(f"{fmt}: {key!r} must be an object, got {kind(value)}")
+    return value
+
+
+def array_member(
+    top: Mapping[str, Any], key: str, fmt: str, *, default: list[Any] | None = None
+) -> list[Any]:
+    """``top[key]``, which must be an array; ``default`` when absent (None: required)."""
+    value = top.get(key, default)
+    if not isinstance(value, list):
+        raise ManifestFormatError(f"{fmt}: {key!r} must be an array, got {kind(value)}")
+    return value
+
+
+def at(key: str, label: str = "") -> str:
+    """Where a keyed value sits, for messages: ``files['main.js']``, the key cut short."""
+    return f"{label}[{key[:200]!r}]"
 
 
 def size_field(value: Any) -> int | None:

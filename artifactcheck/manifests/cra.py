@@ -23,10 +23,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from artifactcheck.manifests._collect import Collector, kind, mostly, require_object
-from artifactcheck.manifests.limits import ManifestLimits, check_entries
+from artifactcheck.manifests._collect import (
+    Collector,
+    array_member,
+    mostly,
+    object_member,
+    require_object,
+)
+from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.manifests.webpack_manifest import strip_auto
-from artifactcheck.model.errors import ManifestFormatError
 from artifactcheck.model.values import Manifest
 
 FORMAT = "cra"
@@ -48,21 +53,10 @@ def parse(
 ) -> Manifest:
     """Read an asset-manifest.json; its ``entrypoints`` are the entry points."""
     top = require_object(doc, FORMAT)
-    files = top.get("files")
-    if not isinstance(files, dict):
-        raise ManifestFormatError(f"{FORMAT}: 'files' must be an object, got {kind(files)}")
-    entrypoints = top.get("entrypoints", [])
-    if not isinstance(entrypoints, list):
-        raise ManifestFormatError(
-            f"{FORMAT}: 'entrypoints' must be an array, got {kind(entrypoints)}"
-        )
-    check_entries(len(files) + len(entrypoints), limits)
-    out = Collector(FORMAT, limits, prefix=prefix)
-    for key, value in files.items():
-        where = f"files[{key[:200]!r}]"
-        if not isinstance(value, str):
-            out.skip(where, f"expected a path string, got {kind(value)}")
-            continue
+    files = object_member(top, "files", FORMAT)
+    entrypoints = array_member(top, "entrypoints", FORMAT, default=[])
+    out = Collector(FORMAT, limits, prefix=prefix, entries=len(files) + len(entrypoints))
+    for key, value, where in out.path_strings(files, "files"):
         out.add(strip_auto(value), where=where, logical=key)
     for index, raw in enumerate(entrypoints):
         out.add_entry_ref(

@@ -29,9 +29,9 @@ import posixpath
 import re
 from typing import Any
 
-from artifactcheck.manifests._collect import Collector, kind, require_object
+from artifactcheck.manifests._collect import Collector, object_member, require_object
 from artifactcheck.manifests.integrity import MD5_PREFIX, is_hex
-from artifactcheck.manifests.limits import ManifestLimits, check_entries
+from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.model.errors import ManifestFormatError
 from artifactcheck.model.values import Manifest
 
@@ -53,22 +53,15 @@ def parse(
 ) -> Manifest:
     """Read a staticfiles.json; the hashed names are the entries."""
     top = require_object(doc, FORMAT)
-    paths = top.get("paths")
-    if not isinstance(paths, dict):
-        raise ManifestFormatError(f"{FORMAT}: 'paths' must be an object, got {kind(paths)}")
+    paths = object_member(top, "paths", FORMAT)
     version = top.get("version")
     if not isinstance(version, str) or not _VERSION.match(version):
         raise ManifestFormatError(
             f"{FORMAT}: unsupported staticfiles.json version {str(version)[:20]!r} "
             "(Django writes '1.0' or '1.1')"
         )
-    check_entries(len(paths), limits)
-    out = Collector(FORMAT, limits, prefix=prefix)
-    for original, hashed in paths.items():
-        where = f"paths[{original[:200]!r}]"
-        if not isinstance(hashed, str):
-            out.skip(where, f"expected a path string, got {kind(hashed)}")
-            continue
+    out = Collector(FORMAT, limits, prefix=prefix, entries=len(paths))
+    for original, hashed, where in out.path_strings(paths, "paths"):
         digest = name_hash(original, hashed)
         out.add(
             hashed,

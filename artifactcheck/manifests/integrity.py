@@ -4,8 +4,8 @@ Several formats promise the bytes of each file, not only its name: SRI strings
 (webpack-assets-manifest, Sprockets, Propshaft), SHA-1 hex (Angular's ``ngsw.json``),
 SHA-256 hex (the native format, Sprockets' ``digest``) and Django's 12-hex MD5 prefix.
 Readers normalise all of them to ``algorithm -> lowercase hex`` here, so that
-:func:`verify_integrity` can check served bytes "even without a release manifest"
-(DESIGN section 5) with one rule for every format.
+:func:`verify_integrity` can check served bytes even without a release manifest,
+with one rule for every format.
 
 The fetcher hashes while streaming; :func:`algorithms_needed` tells it which hashlib
 algorithms to run so it never buffers a body to hash it twice.

@@ -24,10 +24,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from artifactcheck.manifests._collect import Collector, kind, require_object
+from artifactcheck.manifests._collect import (
+    Collector,
+    array_member,
+    at,
+    kind,
+    object_member,
+    require_object,
+)
 from artifactcheck.manifests.integrity import is_hex
-from artifactcheck.manifests.limits import ManifestLimits, check_entries, normalise_path
-from artifactcheck.model.errors import ManifestFormatError, UnsafeReferenceError
+from artifactcheck.manifests.limits import ManifestLimits, normalise_path
+from artifactcheck.model.errors import UnsafeReferenceError
 from artifactcheck.model.values import Manifest
 
 FORMAT = "ngsw"
@@ -45,18 +52,13 @@ def parse(
 ) -> Manifest:
     """Read an ngsw.json; SHA-1 hashes from ``hashTable``, ``index`` is the entry."""
     top = require_object(doc, FORMAT)
-    table = top.get("hashTable")
-    groups = top.get("assetGroups", [])
-    if not isinstance(table, dict):
-        raise ManifestFormatError(f"{FORMAT}: 'hashTable' must be an object, got {kind(table)}")
-    if not isinstance(groups, list):
-        raise ManifestFormatError(f"{FORMAT}: 'assetGroups' must be an array, got {kind(groups)}")
-    check_entries(len(table) + len(groups), limits)
-    out = Collector(FORMAT, limits, prefix=prefix)
+    table = object_member(top, "hashTable", FORMAT)
+    groups = array_member(top, "assetGroups", FORMAT, default=[])
+    out = Collector(FORMAT, limits, prefix=prefix, entries=len(table) + len(groups))
     index = top.get("index")
     base = _base_href(index, limits)
     for url, sha1 in table.items():
-        where = f"hashTable[{url[:200]!r}]"
+        where = at(url, "hashTable")
         hashes = {"sha1": sha1.lower()} if is_hex(sha1, 40) else None
         _add(out, base, url, where=where, hashes=hashes)
     for number, group in enumerate(groups):

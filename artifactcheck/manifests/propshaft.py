@@ -24,9 +24,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from artifactcheck.manifests._collect import Collector, flat_file_map, kind, mostly, require_object
+from artifactcheck.manifests._collect import (
+    Collector,
+    at,
+    flat_file_map,
+    kind,
+    mostly,
+    require_object,
+)
 from artifactcheck.manifests.integrity import parse_sri
-from artifactcheck.manifests.limits import ManifestLimits, check_entries
+from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.manifests.sprockets import is_app_bundle
 from artifactcheck.model.values import Manifest
 
@@ -49,10 +56,9 @@ def parse(
 ) -> Manifest:
     """Read a Propshaft manifest, either shape; SRI becomes hex hashes."""
     top = require_object(doc, FORMAT)
-    check_entries(len(top), limits)
-    out = Collector(FORMAT, limits, prefix=prefix)
+    out = Collector(FORMAT, limits, prefix=prefix, entries=len(top))
     for logical, value in top.items():
-        where = f"[{logical[:200]!r}]"
+        where = at(logical)
         if isinstance(value, str):
             out.add(value, where=where, entry=is_app_bundle(logical), logical=logical)
         elif isinstance(value, dict):

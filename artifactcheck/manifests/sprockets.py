@@ -31,14 +31,16 @@ from typing import Any
 
 from artifactcheck.manifests._collect import (
     Collector,
+    at,
     kind,
     mostly,
+    object_member,
     require_object,
     size_field,
     text,
 )
 from artifactcheck.manifests.integrity import is_hex, parse_sri
-from artifactcheck.manifests.limits import ManifestLimits, check_entries
+from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.model.errors import ManifestFormatError
 from artifactcheck.model.values import Manifest
 
@@ -79,16 +81,11 @@ def parse(
     top = require_object(doc, FORMAT)
     if "files" not in top and "assets" not in top:
         raise ManifestFormatError(f"{FORMAT}: neither 'files' nor 'assets' is present")
-    files = top.get("files", {})
-    assets = top.get("assets", {})
-    if not isinstance(files, dict):
-        raise ManifestFormatError(f"{FORMAT}: 'files' must be an object, got {kind(files)}")
-    if not isinstance(assets, dict):
-        raise ManifestFormatError(f"{FORMAT}: 'assets' must be an object, got {kind(assets)}")
-    check_entries(len(files) + len(assets), limits)
-    out = Collector(FORMAT, limits, prefix=prefix)
+    files = object_member(top, "files", FORMAT, default={})
+    assets = object_member(top, "assets", FORMAT, default={})
+    out = Collector(FORMAT, limits, prefix=prefix, entries=len(files) + len(assets))
     for name, meta in files.items():
-        where = f"files[{name[:200]!r}]"
+        where = at(name, "files")
         if not isinstance(meta, dict):
             out.skip(where, f"expected a record, got {kind(meta)}")
             continue
@@ -102,9 +99,7 @@ def parse(
             logical=logical,
         )
     for logical, name in assets.items():
-        out.add(
-            name, where=f"assets[{logical[:200]!r}]", entry=is_app_bundle(logical), logical=logical
-        )
+        out.add(name, where=at(logical, "assets"), entry=is_app_bundle(logical), logical=logical)
     return out.manifest(source=source)
 
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from artifactcheck.manifests._collect import Collector, kind, mostly, require_object
-from artifactcheck.manifests.limits import ManifestLimits, check_entries
+from artifactcheck.manifests._collect import Collector, at, kind, mostly, require_object
+from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.model.values import Manifest
 
 FORMAT = "vite"
@@ -49,10 +49,9 @@ def parse(
 ) -> Manifest:
     """Read a Vite manifest; ``isEntry`` chunks and their CSS are entry points."""
     chunks = require_object(doc, FORMAT)
-    check_entries(len(chunks), limits)
-    out = Collector(FORMAT, limits, prefix=prefix)
+    out = Collector(FORMAT, limits, prefix=prefix, entries=len(chunks))
     for key, chunk in chunks.items():
-        where = f"[{key[:200]!r}]"
+        where = at(key)
         if not isinstance(chunk, dict):
             out.skip(where, f"expected a chunk object, got {kind(chunk)}")
             continue

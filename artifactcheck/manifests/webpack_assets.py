@@ -25,9 +25,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from artifactcheck.manifests._collect import Collector, flat_file_map, kind, mostly, require_object
+from artifactcheck.manifests._collect import (
+    Collector,
+    at,
+    flat_file_map,
+    kind,
+    mostly,
+    require_object,
+)
 from artifactcheck.manifests.integrity import parse_sri
-from artifactcheck.manifests.limits import ManifestLimits, check_entries
+from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.manifests.webpack_manifest import strip_auto
 from artifactcheck.model.values import Manifest
 
@@ -62,12 +69,11 @@ def parse(
 ) -> Manifest:
     """Read an assets-manifest.json; SRI strings become per-algorithm hex hashes."""
     top = require_object(doc, FORMAT)
-    check_entries(len(top), limits)
-    out = Collector(FORMAT, limits, prefix=prefix)
+    out = Collector(FORMAT, limits, prefix=prefix, entries=len(top))
     sources: dict[str, str] = {}
     entry_groups: list[Any] = []
     for key, value in top.items():
-        where = f"[{key[:200]!r}]"
+        where = at(key)
         if _is_entrypoints(key, value):
             entry_groups.extend(value.values() if key == ENTRYPOINTS_KEY else [value])
             continue

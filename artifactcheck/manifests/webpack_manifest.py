@@ -28,10 +28,9 @@ from artifactcheck.manifests._collect import (
     Collector,
     flat_file_map,
     is_app_manifest,
-    kind,
     require_object,
 )
-from artifactcheck.manifests.limits import ManifestLimits, check_entries
+from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.model.errors import ManifestFormatError
 from artifactcheck.model.values import Manifest
 
@@ -58,13 +57,8 @@ def parse(
             f"{FORMAT}: this is a web app or extension manifest (start_url, icons, ...), "
             "not webpack-manifest-plugin output"
         )
-    check_entries(len(mapping), limits)
-    out = Collector(FORMAT, limits, prefix=prefix)
-    for key, value in mapping.items():
-        where = f"[{key[:200]!r}]"
-        if not isinstance(value, str):
-            out.skip(where, f"expected a path string, got {kind(value)}")
-            continue
+    out = Collector(FORMAT, limits, prefix=prefix, entries=len(mapping))
+    for key, value, where in out.path_strings(mapping):
         out.add(strip_auto(value), where=where, entry=is_entry_key(key), logical=key)
     return out.manifest(source=source)
 

@@ -44,9 +44,11 @@ from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import (
     CheckSpec,
     KubernetesSource,
+    SamplingSettings,
+    check_headers,
     format_validation_error,
-    header_name_problem,
     load_spec,
+    loc_part,
 )
 from artifactcheck.tenancy.egress import HostRule
 
@@ -132,11 +134,7 @@ class Credential(_Model):
     @field_validator("header_files", "header_env")
     @classmethod
     def _names(cls, v: dict[str, str]) -> dict[str, str]:
-        for name in v:
-            problem = header_name_problem(name)
-            if problem is not None:
-                raise ValueError(problem)
-        return v
+        return check_headers(v)
 
     def granted_to(self, namespace: str) -> bool:
         """True when a check in ``namespace`` may use this credential."""
@@ -418,16 +416,8 @@ class _Spelling:
         parts = tuple(str(p) for p in loc)
         for cut in range(len(parts), 0, -1):
             if parts[:cut] in self.written and parts[:cut] != self.written[parts[:cut]]:
-                return ".".join((*self.written[parts[:cut]], *(_loc(p) for p in loc[cut:])))
+                return ".".join((*self.written[parts[:cut]], *(loc_part(p) for p in loc[cut:])))
         return None  # spelled as the field names: the usual rendering
-
-
-def _loc(part: str | int) -> str:
-    """One location element after the spelled fields (a list index, a header name):
-    quoted when it could forge a line or a path, as the usual rendering does."""
-    text = str(part)
-    unsafe = not text or not text.isprintable() or any(c in text for c in ".:")
-    return repr(text) if isinstance(part, str) and unsafe else text
 
 
 def _sub_models(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
@@ -569,18 +559,11 @@ def admit(
     names) or snake_case: the rules apply to field names (:func:`spelled_as_fields`),
     and refusals name fields as the spec wrote them.
     """
-    refusals: list[Refusal] = []
     if not isinstance(spec, Mapping):
         return Admission(None, (Refusal("spec", "InvalidSpec", "spec must be a mapping"),))
     spelling = spelled_as_fields(spec)
     spec = spelling.spec  # field names from here on, whatever the object's spelling
-    for first, second in spelling.twice:
-        refusals.append(
-            Refusal(second, "DuplicateField", f"the same field as {first}, given twice")
-        )
-    for path, (rule, why) in CONTROLLER_REFUSED_FIELDS.items():
-        if _present(spec, path):
-            refusals.append(Refusal(spelling.name(*path), rule, why))
+    refusals = _field_refusals(spec, spelling)
     limits = config.limits
     if checks_in_namespace >= limits.max_checks_per_namespace:
         refusals.append(
@@ -597,11 +580,51 @@ def admit(
         # Report the refused fields (if any) first: they explain more than a type error.
         refusals.append(Refusal("spec", "InvalidSpec", str(exc).replace("\n", " ")[:1000]))
         return Admission(None, tuple(refusals))
+    source = _own_namespace(parsed, spec, namespace, spelling, refusals)
+    refusals.extend(_egress_refusals(parsed, namespace, config, spelling))
+    refusals.extend(_limit_refusals(parsed, namespace, limits, spelling))
+    granted = _granted_credentials(parsed, namespace, config, spelling, refusals)
+    if refusals:
+        return Admission(None, tuple(refusals))
+    resolved = parsed.model_copy(
+        update={
+            "kubernetes": source,
+            "http": parsed.http.model_copy(update=granted),
+            "sampling": _bounded_sampling(parsed.sampling, limits),
+        }
+    )
+    urls = tuple(
+        u
+        for u in [*parsed.release_manifest, *([parsed.cdn] if parsed.cdn else [])]
+        if u.startswith(("http://", "https://"))
+    )
+    return Admission(resolved, (), urls)
 
+
+def _field_refusals(spec: Mapping[str, Any], spelling: _Spelling) -> list[Refusal]:
+    """Fields given under both of their names, and fields only the CLI honours."""
+    refusals = [
+        Refusal(second, "DuplicateField", f"the same field as {first}, given twice")
+        for first, second in spelling.twice
+    ]
+    for path, (rule, why) in CONTROLLER_REFUSED_FIELDS.items():
+        if _present(spec, path):
+            refusals.append(Refusal(spelling.name(*path), rule, why))
+    return refusals
+
+
+def _own_namespace(
+    parsed: CheckSpec,
+    spec: Mapping[str, Any],
+    namespace: str,
+    spelling: _Spelling,
+    refusals: list[Refusal],
+) -> KubernetesSource:
+    """The pod source, always in the check's own namespace; another one is refused."""
     source = parsed.kubernetes
     if source is None:
-        source = KubernetesSource.model_validate({"namespace": namespace})
-    elif "namespace" in (spec.get("kubernetes") or {}) and source.namespace != namespace:
+        return KubernetesSource.model_validate({"namespace": namespace})
+    if "namespace" in (spec.get("kubernetes") or {}) and source.namespace != namespace:
         refusals.append(
             Refusal(
                 spelling.name("kubernetes", "namespace"),
@@ -609,25 +632,35 @@ def admit(
                 f"a check acts only in its own namespace {namespace!r}, not {source.namespace!r}",
             )
         )
-    else:
-        source = source.model_copy(update={"namespace": namespace})
+        return source
+    return source.model_copy(update={"namespace": namespace})
 
+
+def _egress_refusals(
+    parsed: CheckSpec, namespace: str, config: AdminConfig, spelling: _Spelling
+) -> list[Refusal]:
+    """Release-manifest and CDN URLs that are not on the admin's allow-list."""
     rules = config.egress_rules(namespace)
-    for i, template in enumerate(parsed.release_manifest):
-        problem = _url_refusal(
+    problems = [
+        _url_refusal(
             f"{spelling.name('release_manifest')}[{i}]",
             template,
             rules,
             namespace,
             config.release_directories,
         )
-        if problem is not None:
-            refusals.append(problem)
+        for i, template in enumerate(parsed.release_manifest)
+    ]
     if parsed.cdn is not None:
-        problem = _url_refusal(spelling.name("cdn"), parsed.cdn, rules, namespace)
-        if problem is not None:
-            refusals.append(problem)
+        problems.append(_url_refusal(spelling.name("cdn"), parsed.cdn, rules, namespace))
+    return [p for p in problems if p is not None]
 
+
+def _limit_refusals(
+    parsed: CheckSpec, namespace: str, limits: Limits, spelling: _Spelling
+) -> list[Refusal]:
+    """What the check asks beyond the admin's limits: interval, sampling, cordoning."""
+    refusals = []
     if parsed.interval < limits.min_interval:
         refusals.append(
             Refusal(
@@ -665,7 +698,18 @@ def admit(
                 f"for {namespace!r}",
             )
         )
+    return refusals
 
+
+def _granted_credentials(
+    parsed: CheckSpec,
+    namespace: str,
+    config: AdminConfig,
+    spelling: _Spelling,
+    refusals: list[Refusal],
+) -> dict[str, Any]:
+    """The ``http`` fields the check's credentials fill in; unknown, ungranted or
+    conflicting credentials are added to ``refusals``."""
     header_files: dict[str, str] = {}
     header_env: dict[str, str] = {}
     ca_bundle: str | None = None
@@ -699,25 +743,18 @@ def admit(
             ca_bundle = cred.ca_bundle
         header_files.update(cred.header_files)
         header_env.update(cred.header_env)
+    return {"header_files": header_files, "header_env": header_env, "ca_bundle": ca_bundle}
 
-    if refusals:
-        return Admission(None, tuple(refusals))
-    http = parsed.http.model_copy(
-        update={"header_files": header_files, "header_env": header_env, "ca_bundle": ca_bundle}
-    )
-    sampling = sampling.model_copy(
+
+def _bounded_sampling(sampling: SamplingSettings, limits: Limits) -> SamplingSettings:
+    """Sampling with the admin's maximums where the check left it unbounded."""
+    assets = sampling.assets_per_instance
+    return sampling.model_copy(
         update={
             "instances": sampling.instances or limits.max_instances,
             "assets_per_instance": limits.max_assets_per_instance if assets is None else assets,
         }
     )
-    resolved = parsed.model_copy(update={"kubernetes": source, "http": http, "sampling": sampling})
-    urls = tuple(
-        u
-        for u in [*parsed.release_manifest, *([parsed.cdn] if parsed.cdn else [])]
-        if u.startswith(("http://", "https://"))
-    )
-    return Admission(resolved, (), urls)
 
 
 def source_hosts(admission: Admission) -> tuple[HostRule, ...]:

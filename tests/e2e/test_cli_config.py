@@ -343,7 +343,7 @@ def test_names_only_never_passes_other_bytes_under_the_same_names(
         (["-o", "json", "-o", "junit"], "--output", "standard output"),
         (["-o", "table", "-o", "json"], "--output", "standard output"),
         (["-o", "json=a.json", "-o", "junit=a.json"], "--output", "twice"),
-        (["-o", "yaml"], "--output", "expected table, json or junit"),
+        (["-o", "yaml"], "--output", "expected table, json, junit or markdown"),
         (["--cdn", "cdn.example.com"], "--cdn", "http:// or https://"),
         (["--config", "missing.yaml"], "--config", "does not exist"),
         (["--concurrency", "0"], "--concurrency", "greater than or equal to 1"),
@@ -641,3 +641,32 @@ def test_a_camelcase_config_file_is_overridden_by_its_flag(tmp_path: Path) -> No
     )
     code, _, err = verify("--config", str(both))
     assert code == 2 and "http.maxConnections and http.max_connections" in err, err
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"\xff\xfe\x00garbage", "not UTF-8 text"),
+        (b"targets: " + b"[" * 5000 + b"]" * 5000, "nested too deeply"),
+        (b"targets: [\n", "not valid YAML"),
+        (b"- just\n- a list\n", "expected a mapping at the top level"),
+        (b"targets: !!python/object/apply:os.system [ls]\n", "not valid YAML"),
+    ],
+    ids=["not-utf8", "deep", "broken", "list", "python-tag"],
+)
+def test_a_bad_config_file_is_the_same_error_from_the_cli_and_load_spec_file(
+    tmp_path: Path, content: bytes, problem: str
+) -> None:
+    """--config and load_spec_file read spec files with one reader: the same message,
+    naming the file, and exit 2 before any request."""
+    from artifactcheck.model.errors import ConfigError
+    from artifactcheck.model.settings import load_spec_file
+
+    cfg = tmp_path / "check.yaml"
+    cfg.write_bytes(content)
+    with pytest.raises(ConfigError) as caught:
+        load_spec_file(cfg)
+    assert str(caught.value).startswith(f"{cfg}: {problem}"), caught.value
+    code, _out, err = verify("--config", str(cfg))
+    assert code == 2
+    assert f"artifactcheck: error: {caught.value}" in err

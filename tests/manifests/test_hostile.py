@@ -2,7 +2,7 @@
 
 Whatever the bytes, reading them ends in a Manifest (unsafe paths in ``rejected``) or
 a ManifestError subclass: a TypeError, KeyError, RecursionError or UnicodeError from
-a reader is a bug. The table covers the cases DESIGN section 7 names; the property
+a reader is a bug. The table covers the hostile cases one by one; the property
 tests throw arbitrary JSON at every reader.
 """
 

@@ -136,7 +136,7 @@ def test_markdown_goes_to_standard_output_when_no_file_is_named(fleet: SimFleet)
         (["-o", "markdown=same.out", "-o", "junit=same.out"], "is given twice"),
         (["-o", "markdown=/nonexistent/summary.md"], "does not exist"),
         (["-o", "markdown="], "give a file name after '='"),
-        (["-o", "markdwon"], "expected table, json or junit (or markdown)"),
+        (["-o", "markdwon"], "expected table, json, junit or markdown"),
     ],
 )
 def test_markdown_destinations_are_refused_before_any_request(

@@ -3,7 +3,7 @@
 Configuration reaches artifactcheck from a YAML file, CLI flags and ArtifactCheck
 resources anyone with RBAC on the CRD can write. Whatever arrives, ``load_spec`` must
 return a CheckSpec or raise :class:`ConfigError` whose message names the offending
-field (DESIGN section 8), and an accepted spec must be usable: no value may crash the
+field, and an accepted spec must be usable: no value may crash the
 policy or the report later (an infinite rate limit made ``decide()`` raise before
 finite numbers were required). The CRD's OpenAPI schema is generated from the model,
 so for any valid spec the API server's validation (the schema, checked here with
