@@ -225,11 +225,16 @@ class ResourceRegistry:
         return [r for r in resources if r.group == group and r.version == version]
 
 
+def scope_fields(cluster_scoped: bool) -> dict[str, FieldGetter]:
+    """The field selectors every object of a scope supports (``metadata.name``, and
+    ``metadata.namespace`` for namespaced ones)."""
+    return dict(_CLUSTER_META_FIELDS if cluster_scoped else _META_FIELDS)
+
+
 def builtin(
     api_version: str,
     kind: str,
-    short_name: str = "",
-    *,
+    *short_names: str,
     cluster_scoped: bool = False,
     fields: Mapping[str, FieldGetter] | None = None,
     merge: MergeSchema | None = None,
@@ -244,16 +249,15 @@ def builtin(
     """
     group, _, version = api_version.rpartition("/")
     singular = kind.lower()
-    meta_fields = _CLUSTER_META_FIELDS if cluster_scoped else _META_FIELDS
     return ResourceType(
         group=group,
         version=version,
         kind=kind,
         plural=singular + "s",
         singular=singular,
-        short_names=(short_name,) if short_name else (),
+        short_names=short_names,
         namespaced=not cluster_scoped,
-        field_labels={**meta_fields, **(fields or {})},
+        field_labels={**scope_fields(cluster_scoped), **(fields or {})},
         merge_schema={"metadata": _META_SCHEMA, **(merge or {})},
         **rules,
     )
@@ -505,6 +509,9 @@ def _pod_spec_without_mutable(spec: Any) -> Any:
     return out
 
 
+_RESTART_POLICIES = ("Always", "OnFailure", "Never")
+
+
 def _validate_pod(pod: JsonObj, old: JsonObj | None) -> list[FieldError]:
     errors: list[FieldError] = []
     spec = pod.get("spec")
@@ -540,15 +547,8 @@ def _validate_pod(pod: JsonObj, old: JsonObj | None) -> list[FieldError]:
             if not image or not isinstance(image, str) or image != image.strip():
                 errors.append(FieldError(f"{where}.image", "required"))
     restart = spec.get("restartPolicy")
-    if restart not in (None, "Always", "OnFailure", "Never"):
-        errors.append(
-            FieldError(
-                "spec.restartPolicy",
-                "not_supported",
-                'supported values: "Always", "OnFailure", "Never"',
-                restart,
-            )
-        )
+    if restart is not None and restart not in _RESTART_POLICIES:
+        errors.append(FieldError.not_supported("spec.restartPolicy", restart, _RESTART_POLICIES))
     if old is not None and not errors:
         if _pod_spec_without_mutable(spec) != _pod_spec_without_mutable(old.get("spec")):
             errors.append(
@@ -754,11 +754,7 @@ def _validate_event_v1(event: JsonObj, old: JsonObj | None) -> list[FieldError]:
     if not event.get("eventTime"):
         errors.append(FieldError("eventTime", "required"))
     if event.get("type") not in ("Normal", "Warning"):
-        errors.append(
-            FieldError(
-                "type", "not_supported", 'supported values: "Normal", "Warning"', event.get("type")
-            )
-        )
+        errors.append(FieldError.not_supported("type", event.get("type"), ("Normal", "Warning")))
     for name in ("reportingController", "reportingInstance", "action", "reason"):
         if not event.get(name):
             errors.append(FieldError(name, "required"))
@@ -944,14 +940,7 @@ def _validate_service(service: JsonObj, old: JsonObj | None) -> list[FieldError]
     kind = spec.get("type")
     supported = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")
     if kind not in supported:
-        errors.append(
-            FieldError(
-                "spec.type",
-                "not_supported",
-                "supported values: " + ", ".join(f'"{t}"' for t in supported),
-                kind,
-            )
-        )
+        errors.append(FieldError.not_supported("spec.type", kind, supported))
     ports = spec.get("ports")
     if kind != "ExternalName" and spec.get("clusterIP") != "None" and not ports:
         errors.append(FieldError("spec.ports", "required"))
