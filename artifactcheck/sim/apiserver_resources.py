@@ -345,23 +345,15 @@ def _string_map_errors(
 # --------------------------------------------------------------------------- pods
 
 _QUANTITY_RE = re.compile(r"^([+-]?[0-9]*\.?[0-9]+)([eE][+-]?[0-9]+|[a-zA-Z]*)$")
+#: Quantity suffixes: the SI fractions, then the decimal (``k``...) and binary (``Ki``...)
+#: multiples, each a thousand (or 1024) times the one before.
 _SUFFIXES: Mapping[str, Decimal] = {
     "": Decimal(1),
     "n": Decimal("1e-9"),
     "u": Decimal("1e-6"),
     "m": Decimal("1e-3"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
+    **{suffix: Decimal(10) ** (3 * i) for i, suffix in enumerate("kMGTPE", 1)},
+    **{f"{suffix}i": Decimal(2) ** (10 * i) for i, suffix in enumerate("KMGTPE", 1)},
 }
 
 
