@@ -16,14 +16,14 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from artifactcheck.control.crd import CRD_NAME, crd_manifest
-from artifactcheck.manifests import native
 from artifactcheck.sim.apiserver import FakeApiServer
-from artifactcheck.sim.fleet import RELEASES, foreign_bytes
+from artifactcheck.sim.fleet import RELEASES, SimInstance, foreign_bytes, write_releases
 from artifactcheck.sim.web import Site, WebFleet, loopback_hosts
 from artifactcheck.tenancy.admission import AdminConfig
 
@@ -41,18 +41,12 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass
-class SimPod:
-    """One simulated pod: API object name, its site and address."""
+@dataclass(kw_only=True)
+class SimPod(SimInstance):
+    """One simulated pod: an instance that is also a Pod object on a node."""
 
-    name: str
-    host: str
-    site: Site
-    version: str
     node: str
     image_id: str
-    url: str = ""
-    planted: list[str] = field(default_factory=list)
 
 
 class SimCluster:
@@ -91,11 +85,7 @@ class SimCluster:
         ):
             self.api.create(crd_manifest())
         self._tmp = tempfile.TemporaryDirectory(prefix="artifactcheck-cluster-")
-        self.release_template = f"{self._tmp.name}/{{version}}.json"
-        for version, build in RELEASES.items():
-            data = native.dump(native.build(build, version=version))
-            with open(f"{self._tmp.name}/{version}.json", "wb") as fh:
-                fh.write(data)
+        self.release_template = write_releases(RELEASES, Path(self._tmp.name))
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -54,6 +54,15 @@ def foreign_bytes(build: Path, other: Path) -> dict[str, bytes]:
     return out
 
 
+def write_releases(releases: Mapping[str, Path], folder: Path) -> str:
+    """Write each release's native manifest into ``folder``; returns the ``{version}``
+    template of their paths, as a check's ``release_manifest`` takes it."""
+    for version, build in releases.items():
+        data = native.dump(native.build(build, version=version))
+        (folder / f"{version}.json").write_bytes(data)
+    return str(folder / "{version}.json")
+
+
 @dataclass
 class SimInstance:
     """One simulated instance: its site, address and what was planted on it."""
@@ -119,10 +128,7 @@ class SimFleet:
 
     def write_releases(self) -> str:
         """Write each release's native manifest; returns the ``{version}`` template."""
-        for version, build in self.releases.items():
-            data = native.dump(native.build(build, version=version))
-            (self.release_dir / f"{version}.json").write_bytes(data)
-        return str(self.release_dir / "{version}.json")
+        return write_releases(self.releases, self.release_dir)
 
     def start(self) -> SimFleet:
         """Serve every instance and the CDN."""
