@@ -26,6 +26,7 @@ from typing import Any
 from artifactcheck.sim.apiserver_errors import FieldError
 from artifactcheck.sim.apiserver_resources import (
     ResourceType,
+    Strategy,
     builtin,
     dns_label_error,
     dns_subdomain_error,
@@ -240,9 +241,7 @@ CRDS = builtin(
     categories=("api-extensions",),
     status_subresource=True,
     track_generation=True,
-    default=_default_crd,
-    prepare_create=_prepare_crd_create,
-    validate=_validate_crd,
+    strategy=Strategy(_default_crd, _prepare_crd_create, _validate_crd),
 )
 
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, NamedTuple
 
 from artifactcheck.sim.apiserver_errors import FieldError
 from artifactcheck.sim.patching import ListStrategy, MergeSchema
@@ -225,6 +225,15 @@ class ResourceRegistry:
         return [r for r in resources if r.group == group and r.version == version]
 
 
+class Strategy(NamedTuple):
+    """A kind's write hooks, as its registry strategy in Kubernetes has them: defaulting,
+    create-only preparation and validation (see :class:`ResourceType`)."""
+
+    default: Hook | None = None
+    prepare_create: Hook | None = None
+    validate: Validator | None = None
+
+
 def scope_fields(cluster_scoped: bool) -> dict[str, FieldGetter]:
     """The field selectors every object of a scope supports (``metadata.name``, and
     ``metadata.namespace`` for namespaced ones)."""
@@ -238,14 +247,16 @@ def builtin(
     cluster_scoped: bool = False,
     fields: Mapping[str, FieldGetter] | None = None,
     merge: MergeSchema | None = None,
+    strategy: Strategy | None = None,
     **rules: Any,
 ) -> ResourceType:
     """A resource named the way Kubernetes names its own kinds.
 
     The plural and singular are the lowercased kind (plus ``s``), the field selectors
-    are the scope's ``metadata.*`` ones plus ``fields``, and ``merge`` is the strategic
-    merge schema below ``metadata``; ``rules`` are the remaining :class:`ResourceType`
-    fields, so each definition states only how that kind differs.
+    are the scope's ``metadata.*`` ones plus ``fields``, ``merge`` is the strategic
+    merge schema below ``metadata``, ``strategy`` the kind's hooks; ``rules`` are the
+    remaining :class:`ResourceType` fields, so each definition states only how that
+    kind differs.
     """
     group, _, version = api_version.rpartition("/")
     singular = kind.lower()
@@ -259,6 +270,7 @@ def builtin(
         namespaced=not cluster_scoped,
         field_labels={**scope_fields(cluster_scoped), **(fields or {})},
         merge_schema={"metadata": _META_SCHEMA, **(merge or {})},
+        **(strategy or Strategy())._asdict(),
         **rules,
     )
 
@@ -606,9 +618,7 @@ PODS = builtin(
     track_generation=True,
     fields=_POD_FIELDS,
     merge=POD_MERGE_SCHEMA,
-    default=_default_pod,
-    prepare_create=_prepare_pod_create,
-    validate=_validate_pod,
+    strategy=Strategy(_default_pod, _prepare_pod_create, _validate_pod),
     subresources=("binding",),
 )
 
@@ -660,8 +670,7 @@ NAMESPACES = builtin(
     return_deleted_object=True,
     fields={"status.phase": field_path("status", "phase")},
     merge={"status": _CONDITIONS},
-    default=_default_namespace,
-    prepare_create=_prepare_namespace_create,
+    strategy=Strategy(_default_namespace, _prepare_namespace_create),
     name_is_dns_label=True,
 )
 
@@ -705,7 +714,7 @@ def _validate_configmap(cm: JsonObj, old: JsonObj | None) -> list[FieldError]:
     return errors
 
 
-CONFIGMAPS = builtin("v1", "ConfigMap", "cm", validate=_validate_configmap)
+CONFIGMAPS = builtin("v1", "ConfigMap", "cm", strategy=Strategy(validate=_validate_configmap))
 
 # --------------------------------------------------------------------------- events
 
@@ -786,7 +795,7 @@ EVENTS_V1 = builtin(
     fields=_EVENT_FIELDS_V1,
     to_storage=_event_from_v1,
     from_storage=_event_to_v1,
-    validate=_validate_event_v1,
+    strategy=Strategy(validate=_validate_event_v1),
     **_EVENT_RULES,
 )
 
@@ -810,7 +819,7 @@ ARTIFACTCHECKS = builtin(
     strategic_merge=False,
     allow_unconditional_update=False,
     track_generation=True,
-    prepare_create=_drop_status,
+    strategy=Strategy(prepare_create=_drop_status),
 )
 
 # --------------------------------------------------------------------------- stored kinds
@@ -883,8 +892,7 @@ DEPLOYMENTS = builtin(
     status_subresource=True,
     track_generation=True,
     merge={"spec": {"template": _TEMPLATE_SCHEMA}, "status": _CONDITIONS},
-    default=_default_deployment,
-    validate=_validate_deployment,
+    strategy=Strategy(_default_deployment, validate=_validate_deployment),
 )
 
 
@@ -952,9 +960,7 @@ SERVICES = builtin(
     categories=("all",),
     status_subresource=True,
     merge={"spec": {"ports": ListStrategy("port")}},
-    default=_default_service,
-    prepare_create=_prepare_service_create,
-    validate=_validate_service,
+    strategy=Strategy(_default_service, _prepare_service_create, _validate_service),
 )
 
 SERVICEACCOUNTS = builtin("v1", "ServiceAccount", "sa", merge={"secrets": ListStrategy("name")})
@@ -963,7 +969,10 @@ SERVICEACCOUNTS = builtin("v1", "ServiceAccount", "sa", merge={"secrets": ListSt
 def _rbac(kind: str, *, cluster_scoped: bool) -> ResourceType:
     validate = _validate_binding if kind.endswith("Binding") else None
     return builtin(
-        "rbac.authorization.k8s.io/v1", kind, cluster_scoped=cluster_scoped, validate=validate
+        "rbac.authorization.k8s.io/v1",
+        kind,
+        cluster_scoped=cluster_scoped,
+        strategy=Strategy(validate=validate),
     )
 
 
