@@ -231,6 +231,16 @@ class _WatchStream:
         self.queue.put_nowait(_END)
 
 
+def _unless_missing(call: Callable[[], JsonObj]) -> JsonObj | None:
+    """``call()``, or None where it finds no such object (a 404)."""
+    try:
+        return call()
+    except ApiError as exc:
+        if exc.code == 404:
+            return None
+        raise
+
+
 @dataclass
 class _Injection:
     method: str
@@ -652,12 +662,7 @@ class FakeApiServer:
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> JsonObj | None:
         """The object, or None when there is none."""
         resource = self._resource(api_version, kind)
-        try:
-            return self._copy(self._store.get(resource, namespace, name))
-        except ApiError as exc:
-            if exc.code == 404:
-                return None
-            raise
+        return _unless_missing(lambda: self._copy(self._store.get(resource, namespace, name)))
 
     def list(
         self,
@@ -680,16 +685,16 @@ class FakeApiServer:
 
     def update(self, obj: JsonObj) -> JsonObj:
         """Replace an object as a PUT would (its ``resourceVersion``, if set, must be current)."""
-        resource = self._resource(obj.get("apiVersion"), obj.get("kind"))
-        namespace = (obj.get("metadata") or {}).get("namespace") if resource.namespaced else None
-        stored, _ = self._store.update(resource, namespace, None, obj)
-        return self._copy(stored)
+        return self._put(obj, None)
 
     def update_status(self, obj: JsonObj) -> JsonObj:
         """Replace an object's status as a PUT to ``/status`` would."""
+        return self._put(obj, "status")
+
+    def _put(self, obj: JsonObj, subresource: str | None) -> JsonObj:
         resource = self._resource(obj.get("apiVersion"), obj.get("kind"))
         namespace = (obj.get("metadata") or {}).get("namespace") if resource.namespaced else None
-        stored, _ = self._store.update(resource, namespace, None, obj, subresource="status")
+        stored, _ = self._store.update(resource, namespace, None, obj, subresource=subresource)
         return self._copy(stored)
 
     def patch(
@@ -711,32 +716,16 @@ class FakeApiServer:
         )
         return self._copy(stored)
 
-    def patch_status(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        name: str,
-        patch: Any,
-        *,
-        patch_type: str = "merge",
-    ) -> JsonObj:
-        """PATCH the ``/status`` subresource: only ``.status`` changes."""
-        return self.patch(
-            api_version, kind, namespace, name, patch, patch_type=patch_type, subresource="status"
-        )
+    def patch_status(self, *args: Any, **options: Any) -> JsonObj:
+        """PATCH the ``/status`` subresource: only ``.status`` changes (as :meth:`patch`)."""
+        return self.patch(*args, subresource="status", **options)
 
     def delete(
         self, api_version: str, kind: str, namespace: str | None, name: str
     ) -> JsonObj | None:
         """Delete as a DELETE would; returns its answer (object or Status), None if absent."""
         resource = self._resource(api_version, kind)
-        try:
-            return copy.deepcopy(self._store.delete(resource, namespace, name))
-        except ApiError as exc:
-            if exc.code == 404:
-                return None
-            raise
+        return _unless_missing(lambda: copy.deepcopy(self._store.delete(resource, namespace, name)))
 
     # ------------------------------------------------------------------ CRDs
 

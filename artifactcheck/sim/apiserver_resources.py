@@ -448,20 +448,41 @@ def _image_pull_policy(image: Any) -> str:
     return "IfNotPresent"
 
 
-def _default_pod(pod: JsonObj) -> None:
-    spec = pod.get("spec")
+def _spec_with_defaults(obj: JsonObj, defaults: Mapping[str, Any]) -> JsonObj | None:
+    """``obj["spec"]`` with ``defaults`` set where absent (a copy each), or None if no spec."""
+    spec = obj.get("spec")
     if not isinstance(spec, dict):
+        return None
+    _set_defaults(spec, defaults)
+    return spec
+
+
+def _set_defaults(node: JsonObj, defaults: Mapping[str, Any]) -> None:
+    for key, value in defaults.items():
+        node.setdefault(key, copy.deepcopy(value))
+
+
+_POD_SPEC_DEFAULTS: Mapping[str, Any] = {
+    "restartPolicy": "Always",
+    "dnsPolicy": "ClusterFirst",
+    "schedulerName": "default-scheduler",
+    "terminationGracePeriodSeconds": 30,
+    "securityContext": {},
+    "enableServiceLinks": True,
+}
+_CONTAINER_DEFAULTS: Mapping[str, Any] = {
+    "terminationMessagePath": "/dev/termination-log",
+    "terminationMessagePolicy": "File",
+}
+
+
+def _default_pod(pod: JsonObj) -> None:
+    spec = _spec_with_defaults(pod, _POD_SPEC_DEFAULTS)
+    if spec is None:
         return
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("securityContext", {})
-    spec.setdefault("enableServiceLinks", True)
     for container in _containers(spec, ("initContainers", "containers", "ephemeralContainers")):
         container.setdefault("imagePullPolicy", _image_pull_policy(container.get("image")))
-        container.setdefault("terminationMessagePath", "/dev/termination-log")
-        container.setdefault("terminationMessagePolicy", "File")
+        _set_defaults(container, _CONTAINER_DEFAULTS)
         resources = container.setdefault("resources", {})
         if isinstance(resources, dict) and isinstance(resources.get("limits"), dict):
             requests = resources.setdefault("requests", {})
@@ -831,13 +852,17 @@ ARTIFACTCHECKS = builtin(
 _TEMPLATE_SCHEMA: MergeSchema = {"metadata": _META_SCHEMA, "spec": POD_MERGE_SCHEMA["spec"]}
 
 
+_DEPLOYMENT_SPEC_DEFAULTS: Mapping[str, Any] = {
+    "replicas": 1,
+    "revisionHistoryLimit": 10,
+    "progressDeadlineSeconds": 600,
+}
+
+
 def _default_deployment(deployment: JsonObj) -> None:
-    spec = deployment.get("spec")
-    if not isinstance(spec, dict):
+    spec = _spec_with_defaults(deployment, _DEPLOYMENT_SPEC_DEFAULTS)
+    if spec is None:
         return
-    spec.setdefault("replicas", 1)
-    spec.setdefault("revisionHistoryLimit", 10)
-    spec.setdefault("progressDeadlineSeconds", 600)
     strategy = spec.setdefault("strategy", {"type": "RollingUpdate"})
     if isinstance(strategy, dict) and strategy.get("type", "RollingUpdate") == "RollingUpdate":
         strategy.setdefault("type", "RollingUpdate")
@@ -903,11 +928,9 @@ def _service_ip(namespace: str, name: str) -> str:
 
 
 def _default_service(service: JsonObj) -> None:
-    spec = service.get("spec")
-    if not isinstance(spec, dict):
+    spec = _spec_with_defaults(service, {"type": "ClusterIP", "sessionAffinity": "None"})
+    if spec is None:
         return
-    spec.setdefault("type", "ClusterIP")
-    spec.setdefault("sessionAffinity", "None")
     if spec["type"] != "ExternalName":
         spec.setdefault("internalTrafficPolicy", "Cluster")
     ports = spec.get("ports")

@@ -47,21 +47,21 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
+#: Python type -> kube-openapi's name for it; bool before int, as bool is an int.
+_GO_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+)
+
+
 def _go_type(value: Any) -> str:
     """The name kube-openapi gives a JSON value's type in errors."""
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
+    return next((name for cls, name in _GO_TYPES if isinstance(value, cls)), "object")
 
 
 # --------------------------------------------------------------------------- pruning
@@ -177,19 +177,13 @@ def _format_ok(fmt: str, value: str) -> bool:
 
 
 def _type_ok(kind: str, value: Any) -> bool:
+    """Whether ``value`` is of the schema's ``type`` (an integer is also a number)."""
     if kind == "object":
         return isinstance(value, dict)
-    if kind == "array":
-        return isinstance(value, list)
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return True
+    if kind not in ("array", "string", "boolean", "integer", "number"):
+        return True
+    actual = _go_type(value)
+    return actual == kind or (kind == "number" and actual == "integer")
 
 
 def _canonical(value: Any) -> str:
