@@ -152,6 +152,7 @@ from artifactcheck.sim.apiserver_resources import (
 )
 from artifactcheck.sim.apiserver_store import PATCH_TYPES, Store, Stored
 from artifactcheck.sim.apiserver_tables import to_table, wants_table
+from artifactcheck.sim.loop_thread import LoopThread
 from artifactcheck.sim.selectors import FieldSelector, LabelSelector, SelectorError
 
 if TYPE_CHECKING:
@@ -405,8 +406,7 @@ class FakeApiServer:
         self.verb_counts: Counter[str] = Counter()
         self._injections: builtins.list[_Injection] = []
         self._inject_lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._thread = LoopThread("FakeApiServer", join_timeout=30, drain=True)
         self._runner: web.AppRunner | None = None
         self._streams: set[_WatchStream] = set()
 
@@ -425,16 +425,9 @@ class FakeApiServer:
 
     def start(self) -> FakeApiServer:
         """Serve in a background thread with its own event loop; returns self."""
-        if self._thread is not None:
+        if self._thread.started:
             raise RuntimeError("FakeApiServer already started")
-        loop = asyncio.new_event_loop()
-        ready = threading.Event()
-        thread = threading.Thread(
-            target=self._run_loop, args=(loop, ready), name="FakeApiServer", daemon=True
-        )
-        thread.start()
-        ready.wait()
-        self._loop, self._thread = loop, thread
+        self._thread.start()
         try:
             self._call(self._listen())
         except BaseException:
@@ -442,46 +435,19 @@ class FakeApiServer:
             raise
         return self
 
-    @staticmethod
-    def _run_loop(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
-        asyncio.set_event_loop(loop)
-        loop.call_soon(ready.set)
-        try:
-            loop.run_forever()
-        finally:
-            try:
-                pending = asyncio.all_tasks(loop)
-                for task in pending:
-                    task.cancel()
-                if pending:
-                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-                loop.run_until_complete(loop.shutdown_asyncgens())
-                loop.run_until_complete(loop.shutdown_default_executor())
-            finally:
-                asyncio.set_event_loop(None)
-                loop.close()
-
     def stop(self) -> None:
         """Close the server and every watch, and join the thread.  Idempotent."""
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        try:
-            self._call(self._unlisten())
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=30)
-            self._loop = self._thread = None
+        self._thread.stop(self._unlisten(), timeout=60.0)
 
     def pause(self) -> None:
         """Stop accepting connections and drop open watches, keeping all state (a restart)."""
-        if self._loop is None:
+        if self._thread.loop is None:
             raise RuntimeError("FakeApiServer is not started")
         self._call(self._unlisten())
 
     def resume(self) -> None:
         """Listen again, on the same port, after :meth:`pause`."""
-        if self._loop is None:
+        if self._thread.loop is None:
             raise RuntimeError("FakeApiServer is not started")
         if self._runner is None:
             self._call(self._listen())
@@ -493,8 +459,7 @@ class FakeApiServer:
         self.stop()
 
     def _call(self, coro: Any, timeout: float = 60.0) -> Any:
-        assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+        return self._thread.call(coro, timeout)
 
     async def _listen(self) -> None:
         app = web.Application(client_max_size=256 * 1024 * 1024)
