@@ -88,6 +88,17 @@ def field_path(*keys: str, default: str = "") -> FieldGetter:
     return get
 
 
+class Strategy(NamedTuple):
+    """A kind's write hooks, as its registry strategy has them in Kubernetes."""
+
+    #: Defaulting, run on every write body (like decoding does on a real server).
+    default: Hook | None = None
+    #: Create-only preparation (``PrepareForCreate`` + mutating admission).
+    prepare_create: Hook | None = None
+    #: Validation of a new object (``old`` is None) or an update.
+    validate: Validator | None = None
+
+
 _META_FIELDS: Mapping[str, FieldGetter] = {
     "metadata.name": field_path("metadata", "name"),
     "metadata.namespace": field_path("metadata", "namespace"),
@@ -132,12 +143,7 @@ class ResourceType:
     storage_key: str = ""
     to_storage: Converter | None = None
     from_storage: Converter | None = None
-    #: Defaulting, run on every write body (like decoding does on a real server).
-    default: Hook | None = None
-    #: Create-only preparation (``PrepareForCreate`` + mutating admission).
-    prepare_create: Hook | None = None
-    #: Validation of a new object (``old`` is None) or an update.
-    validate: Validator | None = None
+    strategy: Strategy = Strategy()
     #: Extra subresources beyond ``status`` (e.g. ``binding`` for pods).
     subresources: tuple[str, ...] = ()
     #: The DNS label rule (namespaces) instead of the DNS subdomain rule for names.
@@ -225,15 +231,6 @@ class ResourceRegistry:
         return [r for r in resources if r.group == group and r.version == version]
 
 
-class Strategy(NamedTuple):
-    """A kind's write hooks, as its registry strategy in Kubernetes has them: defaulting,
-    create-only preparation and validation (see :class:`ResourceType`)."""
-
-    default: Hook | None = None
-    prepare_create: Hook | None = None
-    validate: Validator | None = None
-
-
 def scope_fields(cluster_scoped: bool) -> dict[str, FieldGetter]:
     """The field selectors every object of a scope supports (``metadata.name``, and
     ``metadata.namespace`` for namespaced ones)."""
@@ -270,7 +267,7 @@ def builtin(
         namespaced=not cluster_scoped,
         field_labels={**scope_fields(cluster_scoped), **(fields or {})},
         merge_schema={"metadata": _META_SCHEMA, **(merge or {})},
-        **(strategy or Strategy())._asdict(),
+        strategy=strategy or Strategy(),
         **rules,
     )
 
@@ -752,20 +749,21 @@ _EVENT_RENAMES: Mapping[str, str] = {
 _EVENT_RENAMES_BACK: Mapping[str, str] = {v: k for k, v in _EVENT_RENAMES.items()}
 
 
-def _event_to_v1(core: JsonObj) -> JsonObj:
-    out: JsonObj = {"apiVersion": "events.k8s.io/v1", "kind": "Event"}
-    for key, value in core.items():
+def _event_as(api_version: str, event: JsonObj, renames: Mapping[str, str]) -> JsonObj:
+    """``event`` as an Event of ``api_version``, its fields renamed by ``renames``."""
+    out: JsonObj = {"apiVersion": api_version, "kind": "Event"}
+    for key, value in event.items():
         if key not in ("apiVersion", "kind"):
-            out[_EVENT_RENAMES.get(key, key)] = value
+            out[renames.get(key, key)] = value
     return out
+
+
+def _event_to_v1(core: JsonObj) -> JsonObj:
+    return _event_as("events.k8s.io/v1", core, _EVENT_RENAMES)
 
 
 def _event_from_v1(event: JsonObj) -> JsonObj:
-    out: JsonObj = {"apiVersion": "v1", "kind": "Event"}
-    for key, value in event.items():
-        if key not in ("apiVersion", "kind"):
-            out[_EVENT_RENAMES_BACK.get(key, key)] = value
-    return out
+    return _event_as("v1", event, _EVENT_RENAMES_BACK)
 
 
 def _validate_event_v1(event: JsonObj, old: JsonObj | None) -> list[FieldError]:

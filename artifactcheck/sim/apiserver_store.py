@@ -119,6 +119,7 @@ class ListResult:
     remaining: int | None = None
 
 
+@dataclass(eq=False)
 class Watcher:
     """One watch: what it selects and where its event lines go.
 
@@ -126,19 +127,11 @@ class Watcher:
     it is called with the store's lock held, so it must not block.
     """
 
-    def __init__(
-        self,
-        resource: ResourceType,
-        namespace: str | None,
-        labels: LabelSelector,
-        fields: FieldSelector,
-        deliver: Callable[[str], None],
-    ) -> None:
-        self.resource = resource
-        self.namespace = namespace
-        self.labels = labels
-        self.fields = fields
-        self.deliver = deliver
+    resource: ResourceType
+    namespace: str | None
+    labels: LabelSelector
+    fields: FieldSelector
+    deliver: Callable[[str], None]
 
     def matches(self, obj: JsonObj) -> bool:
         meta = obj.get("metadata") or {}
@@ -244,6 +237,13 @@ class Store:
 
     def _scope(self, resource: ResourceType, namespace: str | None) -> str:
         return (namespace or "") if resource.namespaced else ""
+
+    def _existing(self, resource: ResourceType, ns: str, name: str) -> Stored:
+        """The stored object, or the 404 a real server answers."""
+        current = self._find(resource, ns, name)
+        if current is None:
+            raise self._not_found(resource, name)
+        return current
 
     def _not_found(self, resource: ResourceType, name: str) -> ApiError:
         return ApiError.not_found(resource.plural, resource.group, name)
@@ -424,8 +424,8 @@ class Store:
 
     def _validate(self, resource: ResourceType, obj: JsonObj, old: JsonObj | None) -> None:
         errors = []
-        if resource.validate is not None:
-            errors.extend(resource.validate(obj, old))
+        if resource.strategy.validate is not None:
+            errors.extend(resource.strategy.validate(obj, old))
         errors.extend(validate_metadata(resource, obj))
         if errors:
             raise self._invalid(resource, str(_meta(obj).get("name") or ""), errors)
@@ -547,10 +547,11 @@ class Store:
             meta["generation"] = 1
         else:
             meta.pop("generation", None)
-        if resource.default is not None:
-            resource.default(obj)
-        if resource.prepare_create is not None:
-            resource.prepare_create(obj)
+        strategy = resource.strategy
+        if strategy.default is not None:
+            strategy.default(obj)
+        if strategy.prepare_create is not None:
+            strategy.prepare_create(obj)
         self._validate(resource, obj, None)
         name = meta["name"]
         if resource.namespaced and self.enforce_namespaces and resource is not NAMESPACES:
@@ -627,8 +628,8 @@ class Store:
             new = _status_written(old, obj)
         else:
             new = self._main_written(resource, name, old, obj)
-        if resource.default is not None:
-            resource.default(new)
+        if resource.strategy.default is not None:
+            resource.strategy.default(new)
         if subresource != "status":
             if resource.track_generation and _spec_part(new) != _spec_part(old):
                 _meta(new)["generation"] = int(_meta(old).get("generation") or 0) + 1
@@ -721,9 +722,7 @@ class Store:
         """PATCH with ``patch_type`` one of ``strategic``, ``merge``, ``json``."""
         ns = self._scope(resource, namespace)
         with self._lock:
-            current = self._find(resource, ns, name)
-            if current is None:
-                raise self._not_found(resource, name)
+            current = self._existing(resource, ns, name)
             old = resource.view(current.obj)
             try:
                 if patch_type == "strategic":
@@ -795,9 +794,7 @@ class Store:
         """DELETE; returns the object (pods, namespaces, pending finalizers) or a ``Status``."""
         ns = self._scope(resource, namespace)
         with self._lock:
-            current = self._find(resource, ns, name)
-            if current is None:
-                raise self._not_found(resource, name)
+            current = self._existing(resource, ns, name)
             meta = _meta(current.obj)
             pre = preconditions or {}
             if pre.get("uid") and pre["uid"] != meta.get("uid"):

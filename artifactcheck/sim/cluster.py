@@ -19,11 +19,11 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from artifactcheck.control.crd import CRD_NAME, crd_manifest
 from artifactcheck.sim.apiserver import FakeApiServer
-from artifactcheck.sim.fleet import RELEASES, SimInstance, foreign_bytes, write_releases
+from artifactcheck.sim.fleet import RELEASES, Lifecycle, SimInstance, foreign_bytes, write_releases
 from artifactcheck.sim.web import Site, WebFleet, loopback_hosts
 from artifactcheck.tenancy.admission import AdminConfig
 
@@ -49,17 +49,17 @@ class SimPod(SimInstance):
     image_id: str
 
 
-class SimCluster:
+class SimCluster(Lifecycle):
     """Fake API server + pods on loopback + kubelet; start()/stop() or a context manager."""
 
     def __init__(
         self,
         *,
         namespace: str = "shop",
-        first_host: str = "127.78.0.1",
-        cdn_host: str = "127.78.255.1",
         web: WebFleet | None = None,
         api: FakeApiServer | None = None,
+        first_host: str = "127.78.0.1",
+        cdn_host: str = "127.78.255.1",
         kubelet_period: float = 0.1,
     ) -> None:
         self.namespace = namespace
@@ -89,7 +89,7 @@ class SimCluster:
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def start(self) -> SimCluster:
+    def start(self) -> Self:
         """Start the API server, the web fleet, the CDN and the kubelet."""
         if self._own_api:
             self.api.start()
@@ -110,12 +110,6 @@ class SimCluster:
         if self._own_api:
             self.api.stop()
         self._tmp.cleanup()
-
-    def __enter__(self) -> SimCluster:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     # -- objects ---------------------------------------------------------------------
 

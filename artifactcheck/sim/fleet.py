@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from artifactcheck.manifests import native
 from artifactcheck.sim.web import Site, Status, WebFleet, loopback_hosts
@@ -63,6 +63,22 @@ def write_releases(releases: Mapping[str, Path], folder: Path) -> str:
     return str(folder / "{version}.json")
 
 
+class Lifecycle:
+    """Something to start and stop: ``start()``/``stop()``, or a ``with`` block."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
 @dataclass
 class SimInstance:
     """One simulated instance: its site, address and what was planted on it."""
@@ -75,7 +91,7 @@ class SimInstance:
     planted: list[str] = field(default_factory=list)
 
 
-class SimFleet:
+class SimFleet(Lifecycle):
     """Instances + CDN + release manifests on loopback; a context manager."""
 
     def __init__(
@@ -130,7 +146,7 @@ class SimFleet:
         """Write each release's native manifest; returns the ``{version}`` template."""
         return write_releases(self.releases, self.release_dir)
 
-    def start(self) -> SimFleet:
+    def start(self) -> Self:
         """Serve every instance and the CDN."""
         self.web.start()
         urls = self.web.add_many([(i.site, i.host) for i in self.instances])
@@ -145,12 +161,6 @@ class SimFleet:
         if self._own_web:
             self.web.stop()
         self._tmp.cleanup()
-
-    def __enter__(self) -> SimFleet:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     # -- convenience -----------------------------------------------------------------
 

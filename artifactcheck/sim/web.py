@@ -36,7 +36,6 @@ import zlib
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal, Self, TypeAlias, TypeVar
 from urllib.parse import unquote, urlsplit
 
@@ -272,8 +271,7 @@ class Exchange:
     ) -> None:
         self.server = server
         self.request = request
-        self.reader = reader
-        self.writer = writer
+        self.reader, self.writer = reader, writer
         self.keep_alive = _wants_keep_alive(request)
         self.aborted = False
         self._chunked = False
@@ -367,6 +365,13 @@ class Exchange:
     async def serve_default(self) -> None:
         """The site's normal answer for this path, ignoring faults (used by Flaky, Delay)."""
         await self.server.serve_default(self)
+
+    async def serve_with(self, handler: Handler | None) -> None:
+        """Answer with ``handler``, or (None) as the site normally would."""
+        if handler is not None:
+            await handler(self)
+        else:
+            await self.serve_default()
 
 
 def _wants_keep_alive(request: Received) -> bool:
@@ -574,12 +579,7 @@ class Flaky:
     then: Handler | None = None
 
     async def __call__(self, ex: Exchange) -> None:
-        if ex.server.bump(self) <= self.times:
-            await self.fault(ex)
-        elif self.then is not None:
-            await self.then(ex)
-        else:
-            await ex.serve_default()
+        await ex.serve_with(self.fault if ex.server.bump(self) <= self.times else self.then)
 
 
 @dataclass(frozen=True)
@@ -591,10 +591,7 @@ class Delay:
 
     async def __call__(self, ex: Exchange) -> None:
         await asyncio.sleep(self.seconds)
-        if self.then is not None:
-            await self.then(ex)
-        else:
-            await ex.serve_default()
+        await ex.serve_with(self.then)
 
 
 # --------------------------------------------------------------------------- server
@@ -680,17 +677,16 @@ class SiteServer:
     def __init__(
         self,
         site: Site,
-        host: str = "127.0.0.1",
-        port: int = 0,
+        host: str,
+        port: int,
         *,
-        ssl_context: ssl.SSLContext | None = None,
-        counters: _Counters | None = None,
+        ssl_context: ssl.SSLContext | None,
+        counters: _Counters,
     ) -> None:
         self.site = site
-        self.host = host
-        self.port = port
+        self.host, self.port = host, port  # port 0: any free one (set once bound)
         self.ssl_context = ssl_context
-        self._fleet = counters if counters is not None else _Counters()
+        self._fleet = counters
         self._own = _Counters()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -926,23 +922,13 @@ class WebFleet:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     async def __aenter__(self) -> Self:
         return self.start()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self.stop()  # brief; a thread hop would leave an executor thread behind
 
     def _call(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
