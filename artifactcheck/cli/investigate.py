@@ -131,7 +131,6 @@ def recording_fetcher(spec: CheckSpec) -> tuple[Fetcher, dict[str, Fetched]]:
     second request and shows exactly what the judgement was based on.
     """
     from artifactcheck.fetch.fetcher import Fetcher
-    from artifactcheck.pipeline import log
 
     cdn_assets: dict[str, Fetched] = {}
 

@@ -128,9 +128,9 @@ import re
 import ssl
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from aiohttp import web
 from multidict import CIMultiDict, MultiMapping
@@ -152,6 +152,7 @@ from artifactcheck.sim.apiserver_resources import (
 )
 from artifactcheck.sim.apiserver_store import PATCH_TYPES, Store, Stored
 from artifactcheck.sim.apiserver_tables import to_table, wants_table
+from artifactcheck.sim.loop_thread import LoopThread
 from artifactcheck.sim.selectors import FieldSelector, LabelSelector, SelectorError
 
 if TYPE_CHECKING:
@@ -231,6 +232,16 @@ class _WatchStream:
         self.queue.put_nowait(_END)
 
 
+def _unless_missing(call: Callable[[], JsonObj]) -> JsonObj | None:
+    """``call()``, or None where it finds no such object (a 404)."""
+    try:
+        return call()
+    except ApiError as exc:
+        if exc.code == 404:
+            return None
+        raise
+
+
 @dataclass
 class _Injection:
     method: str
@@ -247,6 +258,105 @@ class _Route:
     name: str | None
     subresource: str | None
     watch_path: bool
+
+
+@dataclass(frozen=True)
+class _Call:
+    """A request to a resource URL with the query options every verb reads."""
+
+    request: web.Request
+    route: _Route
+    dry_run: bool
+    field_validation: str
+    table: bool
+    include: str
+    #: The ``Warning`` headers a write answers with (unknown fields under ``Warn``).
+    warnings: builtins.list[str]
+
+    @classmethod
+    def of(cls, request: web.Request, route: _Route) -> _Call:
+        query = request.query
+        validation = query.get("fieldValidation") or "Warn"
+        if validation not in ("Ignore", "Warn", "Strict"):
+            raise ApiError.bad_request(
+                f"fieldValidation parameter unsupported: {validation}; supported values are"
+                " Ignore, Warn, Strict"
+            )
+        return cls(
+            request=request,
+            route=route,
+            dry_run="All" in query.getall("dryRun", []),
+            field_validation=validation,
+            table=request.method == "GET" and wants_table(request.headers.get("Accept", "")),
+            include=query.get("includeObject") or "Partial",
+            warnings=[],
+        )
+
+    @property
+    def write_options(self) -> dict[str, Any]:
+        """The keyword arguments the store's writes take from the query."""
+        return {
+            "dry_run": self.dry_run,
+            "field_validation": self.field_validation,
+            "warnings": self.warnings,
+        }
+
+
+_ObjectVerb = Callable[["FakeApiServer", _Call, str], Awaitable[web.StreamResponse]]
+
+
+def _watch_timeout(param: str | None) -> float:
+    try:
+        timeout = float(int(param)) if param else 0.0
+    except ValueError:
+        raise ApiError.bad_request(f"invalid timeoutSeconds {param!r}") from None
+    # as on a real server, 0 (or nothing) means the server's default
+    return timeout if timeout > 0 else _WATCH_DEFAULT_TIMEOUT
+
+
+class _WatchEncoder:
+    """Watch event lines as sent: as they are, or (for ``kubectl get -w``) each object
+    as a one-row Table, of which only the first carries the columns (kubectl reuses
+    them, "to save bandwidth", as a real server sends them)."""
+
+    def __init__(self, resource: ResourceType, table: bool, include: str) -> None:
+        self._resource = resource
+        self._table = table
+        self._include = include
+        self._headers_sent = False
+
+    def __call__(self, lines: Iterable[str]) -> bytes:
+        return "".join(self._line(line) for line in lines).encode()
+
+    def _line(self, line: str) -> str:
+        if not self._table:
+            return line
+        event = json.loads(line)
+        if event.get("type") not in ("ADDED", "MODIFIED", "DELETED"):
+            return line
+        obj = event["object"]
+        meta = {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")}
+        event["object"] = to_table(
+            self._resource,
+            [obj],
+            meta,
+            include_object=self._include,
+            no_headers=self._headers_sent,
+        )
+        self._headers_sent = True
+        return _dumps(event) + "\n"
+
+
+def _drain(stream: _WatchStream, item: str | _Signal) -> tuple[builtins.list[str], _Signal | None]:
+    """``item`` and what else is queued already (up to 512 lines), stopping at a signal."""
+    batch: builtins.list[str] = []
+    while True:
+        if isinstance(item, _Signal):
+            return batch, item
+        batch.append(item)
+        if stream.queue.empty() or len(batch) >= 512:
+            return batch, None
+        item = stream.queue.get_nowait()
 
 
 class FakeApiServer:
@@ -296,8 +406,7 @@ class FakeApiServer:
         self.verb_counts: Counter[str] = Counter()
         self._injections: builtins.list[_Injection] = []
         self._inject_lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._thread = LoopThread("FakeApiServer", join_timeout=30, drain=True)
         self._runner: web.AppRunner | None = None
         self._streams: set[_WatchStream] = set()
 
@@ -316,16 +425,9 @@ class FakeApiServer:
 
     def start(self) -> FakeApiServer:
         """Serve in a background thread with its own event loop; returns self."""
-        if self._thread is not None:
+        if self._thread.started:
             raise RuntimeError("FakeApiServer already started")
-        loop = asyncio.new_event_loop()
-        ready = threading.Event()
-        thread = threading.Thread(
-            target=self._run_loop, args=(loop, ready), name="FakeApiServer", daemon=True
-        )
-        thread.start()
-        ready.wait()
-        self._loop, self._thread = loop, thread
+        self._thread.start()
         try:
             self._call(self._listen())
         except BaseException:
@@ -333,46 +435,19 @@ class FakeApiServer:
             raise
         return self
 
-    @staticmethod
-    def _run_loop(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
-        asyncio.set_event_loop(loop)
-        loop.call_soon(ready.set)
-        try:
-            loop.run_forever()
-        finally:
-            try:
-                pending = asyncio.all_tasks(loop)
-                for task in pending:
-                    task.cancel()
-                if pending:
-                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-                loop.run_until_complete(loop.shutdown_asyncgens())
-                loop.run_until_complete(loop.shutdown_default_executor())
-            finally:
-                asyncio.set_event_loop(None)
-                loop.close()
-
     def stop(self) -> None:
         """Close the server and every watch, and join the thread.  Idempotent."""
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        try:
-            self._call(self._unlisten())
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=30)
-            self._loop = self._thread = None
+        self._thread.stop(self._unlisten(), timeout=60.0)
 
     def pause(self) -> None:
         """Stop accepting connections and drop open watches, keeping all state (a restart)."""
-        if self._loop is None:
+        if self._thread.loop is None:
             raise RuntimeError("FakeApiServer is not started")
         self._call(self._unlisten())
 
     def resume(self) -> None:
         """Listen again, on the same port, after :meth:`pause`."""
-        if self._loop is None:
+        if self._thread.loop is None:
             raise RuntimeError("FakeApiServer is not started")
         if self._runner is None:
             self._call(self._listen())
@@ -384,8 +459,7 @@ class FakeApiServer:
         self.stop()
 
     def _call(self, coro: Any, timeout: float = 60.0) -> Any:
-        assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+        return self._thread.call(coro, timeout)
 
     async def _listen(self) -> None:
         app = web.Application(client_max_size=256 * 1024 * 1024)
@@ -553,12 +627,7 @@ class FakeApiServer:
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> JsonObj | None:
         """The object, or None when there is none."""
         resource = self._resource(api_version, kind)
-        try:
-            return self._copy(self._store.get(resource, namespace, name))
-        except ApiError as exc:
-            if exc.code == 404:
-                return None
-            raise
+        return _unless_missing(lambda: self._copy(self._store.get(resource, namespace, name)))
 
     def list(
         self,
@@ -581,16 +650,16 @@ class FakeApiServer:
 
     def update(self, obj: JsonObj) -> JsonObj:
         """Replace an object as a PUT would (its ``resourceVersion``, if set, must be current)."""
-        resource = self._resource(obj.get("apiVersion"), obj.get("kind"))
-        namespace = (obj.get("metadata") or {}).get("namespace") if resource.namespaced else None
-        stored, _ = self._store.update(resource, namespace, None, obj)
-        return self._copy(stored)
+        return self._put(obj, None)
 
     def update_status(self, obj: JsonObj) -> JsonObj:
         """Replace an object's status as a PUT to ``/status`` would."""
+        return self._put(obj, "status")
+
+    def _put(self, obj: JsonObj, subresource: str | None) -> JsonObj:
         resource = self._resource(obj.get("apiVersion"), obj.get("kind"))
         namespace = (obj.get("metadata") or {}).get("namespace") if resource.namespaced else None
-        stored, _ = self._store.update(resource, namespace, None, obj, subresource="status")
+        stored, _ = self._store.update(resource, namespace, None, obj, subresource=subresource)
         return self._copy(stored)
 
     def patch(
@@ -612,32 +681,16 @@ class FakeApiServer:
         )
         return self._copy(stored)
 
-    def patch_status(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        name: str,
-        patch: Any,
-        *,
-        patch_type: str = "merge",
-    ) -> JsonObj:
-        """PATCH the ``/status`` subresource: only ``.status`` changes."""
-        return self.patch(
-            api_version, kind, namespace, name, patch, patch_type=patch_type, subresource="status"
-        )
+    def patch_status(self, *args: Any, **options: Any) -> JsonObj:
+        """PATCH the ``/status`` subresource: only ``.status`` changes (as :meth:`patch`)."""
+        return self.patch(*args, subresource="status", **options)
 
     def delete(
         self, api_version: str, kind: str, namespace: str | None, name: str
     ) -> JsonObj | None:
         """Delete as a DELETE would; returns its answer (object or Status), None if absent."""
         resource = self._resource(api_version, kind)
-        try:
-            return copy.deepcopy(self._store.delete(resource, namespace, name))
-        except ApiError as exc:
-            if exc.code == 404:
-                return None
-            raise
+        return _unless_missing(lambda: copy.deepcopy(self._store.delete(resource, namespace, name)))
 
     # ------------------------------------------------------------------ CRDs
 
@@ -896,173 +949,173 @@ class FakeApiServer:
         )
 
     async def _serve(self, request: web.Request, route: _Route) -> web.StreamResponse:
-        method = request.method
-        query = request.query
-        resource, namespace, name, sub = (
-            route.resource,
-            route.namespace,
-            route.name,
-            route.subresource,
-        )
-        dry_run = "All" in query.getall("dryRun", [])
-        store = self._store
-        validation = query.get("fieldValidation") or "Warn"
-        if validation not in ("Ignore", "Warn", "Strict"):
-            raise ApiError.bad_request(
-                f"fieldValidation parameter unsupported: {validation}; supported values are"
-                " Ignore, Warn, Strict"
-            )
-        warnings: builtins.list[str] = []
-        table = method == "GET" and wants_table(request.headers.get("Accept", ""))
-        include = query.get("includeObject") or "Partial"
-
-        if name is None:  # collection
-            labels, fields = self._selectors(query)
-            if method == "GET":
-                if route.watch_path or _truthy(query.get("watch")):
-                    self.verb_counts["watch"] += 1
-                    return await self._watch(
-                        request, resource, namespace, labels, fields, table=table
-                    )
-                self.verb_counts["list"] += 1
-                limit = query.get("limit")
-                try:
-                    limit_n = int(limit) if limit else None
-                except ValueError:
-                    raise ApiError.bad_request(f"invalid limit {limit!r}") from None
-                result = store.list(
-                    resource,
-                    namespace,
-                    labels,
-                    fields,
-                    limit=limit_n,
-                    continue_token=query.get("continue") or None,
-                )
-                meta: JsonObj = {"resourceVersion": str(result.resource_version)}
-                if result.continue_token:
-                    meta["continue"] = result.continue_token
-                    meta["remainingItemCount"] = result.remaining
-                if table:
-                    return _json_response(
-                        to_table(
-                            resource, [i.obj for i in result.items], meta, include_object=include
-                        )
-                    )
-                return _json_response(
-                    self._list_body(resource, [i.raw for i in result.items], meta)
-                )
-            if resource.namespaced and namespace is None:
-                raise ApiError.method_not_allowed()
-            if method == "POST":
-                self.verb_counts["create"] += 1
-                body = await self._body(request)
-                created = store.create(
-                    resource,
-                    namespace,
-                    body,
-                    dry_run=dry_run,
-                    field_validation=validation,
-                    warnings=warnings,
-                )
-                return _json_response(created.raw, 201, warnings=warnings)
-            if method == "DELETE":
-                self.verb_counts["deletecollection"] += 1
-                deleted = store.delete_collection(
-                    resource, namespace, labels, fields, dry_run=dry_run
-                )
-                meta = {"resourceVersion": str(store.resource_version)}
-                return _json_response(self._list_body(resource, [_dumps(d) for d in deleted], meta))
+        """One request to a resource URL: a collection, a watch, a binding, or one object."""
+        call = _Call.of(request, route)
+        if route.name is None:
+            return await self._serve_collection(call)
+        if route.watch_path or (request.method == "GET" and _truthy(request.query.get("watch"))):
+            return await self._serve_object_watch(call, route.name)
+        if route.subresource == "binding":
+            return await self._serve_binding(call, route.name)
+        verb = self._OBJECT_VERBS.get(request.method)
+        if verb is None or (request.method == "DELETE" and route.subresource is not None):
             raise ApiError.method_not_allowed()
+        return await verb(self, call, route.name)
 
-        if route.watch_path or (method == "GET" and _truthy(query.get("watch"))):
-            if method != "GET":
-                raise ApiError.method_not_allowed()
-            self.verb_counts["watch"] += 1
-            labels, fields = self._selectors(query)
-            fields = FieldSelector(
-                fields.requirements + FieldSelector.parse(f"metadata.name={name}").requirements
-            )
-            return await self._watch(request, resource, namespace, labels, fields, table=table)
-
-        if sub == "binding":
-            if method != "POST":
-                raise ApiError.method_not_allowed()
+    async def _serve_collection(self, call: _Call) -> web.StreamResponse:
+        request, route, store = call.request, call.route, self._store
+        resource, namespace = route.resource, route.namespace
+        labels, fields = self._selectors(request.query)
+        if request.method == "GET":
+            if route.watch_path or _truthy(request.query.get("watch")):
+                self.verb_counts["watch"] += 1
+                return await self._watch(request, resource, namespace, labels, fields, call.table)
+            return self._serve_list(call, labels, fields)
+        if resource.namespaced and namespace is None:
+            raise ApiError.method_not_allowed()
+        if request.method == "POST":
             self.verb_counts["create"] += 1
             body = await self._body(request)
-            assert namespace is not None
-            return _json_response(store.bind(resource, namespace, name, body), 201)
-
-        if method == "GET":
-            self.verb_counts["get"] += 1
-            got = store.get(resource, namespace, name)
-            if table:
-                rv = (got.obj.get("metadata") or {}).get("resourceVersion")
-                return _json_response(
-                    to_table(resource, [got.obj], {"resourceVersion": rv}, include_object=include)
-                )
-            return _json_response(got.raw)
-        if method == "PUT":
-            self.verb_counts["update"] += 1
-            body = await self._body(request)
-            stored, was_created = store.update(
-                resource,
-                namespace,
-                name,
-                body,
-                subresource=sub,
-                dry_run=dry_run,
-                field_validation=validation,
-                warnings=warnings,
+            created = store.create(resource, namespace, body, **call.write_options)
+            return _json_response(created.raw, 201, warnings=call.warnings)
+        if request.method == "DELETE":
+            self.verb_counts["deletecollection"] += 1
+            deleted = store.delete_collection(
+                resource, namespace, labels, fields, dry_run=call.dry_run
             )
-            return _json_response(stored.raw, 201 if was_created else 200, warnings=warnings)
-        if method == "PATCH":
-            self.verb_counts["patch"] += 1
-            content_type = request.content_type
-            if content_type == _APPLY_PATCH:
-                raise ApiError(
-                    415,
-                    "UnsupportedMediaType",
-                    "server-side apply (application/apply-patch+yaml) is not implemented"
-                    " by the fake API server",
-                )
-            patch_type = PATCH_TYPES.get(content_type)
-            if patch_type is None or (patch_type == "strategic" and not resource.strategic_merge):
-                accepted = [
-                    "application/json-patch+json",
-                    "application/merge-patch+json",
-                    _APPLY_PATCH,
-                ]
-                if resource.strategic_merge:
-                    accepted.append("application/strategic-merge-patch+json")
-                raise ApiError.unsupported_media_type(content_type, accepted)
-            body = await self._body(request)
-            stored = store.patch(
-                resource,
-                namespace,
-                name,
-                patch_type,
-                body,
-                subresource=sub,
-                dry_run=dry_run,
-                field_validation=validation,
-                warnings=warnings,
-            )
-            return _json_response(stored.raw, warnings=warnings)
-        if method == "DELETE" and sub is None:
-            self.verb_counts["delete"] += 1
-            options = await self._body(request, required=False)
-            preconditions = options.get("preconditions") if isinstance(options, dict) else None
-            if isinstance(options, dict) and "All" in (options.get("dryRun") or []):
-                dry_run = True
-            answer = store.delete(
-                resource,
-                namespace,
-                name,
-                preconditions=preconditions if isinstance(preconditions, dict) else None,
-                dry_run=dry_run,
-            )
-            return _json_response(answer)
+            meta = {"resourceVersion": str(store.resource_version)}
+            return _json_response(self._list_body(resource, [_dumps(d) for d in deleted], meta))
         raise ApiError.method_not_allowed()
+
+    def _serve_list(
+        self, call: _Call, labels: LabelSelector, fields: FieldSelector
+    ) -> web.StreamResponse:
+        self.verb_counts["list"] += 1
+        query, resource = call.request.query, call.route.resource
+        limit = query.get("limit")
+        try:
+            limit_n = int(limit) if limit else None
+        except ValueError:
+            raise ApiError.bad_request(f"invalid limit {limit!r}") from None
+        result = self._store.list(
+            resource,
+            call.route.namespace,
+            labels,
+            fields,
+            limit=limit_n,
+            continue_token=query.get("continue") or None,
+        )
+        meta: JsonObj = {"resourceVersion": str(result.resource_version)}
+        if result.continue_token:
+            meta["continue"] = result.continue_token
+            meta["remainingItemCount"] = result.remaining
+        if call.table:
+            objs = [i.obj for i in result.items]
+            return _json_response(to_table(resource, objs, meta, include_object=call.include))
+        return _json_response(self._list_body(resource, [i.raw for i in result.items], meta))
+
+    async def _serve_object_watch(self, call: _Call, name: str) -> web.StreamResponse:
+        """``GET .../<name>?watch=1`` (or the ``/watch/`` path): a watch of one object."""
+        if call.request.method != "GET":
+            raise ApiError.method_not_allowed()
+        self.verb_counts["watch"] += 1
+        labels, fields = self._selectors(call.request.query)
+        fields = FieldSelector(
+            fields.requirements + FieldSelector.parse(f"metadata.name={name}").requirements
+        )
+        route = call.route
+        return await self._watch(
+            call.request, route.resource, route.namespace, labels, fields, call.table
+        )
+
+    async def _serve_binding(self, call: _Call, name: str) -> web.StreamResponse:
+        if call.request.method != "POST":
+            raise ApiError.method_not_allowed()
+        self.verb_counts["create"] += 1
+        body = await self._body(call.request)
+        namespace = call.route.namespace
+        assert namespace is not None
+        return _json_response(self._store.bind(call.route.resource, namespace, name, body), 201)
+
+    async def _serve_get(self, call: _Call, name: str) -> web.StreamResponse:
+        self.verb_counts["get"] += 1
+        resource = call.route.resource
+        got = self._store.get(resource, call.route.namespace, name)
+        if call.table:
+            meta = {"resourceVersion": (got.obj.get("metadata") or {}).get("resourceVersion")}
+            return _json_response(to_table(resource, [got.obj], meta, include_object=call.include))
+        return _json_response(got.raw)
+
+    async def _serve_update(self, call: _Call, name: str) -> web.StreamResponse:
+        self.verb_counts["update"] += 1
+        body = await self._body(call.request)
+        route = call.route
+        stored, was_created = self._store.update(
+            route.resource,
+            route.namespace,
+            name,
+            body,
+            subresource=route.subresource,
+            **call.write_options,
+        )
+        return _json_response(stored.raw, 201 if was_created else 200, warnings=call.warnings)
+
+    async def _serve_patch(self, call: _Call, name: str) -> web.StreamResponse:
+        self.verb_counts["patch"] += 1
+        route = call.route
+        patch_type = self._patch_type(call.request.content_type, route.resource)
+        body = await self._body(call.request)
+        stored = self._store.patch(
+            route.resource,
+            route.namespace,
+            name,
+            patch_type,
+            body,
+            subresource=route.subresource,
+            **call.write_options,
+        )
+        return _json_response(stored.raw, warnings=call.warnings)
+
+    @staticmethod
+    def _patch_type(content_type: str, resource: ResourceType) -> str:
+        """The patch kind a PATCH's content type names, or the 415 a real server answers."""
+        if content_type == _APPLY_PATCH:
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                "server-side apply (application/apply-patch+yaml) is not implemented"
+                " by the fake API server",
+            )
+        patch_type = PATCH_TYPES.get(content_type)
+        if patch_type is None or (patch_type == "strategic" and not resource.strategic_merge):
+            accepted = ["application/json-patch+json", "application/merge-patch+json", _APPLY_PATCH]
+            if resource.strategic_merge:
+                accepted.append("application/strategic-merge-patch+json")
+            raise ApiError.unsupported_media_type(content_type, accepted)
+        return patch_type
+
+    async def _serve_delete(self, call: _Call, name: str) -> web.StreamResponse:
+        self.verb_counts["delete"] += 1
+        options = await self._body(call.request, required=False)
+        preconditions = options.get("preconditions") if isinstance(options, dict) else None
+        dry_run = call.dry_run
+        if isinstance(options, dict) and "All" in (options.get("dryRun") or []):
+            dry_run = True
+        answer = self._store.delete(
+            call.route.resource,
+            call.route.namespace,
+            name,
+            preconditions=preconditions if isinstance(preconditions, dict) else None,
+            dry_run=dry_run,
+        )
+        return _json_response(answer)
+
+    _OBJECT_VERBS: ClassVar[dict[str, _ObjectVerb]] = {
+        "GET": _serve_get,
+        "PUT": _serve_update,
+        "PATCH": _serve_patch,
+        "DELETE": _serve_delete,
+    }
 
     # ------------------------------------------------------------------ HTTP: watch
 
@@ -1073,42 +1126,15 @@ class FakeApiServer:
         namespace: str | None,
         labels: LabelSelector,
         fields: FieldSelector,
-        *,
-        table: bool = False,
+        table: bool,
     ) -> web.StreamResponse:
         query = request.query
         loop = asyncio.get_running_loop()
-        timeout_param = query.get("timeoutSeconds")
-        try:
-            timeout = float(int(timeout_param)) if timeout_param else 0.0
-        except ValueError:
-            raise ApiError.bad_request(f"invalid timeoutSeconds {timeout_param!r}") from None
-        if timeout <= 0:  # as on a real server, 0 (or nothing) means the server's default
-            timeout = _WATCH_DEFAULT_TIMEOUT
-        bookmarks = _truthy(query.get("allowWatchBookmarks"))
+        timeout = _watch_timeout(query.get("timeoutSeconds"))
         send_initial_param = query.get("sendInitialEvents")
         send_initial = None if send_initial_param is None else _truthy(send_initial_param)
         stream = _WatchStream()
-
-        include = query.get("includeObject") or "Partial"
-        headers_sent = False
-
-        def as_table(line: str) -> str:
-            """A watch event with a one-row Table; only the first carries the columns
-            (kubectl reuses them, "to save bandwidth", as a real server sends them)."""
-            nonlocal headers_sent
-            if not table:
-                return line
-            event = json.loads(line)
-            if event.get("type") not in ("ADDED", "MODIFIED", "DELETED"):
-                return line
-            obj = event["object"]
-            meta = {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")}
-            event["object"] = to_table(
-                resource, [obj], meta, include_object=include, no_headers=headers_sent
-            )
-            headers_sent = True
-            return _dumps(event) + "\n"
+        encode = _WatchEncoder(resource, table, query.get("includeObject") or "Partial")
 
         def deliver(line: str) -> None:
             try:
@@ -1131,46 +1157,49 @@ class FakeApiServer:
         try:
             await response.prepare(request)
             if lines:
-                await response.write("".join(as_table(line) for line in lines).encode())
-            if watcher is None:
-                return response
-            deadline = loop.time() + timeout
-            next_bookmark = loop.time() + self.bookmark_interval if bookmarks else math.inf
-            while True:
-                now = loop.time()
-                if now >= deadline:
-                    break
-                try:
-                    item = await asyncio.wait_for(
-                        stream.queue.get(), min(deadline, next_bookmark) - now
-                    )
-                except TimeoutError:
-                    if loop.time() >= next_bookmark:
-                        self._store.bookmark(watcher)
-                        next_bookmark = loop.time() + self.bookmark_interval
-                    continue
-                batch: builtins.list[str] = []
-                signal: _Signal | None = None
-                while True:
-                    if isinstance(item, _Signal):
-                        signal = item
-                        break
-                    batch.append(item)
-                    if stream.queue.empty() or len(batch) >= 512:
-                        break
-                    item = stream.queue.get_nowait()
-                if batch:
-                    await response.write("".join(as_table(line) for line in batch).encode())
-                if signal is _ABORT:
-                    if request.transport is not None:
-                        request.transport.abort()
-                    return response
-                if signal is _END:
-                    break
+                await response.write(encode(lines))
+            if watcher is not None:
+                bookmarks = _truthy(query.get("allowWatchBookmarks"))
+                await self._pump(request, response, stream, watcher, encode, timeout, bookmarks)
         except ConnectionError:
-            return response
+            pass
         finally:
             if watcher is not None:
                 self._store.unwatch(watcher)
             self._streams.discard(stream)
         return response
+
+    async def _pump(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        stream: _WatchStream,
+        watcher: Any,
+        encode: _WatchEncoder,
+        timeout: float,
+        bookmarks: bool,
+    ) -> None:
+        """Write the watch's events as they come, with bookmarks, until the timeout,
+        the end of the stream, or an abort (which drops the connection, as a crash would)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        next_bookmark = loop.time() + self.bookmark_interval if bookmarks else math.inf
+        while (now := loop.time()) < deadline:
+            try:
+                item = await asyncio.wait_for(
+                    stream.queue.get(), min(deadline, next_bookmark) - now
+                )
+            except TimeoutError:
+                if loop.time() >= next_bookmark:
+                    self._store.bookmark(watcher)
+                    next_bookmark = loop.time() + self.bookmark_interval
+                continue
+            batch, signal = _drain(stream, item)
+            if batch:
+                await response.write(encode(batch))
+            if signal is _ABORT:
+                if request.transport is not None:
+                    request.transport.abort()
+                return
+            if signal is _END:
+                return

@@ -25,11 +25,12 @@ from typing import Any
 
 from artifactcheck.sim.apiserver_errors import FieldError
 from artifactcheck.sim.apiserver_resources import (
-    _CLUSTER_META_FIELDS,
-    _META_FIELDS,
     ResourceType,
+    Strategy,
+    builtin,
     dns_label_error,
     dns_subdomain_error,
+    scope_fields,
 )
 from artifactcheck.sim.apiserver_schema import apply_defaults, prune, validate
 from artifactcheck.sim.apiserver_store import now_rfc3339
@@ -95,135 +96,38 @@ def _schema_errors(schema: Any, path: str) -> list[FieldError]:
     def walk(node: Any, where: str) -> None:
         if not isinstance(node, dict):
             return
-        if node.get("additionalProperties") is False:
-            errors.append(
-                FieldError(
-                    f"{where}.additionalProperties",
-                    "forbidden",
-                    "additionalProperties cannot be set to false",
-                )
-            )
-        if node.get("properties") and isinstance(node.get("additionalProperties"), dict):
-            errors.append(
-                FieldError(
-                    f"{where}.additionalProperties",
-                    "forbidden",
-                    "additionalProperties and properties are mutual exclusive",
-                )
-            )
+        extra = node.get("additionalProperties")
+        why = None
+        if extra is False:
+            why = "additionalProperties cannot be set to false"
+        elif node.get("properties") and isinstance(extra, dict):
+            why = "additionalProperties and properties are mutual exclusive"
+        if why:
+            errors.append(FieldError(f"{where}.additionalProperties", "forbidden", why))
         for name, sub in (node.get("properties") or {}).items():
             walk(sub, f"{where}.properties[{name}]")
         if isinstance(node.get("items"), dict):
             walk(node["items"], f"{where}.items")
-        if isinstance(node.get("additionalProperties"), dict):
-            walk(node["additionalProperties"], f"{where}.additionalProperties")
+        if isinstance(extra, dict):
+            walk(extra, f"{where}.additionalProperties")
 
     walk(schema, path)
     return errors
 
 
 def _validate_crd(crd: JsonObj, old: JsonObj | None) -> list[FieldError]:
-    errors: list[FieldError] = []
     spec = crd.get("spec")
     if not isinstance(spec, dict):
         return [FieldError("spec", "required")]
     group = spec.get("group")
-    if not isinstance(group, str) or not group:
-        errors.append(FieldError("spec.group", "required"))
-    elif "." not in group:
-        errors.append(
-            FieldError("spec.group", "invalid", "should be a domain with at least one dot", group)
-        )
-    elif dns_subdomain_error(group):
-        errors.append(FieldError("spec.group", "invalid", str(dns_subdomain_error(group)), group))
+    errors = _group_errors(group)
     names = spec.get("names")
     if not isinstance(names, dict):
         errors.append(FieldError("spec.names", "required"))
         names = {}
-    for key in ("plural", "kind"):
-        if not names.get(key):
-            errors.append(FieldError(f"spec.names.{key}", "required"))
-    for key in ("plural", "singular"):
-        value = names.get(key)
-        if isinstance(value, str) and value and dns_label_error(value):
-            errors.append(
-                FieldError(f"spec.names.{key}", "invalid", str(dns_label_error(value)), value)
-            )
-    name = (crd.get("metadata") or {}).get("name")
-    if names.get("plural") and group and name != f"{names['plural']}.{group}":
-        errors.append(
-            FieldError("metadata.name", "invalid", 'must be spec.names.plural+"."+spec.group', name)
-        )
-    scope = spec.get("scope")
-    if scope not in ("Cluster", "Namespaced"):
-        if not scope:
-            errors.append(FieldError("spec.scope", "required"))
-        else:
-            errors.append(
-                FieldError(
-                    "spec.scope",
-                    "not_supported",
-                    'supported values: "Cluster", "Namespaced"',
-                    scope,
-                )
-            )
-    versions = spec.get("versions")
-    if not isinstance(versions, list) or not versions:
-        errors.append(
-            FieldError(
-                "spec.versions",
-                "invalid",
-                "must have exactly one version marked as storage version",
-                versions,
-            )
-        )
-        versions = []
-    storage = [v for v in versions if isinstance(v, dict) and v.get("storage")]
-    if versions and len(storage) != 1:
-        errors.append(
-            FieldError(
-                "spec.versions",
-                "invalid",
-                "must have exactly one version marked as storage version",
-                [v.get("name") for v in storage],
-            )
-        )
-    seen: set[str] = set()
-    for i, version in enumerate(versions):
-        where = f"spec.versions[{i}]"
-        if not isinstance(version, dict):
-            errors.append(FieldError(where, "invalid", "must be an object", version))
-            continue
-        vname = version.get("name")
-        if not vname or not isinstance(vname, str):
-            errors.append(FieldError(f"{where}.name", "required"))
-        elif vname in seen:
-            errors.append(FieldError(f"{where}.name", "duplicate", "", vname))
-        else:
-            seen.add(vname)
-        for key in ("served", "storage"):
-            if not isinstance(version.get(key), bool):
-                errors.append(FieldError(f"{where}.{key}", "required"))
-        schema = (version.get("schema") or {}).get("openAPIV3Schema")
-        errors.extend(_schema_errors(schema, f"{where}.schema.openAPIV3Schema"))
-        for j, column in enumerate(version.get("additionalPrinterColumns") or ()):
-            cwhere = f"{where}.additionalPrinterColumns[{j}]"
-            if not isinstance(column, dict):
-                continue
-            for key in ("name", "type", "jsonPath"):
-                if not column.get(key):
-                    errors.append(FieldError(f"{cwhere}.{key}", "required"))
-            ctype = column.get("type")
-            types = ("integer", "number", "string", "boolean", "date")
-            if ctype and ctype not in types:
-                errors.append(
-                    FieldError(
-                        f"{cwhere}.type",
-                        "not_supported",
-                        "supported values: " + ", ".join(f'"{t}"' for t in types),
-                        ctype,
-                    )
-                )
+    errors += _names_errors(names, (crd.get("metadata") or {}).get("name"), group)
+    errors += _scope_errors(spec.get("scope"))
+    errors += _versions_errors(spec.get("versions"))
     if old is not None:
         old_spec = old.get("spec") or {}
         for key in ("group", "scope"):
@@ -234,21 +138,110 @@ def _validate_crd(crd: JsonObj, old: JsonObj | None) -> list[FieldError]:
     return errors
 
 
-CRDS = ResourceType(
-    group="apiextensions.k8s.io",
-    version="v1",
-    kind="CustomResourceDefinition",
-    plural="customresourcedefinitions",
-    singular="customresourcedefinition",
-    short_names=("crd", "crds"),
+def _group_errors(group: Any) -> list[FieldError]:
+    if not isinstance(group, str) or not group:
+        return [FieldError("spec.group", "required")]
+    if "." not in group:
+        return [
+            FieldError("spec.group", "invalid", "should be a domain with at least one dot", group)
+        ]
+    why = dns_subdomain_error(group)
+    return [FieldError("spec.group", "invalid", why, group)] if why else []
+
+
+def _names_errors(names: JsonObj, name: Any, group: Any) -> list[FieldError]:
+    """``spec.names`` has a plural and a kind, DNS-label names, and the CRD is named
+    ``<plural>.<group>``."""
+    errors = [
+        FieldError(f"spec.names.{key}", "required")
+        for key in ("plural", "kind")
+        if not names.get(key)
+    ]
+    for key in ("plural", "singular"):
+        value = names.get(key)
+        why = dns_label_error(value) if isinstance(value, str) and value else None
+        if why:
+            errors.append(FieldError(f"spec.names.{key}", "invalid", why, value))
+    if names.get("plural") and group and name != f"{names['plural']}.{group}":
+        errors.append(
+            FieldError("metadata.name", "invalid", 'must be spec.names.plural+"."+spec.group', name)
+        )
+    return errors
+
+
+def _scope_errors(scope: Any) -> list[FieldError]:
+    if scope in ("Cluster", "Namespaced"):
+        return []
+    if not scope:
+        return [FieldError("spec.scope", "required")]
+    return [FieldError.not_supported("spec.scope", scope, ("Cluster", "Namespaced"))]
+
+
+_ONE_STORAGE = "must have exactly one version marked as storage version"
+
+
+def _versions_errors(versions: Any) -> list[FieldError]:
+    if not isinstance(versions, list) or not versions:
+        return [FieldError("spec.versions", "invalid", _ONE_STORAGE, versions)]
+    errors: list[FieldError] = []
+    storage = [v for v in versions if isinstance(v, dict) and v.get("storage")]
+    if len(storage) != 1:
+        stored = [v.get("name") for v in storage]
+        errors.append(FieldError("spec.versions", "invalid", _ONE_STORAGE, stored))
+    seen: set[str] = set()
+    for i, version in enumerate(versions):
+        errors += _version_errors(f"spec.versions[{i}]", version, seen)
+    return errors
+
+
+_COLUMN_TYPES = ("integer", "number", "string", "boolean", "date")
+
+
+def _version_errors(where: str, version: Any, seen: set[str]) -> list[FieldError]:
+    """One entry of ``spec.versions`` (its name is added to ``seen``)."""
+    if not isinstance(version, dict):
+        return [FieldError(where, "invalid", "must be an object", version)]
+    errors: list[FieldError] = []
+    vname = version.get("name")
+    if not vname or not isinstance(vname, str):
+        errors.append(FieldError(f"{where}.name", "required"))
+    elif vname in seen:
+        errors.append(FieldError(f"{where}.name", "duplicate", "", vname))
+    else:
+        seen.add(vname)
+    for key in ("served", "storage"):
+        if not isinstance(version.get(key), bool):
+            errors.append(FieldError(f"{where}.{key}", "required"))
+    schema = (version.get("schema") or {}).get("openAPIV3Schema")
+    errors.extend(_schema_errors(schema, f"{where}.schema.openAPIV3Schema"))
+    for j, column in enumerate(version.get("additionalPrinterColumns") or ()):
+        if isinstance(column, dict):
+            errors += _column_errors(f"{where}.additionalPrinterColumns[{j}]", column)
+    return errors
+
+
+def _column_errors(where: str, column: JsonObj) -> list[FieldError]:
+    errors = [
+        FieldError(f"{where}.{key}", "required")
+        for key in ("name", "type", "jsonPath")
+        if not column.get(key)
+    ]
+    ctype = column.get("type")
+    if ctype and ctype not in _COLUMN_TYPES:
+        errors.append(FieldError.not_supported(f"{where}.type", ctype, _COLUMN_TYPES))
+    return errors
+
+
+CRDS = builtin(
+    "apiextensions.k8s.io/v1",
+    "CustomResourceDefinition",
+    "crd",
+    "crds",
+    cluster_scoped=True,
     categories=("api-extensions",),
-    namespaced=False,
     status_subresource=True,
     track_generation=True,
-    field_labels=dict(_CLUSTER_META_FIELDS),
-    default=_default_crd,
-    prepare_create=_prepare_crd_create,
-    validate=_validate_crd,
+    strategy=Strategy(_default_crd, _prepare_crd_create, _validate_crd),
 )
 
 
@@ -321,12 +314,10 @@ def custom_resources(crd: JsonObj) -> list[ResourceType]:
                 strategic_merge=False,
                 allow_unconditional_update=False,
                 track_generation=True,
-                field_labels=dict(_META_FIELDS if namespaced else _CLUSTER_META_FIELDS),
+                field_labels=scope_fields(not namespaced),
                 to_storage=_convert_to(f"{group}/{storage}") if multi else None,
                 from_storage=_convert_to(f"{group}/{version['name']}") if multi else None,
-                default=default,
-                prepare_create=prepare,
-                validate=check,
+                strategy=Strategy(default, prepare, check),
                 prune=pruner,
                 crd_name=str((crd.get("metadata") or {}).get("name")),
                 openapi_schema=schema,

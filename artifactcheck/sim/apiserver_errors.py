@@ -95,6 +95,12 @@ class FieldError:
     def cause(self) -> JsonObj:
         return {"reason": _CAUSE_REASONS[self.type][0], "message": self.body(), "field": self.field}
 
+    @classmethod
+    def not_supported(cls, field: str, value: Any, supported: Sequence[str]) -> FieldError:
+        """``field.NotSupported``: ``value`` is none of ``supported``."""
+        listed = ", ".join(f'"{s}"' for s in supported)
+        return cls(field, "not_supported", f"supported values: {listed}", value)
+
 
 def _qualified(resource: str, group: str) -> str:
     return f"{resource}.{group}" if group else resource
@@ -152,13 +158,18 @@ class ApiError(Exception):
         return details
 
     @classmethod
+    def _about(
+        cls, code: int, reason: str, target: tuple[str, str, str], tail: str, lead: str = ""
+    ) -> ApiError:
+        """An error about one named object (``resource``, ``group``, ``name``): the message
+        is ``lead``, the object's qualified name in quotes, then ``tail``."""
+        resource, group, name = target
+        message = f'{lead}{_qualified(resource, group)} "{name}"{tail}'
+        return cls(code, reason, message, details=cls._details(resource, group, name))
+
+    @classmethod
     def not_found(cls, resource: str, group: str, name: str) -> ApiError:
-        return cls(
-            404,
-            "NotFound",
-            f'{_qualified(resource, group)} "{name}" not found',
-            details=cls._details(resource, group, name),
-        )
+        return cls._about(404, "NotFound", (resource, group, name), " not found")
 
     @classmethod
     def no_route(cls) -> ApiError:
@@ -166,21 +177,12 @@ class ApiError(Exception):
 
     @classmethod
     def already_exists(cls, resource: str, group: str, name: str) -> ApiError:
-        return cls(
-            409,
-            "AlreadyExists",
-            f'{_qualified(resource, group)} "{name}" already exists',
-            details=cls._details(resource, group, name),
-        )
+        return cls._about(409, "AlreadyExists", (resource, group, name), " already exists")
 
     @classmethod
     def conflict(cls, resource: str, group: str, name: str, why: str) -> ApiError:
-        return cls(
-            409,
-            "Conflict",
-            f'Operation cannot be fulfilled on {_qualified(resource, group)} "{name}": {why}',
-            details=cls._details(resource, group, name),
-        )
+        lead = "Operation cannot be fulfilled on "
+        return cls._about(409, "Conflict", (resource, group, name), f": {why}", lead)
 
     @classmethod
     def invalid(cls, kind: str, group: str, name: str, errors: Sequence[FieldError]) -> ApiError:
@@ -189,10 +191,7 @@ class ApiError(Exception):
             summary = str(errors[0])
         else:
             summary = "[" + ", ".join(str(e) for e in errors) + "]"
-        details: JsonObj = {"name": name}
-        if group:
-            details["group"] = group
-        details["kind"] = kind
+        details = {"name": name, **cls._details(kind, group, None)}
         details["causes"] = [e.cause() for e in errors]
         return cls(422, "Invalid", f'{qualified} "{name}" is invalid: {summary}', details=details)
 

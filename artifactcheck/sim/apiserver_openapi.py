@@ -28,6 +28,7 @@ import importlib.resources
 import json
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from artifactcheck.sim.apiserver_resources import Pruner, ResourceType
@@ -331,7 +332,85 @@ def _operation(
     return op
 
 
+_STATUS_REF = "io.k8s.apimachinery.pkg.apis.meta.v1.Status"
+_FORCE = _param("force", "query", "Force apply.", "boolean")
+
+
+@dataclass(frozen=True)
+class _Op:
+    """One operation of a path: its HTTP method and ``x-kubernetes-action``, the verb
+    its ``operationId`` starts with, what it answers (``object``, ``list``, ``status``)
+    and what it takes (query parameters; a ``write`` or ``patch`` request body)."""
+
+    method: str
+    action: str
+    verb: str
+    description: str
+    response: str
+    params: tuple[JsonObj, ...] = ()
+    body: str = ""
+
+
+_COLLECTION_OPS = (
+    _Op("get", "list", "list", "list or watch objects of kind {kind}", "list", _LIST_PARAMS),
+    _Op("post", "post", "create", "create a {kind}", "object", _WRITE_PARAMS, "write"),
+    _Op(
+        "delete",
+        "deletecollection",
+        "deletecollection",
+        "delete collection of {kind}",
+        "status",
+        _LIST_PARAMS,
+    ),
+)
+_ITEM_OPS = (
+    _Op("get", "get", "read", "read the specified {kind}", "object"),
+    _Op("put", "put", "replace", "replace the specified {kind}", "object", _WRITE_PARAMS, "write"),
+    _Op(
+        "patch",
+        "patch",
+        "patch",
+        "partially update the specified {kind}",
+        "object",
+        (*_WRITE_PARAMS, _FORCE),
+        "patch",
+    ),
+    _Op("delete", "delete", "delete", "delete a {kind}", "status", _WRITE_PARAMS[:1]),
+)
+_STATUS_OPS = (
+    _Op("get", "get", "read", "read status of the specified {kind}", "object"),
+    _Op(
+        "put",
+        "put",
+        "replace",
+        "replace status of the specified {kind}",
+        "object",
+        _WRITE_PARAMS,
+        "write",
+    ),
+    _Op(
+        "patch",
+        "patch",
+        "patch",
+        "partially update status of the specified {kind}",
+        "object",
+        _WRITE_PARAMS,
+        "patch",
+    ),
+)
+
+
+def _patch_body(resource: ResourceType) -> JsonObj:
+    patch_types = ["application/json-patch+json", "application/merge-patch+json"]
+    if resource.strategic_merge and builtin_schema_name(resource) is not None:
+        patch_types.append("application/strategic-merge-patch+json")
+    patch_types.append("application/apply-patch+yaml")
+    patch = {"schema": {"$ref": _REF + "io.k8s.apimachinery.pkg.apis.meta.v1.Patch"}}
+    return {"content": {t: patch for t in patch_types}, "required": True}
+
+
 def _paths(resource: ResourceType, name: str, list_name: str) -> dict[str, JsonObj]:
+    """The paths of one resource, with the operations a real server documents."""
     base = f"/apis/{resource.group}/{resource.version}" if resource.group else "/api/v1"
     scope = "/namespaces/{namespace}" if resource.namespaced else ""
     camel = re.sub(r"[^A-Za-z0-9]", "", resource.group.title()) or "Core"
@@ -339,124 +418,42 @@ def _paths(resource: ResourceType, name: str, list_name: str) -> dict[str, JsonO
     kind = resource.kind
     ns_param = [_param("namespace", "path", "object name and auth scope")]
     common = [_param("pretty", "query", "If 'true', then the output is pretty printed.")]
-    write_body = {"content": _content(name), "required": True}
-    patch_types = ["application/json-patch+json", "application/merge-patch+json"]
-    if resource.strategic_merge and builtin_schema_name(resource) is not None:
-        patch_types.append("application/strategic-merge-patch+json")
-    patch_types.append("application/apply-patch+yaml")
-    patch_body = {
-        "content": {
-            t: {"schema": {"$ref": _REF + "io.k8s.apimachinery.pkg.apis.meta.v1.Patch"}}
-            for t in patch_types
-        },
-        "required": True,
+    name_param = [_param("name", "path", f"name of the {kind}")]
+    responses = {"object": name, "list": list_name, "status": _STATUS_REF}
+    bodies = {
+        "write": {"content": _content(name), "required": True},
+        "patch": _patch_body(resource),
     }
+
+    def path(ops: Iterable[_Op], ident: str, params: list[JsonObj]) -> JsonObj:
+        out: JsonObj = {}
+        for op in ops:
+            out[op.method] = _operation(
+                resource,
+                op.action,
+                op.verb + ident,
+                op.description.format(kind=kind),
+                responses[op.response],
+                params=op.params,
+                body=bodies.get(op.body),
+            )
+        out["parameters"] = params
+        return out
+
     collection = f"{base}{scope}/{resource.plural}"
     item = collection + "/{name}"
-    name_param = [_param("name", "path", f"name of the {kind}")]
-    paths: dict[str, JsonObj] = {
-        collection: {
-            "get": _operation(
-                resource,
-                "list",
-                f"list{suffix}{kind}",
-                f"list or watch objects of kind {kind}",
-                list_name,
-                params=_LIST_PARAMS,
-            ),
-            "post": _operation(
-                resource,
-                "post",
-                f"create{suffix}{kind}",
-                f"create a {kind}",
-                name,
-                params=_WRITE_PARAMS,
-                body=write_body,
-            ),
-            "delete": _operation(
-                resource,
-                "deletecollection",
-                f"deletecollection{suffix}{kind}",
-                f"delete collection of {kind}",
-                "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
-                params=_LIST_PARAMS,
-            ),
-            "parameters": (ns_param if resource.namespaced else []) + common,
-        },
-        item: {
-            "get": _operation(
-                resource, "get", f"read{suffix}{kind}", f"read the specified {kind}", name
-            ),
-            "put": _operation(
-                resource,
-                "put",
-                f"replace{suffix}{kind}",
-                f"replace the specified {kind}",
-                name,
-                params=_WRITE_PARAMS,
-                body=write_body,
-            ),
-            "patch": _operation(
-                resource,
-                "patch",
-                f"patch{suffix}{kind}",
-                f"partially update the specified {kind}",
-                name,
-                params=(*_WRITE_PARAMS, _param("force", "query", "Force apply.", "boolean")),
-                body=patch_body,
-            ),
-            "delete": _operation(
-                resource,
-                "delete",
-                f"delete{suffix}{kind}",
-                f"delete a {kind}",
-                "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
-                params=_WRITE_PARAMS[:1],
-            ),
-            "parameters": name_param + (ns_param if resource.namespaced else []) + common,
-        },
+    scoped = ns_param if resource.namespaced else []
+    paths = {
+        collection: path(_COLLECTION_OPS, suffix + kind, scoped + common),
+        item: path(_ITEM_OPS, suffix + kind, name_param + scoped + common),
     }
     if resource.status_subresource:
-        paths[item + "/status"] = {
-            "get": _operation(
-                resource,
-                "get",
-                f"read{suffix}{kind}Status",
-                f"read status of the specified {kind}",
-                name,
-            ),
-            "put": _operation(
-                resource,
-                "put",
-                f"replace{suffix}{kind}Status",
-                f"replace status of the specified {kind}",
-                name,
-                params=_WRITE_PARAMS,
-                body=write_body,
-            ),
-            "patch": _operation(
-                resource,
-                "patch",
-                f"patch{suffix}{kind}Status",
-                f"partially update status of the specified {kind}",
-                name,
-                params=_WRITE_PARAMS,
-                body=patch_body,
-            ),
-            "parameters": name_param + (ns_param if resource.namespaced else []) + common,
-        }
+        paths[item + "/status"] = path(
+            _STATUS_OPS, f"{suffix}{kind}Status", name_param + scoped + common
+        )
     if resource.namespaced:
-        paths[f"{base}/{resource.plural}"] = {
-            "get": _operation(
-                resource,
-                "list",
-                f"list{suffix.replace('Namespaced', '')}{kind}ForAllNamespaces",
-                f"list or watch objects of kind {kind}",
-                list_name,
-                params=_LIST_PARAMS,
-            ),
-            "parameters": common,
-        }
+        every = f"{suffix.replace('Namespaced', '')}{kind}ForAllNamespaces"
+        paths[f"{base}/{resource.plural}"] = path(_COLLECTION_OPS[:1], every, common)
     return paths
 
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, NamedTuple
 
 from artifactcheck.sim.apiserver_errors import FieldError
 from artifactcheck.sim.patching import ListStrategy, MergeSchema
@@ -68,18 +68,35 @@ def _format(value: Any) -> str:
     return str(value)
 
 
+def dig(obj: JsonObj, keys: Iterable[str]) -> Any:
+    """``obj[keys[0]][keys[1]]...``, or None where the path leaves the nested objects."""
+    node: Any = obj
+    for key in keys:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
 def field_path(*keys: str, default: str = "") -> FieldGetter:
     """A field-selector getter reading ``obj[keys[0]][keys[1]]...``."""
 
     def get(obj: JsonObj) -> str:
-        node: Any = obj
-        for key in keys:
-            if not isinstance(node, dict):
-                return default
-            node = node.get(key)
+        node = dig(obj, keys)
         return default if node is None else _format(node)
 
     return get
+
+
+class Strategy(NamedTuple):
+    """A kind's write hooks, as its registry strategy has them in Kubernetes."""
+
+    #: Defaulting, run on every write body (like decoding does on a real server).
+    default: Hook | None = None
+    #: Create-only preparation (``PrepareForCreate`` + mutating admission).
+    prepare_create: Hook | None = None
+    #: Validation of a new object (``old`` is None) or an update.
+    validate: Validator | None = None
 
 
 _META_FIELDS: Mapping[str, FieldGetter] = {
@@ -126,12 +143,7 @@ class ResourceType:
     storage_key: str = ""
     to_storage: Converter | None = None
     from_storage: Converter | None = None
-    #: Defaulting, run on every write body (like decoding does on a real server).
-    default: Hook | None = None
-    #: Create-only preparation (``PrepareForCreate`` + mutating admission).
-    prepare_create: Hook | None = None
-    #: Validation of a new object (``old`` is None) or an update.
-    validate: Validator | None = None
+    strategy: Strategy = Strategy()
     #: Extra subresources beyond ``status`` (e.g. ``binding`` for pods).
     subresources: tuple[str, ...] = ()
     #: The DNS label rule (namespaces) instead of the DNS subdomain rule for names.
@@ -219,83 +231,82 @@ class ResourceRegistry:
         return [r for r in resources if r.group == group and r.version == version]
 
 
+def scope_fields(cluster_scoped: bool) -> dict[str, FieldGetter]:
+    """The field selectors every object of a scope supports (``metadata.name``, and
+    ``metadata.namespace`` for namespaced ones)."""
+    return dict(_CLUSTER_META_FIELDS if cluster_scoped else _META_FIELDS)
+
+
+def builtin(
+    api_version: str,
+    kind: str,
+    *short_names: str,
+    cluster_scoped: bool = False,
+    fields: Mapping[str, FieldGetter] | None = None,
+    merge: MergeSchema | None = None,
+    strategy: Strategy | None = None,
+    **rules: Any,
+) -> ResourceType:
+    """A resource named the way Kubernetes names its own kinds.
+
+    The plural and singular are the lowercased kind (plus ``s``), the field selectors
+    are the scope's ``metadata.*`` ones plus ``fields``, ``merge`` is the strategic
+    merge schema below ``metadata``, ``strategy`` the kind's hooks; ``rules`` are the
+    remaining :class:`ResourceType` fields, so each definition states only how that
+    kind differs.
+    """
+    group, _, version = api_version.rpartition("/")
+    singular = kind.lower()
+    return ResourceType(
+        group=group,
+        version=version,
+        kind=kind,
+        plural=singular + "s",
+        singular=singular,
+        short_names=short_names,
+        namespaced=not cluster_scoped,
+        field_labels={**scope_fields(cluster_scoped), **(fields or {})},
+        merge_schema={"metadata": _META_SCHEMA, **(merge or {})},
+        strategy=strategy or Strategy(),
+        **rules,
+    )
+
+
 # --------------------------------------------------------------------------- metadata
 
 _DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-def dns_label_error(value: str) -> str | None:
-    if len(value) > 63:
-        return "must be no more than 63 characters"
-    if not _DNS_LABEL_RE.match(value):
-        return (
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or"
-            " '-', and must start and end with an alphanumeric character"
-        )
+_RFC1123_TAIL = "and must start and end with an alphanumeric character"
+
+
+def _rfc1123_error(value: str, limit: int, pattern: re.Pattern[str], rule: str) -> str | None:
+    if len(value) > limit:
+        return f"must be no more than {limit} characters"
+    if not pattern.match(value):
+        return f"a lowercase RFC 1123 {rule}, {_RFC1123_TAIL}"
     return None
+
+
+def dns_label_error(value: str) -> str | None:
+    rule = "label must consist of lower case alphanumeric characters or '-'"
+    return _rfc1123_error(value, 63, _DNS_LABEL_RE, rule)
 
 
 def dns_subdomain_error(value: str) -> str | None:
-    if len(value) > 253:
-        return "must be no more than 253 characters"
-    if not _DNS_SUBDOMAIN_RE.match(value):
-        return (
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters,"
-            " '-' or '.', and must start and end with an alphanumeric character"
-        )
-    return None
+    rule = "subdomain must consist of lower case alphanumeric characters, '-' or '.'"
+    return _rfc1123_error(value, 253, _DNS_SUBDOMAIN_RE, rule)
 
 
 def validate_metadata(resource: ResourceType, obj: JsonObj) -> list[FieldError]:
     """The ``ValidateObjectMeta`` checks every kind gets."""
-    errors: list[FieldError] = []
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return [FieldError("metadata", "required")]
-    name = meta.get("name")
-    if not name:
-        errors.append(FieldError("metadata.name", "required", "name or generateName is required"))
-    elif not isinstance(name, str):
-        errors.append(FieldError("metadata.name", "invalid", "must be a string", name))
-    else:
-        why = dns_label_error(name) if resource.name_is_dns_label else dns_subdomain_error(name)
-        if why:
-            errors.append(FieldError("metadata.name", "invalid", why, name))
-    labels = meta.get("labels")
-    if labels is not None:
-        if not isinstance(labels, dict):
-            errors.append(FieldError("metadata.labels", "invalid", "must be a map", labels))
-        else:
-            for key, value in labels.items():
-                key_error = label_key_error(key)
-                if key_error:
-                    errors.append(FieldError("metadata.labels", "invalid", key_error, key))
-                if not isinstance(value, str):
-                    errors.append(
-                        FieldError(f"metadata.labels[{key}]", "invalid", "must be a string", value)
-                    )
-                else:
-                    value_error = label_value_error(value)
-                    if value_error:
-                        errors.append(FieldError("metadata.labels", "invalid", value_error, value))
-    annotations = meta.get("annotations")
-    if annotations is not None:
-        if not isinstance(annotations, dict):
-            errors.append(
-                FieldError("metadata.annotations", "invalid", "must be a map", annotations)
-            )
-        else:
-            for key, value in annotations.items():
-                key_error = label_key_error(key)
-                if key_error:
-                    errors.append(FieldError("metadata.annotations", "invalid", key_error, key))
-                if not isinstance(value, str):
-                    errors.append(
-                        FieldError(
-                            f"metadata.annotations[{key}]", "invalid", "must be a string", value
-                        )
-                    )
+    errors = _name_errors(resource, meta.get("name"))
+    errors += _string_map_errors(meta, "labels", label_value_error)
+    errors += _string_map_errors(meta, "annotations", None)
     finalizers = meta.get("finalizers")
     if finalizers is not None and (
         not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)
@@ -306,26 +317,52 @@ def validate_metadata(resource: ResourceType, obj: JsonObj) -> list[FieldError]:
     return errors
 
 
+def _name_errors(resource: ResourceType, name: Any) -> list[FieldError]:
+    if not name:
+        return [FieldError("metadata.name", "required", "name or generateName is required")]
+    if not isinstance(name, str):
+        return [FieldError("metadata.name", "invalid", "must be a string", name)]
+    why = dns_label_error(name) if resource.name_is_dns_label else dns_subdomain_error(name)
+    return [FieldError("metadata.name", "invalid", why, name)] if why else []
+
+
+def _string_map_errors(
+    meta: JsonObj, key: str, value_rule: Callable[[str], str | None] | None
+) -> list[FieldError]:
+    """``metadata.labels`` / ``metadata.annotations``: qualified-name keys, string values
+    (and, for labels, values that are label values)."""
+    where = f"metadata.{key}"
+    values = meta.get(key)
+    if values is None:
+        return []
+    if not isinstance(values, dict):
+        return [FieldError(where, "invalid", "must be a map", values)]
+    errors: list[FieldError] = []
+    for name, value in values.items():
+        key_error = label_key_error(name)
+        if key_error:
+            errors.append(FieldError(where, "invalid", key_error, name))
+        if not isinstance(value, str):
+            errors.append(FieldError(f"{where}[{name}]", "invalid", "must be a string", value))
+            continue
+        value_error = value_rule(value) if value_rule is not None else None
+        if value_error:
+            errors.append(FieldError(where, "invalid", value_error, value))
+    return errors
+
+
 # --------------------------------------------------------------------------- pods
 
 _QUANTITY_RE = re.compile(r"^([+-]?[0-9]*\.?[0-9]+)([eE][+-]?[0-9]+|[a-zA-Z]*)$")
+#: Quantity suffixes: the SI fractions, then the decimal (``k``...) and binary (``Ki``...)
+#: multiples, each a thousand (or 1024) times the one before.
 _SUFFIXES: Mapping[str, Decimal] = {
     "": Decimal(1),
     "n": Decimal("1e-9"),
     "u": Decimal("1e-6"),
     "m": Decimal("1e-3"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
+    **{suffix: Decimal(10) ** (3 * i) for i, suffix in enumerate("kMGTPE", 1)},
+    **{f"{suffix}i": Decimal(2) ** (10 * i) for i, suffix in enumerate("KMGTPE", 1)},
 }
 
 
@@ -408,20 +445,41 @@ def _image_pull_policy(image: Any) -> str:
     return "IfNotPresent"
 
 
-def _default_pod(pod: JsonObj) -> None:
-    spec = pod.get("spec")
+def _spec_with_defaults(obj: JsonObj, defaults: Mapping[str, Any]) -> JsonObj | None:
+    """``obj["spec"]`` with ``defaults`` set where absent (a copy each), or None if no spec."""
+    spec = obj.get("spec")
     if not isinstance(spec, dict):
+        return None
+    _set_defaults(spec, defaults)
+    return spec
+
+
+def _set_defaults(node: JsonObj, defaults: Mapping[str, Any]) -> None:
+    for key, value in defaults.items():
+        node.setdefault(key, copy.deepcopy(value))
+
+
+_POD_SPEC_DEFAULTS: Mapping[str, Any] = {
+    "restartPolicy": "Always",
+    "dnsPolicy": "ClusterFirst",
+    "schedulerName": "default-scheduler",
+    "terminationGracePeriodSeconds": 30,
+    "securityContext": {},
+    "enableServiceLinks": True,
+}
+_CONTAINER_DEFAULTS: Mapping[str, Any] = {
+    "terminationMessagePath": "/dev/termination-log",
+    "terminationMessagePolicy": "File",
+}
+
+
+def _default_pod(pod: JsonObj) -> None:
+    spec = _spec_with_defaults(pod, _POD_SPEC_DEFAULTS)
+    if spec is None:
         return
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("securityContext", {})
-    spec.setdefault("enableServiceLinks", True)
     for container in _containers(spec, ("initContainers", "containers", "ephemeralContainers")):
         container.setdefault("imagePullPolicy", _image_pull_policy(container.get("image")))
-        container.setdefault("terminationMessagePath", "/dev/termination-log")
-        container.setdefault("terminationMessagePolicy", "File")
+        _set_defaults(container, _CONTAINER_DEFAULTS)
         resources = container.setdefault("resources", {})
         if isinstance(resources, dict) and isinstance(resources.get("limits"), dict):
             requests = resources.setdefault("requests", {})
@@ -473,6 +531,9 @@ def _pod_spec_without_mutable(spec: Any) -> Any:
     return out
 
 
+_RESTART_POLICIES = ("Always", "OnFailure", "Never")
+
+
 def _validate_pod(pod: JsonObj, old: JsonObj | None) -> list[FieldError]:
     errors: list[FieldError] = []
     spec = pod.get("spec")
@@ -508,15 +569,8 @@ def _validate_pod(pod: JsonObj, old: JsonObj | None) -> list[FieldError]:
             if not image or not isinstance(image, str) or image != image.strip():
                 errors.append(FieldError(f"{where}.image", "required"))
     restart = spec.get("restartPolicy")
-    if restart not in (None, "Always", "OnFailure", "Never"):
-        errors.append(
-            FieldError(
-                "spec.restartPolicy",
-                "not_supported",
-                'supported values: "Always", "OnFailure", "Never"',
-                restart,
-            )
-        )
+    if restart is not None and restart not in _RESTART_POLICIES:
+        errors.append(FieldError.not_supported("spec.restartPolicy", restart, _RESTART_POLICIES))
     if old is not None and not errors:
         if _pod_spec_without_mutable(spec) != _pod_spec_without_mutable(old.get("spec")):
             errors.append(
@@ -543,6 +597,9 @@ _CONTAINER_SCHEMA: MergeSchema = {
 #: ``patchStrategy=merge`` lists of core/v1 Pod, from the Go struct tags.  Note that
 #: ``status.containerStatuses`` is NOT among them (it is ``listType=atomic``): a strategic
 #: merge patch replaces it whole on a real server, and does here.
+_POD_SPEC_FIELDS = ("nodeName", "restartPolicy", "schedulerName", "serviceAccountName")
+_POD_STATUS_FIELDS = ("phase", "podIP", "nominatedNodeName")
+
 POD_MERGE_SCHEMA: MergeSchema = {
     "metadata": _META_SCHEMA,
     "spec": {
@@ -563,56 +620,43 @@ POD_MERGE_SCHEMA: MergeSchema = {
     },
 }
 
-PODS = ResourceType(
-    group="",
-    version="v1",
-    kind="Pod",
-    plural="pods",
-    singular="pod",
-    short_names=("po",),
+_POD_FIELDS: Mapping[str, FieldGetter] = {
+    **{f"spec.{name}": field_path("spec", name) for name in _POD_SPEC_FIELDS},
+    "spec.hostNetwork": field_path("spec", "hostNetwork", default="false"),
+    **{f"status.{name}": field_path("status", name) for name in _POD_STATUS_FIELDS},
+}
+
+PODS = builtin(
+    "v1",
+    "Pod",
+    "po",
     categories=("all",),
-    namespaced=True,
     status_subresource=True,
     return_deleted_object=True,
     track_generation=True,
-    field_labels={
-        **_META_FIELDS,
-        "spec.nodeName": field_path("spec", "nodeName"),
-        "spec.restartPolicy": field_path("spec", "restartPolicy"),
-        "spec.schedulerName": field_path("spec", "schedulerName"),
-        "spec.serviceAccountName": field_path("spec", "serviceAccountName"),
-        "spec.hostNetwork": field_path("spec", "hostNetwork", default="false"),
-        "status.phase": field_path("status", "phase"),
-        "status.podIP": field_path("status", "podIP"),
-        "status.nominatedNodeName": field_path("status", "nominatedNodeName"),
-    },
-    merge_schema=POD_MERGE_SCHEMA,
-    default=_default_pod,
-    prepare_create=_prepare_pod_create,
-    validate=_validate_pod,
+    fields=_POD_FIELDS,
+    merge=POD_MERGE_SCHEMA,
+    strategy=Strategy(_default_pod, _prepare_pod_create, _validate_pod),
     subresources=("binding",),
 )
 
 # --------------------------------------------------------------------------- nodes
 
-NODES = ResourceType(
-    group="",
-    version="v1",
-    kind="Node",
-    plural="nodes",
-    singular="node",
-    short_names=("no",),
-    namespaced=False,
+_CONDITIONS: MergeSchema = {"conditions": ListStrategy("type")}
+_NODE_MERGE: MergeSchema = {
+    "spec": {"podCIDRs": ListStrategy(None)},
+    "status": {**_CONDITIONS, "addresses": ListStrategy("type")},
+}
+_UNSCHEDULABLE = {"spec.unschedulable": field_path("spec", "unschedulable", default="false")}
+
+NODES = builtin(
+    "v1",
+    "Node",
+    "no",
+    cluster_scoped=True,
     status_subresource=True,
-    field_labels={
-        **_CLUSTER_META_FIELDS,
-        "spec.unschedulable": field_path("spec", "unschedulable", default="false"),
-    },
-    merge_schema={
-        "metadata": _META_SCHEMA,
-        "spec": {"podCIDRs": ListStrategy(None)},
-        "status": {"conditions": ListStrategy("type"), "addresses": ListStrategy("type")},
-    },
+    fields=_UNSCHEDULABLE,
+    merge=_NODE_MERGE,
 )
 
 # --------------------------------------------------------------------------- namespaces
@@ -635,20 +679,16 @@ def _prepare_namespace_create(ns: JsonObj) -> None:
     ns["status"] = {"phase": "Active"}
 
 
-NAMESPACES = ResourceType(
-    group="",
-    version="v1",
-    kind="Namespace",
-    plural="namespaces",
-    singular="namespace",
-    short_names=("ns",),
-    namespaced=False,
+NAMESPACES = builtin(
+    "v1",
+    "Namespace",
+    "ns",
+    cluster_scoped=True,
     status_subresource=True,
     return_deleted_object=True,
-    field_labels={**_CLUSTER_META_FIELDS, "status.phase": field_path("status", "phase")},
-    merge_schema={"metadata": _META_SCHEMA, "status": {"conditions": ListStrategy("type")}},
-    default=_default_namespace,
-    prepare_create=_prepare_namespace_create,
+    fields={"status.phase": field_path("status", "phase")},
+    merge={"status": _CONDITIONS},
+    strategy=Strategy(_default_namespace, _prepare_namespace_create),
     name_is_dns_label=True,
 )
 
@@ -692,16 +732,7 @@ def _validate_configmap(cm: JsonObj, old: JsonObj | None) -> list[FieldError]:
     return errors
 
 
-CONFIGMAPS = ResourceType(
-    group="",
-    version="v1",
-    kind="ConfigMap",
-    plural="configmaps",
-    singular="configmap",
-    short_names=("cm",),
-    namespaced=True,
-    validate=_validate_configmap,
-)
+CONFIGMAPS = builtin("v1", "ConfigMap", "cm", strategy=Strategy(validate=_validate_configmap))
 
 # --------------------------------------------------------------------------- events
 
@@ -718,20 +749,21 @@ _EVENT_RENAMES: Mapping[str, str] = {
 _EVENT_RENAMES_BACK: Mapping[str, str] = {v: k for k, v in _EVENT_RENAMES.items()}
 
 
-def _event_to_v1(core: JsonObj) -> JsonObj:
-    out: JsonObj = {"apiVersion": "events.k8s.io/v1", "kind": "Event"}
-    for key, value in core.items():
+def _event_as(api_version: str, event: JsonObj, renames: Mapping[str, str]) -> JsonObj:
+    """``event`` as an Event of ``api_version``, its fields renamed by ``renames``."""
+    out: JsonObj = {"apiVersion": api_version, "kind": "Event"}
+    for key, value in event.items():
         if key not in ("apiVersion", "kind"):
-            out[_EVENT_RENAMES.get(key, key)] = value
+            out[renames.get(key, key)] = value
     return out
+
+
+def _event_to_v1(core: JsonObj) -> JsonObj:
+    return _event_as("events.k8s.io/v1", core, _EVENT_RENAMES)
 
 
 def _event_from_v1(event: JsonObj) -> JsonObj:
-    out: JsonObj = {"apiVersion": "v1", "kind": "Event"}
-    for key, value in event.items():
-        if key not in ("apiVersion", "kind"):
-            out[_EVENT_RENAMES_BACK.get(key, key)] = value
-    return out
+    return _event_as("v1", event, _EVENT_RENAMES_BACK)
 
 
 def _validate_event_v1(event: JsonObj, old: JsonObj | None) -> list[FieldError]:
@@ -742,11 +774,7 @@ def _validate_event_v1(event: JsonObj, old: JsonObj | None) -> list[FieldError]:
     if not event.get("eventTime"):
         errors.append(FieldError("eventTime", "required"))
     if event.get("type") not in ("Normal", "Warning"):
-        errors.append(
-            FieldError(
-                "type", "not_supported", 'supported values: "Normal", "Warning"', event.get("type")
-            )
-        )
+        errors.append(FieldError.not_supported("type", event.get("type"), ("Normal", "Warning")))
     for name in ("reportingController", "reportingInstance", "action", "reason"):
         if not event.get(name):
             errors.append(FieldError(name, "required"))
@@ -756,84 +784,44 @@ def _validate_event_v1(event: JsonObj, old: JsonObj | None) -> list[FieldError]:
     return errors
 
 
-_EVENT_FIELDS_CORE: Mapping[str, FieldGetter] = {
-    **_META_FIELDS,
-    **{
-        f"involvedObject.{name}": field_path("involvedObject", name)
-        for name in (
-            "kind",
-            "namespace",
-            "name",
-            "uid",
-            "apiVersion",
-            "resourceVersion",
-            "fieldPath",
-        )
-    },
-    "reason": field_path("reason"),
-    "reportingComponent": field_path("reportingComponent"),
+_REFERENCE_FIELDS = ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion")
+
+
+def _event_fields(reference: str, *names: str) -> dict[str, FieldGetter]:
+    """Event field selectors: the involved object's (under ``reference``), then ``names``."""
+    keys = (*_REFERENCE_FIELDS, "fieldPath")
+    out = {f"{reference}.{key}": field_path(reference, key) for key in keys}
+    out.update({name: field_path(name) for name in names})
+    return out
+
+
+_EVENT_FIELDS_CORE = {
+    **_event_fields("involvedObject", "reason", "reportingComponent"),
     "source": field_path("source", "component"),
     "type": field_path("type"),
 }
-_EVENT_FIELDS_V1: Mapping[str, FieldGetter] = {
-    **_META_FIELDS,
-    **{
-        f"regarding.{name}": field_path("regarding", name)
-        for name in (
-            "kind",
-            "namespace",
-            "name",
-            "uid",
-            "apiVersion",
-            "resourceVersion",
-            "fieldPath",
-        )
-    },
-    "reason": field_path("reason"),
-    "reportingController": field_path("reportingController"),
-    "type": field_path("type"),
-}
+_EVENT_FIELDS_V1 = _event_fields("regarding", "reason", "reportingController", "type")
 
-EVENTS = ResourceType(
-    group="",
-    version="v1",
-    kind="Event",
-    plural="events",
-    singular="event",
-    short_names=("ev",),
-    namespaced=True,
-    allow_create_on_update=True,
-    field_labels=_EVENT_FIELDS_CORE,
-    storage_key="events",
-)
+#: Both event APIs share one storage (``storage_key``) and accept PUT-to-create.
+_EVENT_RULES: Mapping[str, Any] = {"allow_create_on_update": True, "storage_key": "events"}
 
-EVENTS_V1 = ResourceType(
-    group="events.k8s.io",
-    version="v1",
-    kind="Event",
-    plural="events",
-    singular="event",
-    short_names=("ev",),
-    namespaced=True,
-    allow_create_on_update=True,
-    field_labels=_EVENT_FIELDS_V1,
-    storage_key="events",
+EVENTS = builtin("v1", "Event", "ev", fields=_EVENT_FIELDS_CORE, **_EVENT_RULES)
+
+EVENTS_V1 = builtin(
+    "events.k8s.io/v1",
+    "Event",
+    "ev",
+    fields=_EVENT_FIELDS_V1,
     to_storage=_event_from_v1,
     from_storage=_event_to_v1,
-    validate=_validate_event_v1,
+    strategy=Strategy(validate=_validate_event_v1),
+    **_EVENT_RULES,
 )
 
 # --------------------------------------------------------------------------- leases
 
-LEASES = ResourceType(
-    group="coordination.k8s.io",
-    version="v1",
-    kind="Lease",
-    plural="leases",
-    singular="lease",
-    namespaced=True,
-    allow_create_on_update=True,
-    allow_unconditional_update=False,
+LEASES = builtin(
+    "coordination.k8s.io/v1", "Lease", allow_create_on_update=True, allow_unconditional_update=False
 )
 
 # --------------------------------------------------------------------------- the CRD
@@ -843,18 +831,14 @@ def _drop_status(obj: JsonObj) -> None:
     obj.pop("status", None)
 
 
-ARTIFACTCHECKS = ResourceType(
-    group="artifactcheck.io",
-    version="v1alpha1",
-    kind="ArtifactCheck",
-    plural="artifactchecks",
-    singular="artifactcheck",
-    namespaced=True,
+ARTIFACTCHECKS = builtin(
+    "artifactcheck.io/v1alpha1",
+    "ArtifactCheck",
     status_subresource=True,
     strategic_merge=False,
     allow_unconditional_update=False,
     track_generation=True,
-    prepare_create=_drop_status,
+    strategy=Strategy(prepare_create=_drop_status),
 )
 
 # --------------------------------------------------------------------------- stored kinds
@@ -866,13 +850,17 @@ ARTIFACTCHECKS = ResourceType(
 _TEMPLATE_SCHEMA: MergeSchema = {"metadata": _META_SCHEMA, "spec": POD_MERGE_SCHEMA["spec"]}
 
 
+_DEPLOYMENT_SPEC_DEFAULTS: Mapping[str, Any] = {
+    "replicas": 1,
+    "revisionHistoryLimit": 10,
+    "progressDeadlineSeconds": 600,
+}
+
+
 def _default_deployment(deployment: JsonObj) -> None:
-    spec = deployment.get("spec")
-    if not isinstance(spec, dict):
+    spec = _spec_with_defaults(deployment, _DEPLOYMENT_SPEC_DEFAULTS)
+    if spec is None:
         return
-    spec.setdefault("replicas", 1)
-    spec.setdefault("revisionHistoryLimit", 10)
-    spec.setdefault("progressDeadlineSeconds", 600)
     strategy = spec.setdefault("strategy", {"type": "RollingUpdate"})
     if isinstance(strategy, dict) and strategy.get("type", "RollingUpdate") == "RollingUpdate":
         strategy.setdefault("type", "RollingUpdate")
@@ -919,24 +907,15 @@ def _validate_deployment(deployment: JsonObj, old: JsonObj | None) -> list[Field
     return errors
 
 
-DEPLOYMENTS = ResourceType(
-    group="apps",
-    version="v1",
-    kind="Deployment",
-    plural="deployments",
-    singular="deployment",
-    short_names=("deploy",),
+DEPLOYMENTS = builtin(
+    "apps/v1",
+    "Deployment",
+    "deploy",
     categories=("all",),
-    namespaced=True,
     status_subresource=True,
     track_generation=True,
-    merge_schema={
-        "metadata": _META_SCHEMA,
-        "spec": {"template": _TEMPLATE_SCHEMA},
-        "status": {"conditions": ListStrategy("type")},
-    },
-    default=_default_deployment,
-    validate=_validate_deployment,
+    merge={"spec": {"template": _TEMPLATE_SCHEMA}, "status": _CONDITIONS},
+    strategy=Strategy(_default_deployment, validate=_validate_deployment),
 )
 
 
@@ -947,11 +926,9 @@ def _service_ip(namespace: str, name: str) -> str:
 
 
 def _default_service(service: JsonObj) -> None:
-    spec = service.get("spec")
-    if not isinstance(spec, dict):
+    spec = _spec_with_defaults(service, {"type": "ClusterIP", "sessionAffinity": "None"})
+    if spec is None:
         return
-    spec.setdefault("type", "ClusterIP")
-    spec.setdefault("sessionAffinity", "None")
     if spec["type"] != "ExternalName":
         spec.setdefault("internalTrafficPolicy", "Cluster")
     ports = spec.get("ports")
@@ -984,14 +961,7 @@ def _validate_service(service: JsonObj, old: JsonObj | None) -> list[FieldError]
     kind = spec.get("type")
     supported = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")
     if kind not in supported:
-        errors.append(
-            FieldError(
-                "spec.type",
-                "not_supported",
-                "supported values: " + ", ".join(f'"{t}"' for t in supported),
-                kind,
-            )
-        )
+        errors.append(FieldError.not_supported("spec.type", kind, supported))
     ports = spec.get("ports")
     if kind != "ExternalName" and spec.get("clusterIP") != "None" and not ports:
         errors.append(FieldError("spec.ports", "required"))
@@ -1004,44 +974,26 @@ def _validate_service(service: JsonObj, old: JsonObj | None) -> list[FieldError]
     return errors
 
 
-SERVICES = ResourceType(
-    group="",
-    version="v1",
-    kind="Service",
-    plural="services",
-    singular="service",
-    short_names=("svc",),
+SERVICES = builtin(
+    "v1",
+    "Service",
+    "svc",
     categories=("all",),
-    namespaced=True,
     status_subresource=True,
-    merge_schema={"metadata": _META_SCHEMA, "spec": {"ports": ListStrategy("port")}},
-    default=_default_service,
-    prepare_create=_prepare_service_create,
-    validate=_validate_service,
+    merge={"spec": {"ports": ListStrategy("port")}},
+    strategy=Strategy(_default_service, _prepare_service_create, _validate_service),
 )
 
-SERVICEACCOUNTS = ResourceType(
-    group="",
-    version="v1",
-    kind="ServiceAccount",
-    plural="serviceaccounts",
-    singular="serviceaccount",
-    short_names=("sa",),
-    namespaced=True,
-    merge_schema={"metadata": _META_SCHEMA, "secrets": ListStrategy("name")},
-)
+SERVICEACCOUNTS = builtin("v1", "ServiceAccount", "sa", merge={"secrets": ListStrategy("name")})
 
 
-def _rbac(kind: str, plural: str, namespaced: bool) -> ResourceType:
-    return ResourceType(
-        group="rbac.authorization.k8s.io",
-        version="v1",
-        kind=kind,
-        plural=plural,
-        singular=kind.lower(),
-        namespaced=namespaced,
-        field_labels=dict(_META_FIELDS if namespaced else _CLUSTER_META_FIELDS),
-        validate=_validate_binding if kind.endswith("Binding") else None,
+def _rbac(kind: str, *, cluster_scoped: bool) -> ResourceType:
+    validate = _validate_binding if kind.endswith("Binding") else None
+    return builtin(
+        "rbac.authorization.k8s.io/v1",
+        kind,
+        cluster_scoped=cluster_scoped,
+        strategy=Strategy(validate=validate),
     )
 
 
@@ -1054,22 +1006,18 @@ def _validate_binding(binding: JsonObj, old: JsonObj | None) -> list[FieldError]
     return []
 
 
-CLUSTERROLES = _rbac("ClusterRole", "clusterroles", False)
-CLUSTERROLEBINDINGS = _rbac("ClusterRoleBinding", "clusterrolebindings", False)
-ROLES = _rbac("Role", "roles", True)
-ROLEBINDINGS = _rbac("RoleBinding", "rolebindings", True)
+CLUSTERROLES = _rbac("ClusterRole", cluster_scoped=True)
+CLUSTERROLEBINDINGS = _rbac("ClusterRoleBinding", cluster_scoped=True)
+ROLES = _rbac("Role", cluster_scoped=False)
+ROLEBINDINGS = _rbac("RoleBinding", cluster_scoped=False)
 
-PODDISRUPTIONBUDGETS = ResourceType(
-    group="policy",
-    version="v1",
-    kind="PodDisruptionBudget",
-    plural="poddisruptionbudgets",
-    singular="poddisruptionbudget",
-    short_names=("pdb",),
-    namespaced=True,
+PODDISRUPTIONBUDGETS = builtin(
+    "policy/v1",
+    "PodDisruptionBudget",
+    "pdb",
     status_subresource=True,
     track_generation=True,
-    merge_schema={"metadata": _META_SCHEMA, "status": {"conditions": ListStrategy("type")}},
+    merge={"status": _CONDITIONS},
 )
 
 BUILTIN_RESOURCES: tuple[ResourceType, ...] = (

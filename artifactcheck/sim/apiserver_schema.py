@@ -47,21 +47,21 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
+#: Python type -> kube-openapi's name for it; bool before int, as bool is an int.
+_GO_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+)
+
+
 def _go_type(value: Any) -> str:
     """The name kube-openapi gives a JSON value's type in errors."""
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
+    return next((name for cls, name in _GO_TYPES if isinstance(value, cls)), "object")
 
 
 # --------------------------------------------------------------------------- pruning
@@ -177,19 +177,13 @@ def _format_ok(fmt: str, value: str) -> bool:
 
 
 def _type_ok(kind: str, value: Any) -> bool:
+    """Whether ``value`` is of the schema's ``type`` (an integer is also a number)."""
     if kind == "object":
         return isinstance(value, dict)
-    if kind == "array":
-        return isinstance(value, list)
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return True
+    if kind not in ("array", "string", "boolean", "integer", "number"):
+        return True
+    actual = _go_type(value)
+    return actual == kind or (kind == "number" and actual == "integer")
 
 
 def _canonical(value: Any) -> str:
@@ -258,13 +252,33 @@ def _validate(value: Any, schema: Schema, path: str, root: bool, out: list[Field
         if branches:
             passing = sum(1 for b in branches if not validate(value, b, path, root=root))
             if (key == "anyOf" and passing == 0) or (key == "oneOf" and passing != 1):
-                out.append(
-                    FieldError(
-                        path, "invalid", f"{where} in body must validate {label} schema", value
-                    )
-                )
+                out.append(_in_body(path, where, f"must validate {label} schema", value))
     if isinstance(schema.get("not"), Mapping) and not validate(value, schema["not"], path):
         out.append(FieldError(path, "invalid", f"{where} in body must not validate the schema"))
+
+
+def _in_body(path: str, where: str, should: str, value: Any) -> FieldError:
+    """The ``invalid`` error a schema keyword gives: ``<where> in body <should>``."""
+    return FieldError(path, "invalid", f"{where} in body {should}", value)
+
+
+def _count_errors(
+    count: int,
+    schema: Schema,
+    keywords: tuple[str, str, str],
+    path: str,
+    where: str,
+    out: list[FieldError],
+) -> None:
+    """``maxItems``/``minItems`` (or ``maxProperties``/``minProperties``): ``keywords``
+    names the two and what is counted."""
+    most, least, noun = keywords
+    limit = schema.get(most)
+    if isinstance(limit, int) and count > limit:
+        out.append(FieldError(path, "too_many", f"must have at most {limit} items", count, True))
+    limit = schema.get(least)
+    if isinstance(limit, int) and count < limit:
+        out.append(_in_body(path, where, f"should have at least {limit} {noun}", count))
 
 
 def _validate_string(
@@ -275,14 +289,7 @@ def _validate_string(
         out.append(FieldError(path, "too_long", f"may not be more than {max_length} bytes"))
     min_length = schema.get("minLength")
     if isinstance(min_length, int) and len(value) < min_length:
-        out.append(
-            FieldError(
-                path,
-                "invalid",
-                f"{where} in body should be at least {min_length} chars long",
-                value,
-            )
-        )
+        out.append(_in_body(path, where, f"should be at least {min_length} chars long", value))
     pattern = schema.get("pattern")
     if isinstance(pattern, str):
         try:
@@ -290,9 +297,7 @@ def _validate_string(
         except re.error:
             matched = True
         if not matched:
-            out.append(
-                FieldError(path, "invalid", f"{where} in body should match '{pattern}'", value)
-            )
+            out.append(_in_body(path, where, f"should match '{pattern}'", value))
     fmt = schema.get("format")
     if isinstance(fmt, str) and not _format_ok(fmt, value):
         out.append(FieldError(path, "invalid", f"{where} in body must be of type {fmt}: {value!r}"))
@@ -308,72 +313,30 @@ def _validate_number(
     minimum = schema.get("minimum")
     if isinstance(minimum, (int, float)):
         if schema.get("exclusiveMinimum") is True and value <= minimum:
-            out.append(
-                FieldError(
-                    path,
-                    "invalid",
-                    f"{where} in body should be greater than {_num(minimum)}",
-                    value,
-                )
-            )
+            out.append(_in_body(path, where, f"should be greater than {_num(minimum)}", value))
         elif value < minimum:
             out.append(
-                FieldError(
-                    path,
-                    "invalid",
-                    f"{where} in body should be greater than or equal to {_num(minimum)}",
-                    value,
-                )
+                _in_body(path, where, f"should be greater than or equal to {_num(minimum)}", value)
             )
     maximum = schema.get("maximum")
     if isinstance(maximum, (int, float)):
         if schema.get("exclusiveMaximum") is True and value >= maximum:
-            out.append(
-                FieldError(
-                    path, "invalid", f"{where} in body should be less than {_num(maximum)}", value
-                )
-            )
+            out.append(_in_body(path, where, f"should be less than {_num(maximum)}", value))
         elif value > maximum:
             out.append(
-                FieldError(
-                    path,
-                    "invalid",
-                    f"{where} in body should be less than or equal to {_num(maximum)}",
-                    value,
-                )
+                _in_body(path, where, f"should be less than or equal to {_num(maximum)}", value)
             )
     multiple = schema.get("multipleOf")
     if isinstance(multiple, (int, float)) and multiple > 0:
         quotient = value / multiple
         if abs(quotient - round(quotient)) > 1e-9:
-            out.append(
-                FieldError(
-                    path,
-                    "invalid",
-                    f"{where} in body should be a multiple of {_num(multiple)}",
-                    value,
-                )
-            )
+            out.append(_in_body(path, where, f"should be a multiple of {_num(multiple)}", value))
 
 
 def _validate_array(
     value: list[Any], schema: Schema, path: str, where: str, out: list[FieldError]
 ) -> None:
-    max_items = schema.get("maxItems")
-    if isinstance(max_items, int) and len(value) > max_items:
-        out.append(
-            FieldError(path, "too_many", f"must have at most {max_items} items", len(value), True)
-        )
-    min_items = schema.get("minItems")
-    if isinstance(min_items, int) and len(value) < min_items:
-        out.append(
-            FieldError(
-                path,
-                "invalid",
-                f"{where} in body should have at least {min_items} items",
-                len(value),
-            )
-        )
+    _count_errors(len(value), schema, ("maxItems", "minItems", "items"), path, where, out)
     list_type = schema.get("x-kubernetes-list-type")
     if list_type == "set" or schema.get("uniqueItems"):
         seen: set[str] = set()
@@ -405,21 +368,8 @@ def _validate_object(
     for name in schema.get("required") or ():
         if name not in value:
             out.append(FieldError(_join(path, name), "required"))
-    max_props = schema.get("maxProperties")
-    if isinstance(max_props, int) and len(value) > max_props:
-        out.append(
-            FieldError(path, "too_many", f"must have at most {max_props} items", len(value), True)
-        )
-    min_props = schema.get("minProperties")
-    if isinstance(min_props, int) and len(value) < min_props:
-        out.append(
-            FieldError(
-                path,
-                "invalid",
-                f"{where} in body should have at least {min_props} properties",
-                len(value),
-            )
-        )
+    counted = ("maxProperties", "minProperties", "properties")
+    _count_errors(len(value), schema, counted, path, where, out)
     props = schema.get("properties")
     extra = schema.get("additionalProperties")
     for key, child in value.items():

@@ -119,6 +119,7 @@ class ListResult:
     remaining: int | None = None
 
 
+@dataclass(eq=False)
 class Watcher:
     """One watch: what it selects and where its event lines go.
 
@@ -126,19 +127,11 @@ class Watcher:
     it is called with the store's lock held, so it must not block.
     """
 
-    def __init__(
-        self,
-        resource: ResourceType,
-        namespace: str | None,
-        labels: LabelSelector,
-        fields: FieldSelector,
-        deliver: Callable[[str], None],
-    ) -> None:
-        self.resource = resource
-        self.namespace = namespace
-        self.labels = labels
-        self.fields = fields
-        self.deliver = deliver
+    resource: ResourceType
+    namespace: str | None
+    labels: LabelSelector
+    fields: FieldSelector
+    deliver: Callable[[str], None]
 
     def matches(self, obj: JsonObj) -> bool:
         meta = obj.get("metadata") or {}
@@ -176,6 +169,28 @@ def _without_rv(obj: JsonObj) -> JsonObj:
     meta.pop("resourceVersion", None)
     out["metadata"] = meta
     return out
+
+
+#: Metadata only the server sets: a write's own values for them are ignored.
+_SERVER_OWNED_META = (
+    "name",
+    "namespace",
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+)
+
+
+def _status_written(old: JsonObj, obj: JsonObj) -> JsonObj:
+    """``old`` as a write to ``/status`` leaves it: only the status is ``obj``'s."""
+    new = copy.deepcopy(old)
+    if "status" in obj:
+        new["status"] = obj["status"]
+    else:
+        new.pop("status", None)
+    return new
 
 
 def _spec_part(obj: JsonObj) -> JsonObj:
@@ -222,6 +237,13 @@ class Store:
 
     def _scope(self, resource: ResourceType, namespace: str | None) -> str:
         return (namespace or "") if resource.namespaced else ""
+
+    def _existing(self, resource: ResourceType, ns: str, name: str) -> Stored:
+        """The stored object, or the 404 a real server answers."""
+        current = self._find(resource, ns, name)
+        if current is None:
+            raise self._not_found(resource, name)
+        return current
 
     def _not_found(self, resource: ResourceType, name: str) -> ApiError:
         return ApiError.not_found(resource.plural, resource.group, name)
@@ -402,8 +424,8 @@ class Store:
 
     def _validate(self, resource: ResourceType, obj: JsonObj, old: JsonObj | None) -> None:
         errors = []
-        if resource.validate is not None:
-            errors.extend(resource.validate(obj, old))
+        if resource.strategy.validate is not None:
+            errors.extend(resource.strategy.validate(obj, old))
         errors.extend(validate_metadata(resource, obj))
         if errors:
             raise self._invalid(resource, str(_meta(obj).get("name") or ""), errors)
@@ -525,10 +547,11 @@ class Store:
             meta["generation"] = 1
         else:
             meta.pop("generation", None)
-        if resource.default is not None:
-            resource.default(obj)
-        if resource.prepare_create is not None:
-            resource.prepare_create(obj)
+        strategy = resource.strategy
+        if strategy.default is not None:
+            strategy.default(obj)
+        if strategy.prepare_create is not None:
+            strategy.prepare_create(obj)
         self._validate(resource, obj, None)
         name = meta["name"]
         if resource.namespaced and self.enforce_namespaces and resource is not NAMESPACES:
@@ -538,12 +561,7 @@ class Store:
             raise ApiError.already_exists(resource.plural, resource.group, name)
         if dry_run:
             return Stored.of(obj)
-        rv = self._next_rv()
-        meta["resourceVersion"] = str(rv)
-        stored = Stored.of(resource.unview(obj))
-        self._bucket(resource, ns)[name] = stored
-        self._emit(resource, _Event("ADDED", rv, stored, None))
-        return self._view(resource, stored)
+        return self._commit(resource, ns, resource.unview(obj), "ADDED", None)
 
     # ------------------------------------------------------------------ update & patch
 
@@ -602,78 +620,20 @@ class Store:
         subresource: str | None,
         dry_run: bool,
     ) -> Stored:
-        meta = _meta(obj)
+        """Write ``obj`` over ``current`` as a PUT (or an applied PATCH) does."""
         name = str(_meta(current.obj)["name"])
-        current_meta = _meta(current.obj)
-        uid = meta.get("uid")
-        if uid and uid != current_meta.get("uid"):
-            raise ApiError.conflict(
-                resource.plural,
-                resource.group,
-                name,
-                _uid_precondition(uid, current_meta.get("uid")),
-            )
-        rv = meta.get("resourceVersion")
-        if rv and str(rv) != current_meta.get("resourceVersion"):
-            raise ApiError.conflict(
-                resource.plural,
-                resource.group,
-                name,
-                _MODIFIED,
-            )
+        self._check_preconditions(resource, name, _meta(obj), _meta(current.obj))
         old = resource.view(current.obj)
-        old_meta = _meta(old)
         if subresource == "status":
-            new = copy.deepcopy(old)
-            if "status" in obj:
-                new["status"] = obj["status"]
-            else:
-                new.pop("status", None)
+            new = _status_written(old, obj)
         else:
-            new = obj
-            for key in (
-                "name",
-                "namespace",
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-            ):
-                if key in old_meta:
-                    meta[key] = old_meta[key]
-                else:
-                    meta.pop(key, None)
-            if resource.status_subresource:
-                if "status" in old:
-                    new["status"] = copy.deepcopy(old["status"])
-                else:
-                    new.pop("status", None)
-            if old_meta.get("deletionTimestamp"):
-                added = [
-                    f
-                    for f in (meta.get("finalizers") or [])
-                    if f not in (old_meta.get("finalizers") or [])
-                ]
-                if added:
-                    raise self._invalid(
-                        resource,
-                        name,
-                        [
-                            FieldError(
-                                "metadata.finalizers",
-                                "forbidden",
-                                f"no new finalizers can be added if the object is being deleted,"
-                                f" found new finalizers {added!r}",
-                            )
-                        ],
-                    )
-        if resource.default is not None:
-            resource.default(new)
+            new = self._main_written(resource, name, old, obj)
+        if resource.strategy.default is not None:
+            resource.strategy.default(new)
         if subresource != "status":
             if resource.track_generation and _spec_part(new) != _spec_part(old):
-                meta["generation"] = int(old_meta.get("generation") or 0) + 1
-        _meta(new)["resourceVersion"] = current_meta.get("resourceVersion")
+                _meta(new)["generation"] = int(_meta(old).get("generation") or 0) + 1
+        _meta(new)["resourceVersion"] = _meta(current.obj).get("resourceVersion")
         self._validate(resource, new, old)
         stored_new = resource.unview(new)
         if _without_rv(stored_new) == _without_rv(current.obj):
@@ -686,11 +646,64 @@ class Store:
             return self._view(resource, current)
         if dry_run:
             return Stored.of(resource.view(stored_new))
-        new_rv = self._next_rv()
-        new_meta["resourceVersion"] = str(new_rv)
-        stored = Stored.of(stored_new)
-        self._bucket(resource, ns)[name] = stored
-        self._emit(resource, _Event("MODIFIED", new_rv, stored, current))
+        return self._commit(resource, ns, stored_new, "MODIFIED", current)
+
+    @staticmethod
+    def _check_preconditions(
+        resource: ResourceType, name: str, meta: JsonObj, current_meta: JsonObj
+    ) -> None:
+        """A write naming a uid or resourceVersion is refused unless they are current."""
+        uid = meta.get("uid")
+        if uid and uid != current_meta.get("uid"):
+            why = _uid_precondition(uid, current_meta.get("uid"))
+            raise ApiError.conflict(resource.plural, resource.group, name, why)
+        rv = meta.get("resourceVersion")
+        if rv and str(rv) != current_meta.get("resourceVersion"):
+            raise ApiError.conflict(resource.plural, resource.group, name, _MODIFIED)
+
+    def _main_written(
+        self, resource: ResourceType, name: str, old: JsonObj, obj: JsonObj
+    ) -> JsonObj:
+        """``obj`` as a write to the main resource leaves it: the server-owned metadata
+        and (with a status subresource) the status stay as they were."""
+        meta, old_meta = _meta(obj), _meta(old)
+        for key in _SERVER_OWNED_META:
+            if key in old_meta:
+                meta[key] = old_meta[key]
+            else:
+                meta.pop(key, None)
+        if resource.status_subresource:
+            if "status" in old:
+                obj["status"] = copy.deepcopy(old["status"])
+            else:
+                obj.pop("status", None)
+        if old_meta.get("deletionTimestamp"):
+            had = old_meta.get("finalizers") or []
+            added = [f for f in (meta.get("finalizers") or []) if f not in had]
+            if added:
+                why = (
+                    "no new finalizers can be added if the object is being deleted,"
+                    f" found new finalizers {added!r}"
+                )
+                raise self._invalid(
+                    resource, name, [FieldError("metadata.finalizers", "forbidden", why)]
+                )
+        return obj
+
+    def _commit(
+        self,
+        resource: ResourceType,
+        ns: str,
+        stored_obj: JsonObj,
+        event_type: str,
+        previous: Stored | None,
+    ) -> Stored:
+        """Store ``stored_obj`` at a new resourceVersion and tell the watches."""
+        rv = self._next_rv()
+        _meta(stored_obj)["resourceVersion"] = str(rv)
+        stored = Stored.of(stored_obj)
+        self._bucket(resource, ns)[str(_meta(stored_obj)["name"])] = stored
+        self._emit(resource, _Event(event_type, rv, stored, previous))
         return self._view(resource, stored)
 
     def patch(
@@ -709,9 +722,7 @@ class Store:
         """PATCH with ``patch_type`` one of ``strategic``, ``merge``, ``json``."""
         ns = self._scope(resource, namespace)
         with self._lock:
-            current = self._find(resource, ns, name)
-            if current is None:
-                raise self._not_found(resource, name)
+            current = self._existing(resource, ns, name)
             old = resource.view(current.obj)
             try:
                 if patch_type == "strategic":
@@ -783,9 +794,7 @@ class Store:
         """DELETE; returns the object (pods, namespaces, pending finalizers) or a ``Status``."""
         ns = self._scope(resource, namespace)
         with self._lock:
-            current = self._find(resource, ns, name)
-            if current is None:
-                raise self._not_found(resource, name)
+            current = self._existing(resource, ns, name)
             meta = _meta(current.obj)
             pre = preconditions or {}
             if pre.get("uid") and pre["uid"] != meta.get("uid"):

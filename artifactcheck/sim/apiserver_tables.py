@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from artifactcheck.sim.apiserver_resources import ResourceType
+from artifactcheck.sim.apiserver_resources import ResourceType, dig
 
 __all__ = ["human_duration", "wants_table", "to_table"]
 
@@ -296,11 +296,7 @@ def _simple(*columns: tuple[str, Callable[[JsonObj], Any], int]) -> tuple[list[J
 
 def _get(*keys: str, default: Any = "<none>") -> Callable[[JsonObj], Any]:
     def get(obj: JsonObj) -> Any:
-        node: Any = obj
-        for key in keys:
-            if not isinstance(node, dict):
-                return default
-            node = node.get(key)
+        node = dig(obj, keys)
         return default if node in (None, "") else node
 
     return get

@@ -16,15 +16,15 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, Self
 
 from artifactcheck.control.crd import CRD_NAME, crd_manifest
-from artifactcheck.manifests import native
 from artifactcheck.model.names import CRD_API_VERSION, CRD_KIND, DEFAULT_CONDITION_TYPE
 from artifactcheck.sim.apiserver import FakeApiServer
-from artifactcheck.sim.fleet import RELEASES, foreign_bytes
+from artifactcheck.sim.fleet import RELEASES, Lifecycle, SimInstance, foreign_bytes, write_releases
 from artifactcheck.sim.web import Site, WebFleet, loopback_hosts
 from artifactcheck.tenancy.admission import AdminConfig
 
@@ -42,31 +42,25 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass
-class SimPod:
-    """One simulated pod: API object name, its site and address."""
+@dataclass(kw_only=True)
+class SimPod(SimInstance):
+    """One simulated pod: an instance that is also a Pod object on a node."""
 
-    name: str
-    host: str
-    site: Site
-    version: str
     node: str
     image_id: str
-    url: str = ""
-    planted: list[str] = field(default_factory=list)
 
 
-class SimCluster:
+class SimCluster(Lifecycle):
     """Fake API server + pods on loopback + kubelet; start()/stop() or a context manager."""
 
     def __init__(
         self,
         *,
         namespace: str = "shop",
-        first_host: str = "127.78.0.1",
-        cdn_host: str = "127.78.255.1",
         web: WebFleet | None = None,
         api: FakeApiServer | None = None,
+        first_host: str = "127.78.0.1",
+        cdn_host: str = "127.78.255.1",
         kubelet_period: float = 0.1,
     ) -> None:
         self.namespace = namespace
@@ -92,15 +86,11 @@ class SimCluster:
         ):
             self.api.create(crd_manifest())
         self._tmp = tempfile.TemporaryDirectory(prefix="artifactcheck-cluster-")
-        self.release_template = f"{self._tmp.name}/{{version}}.json"
-        for version, build in RELEASES.items():
-            data = native.dump(native.build(build, version=version))
-            with open(f"{self._tmp.name}/{version}.json", "wb") as fh:
-                fh.write(data)
+        self.release_template = write_releases(RELEASES, Path(self._tmp.name))
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def start(self) -> SimCluster:
+    def start(self) -> Self:
         """Start the API server, the web fleet, the CDN and the kubelet."""
         if self._own_api:
             self.api.start()
@@ -121,12 +111,6 @@ class SimCluster:
         if self._own_api:
             self.api.stop()
         self._tmp.cleanup()
-
-    def __enter__(self) -> SimCluster:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     # -- objects ---------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from artifactcheck.manifests import native
 from artifactcheck.sim.web import Site, Status, WebFleet, loopback_hosts
@@ -54,6 +54,31 @@ def foreign_bytes(build: Path, other: Path) -> dict[str, bytes]:
     return out
 
 
+def write_releases(releases: Mapping[str, Path], folder: Path) -> str:
+    """Write each release's native manifest into ``folder``; returns the ``{version}``
+    template of their paths, as a check's ``release_manifest`` takes it."""
+    for version, build in releases.items():
+        data = native.dump(native.build(build, version=version))
+        (folder / f"{version}.json").write_bytes(data)
+    return str(folder / "{version}.json")
+
+
+class Lifecycle:
+    """Something to start and stop: ``start()``/``stop()``, or a ``with`` block."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
 @dataclass
 class SimInstance:
     """One simulated instance: its site, address and what was planted on it."""
@@ -66,7 +91,7 @@ class SimInstance:
     planted: list[str] = field(default_factory=list)
 
 
-class SimFleet:
+class SimFleet(Lifecycle):
     """Instances + CDN + release manifests on loopback; a context manager."""
 
     def __init__(
@@ -119,12 +144,9 @@ class SimFleet:
 
     def write_releases(self) -> str:
         """Write each release's native manifest; returns the ``{version}`` template."""
-        for version, build in self.releases.items():
-            data = native.dump(native.build(build, version=version))
-            (self.release_dir / f"{version}.json").write_bytes(data)
-        return str(self.release_dir / "{version}.json")
+        return write_releases(self.releases, self.release_dir)
 
-    def start(self) -> SimFleet:
+    def start(self) -> Self:
         """Serve every instance and the CDN."""
         self.web.start()
         urls = self.web.add_many([(i.site, i.host) for i in self.instances])
@@ -139,12 +161,6 @@ class SimFleet:
         if self._own_web:
             self.web.stop()
         self._tmp.cleanup()
-
-    def __enter__(self) -> SimFleet:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     # -- convenience -----------------------------------------------------------------
 

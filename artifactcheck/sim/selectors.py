@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Generic, Self, TypeVar
 
 __all__ = [
     "FieldRequirement",
@@ -270,22 +271,37 @@ class _LabelParser:
         return tuple(requirements)
 
 
-@dataclass(frozen=True)
-class LabelSelector:
-    """A parsed label selector; the empty selector matches everything."""
+R = TypeVar("R")
 
-    requirements: tuple[LabelRequirement, ...] = ()
+
+@dataclass(frozen=True)
+class _Selector(Generic[R]):
+    """A parsed selector: requirements that must all hold (none: matches everything)."""
+
+    requirements: tuple[R, ...] = ()
 
     @classmethod
-    def parse(cls, text: str | None) -> LabelSelector:
+    def parse(cls, text: str | None) -> Self:
         """Parse the string form; raises :class:`SelectorError` when it is invalid."""
         if not text or not text.strip():
             return cls()
-        return cls(_LabelParser(text).parse())
+        return cls(cls._requirements(text))
+
+    @classmethod
+    def _requirements(cls, text: str) -> tuple[R, ...]:
+        raise NotImplementedError
 
     @property
     def empty(self) -> bool:
         return not self.requirements
+
+
+class LabelSelector(_Selector[LabelRequirement]):
+    """A parsed label selector; the empty selector matches everything."""
+
+    @classmethod
+    def _requirements(cls, text: str) -> tuple[LabelRequirement, ...]:
+        return _LabelParser(text).parse()
 
     def matches(self, labels: Mapping[str, str] | None) -> bool:
         have = labels or {}
@@ -361,17 +377,11 @@ def _unescape(value: str) -> str:
     return "".join(out)
 
 
-@dataclass(frozen=True)
-class FieldSelector:
+class FieldSelector(_Selector[FieldRequirement]):
     """A parsed field selector; the empty selector matches everything."""
 
-    requirements: tuple[FieldRequirement, ...] = ()
-
     @classmethod
-    def parse(cls, text: str | None) -> FieldSelector:
-        """Parse the string form; raises :class:`SelectorError` when it is invalid."""
-        if not text or not text.strip():
-            return cls()
+    def _requirements(cls, text: str) -> tuple[FieldRequirement, ...]:
         requirements: list[FieldRequirement] = []
         for term in _split_terms(text):
             if not term:
@@ -386,11 +396,7 @@ class FieldSelector:
             requirements.append(
                 FieldRequirement(field, "!=" if op == "!=" else "=", _unescape(value))
             )
-        return cls(tuple(requirements))
-
-    @property
-    def empty(self) -> bool:
-        return not self.requirements
+        return tuple(requirements)
 
     @property
     def fields(self) -> frozenset[str]:

@@ -36,9 +36,10 @@ import zlib
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal, Self, TypeAlias, TypeVar
 from urllib.parse import unquote, urlsplit
+
+from artifactcheck.sim.loop_thread import LoopThread
 
 __all__ = [
     "Body",
@@ -270,8 +271,7 @@ class Exchange:
     ) -> None:
         self.server = server
         self.request = request
-        self.reader = reader
-        self.writer = writer
+        self.reader, self.writer = reader, writer
         self.keep_alive = _wants_keep_alive(request)
         self.aborted = False
         self._chunked = False
@@ -365,6 +365,13 @@ class Exchange:
     async def serve_default(self) -> None:
         """The site's normal answer for this path, ignoring faults (used by Flaky, Delay)."""
         await self.server.serve_default(self)
+
+    async def serve_with(self, handler: Handler | None) -> None:
+        """Answer with ``handler``, or (None) as the site normally would."""
+        if handler is not None:
+            await handler(self)
+        else:
+            await self.serve_default()
 
 
 def _wants_keep_alive(request: Received) -> bool:
@@ -572,12 +579,7 @@ class Flaky:
     then: Handler | None = None
 
     async def __call__(self, ex: Exchange) -> None:
-        if ex.server.bump(self) <= self.times:
-            await self.fault(ex)
-        elif self.then is not None:
-            await self.then(ex)
-        else:
-            await ex.serve_default()
+        await ex.serve_with(self.fault if ex.server.bump(self) <= self.times else self.then)
 
 
 @dataclass(frozen=True)
@@ -589,24 +591,60 @@ class Delay:
 
     async def __call__(self, ex: Exchange) -> None:
         await asyncio.sleep(self.seconds)
-        if self.then is not None:
-            await self.then(ex)
-        else:
-            await ex.serve_default()
+        await ex.serve_with(self.then)
 
 
 # --------------------------------------------------------------------------- server
 
 
 @dataclass(slots=True)
-class _FleetCounters:
-    """Counters across every server of a fleet (they all run on one loop)."""
+class _Gauge:
+    """A count that goes up and down (open connections, requests being answered), the
+    most it has been, and how many times it went up."""
+
+    now: int = 0
+    peak: int = 0
+    total: int = 0
+
+    def enter(self) -> None:
+        self.now += 1
+        self.total += 1
+        self.peak = max(self.peak, self.now)
+
+    def leave(self) -> None:
+        self.now -= 1
+
+    def reset(self) -> None:
+        """Forget the past: what is open now is all there has been."""
+        self.peak = self.total = self.now
+
+
+@dataclass(slots=True)
+class _Counters:
+    """A server's, or a whole fleet's, counters (a fleet's servers all run on one loop)."""
 
     requests: int = 0
-    in_flight: int = 0
-    peak_in_flight: int = 0
-    connections: int = 0
-    peak_connections: int = 0
+    in_flight: _Gauge = field(default_factory=_Gauge)
+    connections: _Gauge = field(default_factory=_Gauge)
+
+    def reset(self) -> None:
+        self.requests = 0
+        self.in_flight.reset()
+        self.connections.reset()
+
+
+class _Reading:
+    """A read-only ``int`` attribute that reads a dotted path of its object's counters."""
+
+    def __init__(self, path: str, doc: str = "") -> None:
+        self._path = path.split(".")
+        self.__doc__ = doc
+
+    def __get__(self, obj: object, owner: type | None = None) -> int:
+        value: Any = obj
+        for name in self._path:
+            value = getattr(value, name)
+        return int(value)
 
 
 _SNI_LOCK = threading.Lock()
@@ -639,27 +677,28 @@ class SiteServer:
     def __init__(
         self,
         site: Site,
-        host: str = "127.0.0.1",
-        port: int = 0,
+        host: str,
+        port: int,
         *,
-        ssl_context: ssl.SSLContext | None = None,
-        counters: _FleetCounters | None = None,
+        ssl_context: ssl.SSLContext | None,
+        counters: _Counters,
     ) -> None:
         self.site = site
-        self.host = host
-        self.port = port
+        self.host, self.port = host, port  # port 0: any free one (set once bound)
         self.ssl_context = ssl_context
-        self._counters = counters if counters is not None else _FleetCounters()
+        self._fleet = counters
+        self._own = _Counters()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._fault_counts: dict[int, int] = {}
         self.received: list[Received] = []
         self.bytes_sent = 0
-        self.connections_current = 0
-        self.connections_peak = 0
-        self.connections_total = 0
-        self.in_flight = 0
-        self.peak_in_flight = 0
+
+    connections_current = _Reading("_own.connections.now")
+    connections_peak = _Reading("_own.connections.peak")
+    connections_total = _Reading("_own.connections.total", "Connections accepted.")
+    in_flight = _Reading("_own.in_flight.now", "Requests being answered now.")
+    peak_in_flight = _Reading("_own.in_flight.peak")
 
     # ----------------------------------------------------------------- state
 
@@ -683,9 +722,7 @@ class SiteServer:
         """Forget received requests and peaks (current connections stay counted)."""
         self.received = []
         self.bytes_sent = 0
-        self.connections_peak = self.connections_current
-        self.connections_total = self.connections_current
-        self.peak_in_flight = self.in_flight
+        self._own.reset()
         self._fault_counts.clear()
 
     def bump(self, fault: object) -> int:
@@ -732,12 +769,9 @@ class SiteServer:
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
-        fleet = self._counters
-        self.connections_current += 1
-        self.connections_total += 1
-        self.connections_peak = max(self.connections_peak, self.connections_current)
-        fleet.connections += 1
-        fleet.peak_connections = max(fleet.peak_connections, fleet.connections)
+        counters = (self._own, self._fleet)
+        for c in counters:
+            c.connections.enter()
         ssl_object = writer.get_extra_info("ssl_object")
         sni = getattr(ssl_object, "artifactcheck_sni", None)
         aborted = False
@@ -754,17 +788,15 @@ class SiteServer:
                 if length and length.isdigit():
                     await _discard(reader, buffer, int(length))
                 self.received.append(request)
-                fleet.requests += 1
-                self.in_flight += 1
-                fleet.in_flight += 1
-                self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-                fleet.peak_in_flight = max(fleet.peak_in_flight, fleet.in_flight)
+                for c in counters:
+                    c.requests += 1
+                    c.in_flight.enter()
                 exchange = Exchange(self, request, reader, writer)
                 try:
                     await self._dispatch(exchange)
                 finally:
-                    self.in_flight -= 1
-                    fleet.in_flight -= 1
+                    for c in counters:
+                        c.in_flight.leave()
                 if exchange.aborted:
                     aborted = True
                 if not exchange.keep_alive:
@@ -772,8 +804,8 @@ class SiteServer:
         except (ConnectionError, OSError, asyncio.IncompleteReadError):
             pass
         finally:
-            self.connections_current -= 1
-            fleet.connections -= 1
+            for c in counters:
+                c.connections.leave()
             if task is not None:
                 self._tasks.discard(task)
             if not aborted and not writer.is_closing():
@@ -865,46 +897,21 @@ class WebFleet:
 
     def __init__(self, *, name: str = "artifactcheck-webfleet") -> None:
         self._name = name
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._counters = _FleetCounters()
+        self._thread = LoopThread(name, join_timeout=10, drain=False)
+        self._counters = _Counters()
         self.servers: list[SiteServer] = []
 
     # ----------------------------------------------------------------- lifecycle
 
     def start(self) -> Self:
         """Start the background loop (idempotent)."""
-        if self._thread is not None:
-            return self
-        loop = asyncio.new_event_loop()
-        ready = threading.Event()
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            loop.call_soon(ready.set)
-            try:
-                loop.run_forever()
-            finally:
-                loop.run_until_complete(loop.shutdown_asyncgens())
-                loop.close()
-
-        thread = threading.Thread(target=run, name=self._name, daemon=True)
-        thread.start()
-        ready.wait()
-        self._loop, self._thread = loop, thread
+        if not self._thread.started:
+            self._thread.start()
         return self
 
     def stop(self) -> None:
         """Stop every server, then the loop and its thread."""
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        try:
-            self._call(self._stop_all())
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=10)
-            self._loop = self._thread = None
+        self._thread.stop(self._stop_all(), timeout=30.0)
 
     async def _stop_all(self) -> None:
         servers, self.servers = self.servers, []
@@ -915,38 +922,29 @@ class WebFleet:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     async def __aenter__(self) -> Self:
         return self.start()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self.stop()  # brief; a thread hop would leave an executor thread behind
 
     def _call(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
         """Run a coroutine on the fleet's loop from any other thread and wait for it."""
-        if self._loop is None:
+        loop = self._thread.loop
+        if loop is None:
             coro.close()
             raise RuntimeError("WebFleet is not started")
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        if running is self._loop:
+        if running is loop:
             coro.close()
             raise RuntimeError("WebFleet methods cannot be called from the fleet's own loop")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+        return self._thread.call(coro, timeout)
 
     # ----------------------------------------------------------------- servers
 
@@ -1001,25 +999,10 @@ class WebFleet:
 
     # ----------------------------------------------------------------- counters
 
-    @property
-    def total_requests(self) -> int:
-        """Requests received by every server since the last reset."""
-        return self._counters.requests
-
-    @property
-    def peak_in_flight(self) -> int:
-        """Most requests being answered at once, across the fleet."""
-        return self._counters.peak_in_flight
-
-    @property
-    def peak_connections(self) -> int:
-        """Most connections open at once, across the fleet."""
-        return self._counters.peak_connections
-
-    @property
-    def open_connections(self) -> int:
-        """Connections open right now, across the fleet."""
-        return self._counters.connections
+    total_requests = _Reading("_counters.requests", "Requests to every server since the reset.")
+    peak_in_flight = _Reading("_counters.in_flight.peak", "Most requests answered at once.")
+    peak_connections = _Reading("_counters.connections.peak", "Most connections open at once.")
+    open_connections = _Reading("_counters.connections.now", "Connections open now, in all.")
 
     def reset_stats(self) -> None:
         """Reset every server's and the fleet's counters."""
@@ -1027,9 +1010,6 @@ class WebFleet:
         async def reset() -> None:
             for server in self.servers:
                 server.reset_stats()
-            counters = self._counters
-            counters.requests = 0
-            counters.peak_in_flight = counters.in_flight
-            counters.peak_connections = counters.connections
+            self._counters.reset()
 
         self._call(reset())

@@ -12,8 +12,6 @@ import itertools
 import logging
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -24,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tenant_support import TenantCluster, admin_config, running, write_admin_config
+from launch import controller_process
+from tenant_support import TenantCluster, running
 
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.sim.apiserver import FakeApiServer
@@ -103,33 +102,7 @@ def test_sigterm_hands_the_lease_over_at_once_and_exits(
         cluster.add_pod()
     cluster.add_check(interval=0.5)
     health, metrics = free_port("127.0.0.1"), free_port("127.0.0.1")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "artifactcheck",
-            "controller",
-            "--kubeconfig",
-            _kubeconfig(cluster, tmp_path),
-            "--namespace-scope",
-            "shop",
-            "--identity",
-            "proc-1",
-            "--lease-namespace",
-            "shop",
-            "--bind",
-            "127.0.0.1",
-            "--health-port",
-            str(health),
-            "--metrics-port",
-            str(metrics),
-            "--admin-config",
-            write_admin_config(admin_config(cluster), tmp_path),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = controller_process(cluster, tmp_path, health_port=health, metrics_port=metrics)
     standby = None
     try:
         wait_for(lambda: holder(cluster) == "proc-1", timeout=20)

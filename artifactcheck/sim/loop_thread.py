@@ -1,0 +1,91 @@
+"""An asyncio event loop in a daemon thread, for servers that synchronous code drives.
+
+Why: the fake API server and the web fleet are asyncio servers, but the tests, the
+demo and the official kubernetes client that talk to them are synchronous. Each runs
+its loop in a thread of its own and hands coroutines to it; this is that thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+__all__ = ["LoopThread"]
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """Start, call into and stop one background event loop.
+
+    ``drain``: at stop, cancel the tasks still pending and wait for the default
+    executor, so nothing outlives the loop (the API server's watches); without it the
+    loop only closes its async generators, so stopping stays brief.
+    """
+
+    def __init__(self, name: str, *, join_timeout: float, drain: bool) -> None:
+        self.name = name
+        self._join_timeout = join_timeout
+        self._drain = drain
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    def start(self) -> None:
+        """Run a new loop in a new thread; returns once the loop is running."""
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        thread = threading.Thread(target=self._run, args=(loop, ready), name=self.name, daemon=True)
+        thread.start()
+        ready.wait()
+        self.loop, self._thread = loop, thread
+
+    def _run(self, loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        try:
+            loop.run_forever()
+        finally:
+            if self._drain:
+                self._drain_and_close(loop)
+            else:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.close()
+
+    @staticmethod
+    def _drain_and_close(loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+        """Run ``coro`` on the loop from another thread and wait for its result."""
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self, closing: Coroutine[Any, Any, Any], timeout: float) -> None:
+        """Run ``closing`` on the loop, then stop the loop and join the thread.
+        Idempotent (``closing`` is closed unrun when there is no loop)."""
+        loop, thread = self.loop, self._thread
+        if loop is None or thread is None:
+            closing.close()
+            return
+        try:
+            self.call(closing, timeout)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=self._join_timeout)
+            self.loop = self._thread = None
