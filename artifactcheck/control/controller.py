@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from artifactcheck.act.logs import ContextAdapter
+from artifactcheck.control.api import VerdictApi
 from artifactcheck.control.health import HealthServer, Heartbeat
 from artifactcheck.control.metrics import CONTENT_TYPE, Metrics
 from artifactcheck.discover import kubernetes as kube
@@ -345,13 +346,15 @@ class Controller:
     def serve_health(
         self, *, host: str, port: int, probes: bool = True, metrics: bool = True
     ) -> HealthServer:
-        """Start /healthz and /readyz (``probes``) and /metrics (``metrics``) in a thread."""
+        """Start /healthz and /readyz (``probes``), /metrics (``metrics``) and the verdict
+        API (docs/verdict-api.md) in a thread."""
         return HealthServer(
             host=host,
             port=port,
             live=self.heartbeat.check if probes else None,
             ready=self.ready if probes else None,
             metrics=(lambda: (self.metrics.exposition(), CONTENT_TYPE)) if metrics else None,
+            api=VerdictApi(self, loop=lambda: self._loop),
         ).start()
 
     # -- main loop -----------------------------------------------------------------
