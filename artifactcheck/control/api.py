@@ -54,7 +54,7 @@ MAX_LISTED = 500
 
 _DNS = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _CHECK_PATH = re.compile(rf"^{PREFIX}/namespaces/([^/]+)/artifactchecks/([^/]+)$")
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)?$")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
 
 
 class ApiError(Exception):
@@ -122,11 +122,14 @@ class Snapshot:
 
 
 def parse_duration(text: str) -> float:
-    """``30s``, ``1.5s``, ``500ms``, ``1m`` or plain seconds; 400 otherwise."""
+    """``30s``, ``1.5s``, ``500ms``, ``1m``, ``1h`` or plain seconds, cut to
+    :data:`MAX_WAIT`; 400 otherwise."""
     m = _DURATION.match(text.strip())
     if m is None:
         raise ApiError(400, "BadTimeout", f"timeout {text[:40]!r}: use e.g. 30s, 500ms, 1m")
-    value = float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[m.group(2)]
+    value = (
+        float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}[m.group(2)]
+    )
     return min(value, MAX_WAIT)
 
 

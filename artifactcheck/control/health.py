@@ -35,6 +35,20 @@ SOCKET_TIMEOUT = 10.0
 MAX_CONNECTIONS = 64
 
 
+#: The reasons of the errors the server itself sends (stable across Python versions,
+#: whose status phrases change).
+_REASONS = {
+    400: "BadRequest",
+    405: "MethodNotAllowed",
+    411: "LengthRequired",
+    413: "BodyTooLarge",
+    414: "RequestLineTooLong",
+    431: "HeadersTooLarge",
+    501: "NotImplemented",
+    505: "HTTPVersionNotSupported",
+}
+
+
 class Api(Protocol):
     """What the server asks of the verdict API (artifactcheck/control/api.py)."""
 
@@ -210,11 +224,13 @@ class HealthServer:
                 """Every error as JSON with a reason (http.server's own ones too)."""
                 self.close_connection = True
                 text = message or explain or ""
-                try:
-                    phrase = http.HTTPStatus(code).phrase.replace(" ", "")
-                except ValueError:
-                    phrase = "Error"
-                self._send(code, json_error(code, phrase, text), "application/json")
+                reason = _REASONS.get(code)
+                if reason is None:
+                    try:
+                        reason = http.HTTPStatus(code).phrase.title().replace(" ", "")
+                    except ValueError:
+                        reason = "Error"
+                self._send(code, json_error(code, reason, text), "application/json")
 
             def _send(
                 self, status: int, body: bytes, ctype: str, headers: dict[str, str] | None = None

@@ -7,10 +7,7 @@ import itertools
 from collections.abc import Iterator
 
 import pytest
-from gate_support import Gate, GateCluster
-
-from artifactcheck.sim.cluster import wait_for
-from artifactcheck.sim.running import RunningController
+from gate_support import Gate, GateCluster, started
 
 _net = itertools.count(1)
 
@@ -35,11 +32,5 @@ def cluster() -> Iterator[GateCluster]:
 @pytest.fixture
 def gate(cluster: GateCluster) -> Iterator[Gate]:
     """The controller running against ``cluster`` (add pods and checks before or after)."""
-    ctl = RunningController(cluster, admin=cluster.admin()).start()
-    server = ctl.controller.serve_health(host="127.0.0.1", port=0)
-    try:
-        wait_for(lambda: ctl.controller.is_leader, timeout=10)
-        yield Gate(ctl, server)
-    finally:
-        server.stop()
-        ctl.stop()
+    with started(cluster) as running:
+        yield running

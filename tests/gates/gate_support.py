@@ -10,10 +10,12 @@ real outage, connection refused), and a CDN that holds both embedded releases' f
 
 from __future__ import annotations
 
-import itertools
+import contextlib
 import json
+import socket
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,6 @@ from artifactcheck.sim.running import RunningController
 from artifactcheck.sim.web import Site
 from artifactcheck.tenancy.admission import AdminConfig
 
-_net = itertools.count(1)
 REPO = Path(__file__).resolve().parents[2]
 STABLE, CANARY = "1.4.1", "1.4.2"
 
@@ -76,11 +77,11 @@ class GateCluster(SimCluster):
             for _ in range(n)
         ]
 
-    def admin(self) -> AdminConfig:
+    def admin(self, **limits: Any) -> AdminConfig:
         return AdminConfig.model_validate(
             {
                 "egress": {"allow": [self.cdn_url, self.release_url], "allow_loopback": True},
-                "limits": {"min_interval": 0.1},
+                "limits": {"min_interval": 0.1, **limits},
             }
         )
 
@@ -110,6 +111,22 @@ class Gate:
         return result
 
 
+@contextlib.contextmanager
+def started(
+    cluster: GateCluster, *, identity: str = "ctl-a", lead: bool = True, **limits: Any
+) -> Iterator[Gate]:
+    """The real controller on ``cluster`` and its HTTP server on a random port."""
+    ctl = RunningController(cluster, identity=identity, admin=cluster.admin(**limits)).start()
+    server = ctl.controller.serve_health(host="127.0.0.1", port=0)
+    try:
+        if lead:
+            wait_for(lambda: ctl.controller.is_leader, timeout=10)
+        yield Gate(ctl, server)
+    finally:
+        server.stop()
+        ctl.stop()
+
+
 def request(method: str, url: str, body: bytes | None = None) -> tuple[int, dict[str, Any]]:
     """One HTTP request; (status, JSON body) whatever the status."""
     req = urllib.request.Request(url, data=body, method=method)
@@ -121,3 +138,22 @@ def request(method: str, url: str, body: bytes | None = None) -> tuple[int, dict
     except urllib.error.HTTPError as exc:
         with exc:
             return exc.code, json.loads(exc.read())
+
+
+def raw(port: int, data: bytes, *, timeout: float = 15.0) -> str:
+    """Send raw bytes to the server on loopback and read its whole answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        try:
+            s.sendall(data)
+        except OSError:
+            pass  # the server may answer and close before reading everything
+        chunks = []
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
