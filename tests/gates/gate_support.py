@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+
 from artifactcheck.control.health import HealthServer
 from artifactcheck.sim.cluster import SimCluster, wait_for
 from artifactcheck.sim.fleet import RELEASES
@@ -27,6 +29,8 @@ from artifactcheck.sim.web import Site
 from artifactcheck.tenancy.admission import AdminConfig
 
 REPO = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((REPO / "docs" / "verdict-api.schema.json").read_text())
+jsonschema.Draft202012Validator.check_schema(SCHEMA)
 STABLE, CANARY = "1.4.1", "1.4.2"
 
 
@@ -157,3 +161,9 @@ def raw(port: int, data: bytes, *, timeout: float = 15.0) -> str:
                 break
             chunks.append(chunk)
     return b"".join(chunks).decode("utf-8", "replace")
+
+
+def valid(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc``, once validated against docs/verdict-api.schema.json."""
+    jsonschema.validate(doc, SCHEMA, cls=jsonschema.Draft202012Validator)
+    return doc

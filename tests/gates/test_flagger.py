@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -22,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from gate_support import CANARY, REPO, STABLE, Gate, GateCluster, raw
+from gate_support import CANARY, REPO, STABLE, Gate, GateCluster, raw, valid
 
 from artifactcheck.control.health import MAX_BODY_BYTES
 from artifactcheck.sim.cluster import wait_for
@@ -65,20 +66,26 @@ def payload(canary: dict[str, Any], hook: dict[str, Any]) -> bytes:
 
 
 def call_webhook(gate: Gate, hook: dict[str, Any], body: bytes) -> tuple[bool, int, Any]:
-    """(accepted, status, answer) as Flagger's callWebhook sees them; the hook's URL is
-    sent to the test's controller (the Service's DNS name does not resolve here)."""
+    """(accepted, status, answer) as Flagger's callWebhook sees them: retryablehttp
+    retries a 5xx answer (but 501) ``retries`` times; any final status above 202 fails
+    the hook. The hook's URL goes to the test's controller (the Service's DNS name does
+    not resolve here). Every answer must match docs/verdict-api.schema.json."""
     url = urlsplit(hook["url"])
     target = gate.base + url.path + (f"?{url.query}" if url.query else "")
-    req = urllib.request.Request(target, data=body, method="POST")
-    req.add_header("Content-Type", "application/json")
     timeout = _seconds(hook.get("timeout") or "10s")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback
-            status, data = resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        with exc:
-            status, data = exc.code, exc.read()
-    return status <= 202, status, json.loads(data)
+    for attempt in range(int(hook.get("retries") or 0) + 1):
+        req = urllib.request.Request(target, data=body, method="POST")
+        req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback
+                status, data = resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            with exc:
+                status, data = exc.code, exc.read()
+        if not (500 <= status < 600 and status != 501):
+            break
+        time.sleep(0.05 * (attempt + 1))  # retryablehttp backs off (1s and more)
+    return status <= 202, status, valid(json.loads(data))
 
 
 def _flagger_pods(cluster: GateCluster, *, canary_serves: str | None = None) -> None:

@@ -14,9 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
 import pytest
-from gate_support import CANARY, REPO, STABLE, Gate, GateCluster, raw, request, started
+from gate_support import CANARY, STABLE, Gate, GateCluster, raw, request, started, valid
 
 from artifactcheck.control.api import MAX_CONCURRENT, VerdictApi
 from artifactcheck.control.api_selector import SelectorError, parse_selector
@@ -26,13 +25,6 @@ from artifactcheck.model.values import Instance, Report
 from artifactcheck.sim.cluster import wait_for
 
 CHECK = "/verdicts/v1/namespaces/shop/artifactchecks/web"
-SCHEMA = json.loads((REPO / "docs" / "verdict-api.schema.json").read_text())
-jsonschema.Draft202012Validator.check_schema(SCHEMA)
-
-
-def valid(doc: dict[str, Any]) -> dict[str, Any]:
-    jsonschema.validate(doc, SCHEMA, cls=jsonschema.Draft202012Validator)
-    return doc
 
 
 def get(gate: Gate, path: str) -> tuple[int, dict[str, Any]]:
