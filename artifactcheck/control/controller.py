@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 from artifactcheck.act.kube import KubeActor, cordoned_by_us
 from artifactcheck.act.logs import ContextAdapter
 from artifactcheck.clients.kube import WatchExpired, abort_stream
+from artifactcheck.control.api import VerdictApi
 from artifactcheck.control.health import HealthServer, Heartbeat
 from artifactcheck.control.lease import LeaseLock, LeaseNamespaceMissing
 from artifactcheck.control.metrics import CONTENT_TYPE, Metrics
@@ -344,13 +345,15 @@ class Controller:
     def serve_health(
         self, *, host: str, port: int, probes: bool = True, metrics: bool = True
     ) -> HealthServer:
-        """Start /healthz and /readyz (``probes``) and /metrics (``metrics``) in a thread."""
+        """Start /healthz and /readyz (``probes``), /metrics (``metrics``) and the verdict
+        API (docs/verdict-api.md) in a thread."""
         return HealthServer(
             host=host,
             port=port,
             live=self.heartbeat.check if probes else None,
             ready=self.ready if probes else None,
             metrics=(lambda: (self.metrics.exposition(), CONTENT_TYPE)) if metrics else None,
+            api=VerdictApi(self, loop=lambda: self._loop),
         ).start()
 
     # -- main loop -----------------------------------------------------------------

@@ -1,0 +1,331 @@
+"""The verdict API on the real controller's HTTP server (docs/verdict-api.md).
+
+Every answer, verdicts and errors alike, is validated against
+docs/verdict-api.schema.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from gate_support import CANARY, STABLE, Gate, GateCluster, raw, request, started, valid
+
+from artifactcheck.control.api import MAX_CONCURRENT, VerdictApi
+from artifactcheck.control.api_selector import SelectorError, parse_selector
+from artifactcheck.control.health import MAX_CONNECTIONS, HealthServer
+from artifactcheck.judge.decide import History
+from artifactcheck.model.values import Instance, Report
+from artifactcheck.sim.cluster import wait_for
+
+CHECK = "/verdicts/v1/namespaces/shop/artifactchecks/web"
+
+
+def get(gate: Gate, path: str) -> tuple[int, dict[str, Any]]:
+    status, doc = gate.get(path)
+    return status, valid(doc)
+
+
+def test_whole_check_counts_versions_and_quarantine(cluster: GateCluster, gate: Gate) -> None:
+    stable = cluster.add_stable(4)
+    bad = cluster.add_pod(
+        version=STABLE,
+        replicaset="web-6c9d",
+        serves=CANARY,
+        labels={"rollouts-pod-template-hash": "6c9d"},
+    ).name
+    canary = cluster.add_canary(2)
+    cluster.add_check(interval=0.5, policy={"mode": "quarantine", "confirmations": 1})
+    doc = wait_for(lambda: (d := gate.settled(CHECK))["quarantined"] and d, timeout=30)
+    valid(doc)
+    assert doc["result"] == "failed" and doc["selector"] is None
+    assert doc["quarantined"] == [f"shop/{bad}"]
+    assert doc["pods"] == {"selected": 7, "total": 7}
+    assert doc["counts"]["consistent"] == 6 and doc["counts"]["mismatch"] == 1
+    versions = {v["version"]: v for v in doc["versions"]}
+    assert versions[STABLE]["pods"] == 5 and versions[STABLE]["counts"] == {
+        "consistent": 4,
+        "mismatch": 1,
+    }
+    assert versions[CANARY] == {"version": CANARY, "pods": 2, "counts": {"consistent": 2}}
+    assert doc["expectationSuspect"] is False
+    assert doc["lastCheckTime"] >= doc["cycleStartTime"]
+    names = {i["name"] for i in doc["instances"]}
+    assert names == {f"shop/{n}" for n in [*stable, *canary, bad]}
+    # the stable ReplicaSet's own answer fails; the canary's passes
+    status, doc = get(gate, CHECK + "?selector=rollouts-pod-template-hash=6c9d")
+    assert (status, doc["result"]) == (200, "failed")
+    status, doc = get(gate, CHECK + "?selector=rollouts-pod-template-hash=7f4b")
+    assert (status, doc["result"], doc["pods"]["selected"]) == (200, "passed", 2)
+
+
+def test_selector_grammar_picks_pods(cluster: GateCluster, gate: Gate) -> None:
+    cluster.add_stable(2)
+    cluster.add_canary(1)
+    cluster.add_check()
+    gate.settled(CHECK)
+    for selector, n in [
+        ("rollouts-pod-template-hash in (6c9d, 7f4b)", 3),
+        ("rollouts-pod-template-hash notin (6c9d)", 1),
+        ("rollouts-pod-template-hash!=6c9d,app=web", 1),
+        ("app.kubernetes.io/version==1.4.1", 2),
+        ("!rollouts-pod-template-hash", 0),
+        ("rollouts-pod-template-hash", 3),
+    ]:
+        status, doc = get(gate, CHECK + "?selector=" + selector.replace(" ", "%20"))
+        assert (status, doc["pods"]["selected"]) == (200, n), selector
+    status, doc = get(gate, CHECK + "?selector=app=nobody")
+    assert (doc["result"], doc["reason"]) == (
+        "inconclusive",
+        "no ready pod of the check matches the selector",
+    )
+
+
+def test_held_out_of_traffic_when_verification_is_impossible(
+    cluster: GateCluster, gate: Gate
+) -> None:
+    """The release source is down from the start and the gate must not fail open: the
+    gated pods stay out of traffic, and the verdict says nobody can tell."""
+    cluster.release_source_down()
+    pods = cluster.add_canary(2)
+    cluster.add_check(knownVersions=[], policy={"gateFailOpen": False})
+    doc = valid(gate.settled(CHECK))
+    assert doc["result"] == "inconclusive"
+    assert sorted(doc["heldOutOfTraffic"]) == sorted(f"shop/{n}" for n in pods)
+    assert all(i["heldOutOfTraffic"] and not i["verified"] for i in doc["instances"])
+
+
+def test_suspect_expectation_is_reported_and_fails(cluster: GateCluster, gate: Gate) -> None:
+    cluster.add_pod(version=CANARY, replicaset="web-7f4b")
+    for _ in range(3):
+        cluster.add_pod(version=CANARY, replicaset="web-7f4b", serves=STABLE)
+    cluster.add_check()
+    doc = valid(gate.settled(CHECK))
+    assert doc["expectationSuspect"] is True
+    assert doc["result"] == "failed"
+
+
+def test_fresh_check_observes_the_pods_again(cluster: GateCluster, gate: Gate) -> None:
+    """A pod that drifts after its last check: only a fresh check sees it."""
+    (pod,) = cluster.add_canary(1)
+    cluster.add_check(interval=3600)
+    assert gate.settled(CHECK)["result"] == "passed"
+    cluster.pods[pod].site.overrides.update({"assets/index-DbDROF-m.js": b"console.log('rebuilt')"})
+    status, doc = get(gate, CHECK)
+    assert (status, doc["result"], doc["fresh"]) == (200, "passed", False)  # last cycle's
+    status, doc = get(gate, CHECK + "?fresh=true&timeout=20s")
+    assert (status, doc["result"], doc["fresh"]) == (200, "failed", True)
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "reason"),
+    [
+        (CHECK + "?selector=app%20in%20(web", 400, "BadSelector"),
+        (CHECK + "?selector=-bad-=x", 400, "BadSelector"),
+        (CHECK + "?fresh=maybe", 400, "BadParameter"),
+        (CHECK + "?fresh=true&timeout=soon", 400, "BadTimeout"),
+        # no URL or host is ever taken from the request
+        (CHECK + "?url=http://169.254.169.254/", 400, "BadQuery"),
+        (CHECK + "?host=evil.example", 400, "BadQuery"),
+        ("/verdicts/v1/namespaces/shop/artifactchecks/nope", 404, "CheckNotFound"),
+        ("/verdicts/v1/namespaces/Shop_/artifactchecks/web", 400, "BadName"),
+        ("/verdicts/v1/namespaces/shop/checks/web", 404, "NotFound"),
+        ("/verdicts/v1/", 404, "NotFound"),
+        ("/nothing", 404, "NotFound"),
+    ],
+)
+def test_errors_are_json_with_a_reason(
+    cluster: GateCluster, gate: Gate, path: str, status: int, reason: str
+) -> None:
+    cluster.add_canary(1)
+    cluster.add_check()
+    gate.settled(CHECK)
+    got, doc = get(gate, path)
+    assert (got, doc["reason"]) == (status, reason), doc
+
+
+def test_methods(cluster: GateCluster, gate: Gate) -> None:
+    cluster.add_canary(1)
+    cluster.add_check()
+    status, doc = request("POST", gate.base + CHECK, b"{}")
+    assert (status, valid(doc)["reason"]) == (405, "MethodNotAllowed")
+    status, doc = request("DELETE", gate.base + CHECK)
+    assert (status, valid(doc)["reason"]) == (501, "NotImplemented")
+
+
+def test_standby_answers_not_leader(cluster: GateCluster, gate: Gate) -> None:
+    cluster.add_canary(1)
+    cluster.add_check()
+    gate.settled(CHECK)
+    with started(cluster, identity="ctl-b", lead=False) as standby:
+        wait_for(lambda: "shop/web" in standby.running.controller.checks, timeout=10)
+        assert not standby.running.controller.is_leader
+        status, doc = get(standby, CHECK)
+        assert (status, doc["reason"]) == (503, "NotLeader")
+        status, doc = get(standby, "/verdicts/v1/namespaces/shop/artifactchecks/nope")
+        assert (status, doc["reason"]) == (404, "CheckNotFound")
+
+
+def test_wait_for_a_fresh_check_is_bounded(cluster: GateCluster) -> None:
+    """The namespace's request budget is spent: the fresh check waits for it, and the
+    request gives up at its timeout (504), while probes still answer."""
+    cluster.add_canary(2)
+    cluster.add_check()
+    with started(cluster, requests_per_minute=1) as gate:
+        gate.settled(CHECK)
+        t0 = time.monotonic()
+        status, doc = get(gate, CHECK + "?fresh=true&timeout=1.5s")
+        assert (status, doc["reason"]) == (504, "WaitTimedOut")
+        assert 1.4 < time.monotonic() - t0 < 5
+        # a timeout above the cap is cut to it, not refused
+        assert get(gate, CHECK + "?fresh=false&timeout=1h")[0] == 200
+
+
+def test_concurrent_requests_are_bounded_and_probes_keep_room(cluster: GateCluster) -> None:
+    cluster.add_canary(1)
+    cluster.add_check()
+    with started(cluster, requests_per_minute=1) as gate:
+        gate.settled(CHECK)
+        api = gate.server.api
+        assert isinstance(api, VerdictApi)
+        answers: list[int] = []
+        waiting = [
+            threading.Thread(
+                target=lambda: answers.append(gate.get(CHECK + "?fresh=true&timeout=4s")[0])
+            )
+            for _ in range(MAX_CONCURRENT)
+        ]
+        for t in waiting:
+            t.start()
+        wait_for(lambda: api._slots._value == 0, timeout=10)
+        status, doc = get(gate, CHECK)
+        assert (status, doc["reason"]) == (429, "TooManyRequests")
+        assert raw(gate.server.port, b"GET /healthz HTTP/1.0\r\n\r\n").startswith("HTTP/1.0 200")
+        for t in waiting:
+            t.join(timeout=20)
+        assert answers == [504] * MAX_CONCURRENT
+        assert get(gate, CHECK)[0] == 200
+
+
+def test_connections_are_bounded(cluster: GateCluster, gate: Gate) -> None:
+    """Clients that connect and say nothing hold a connection each, up to the limit;
+    the next one is refused at once, and the server recovers when they go."""
+    idle = [
+        socket.create_connection(("127.0.0.1", gate.server.port), timeout=5)
+        for _ in range(MAX_CONNECTIONS)
+    ]
+    try:
+        slots = gate.server.server.slots  # type: ignore[attr-defined]
+        wait_for(lambda: slots._value == 0, timeout=10)
+        t0 = time.monotonic()
+        answer = raw(gate.server.port, b"GET /healthz HTTP/1.0\r\n\r\n")
+        assert answer.startswith("HTTP/1.1 503") and "TooManyConnections" in answer
+        assert time.monotonic() - t0 < 2
+    finally:
+        for s in idle:
+            s.close()
+    wait_for(lambda: slots._value == MAX_CONNECTIONS, timeout=15)
+    assert raw(gate.server.port, b"GET /healthz HTTP/1.0\r\n\r\n").startswith("HTTP/1.0 200")
+
+
+def test_request_line_and_headers_are_bounded(cluster: GateCluster, gate: Gate) -> None:
+    long_line = b"GET " + CHECK.encode() + b"?selector=" + b"a" * 5000 + b" HTTP/1.1\r\n\r\n"
+    answer = raw(gate.server.port, long_line)
+    assert answer.startswith("HTTP/1.0 414") and '"reason": "RequestLineTooLong"' in answer
+    headers = b"".join(b"X-Pad-%d: %s\r\n" % (i, b"p" * 1000) for i in range(20))
+    answer = raw(gate.server.port, b"GET /healthz HTTP/1.1\r\n" + headers + b"\r\n")
+    assert answer.startswith("HTTP/1.0 431") and '"reason": "HeadersTooLarge"' in answer
+    doc = json.loads(answer.split("\r\n\r\n", 1)[1])
+    valid(doc)
+    # a selector within bounds but over the selector limit is a 400, not a crash
+    status, doc = get(gate, CHECK + "?selector=" + "a" * 1100)
+    assert (status, doc["reason"]) == (400, "BadSelector")
+
+
+# -- before the first cycle: a controller whose check has no results yet ---------------
+
+
+@dataclass
+class _State:
+    namespace: str = "shop"
+    name: str = "web"
+    pods: dict[str, Instance] = field(default_factory=dict)
+    pending: set[str] = field(default_factory=set)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    last_report: Report | None = None
+    opened: set[str] = field(default_factory=set)
+    history: History = field(default_factory=History)
+
+
+@dataclass
+class _Controller:
+    checks: dict[str, _State]
+    refused: dict[str, object] = field(default_factory=dict)
+    is_leader: bool = True
+
+
+def test_not_yet_checked_and_not_running() -> None:
+    ctl = _Controller(checks={"shop/web": _State()}, refused={"shop/bad": object()})
+    loop = asyncio.new_event_loop()
+    server = HealthServer(
+        host="127.0.0.1",
+        port=0,
+        live=None,
+        ready=None,
+        metrics=None,
+        api=VerdictApi(ctl, loop=lambda: loop if loop.is_running() else None),
+    ).start()
+    base = f"http://127.0.0.1:{server.port}"
+    try:
+        status, doc = request("GET", base + CHECK)
+        assert (status, valid(doc)["reason"]) == (503, "NotRunning")
+        thread = threading.Thread(target=loop.run_forever, daemon=True)
+        thread.start()
+        wait_for(loop.is_running, timeout=5)
+        status, doc = request("GET", base + CHECK)
+        assert (status, valid(doc)["reason"]) == (503, "NotYetChecked")
+        status, doc = request("GET", base + "/verdicts/v1/namespaces/shop/artifactchecks/bad")
+        assert (status, valid(doc)["reason"]) == (404, "CheckRefused")
+        ctl.is_leader = False
+        status, doc = request("GET", base + CHECK + "?fresh=true&timeout=1s")
+        assert (status, valid(doc)["reason"]) == (503, "NotLeader")
+    finally:
+        server.stop()
+        loop.call_soon_threadsafe(loop.stop)
+        time.sleep(0.1)
+        loop.close()
+
+
+# -- the selector grammar -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "labels", "matches"),
+    [
+        ("", {"a": "1"}, True),
+        ("a=1", {"a": "1"}, True),
+        ("a==1", {"a": "2"}, False),
+        ("a!=1", {}, True),
+        ("a in (1, 2),b", {"a": "2", "b": "x"}, True),
+        ("a notin (1,2)", {"a": "3"}, True),
+        ("!a", {"a": "1"}, False),
+        ("example.com/tier=web", {"example.com/tier": "web"}, True),
+        ("a=", {"a": ""}, True),
+    ],
+)
+def test_selectors(text: str, labels: dict[str, str], matches: bool) -> None:
+    assert parse_selector(text).matches(labels) is matches
+
+
+@pytest.mark.parametrize(
+    "text", ["a in (1", "a in ()", "a=1,", "a b", "=1", "a=(", "a in 1", "-a=1", "a=b c"]
+)
+def test_bad_selectors(text: str) -> None:
+    with pytest.raises(SelectorError):
+        parse_selector(text)
