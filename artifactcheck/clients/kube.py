@@ -59,6 +59,8 @@ from artifactcheck.clients.kube_bodies import (
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError, DependencyError
 
 __all__ = [
+    "Configuration",
+    "configuration_for",
     "DEFAULT_TIMEOUT",
     "MERGE_PATCH",
     "NewEvent",
@@ -95,6 +97,7 @@ __all__ = [
 
 #: The library's classes, re-exported: the only names of it other modules use.
 ApiClient = k8s.ApiClient
+Configuration = k8s.Configuration
 CoreV1Api = k8s.CoreV1Api
 CoordinationV1Api = k8s.CoordinationV1Api
 CustomObjectsApi = k8s.CustomObjectsApi
@@ -398,6 +401,12 @@ def parse_time(value: object) -> datetime | None:
 
 
 # --------------------------------------------------------------------------- clients
+
+
+def configuration_for(host: str) -> Configuration:
+    """A client configuration for an API server at ``host``, without credentials: the
+    simulated cluster's (the caller sets ``ssl_ca_cert`` when it serves TLS)."""
+    return k8s.Configuration(host=host)
 
 
 def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> ApiClient:

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 from artifactcheck.act.kube import KubeActor, cordoned_by_us
 from artifactcheck.act.logs import ContextAdapter
 from artifactcheck.clients.kube import WatchExpired, abort_stream
+from artifactcheck.control.addresses import api_server_addresses, own_addresses
 from artifactcheck.control.api import VerdictApi
 from artifactcheck.control.health import HealthServer, Heartbeat
 from artifactcheck.control.lease import LeaseLock, LeaseNamespaceMissing
@@ -79,12 +80,7 @@ from artifactcheck.tenancy.admission import (
     load_admin_config,
     source_hosts,
 )
-from artifactcheck.tenancy.egress import (
-    AddressRules,
-    EgressPolicy,
-    api_server_addresses,
-    own_addresses,
-)
+from artifactcheck.tenancy.egress import AddressRules, EgressPolicy
 
 log = logging.getLogger("artifactcheck.control.controller")
 

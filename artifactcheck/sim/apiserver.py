@@ -156,7 +156,7 @@ from artifactcheck.sim.loop_thread import LoopThread
 from artifactcheck.sim.selectors import FieldSelector, LabelSelector, SelectorError
 
 if TYPE_CHECKING:
-    from kubernetes import client as k8s_client
+    from artifactcheck.clients.kube import ApiClient, Configuration
 
 __all__ = ["ApiError", "FakeApiServer", "ResourceType"]
 
@@ -493,12 +493,12 @@ class FakeApiServer:
 
     # ------------------------------------------------------------------ client helpers
 
-    def client_configuration(self) -> k8s_client.Configuration:
+    def client_configuration(self) -> Configuration:
         """A ``kubernetes.client.Configuration`` for this server (no auth; with TLS, set
         its ``ssl_ca_cert`` to the CA of the server's certificate)."""
-        from kubernetes import client
+        from artifactcheck.clients.kube import configuration_for
 
-        return client.Configuration(host=self.url)
+        return configuration_for(self.url)
 
     def write_kubeconfig(self, path: str, *, ca_file: str | None = None) -> str:
         """Write a kubeconfig for this server (context ``artifactcheck-sim``) to ``path``.
@@ -534,11 +534,11 @@ class FakeApiServer:
             json.dump(config, fh, indent=2)  # JSON is YAML: kubectl reads it as is
         return path
 
-    def api_client(self) -> k8s_client.ApiClient:
+    def api_client(self) -> ApiClient:
         """A new ``kubernetes.client.ApiClient``; close it (or use ``with``) when done."""
-        from kubernetes import client
+        from artifactcheck.clients import kube
 
-        return client.ApiClient(self.client_configuration())
+        return kube.ApiClient(self.client_configuration())
 
     # ------------------------------------------------------------------ fault injection
 

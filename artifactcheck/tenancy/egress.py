@@ -17,15 +17,13 @@ Two kinds of destination, two rules:
   on the admin's allow-list (a host, or a URL prefix whose scheme, host and port
   count here; the path part is checked at admission, see :mod:`artifactcheck.tenancy.admission`).
 
-Pure apart from :func:`resolve_addresses`, which asks the system resolver once at
-start-up for the API server's addresses.
+Pure: the addresses it needs (the API server's, the controller's own) are read at
+start-up by :mod:`artifactcheck.control.addresses` and handed in.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import os
-import socket
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -62,44 +60,6 @@ def parse_address(text: str) -> Address | None:
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
         return addr.ipv4_mapped
     return addr
-
-
-def resolve_addresses(host: str) -> frozenset[Address]:
-    """Every address ``host`` resolves to now (a literal is itself); empty on failure."""
-    literal = parse_address(host)
-    if literal is not None:
-        return frozenset({literal})
-    try:
-        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return frozenset()
-    found = (parse_address(str(info[4][0])) for info in infos)
-    return frozenset(a for a in found if a is not None)
-
-
-def api_server_addresses(api_host: str | None) -> frozenset[Address]:
-    """The API server's addresses: the client's configured host and, in a pod, the
-    ``kubernetes`` Service address from the environment (both may name it)."""
-    hosts: set[str] = set()
-    if api_host:
-        split = urlsplit(api_host if "://" in api_host else f"https://{api_host}")
-        if split.hostname:
-            hosts.add(split.hostname)
-    env = os.environ.get("KUBERNETES_SERVICE_HOST")
-    if env:
-        hosts.add(env)
-    out: set[Address] = set()
-    for host in hosts:
-        out |= resolve_addresses(host)
-    return frozenset(out)
-
-
-def own_addresses(environ: dict[str, str] | None = None) -> frozenset[Address]:
-    """The controller pod's addresses, from ``POD_IP`` / ``POD_IPS`` (downward API)."""
-    env = os.environ if environ is None else environ
-    parts = [env.get("POD_IP", "")] + env.get("POD_IPS", "").split(",")
-    found = (parse_address(p) for p in parts if p.strip())
-    return frozenset(a for a in found if a is not None)
 
 
 @dataclass(frozen=True)
@@ -207,8 +167,5 @@ __all__ = [
     "Egress",
     "EgressPolicy",
     "HostRule",
-    "api_server_addresses",
-    "own_addresses",
     "parse_address",
-    "resolve_addresses",
 ]

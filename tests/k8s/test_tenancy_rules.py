@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from artifactcheck.control.addresses import own_addresses
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.tenancy.admission import (
     AdminConfig,
@@ -18,7 +19,6 @@ from artifactcheck.tenancy.egress import (
     AddressRules,
     EgressPolicy,
     HostRule,
-    own_addresses,
     parse_address,
 )
 
