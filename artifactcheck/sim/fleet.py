@@ -7,7 +7,7 @@ uses (``manifest build``). Faults are planted on purpose:
 
 - ``drift(i, serves=...)``: instance *i* keeps the release's file names, manifest and
   version, but serves another release's bytes under them (the rebuilt-artifact
-  outage of DESIGN section 1);
+  outage of docs/architecture.md ("Why this exists"));
 - ``cdn_missing(path, status=...)``: the CDN answers 404/403 for one asset.
 """
 

@@ -1,6 +1,7 @@
 """The controller against a failing API server, and killed in the middle of its work.
 
-DESIGN section 7: "A dependency outage degrades to inconclusive with a clear reason;
+docs/architecture.md ("Behaving well under failure"): "A dependency outage degrades to
+inconclusive with a clear reason;
 the controller keeps running and keeps its last state." Each test runs a real
 controller (its own thread and loop) against the fake API server over HTTP, with pods
 served by loopback servers: four healthy pods and one that really drifted. The fault

@@ -1,7 +1,8 @@
 """TLS failures on an instance and on the CDN, the CDN down, the release source down.
 
 A dependency that fails must degrade verdicts to ``inconclusive`` with a clear reason,
-never to ``mismatch`` (DESIGN section 7): the auth-provider outage of DESIGN section 1
+never to ``mismatch`` (docs/architecture.md ("Behaving well under failure")): the auth-provider
+outage of docs/architecture.md ("Why this exists")
 was a cache outage that became a full outage. Each fleet carries one instance that
 really drifted, so the tests also show which evidence survives the outage (the release
 manifest still convicts it while the CDN is down; the CDN still witnesses against it

@@ -3,7 +3,8 @@
 Every fleet here has four instances of release 1.4.2, one of which really drifted
 (it serves 1.4.1's bytes), plus the faulty instance. The policy quarantines on the
 first mismatch. Each test proves the same four things: the faulty instance gets the
-verdict DESIGN section 7 promises (a fault is "could not observe", never "observed
+verdict docs/architecture.md ("Behaving well under failure") promises (a fault is "could not
+observe", never "observed
 something wrong", unless the bytes every client gets really are wrong), only the
 drifted instance is quarantined, the healthy ones stay consistent, and the check ends
 with no task, socket or thread left behind and bounded memory.

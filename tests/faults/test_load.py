@@ -1,6 +1,7 @@
 """Load without storms: a fully failing fleet, measured at the servers.
 
-The outage in DESIGN section 1 got worse because clients retried linearly and forever:
+The outage in docs/architecture.md ("Why this exists") got worse because clients retried
+linearly and forever:
 the recovering back end saw 28x its normal requests and 3200x its normal new
 connections. Here every instance of a fleet fails at once (503, TCP resets, accepted
 and never answered) and the servers themselves count what one ``verify`` run sent:

@@ -1,6 +1,7 @@
 """Certificate expiry with real certificates: verify report, investigate, controller metric.
 
-An expired internal certificate started the outage of DESIGN section 1 and nobody saw
+An expired internal certificate started the outage of docs/architecture.md ("Why this exists")
+and nobody saw
 it coming. Certificates here are made with ``cryptography`` (valid for 200 days,
 expiring in 3 days, expired 2 days ago, valid but for another host name) and served
 over loopback https. Below ``http.tls_expiry_warning_days`` (default 14) a

@@ -38,7 +38,7 @@ def test_a_cycle_that_fails_is_counted(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a bug in the policy")
 
-    monkeypatch.setattr("artifactcheck.control.controller.decide", broken)
+    monkeypatch.setattr("artifactcheck.pipeline.decide", broken)
     cluster.add_pod()
     cluster.add_check("web", interval=0.3)
     with lab_controller(cluster, tmp_path) as ctl:
