@@ -26,7 +26,7 @@ from typing import Any
 
 from artifactcheck.manifests.limits import ManifestLimits, check_entries, normalise_path
 from artifactcheck.model.errors import ManifestFormatError, ManifestLimitError, UnsafeReferenceError
-from artifactcheck.model.values import Manifest, ManifestEntry
+from artifactcheck.model.values import Manifest, ManifestEntry, Sha256Hashes
 
 #: Keys only a web app manifest (PWA) or a browser-extension manifest has; asset
 #: manifests are keyed by file names, which never look like these.
@@ -234,9 +234,9 @@ class Collector:
     ) -> None:
         name = text(logical, self.limits, f"{where}: logical name")
         page = path == "index.html" or path.endswith("/index.html")
-        new = ManifestEntry(
-            path=path, hashes=dict(hashes or {}), size=size, entry=entry or page, logical=name
-        )
+        # a Sha256Hashes is read-only already: kept as it is, not copied into a dict
+        held = hashes if type(hashes) is Sha256Hashes else dict(hashes or {})
+        new = ManifestEntry(path=path, hashes=held, size=size, entry=entry or page, logical=name)
         old = self.files.get(path)
         if old is None:
             self.files[path] = new

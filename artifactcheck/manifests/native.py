@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from artifactcheck.manifests._collect import Collector
-from artifactcheck.manifests.integrity import is_hex
 from artifactcheck.manifests.limits import ManifestLimits, check_entries
 from artifactcheck.model.errors import ManifestError, ManifestFormatError
-from artifactcheck.model.values import Manifest, ManifestEntry
+from artifactcheck.model.values import Manifest, ManifestEntry, Sha256Hashes
 from artifactcheck.model.versions import version_problem
 
 SCHEMA = "artifactcheck/release-manifest/v1"
@@ -54,28 +53,43 @@ def parse(
     for raw_path, meta in files.items():
         if not isinstance(meta, dict):
             raise ManifestFormatError(f"native manifest: files[{raw_path!r}] must be an object")
-        sha = meta.get("sha256")
+        digest = _digest(meta.get("sha256"))
         size = meta.get("size")
-        if not is_hex(sha, 64):
+        if digest is None:
             raise ManifestFormatError(f"native manifest: files[{raw_path!r}].sha256 invalid")
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             raise ManifestFormatError(f"native manifest: files[{raw_path!r}].size invalid")
         out.add(
             raw_path,
             where=f"files[{raw_path!r}]",
-            hashes={"sha256": sha.lower()},
+            hashes=Sha256Hashes(digest),
             size=size,
             entry=raw_path in entries,
         )
-    for path in list(out.files):
-        if path in entries or _is_entry(path):
-            out.mark_entry(path)
+    for path in entries:  # index.html pages were flagged as they were recorded
+        out.mark_entry(path)
     image_id = doc.get("image_id")
     return replace(
         out.manifest(source=source),
         version=version,
         image_id=image_id if isinstance(image_id, str) else None,
     )
+
+
+def _digest(value: Any) -> bytes | None:
+    """The 32 bytes of a sha256 given as exactly 64 hex digits (either case), else None.
+
+    ``bytes.fromhex`` skips whitespace between bytes, so 64 characters decode to 32
+    bytes only when all 64 are hex digits: the same rule as ``is_hex(value, 64)``,
+    checked and converted in one step (this runs once per release file).
+    """
+    if not isinstance(value, str) or len(value) != 64:
+        return None
+    try:
+        digest = bytes.fromhex(value)
+    except ValueError:
+        return None
+    return digest if len(digest) == 32 else None
 
 
 def _entrypoints(value: Any) -> set[str]:
@@ -110,7 +124,7 @@ class Builder:
         """Record one file's digest."""
         clean = path.replace(os.sep, "/").lstrip("/")
         self.files[clean] = ManifestEntry(
-            path=clean, hashes={"sha256": sha256}, size=size, entry=_is_entry(clean)
+            path=clean, hashes=Sha256Hashes.from_hex(sha256), size=size, entry=_is_entry(clean)
         )
 
     def manifest(self, *, source: str | None = None) -> Manifest:

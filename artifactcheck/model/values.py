@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -127,6 +127,76 @@ class Instance:
     def reported_version(self) -> str | None:
         """The first version signal, the one the instance is judged against."""
         return self.signals[0].value if self.signals else None
+
+
+class Sha256Hashes(Mapping[str, str]):
+    """``{"sha256": hex}`` held as the 32-byte digest: the hashes of a native entry.
+
+    A release manifest cache holds tens of versions of tens of thousands of entries,
+    nearly all carrying only a sha256. As a dict of one 64-character string that is
+    ~300 bytes per entry; this read-only mapping is ~105 and reads as the same mapping
+    (lowercase hex, equal to the dict it replaces, same repr), so no caller changes.
+    See docs/perf/cache.md for the measurements.
+    """
+
+    __slots__ = ("digest",)
+
+    digest: bytes
+
+    def __init__(self, digest: bytes) -> None:
+        if len(digest) != 32:
+            raise ValueError("a sha256 digest is 32 bytes")
+        object.__setattr__(self, "digest", bytes(digest))
+
+    @classmethod
+    def from_hex(cls, sha256: str) -> Mapping[str, str]:
+        """The compact form of a 64-digit hex sha256; a plain dict for anything else,
+        so a value that is not a well-formed digest is kept exactly as it was given."""
+        if len(sha256) == 64:
+            try:
+                digest = bytes.fromhex(sha256)
+            except ValueError:
+                return {"sha256": sha256}
+            if digest.hex() == sha256:  # lowercase, no whitespace: it reads back the same
+                return cls(digest)
+        return {"sha256": sha256}
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __getitem__(self, key: str) -> str:
+        if key == "sha256":
+            return self.digest.hex()
+        raise KeyError(key)
+
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        """The hex digest for ``"sha256"``, else ``default`` (the hot path of comparisons)."""
+        return self.digest.hex() if key == "sha256" else default
+
+    def __contains__(self, key: object) -> bool:
+        return key == "sha256"
+
+    def __iter__(self) -> Iterator[str]:
+        yield "sha256"
+
+    def __len__(self) -> int:
+        return 1
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sha256Hashes):
+            return self.digest == other.digest
+        if isinstance(other, Mapping):
+            return len(other) == 1 and other.get("sha256") == self.digest.hex()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __repr__(self) -> str:
+        return repr({"sha256": self.digest.hex()})
+
+    def __reduce__(self) -> tuple[type[Sha256Hashes], tuple[bytes]]:
+        return (Sha256Hashes, (self.digest,))
 
 
 @dataclass(frozen=True, slots=True)

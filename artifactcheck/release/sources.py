@@ -22,6 +22,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import quote
@@ -36,7 +37,7 @@ from artifactcheck.model.errors import (
     ManifestError,
 )
 from artifactcheck.model.settings import CheckSpec
-from artifactcheck.model.values import Expectation, Manifest
+from artifactcheck.model.values import Expectation, Manifest, ManifestEntry
 from artifactcheck.model.versions import version_problem
 
 #: The hash a release manifest must carry for a file to vouch for its bytes: the one the
@@ -473,6 +474,30 @@ class CallableSource:
         return await self._load(version)
 
 
+def share_entries(manifest: Manifest, previous: Manifest) -> Manifest:
+    """``manifest`` with each entry equal to ``previous``'s entry for the same path
+    replaced by that entry (and its path string): equal values, held once.
+
+    Consecutive releases of an app rebuild a few hashed files and leave the rest
+    unchanged, so a cache of N versions otherwise holds N copies of most entries.
+    Entries are frozen and compared by value, so sharing changes no result. When
+    nothing is shared, the manifest is returned as it is.
+    """
+    before = previous.files
+    if not before or manifest is previous:
+        return manifest
+    files: dict[str, ManifestEntry] = {}
+    shared = 0
+    for path, entry in manifest.files.items():
+        prior = before.get(path)
+        if prior is not None and prior == entry:
+            files[prior.path if prior.path == path else path] = prior  # the held string
+            shared += 1
+        else:
+            files[path] = entry
+    return replace(manifest, files=files) if shared else manifest
+
+
 class Expectations:
     """Expected releases by version: bounded LRU, single flight, last known good."""
 
@@ -503,11 +528,19 @@ class Expectations:
         for version, manifest in manifests.items():
             self._remember(version, manifest)
 
-    def _remember(self, version: str, manifest: Manifest) -> None:
+    def _remember(self, version: str, manifest: Manifest) -> Manifest:
+        """Cache a manifest, holding its unchanged entries once (see :func:`share_entries`);
+        the manifest as cached (equal to the one given)."""
+        cached = self._cache.get(version)
+        if cached is None and self._cache:
+            cached = next(reversed(self._cache.values()))  # the most recently used version
+        if cached is not None:
+            manifest = share_entries(manifest, cached[0])
         self._cache[version] = (manifest, self.clock())
         self._cache.move_to_end(version)
         while len(self._cache) > self.max_versions:
             self._cache.popitem(last=False)
+        return manifest
 
     @property
     def names_only(self) -> bool:
@@ -563,7 +596,7 @@ class Expectations:
             if cached is not None:
                 return Expectation(version=version, manifest=cached[0], stale=True, error=str(exc))
             return Expectation(version=version, manifest=None, error=str(exc))
-        self._remember(version, manifest)
+        manifest = self._remember(version, manifest)
         return Expectation(version=version, manifest=manifest)
 
 

@@ -368,3 +368,60 @@ def test_the_release_set_itself_refuses_an_invalid_version(releases: Path) -> No
 def test_the_version_never_chooses_the_host(template: str) -> None:
     with pytest.raises(ConfigError, match="not in the host"):
         expectations(spec(template))
+
+
+def _release_doc(version: str, files: dict[str, str]) -> bytes:
+    doc = {
+        "schema": native.SCHEMA,
+        "version": version,
+        "files": {p: {"sha256": h, "size": len(p)} for p, h in files.items()},
+    }
+    return json.dumps(doc).encode()
+
+
+async def test_cached_versions_hold_their_unchanged_entries_once(tmp_path: Path) -> None:
+    """Consecutive releases share the entries of unchanged files (memory: the cache holds
+    each once); every version still reads exactly as its own file says."""
+    h = [f"{i:064x}" for i in range(5)]
+    docs = {
+        "1.0.0": {"a.js": h[0], "b.js": h[1], "index.html": h[2]},
+        "1.1.0": {"a.js": h[0], "b.js": h[3], "index.html": h[2], "c.js": h[4]},
+        "1.2.0": {"a.js": h[0], "c.js": h[4]},
+    }
+    for version, files in docs.items():
+        (tmp_path / f"{version}.json").write_bytes(_release_doc(version, files))
+    cache = Expectations(
+        TemplateSource(str(tmp_path / "{version}.json"), fetcher=None, limits=DEFAULT_LIMITS)
+    )
+    got = {v: (await cache.get(v)).manifest for v in docs}
+    for version, manifest in got.items():
+        alone = native.parse(
+            json.loads(_release_doc(version, docs[version])), limits=DEFAULT_LIMITS
+        )
+        assert manifest is not None and manifest.files == alone.files
+        assert list(manifest.files) == list(alone.files) and manifest.version == version
+        assert cache.known()[version] is manifest
+    one, two, three = (got[v].files for v in docs)  # type: ignore[union-attr]
+    assert one["a.js"] is two["a.js"] is three["a.js"]
+    assert one["index.html"] is two["index.html"]
+    assert two["c.js"] is three["c.js"]
+    assert one["b.js"] is not two["b.js"] and one["b.js"] != two["b.js"]
+
+
+async def test_a_reloaded_version_shares_only_what_is_still_equal(tmp_path: Path) -> None:
+    path = tmp_path / "1.0.0.json"
+    old, new = "a" * 64, "b" * 64
+    path.write_bytes(_release_doc("1.0.0", {"a.js": old, "b.js": old}))
+    now = [0.0]
+    cache = Expectations(
+        TemplateSource(str(tmp_path / "{version}.json"), fetcher=None, limits=DEFAULT_LIMITS),
+        refresh_after=10,
+        clock=lambda: now[0],
+    )
+    first = (await cache.get("1.0.0")).manifest
+    path.write_bytes(_release_doc("1.0.0", {"a.js": old, "b.js": new}))
+    now[0] = 11
+    second = (await cache.get("1.0.0")).manifest
+    assert first is not None and second is not None and second is not first
+    assert second.files["a.js"] is first.files["a.js"]
+    assert second.files["b.js"].hashes == {"sha256": new} != first.files["b.js"].hashes
