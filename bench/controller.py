@@ -314,23 +314,22 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 except OSError:
                     return False
 
-            cycle_done: list[float] = []
+            wait_until(first_cycle_done, timeout=args.timeout, interval=0.5)
+            cycle_done = [time.perf_counter()]
 
             def all_verdicts() -> bool:
                 """Every pod has its gate condition (a pod the first cycle could not
-                reach has none: then stop 10 s after the first cycle, without it)."""
-                if "all_verdicts_seconds" not in result:
-                    gated = sum(1 for n in names if gate_status(api, n) is not None)
-                    if gated == len(names):
-                        result["all_verdicts_seconds"] = time.perf_counter() - started
-                        result["startup_verbs_at_all_verdicts"] = dict(api.verb_counts)
-                if not cycle_done and first_cycle_done():
-                    cycle_done.append(time.perf_counter())
-                if not cycle_done:
-                    return False
-                return "all_verdicts_seconds" in result or time.perf_counter() > cycle_done[0] + 10
+                reach has none: then stop 10 s after the first cycle, without it).
+                Polled only once the first cycle is done: reading 5,000 pods in this
+                process starves the API server the controller talks to."""
+                gated = sum(1 for n in names if gate_status(api, n) is not None)
+                if gated == len(names):
+                    result["all_verdicts_seconds"] = time.perf_counter() - started
+                    result["startup_verbs_at_all_verdicts"] = dict(api.verb_counts)
+                    return True
+                return time.perf_counter() > cycle_done[0] + 10
 
-            wait_until(all_verdicts, timeout=args.timeout, interval=0.25)
+            wait_until(all_verdicts, timeout=args.timeout, interval=0.5)
             result["first_cycle_seconds"] = cycle_done[0] - started
             gated = sum(1 for n in names if gate_status(api, n) is not None)
             result["pods_with_verdict_after_first_cycle"] = gated
