@@ -23,7 +23,13 @@ from datetime import UTC, datetime
 
 from artifactcheck.discover.sample import sample_instances
 from artifactcheck.fetch.fetcher import Fetcher
-from artifactcheck.judge.compare import CdnView, compare_fleet, reported_version, tls_findings
+from artifactcheck.judge.compare import (
+    CdnView,
+    JudgeCache,
+    compare_fleet,
+    reported_version,
+    tls_findings,
+)
 from artifactcheck.judge.decide import Decision, History, decide, fail_open_when_suspect
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import (
@@ -96,10 +102,14 @@ async def judge(
     observer: Observer,
     started_at: datetime,
     known_versions: Sequence[str] = (),
+    cache: JudgeCache | None = None,
 ) -> Judgement:
     """Load the releases still needed, observe the CDN, and compare.
 
     ``loaded`` holds the expectations met while observing and is completed in place.
+    With a ``cache``, only the instances whose inputs changed are judged again
+    (:class:`~artifactcheck.judge.compare.JudgeCache`): the same results, for a
+    controller that compares its whole workload each time a few pods change.
     """
     fleet: list[Finding] = []
     if expectations is not None:
@@ -119,6 +129,7 @@ async def judge(
             desired_version=spec.desired_version,
             now=started_at,
             tls_warn_days=spec.http.tls_expiry_warning_days,
+            cache=cache,  # keyed by every input of a verdict: safe for any group
         )
 
     results = _with_encodings(_compare_isolated(observations, compare), spec)
@@ -323,6 +334,7 @@ async def judge_step(
     instances_total: int,
     gate_mode: bool = False,
     known_versions: Sequence[str] = (),
+    cache: JudgeCache | None = None,
 ) -> Checked:
     """Judge the observations, decide what to do, and report: the step ``verify`` and
     every controller cycle share.
@@ -340,6 +352,7 @@ async def judge_step(
         observer=observer,
         started_at=started.at,
         known_versions=known_versions,
+        cache=cache,
     )
     at = now() if callable(now) else now
     decision = decide(

@@ -3,8 +3,9 @@
 It quarantines (readiness-gate condition ``False``), releases, flags (annotations + one
 deduplicated Warning Event, see :mod:`artifactcheck.act.kube_events`), cordons nodes,
 and dispatches the :class:`~artifactcheck.model.values.Action` values decided by
-:mod:`artifactcheck.judge.decide`. Every action reads the object first and writes only
-what differs, so repeating it (a retry, a restarted controller) writes nothing. A pod
+:mod:`artifactcheck.judge.decide`. Every action reads the object first (or takes the
+copy a watching caller already holds) and writes only what differs, so repeating it
+(a retry, a restarted controller) writes nothing. A pod
 or node that vanished between discovery and action is not an error: the action logs it
 and returns ``False``. Requests and error translation are
 :mod:`artifactcheck.clients.kube`'s.
@@ -36,6 +37,7 @@ from artifactcheck.clients.kube import (
     utcnow,
 )
 from artifactcheck.clients.kube_bodies import JsonObj, Node, ObjectReference, Pod
+from artifactcheck.discover.kube import actionable_copy
 from artifactcheck.model.errors import ConfigError, DependencyError
 from artifactcheck.model.names import (
     ANN_CHECKED_AT,
@@ -131,8 +133,17 @@ class KubeActor:
         request_timeout: Timeout = DEFAULT_TIMEOUT,
         clock: Callable[[], datetime] = utcnow,
         may_write: Callable[[], bool] | None = None,
+        cached_pod: Callable[[str, str], Pod | None] | None = None,
     ) -> None:
         self.api_client = api_client
+        #: The informer's copy of a pod (namespace, name), read instead of a GET before
+        #: the first write: a controller watching its pods already holds it. A stale
+        #: copy is safe: every write carries its resourceVersion, and a 409 re-reads
+        #: from the API server (the retry never uses the copy).
+        self.cached_pod = cached_pod
+        #: Pods as this actor's own last write returned them: a second action on the
+        #: same pod starts from there, not from the (now stale) cached copy.
+        self._written: dict[tuple[str, str], Pod] = {}
         self.policy = policy
         #: Asked right before every write: a leader whose lease could not be renewed
         #: in time must not write, even in the middle of an action it began.
@@ -196,7 +207,20 @@ class KubeActor:
         )
 
     def _on_pod(self, what: str, ns: str, name: str, step: Callable[[Pod], bool]) -> bool:
-        return self._on(what, f"pod {ns}/{name}", lambda: self._get_pod(ns, name), step)
+        attempts = 0
+
+        def read() -> Pod:
+            nonlocal attempts
+            attempts += 1
+            if attempts == 1:
+                cached = self._written.get((ns, name))
+                if cached is None and self.cached_pod is not None:
+                    cached = self.cached_pod(ns, name)
+                if cached is not None:
+                    return cached
+            return self._get_pod(ns, name)
+
+        return self._on(what, f"pod {ns}/{name}", read, step)
 
     def _patch_pod(self, ns: str, name: str, patch: JsonObj, *, status: bool) -> Pod:
         """Merge-patch the pod, or strategic-merge ``pods/status`` (where conditions are
@@ -207,10 +231,15 @@ class KubeActor:
         else:
             what = f"patch pod {ns}/{name}"
             method, kind = self._core.patch_namespaced_pod, MERGE_PATCH
-        sent = self._write(
-            what, lambda: method(name, ns, patch, _content_type=kind, **raw(self.timeout))
+        sent = body.typed(
+            self._write(
+                what, lambda: method(name, ns, patch, _content_type=kind, **raw(self.timeout))
+            ),
+            Pod,
         )
-        return body.typed(sent, Pod)
+        if self.cached_pod is not None:
+            self._written[(ns, name)] = actionable_copy(sent, self.policy.condition_type)
+        return sent
 
     def _set_condition(
         self, pod: Pod, ns: str, name: str, *, status: str, reason: str, message: str

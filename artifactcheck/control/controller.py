@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 from artifactcheck.act.kube import KubeActor, cordoned_by_us
 from artifactcheck.act.logs import ContextAdapter
 from artifactcheck.clients.kube import WatchExpired, abort_stream
+from artifactcheck.clients.kube_bodies import Pod
 from artifactcheck.control.addresses import api_server_addresses, own_addresses
 from artifactcheck.control.api import VerdictApi
 from artifactcheck.control.health import HealthServer, Heartbeat
@@ -45,6 +46,7 @@ from artifactcheck.control.status import (
     watch_checks,
 )
 from artifactcheck.discover.kube import (
+    actionable_copy,
     containers_ready,
     default_namespace,
     list_pods_raw,
@@ -53,16 +55,18 @@ from artifactcheck.discover.kube import (
 )
 from artifactcheck.discover.sample import draw_seed, sample_instances
 from artifactcheck.fetch.fetcher import Fetcher
-from artifactcheck.judge.compare import CdnView
+from artifactcheck.judge.compare import CdnView, JudgeCache
 from artifactcheck.judge.decide import Decision, History
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError, ExpectationUnavailable
 from artifactcheck.model.names import ANN_STREAK, CRD_PLURAL, LEASE_NAME
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import (
+    Action,
     ActionKind,
     Expectation,
     Finding,
     Instance,
+    InstanceResult,
     Manifest,
     Observation,
     Report,
@@ -83,6 +87,11 @@ from artifactcheck.tenancy.admission import (
 from artifactcheck.tenancy.egress import AddressRules, EgressPolicy
 
 log = logging.getLogger("artifactcheck.control.controller")
+
+#: Pod actions in flight at once (threads of the default executor, each one request
+#: at a time): enough to open thousands of gates at start-up in seconds, few enough
+#: to leave the executor to the lease renewal and status writes.
+_ACTING_AT_ONCE = 4
 
 
 @dataclass
@@ -120,7 +129,19 @@ class CheckState:
     generation: int
     history: History = field(default_factory=History)
     pods: dict[str, Instance] = field(default_factory=dict)
+    #: Per pod, what the actions read before writing (kept from the watch, so acting
+    #: needs no GET): see :func:`artifactcheck.discover.kube.actionable_copy`.
+    objects: dict[str, Pod] = field(default_factory=dict)
     observations: dict[str, Observation] = field(default_factory=dict)
+    #: The pods' hosts, for the egress policy; None: to be rebuilt (the pods changed).
+    hosts: tuple[str, ...] | None = None
+    #: The last verdict of each pod and its inputs: a cycle judges only what changed.
+    judged: JudgeCache = field(default_factory=JudgeCache)
+    #: Judging, deciding and acting, one cycle at a time: observing is not in it, so a
+    #: new pod is observed (and then judged) while a full cycle still fetches.
+    judging: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: Set once the first full cycle is done: until then it checks every pod itself.
+    started: asyncio.Event = field(default_factory=asyncio.Event)
     ready_since: dict[str, float] = field(default_factory=dict)
     pending: set[str] = field(default_factory=set)
     last_status: dict[str, Any] | None = None
@@ -799,8 +820,14 @@ class Controller:
         """Where the check's fetcher may connect: its pods, and the sources admitted."""
         assert state.admission is not None
 
-        def instance_hosts() -> list[str]:
-            return [urlsplit(i.base_url).hostname or "" for i in state.pods.values()]
+        def instance_hosts() -> tuple[str, ...]:
+            # asked on every new connection: rebuilt only when the pods changed, not
+            # once per connection (that made a start-up quadratic in the pods)
+            if state.hosts is None:
+                state.hosts = tuple(
+                    urlsplit(i.base_url).hostname or "" for i in state.pods.values()
+                )
+            return state.hosts
 
         return EgressPolicy(
             rules=self.address_rules,
@@ -854,15 +881,20 @@ class Controller:
         self, state: CheckState, watching_since: float, items: list[dict[str, Any]]
     ) -> None:
         pods = {}
+        objects: dict[str, Pod] = {}
         since: dict[str, datetime | None] = {}
+        condition = state.spec.policy.condition_type
         for obj in items:
             inst, ready_at = self._candidate(state, obj)
             if inst is not None:
                 pods[inst.name] = inst
+                objects[inst.name] = actionable_copy(obj, condition)
                 since[inst.name] = ready_at
         for name in pods.keys() - state.pods.keys():
             self._mark_new(state, name, since[name], watching_since)
         state.pods = pods
+        state.hosts = None
+        state.objects = objects
         state.synced = True
         state.wake.set()
 
@@ -873,40 +905,78 @@ class Controller:
         name = f"{meta.get('namespace')}/{meta.get('name')}"
         inst, ready_at = (None, None) if kind == "DELETED" else self._candidate(state, obj)
         if inst is None:
-            state.pods.pop(name, None)
+            if state.pods.pop(name, None) is not None:
+                state.hosts = None
+            state.objects.pop(name, None)
             state.observations.pop(name, None)
             state.ready_since.pop(name, None)
             return
         if name not in state.pods:
             self._mark_new(state, name, ready_at, watching_since)
-        state.pods[name] = inst
+        old = state.pods.get(name)
+        if old is None or old.base_url != inst.base_url:
+            state.hosts = None
+        # an unchanged pod keeps its Instance (so its verdict is reused, not rejudged)
+        state.pods[name] = old if old == inst else inst
+        state.objects[name] = actionable_copy(obj, state.spec.policy.condition_type)
 
     # -- cycles --------------------------------------------------------------------
 
     async def _cycle_forever(self, run: _Running) -> None:
-        """A full cycle every ``interval``, and one for new pods as soon as they come."""
+        """Full cycles every ``interval`` and, beside them, new pods as they come.
+
+        The two run as separate tasks: a pod that just became ready is observed at
+        once even while a full cycle is fetching its sample, and waits at most for
+        the judging and acting of a cycle under way (``state.judging``).
+        """
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._full_cycles(run))
+            tg.create_task(self._new_pod_cycles(run))
+
+    async def _full_cycles(self, run: _Running) -> None:
+        """A full cycle (a fresh sample, judged with every pod's latest observation)
+        every ``interval``. The first one also checks every pod found at start-up."""
         state = run.state
         next_full = 0.0
         while True:
             self.heartbeat.beat()
             now = time.monotonic()
-            if state.synced and (now >= next_full or state.pending):
+            if state.synced and now >= next_full:
                 wait = self.budget.wait_time(state.namespace)
                 if wait > 0:
                     await self._throttle(state, wait, run.log)
                     continue
-                full = now >= next_full
-                await self._budgeted_cycle(run, full=full)
-                if full:
-                    next_full = time.monotonic() + state.spec.interval
+                await self._budgeted_cycle(run, full=True)
+                next_full = time.monotonic() + state.spec.interval
+                state.started.set()
+            timeout = max(0.0, next_full - time.monotonic()) if state.synced else 0.05
+            await asyncio.sleep(min(timeout, 5.0))
+
+    async def _new_pod_cycles(self, run: _Running) -> None:
+        """The gate-mode fast path: pods that just became ready, observed, judged
+        against the check's current state and acted on, without waiting for a cycle.
+
+        It is the same cycle as a full one over the same observations (only the pods
+        observed differ), so it gives the verdicts a full cycle would
+        (tests/k8s/test_controller.py compares them).
+        """
+        state = run.state
+        await state.started.wait()
+        while True:
+            self.heartbeat.beat()
+            if state.synced and state.pending:
+                await asyncio.sleep(self.settings.new_pod_debounce)
+                wait = self.budget.wait_time(state.namespace)
+                if wait > 0:
+                    await self._throttle(state, wait, run.log)
+                    continue
+                await self._budgeted_cycle(run, full=False)
+                continue
             state.wake.clear()
-            timeout = max(0.0, next_full - time.monotonic()) if state.synced else 1.0
             try:
-                await asyncio.wait_for(state.wake.wait(), timeout=min(timeout, 5.0))
+                await asyncio.wait_for(state.wake.wait(), timeout=5.0)
             except TimeoutError:
                 pass
-            if state.pending:
-                await asyncio.sleep(self.settings.new_pod_debounce)
 
     async def _budgeted_cycle(self, run: _Running, *, full: bool) -> None:
         """One cycle in the namespace's slot, its requests spent from the namespace's budget."""
@@ -970,22 +1040,29 @@ class Controller:
     async def _cycle(self, run: _Running, *, full: bool) -> None:
         """Observe (all pods, or just new ones), then the check step ``verify`` runs too
         (over every pod's latest observation); act, record, report."""
-        state, observer, fetcher, log_ = run.state, run.observer, run.fetcher, run.log
-        spec = state.spec
+        state, observer, fetcher = run.state, run.observer, run.fetcher
         started = Started.now(fetcher)
         loaded: dict[str, Expectation] = {}
+        observed: dict[str, Observation] = {}
         await observe_each(
             observer,
             self._targets(state, observer, full=full),
-            into=state.observations,
+            into=observed,
             loaded=loaded,
         )
-        # refresh instance metadata (labels, conditions) of cached observations
-        observations = [
-            replace(obs, instance=state.pods[name])
-            for name, obs in state.observations.items()
-            if name in state.pods
-        ]
+        async with state.judging:
+            # a pod that went away while it was observed is not judged any more
+            state.observations.update((n, o) for n, o in observed.items() if n in state.pods)
+            await self._judge_and_act(run, started, loaded, full=full)
+
+    async def _judge_and_act(
+        self, run: _Running, started: Started, loaded: dict[str, Expectation], *, full: bool
+    ) -> None:
+        """Judge every pod's latest observation (only what changed is judged again),
+        decide, act, record: one cycle's second half, under ``state.judging``."""
+        state, observer, fetcher, log_ = run.state, run.observer, run.fetcher, run.log
+        spec = state.spec
+        observations = self._refreshed(state)
         checked = await judge_step(
             spec,
             observations,
@@ -999,7 +1076,9 @@ class Controller:
             instances_total=len(state.pods),
             gate_mode=True,
             known_versions=spec.known_versions,
+            cache=state.judged,
         )
+        state.judged.forget(state.observations)
         self._export_certificates(state, observations, checked.judgement.cdn)
         results = checked.judgement.results
         performed = await self._act(state, checked.decision, results, log_)
@@ -1016,22 +1095,40 @@ class Controller:
         )
 
     @staticmethod
+    def _refreshed(state: CheckState) -> list[Observation]:
+        """Every pod's latest observation, with the pod as the watch last saw it
+        (labels, conditions); kept refreshed, so an unchanged pod stays the same
+        object and its verdict is reused."""
+        observations = []
+        for name, obs in state.observations.items():
+            inst = state.pods.get(name)
+            if inst is None:
+                continue
+            if obs.instance is not inst:
+                obs = replace(obs, instance=inst)
+                state.observations[name] = obs
+            observations.append(obs)
+        return observations
+
+    @staticmethod
     def _targets(state: CheckState, observer: Observer, *, full: bool) -> list[Instance]:
-        """The pods to observe this cycle: all (or a fresh sample) and the new ones."""
+        """The pods to observe this cycle: a full one's (fresh) sample, the new ones.
+
+        New pods are the fast path's (:meth:`_new_pod_cycles`), except before the first
+        full cycle, which checks every pod found at start-up itself.
+        """
         spec = state.spec
-        targets = (
-            list(state.pods.values())
-            if full
-            else [state.pods[n] for n in state.pending if n in state.pods]
-        )
+        take_new = not full or not state.started.is_set()
+        targets = list(state.pods.values()) if full else []
         if full and spec.sampling.seed is None:
             # a fresh sample each full cycle (recorded in the report), so re-sampling
             # reaches every pod and file over time instead of the same ones forever
             observer.seed = draw_seed()
         if full and spec.sampling.instances:
             targets = sample_instances(targets, spec.sampling.instances, seed=observer.seed)
+        if take_new:
             targets += [state.pods[n] for n in state.pending if n in state.pods]
-        state.pending.clear()
+            state.pending.clear()
         return list({i.name: i for i in targets}.values())
 
     def _export_certificates(
@@ -1068,24 +1165,17 @@ class Controller:
     ) -> list[Any]:
         """Perform the decided actions; failures are logged, never crash the loop."""
         actor = KubeActor(
-            api_client=self.api, policy=state.spec.policy, logger=log_, may_write=self.may_act
+            api_client=self.api,
+            policy=state.spec.policy,
+            logger=log_,
+            may_write=self.may_act,
+            cached_pod=lambda ns, name: state.objects.get(f"{ns}/{name}"),
         )
         by_name = {r.instance.name: r for r in results}
-        performed: list[Any] = []
         if not self.may_act():
-            return performed
-        for action in decision.actions:
-            result = by_name.get(action.target)
-            try:
-                done = await asyncio.to_thread(
-                    actor.apply, action, result.instance if result else None, result
-                )
-            except ArtifactCheckError as exc:
-                self.metrics.api_errors.labels(action.kind.value).inc()
-                log_.warning("%s of %s failed: %s", action.kind.value, action.target, exc)
-                continue
-            if done:
-                performed.append(action)
+            return []
+        done = await self._apply_all(actor, decision.actions, by_name, log_)
+        performed = [a for a, ok in zip(decision.actions, done, strict=True) if ok]
         # persist confirmation streaks so a restart does not restart the count
         for name, st in decision.history.instances.items():
             old = state.history.instances.get(name)
@@ -1099,6 +1189,55 @@ class Controller:
             except ArtifactCheckError as exc:
                 log_.warning("could not record streak of %s: %s", name, exc)
         return performed
+
+    async def _apply_all(
+        self,
+        actor: KubeActor,
+        actions: tuple[Action, ...],
+        by_name: Mapping[str, InstanceResult],
+        log_: logging.LoggerAdapter[logging.Logger],
+    ) -> list[bool]:
+        """Perform the actions; whether each changed the cluster, in their order.
+
+        The actions on one pod run in order, those on different pods side by side
+        (``_ACTING_AT_ONCE`` requests in flight: a start-up opens thousands of gates);
+        node actions run one at a time after them, as the cordon cap is counted
+        between two of them.
+        """
+        done = [False] * len(actions)
+        per_pod: dict[str, list[int]] = {}
+        nodes: list[int] = []
+        for i, action in enumerate(actions):
+            if action.kind in (ActionKind.CORDON, ActionKind.UNCORDON):
+                nodes.append(i)
+            else:
+                per_pod.setdefault(action.target, []).append(i)
+
+        def apply(i: int) -> None:
+            action = actions[i]
+            result = by_name.get(action.target)
+            try:
+                done[i] = actor.apply(action, result.instance if result else None, result)
+            except ArtifactCheckError as exc:
+                self.metrics.api_errors.labels(action.kind.value).inc()
+                log_.warning("%s of %s failed: %s", action.kind.value, action.target, exc)
+
+        def apply_each(indexes: list[int]) -> None:
+            for i in indexes:
+                apply(i)
+
+        slots = asyncio.Semaphore(_ACTING_AT_ONCE)
+
+        async def one_pod(indexes: list[int]) -> None:
+            async with slots:
+                await asyncio.to_thread(apply_each, indexes)
+
+        async with asyncio.TaskGroup() as tg:
+            for indexes in per_pod.values():
+                tg.create_task(one_pod(indexes))
+        if nodes:
+            await asyncio.to_thread(apply_each, nodes)
+        return done
 
     @staticmethod
     def _held(state: CheckState) -> int:

@@ -39,6 +39,7 @@ from artifactcheck.model.values import Instance, VersionSignal
 
 __all__ = [
     "SERVICE_ACCOUNT_NAMESPACE",
+    "actionable_copy",
     "containers_ready",
     "default_namespace",
     "default_source",
@@ -183,6 +184,28 @@ def pod_to_instance(
         gate_status=str(gate["status"]) if gate and gate.get("status") else None,
         ready=bool(ready and ready.get("status") == "True"),
     )
+
+
+def actionable_copy(pod: Mapping[str, object], condition_type: str) -> Pod:
+    """The part of a pod the actions read before they write (a watching controller
+    keeps it per pod instead of GETting the pod first): its identity, resourceVersion
+    and annotations, its readiness gates, and the gate's condition. A few hundred
+    bytes instead of the whole pod."""
+    data = body.typed(pod, Pod)
+    meta = body.meta(data)
+    kept = ObjectMeta()
+    for key in ("name", "namespace", "uid", "resourceVersion"):
+        if key in meta:
+            kept[key] = meta[key]
+    if "annotations" in meta:
+        kept["annotations"] = meta["annotations"]
+    copy: Pod = {"metadata": kept}
+    gates = body.pod_spec(data).get("readinessGates")
+    if isinstance(gates, list):
+        copy["spec"] = {"readinessGates": gates}
+    gate = body.condition(data, condition_type)
+    copy["status"] = {"conditions": [gate]} if gate is not None else {}
+    return copy
 
 
 def containers_ready(pod: Mapping[str, object]) -> tuple[bool, datetime | None]:

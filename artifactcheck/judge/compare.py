@@ -27,7 +27,7 @@ import hashlib
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 
@@ -1264,6 +1264,67 @@ def image_findings(instances: Sequence[Instance]) -> dict[str, list[Finding]]:
     return out
 
 
+#: The Observation fields other than ``instance``: a controller refreshes an
+#: observation's instance (labels, conditions) with ``dataclasses.replace``, which keeps
+#: every other field's object, so "the same observation" is an identity test per field.
+_EVIDENCE_FIELDS = tuple(f.name for f in fields(Observation) if f.name != "instance")
+
+
+def _same_evidence(a: Observation, b: Observation) -> bool:
+    return a is b or (
+        a.instance == b.instance and all(getattr(a, f) is getattr(b, f) for f in _EVIDENCE_FIELDS)
+    )
+
+
+def _expectation_key(exp: Expectation | None) -> tuple[object, ...] | None:
+    return None if exp is None else (exp.version, id(exp.manifest), exp.stale, exp.error)
+
+
+@dataclass(slots=True)
+class _Judged:
+    obs: Observation
+    manifest: Manifest | None  # held, so the id() in ``key`` cannot be reused
+    index: HashIndex
+    cdn: CdnView | None
+    key: tuple[object, ...]
+    result: InstanceResult
+
+
+@dataclass
+class JudgeCache:
+    """What the last comparisons found, per instance, with the inputs each came from.
+
+    A controller compares its whole workload every cycle, but between two cycles only
+    a few observations change (a new pod, a sample re-observed). An instance whose
+    observation, expectation, fleet findings (image, consensus), release index, CDN
+    view and TLS findings are all the same as last time gets the same result:
+    :func:`judge_instance` is a pure function of exactly those. So :func:`compare_fleet`
+    with a cache judges only what changed and gives the results a fresh comparison
+    would (tests/core/test_compare_incremental.py compares both).
+    """
+
+    entries: dict[str, _Judged] = field(default_factory=dict)
+    index: HashIndex | None = None
+    index_key: tuple[tuple[str, int], ...] = ()
+    index_manifests: tuple[Manifest, ...] = ()  # held, so the ids in ``index_key`` stay theirs
+    judged: int = 0  # instances judged afresh by the last comparison (the rest reused)
+
+    def forget(self, keep: Iterable[str]) -> None:
+        """Drop the instances not in ``keep`` (pods gone)."""
+        kept = set(keep)
+        for name in [n for n in self.entries if n not in kept]:
+            del self.entries[name]
+
+    def index_for(self, releases: Mapping[str, Manifest]) -> HashIndex:
+        """The hash index of these releases, rebuilt only when one of them changed."""
+        key = tuple(sorted((v, id(m)) for v, m in releases.items()))
+        if self.index is None or key != self.index_key:
+            self.index = HashIndex(releases)
+            self.index_key = key
+            self.index_manifests = tuple(releases.values())
+        return self.index
+
+
 def compare_fleet(
     observations: Sequence[Observation],
     *,
@@ -1273,13 +1334,18 @@ def compare_fleet(
     desired_version: str | None = None,
     now: datetime | None = None,
     tls_warn_days: float = 14.0,
+    cache: JudgeCache | None = None,
 ) -> list[InstanceResult]:
-    """Judge every instance; ``expectations=None`` means consensus mode (no release source)."""
+    """Judge every instance; ``expectations=None`` means consensus mode (no release source).
+
+    With a ``cache`` (:class:`JudgeCache`), an instance whose inputs are unchanged
+    since the cache's last comparison keeps its result instead of being judged again.
+    """
     releases = dict(known_releases or {})
     for loaded_version, exp in (expectations or {}).items():
         if exp.manifest is not None:
             releases.setdefault(loaded_version, exp.manifest)
-    index = HashIndex(releases)
+    index = cache.index_for(releases) if cache is not None else HashIndex(releases)
     extra: dict[str, list[Finding]] = defaultdict(list)
     for name, found in image_findings([o.instance for o in observations]).items():
         extra[name] += found
@@ -1289,6 +1355,8 @@ def compare_fleet(
             extra[name] += found
         sizes = {v: len(m) for v, m in _consensus_groups(observations).items()}
     results = []
+    if cache is not None:
+        cache.judged = 0
     for obs in observations:
         version = reported_version(obs)
         expectation = None
@@ -1298,17 +1366,48 @@ def compare_fleet(
             expectation = expectation or Expectation(
                 version=version, manifest=None, error="not loaded"
             )
-        results.append(
-            judge_instance(
-                obs,
-                expectation=expectation,
-                index=index,
-                cdn=cdn,
-                desired_version=desired_version,
-                extra=extra.get(obs.instance.name, ()),
-                now=now,
-                tls_warn_days=tls_warn_days,
-                peers=sizes.get(version or "", 0) if expectations is None else None,
+        name = obs.instance.name
+        fleet = tuple(extra.get(name, ()))
+        peers = sizes.get(version or "", 0) if expectations is None else None
+        key: tuple[object, ...] = ()
+        if cache is not None:
+            key = (
+                _expectation_key(expectation),
+                desired_version,
+                tls_warn_days,
+                peers,
+                fleet,
+                # the only use of ``now``: a certificate's expiry findings
+                tuple(tls_findings(obs.tls, now=now, warn_days=tls_warn_days, instance=name))
+                if obs.tls is not None and now is not None
+                else None,
             )
+            hit = cache.entries.get(name)
+            if (
+                hit is not None
+                and hit.index is index
+                and hit.cdn is cdn
+                and hit.key == key
+                and _same_evidence(hit.obs, obs)
+            ):
+                results.append(hit.result)
+                continue
+            cache.judged += 1
+        result = judge_instance(
+            obs,
+            expectation=expectation,
+            index=index,
+            cdn=cdn,
+            desired_version=desired_version,
+            extra=fleet,
+            now=now,
+            tls_warn_days=tls_warn_days,
+            peers=peers,
         )
+        if cache is not None:
+            manifest = expectation.manifest if expectation is not None else None
+            cache.entries[name] = _Judged(
+                obs=obs, manifest=manifest, index=index, cdn=cdn, key=key, result=result
+            )
+        results.append(result)
     return results

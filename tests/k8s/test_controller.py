@@ -429,3 +429,55 @@ def test_controller_command_end_to_end(cluster: SimCluster, tmp_path) -> None:
     # the lease was released on shutdown, so a successor need not wait for expiry
     lease = cluster.api.get("coordination.k8s.io/v1", "Lease", "shop", "artifactcheck-leader")
     assert not (lease or {}).get("spec", {}).get("holderIdentity")
+
+
+def test_new_pods_fast_path_gives_the_full_paths_verdicts(cluster: SimCluster) -> None:
+    """New pods are judged on the fast path (no full cycle: the interval is a minute)
+    against the check's current state, reusing every other pod's last verdict; the
+    verdicts are those of judging every observation afresh, as a full cycle does."""
+    import asyncio
+
+    from artifactcheck.judge.compare import compare_fleet, reported_version
+
+    pods = [cluster.add_pod() for _ in range(6)]
+    cluster.add_check(interval=60, policy={"mode": "quarantine"})
+    with running(cluster) as ctl:
+        wait_for(lambda: all(gate(cluster, p.name) == "True" for p in pods), timeout=20)
+        state = ctl.controller.checks["shop/web"]
+        first = state.last_report
+        assert first is not None
+        seen = {n: o.assets for n, o in state.observations.items()}
+        good, bad = cluster.add_pod(), cluster.add_pod(serves="1.4.1")
+        names = {f"shop/{good.name}", f"shop/{bad.name}"}
+
+        def judged() -> bool:
+            report = state.last_report
+            return report is not None and names <= {r.instance.name for r in report.results}
+
+        wait_for(judged, timeout=20)
+        wait_for(lambda: gate(cluster, good.name) == "True", timeout=20)
+        report = state.last_report
+        assert report is not None and report.started_at > first.started_at
+        # no full cycle came in between: it would have re-observed the old pods
+        assert all(state.observations[n].assets is assets for n, assets in seen.items())
+        loop = ctl._loop
+        expectations = state.expectations
+        assert expectations is not None
+        observations = [state.observations[r.instance.name] for r in report.results]
+        loaded = {}
+        for version in {reported_version(o) for o in observations} - {None}:
+            got = asyncio.run_coroutine_threadsafe(expectations.get(version), loop)
+            loaded[version] = got.result(timeout=10)
+        fresh = compare_fleet(
+            observations,
+            expectations=loaded,
+            known_releases=expectations.known(),
+            desired_version=state.spec.desired_version,
+            now=report.started_at,
+            tls_warn_days=state.spec.http.tls_expiry_warning_days,
+        )
+    fast = {r.instance.name: (r.verdict, r.reason, r.findings) for r in report.results}
+    full = {r.instance.name: (r.verdict, r.reason, r.findings) for r in fresh}
+    assert fast == full
+    assert fast[f"shop/{bad.name}"][0].value == "mismatch"
+    assert fast[f"shop/{good.name}"][0].value == "consistent"
