@@ -6,8 +6,12 @@ import hashlib
 import itertools
 import statistics
 from collections import Counter
+from pathlib import Path
+from typing import Any
 
+import kubernetes_validate
 import pytest
+import yaml
 from click.testing import CliRunner
 from tenant_support import TenantCluster, running
 
@@ -200,3 +204,34 @@ def test_two_shards_split_the_checks_and_lead_separately(cluster: TenantCluster)
         for r in (a, b):
             if r._thread.is_alive():
                 r.stop()
+
+
+K8S = Path(__file__).resolve().parents[2] / "k8s"
+
+
+def _docs(path: Path) -> list[dict[str, object]]:
+    return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+
+
+@pytest.mark.parametrize("name", ["statefulset.yaml", "service.yaml"])
+def test_sharded_manifests_validate_strictly(name: str) -> None:
+    for doc in _docs(K8S / "sharded" / name):
+        kubernetes_validate.validate(doc, "1.30", strict=True)
+
+
+def test_statefulset_is_the_deployment_with_shard_flags() -> None:
+    """The shards run exactly the Deployment's pod, plus --shard auto and a
+    --total-shards equal to the replica count (or some checks would have no owner)."""
+    (sts,) = _docs(K8S / "sharded" / "statefulset.yaml")
+    (dep,) = _docs(K8S / "deployment.yaml")
+    spec: Any = sts["spec"]
+    pod = spec["template"]
+    command = pod["spec"]["containers"][0]["command"]
+    i = command.index("--shard")
+    assert command[i : i + 4] == ["--shard", "auto", "--total-shards", str(spec["replicas"])]
+    del command[i : i + 4]
+    assert pod == dep["spec"]["template"]  # type: ignore[index]
+    assert spec["serviceName"] == "artifactcheck-shards"
+    (svc,) = _docs(K8S / "sharded" / "service.yaml")
+    assert svc["metadata"]["name"] == spec["serviceName"]  # type: ignore[index]
+    assert svc["spec"]["clusterIP"] == "None"  # type: ignore[index]
