@@ -191,10 +191,12 @@ def checks_done(url: str, checks: set[str]) -> bool:
     return checks <= done
 
 
-def admin_file(fleets: list[dict[str, Any]]) -> Path:
+def admin_file(fleets: list[dict[str, Any]], concurrent_cycles: int) -> Path:
     admin = Path(tempfile.mkdtemp(prefix="acbench-admin-")) / "admin.yaml"
-    # Tenancy limits out of the way: they are per namespace AND per replica
-    # (docs/scaling.md), so they would differ between one controller and N shards.
+    # Tenancy limits out of the way, but for the cycles run at once: that limit is per
+    # namespace AND per replica (docs/scaling.md), so N shards run up to N times as
+    # many; unbounded, one controller starts all 80 first cycles at once and its event
+    # loop falls so far behind that connects time out (measured: pods "unreachable").
     admin.write_text(
         json.dumps(
             {
@@ -211,7 +213,7 @@ def admin_file(fleets: list[dict[str, Any]]) -> Path:
                     "max_instances": 100_000,
                     "max_checks_per_namespace": 10_000,
                     "requests_per_minute": 1e9,
-                    "concurrent_cycles_per_namespace": 1000,
+                    "concurrent_cycles_per_namespace": concurrent_cycles,
                 },
             }
         ),
@@ -248,7 +250,7 @@ def run(
                 "_checks": {f"{NAMESPACE}/{c}" for c in mine},
             }
         env = tool_env()
-        env["ACBENCH_ADMIN_CONFIG"] = str(admin_file(fleets))
+        env["ACBENCH_ADMIN_CONFIG"] = str(admin_file(fleets, args.concurrent_cycles))
         api.reset_requests()
         log(f"{name}: {args.pods} pods, {args.workloads} checks; shards {running} of {total}")
         started = time.perf_counter()
@@ -394,11 +396,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-fraction", type=float, default=0.1, help="of each check's pods")
     parser.add_argument("--steady-seconds", type=float, default=30.0)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument(
+        "--concurrent-cycles", type=int, default=8, help="per namespace, per controller"
+    )
     parser.add_argument("--name", default="shards")
     parser.add_argument("--child", nargs=4, metavar=("API_URL", "PORT", "SHARD", "TOTAL"))
     args = parser.parse_args(argv)
     if args.child:
         return child(args.child[0], int(args.child[1]), int(args.child[2]), int(args.child[3]))
+    # SIGTERM unwinds (controllers and fleets stopped), as Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     result: dict[str, Any] = {
         "benchmark": "shards",
         "machine": machine(),
