@@ -60,7 +60,7 @@ def workload(i: int) -> str:
     return f"web-{i:03d}"
 
 
-def child(api_url: str, health_port: int, shard: int, total: int) -> int:
+def child(api_url: str, health_port: int, shard: int, total: int, lease: float) -> int:
     """One controller process (shard ``shard`` of ``total``): run until SIGTERM."""
     import asyncio
 
@@ -78,6 +78,8 @@ def child(api_url: str, health_port: int, shard: int, total: int) -> int:
             admin_config=os.environ.get("ACBENCH_ADMIN_CONFIG"),
             shard=shard,
             total_shards=total,
+            lease_duration=lease,
+            renew_period=max(1.0, lease / 3),
         ),
     )
     health = ctl.serve_health(host="127.0.0.1", port=health_port)
@@ -267,6 +269,7 @@ def run(
                         str(port),
                         str(s),
                         str(total),
+                        str(args.lease_duration),
                     ],
                     cwd=ROOT,
                     env=env,
@@ -400,10 +403,17 @@ def main(argv: list[str] | None = None) -> int:
         "--concurrent-cycles", type=int, default=8, help="per namespace, per controller"
     )
     parser.add_argument("--name", default="shards")
-    parser.add_argument("--child", nargs=4, metavar=("API_URL", "PORT", "SHARD", "TOTAL"))
+    parser.add_argument(
+        "--lease-duration",
+        type=float,
+        default=15.0,
+        help="seconds; on a starved machine a short lease is lost and every check restarts",
+    )
+    parser.add_argument("--child", nargs=5, metavar=("API_URL", "PORT", "SHARD", "TOTAL", "LEASE"))
     args = parser.parse_args(argv)
     if args.child:
-        return child(args.child[0], int(args.child[1]), int(args.child[2]), int(args.child[3]))
+        url, port, shard, total, lease = args.child
+        return child(url, int(port), int(shard), int(total), float(lease))
     # SIGTERM unwinds (controllers and fleets stopped), as Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     result: dict[str, Any] = {
