@@ -420,6 +420,23 @@ def manifest_from_image(image: str, path: str, version: str, out: str | None) ->
     "egress allow-list, per-namespace limits (see docs/security.md) "
     "[env ARTIFACTCHECK_ADMIN_CONFIG].",
 )
+@click.option(
+    "--shard",
+    envvar="ARTIFACTCHECK_SHARD",
+    default="0",
+    show_default=True,
+    help="This replica's shard: a number, or 'auto' for the StatefulSet ordinal of "
+    "--identity (docs/scaling.md) [env ARTIFACTCHECK_SHARD].",
+)
+@click.option(
+    "--total-shards",
+    type=int,
+    envvar="ARTIFACTCHECK_TOTAL_SHARDS",
+    default=1,
+    show_default=True,
+    help="How many shards split the ArtifactChecks; each has its own Lease "
+    "[env ARTIFACTCHECK_TOTAL_SHARDS].",
+)
 def controller(**opts: Any) -> None:
     """Run the in-cluster controller: watch ArtifactChecks, check pods, act safely."""
     import signal
@@ -427,16 +444,24 @@ def controller(**opts: Any) -> None:
 
     from artifactcheck.clients.kube import load_api_client
     from artifactcheck.control.controller import Controller, ControllerSettings
+    from artifactcheck.control.shard import parse_shard
 
     _setup_logging(1, json_logs=opts["json_logs"])
     scope = opts["namespace_scope"]
+    identity = opts["identity"] or socket.gethostname()
+    try:
+        shard = parse_shard(opts["shard"], identity)
+    except ConfigError as exc:
+        fail(str(exc))
     settings = ControllerSettings(
         namespace=None if scope in ("cluster", "all", "") else scope,
-        identity=opts["identity"] or socket.gethostname(),
+        identity=identity,
         lease_namespace=opts["lease_namespace"],
         lease_duration=opts["lease_duration"],
         renew_period=max(1.0, opts["lease_duration"] / 3),
         admin_config=opts["admin_config"],
+        shard=shard,
+        total_shards=opts["total_shards"],
     )
     try:
         api = load_api_client(opts["kubeconfig"], opts["context"])

@@ -39,6 +39,7 @@ from artifactcheck.control.api import VerdictApi
 from artifactcheck.control.health import HealthServer, Heartbeat
 from artifactcheck.control.lease import LeaseLock, LeaseNamespaceMissing
 from artifactcheck.control.metrics import CONTENT_TYPE, Metrics
+from artifactcheck.control.shard import Shard
 from artifactcheck.control.status import (
     list_checks_raw,
     patch_check_status,
@@ -116,6 +117,10 @@ class ControllerSettings:
     backoff_max: float = 30.0
     admin_config: str | None = None  # path of the cluster admin's tenancy configuration
     admin: AdminConfig | None = None  # the same, already loaded (wins over the path)
+    #: This replica owns the ArtifactChecks of shard ``shard`` of ``total_shards``
+    #: (control/shard.py, docs/scaling.md); 0 of 1 owns them all.
+    shard: int = 0
+    total_shards: int = 1
 
 
 @dataclass
@@ -291,9 +296,12 @@ class Controller:
         self.checks: dict[str, CheckState] = {}
         self.is_leader = False
         self.heartbeat = Heartbeat(max_age=max(30.0, settings.renew_period * 6))
+        self.shard = Shard(settings.shard, settings.total_shards)
         lease_namespace = settings.lease_namespace or default_namespace()
         self.lock = LeaseLock(
-            api_client=api_client, namespace=lease_namespace, name=settings.lease_name
+            api_client=api_client,
+            namespace=lease_namespace,
+            name=self.shard.lease_name(settings.lease_name),
         )
         self.renew_deadline = _renew_deadline(settings)
         #: time.monotonic() until which this replica may act: the start of its last
@@ -550,14 +558,18 @@ class Controller:
         await self._run_watch(
             stop,
             name=CRD_PLURAL,
-            list_fn=lambda: list_checks_raw(self.api, namespace=self.settings.namespace),
-            watch_fn=lambda rv: watch_checks(
-                self.api,
-                namespace=self.settings.namespace,
-                resource_version=rv,
-                timeout=self.settings.watch_timeout,
-                stop=self._stop,
-                opened=self._track_stream,
+            list_fn=lambda: self.shard.filter_list(
+                list_checks_raw(self.api, namespace=self.settings.namespace)
+            ),
+            watch_fn=lambda rv: self.shard.filter_watch(
+                watch_checks(
+                    self.api,
+                    namespace=self.settings.namespace,
+                    resource_version=rv,
+                    timeout=self.settings.watch_timeout,
+                    stop=self._stop,
+                    opened=self._track_stream,
+                )
             ),
             on_sync=self._sync_checks,
             on_event=self._check_event,
