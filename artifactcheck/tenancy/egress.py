@@ -128,21 +128,22 @@ class AddressRules:
 class EgressPolicy:
     """The egress decision for one check's fetcher: ``policy(host, ip, port)``.
 
-    ``instance_hosts`` returns the hosts (pod IPs) of the instances the check selected
-    right now; a connection to one of them, at that very address, is an instance
-    connection. Anything else is a source connection and needs an allow-list rule.
+    ``instance_addresses`` returns the addresses (pod IPs, see :func:`addresses_of`) of
+    the instances the check selected right now, as a set: it is asked on every new
+    connection, so a lookup must not cost a pass over thousands of pods. A connection to
+    one of them, at that very address, is an instance connection. Anything else is a source connection and needs an allow-list rule.
     """
 
     rules: AddressRules
     sources: tuple[HostRule, ...] = ()
-    instance_hosts: Callable[[], Collection[str]] = field(default=lambda: ())
+    instance_addresses: Callable[[], Collection[Address]] = field(default=lambda: frozenset())
 
     def __call__(self, host: str, ip: str, port: int) -> str | None:
         """The refusal reason for a new connection to ``host`` at ``ip:port``, or None."""
         reason = self.rules.refusal(ip)
         if reason is not None:
             return f"egress to {host}:{port} refused: {reason}"
-        if _is_instance(host, ip, self.instance_hosts()):
+        if _is_instance(host, ip, self.instance_addresses()):
             return None
         if any(rule.matches(host, port) for rule in self.sources):
             return None
@@ -152,12 +153,18 @@ class EgressPolicy:
         )
 
 
-def _is_instance(host: str, ip: str, hosts: Iterable[str]) -> bool:
+def addresses_of(hosts: Iterable[str]) -> frozenset[Address]:
+    """The addresses among ``hosts`` (names that are not an IP literal are dropped)."""
+    found = (parse_address(h) for h in hosts)
+    return frozenset(a for a in found if a is not None)
+
+
+def _is_instance(host: str, ip: str, addresses: Collection[Address]) -> bool:
     """A connection to a selected pod: the URL names the pod IP and goes to it."""
     target, wanted = parse_address(host), parse_address(ip)
     if target is None or target != wanted:
         return False
-    return any(parse_address(h) == target for h in hosts)
+    return target in addresses
 
 
 __all__ = [
@@ -167,5 +174,6 @@ __all__ = [
     "Egress",
     "EgressPolicy",
     "HostRule",
+    "addresses_of",
     "parse_address",
 ]

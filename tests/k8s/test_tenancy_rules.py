@@ -19,6 +19,7 @@ from artifactcheck.tenancy.egress import (
     AddressRules,
     EgressPolicy,
     HostRule,
+    addresses_of,
     parse_address,
 )
 
@@ -305,7 +306,7 @@ def test_policy_instances_by_address_sources_by_allow_list() -> None:
     policy = EgressPolicy(
         rules=RULES,
         sources=(HostRule("cdn.shop.example.com", 443),),
-        instance_hosts=lambda: pods,
+        instance_addresses=lambda: addresses_of(pods),
     )
     assert policy("10.244.2.5", "10.244.2.5", 8080) is None  # a selected pod
     assert policy("[fd00::5]", "fd00::5", 80) is None
