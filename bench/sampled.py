@@ -9,6 +9,11 @@ stub_status) with ``xargs -P 16 sh -c 'curl -s URL | sha256sum'``. Runs alternat
 tool then curl, so both see the same machine load.
 
     python -m bench.sampled [--instances 1000] [--runs 3] [--server nginx|webfleet]
+                            [--before DIR]
+
+``--before DIR`` also runs the package in DIR (e.g. the main worktree) in every run,
+before the tool under test and the curl baseline, so a change is measured against
+its baseline in the same run and under the same load.
 """
 
 from __future__ import annotations
@@ -122,8 +127,14 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         result["exit_code"] = warm.returncode
         result["asset_sizes"] = sorted({a["size"] for a in report["results"][0]["assets"]})
         run_curl(urls_path, work / "curl.out", args.timeout)  # warm the page cache for curl too
+        if args.before is not None:  # its byte-code cache, too
+            run_tool(spec, work / "before.json", args.timeout, args.before)
 
         for i in range(args.runs):
+            before = None
+            if args.before is not None:
+                before = run_tool(spec, work / "before.json", args.timeout, args.before)
+                log(f"  run {i + 1}: before {before.wall:.2f}s (cpu {before.cpu:.2f}s)")
             n0, c0 = server.nginx_requests(), server.server_cpu()
             tool = run_tool(spec, report_path, args.timeout, args.overlay)
             n1, c1 = server.nginx_requests(), server.server_cpu()
@@ -139,7 +150,10 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 f"curl {curl.wall:.2f}s (cpu {curl.cpu:.2f}s, {curl.extra['server_requests']} req)"
                 f", load {curl.loadavg:.1f}"
             )
-            result["runs"].append({"tool": tool.as_dict(), "curl": curl.as_dict()})
+            row = {"tool": tool.as_dict(), "curl": curl.as_dict()}
+            if before is not None:
+                row["before"] = before.as_dict()
+            result["runs"].append(row)
 
     tool_walls = [r["tool"]["wall"] for r in result["runs"]]
     curl_walls = [r["curl"]["wall"] for r in result["runs"]]
@@ -154,6 +168,15 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         "speedup_per_run": ratios,
         "speedup_median": statistics.median(ratios),
     }
+    if args.before is not None:
+        before_walls = [r["before"]["wall"] for r in result["runs"]]
+        before_ratios = [c / b for c, b in zip(curl_walls, before_walls, strict=True)]
+        result["summary"].update(
+            before_wall=summary(before_walls),
+            before_cpu=summary([r["before"]["cpu"] for r in result["runs"]]),
+            before_speedup_per_run=before_ratios,
+            before_speedup_median=statistics.median(before_ratios),
+        )
     return result
 
 
@@ -186,10 +209,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=180.0, help="per command, seconds")
     parser.add_argument("--name", default="sampled", help="results file name")
     parser.add_argument("--overlay", type=Path, help="run the tool from this package copy")
+    parser.add_argument(
+        "--before", type=Path, help="also run this package copy (the baseline) in every run"
+    )
     args = parser.parse_args(argv)
     result = bench(args)
     path = save(args.name, result)
     print(describe(result))
+    if args.before is not None:
+        s = result["summary"]
+        print(
+            f"baseline ({args.before}) in the same runs: {s['before_wall']['median']:.2f} s wall "
+            f"(cpu {s['before_cpu']['median']:.2f} s): {s['before_speedup_median']:.1f}x curl"
+        )
     log(f"raw figures: {path}")
     return 0
 

@@ -29,7 +29,6 @@ from artifactcheck.cli.common import (
     require_instances,
     run_quietly,
 )
-from artifactcheck.cli.investigate import fleet, investigate
 from artifactcheck.cli.options import (
     check_destinations,
     guard_repeats,
@@ -54,7 +53,34 @@ def _setup_logging(verbose: int, json_logs: bool = False) -> None:
     root.setLevel(level)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _LazyGroup(click.Group):
+    """The CLI's group, with ``investigate`` and ``fleet`` imported only when asked for.
+
+    Their view models (``artifactcheck.act.investigate``) are a quarter of the imports
+    of every start-up, and ``verify`` (run by CI, gates and cron jobs) never needs them.
+    Loaded, they get the same :func:`guard_repeats` as every other command.
+    """
+
+    LAZY = ("fleet", "investigate")  # commands of artifactcheck.cli.investigate
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.LAZY and cmd_name not in self.commands:
+            from artifactcheck.cli import investigate as module
+
+            for name in self.LAZY:
+                command = getattr(module, name)
+                guard_repeats(command)
+                self.add_command(command, name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(
+    cls=_LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(package_name="artifactcheck")
 @click.option("-v", "--verbose", count=True, help="More logging (-vv for debug).")
 def main(verbose: int) -> None:
@@ -510,8 +536,6 @@ def demo(instances: int, keep: bool, kubernetes: bool) -> None:
     sys.exit(run_demo(instances=instances, keep=keep, console=console(), kubernetes=kubernetes))
 
 
-main.add_command(investigate)
-main.add_command(fleet)
 guard_repeats(main)  # no single-value option anywhere keeps only its last value
 
 if __name__ == "__main__":  # pragma: no cover

@@ -38,6 +38,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Self
@@ -49,6 +50,7 @@ from artifactcheck.fetch import urls
 from artifactcheck.fetch.decoders import ACCEPTED_CODINGS, accepted_encodings
 from artifactcheck.fetch.errors import classified, classify, unexpected
 from artifactcheck.fetch.headers import USER_AGENT, configured_headers, header_problem, server_name
+from artifactcheck.fetch.http1 import Http1Transport, header_block
 from artifactcheck.fetch.response import Attempt
 from artifactcheck.fetch.retry import RetryBudget, backoff_delay, parse_retry_after
 from artifactcheck.fetch.stats import FetchStats
@@ -87,6 +89,48 @@ class _Tally:
     url: str = ""
     sent: int = 0
     elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    """Where a request to one URL goes, as the "http1" transport needs it: what
+    ``httpx.URL`` makes of the URL (scheme, host, port, Host value, request target),
+    worked out once per base URL rather than once per request."""
+
+    scheme: str
+    host: str
+    port: int
+    netloc: bytes  # the Host header httpx.Request would add
+    target: bytes  # the request target (path and query) of the URL
+
+    @classmethod
+    def of(cls, url: str) -> _Route:
+        """The route of any URL (a redirect target), parsed as httpx.Request parses it."""
+        parsed = httpx.URL(url)
+        scheme = parsed.scheme
+        port = parsed.port or (443 if scheme == "https" else 80)
+        netloc = parsed.netloc if parsed.host else b""
+        return cls(scheme, parsed.host, port, netloc, parsed.raw_path)
+
+
+@dataclass(frozen=True, slots=True)
+class _BaseUrl:
+    """A base URL parsed once: its directory, and the route of that directory.
+
+    A URL that :meth:`urls.Base.join` builds is the directory followed by a quoted,
+    normalised path (no dot segments; only characters httpx leaves as they are), so
+    its request target is the directory's followed by that same text
+    (tests/fetch/test_fetch_urls.py checks this against ``httpx.URL``).
+    """
+
+    base: urls.Base
+    route: _Route
+
+    def route_of(self, url: str) -> _Route:
+        """The route of a URL joined under this base by ``self.base.join``."""
+        route = self.route
+        suffix = url[len(self.base.directory) :].encode("ascii")
+        return _Route(route.scheme, route.host, route.port, route.netloc, route.target + suffix)
 
 
 class _Progress:
@@ -177,7 +221,10 @@ class Fetcher:
         self._total = asyncio.Semaphore(http.max_connections)
         self._per_host: dict[str, asyncio.Semaphore] = {}
         self._transport: httpx.AsyncBaseTransport | None = None
-        self._bases: dict[str, str] = {}  # base URL -> base directory
+        self._bases: dict[str, _BaseUrl] = {}  # base URL -> parsed once
+        self._heads: dict[tuple[tuple[str, str], ...], tuple[bytes, bool]] = {}
+        self._lean: Http1Transport | None = None  # the lean path, for our own transport
+        self._hashing: ThreadPoolExecutor | None = None  # large bodies' hashes, while open
         self._keys: dict[str, str] = {}  # "scheme://authority" -> host key
         self._budget_warned = False
 
@@ -200,6 +247,14 @@ class Fetcher:
             self._transport = self._injected
         else:
             self._transport = make_transport(self._http, self.ssl_context, self._egress)
+        # Our own transport is called without httpx.Request/Response objects (their URL
+        # and header normalisation were a quarter of the CPU of a small GET); any other
+        # transport, and a subclass that may override handle_async_request, gets them.
+        if type(self._transport) is Http1Transport:
+            self._lean = self._transport
+        # One thread (started on the first large body): hashes of bodies past
+        # response.OFFLOAD_AFTER use the second core while the loop reads on.
+        self._hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fetch-hash")
         return self
 
     async def __aexit__(
@@ -213,6 +268,10 @@ class Fetcher:
     async def aclose(self) -> None:
         """Close the transport and every pooled connection."""
         transport, self._transport = self._transport, None
+        self._lean = None
+        hashing, self._hashing = self._hashing, None
+        if hashing is not None:
+            hashing.shutdown(wait=True)  # at most a backlog of a cancelled body is left
         if transport is not None:
             await transport.aclose()
 
@@ -290,8 +349,8 @@ class Fetcher:
             raise RuntimeError("use the Fetcher as 'async with Fetcher(...) as fetcher'")
         try:
             relative = normalise_path(path)
-            url = urls.join(base_url, relative)
-            base = self._bases.get(base_url) or self._base_directory(base_url)
+            base = self._bases.get(base_url) or self._parse_base(base_url)
+            url = base.base.join(relative)
         except (ArtifactCheckError, ValueError) as exc:
             self.stats.errors[ErrorKind.UNSAFE] += 1
             return Fetched(
@@ -333,16 +392,18 @@ class Fetcher:
             return self._finish(result, relative, tally.sent, tally.elapsed)
 
     async def _attempts(
-        self, url: str, base: str, relative: str, call: _Call, tally: _Tally
+        self, url: str, base_url: _BaseUrl, relative: str, call: _Call, tally: _Tally
     ) -> Fetched:
         """Send, follow safe redirects, retry, give up; ``tally`` follows the progress."""
         attempts = self._retry.attempts
+        base = base_url.base.directory
+        route: _Route | None = base_url.route_of(url) if self._lean is not None else None
         tries = 0  # tries of the current URL
         hops = 0
         while True:
             tries += 1
             tally.url = url
-            result = await self._exchange(url, call)
+            result = await self._exchange(url, call, route)
             tally.sent += 1
             tally.elapsed += result.elapsed
             sent, elapsed = tally.sent, tally.elapsed
@@ -365,7 +426,7 @@ class Fetcher:
                 else:
                     hops += 1
                     self.stats.redirects += 1
-                    url, tries = target, 0
+                    url, tries, route = target, 0, None
                     continue
 
             reason = result.retry_reason
@@ -431,11 +492,13 @@ class Fetcher:
             body=result.body,
         )
 
-    def _base_directory(self, base_url: str) -> str:
+    def _parse_base(self, base_url: str) -> _BaseUrl:
+        """:class:`_BaseUrl` of a base URL, memoised; ValueError for an unusable one."""
         if len(self._bases) > _MEMO_LIMIT:
             self._bases.clear()
-        base = self._bases[base_url] = urls.base_directory(base_url)
-        return base
+        base = urls.parse_base(base_url)
+        parsed = self._bases[base_url] = _BaseUrl(base, _Route.of(base.directory))
+        return parsed
 
     def _host_key(self, url: str) -> str:
         """:func:`urls.host_key`, memoised by the URL's scheme and authority."""
@@ -450,7 +513,7 @@ class Fetcher:
 
     # ----------------------------------------------------------------- one request
 
-    async def _exchange(self, url: str, call: _Call) -> Attempt:
+    async def _exchange(self, url: str, call: _Call, route: _Route | None) -> Attempt:
         """One request under the concurrency slots and the whole-request timeout."""
         key = self._host_key(url)
         per_host = self._per_host.get(key)
@@ -471,7 +534,10 @@ class Fetcher:
             deadline = asyncio.timeout(self._http.request_timeout)
             try:
                 async with deadline:
-                    result = await self._send(url, call, progress)
+                    if self._lean is not None:
+                        result = await self._send_lean(self._lean, url, call, progress, route)
+                    else:
+                        result = await self._send(url, call, progress)
             except TimeoutError as exc:
                 if deadline.expired():
                     message = (
@@ -514,9 +580,61 @@ class Fetcher:
                 algorithms=call.algorithms,
                 keep_body=call.keep_body,
                 stats=self.stats,
+                hashing=self._hashing,
             )
         finally:
             await response.aclose()  # closes (not pools) a connection left mid-body
+
+    async def _send_lean(
+        self,
+        transport: Http1Transport,
+        url: str,
+        call: _Call,
+        progress: _Progress,
+        route: _Route | None,
+    ) -> Attempt:
+        """:meth:`_send` over our own transport, sending the same bytes without building
+        an ``httpx.Request`` or ``httpx.Response``; the response is always closed."""
+        if route is None:  # a redirect target: parsed as httpx.Request would
+            route = _Route.of(url)
+        if route.scheme not in ("http", "https"):
+            raise httpx.UnsupportedProtocol(f"unsupported URL scheme {route.scheme!r}")
+        block, has_host = self._head(call.headers)
+        host_line = b"Host: " + route.netloc + b"\r\n" if not has_host and route.netloc else b""
+        payload = b"GET " + route.target + b" HTTP/1.1\r\n" + host_line + block + b"\r\n"
+        key = (route.scheme, route.host, route.port, call.extensions.get("sni_hostname"))
+        http = self._http
+        response = await transport.exchange(
+            key, payload, connect_timeout=http.connect_timeout, read_timeout=http.read_timeout
+        )
+        try:
+            progress.reading_body = True
+            return await reading.read(
+                response,
+                url,
+                cap=call.cap,
+                algorithms=call.algorithms,
+                keep_body=call.keep_body,
+                stats=self.stats,
+                hashing=self._hashing,
+            )
+        finally:
+            await response.aclose()  # closes (not pools) a connection left mid-body
+
+    def _head(self, extra: Mapping[str, str]) -> tuple[bytes, bool]:
+        """The header lines of a request with ``extra`` on top of the Fetcher's own, as
+        httpx.Request would write them, checked by :func:`header_block`; memoised."""
+        memo = tuple(extra.items())
+        head = self._heads.get(memo)
+        if head is None:
+            merged = {**self._headers, **extra}
+            raw = [(name.encode("ascii"), value.encode("ascii")) for name, value in merged.items()]
+            has_host = any(name.lower() == "host" for name in merged)
+            head = (header_block(raw), has_host)
+            if len(self._heads) > _MEMO_LIMIT:
+                self._heads.clear()
+            self._heads[memo] = head
+        return head
 
     def _classify(self, exc: BaseException, progress: _Progress) -> tuple[ErrorKind, str]:
         return classify(exc, reading_body=progress.reading_body, http=self._http)

@@ -11,15 +11,14 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Final
-
-import httpx
+from typing import Any, Final, Protocol
 
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import HttpSettings
 
 __all__ = [
     "EVIDENCE_HEADERS",
+    "Headers",
     "MAX_DIGITS",
     "configured_headers",
     "content_length",
@@ -58,6 +57,16 @@ MAX_DIGITS: Final = 18
 # characters other than HTAB, so no CR, LF or NUL can end a header line early.
 FIELD_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 FIELD_VALUE_BAD: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+class Headers(Protocol):
+    """What is read of a response's headers: ``httpx.Headers``, or the lean
+    :class:`~artifactcheck.fetch.http1.RawHeaders` of the "http1" transport."""
+
+    def get(self, key: str, default: Any = None) -> Any: ...
+    def get_list(self, key: str, split_commas: bool = False) -> list[str]: ...
+    def multi_items(self) -> list[tuple[str, str]]: ...
+    def __getitem__(self, key: str) -> str: ...
 
 
 def header_problem(name: str, value: str) -> str | None:
@@ -107,7 +116,7 @@ def server_name(host_header: str) -> str:
     return host.rstrip(".")
 
 
-def evidence(headers: httpx.Headers) -> dict[str, str]:
+def evidence(headers: Headers) -> dict[str, str]:
     """The evidence headers present in a response, lowercase names, values joined."""
     out: dict[str, str] = {}
     for name, value in headers.multi_items():  # one pass: Headers lookups are linear
@@ -117,7 +126,7 @@ def evidence(headers: httpx.Headers) -> dict[str, str]:
     return out
 
 
-def content_length(headers: httpx.Headers) -> int | None:
+def content_length(headers: Headers) -> int | None:
     """Content-Length as an int, None when absent or unusable."""
     raw = headers.get("content-length")
     if raw is None:

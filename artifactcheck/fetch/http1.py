@@ -26,7 +26,17 @@ from artifactcheck.fetch.errors import HeaderRefused, ProtocolViolation
 from artifactcheck.fetch.headers import FIELD_NAME, FIELD_VALUE_BAD, MAX_DIGITS
 from artifactcheck.tenancy.egress import Egress
 
-__all__ = ["KEEPALIVE", "MAX_HEAD", "MAX_INTERIM", "Body", "Http1Transport", "framing"]
+__all__ = [
+    "KEEPALIVE",
+    "MAX_HEAD",
+    "MAX_INTERIM",
+    "Body",
+    "Http1Transport",
+    "RawHeaders",
+    "Reply",
+    "framing",
+    "header_block",
+]
 
 KEEPALIVE: Final = 30.0  # seconds an idle pooled connection is kept
 MAX_HEAD: Final = 64 * 1024  # largest response head (and trailers) accepted
@@ -65,6 +75,106 @@ class _Held:
         return data
 
 
+def header_block(raw: list[tuple[bytes, bytes]]) -> bytes:
+    """Request header lines, each ended by CRLF, then the empty line's CRLF is the
+    caller's; HeaderRefused for a header that would end its line early.
+
+    The last line of defence: whatever validated the configuration, a header that would
+    end its line early (and start another) is never written.
+    """
+    lines = []
+    for name, value in raw:
+        if not _TOKEN.fullmatch(name):
+            raise HeaderRefused(f"request header name {name[:60]!r} is not a token; not sent")
+        if _VALUE_BAD.search(value):
+            raise HeaderRefused(
+                f"value of request header {name.decode('latin-1')!r} contains CR, LF,"
+                " NUL or another control character; not sent"
+            )
+        lines.append(b"%s: %s\r\n" % (name, value))
+    return b"".join(lines)
+
+
+def _encoding(raw: list[tuple[bytes, bytes]]) -> str:
+    """The encoding httpx.Headers would read these headers with (ascii, utf-8, latin-1)."""
+    if all(name.isascii() and value.isascii() for name, value in raw):
+        return "ascii"
+    try:
+        for name, value in raw:
+            name.decode("utf-8")
+            value.decode("utf-8")
+    except UnicodeDecodeError:
+        return "iso-8859-1"
+    return "utf-8"
+
+
+class RawHeaders:
+    """Response headers as received, read as :class:`httpx.Headers` reads them.
+
+    The few lookups a response needs (``get``, ``get_list``, ``[]``, ``multi_items``)
+    with httpx's results: names compared lowercase, repeated values joined with ", ",
+    values decoded as ascii, else utf-8, else latin-1 (for all headers alike).
+    """
+
+    __slots__ = ("_items", "raw")
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        self.raw = raw
+        encoding = _encoding(raw)
+        self._items = [
+            (name.decode(encoding).lower(), value.decode(encoding)) for name, value in raw
+        ]
+
+    def multi_items(self) -> list[tuple[str, str]]:
+        return list(self._items)
+
+    def get_list(self, key: str, split_commas: bool = False) -> list[str]:
+        key = key.lower()
+        values = [value for name, value in self._items if name == key]
+        if not split_commas:
+            return values
+        return [item.strip() for value in values for item in value.split(",")]
+
+    def __getitem__(self, key: str) -> str:
+        values = self.get_list(key)
+        if not values:
+            raise KeyError(key)
+        return ", ".join(values)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
+class Reply:
+    """The response head :meth:`Http1Transport.exchange` read, and its body stream.
+
+    Read like an ``httpx.Response`` by :func:`artifactcheck.fetch.response.read`.
+    """
+
+    __slots__ = ("headers", "http11", "reason", "status_code", "stream")
+
+    is_stream_consumed: Final = False
+    content: Final = b""  # never pre-read: the body is :attr:`stream`
+
+    def __init__(
+        self, status: int, reason: bytes, headers: RawHeaders, stream: Body, http11: bool
+    ) -> None:
+        self.status_code = status
+        self.reason = reason
+        self.headers = headers
+        self.stream = stream
+        self.http11 = http11
+
+    def aiter_raw(self) -> AsyncIterator[bytes]:
+        return self.stream.__aiter__()
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
 class Body(httpx.AsyncByteStream):
     """A response body read off one connection; back to the pool when read completely."""
 
@@ -87,16 +197,12 @@ class Body(httpx.AsyncByteStream):
         self._complete = length == 0
         self._closed = False
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        # The reader's generator itself, not one wrapped in another: every piece of
+        # every body passes here, and each generator layer costs a resumption per piece.
         if self._complete:
-            return
-        if self._chunked:
-            async for piece in self._chunks():
-                yield piece
-        else:
-            async for piece in self._sized():
-                yield piece
-        self._complete = True
+            return _nothing()
+        return self._chunks() if self._chunked else self._sized()
 
     async def _sized(self) -> AsyncIterator[bytes]:
         conn, left, received = self._conn, self._length, 0
@@ -109,6 +215,7 @@ class Body(httpx.AsyncByteStream):
                 yield piece
             elif conn.eof:
                 if left is None and conn.error is None:
+                    self._complete = True
                     return  # read-until-close body ended
                 raise closed_error(
                     conn,
@@ -117,6 +224,7 @@ class Body(httpx.AsyncByteStream):
                 )
             else:
                 await conn.wait(self._timeout)
+        self._complete = True
 
     async def _chunks(self) -> AsyncIterator[bytes]:
         """The chunked body's data. Data of consecutive chunks already received is
@@ -143,6 +251,7 @@ class Body(httpx.AsyncByteStream):
                     trailers += len(line) + 2
                     if trailers > MAX_HEAD:
                         raise ProtocolViolation(f"trailers longer than {MAX_HEAD} bytes")
+                self._complete = True
                 return
             while left > 0:
                 if conn.chunks:
@@ -172,6 +281,11 @@ class Body(httpx.AsyncByteStream):
             self._pool.release(self._conn)
         else:
             self._conn.close()  # mid-body or not reusable: never pooled
+
+
+async def _nothing() -> AsyncIterator[bytes]:
+    return
+    yield  # an async generator that yields nothing
 
 
 class Http1Transport(httpx.AsyncBaseTransport):
@@ -261,6 +375,7 @@ class Http1Transport(httpx.AsyncBaseTransport):
         return conn
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """The httpx transport API over :meth:`exchange` (the Fetcher calls that directly)."""
         if self._closed:
             raise RuntimeError("the transport is closed")
         url = request.url
@@ -271,27 +386,51 @@ class Http1Transport(httpx.AsyncBaseTransport):
         server_name = request.extensions.get("sni_hostname")
         key = (scheme, url.host, url.port or (443 if scheme == "https" else 80), server_name)
         content = request.content  # GETs carry none; a small body is sent as is
-        head = [b"%s %s HTTP/1.1" % (request.method.encode(), url.raw_path)]
-        for name, value in request.headers.raw:
-            # The last line of defence: whatever validated the configuration, a header
-            # that would end its line early (and start another) is never written.
-            if not _TOKEN.fullmatch(name):
-                raise HeaderRefused(f"request header name {name[:60]!r} is not a token; not sent")
-            if _VALUE_BAD.search(value):
-                raise HeaderRefused(
-                    f"value of request header {name.decode('latin-1')!r} contains CR, LF,"
-                    " NUL or another control character; not sent"
-                )
-            head.append(b"%s: %s" % (name, value))
-        payload = b"\r\n".join(head) + b"\r\n\r\n" + content
+        line = b"%s %s HTTP/1.1" % (request.method.encode(), url.raw_path)
+        payload = line + b"\r\n" + header_block(request.headers.raw) + b"\r\n" + content
+        reply = await self.exchange(
+            key,
+            payload,
+            method=request.method,
+            connect_timeout=timeouts.get("connect"),
+            read_timeout=timeouts.get("read"),
+        )
+        return httpx.Response(
+            status_code=reply.status_code,
+            headers=reply.headers.raw,
+            stream=reply.stream,
+            request=request,
+            extensions={
+                "http_version": b"HTTP/1.1" if reply.http11 else b"HTTP/1.0",
+                "reason_phrase": reply.reason,
+            },
+        )
 
+    async def exchange(
+        self,
+        key: tuple[str, str, int, str | None],
+        payload: bytes,
+        *,
+        method: str = "GET",
+        connect_timeout: float | None,
+        read_timeout: float | None,
+    ) -> Reply:
+        """Send ``payload`` (a whole request, its head from :func:`header_block`) on a
+        connection for ``key`` (scheme, host, port, TLS server name) and read the head
+        of the response; its body streams from :attr:`Reply.stream`.
+
+        The lean path under :meth:`handle_async_request`: no ``httpx.Request`` or
+        ``httpx.Response`` is built (their URL and header normalisation cost about a
+        quarter of the CPU of a small GET), every limit and refusal stays the same.
+        """
+        if self._closed:
+            raise RuntimeError("the transport is closed")
         conn = self._checkout(key)
         if conn is None:
-            conn = await self._connect(key, timeouts.get("connect"))
+            conn = await self._connect(key, connect_timeout)
         try:
             assert conn.transport is not None
             conn.transport.write(payload)
-            read_timeout = timeouts.get("read")
             for _ in range(MAX_INTERIM + 1):
                 status, reason, headers, http11 = await self._read_head(conn, read_timeout)
                 if status >= 200 or status == 101:
@@ -300,23 +439,14 @@ class Http1Transport(httpx.AsyncBaseTransport):
                 raise ProtocolViolation(f"more than {MAX_INTERIM} interim (1xx) responses")
             if status == 101:
                 raise httpx.RemoteProtocolError("101 Switching Protocols is not supported")
-            length, chunked, reusable = framing(request.method, status, headers, http11)
+            length, chunked, reusable = framing(method, status, headers, http11)
         except BaseException:
             conn.close()
             raise
         body = Body(
             self, conn, length=length, chunked=chunked, reusable=reusable, timeout=read_timeout
         )
-        return httpx.Response(
-            status_code=status,
-            headers=headers,
-            stream=body,
-            request=request,
-            extensions={
-                "http_version": b"HTTP/1.1" if http11 else b"HTTP/1.0",
-                "reason_phrase": reason,
-            },
-        )
+        return Reply(status, reason, RawHeaders(headers), body, http11)
 
     @staticmethod
     async def _read_head(

@@ -9,24 +9,44 @@ propagate, for :func:`artifactcheck.fetch.errors.classify`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
-from collections.abc import AsyncGenerator
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
-from typing import Final, cast
-
-import httpx
+from typing import Any, Final, Protocol, cast
 
 from artifactcheck.fetch.decoders import DecodeError, Decoder, decoder_for
 from artifactcheck.fetch.errors import classified
-from artifactcheck.fetch.headers import content_length, evidence
+from artifactcheck.fetch.headers import Headers, content_length, evidence
 from artifactcheck.fetch.stats import FetchStats
 from artifactcheck.model.errors import ErrorKind
 
-__all__ = ["REDIRECTS", "Attempt", "drain", "read"]
+__all__ = ["REDIRECTS", "Attempt", "Response", "drain", "read"]
 
 REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
 _DRAIN_LIMIT = 64 * 1024  # read at most this much of an error body to keep the connection
+#: Bytes of a body hashed on the event loop; the rest goes to the hashing thread.
+OFFLOAD_AFTER: Final = 1024 * 1024
+_BACKLOG = 16  # pieces (up to 256 KB each) handed to the hashing thread, not hashed yet
+
+
+class Response(Protocol):
+    """What is read of a response: an ``httpx.Response`` from any transport, or the
+    :class:`~artifactcheck.fetch.http1.Reply` of the "http1" transport's lean path."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def headers(self) -> Headers: ...
+    @property
+    def is_stream_consumed(self) -> bool: ...
+    @property
+    def content(self) -> bytes: ...
+    def aiter_raw(self) -> AsyncIterator[bytes]: ...
+    async def aclose(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -61,7 +81,7 @@ class Attempt:
         return None
 
 
-def _response_problem(response: httpx.Response) -> str | None:
+def _response_problem(response: Response) -> str | None:
     """Why a response from any transport cannot be read as content, None when it can.
 
     A status outside 100..599, or a transfer coding other than one final ``chunked``
@@ -85,7 +105,7 @@ class _Wire:
 
     __slots__ = ("_response", "_stats", "read")
 
-    def __init__(self, response: httpx.Response, stats: FetchStats | None) -> None:
+    def __init__(self, response: Response, stats: FetchStats | None) -> None:
         self._response = response
         self._stats = stats
         self.read = 0
@@ -114,20 +134,61 @@ class _Wire:
             yield piece
 
 
+def _update(hashers: list[Any], piece: bytes) -> None:
+    for hasher in hashers:
+        hasher.update(piece)
+
+
+class _Offload:
+    """The pieces of one body hashed on a hashing thread, in order, with at most
+    ``_BACKLOG`` of them waiting (memory stays flat when hashing is the slower side).
+
+    ``hashlib`` releases the GIL while it hashes a buffer of more than 2 KiB, so pieces
+    hashed there use the second core while the event loop reads the next ones. The
+    executor must have ONE worker, so the pieces of a body are hashed in their order.
+    """
+
+    __slots__ = ("_executor", "_hashers", "_pending")
+
+    def __init__(self, executor: Executor, hashers: list[Any]) -> None:
+        self._executor = executor
+        self._hashers = hashers
+        self._pending: deque[Future[None]] = deque()
+
+    def submit(self, piece: bytes) -> Future[None] | None:
+        """Queue ``piece``; a future to wait for when the backlog is full, else None."""
+        pending = self._pending
+        pending.append(self._executor.submit(_update, self._hashers, piece))
+        while pending and pending[0].done():
+            pending.popleft()
+        return pending.popleft() if len(pending) > _BACKLOG else None
+
+    async def finish(self) -> None:
+        """Wait until every piece queued is hashed (one thread: the last one is last)."""
+        if self._pending:
+            await asyncio.wrap_future(self._pending[-1])
+            self._pending.clear()
+
+
 async def _once(content: bytes) -> AsyncGenerator[bytes, None]:
     yield content
 
 
 async def read(
-    response: httpx.Response,
+    response: Response,
     url: str,
     *,
     cap: int,
     algorithms: tuple[str, ...],
     keep_body: bool,
     stats: FetchStats,
+    hashing: Executor | None = None,
 ) -> Attempt:
-    """Hash (and keep, for documents) the decoded body piece by piece under the cap."""
+    """Hash (and keep, for documents) the decoded body piece by piece under the cap.
+
+    With ``hashing`` (an executor with one worker thread), the bytes of a body past
+    :data:`OFFLOAD_AFTER` are hashed there, while the next pieces are read.
+    """
     status = response.status_code
     result = Attempt(url, status=status, headers=evidence(response.headers))
     problem = _response_problem(response)
@@ -152,9 +213,12 @@ async def read(
     hashers = [hashlib.new(name) for name in algorithms]
     body = bytearray() if keep_body else None
     wire = _Wire(response, stats)
+    offload = _Offload(hashing, hashers) if hashing is not None else None
     size = 0
+    # identity (no content coding): the wire's pieces as they are, one generator less
+    stream = wire.chunks() if encoding is None else wire.decoded(decoder)
     try:
-        async with contextlib.aclosing(wire.decoded(decoder)) as pieces:
+        async with contextlib.aclosing(stream) as pieces:
             async for piece in pieces:
                 size += len(piece)
                 if size > cap:
@@ -163,12 +227,19 @@ async def read(
                         f"{what} over the cap of {cap} bytes (stopped after {wire.read} bytes read)"
                     )
                     return result.fail(ErrorKind.TOO_LARGE, message)
-                for hasher in hashers:
-                    hasher.update(piece)
+                if offload is not None and size > OFFLOAD_AFTER:
+                    full = offload.submit(piece)
+                    if full is not None:
+                        await asyncio.wrap_future(full)
+                else:
+                    for hasher in hashers:
+                        hasher.update(piece)
                 if body is not None:
                     body += piece
     except DecodeError as exc:
         return result.fail(ErrorKind.DECODE, f"{encoding} body: {exc}")
+    if offload is not None:
+        await offload.finish()
     if declared is not None and wire.read < declared:
         message = f"body ended after {wire.read} of {declared} bytes (Content-Length)"
         return result.fail(ErrorKind.TRUNCATED, message)
@@ -181,7 +252,7 @@ async def read(
     return result
 
 
-async def drain(response: httpx.Response) -> None:
+async def drain(response: Response) -> None:
     """Read a small unused body so its kept-alive connection can serve the next GET."""
     declared = content_length(response.headers)
     if declared is not None and declared > _DRAIN_LIMIT:

@@ -11,13 +11,23 @@ This module is pure (no I/O, no httpx) so that the rule can be tested exhaustive
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, quote, unquote, urljoin, urlsplit
 
 from artifactcheck.manifests.limits import normalise_path
 from artifactcheck.model.errors import UnsafeReferenceError
 
-__all__ = ["base_directory", "host_key", "is_under", "join", "resolve_redirect", "split_base"]
+__all__ = [
+    "Base",
+    "base_directory",
+    "host_key",
+    "is_under",
+    "join",
+    "parse_base",
+    "resolve_redirect",
+    "split_base",
+]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # RFC 3986 pchar minus "%" (re-quoted) and "?" / "#" (never part of a path here).
@@ -91,6 +101,41 @@ def join(base_url: str, path: Any) -> str:
     if not is_under(base, url):  # defence in depth: normalise_path already refuses these
         raise UnsafeReferenceError(f"path {path!r} resolves outside {base}")
     return url
+
+
+@dataclass(frozen=True, slots=True)
+class Base:
+    """A base URL parsed once, for the many paths joined under it.
+
+    :meth:`join` gives exactly what :func:`join` gives for a path already normalised
+    (tests/fetch/test_fetch_urls.py compares them), without parsing the base URL
+    again for every path: the joined URL is the base directory followed by the quoted
+    path, and a quoted path holds no ``?`` or ``#``, so the URL's scheme, host, port and
+    credentials are the base's and only its path needs :func:`is_under`'s check.
+    """
+
+    directory: str  # base_directory(base_url)
+    path: str  # the path of ``directory`` (ends with "/")
+    segments: tuple[str, ...] | None  # _segments(path); None: nothing is under it
+
+    def join(self, relative: str) -> str:
+        """The URL of ``relative`` (the result of ``normalise_path``) under this base."""
+        quoted = quote(relative, safe=_PATH_SAFE)
+        url = self.directory + quoted
+        # defence in depth, as in join(): the same rule as is_under, on the path alone
+        target = _segments(self.path + quoted)
+        base = self.segments
+        if base is None or target is None or tuple(target[: len(base)]) != base:
+            raise UnsafeReferenceError(f"path {relative!r} resolves outside {self.directory}")
+        return url
+
+
+def parse_base(base_url: str) -> Base:
+    """:class:`Base` of a base URL; ValueError as :func:`split_base` for an unusable one."""
+    directory = base_directory(base_url)
+    path = urlsplit(directory).path
+    segments = _segments(path)
+    return Base(directory, path, None if segments is None else tuple(segments))
 
 
 def resolve_redirect(url: str, location: str) -> str:
