@@ -131,7 +131,8 @@ class EgressPolicy:
     ``instance_addresses`` returns the addresses (pod IPs, see :func:`addresses_of`) of
     the instances the check selected right now, as a set: it is asked on every new
     connection, so a lookup must not cost a pass over thousands of pods. A connection to
-    one of them, at that very address, is an instance connection. Anything else is a source connection and needs an allow-list rule.
+    one of them, at that very address, is an instance connection. Anything else is a
+    source connection and needs an allow-list rule.
     """
 
     rules: AddressRules
