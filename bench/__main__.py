@@ -20,9 +20,31 @@ from .common import ROOT, log, machine
 FULL = {
     "sampled": ["--instances", "1000", "--runs", "3"],
     "throughput": ["--runs", "2"],
-    "controller": ["--pods", "5000", "--new", "50"],
-    "cache": ["--entries", "20000", "--versions", "50"],
+    "controller": ["--pods", "5000", "--new", "50", "--ip-first", "1", "--timeout", "600"],
+    "cache": ["--entries", "20000", "--versions", "50", "--churn", "0.05"],
     "clients": ["--instances", "1000", "--per-host", "1"],
+    "shards": [
+        "--pods",
+        "20000",
+        "--workloads",
+        "80",
+        "--shards",
+        "4",
+        "--new",
+        "32",
+        "--new-every",
+        "0.5",
+        "--steady-seconds",
+        "20",
+        "--concurrent-cycles",
+        "8",
+        "--timeout",
+        "240",
+        "--lease-duration",
+        "120",
+        "--name",
+        "shards-20k",
+    ],
 }
 QUICK = {
     "sampled": ["--instances", "200", "--runs", "1", "--name", "sampled-quick"],
@@ -41,8 +63,16 @@ QUICK = {
     ],
     "cache": ["--entries", "20000", "--versions", "5", "--name", "cache-quick"],
     "clients": ["--instances", "200", "--per-host", "1", "--name", "clients-quick"],
+    "shards": ["--pods", "2000", "--workloads", "8", "--shards", "2", "--name", "shards-quick"],
 }
-TIMEOUT = {"sampled": 1200, "throughput": 1800, "controller": 1800, "cache": 900, "clients": 900}
+TIMEOUT = {
+    "sampled": 1200,
+    "throughput": 1800,
+    "controller": 1800,
+    "cache": 900,
+    "clients": 900,
+    "shards": 1200,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
