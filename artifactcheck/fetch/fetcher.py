@@ -571,19 +571,7 @@ class Fetcher:
             extensions={"timeout": self._timeout_ext, **call.extensions},
         )
         response = await self._transport.handle_async_request(request)
-        try:
-            progress.reading_body = True
-            return await reading.read(
-                response,
-                url,
-                cap=call.cap,
-                algorithms=call.algorithms,
-                keep_body=call.keep_body,
-                stats=self.stats,
-                hashing=self._hashing,
-            )
-        finally:
-            await response.aclose()  # closes (not pools) a connection left mid-body
+        return await self._read(response, url, call, progress)
 
     async def _send_lean(
         self,
@@ -607,6 +595,12 @@ class Fetcher:
         response = await transport.exchange(
             key, payload, connect_timeout=http.connect_timeout, read_timeout=http.read_timeout
         )
+        return await self._read(response, url, call, progress)
+
+    async def _read(
+        self, response: reading.Response, url: str, call: _Call, progress: _Progress
+    ) -> Attempt:
+        """Read the body under the call's cap; the response is always closed."""
         try:
             progress.reading_body = True
             return await reading.read(
