@@ -27,7 +27,7 @@ from urllib.parse import parse_qs
 
 from artifactcheck.control.api_selector import Selector, SelectorError, parse_selector
 from artifactcheck.control.health import json_error
-from artifactcheck.judge.decide import History
+from artifactcheck.judge.decide import History, held_out_of_traffic
 from artifactcheck.model.values import (
     BAD_VERDICTS,
     UNKNOWN_VERDICTS,
@@ -163,6 +163,7 @@ def _rows(state: CheckStateView, selector: Selector | None) -> tuple[list[PodRow
         {r.instance.name: r for r in report.results} if report is not None else {}
     )
     quarantined = {n for n, s in state.history.instances.items() if s.quarantined}
+    held = held_out_of_traffic(state.pods, opened=state.opened, history=state.history)
     rows: list[PodRow] = []
     for name, inst in sorted(state.pods.items()):
         if selector is not None and not selector.matches(inst.labels):
@@ -178,12 +179,7 @@ def _rows(state: CheckStateView, selector: Selector | None) -> tuple[list[PodRow
                 verified=r.verified if r else False,
                 ready=inst.ready,
                 quarantined=name in quarantined,
-                # as the controller counts heldOutOfTraffic: gated, gate not open, not
-                # opened by the last cycle, and not a quarantine
-                held=inst.has_readiness_gate
-                and inst.gate_status != "True"
-                and name not in state.opened
-                and name not in quarantined,
+                held=name in held,
             )
         )
     return rows, len(state.pods)

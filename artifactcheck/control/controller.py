@@ -57,7 +57,7 @@ from artifactcheck.discover.kube import (
 from artifactcheck.discover.sample import draw_seed, sample_instances
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.judge.compare import CdnView, JudgeCache
-from artifactcheck.judge.decide import Decision, History
+from artifactcheck.judge.decide import Decision, History, held_out_of_traffic
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError, ExpectationUnavailable
 from artifactcheck.model.names import ANN_STREAK, CRD_PLURAL, LEASE_NAME
 from artifactcheck.model.settings import CheckSpec
@@ -1254,18 +1254,7 @@ class Controller:
 
     @staticmethod
     def _held(state: CheckState) -> int:
-        """Gated pods out of traffic without a quarantine: their gate is not open (as
-        the watch last saw them, or opened by the last cycle) and they were never
-        verified. In gate mode this is what "quarantined=0" would otherwise hide."""
-        quarantined = {n for n, s in state.history.instances.items() if s.quarantined}
-        return sum(
-            1
-            for name, inst in state.pods.items()
-            if inst.has_readiness_gate
-            and inst.gate_status != "True"
-            and name not in state.opened
-            and name not in quarantined
-        )
+        return len(held_out_of_traffic(state.pods, opened=state.opened, history=state.history))
 
     async def _write_status(
         self,

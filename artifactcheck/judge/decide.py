@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from artifactcheck.model.names import ANN_QUARANTINED, ANN_STREAK, ANN_VERDICT
@@ -24,6 +24,7 @@ from artifactcheck.model.values import (
     ActionKind,
     Finding,
     FindingKind,
+    Instance,
     InstanceResult,
     Severity,
     Verdict,
@@ -416,6 +417,24 @@ def decide(
 SUSPECT_FAIL_OPEN_REASON = (
     "expectation suspect (most of the workload disagrees with the expected release): failing open"
 )
+
+
+def held_out_of_traffic(
+    pods: Mapping[str, Instance], *, opened: Collection[str], history: History
+) -> frozenset[str]:
+    """Gated pods out of traffic without a quarantine: their gate is not open (as the
+    watch last saw them, or opened by the last cycle) and they were never verified. In
+    gate mode this is what "quarantined: 0" would otherwise hide; the status and the
+    verdict API both count it with this one rule."""
+    quarantined = {n for n, s in history.instances.items() if s.quarantined}
+    return frozenset(
+        name
+        for name, inst in pods.items()
+        if inst.has_readiness_gate
+        and inst.gate_status != "True"
+        and name not in opened
+        and name not in quarantined
+    )
 
 
 def fail_open_when_suspect(

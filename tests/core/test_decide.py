@@ -805,3 +805,24 @@ def test_a_suspect_expectation_fails_shut_gates_open_by_policy() -> None:
     plausible = [results[0], *results[4:7]]  # 2 of 4 disagree: not suspect
     d = decide(plausible, policy=Q, history=History(), now=0, gate_mode=True)
     assert fail_open_when_suspect(d, plausible, Q) is d
+
+
+def test_held_out_of_traffic_is_a_gated_pod_whose_gate_is_shut_and_not_a_quarantine() -> None:
+    from artifactcheck.judge.decide import InstanceState, held_out_of_traffic
+
+    def pod(name: str, *, gate: bool = True, status: str | None = "False") -> Instance:
+        return Instance(
+            name=name, base_url="http://127.0.0.2/", has_readiness_gate=gate, gate_status=status
+        )
+
+    pods = {
+        "waiting": pod("waiting"),
+        "unknown": pod("unknown", status=None),
+        "open": pod("open", status="True"),
+        "ungated": pod("ungated", gate=False),
+        "opened-now": pod("opened-now"),
+        "quarantined": pod("quarantined"),
+    }
+    history = History(instances={"quarantined": InstanceState(quarantined=True)})
+    held = held_out_of_traffic(pods, opened={"opened-now"}, history=history)
+    assert held == {"waiting", "unknown"}
