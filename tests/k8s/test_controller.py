@@ -442,7 +442,15 @@ def test_new_pods_fast_path_gives_the_full_paths_verdicts(cluster: SimCluster) -
     pods = [cluster.add_pod() for _ in range(6)]
     cluster.add_check(interval=60, policy={"mode": "quarantine"})
     with running(cluster) as ctl:
-        wait_for(lambda: all(gate(cluster, p.name) == "True" for p in pods), timeout=20)
+        # the gates open while the cycle acts; its report is recorded just after
+        wait_for(
+            lambda: (
+                all(gate(cluster, p.name) == "True" for p in pods)
+                and "shop/web" in ctl.controller.checks
+                and ctl.controller.checks["shop/web"].last_report is not None
+            ),
+            timeout=20,
+        )
         state = ctl.controller.checks["shop/web"]
         first = state.last_report
         assert first is not None
