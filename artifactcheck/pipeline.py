@@ -63,12 +63,15 @@ async def observe_each(
     into: dict[str, Observation],
     loaded: dict[str, Expectation],
     on_result: Callable[[Observation], None] | None = None,
+    first: bool = False,
 ) -> None:
     """Observe every instance at once (the observer bounds how many are in flight):
-    each observation goes ``into`` its name, each expectation met into ``loaded``."""
+    each observation goes ``into`` its name, each expectation met into ``loaded``.
+    ``first``: pods waiting out of traffic, observed ahead of any other
+    (:meth:`Observer.observe`)."""
 
     async def one(instance: Instance) -> None:
-        obs, exp = await observer.observe(instance)
+        obs, exp = await observer.observe(instance, first=first)
         into[instance.name] = obs
         if exp is not None:
             loaded[exp.version] = exp
@@ -132,7 +135,9 @@ async def judge(
             cache=cache,  # keyed by every input of a verdict: safe for any group
         )
 
-    results = _with_encodings(_compare_isolated(observations, compare), spec)
+    # each coverage names the codings compared: the observation's (the spec's, set by
+    # the observer), so nothing is copied per result afterwards
+    results = _compare_isolated(observations, compare)
     return Judgement(results=results, findings=tuple(fleet), cdn=cdn_view)
 
 
@@ -194,17 +199,6 @@ def _cdn_findings(spec: CheckSpec, cdn_view: CdnView, started_at: datetime) -> l
             cdn_view.tls, now=started_at, warn_days=spec.http.tls_expiry_warning_days
         )
     return out
-
-
-def _with_encodings(results: list[InstanceResult], spec: CheckSpec) -> list[InstanceResult]:
-    """Each observed instance's coverage names the content codings compared."""
-    encodings = tuple(spec.http.compare_encodings)
-    return [
-        replace(r, coverage=replace(r.coverage, encodings=encodings))
-        if r.coverage is not None and r.observation is not None and r.observation.error is None
-        else r
-        for r in results
-    ]
 
 
 def _compare_isolated(

@@ -709,21 +709,73 @@ def _not_compared_why(obs: Observation, path: str) -> str:
     return "not fetched"
 
 
+@dataclass(slots=True)
+class SampledOutRows:
+    """The ``not_compared`` rows of sampled instances, one tuple per release and set of
+    files compared, shared by every coverage that has them.
+
+    A sampled instance's coverage lists each release file it did not compare, ~500
+    (path, "sampled out") pairs per instance; every instance that served the same
+    manifest in the same sample has the same ones. Kept once per instance they were
+    the largest thing a controller held (55 MB of 2,000 pods' coverages, by
+    tracemalloc), and building them cost a sort of the release per instance.
+    """
+
+    rows: dict[tuple[int, frozenset[str]], tuple[Manifest, tuple[tuple[str, str], ...]]] = field(
+        default_factory=dict
+    )
+
+    def of(self, release: Manifest, compared: frozenset[str]) -> tuple[tuple[str, str], ...]:
+        """The release's files outside ``compared``, in order, each "sampled out"."""
+        key = (id(release), compared)
+        hit = self.rows.get(key)
+        if hit is None or hit[0] is not release:  # the release is held: its id is its own
+            if len(self.rows) >= _SHARED_ROWS_LIMIT:
+                self.rows.clear()
+            rows = tuple((p, SAMPLED_OUT) for p in sorted(release.files) if p not in compared)
+            hit = self.rows[key] = (release, rows)
+        return hit[1]
+
+
+_SHARED_ROWS_LIMIT = 256
+
+
 def _release_coverage(
-    obs: Observation, release: Manifest, check: _ReleaseCheck, on_cdn: set[str]
+    obs: Observation,
+    release: Manifest,
+    check: _ReleaseCheck,
+    on_cdn: set[str],
+    shared: SampledOutRows | None = None,
 ) -> Coverage:
     """Every file of the release: compared, or not compared with the reason."""
-    compared = (check.compared | on_cdn) & set(release.files)
-    not_compared = tuple(
-        (path, check.refused.get(path) or _not_compared_why(obs, path))
-        for path in sorted(release.files)
-        if path not in compared
-    )
+    files = release.files
+    compared = frozenset(p for p in check.compared | on_cdn if p in files)
+    if shared is not None and _all_sampled_out(obs, check, compared, files):
+        not_compared = shared.of(release, compared)
+    else:
+        not_compared = tuple(
+            (path, check.refused.get(path) or _not_compared_why(obs, path))
+            for path in sorted(files)
+            if path not in compared
+        )
     return Coverage(
         compared=len(compared),
         total=len(release.files),
         not_compared=not_compared,
         encodings=obs.encodings,
+    )
+
+
+def _all_sampled_out(
+    obs: Observation, check: _ReleaseCheck, compared: frozenset[str], files: Mapping[str, object]
+) -> bool:
+    """Whether every release file not compared was sampled out: the instance was
+    sampled, no file was refused, and none it was asked for failed to arrive
+    (:func:`_not_compared_why` then says "sampled out" for each)."""
+    if not obs.sampled or check.refused:
+        return False
+    return not any(
+        p in files and p not in compared and _unobserved(f) for p, f in obs.assets.items()
     )
 
 
@@ -793,6 +845,7 @@ class _Case:
     mix_of: str | None = None  # the one other release the differing files all come from
     peers: int | None = None  # consensus: observed instances reporting this version
     desired: str | None = None
+    shared_rows: SampledOutRows | None = None  # coverage rows shared between instances
 
     def kinds(self) -> set[FindingKind]:
         return {f.kind for f in self.findings}
@@ -1068,7 +1121,9 @@ def _judge_cdn(case: _Case, cdn: CdnView | None) -> None:
 def _judge_coverage(case: _Case) -> None:
     if case.release is not None and case.release_check is not None:
         on_cdn = case.cdn_check.compared if case.cdn_check is not None else set()
-        case.coverage = _release_coverage(case.obs, case.release, case.release_check, on_cdn)
+        case.coverage = _release_coverage(
+            case.obs, case.release, case.release_check, on_cdn, case.shared_rows
+        )
         case.findings += _coverage_findings(case.obs, case.version or "", case.coverage)
     else:
         case.coverage = _served_coverage(case.obs)
@@ -1121,11 +1176,13 @@ def judge_instance(
     now: datetime | None = None,
     tls_warn_days: float = 14.0,
     peers: int | None = None,
+    shared_rows: SampledOutRows | None = None,
 ) -> InstanceResult:
     """The verdict for one instance from its observation and what it should serve.
 
     ``expectation=None`` is consensus mode: ``peers`` is how many observed instances
     (this one included) report the same version; fewer than two is no consensus.
+    ``shared_rows`` lets instances judged together share equal coverage rows.
     """
     version = reported_version(obs)
     if obs.error is not None:
@@ -1139,6 +1196,7 @@ def judge_instance(
         expectation=expectation,
         peers=peers,
         desired=desired_version,
+        shared_rows=shared_rows,
     )
     _judge_version(case)
     _judge_release(case, index)
@@ -1308,6 +1366,7 @@ class JudgeCache:
     index_key: tuple[tuple[str, int], ...] = ()
     index_manifests: tuple[Manifest, ...] = ()  # held, so the ids in ``index_key`` stay theirs
     judged: int = 0  # instances judged afresh by the last comparison (the rest reused)
+    rows: SampledOutRows = field(default_factory=SampledOutRows)
 
     def forget(self, keep: Iterable[str]) -> None:
         """Drop the instances not in ``keep`` (pods gone)."""
@@ -1355,6 +1414,7 @@ def compare_fleet(
             extra[name] += found
         sizes = {v: len(m) for v, m in _consensus_groups(observations).items()}
     results = []
+    rows = cache.rows if cache is not None else SampledOutRows()
     if cache is not None:
         cache.judged = 0
     for obs in observations:
@@ -1403,6 +1463,7 @@ def compare_fleet(
             now=now,
             tls_warn_days=tls_warn_days,
             peers=peers,
+            shared_rows=rows,
         )
         if cache is not None:
             manifest = expectation.manifest if expectation is not None else None

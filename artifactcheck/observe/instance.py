@@ -12,6 +12,7 @@ compared coding, the certificate. Whatever happens, the result is an
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -43,6 +44,8 @@ log = logging.getLogger("artifactcheck")
 #: Answers to a probed manifest name that mean "not here": S3-style origins answer 403
 #: for any missing key and nginx's usual ``location ~ /\. { deny all; }`` for dot-paths.
 NOT_HERE = frozenset({403, 404, 410})
+#: Set while a ``first`` observation runs (Observer.observe): its files go wide.
+_FIRST: contextvars.ContextVar[bool] = contextvars.ContextVar("first", default=False)
 _MEMO_LIMIT = 256  # distinct served manifests (and samples) remembered per Observer
 
 
@@ -115,6 +118,10 @@ class Observer:
         # observe); _active counts them, to share request slots between their assets.
         self._slots: asyncio.Semaphore | None = None
         self._active = 0
+        # Pods waiting out of traffic go first (observe(first=True)): while one is
+        # observed, no other instance starts; the ones under way finish.
+        self._firsts = 0
+        self._no_firsts: asyncio.Event | None = None
         self._certs = Certificates(spec.http, fetcher.egress)
         # Siblings serve the same manifest bytes: each distinct document is parsed, and
         # its sample drawn, once per run (1,000 instances x 500 entries is seconds of
@@ -150,7 +157,9 @@ class Observer:
 
     # -- one instance --------------------------------------------------------------
 
-    async def observe(self, instance: Instance) -> tuple[Observation, Expectation | None]:
+    async def observe(
+        self, instance: Instance, *, first: bool = False
+    ) -> tuple[Observation, Expectation | None]:
         """Observe one instance within its deadline; never raises, except when cancelled.
 
         At most ``http.max_connections`` instances are observed at once, each to
@@ -159,20 +168,45 @@ class Observer:
         one of them would finish late (or miss its deadline). Whatever an instance's
         answers make the code raise is that instance's failed check, never the run's:
         a sibling, or the controller's loop, must not die of one hostile response.
+
+        ``first``: a pod that waits out of traffic for this verdict (the controller's
+        new pods). It starts at once, beside the instances under way, its files
+        ``max_per_host`` at a time; until it is done no queued instance starts (their
+        deadlines have not begun), so a full cycle's sample of hundreds of pods does
+        not stand between a new pod and its verdict.
         """
         if self._slots is None:
             self._slots = asyncio.Semaphore(max(1, self.spec.http.max_connections))
-        async with self._slots:
-            self._active += 1
-            started = time.perf_counter()
+            self._no_firsts = asyncio.Event()
+            self._no_firsts.set()
+        assert self._no_firsts is not None
+        if first:
+            self._firsts += 1
+            self._no_firsts.clear()
+            token = _FIRST.set(True)
             try:
-                return await self._observe_within_deadline(instance)
-            except Exception as exc:  # noqa: BLE001 - one instance never ends the run
-                log.warning("check of %s failed: %s", instance.name, describe(exc))
-                failed = check_failed(instance, self.spec.manifest_path or "", exc)
-                return replace(failed, elapsed=time.perf_counter() - started), None
+                return await self._observe_counted(instance)
             finally:
-                self._active -= 1
+                _FIRST.reset(token)
+                self._firsts -= 1
+                if not self._firsts:
+                    self._no_firsts.set()
+        async with self._slots:
+            while not self._no_firsts.is_set():
+                await self._no_firsts.wait()
+            return await self._observe_counted(instance)
+
+    async def _observe_counted(self, instance: Instance) -> tuple[Observation, Expectation | None]:
+        self._active += 1
+        started = time.perf_counter()
+        try:
+            return await self._observe_within_deadline(instance)
+        except Exception as exc:  # noqa: BLE001 - one instance never ends the run
+            log.warning("check of %s failed: %s", instance.name, describe(exc))
+            failed = check_failed(instance, self.spec.manifest_path or "", exc)
+            return replace(failed, elapsed=time.perf_counter() - started), None
+        finally:
+            self._active -= 1
 
     async def _observe_within_deadline(
         self, instance: Instance
@@ -505,7 +539,8 @@ class Observer:
             coding, base, path = job
             results[(coding, path)] = await self._get(coding, base, path, algorithms)
 
-        width = min(self.asset_parallelism, len(jobs))
+        wide = self.spec.http.max_per_host if _FIRST.get() else self.asset_parallelism
+        width = min(wide, len(jobs))
         if width <= 1:  # many instances in flight: one kept-alive connection each
             for job in jobs:
                 await one(job)

@@ -6,9 +6,16 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from test_compare import CLEAN, E1, MIX, OLD, R2, obs, serving
+from test_compare import A1, CLEAN, E1, IDX1, MIX, OLD, R1, R2, fetched, obs, serving
 
-from artifactcheck.judge.compare import JudgeCache, compare_fleet
+from artifactcheck.judge.compare import (
+    SAMPLED_OUT,
+    HashIndex,
+    JudgeCache,
+    SampledOutRows,
+    compare_fleet,
+    judge_instance,
+)
 from artifactcheck.model.values import CertInfo, Expectation, Observation, Verdict
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -101,3 +108,59 @@ def test_forget_drops_pods_gone() -> None:
     both(fleet(), cache)
     cache.forget(["p0", "p1"])
     assert set(cache.entries) == {"p0", "p1"}
+
+
+def test_sampled_instances_share_their_coverage_rows_and_keep_every_reason() -> None:
+    """Sampled instances that compared the same files share one tuple of "sampled out"
+    rows (5,000 pods x ~500 rows each was the largest thing a controller held); an
+    instance with a failed fetch keeps that file's own reason, as without sharing."""
+    release = replace(
+        R1, files={**R1.files, **{f"assets/c{n}.js": R1.files["assets/a.js"] for n in range(40)}}
+    )
+    expectation = Expectation("1.0", release)
+    index = HashIndex({"1.0": release})
+    sampled = [
+        obs(f"s{n}", "1.0", {"index.html": fetched("index.html", IDX1)}, sampled=True)
+        for n in range(3)
+    ]
+    failing = obs(
+        "f",
+        "1.0",
+        {
+            "index.html": fetched("index.html", IDX1),
+            "assets/c7.js": fetched("assets/c7.js", error="reset"),
+        },
+        sampled=True,
+    )
+    # one more file compared (another sample), and one not sampled at all
+    wider = obs(
+        "w",
+        "1.0",
+        {"index.html": fetched("index.html", IDX1), "assets/a.js": fetched("assets/a.js", A1)},
+        sampled=True,
+    )
+    whole = obs("u", "1.0", {"index.html": fetched("index.html", IDX1)})
+    sampled += [wider, whole]
+    rows = SampledOutRows()
+    shared = [
+        judge_instance(o, expectation=expectation, index=index, now=NOW, shared_rows=rows)
+        for o in [*sampled, failing]
+    ]
+    alone = [
+        judge_instance(o, expectation=expectation, index=index, now=NOW)
+        for o in [*sampled, failing]
+    ]
+    assert shared == alone
+    first, second = (r.coverage.not_compared for r in shared[:2])  # type: ignore[union-attr]
+    assert first is second and len(first) == len(release.files) - 1
+    assert {why for _p, why in first} == {SAMPLED_OUT}
+    first_paths = {p for p, _why in first}
+    assert dict(shared[3].coverage.not_compared).keys() == first_paths - {"assets/a.js"}  # type: ignore[union-attr]
+    assert {why for _p, why in shared[4].coverage.not_compared} == {"not fetched"}  # type: ignore[union-attr]
+    reasons = dict(shared[5].coverage.not_compared)  # type: ignore[union-attr]
+    assert reasons["assets/c7.js"].startswith("could not be fetched")
+    assert reasons["assets/c8.js"] == SAMPLED_OUT
+    # through compare_fleet, with or without a cache, the same
+    cache = JudgeCache()
+    fleet_results, _ = both([*sampled, failing], cache, expectations={"1.0": expectation})
+    assert fleet_results == alone
