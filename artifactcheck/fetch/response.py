@@ -20,7 +20,7 @@ from typing import Any, Final, Protocol, cast
 
 from artifactcheck.fetch.decoders import DecodeError, Decoder, decoder_for
 from artifactcheck.fetch.errors import classified
-from artifactcheck.fetch.headers import Headers, content_length, evidence
+from artifactcheck.fetch.headers import Headers, content_length, evidence, kept_once
 from artifactcheck.fetch.stats import FetchStats
 from artifactcheck.model.errors import ErrorKind
 
@@ -246,7 +246,9 @@ async def read(
     if not decoder.complete:
         message = f"{encoding} body ended before the end of its compressed stream"
         return result.fail(ErrorKind.TRUNCATED, message)
-    result.hashes = {name: h.hexdigest() for name, h in zip(algorithms, hashers, strict=True)}
+    result.hashes = {
+        name: kept_once(h.hexdigest()) for name, h in zip(algorithms, hashers, strict=True)
+    }
     result.size = size
     result.body = bytes(body) if body is not None else None
     return result
