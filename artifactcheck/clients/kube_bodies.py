@@ -237,6 +237,13 @@ def has_gate(pod: Pod, ctype: str) -> bool:
     return any(isinstance(g, Mapping) and g.get("conditionType") == ctype for g in gates)
 
 
+def continue_token(doc: object) -> str:
+    """A list page's ``metadata.continue``: where the next page starts ("" = last page)."""
+    found = meta(typed(doc, ObjectList[object]))
+    token = cast(Mapping[str, object], found).get("continue")
+    return token if isinstance(token, str) else ""
+
+
 def items(doc: object, kind: type[B]) -> tuple[list[B], str]:
     """A list response's items (as ``kind``) and its resourceVersion (where a watch
     resumes)."""

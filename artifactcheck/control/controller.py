@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from artifactcheck.act.kube import KubeActor, cordoned_by_us
@@ -50,7 +50,7 @@ from artifactcheck.discover.kube import (
     actionable_copy,
     containers_ready,
     default_namespace,
-    list_pods_raw,
+    list_pods_as,
     pod_to_instance,
     watch_pods,
 )
@@ -225,6 +225,12 @@ def _expectations_or_unavailable(
 
         source = CallableSource(unavailable, description="unusable release source")
         return Expectations(source, max_versions=spec.cache_versions)
+
+
+#: A listed pod as a check keeps it: the instance, since when it is ready, the copy
+#: its actions start from (:func:`artifactcheck.discover.kube.actionable_copy`).
+_PodSummary = tuple[Instance, "datetime | None", Pod]
+_Listed = TypeVar("_Listed")
 
 
 def _address(instance: Instance) -> Address | None:
@@ -591,9 +597,9 @@ class Controller:
         stop: asyncio.Event,
         *,
         name: str,
-        list_fn: Callable[[], tuple[list[dict[str, Any]], str]],
+        list_fn: Callable[[], tuple[list[_Listed], str]],
         watch_fn: Callable[[str], Iterator[tuple[str, dict[str, Any]]]],
-        on_sync: Callable[[list[dict[str, Any]]], None],
+        on_sync: Callable[[list[_Listed]], None],
         on_event: Callable[[str, dict[str, Any]], None],
     ) -> None:
         """List, then watch from the list's resourceVersion; relist on 410; back off."""
@@ -874,7 +880,14 @@ class Controller:
         await self._run_watch(
             stop,
             name=f"pods {state.key}",
-            list_fn=lambda: list_pods_raw(self.api, namespace=src.namespace, selector=src.selector),
+            # each pod summarised as its page arrives (on the list's thread): the
+            # JSON of every pod is never held at once
+            list_fn=lambda: list_pods_as(
+                self.api,
+                functools.partial(self._summary, state),
+                namespace=src.namespace,
+                selector=src.selector,
+            ),
             watch_fn=lambda rv: watch_pods(
                 self.api,
                 namespace=src.namespace,
@@ -901,18 +914,25 @@ class Controller:
         condition = state.spec.policy.condition_type
         return pod_to_instance(obj, source=src, condition_type=condition), since
 
+    @classmethod
+    def _summary(cls, state: CheckState, obj: dict[str, Any]) -> _PodSummary | None:
+        """What the check keeps of a listed pod: None for one that is not a candidate."""
+        inst, ready_at = cls._candidate(state, obj)
+        if inst is None:
+            return None
+        return inst, ready_at, actionable_copy(obj, state.spec.policy.condition_type)
+
     def _pods_listed(
-        self, state: CheckState, watching_since: float, items: list[dict[str, Any]]
+        self, state: CheckState, watching_since: float, items: list[_PodSummary | None]
     ) -> None:
         pods = {}
         objects: dict[str, Pod] = {}
         since: dict[str, datetime | None] = {}
-        condition = state.spec.policy.condition_type
-        for obj in items:
-            inst, ready_at = self._candidate(state, obj)
-            if inst is not None:
+        for item in items:
+            if item is not None:
+                inst, ready_at, copy = item
                 pods[inst.name] = inst
-                objects[inst.name] = actionable_copy(obj, condition)
+                objects[inst.name] = copy
                 since[inst.name] = ready_at
         for name in pods.keys() - state.pods.keys():
             self._mark_new(state, name, since[name], watching_since)

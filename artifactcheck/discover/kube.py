@@ -11,17 +11,20 @@ and :func:`pod_to_instance` converts one pod, whether raw JSON, a ``V1Pod`` or a
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import math
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
+from typing import Any, TypeVar
 
 from artifactcheck.clients import kube_bodies as body
 from artifactcheck.clients.kube import (
     DEFAULT_TIMEOUT,
     ApiClient,
+    ApiStatus,
     CoreV1Api,
     Timeout,
     call_json,
@@ -44,6 +47,7 @@ __all__ = [
     "default_namespace",
     "default_source",
     "discover_pods",
+    "list_pods_as",
     "list_pods_raw",
     "pod_is_serving",
     "pod_to_instance",
@@ -259,23 +263,93 @@ def _pods_in(namespace: str, selector: str) -> str:
     return f"pods in {namespace}" + (f" matching {selector!r}" if selector else "")
 
 
+T = TypeVar("T")
+
+#: Pods per list request: client-go's pager reads lists 500 objects at a time.
+LIST_PAGE = 500
+
+
 def list_pods_raw(
     api_client: ApiClient,
     *,
     namespace: str,
     selector: str = "",
     request_timeout: Timeout = DEFAULT_TIMEOUT,
+    page: int | None = LIST_PAGE,
 ) -> tuple[list[JsonObj], str]:
     """The pods of a namespace matching a label selector, as JSON, with the list's
-    resourceVersion: the "list" half of list-then-watch. One request."""
-    core = CoreV1Api(api_client)
-    doc = call_json(
-        f"list {_pods_in(namespace, selector)}",
-        lambda: core.list_namespaced_pod(
-            namespace, label_selector=selector or None, **raw(request_timeout)
-        ),
+    resourceVersion (:func:`list_pods_as`, each pod as it is)."""
+    return list_pods_as(
+        api_client,
+        _as_is,
+        namespace=namespace,
+        selector=selector,
+        request_timeout=request_timeout,
+        page=page,
     )
-    return body.items(doc, JsonObj)
+
+
+def _as_is(pod: JsonObj) -> JsonObj:
+    return pod
+
+
+def list_pods_as(
+    api_client: ApiClient,
+    each: Callable[[JsonObj], T],
+    *,
+    namespace: str,
+    selector: str = "",
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+    page: int | None = LIST_PAGE,
+) -> tuple[list[T], str]:
+    """The pods of a namespace matching a label selector, with the list's
+    resourceVersion: the "list" half of list-then-watch.
+
+    Read ``page`` pods at a time (``limit``/``continue``, as client-go's pager does;
+    None: one request), each pod passed through ``each`` as its page arrives: a
+    caller that keeps a summary of each pod (the controller) never holds the JSON of
+    every pod at once, which was the controller's peak memory at 5,000 pods. A
+    continue token the API server no longer honours (410: the snapshot was
+    compacted) restarts the list in one request, as client-go's pager falls back.
+    """
+    core = CoreV1Api(api_client)
+    what = f"list {_pods_in(namespace, selector)}"
+    out: list[T] = []
+    token: str | None = None
+    first: str | None = None  # every page is of the first one's snapshot
+    while True:
+        paging: dict[str, Any] = {"limit": page} if page else {}
+        if token:
+            paging["_continue"] = token
+        try:
+            doc = call_json(
+                what,
+                functools.partial(
+                    core.list_namespaced_pod,
+                    namespace,
+                    label_selector=selector or None,
+                    **paging,
+                    **raw(request_timeout),
+                ),
+                passthrough=(410,) if token else (),
+            )
+        except ApiStatus:  # the continue token expired: the whole list, at once
+            return list_pods_as(
+                api_client,
+                each,
+                namespace=namespace,
+                selector=selector,
+                request_timeout=request_timeout,
+                page=None,
+            )
+        pods, version = body.items(doc, JsonObj)
+        first = version if first is None else first
+        token = body.continue_token(doc) if page else ""
+        del doc
+        out += [each(pod) for pod in pods]
+        del pods
+        if not token:
+            return out, first
 
 
 def discover_pods(

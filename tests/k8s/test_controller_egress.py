@@ -60,6 +60,11 @@ def controller() -> Iterator[tuple[Controller, CheckState]]:
         api.close()  # type: ignore[no-untyped-call]
 
 
+def listed(ctl: Controller, state: CheckState, *pods: dict[str, Any]) -> None:
+    """A list of the pods, as the watch delivers it (each summarised as listed)."""
+    ctl._pods_listed(state, 0.0, [ctl._summary(state, p) for p in pods])
+
+
 def allowed(ctl: Controller, state: CheckState, ip: str) -> bool:
     return ctl._egress_for(state)(ip, ip, 8080) is None
 
@@ -68,7 +73,7 @@ def test_listed_pods_are_reachable_and_no_other_address(
     controller: tuple[Controller, CheckState],
 ) -> None:
     ctl, state = controller
-    ctl._pods_listed(state, 0.0, [pod("a", "10.244.0.5"), pod("b", "10.244.0.6")])
+    listed(ctl, state, pod("a", "10.244.0.5"), pod("b", "10.244.0.6"))
     assert allowed(ctl, state, "10.244.0.5") and allowed(ctl, state, "10.244.0.6")
     assert not allowed(ctl, state, "10.244.0.7")
 
@@ -77,7 +82,7 @@ def test_a_pod_that_moves_is_reachable_at_its_new_address_only(
     controller: tuple[Controller, CheckState],
 ) -> None:
     ctl, state = controller
-    ctl._pods_listed(state, 0.0, [pod("a", "10.244.0.5"), pod("b", "10.244.0.6")])
+    listed(ctl, state, pod("a", "10.244.0.5"), pod("b", "10.244.0.6"))
     assert allowed(ctl, state, "10.244.0.6")  # the set is built, then must follow
     ctl._pod_changed(state, 0.0, "MODIFIED", pod("b", "10.244.0.9"))
     assert allowed(ctl, state, "10.244.0.9")
@@ -89,7 +94,7 @@ def test_pods_that_go_away_or_stop_being_ready_are_not_reachable(
     controller: tuple[Controller, CheckState],
 ) -> None:
     ctl, state = controller
-    ctl._pods_listed(state, 0.0, [pod("a", "10.244.0.5"), pod("b", "10.244.0.6")])
+    listed(ctl, state, pod("a", "10.244.0.5"), pod("b", "10.244.0.6"))
     assert allowed(ctl, state, "10.244.0.5") and allowed(ctl, state, "10.244.0.6")
     ctl._pod_changed(state, 0.0, "DELETED", pod("a", "10.244.0.5"))
     assert not allowed(ctl, state, "10.244.0.5")
@@ -98,6 +103,10 @@ def test_pods_that_go_away_or_stop_being_ready_are_not_reachable(
     # a new pod, then a relist that no longer has it
     ctl._pod_changed(state, 0.0, "ADDED", pod("c", "10.244.0.8"))
     assert allowed(ctl, state, "10.244.0.8")
-    ctl._pods_listed(state, 0.0, [pod("d", "10.244.0.10")])
+    listed(
+        ctl, state, pod("d", "10.244.0.10"), pod("e", None), pod("f", "10.244.0.11", ready=False)
+    )
     assert not allowed(ctl, state, "10.244.0.8")
     assert allowed(ctl, state, "10.244.0.10")
+    assert not allowed(ctl, state, "10.244.0.11")  # listed, but its containers are not ready
+    assert set(state.pods) == {"shop/d"}
