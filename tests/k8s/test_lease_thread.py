@@ -1,0 +1,61 @@
+"""The Lease is renewed on a thread of its own: pod actions never delay it.
+
+A start-up opens thousands of gates through the default executor (``to_thread``);
+a renewal queued behind them missed the renew deadline, and the leader stepped down in
+the middle of its first cycle (docs/scaling.md, 20,000 pods). client-go's leader
+election runs in its own goroutine; here it has its own thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from artifactcheck.control.controller import Controller, ControllerSettings
+from artifactcheck.sim.apiserver import FakeApiServer
+from artifactcheck.tenancy.admission import AdminConfig
+
+
+def test_renewal_is_not_queued_behind_a_busy_default_executor() -> None:
+    server = FakeApiServer(namespaces=("ops",))
+    server.start()
+    api = server.api_client()
+    release = threading.Event()
+    try:
+        settings = ControllerSettings(
+            namespace="ops",
+            identity="a",
+            lease_namespace="ops",
+            lease_duration=3.0,
+            renew_period=0.2,
+            admin=AdminConfig(),
+        )
+        ctl = Controller(api_client=api, settings=settings)
+
+        async def run() -> tuple[bool, float]:
+            loop = asyncio.get_running_loop()
+            # every worker of the default executor busy, more queued: a start-up's actions
+            busy = [loop.run_in_executor(None, release.wait, 10) for _ in range(64)]
+            stop = asyncio.Event()
+            lead = asyncio.create_task(ctl._lead(stop))
+            started = time.monotonic()
+            while not ctl.is_leader and time.monotonic() - started < 5:
+                await asyncio.sleep(0.02)
+            became = time.monotonic() - started
+            leader = ctl.is_leader
+            stop.set()
+            release.set()
+            await lead
+            await asyncio.gather(*busy)
+            return leader, became
+
+        leader, became = asyncio.run(run())
+        assert leader, "no lease while the default executor was busy"
+        assert became < 2.0  # renew deadline: 2 s of the 3 s lease
+    finally:
+        release.set()
+        ctl._lease_pool.shutdown(wait=True)
+        ctl._watch_pool.shutdown(wait=True)
+        api.close()  # type: ignore[no-untyped-call]
+        server.stop()
