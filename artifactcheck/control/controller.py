@@ -169,7 +169,7 @@ class CheckState:
     opened: set[str] = field(default_factory=set)  # gates opened by the last cycle
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Running:
     """What the cycles of one running check share."""
 
@@ -177,6 +177,8 @@ class _Running:
     observer: Observer
     fetcher: Fetcher
     log: logging.LoggerAdapter[logging.Logger]
+    #: The backoff after failed cycles; None: the last cycle succeeded.
+    failures: Iterator[float] | None = None
 
 
 @dataclass
@@ -1006,7 +1008,8 @@ class Controller:
                 if wait > 0:
                     await self._throttle(state, wait, run.log)
                     continue
-                await self._budgeted_cycle(run, full=True)
+                if not await self._budgeted_cycle(run, full=True):
+                    continue  # the first full cycle is retried before the fast path starts
                 next_full = time.monotonic() + state.spec.interval
                 state.started.set()
             timeout = max(0.0, next_full - time.monotonic()) if state.synced else 0.05
@@ -1038,21 +1041,40 @@ class Controller:
             except TimeoutError:
                 pass
 
-    async def _budgeted_cycle(self, run: _Running, *, full: bool) -> None:
-        """One cycle in the namespace's slot, its requests spent from the namespace's budget."""
+    async def _budgeted_cycle(self, run: _Running, *, full: bool) -> bool:
+        """One cycle in the namespace's slot, its requests spent from the namespace's budget.
+
+        A cycle that raises is that cycle's failure, never the check's end: it is
+        logged and counted (``artifactcheck_cycle_failures_total``, the
+        ArtifactCheckCycleFailing alert), and the next one starts after a backoff
+        (``backoff_base`` doubling to ``backoff_max``, reset by a cycle that succeeds).
+        The new pods it took are pending again. Whether the cycle succeeded.
+        """
         ns = run.state.namespace
         async with self._slot(ns):
             self.running_cycles[ns] = self.running_cycles.get(ns, 0) + 1
             self.peak_cycles[ns] = max(self.peak_cycles.get(ns, 0), self.running_cycles[ns])
             requests0 = run.fetcher.stats.requests
+            failed = False
             try:
                 await self._cycle(run, full=full)
-            except Exception:
+                run.failures = None
+            except Exception:  # noqa: BLE001 - one cycle never ends the check
+                failed = True
                 self.metrics.cycle_failures.labels(run.state.key).inc()
-                raise
+                run.log.exception(
+                    "%s cycle failed; the check goes on", "full" if full else "new-pod"
+                )
             finally:
                 self.running_cycles[ns] -= 1
                 self.budget.spend(ns, run.fetcher.stats.requests - requests0)
+        if failed:
+            if run.failures is None:
+                run.failures = backoff_delays(
+                    self.settings.backoff_base, self.settings.backoff_max, self.rng
+                )
+            await asyncio.sleep(next(run.failures))
+        return not failed
 
     def _slot(self, namespace: str) -> asyncio.Semaphore:
         """The namespace's share of concurrent cycles: its flood waits for itself."""
@@ -1104,17 +1126,22 @@ class Controller:
         started = Started.now(fetcher)
         loaded: dict[str, Expectation] = {}
         observed: dict[str, Observation] = {}
-        await observe_each(
-            observer,
-            self._targets(state, observer, full=full),
-            into=observed,
-            loaded=loaded,
-            first=not full,  # new pods wait out of traffic: ahead of a full sample
-        )
-        async with state.judging:
-            # a pod that went away while it was observed is not judged any more
-            state.observations.update((n, o) for n, o in observed.items() if n in state.pods)
-            await self._judge_and_act(run, started, loaded, full=full)
+        pending = set(state.pending)
+        try:
+            await observe_each(
+                observer,
+                self._targets(state, observer, full=full),
+                into=observed,
+                loaded=loaded,
+                first=not full,  # new pods wait out of traffic: ahead of a full sample
+            )
+            async with state.judging:
+                # a pod that went away while it was observed is not judged any more
+                state.observations.update((n, o) for n, o in observed.items() if n in state.pods)
+                await self._judge_and_act(run, started, loaded, full=full)
+        except Exception:
+            state.pending |= {n for n in pending if n in state.pods}  # checked again
+            raise
 
     async def _judge_and_act(
         self, run: _Running, started: Started, loaded: dict[str, Expectation], *, full: bool

@@ -489,3 +489,36 @@ def test_new_pods_fast_path_gives_the_full_paths_verdicts(cluster: SimCluster) -
     assert fast == full
     assert fast[f"shop/{bad.name}"][0].value == "mismatch"
     assert fast[f"shop/{good.name}"][0].value == "consistent"
+
+
+def test_a_cycle_that_raises_is_retried_and_the_check_goes_on(
+    cluster: SimCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug that makes a cycle raise (here: judging, three times) is that cycle's
+    failure: counted, backed off, retried; the pods it took are checked by the next
+    cycle, and the check keeps running (it used to end until the controller restarted)."""
+    import artifactcheck.control.controller as controller_module
+
+    real = controller_module.judge_step
+    calls = {"n": 0, "fail": 3}
+
+    async def flaky(*args: object, **kwargs: object) -> object:
+        calls["n"] += 1
+        if calls["fail"] > 0:
+            calls["fail"] -= 1
+            raise RuntimeError("a bug in judging")
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(controller_module, "judge_step", flaky)
+    pods = [cluster.add_pod() for _ in range(3)]
+    cluster.add_check(interval=30)  # the first full cycle must be retried, not awaited
+    with running(cluster) as ctl:
+        wait_for(lambda: all(gate(cluster, p.name) == "True" for p in pods), timeout=20)
+        metrics = ctl.controller.metrics.exposition().decode()
+        assert 'artifactcheck_cycle_failures_total{check="shop/web"} 3.0' in metrics
+        # a new pod's fast cycle fails twice: the pod is pending again and checked by
+        # the fast path after the backoff, not by the full cycle 30 s later
+        calls["fail"] = 2
+        late = cluster.add_pod()
+        wait_for(lambda: gate(cluster, late.name) == "True", timeout=10)
+        assert calls["fail"] == 0 and calls["n"] >= 7
