@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -329,9 +329,13 @@ async def judge_step(
     gate_mode: bool = False,
     known_versions: Sequence[str] = (),
     cache: JudgeCache | None = None,
+    observed: Collection[str] | None = None,
 ) -> Checked:
     """Judge the observations, decide what to do, and report: the step ``verify`` and
     every controller cycle share.
+
+    ``observed``: the instances observed afresh (None: all of them); the others are
+    judged on their last observation, which confirms nothing (:func:`decide`).
 
     In gate mode (the controller's readiness gates), a suspect expectation may fail
     gates open (:func:`~artifactcheck.judge.decide.fail_open_when_suspect`). ``now``
@@ -350,7 +354,12 @@ async def judge_step(
     )
     at = now() if callable(now) else now
     decision = decide(
-        judged.results, policy=spec.policy, history=history, now=at, gate_mode=gate_mode
+        judged.results,
+        policy=spec.policy,
+        history=history,
+        now=at,
+        gate_mode=gate_mode,
+        observed=observed,
     )
     if gate_mode:
         decision = fail_open_when_suspect(decision, judged.results, spec.policy)

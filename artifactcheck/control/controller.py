@@ -23,7 +23,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -1138,16 +1138,24 @@ class Controller:
             async with state.judging:
                 # a pod that went away while it was observed is not judged any more
                 state.observations.update((n, o) for n, o in observed.items() if n in state.pods)
-                await self._judge_and_act(run, started, loaded, full=full)
+                await self._judge_and_act(run, started, loaded, full=full, observed=observed.keys())
         except Exception:
             state.pending |= {n for n in pending if n in state.pods}  # checked again
             raise
 
     async def _judge_and_act(
-        self, run: _Running, started: Started, loaded: dict[str, Expectation], *, full: bool
+        self,
+        run: _Running,
+        started: Started,
+        loaded: dict[str, Expectation],
+        *,
+        full: bool,
+        observed: Collection[str],
     ) -> None:
         """Judge every pod's latest observation (only what changed is judged again),
-        decide, act, record: one cycle's second half, under ``state.judging``."""
+        decide, act, record: one cycle's second half, under ``state.judging``.
+        ``observed``: the pods this cycle observed, the only ones whose verdict is
+        new evidence (a confirmation streak counts observations, not cycles)."""
         state, observer, fetcher, log_ = run.state, run.observer, run.fetcher, run.log
         spec = state.spec
         observations = self._refreshed(state)
@@ -1165,6 +1173,7 @@ class Controller:
             gate_mode=True,
             known_versions=spec.known_versions,
             cache=state.judged,
+            observed=observed,
         )
         state.judged.forget(state.observations)
         self._export_certificates(state, observations, checked.judgement.cdn)

@@ -145,19 +145,30 @@ FAIL_OPEN_REASON = "verification impossible (dependency down): failing open"
 
 
 def _advance(
-    results: Sequence[InstanceResult], history: History, policy: PolicySettings
+    results: Sequence[InstanceResult],
+    history: History,
+    policy: PolicySettings,
+    observed: Collection[str] | None = None,
 ) -> dict[str, InstanceState]:
     """Each instance's streak after this cycle's verdict.
 
     A bad verdict grows the streak (capped: only "confirmed or not" matters, and a
     steady value means no annotation writes), an unknown one keeps it (an outage is no
     evidence either way), anything else resets it.
+
+    A streak counts observations, not cycles: an instance not in ``observed`` (None:
+    every instance was observed afresh) was judged again on its last observation (a
+    controller re-judges its whole workload whenever a new pod comes), which is not a
+    second mismatch, so its bad streak does not grow.
     """
     states: dict[str, InstanceState] = {}
     for r in results:
-        prev = history.instances.get(r.instance.name) or recover_state(r)
+        name = r.instance.name
+        known = history.instances.get(name)
+        prev = known or recover_state(r)
+        fresh = observed is None or name in observed or known is None
         if r.verdict in FLAGGABLE:
-            streak = min(prev.streak + 1, policy.confirmations)
+            streak = min(prev.streak + 1, policy.confirmations) if fresh else prev.streak
         elif r.verdict in UNKNOWN:
             streak = prev.streak
         else:
@@ -375,15 +386,19 @@ def decide(
     history: History,
     now: float,
     gate_mode: bool = False,
+    observed: Collection[str] | None = None,
 ) -> Decision:
     """Turn this cycle's verdicts into actions within the safety limits.
+
+    ``observed``: the instances observed afresh for this cycle (None: all); only those
+    count towards a confirmation streak (:func:`_advance`).
 
     In order: advance every streak; per workload, check whether the expectation is
     the suspect and count what may still leave traffic; per pod, open its gate or
     release it, clear its flag, flag it, quarantine it; then cordon nodes; and remember
     (outside dry-run) what was done.
     """
-    states = _advance(results, history, policy)
+    states = _advance(results, history, policy, observed)
     out = _Pass(policy, history, now)
     groups: dict[str, list[InstanceResult]] = defaultdict(list)
     for r in results:

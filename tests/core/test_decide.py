@@ -72,6 +72,33 @@ def test_confirmations_before_acting() -> None:
     )  # no repeats
 
 
+def test_a_streak_counts_observations_not_cycles() -> None:
+    """A controller re-judges its whole workload whenever a new pod comes; judging a
+    pod's one old observation again is not a second mismatch. Its streak grows only in
+    a cycle that observed it afresh (``observed``), and resets when a re-judgement of
+    the old observation turns out good (the release it is compared with changed)."""
+    results = fleet([M] + [C] * 9)
+    everyone = {r.instance.name for r in results}
+    history = History()
+    d1 = decide(results, policy=Q, history=history, now=1000.0, observed=everyone)
+    assert d1.history.instances["pod-0"].streak == 1
+    # five fast cycles for other pods: pod-0 judged again, never re-observed
+    history = d1.history
+    for n in range(5):
+        d = decide(results, policy=Q, history=history, now=1001.0 + n, observed={"pod-5"})
+        assert kinds(d, ActionKind.QUARANTINE) == [] and kinds(d, ActionKind.FLAG) == []
+        history = d.history
+    assert history.instances["pod-0"].streak == 1
+    # observed again and still mismatching: now confirmed
+    d = decide(results, policy=Q, history=history, now=1100.0, observed={"pod-0"})
+    assert kinds(d, ActionKind.QUARANTINE) == ["pod-0"]
+    # without ``observed`` (verify, one run) every result is a fresh observation
+    assert len(run([M] + [C] * 9, 2, Q)[1].actions) > 0
+    # a good verdict on the old observation resets the streak all the same
+    healed = decide(fleet([C] * 10), policy=Q, history=d1.history, now=1200.0, observed=set())
+    assert healed.history.instances["pod-0"].streak == 0
+
+
 @pytest.mark.parametrize(
     ("verdicts", "expected_quarantined", "alert"),
     [

@@ -522,3 +522,23 @@ def test_a_cycle_that_raises_is_retried_and_the_check_goes_on(
         late = cluster.add_pod()
         wait_for(lambda: gate(cluster, late.name) == "True", timeout=10)
         assert calls["fail"] == 0 and calls["n"] >= 7
+
+
+def test_new_pods_do_not_confirm_an_old_mismatch(cluster: SimCluster) -> None:
+    """Each new pod's fast cycle judges the whole workload again, on each pod's last
+    observation. That is not a second mismatch: a drifted pod observed once is not
+    flagged however many pods come, until a cycle observes it again."""
+    good = [cluster.add_pod(gated=False) for _ in range(5)]
+    bad = cluster.add_pod(serves="1.4.1", gated=False)
+    cluster.add_check(interval=60, policy={"mode": "flag", "confirmations": 2})
+    with running(cluster) as ctl:
+        wait_for(lambda: ctl.controller.cycles_completed >= 1, timeout=20)
+        status = wait_for(lambda: cluster.check_status() or None)
+        assert status["counts"]["mismatch"] == 1
+        newcomers = [cluster.add_pod() for _ in range(3)]
+        for pod in newcomers:  # one fast cycle (at least) per new pod, each re-judging bad
+            wait_for(lambda pod=pod: gate(cluster, pod.name) == "True", timeout=20)
+        assert ctl.controller.cycles_completed >= 2
+        warnings = [e for e in cluster.events(bad.name) if e.get("type") == "Warning"]
+        assert warnings == [], warnings
+        assert all(not cluster.events(p.name) for p in good)
