@@ -303,6 +303,8 @@ def test_pod_is_checked_when_its_containers_become_ready(cluster: TenantCluster)
     with running(cluster) as ctl:
         metrics = ctl.controller.metrics
         wait_for(lambda: all(gate(cluster, p.name) == "True" for p in pods), timeout=20)
+        # the gates open before the cycle records its report: wait for that as well
+        wait_for(lambda: ctl.controller.cycles_completed >= 1, timeout=20)
         registry = metrics.registry
         count0 = registry.get_sample_value("artifactcheck_new_pod_verdict_seconds_count") or 0
         sum0 = registry.get_sample_value("artifactcheck_new_pod_verdict_seconds_sum") or 0

@@ -67,10 +67,10 @@ def test_one_list_call_with_the_label_selector(server, api, make_pod) -> None:
     found = discover_pods(source(selector="app=web,tier in (front)"), api_client=api)
 
     assert [i.name for i in found] == ["default/web-1", "default/web-2"]
-    ((method, target),) = server.requests  # exactly one request: the list
+    ((method, target),) = server.requests  # exactly one request: the list (one page)
     url = urlsplit(target)
     assert (method, url.path) == ("GET", "/api/v1/namespaces/default/pods")
-    assert parse_qs(url.query) == {"labelSelector": ["app=web,tier in (front)"]}
+    assert parse_qs(url.query) == {"labelSelector": ["app=web,tier in (front)"], "limit": ["500"]}
 
 
 def test_empty_selector_lists_the_whole_namespace(server, api, make_pod) -> None:
@@ -78,7 +78,7 @@ def test_empty_selector_lists_the_whole_namespace(server, api, make_pod) -> None
     make_pod("b", labels={"x": "y"}, ip="127.0.0.12")
     server.reset_requests()
     assert [i.name for i in discover_pods(source(), api_client=api)] == ["default/a", "default/b"]
-    assert server.requests == [("GET", "/api/v1/namespaces/default/pods")]
+    assert server.requests == [("GET", "/api/v1/namespaces/default/pods?limit=500")]
 
 
 def test_only_serving_pods_by_default(server, api, make_pod) -> None:
