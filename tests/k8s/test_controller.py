@@ -538,7 +538,8 @@ def test_new_pods_do_not_confirm_an_old_mismatch(cluster: SimCluster) -> None:
         newcomers = [cluster.add_pod() for _ in range(3)]
         for pod in newcomers:  # one fast cycle (at least) per new pod, each re-judging bad
             wait_for(lambda pod=pod: gate(cluster, pod.name) == "True", timeout=20)
-        assert ctl.controller.cycles_completed >= 2
+        # the gates open just before a cycle records its report: wait for that too
+        wait_for(lambda: ctl.controller.cycles_completed >= 2, timeout=20)
         warnings = [e for e in cluster.events(bad.name) if e.get("type") == "Warning"]
         assert warnings == [], warnings
         assert all(not cluster.events(p.name) for p in good)
