@@ -337,7 +337,7 @@ class Controller:
         self._stop = threading.Event()
         #: Watches block a thread each for as long as they stream; they get their own
         #: pool so that many checks (one pod watch each) never starve the default
-        #: executor that status writes, actions and the lease renewal run in.
+        #: executor that status writes and actions run in.
         self._watch_pool = ThreadPoolExecutor(max_workers=1024, thread_name_prefix="watch")
         #: The Lease's requests have a thread of their own (client-go's leader election
         #: runs in its own goroutine): in the default executor a renewal queued behind
