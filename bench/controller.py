@@ -56,20 +56,21 @@ def _container(ready: bool) -> dict[str, Any]:
     }
 
 
+def _set_status(api: Any, name: str, status: dict[str, Any], **kw: Any) -> None:
+    """Write a pod's status, as kubelet does (``pods/status``)."""
+    api.patch_status("v1", "Pod", NAMESPACE, name, {"status": status}, **kw)
+
+
 def make_ready(api: Any, name: str) -> None:
     """Kubelet's second step: the containers of a pod that has its IP become ready."""
-    api.patch_status(
-        "v1",
-        "Pod",
-        NAMESPACE,
+    _set_status(
+        api,
         name,
         {
-            "status": {
-                "conditions": [
-                    {"type": "ContainersReady", "status": "True", "lastTransitionTime": _now()},
-                ],
-                "containerStatuses": [_container(True)],
-            },
+            "conditions": [
+                {"type": "ContainersReady", "status": "True", "lastTransitionTime": _now()},
+            ],
+            "containerStatuses": [_container(True)],
         },
         patch_type="strategic",
     )
@@ -104,27 +105,23 @@ def add_pod(api: Any, host: str, index: int, *, ready: bool = True) -> str:
             },
         }
     )
-    api.patch_status(
-        "v1",
-        "Pod",
-        NAMESPACE,
+    _set_status(
+        api,
         name,
         {
-            "status": {
-                "phase": "Running",
-                "podIP": host,
-                "hostIP": "127.0.0.1",
-                "startTime": _now(),
-                "conditions": [
-                    {
-                        "type": "ContainersReady",
-                        "status": "True" if ready else "False",
-                        "lastTransitionTime": _now(),
-                    },
-                    {"type": "Ready", "status": "False", "lastTransitionTime": _now()},
-                ],
-                "containerStatuses": [_container(ready)],
-            },
+            "phase": "Running",
+            "podIP": host,
+            "hostIP": "127.0.0.1",
+            "startTime": _now(),
+            "conditions": [
+                {
+                    "type": "ContainersReady",
+                    "status": "True" if ready else "False",
+                    "lastTransitionTime": _now(),
+                },
+                {"type": "Ready", "status": "False", "lastTransitionTime": _now()},
+            ],
+            "containerStatuses": [_container(ready)],
         },
     )
     return name
