@@ -6,6 +6,10 @@ would send loopback traffic elsewhere, and SSL_CERT_FILE would change what verif
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
+
 import pytest
 
 # One private Docker engine per session, whichever suites need it (tests/docker,
@@ -33,3 +37,30 @@ _LEAKY_ENV = (
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in _LEAKY_ENV:
         monkeypatch.delenv(name, raising=False)
+
+
+#: Threads a controller starts: its event loop (sim.running), its watch and Lease pools.
+_CONTROLLER_THREADS = ("controller-", "watch_", "lease_")
+
+
+def _controller_threads() -> set[threading.Thread]:
+    return {
+        t for t in threading.enumerate() if t.is_alive() and t.name.startswith(_CONTROLLER_THREADS)
+    }
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_controller_outlives_its_module() -> Iterator[None]:
+    """A controller a test module starts ends with that module.
+
+    One left running (a session fixture that yielded inside its ``with``) kept relisting
+    under every later test, and a later module's own thread check failed for it: this
+    names the module that leaked instead.
+    """
+    before = _controller_threads()
+    yield
+    deadline = time.monotonic() + 3.0
+    while (left := _controller_threads() - before) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    names = sorted(t.name for t in left)
+    assert not left, f"controller threads outlived their test module: {names}"

@@ -39,7 +39,10 @@ def scrape() -> Iterator[str]:
                 url = f"http://127.0.0.1:{server.port}/metrics"
                 with urllib.request.urlopen(url, timeout=5) as response:
                     assert response.status == 200
-                    yield response.read().decode()
+                    text = response.read().decode()
             finally:
                 server.stop()
                 folder.cleanup()
+    # Yielded after the controller stopped: a session-wide fixture that kept it running
+    # left its watch threads alive (and restarting) under every later test.
+    yield text
