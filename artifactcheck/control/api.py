@@ -25,9 +25,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
-from artifactcheck.control.api_selector import Selector, SelectorError, parse_selector
 from artifactcheck.control.health import json_error
 from artifactcheck.judge.decide import History, held_out_of_traffic
+from artifactcheck.model.selectors import LabelSelector, SelectorError
 from artifactcheck.model.values import (
     BAD_VERDICTS,
     UNKNOWN_VERDICTS,
@@ -141,11 +141,29 @@ def _flag(text: str) -> bool:
     raise ApiError(400, "BadParameter", f"fresh={text[:20]!r}: use true or false")
 
 
+#: A selector longer than this is refused (it also travels in the request line).
+MAX_SELECTOR = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """A request's label selector: as written (the answer echoes it) and parsed, with
+    the grammar ``kubectl get -l`` accepts (:mod:`artifactcheck.model.selectors`)."""
+
+    text: str
+    parsed: LabelSelector
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return self.parsed.matches(labels)
+
+
 def _selector(text: str | None) -> Selector | None:
     if text is None:
         return None
     try:
-        return parse_selector(text)
+        if len(text) > MAX_SELECTOR:
+            raise SelectorError(f"selector longer than {MAX_SELECTOR} characters")
+        return Selector(text=text.strip(), parsed=LabelSelector.parse(text))
     except SelectorError as exc:
         raise ApiError(400, "BadSelector", f"label selector {text[:100]!r}: {exc}") from None
 

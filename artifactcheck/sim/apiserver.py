@@ -135,6 +135,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from aiohttp import web
 from multidict import CIMultiDict, MultiMapping
 
+from artifactcheck.model.selectors import FieldSelector, LabelSelector, SelectorError
 from artifactcheck.sim.apiserver_crds import CRDS, custom_resources
 from artifactcheck.sim.apiserver_errors import ApiError
 from artifactcheck.sim.apiserver_openapi import (
@@ -153,7 +154,6 @@ from artifactcheck.sim.apiserver_resources import (
 from artifactcheck.sim.apiserver_store import PATCH_TYPES, Store, Stored
 from artifactcheck.sim.apiserver_tables import to_table, wants_table
 from artifactcheck.sim.loop_thread import LoopThread
-from artifactcheck.sim.selectors import FieldSelector, LabelSelector, SelectorError
 
 if TYPE_CHECKING:
     from artifactcheck.clients.kube import ApiClient, Configuration

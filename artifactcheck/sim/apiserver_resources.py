@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
+from artifactcheck.model.selectors import label_key_error, label_value_error
 from artifactcheck.sim.apiserver_errors import FieldError
 from artifactcheck.sim.patching import ListStrategy, MergeSchema
-from artifactcheck.sim.selectors import label_key_error, label_value_error
 
 __all__ = [
     "ARTIFACTCHECKS",

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from artifactcheck.model.selectors import FieldSelector, LabelSelector
 from artifactcheck.sim.apiserver_errors import ApiError, FieldError
 from artifactcheck.sim.apiserver_resources import (
     NAMESPACES,
@@ -47,7 +48,6 @@ from artifactcheck.sim.patching import (
     json_patch,
     strategic_merge_patch,
 )
-from artifactcheck.sim.selectors import FieldSelector, LabelSelector
 
 __all__ = ["ListResult", "PATCH_TYPES", "Store", "Stored", "Watcher", "now_rfc3339"]
 

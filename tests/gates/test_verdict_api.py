@@ -18,9 +18,9 @@ import pytest
 from gate_support import CANARY, STABLE, Gate, GateCluster, raw, request, started, valid
 
 from artifactcheck.control.api import MAX_CONCURRENT, VerdictApi
-from artifactcheck.control.api_selector import SelectorError, parse_selector
 from artifactcheck.control.health import MAX_CONNECTIONS, HealthServer
 from artifactcheck.judge.decide import History
+from artifactcheck.model.selectors import LabelSelector, SelectorError
 from artifactcheck.model.values import Instance, Report
 from artifactcheck.sim.cluster import wait_for
 
@@ -128,6 +128,7 @@ def test_fresh_check_observes_the_pods_again(cluster: GateCluster, gate: Gate) -
     [
         (CHECK + "?selector=app%20in%20(web", 400, "BadSelector"),
         (CHECK + "?selector=-bad-=x", 400, "BadSelector"),
+        (CHECK + "?selector=" + "a%3D1," * 300 + "b", 400, "BadSelector"),  # > 1,024 characters
         (CHECK + "?fresh=maybe", 400, "BadParameter"),
         (CHECK + "?fresh=true&timeout=soon", 400, "BadTimeout"),
         # no URL or host is ever taken from the request
@@ -317,10 +318,12 @@ def test_not_yet_checked_and_not_running() -> None:
         ("!a", {"a": "1"}, False),
         ("example.com/tier=web", {"example.com/tier": "web"}, True),
         ("a=", {"a": ""}, True),
+        ("replicas>2", {"replicas": "3"}, True),  # kubectl's Gt/Lt, as the API server takes them
+        ("replicas<2", {"replicas": "3"}, False),
     ],
 )
 def test_selectors(text: str, labels: dict[str, str], matches: bool) -> None:
-    assert parse_selector(text).matches(labels) is matches
+    assert LabelSelector.parse(text).matches(labels) is matches
 
 
 @pytest.mark.parametrize(
@@ -328,4 +331,4 @@ def test_selectors(text: str, labels: dict[str, str], matches: bool) -> None:
 )
 def test_bad_selectors(text: str) -> None:
     with pytest.raises(SelectorError):
-        parse_selector(text)
+        LabelSelector.parse(text)

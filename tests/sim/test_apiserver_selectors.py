@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from artifactcheck.sim.selectors import FieldSelector, LabelSelector, SelectorError
+from artifactcheck.model.selectors import FieldSelector, LabelSelector, SelectorError
 
 LABELS = {"app": "web", "env": "prod", "replicas": "3", "example.com/team": "a"}
 

@@ -1,10 +1,13 @@
 """Kubernetes label and field selectors: parsing and matching.
 
-The fake API server (:mod:`artifactcheck.sim.apiserver`) filters lists and
-watches with these, so they follow the grammar of the real ones
-(``k8s.io/apimachinery/pkg/labels`` and ``.../pkg/fields``) closely enough that
-a selector the real API server accepts is accepted here with the same meaning,
-and a selector it rejects is rejected here too (the server answers 400).
+One grammar for everything in this project that takes a selector, so the verdict API
+(:mod:`artifactcheck.control.api`: which of a check's pods a canary asks about) and the
+fake API server (:mod:`artifactcheck.sim.apiserver`: lists and watches) accept and
+mean the same thing. It follows the real ones (``k8s.io/apimachinery/pkg/labels`` and
+``.../pkg/fields``) closely enough that a selector the real API server accepts is
+accepted here with the same meaning, and a selector it rejects is rejected here too
+(the API answers 400). Written by hand: no maintained Python library parses the
+string form (the official client passes selectors through to the server unparsed).
 
 Label selectors: comma-joined requirements, each one of ``key``, ``!key``,
 ``key=value``, ``key==value``, ``key!=value``, ``key in (a,b)``,
