@@ -47,6 +47,15 @@ from artifactcheck.model.values import (
 from artifactcheck.observe.cdn import observe_cdn
 from artifactcheck.observe.failures import CHECK_FAILED, describe
 from artifactcheck.observe.instance import Observer
+from artifactcheck.observe.processes import (
+    Shares,
+    can_fork,
+    host_of,
+    observe_in_processes,
+    processes_for,
+    shares,
+    split_by_host,
+)
 from artifactcheck.release.sources import Expectations
 from artifactcheck.release.wiring import build_expectations
 
@@ -396,15 +405,35 @@ async def check_once(
     gate_mode: bool = False,
     on_result: Callable[[Observation], None] | None = None,
     now: Callable[[], float] = time.time,
+    spread: Shares | None = None,
 ) -> tuple[Report, Decision]:
-    """Sample, observe, judge and decide for one set of instances."""
+    """Sample, observe, judge and decide for one set of instances.
+
+    ``spread``: observe from that many processes, each within its share of the limits
+    (:mod:`artifactcheck.observe.processes`); judging stays here.
+    """
     started = Started.now()
     observer = Observer(spec=spec, fetcher=fetcher, expectations=expectations)
     chosen = sample_instances(instances, spec.sampling.instances, seed=observer.seed)
     observations: dict[str, Observation] = {}
     loaded: dict[str, Expectation] = {}
+
+    async def here(part: Sequence[Instance]) -> None:
+        await observe_each(observer, part, into=observations, loaded=loaded, on_result=on_result)
+
     try:
-        await observe_each(observer, chosen, into=observations, loaded=loaded, on_result=on_result)
+        if spread is not None and spread.count > 1:
+            await observe_in_processes(
+                observer,
+                split_by_host(chosen, spread.count),
+                share=spread,
+                into=observations,
+                loaded=loaded,
+                observe_here=here,
+                on_result=on_result,
+            )
+        else:
+            await here(chosen)
         checked = await judge_step(
             spec,
             [observations[i.name] for i in chosen],
@@ -425,6 +454,22 @@ async def check_once(
 
 
 # -- discover and act: what ``verify`` runs ---------------------------------------------
+
+
+def _spread(spec: CheckSpec, instances: Sequence[Instance], asked: int | None) -> Shares | None:
+    """The processes a run observes from, or None for this one only (a small fleet, one
+    core, a thread already running, no fork on this platform)."""
+    checked = min(len(instances), spec.sampling.instances or len(instances))
+    hosts = len({host_of(i) for i in instances})
+    count = processes_for(checked, hosts, asked=asked)
+    if count <= 1:
+        return None
+    ok, why = can_fork()
+    if not ok:
+        log.info("observing in one process: %s", why)
+        return None
+    log.info("observing %d instances from %d processes", checked, count)
+    return shares(spec, count)
 
 
 async def discover_all(
@@ -470,8 +515,12 @@ async def run_check(
     on_result: Callable[[Observation], None] | None = None,
     kubeconfig: str | None = None,
     context: str | None = None,
+    processes: int | None = None,
 ) -> Report:
     """Discover, then check once with a fresh fetcher: what ``verify`` runs.
+
+    ``processes``: how many processes observe (None: one per core for a large fleet,
+    :func:`~artifactcheck.observe.processes.processes_for`; 1: this one only).
 
     With a Docker action configured (``docker.on_mismatch``), the action is how a
     container leaves traffic: it plays the gate's role, so the check runs in
@@ -493,6 +542,9 @@ async def run_check(
             update={"policy": spec.policy.model_copy(update={"mode": "quarantine"})}
         )
     rounds = spec.policy.confirmations if containers_act else 1
+    spread = None if containers_act else _spread(spec, chosen, processes)
+    if spread is not None:  # every process within its share: together, one process's load
+        spec = spec.model_copy(update={"http": spread.http, "retry": spread.retry})
     history: History | None = None
     async with Fetcher(http=spec.http, retry=spec.retry, logger=log) as fetcher:
         expectations = build_expectations(spec, fetcher, kubeconfig=kubeconfig, context=context)
@@ -505,6 +557,7 @@ async def run_check(
                 history=history,
                 known_versions=spec.known_versions,
                 on_result=on_result if round_ == 0 else None,
+                spread=spread,
             )
             history = decision.history
             if not any(r.verdict in (Verdict.MISMATCH,) for r in report.results):

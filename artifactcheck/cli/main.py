@@ -167,6 +167,13 @@ def summary_line(report: Any) -> str:
 )
 @click.option("--seed", type=int, metavar="N", help="Random seed, to repeat a sample.")
 @click.option(
+    "--processes",
+    type=click.IntRange(1, 64),
+    metavar="N",
+    help="Processes that observe the instances (default: one per core, up to 4, for 100 "
+    "instances or more each; 1: this one only). Verdicts are the same.",
+)
+@click.option(
     "--on-mismatch",
     metavar="stop|pause|disconnect=NET",
     help="Containers: take a confirmed mismatch out of traffic (off by default).",
@@ -217,7 +224,12 @@ def verify(**opts: Any) -> None:
         require_instances(spec)
     except ConfigError as exc:
         fail(str(exc))
-    report = _run_with_progress(spec, kubeconfig=opts["kubeconfig"], context=opts["kube_context"])
+    report = _run_with_progress(
+        spec,
+        kubeconfig=opts["kubeconfig"],
+        context=opts["kube_context"],
+        processes=opts["processes"],
+    )
     emit(report, outputs, verbose=opts["verbose_report"])
     sys.exit(report.exit_code)
 

@@ -40,6 +40,24 @@ class FetchStats:
     errors: Counter[ErrorKind] = field(default_factory=Counter)  # error_kind -> results
     per_host: dict[str, HostStats] = field(default_factory=dict)
 
+    def add(self, other: FetchStats) -> None:
+        """Add another Fetcher's counts (a forked observer's, artifactcheck.observe.processes);
+        its peaks count as peaks, not sums."""
+        self.requests += other.requests
+        self.first_attempts += other.first_attempts
+        self.retries += other.retries
+        self.redirects += other.redirects
+        self.budget_denied += other.budget_denied
+        self.bytes_read += other.bytes_read
+        self.peak_in_flight = max(self.peak_in_flight, other.peak_in_flight)
+        self.errors.update(other.errors)
+        for key, theirs in other.per_host.items():
+            mine = self.host(key)
+            mine.requests += theirs.requests
+            mine.retries += theirs.retries
+            mine.errors += theirs.errors
+            mine.peak_in_flight = max(mine.peak_in_flight, theirs.peak_in_flight)
+
     def host(self, key: str) -> HostStats:
         """The counters of one ``scheme://host:port``, created on first use."""
         stats = self.per_host.get(key)

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from artifactcheck.discover.sample import draw_seed, entry_points, sample_paths
@@ -37,7 +38,7 @@ from artifactcheck.model.values import (
 from artifactcheck.observe.certs import Certificates
 from artifactcheck.observe.failures import check_failed, describe, unobservable, unreachable
 from artifactcheck.observe.version import read_version
-from artifactcheck.release.sources import Expectations, limits_of
+from artifactcheck.release.sources import limits_of
 
 log = logging.getLogger("artifactcheck")
 
@@ -92,6 +93,14 @@ class _Served:
         return "no served manifest at any well-known name: " + "; ".join(tried)
 
 
+class ReleaseLookup(Protocol):
+    """Where an Observer gets the expected release of a version: the run's
+    :class:`~artifactcheck.release.sources.Expectations`, or, in a forked observer
+    (:mod:`artifactcheck.observe.processes`), the parent's, asked over a pipe."""
+
+    async def get(self, version: str) -> Expectation: ...
+
+
 class Observer:
     """Fetches what one instance serves, under the run's settings and caches."""
 
@@ -100,7 +109,7 @@ class Observer:
         *,
         spec: CheckSpec,
         fetcher: Fetcher,
-        expectations: Expectations | None,
+        expectations: ReleaseLookup | None,
         seed: int | None = None,
     ) -> None:
         self.spec = spec

@@ -1,0 +1,419 @@
+"""Observing a large fleet from several processes: both cores, one verdict.
+
+One process observes about 1,700 GETs a second here: each GET costs 400-600 µs of
+CPU (reading, hashing, bookkeeping), so ``verify`` over 1,000 instances is bound by one
+core (docs/perf/verify.md). For such a run the instances are split by host between
+this process and forked copies of it; each copy observes its share with its own
+Fetcher and :class:`~artifactcheck.observe.instance.Observer` and sends every
+observation back as it completes. Judging, the CDN, deciding and reporting stay here,
+on all the observations together, exactly as in one process.
+
+What keeps one verdict, whatever the number of processes:
+
+- **The same sample.** Every process samples with the run's seed, so an instance's
+  files are the ones a single process would have fetched.
+- **One expected release per version.** A copy never loads a release itself: it asks
+  this process, which loads each version once through the run's
+  :class:`~artifactcheck.release.sources.Expectations` (its cache, single flight, last
+  known good, names-only rule) and sends the same release to every copy.
+- **The same limits.** A host belongs to one process, so ``max_per_host`` holds as it
+  is; ``max_connections`` and the retry budget's minimum are shared out between the
+  processes (:func:`shares`), so the run never puts more load on the fleet than one
+  process would.
+- **One instance never ends the run.** A copy that dies (a crash, the OOM killer)
+  leaves its instances not yet reported ``inconclusive`` (check failed), named, and
+  the rest is judged; a run that is cancelled kills its copies and reaps them.
+
+Why ``os.fork`` and not :mod:`multiprocessing` or a subprocess: a fork starts in
+microseconds with the interpreter, the imports and the parsed spec already in place,
+where a spawned interpreter re-imports the package (0.3-0.7 s here, a tenth of the
+run). It is only done where it is safe: on POSIX, with no other thread in the process
+(a fork copies only the calling thread, and a lock another thread held would stay
+locked in the copy forever), before this process opened any connection. Otherwise the
+run observes in one process, as before. Observations come back as one stream of
+pickles per copy, with one memo: the manifest a thousand siblings share is sent once,
+not once per instance (127 KB a piece otherwise). The pickles come from a fork of this
+very process; nothing an instance sends is ever unpickled, only values built from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pickle
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, BinaryIO
+
+from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.fetch.stats import FetchStats
+from artifactcheck.model.settings import CheckSpec, HttpSettings, RetrySettings
+from artifactcheck.model.values import Expectation, Instance, Observation
+from artifactcheck.observe.failures import check_failed
+from artifactcheck.observe.instance import Observer
+
+log = logging.getLogger("artifactcheck")
+
+__all__ = [
+    "MIN_PER_PROCESS",
+    "Shares",
+    "can_fork",
+    "host_of",
+    "observe_in_processes",
+    "processes_for",
+    "shares",
+    "split_by_host",
+]
+
+#: Fewer instances than this per process and a fork does not pay (judging, the CDN and
+#: the report stay in one process whatever the split).
+MIN_PER_PROCESS = 100
+#: Processes used at most when the number is not given.
+MAX_AUTO = 4
+#: Exit status of a copy whose own code failed (not an instance's fault).
+_FAILED = 70
+#: Seconds past the instance deadline a copy may stay silent before it is ended.
+STUCK_AFTER = 30.0
+
+
+# -- how many, and what each may use -------------------------------------------------------
+
+
+def cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def can_fork() -> tuple[bool, str]:
+    """Whether observing may fork now, and why not."""
+    if not hasattr(os, "fork"):
+        return False, "this platform cannot fork"
+    if threading.active_count() > 1:
+        return False, f"{threading.active_count() - 1} other thread(s) run in this process"
+    return True, ""
+
+
+def processes_for(instances: int, hosts: int, *, asked: int | None) -> int:
+    """How many processes observe ``instances`` on ``hosts`` distinct hosts.
+
+    ``asked``: the user's number (1: this process only), else one per core, at most
+    :data:`MAX_AUTO`, and only with :data:`MIN_PER_PROCESS` instances for each. Never
+    more processes than hosts: a host is observed by one process only.
+    """
+    if asked is not None:
+        wanted = asked
+    else:
+        wanted = min(cores(), MAX_AUTO, instances // MIN_PER_PROCESS)
+    return max(1, min(wanted, hosts))
+
+
+@dataclass(frozen=True, slots=True)
+class Shares:
+    """What each of ``count`` processes may use of the run's limits."""
+
+    count: int
+    http: HttpSettings  # max_connections shared out
+    retry: RetrySettings  # the budget's minimum shared out (its ratio is per request)
+
+
+def shares(spec: CheckSpec, count: int) -> Shares:
+    """Each process's share of the run's limits: together, never more than one process."""
+    http = spec.http.model_copy(
+        update={"max_connections": max(1, spec.http.max_connections // count)}
+    )
+    retry = spec.retry.model_copy(update={"budget_min": spec.retry.budget_min // count})
+    return Shares(count=count, http=http, retry=retry)
+
+
+def host_of(instance: Instance) -> str:
+    """The host key the fetcher limits per host (``scheme://host:port``)."""
+    scheme, _, rest = instance.base_url.partition("://")
+    return f"{scheme.lower()}://{rest.split('/', 1)[0].lower()}"
+
+
+def split_by_host(instances: Sequence[Instance], count: int) -> list[list[Instance]]:
+    """``count`` slices, each host's instances in one, the largest hosts placed first
+    on the slice with the fewest instances (so slices are as even as hosts allow)."""
+    by_host: dict[str, list[Instance]] = {}
+    for instance in instances:
+        by_host.setdefault(host_of(instance), []).append(instance)
+    slices: list[list[Instance]] = [[] for _ in range(count)]
+    for group in sorted(by_host.values(), key=len, reverse=True):
+        min(slices, key=len).extend(group)
+    return slices
+
+
+# -- this process's side ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Copy:
+    """One forked copy: its process, its pipes, and the instances it owes."""
+
+    pid: int
+    results: BinaryIO  # copy -> here: pickles ("need", version) | ("obs", o) | ("done", stats)
+    replies: BinaryIO  # here -> copy: pickles (version, Expectation)
+    owed: dict[str, Instance]
+    replier: pickle.Pickler = field(init=False)
+    status: int | None = None
+
+    def __post_init__(self) -> None:
+        self.replier = pickle.Pickler(self.replies, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+async def observe_in_processes(
+    observer: Observer,
+    slices: Sequence[Sequence[Instance]],
+    *,
+    share: Shares,
+    into: dict[str, Observation],
+    loaded: dict[str, Expectation],
+    observe_here: Callable[[Sequence[Instance]], Any],
+    on_result: Callable[[Observation], None] | None = None,
+) -> None:
+    """Observe ``slices[0]`` here (``observe_here``) and each other slice in a fork.
+
+    Every observation goes ``into`` its instance's name, as :func:`observe_each` does;
+    the copies' requests are added to this process's fetcher's counts.
+    """
+    ok, why = can_fork()
+    if not ok:  # a thread started since the run was planned: all of it here, as before
+        log.info("observing in one process: %s", why)
+        await observe_here([i for part in slices for i in part])
+        return
+    # every fork before any thread of ours starts (the readers below)
+    copies = [_fork(observer, part, share) for part in slices[1:] if part]
+    try:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(observe_here(slices[0]))
+            for copy in copies:
+                tg.create_task(_collect(copy, observer, into, loaded, on_result))
+    finally:
+        for copy in copies:
+            _reap(copy, kill=True)
+
+
+def _fork(observer: Observer, part: Sequence[Instance], share: Shares) -> _Copy:
+    results_r, results_w = os.pipe()
+    replies_r, replies_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the copy: never returns
+        status = _FAILED
+        try:
+            os.close(results_r)
+            os.close(replies_w)
+            status = _run_copy(observer, part, share, results_w, replies_r)
+        except BaseException:  # noqa: BLE001 - whatever happens, the copy exits here
+            log.exception("observing process %d failed", os.getpid())
+        finally:
+            os._exit(status)
+    os.close(results_w)
+    os.close(replies_r)
+    return _Copy(
+        pid=pid,
+        results=os.fdopen(results_r, "rb"),
+        replies=os.fdopen(replies_w, "wb"),
+        owed={i.name: i for i in part},
+    )
+
+
+async def _collect(
+    copy: _Copy,
+    observer: Observer,
+    into: dict[str, Observation],
+    loaded: dict[str, Expectation],
+    on_result: Callable[[Observation], None] | None,
+) -> None:
+    """Take one copy's observations as they come; answer its releases; account for it."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[Any, ...] | None] = asyncio.Queue()
+
+    def read() -> None:  # on a thread: a blocking read of the pipe, one pickle at a time
+        reader = pickle.Unpickler(copy.results)
+        try:
+            while True:
+                loop.call_soon_threadsafe(queue.put_nowait, reader.load())
+        except EOFError:
+            pass
+        except Exception as exc:  # noqa: BLE001 - a torn stream: the copy died mid-write
+            log.warning("observing process %d: unreadable answer: %s", copy.pid, exc)
+        finally:
+            copy.results.close()  # the reader owns its end: closed once it is done
+            loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    reading = loop.run_in_executor(None, read)
+    stats: FetchStats | None = None
+    # While instances remain, one finishes at least every instance deadline (each runs
+    # within it once started): a copy silent for longer is stuck, and is ended.
+    silence = observer.spec.http.instance_deadline + STUCK_AFTER
+    while True:
+        try:
+            message = await asyncio.wait_for(queue.get(), timeout=silence)
+        except TimeoutError:
+            log.warning("observing process %d sent nothing for %.0fs; ended", copy.pid, silence)
+            _reap(copy, kill=True)
+            message = await queue.get()  # the reader's end, after the kill
+            while message is not None:
+                message = await queue.get()
+            break
+        if message is None:
+            break
+        kind = message[0]
+        if kind == "obs":
+            obs: Observation = message[1]
+            mine = copy.owed.pop(obs.instance.name, None)
+            if mine is None:
+                continue  # not one of its instances (or twice): ignored
+            obs = replace(obs, instance=mine)  # this process's Instance, not a copy's
+            into[mine.name] = obs
+            if on_result is not None:
+                on_result(obs)
+        elif kind == "need":
+            await _answer(copy, observer, loaded, message[1])
+        elif kind == "done":
+            stats = message[1]
+    await reading
+    await asyncio.to_thread(_reap, copy, kill=False)
+    if stats is not None:
+        observer.fetcher.stats.add(stats)
+    if copy.owed:  # it died before reporting them: their checks failed, not the run
+        why = RuntimeError(f"the observing process {copy.pid} {_ended(copy.status)}")
+        log.warning("%s; %d instance(s) not observed", why, len(copy.owed))
+        for instance in copy.owed.values():
+            obs = check_failed(instance, observer.spec.manifest_path or "", why)
+            into[instance.name] = obs
+            if on_result is not None:
+                on_result(obs)
+        copy.owed.clear()
+
+
+async def _answer(
+    copy: _Copy, observer: Observer, loaded: dict[str, Expectation], version: Any
+) -> None:
+    """Load a release a copy asks for, once for the run, and send it back."""
+    if observer.expectations is None or not isinstance(version, str):
+        return
+    expectation = await observer.expectations.get(version)
+    loaded[expectation.version] = expectation
+
+    def send() -> None:
+        try:
+            copy.replier.dump((version, expectation))
+            copy.replies.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the copy is gone; its instances are accounted for when it is reaped
+
+    await asyncio.to_thread(send)
+
+
+def _reap(copy: _Copy, *, kill: bool) -> None:
+    """Wait for a copy (killing it first if ``kill`` and it still runs); close its pipes."""
+    if copy.status is None:
+        if kill:
+            try:
+                os.kill(copy.pid, signal.SIGKILL)
+            except ProcessLookupError:  # pragma: no cover - already reaped elsewhere
+                pass
+        try:
+            _, raw = os.waitpid(copy.pid, 0)
+            copy.status = os.waitstatus_to_exitcode(raw)
+        except ChildProcessError:  # pragma: no cover - reaped by someone else
+            copy.status = -1
+    try:
+        copy.replies.close()
+    except OSError:
+        pass
+
+
+def _ended(status: int | None) -> str:
+    if status is None or status == 0:
+        return "ended early"
+    if status < 0:
+        return f"was killed by signal {-status}"
+    return f"exited with status {status}"
+
+
+# -- the copy's side ---------------------------------------------------------------------------
+
+
+class _AskParent:
+    """The copy's release source: asks the parent, once per version (see module doc)."""
+
+    def __init__(self, send: Callable[[tuple[Any, ...]], None]) -> None:
+        self._send = send
+        self._waiting: dict[str, asyncio.Future[Expectation]] = {}
+
+    async def get(self, version: str) -> Expectation:
+        future = self._waiting.get(version)
+        if future is None:
+            future = self._waiting[version] = asyncio.get_running_loop().create_future()
+            self._send(("need", version))
+        return await asyncio.shield(future)
+
+    def answered(self, version: str, expectation: Expectation) -> None:
+        future = self._waiting.get(version)
+        if future is not None and not future.done():
+            future.set_result(expectation)
+
+    def parent_gone(self) -> None:
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(RuntimeError("the parent process stopped answering"))
+
+
+def _run_copy(
+    parent: Observer, part: Sequence[Instance], share: Shares, results_fd: int, replies_fd: int
+) -> int:
+    """The body of a forked copy: observe ``part``, stream each observation back."""
+    # SIGINT (Ctrl-C on the terminal's process group) ends the parent's run, and the
+    # parent kills its copies: here it is ignored, not raised in the middle of a write.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    out = os.fdopen(results_fd, "wb")
+    sender = pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
+    lock = threading.Lock()
+
+    def send(message: tuple[Any, ...]) -> None:
+        with lock:
+            sender.dump(message)
+            out.flush()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        ask = _AskParent(send) if parent.expectations is not None else None
+
+        def replies() -> None:  # on a thread: the parent's answers, one pickle at a time
+            reader = pickle.Unpickler(os.fdopen(replies_fd, "rb"))
+            try:
+                while True:
+                    version, expectation = reader.load()
+                    if ask is not None:
+                        loop.call_soon_threadsafe(ask.answered, version, expectation)
+            except (EOFError, OSError, pickle.UnpicklingError):
+                pass
+            finally:
+                if ask is not None:
+                    loop.call_soon_threadsafe(ask.parent_gone)
+
+        threading.Thread(target=replies, name="observe-replies", daemon=True).start()
+        spec = parent.spec.model_copy(update={"http": share.http, "retry": share.retry})
+        async with Fetcher(http=share.http, retry=share.retry, logger=log) as fetcher:
+            observer = Observer(spec=spec, fetcher=fetcher, expectations=ask, seed=parent.seed)
+
+            async def one(instance: Instance) -> None:
+                obs, _ = await observer.observe(instance)
+                send(("obs", obs))
+
+            async with asyncio.TaskGroup() as tg:
+                for instance in part:
+                    tg.create_task(one(instance))
+            send(("done", fetcher.stats))
+
+    asyncio.run(main())
+    out.close()
+    return 0

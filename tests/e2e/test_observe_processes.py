@@ -1,0 +1,259 @@
+"""``verify --processes N``: a large fleet observed from several processes, one verdict.
+
+The servers run in this test process (a thread), so ``verify`` runs as a subprocess: a
+process with a thread running never forks (``can_fork``), exactly the rule under test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from artifactcheck.model.settings import CheckSpec
+from artifactcheck.model.values import Instance
+from artifactcheck.observe import processes
+from artifactcheck.observe.processes import can_fork, processes_for, shares, split_by_host
+from artifactcheck.sim.web import Delay
+
+DOWN = "http://127.93.60.1:9/"  # nothing listens on port 9 (discard) here
+
+#: ``artifactcheck`` with every release load recorded (pid, version) in a file.
+COUNT_LOADS = """
+import os, runpy, sys
+from artifactcheck.release import sources
+real = sources.Expectations._load
+async def counted(self, version):
+    with open(LOADS, "a") as f:
+        f.write(f"{os.getpid()} {version}\\n")
+    return await real(self, version)
+sources.Expectations._load = counted
+sys.argv = ["artifactcheck", *sys.argv[1:]]
+runpy.run_module("artifactcheck", run_name="__main__")
+"""
+
+
+def spec_file(tmp_path: Path, fleet: Any, **http: Any) -> Path:
+    spec = fleet.spec()
+    spec["targets"].append({"url": DOWN, "version": "1.4.1", "name": "down"})
+    spec["sampling"] = {"assets_per_instance": 2}  # a sample: the seed decides which files
+    spec["http"] = {**spec["http"], **http}
+    path = tmp_path / "check.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return path
+
+
+def verify(*args: str, timeout: float = 120) -> tuple[int, dict[str, Any], str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "artifactcheck", "-v", "verify", "--output", "json", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    return proc.returncode, doc, proc.stderr
+
+
+def judged(doc: dict[str, Any]) -> dict[str, Any]:
+    """Per instance, everything a verdict rests on (not timings or request counts)."""
+    return {
+        r["instance"]: (
+            r["verdict"],
+            r["reason"],
+            r.get("serves_version"),
+            sorted((a["path"], a.get("sha256"), a.get("status")) for a in r["assets"]),
+        )
+        for r in doc["results"]
+    }
+
+
+def test_three_processes_give_the_verdicts_and_sample_of_one(make_fleet, tmp_path) -> None:
+    fleet = make_fleet(9, version="1.4.1")
+    fleet.drift(2, serves="1.4.2")  # serves a mix
+    fleet.instances[4].version = "1.4.2"  # reports a release it does not serve
+    fleet.cdn_missing("assets/logo-m9-UFto3.svg")
+    spec = spec_file(tmp_path, fleet)
+
+    code, spread, err = verify("--config", str(spec), "--processes", "3")
+    assert "from 3 processes" in err, err
+    seed = spread["sample"]["seed"]
+    code_one, one, err_one = verify("--config", str(spec), "--processes", "1", "--seed", str(seed))
+    assert "processes" not in err_one
+
+    assert code == code_one == 1
+    assert judged(spread) == judged(one)
+    assert spread["counts"] == one["counts"]
+    verdicts = {r["instance"]: r["verdict"] for r in spread["results"]}
+    assert verdicts["web-3"] == verdicts["web-5"] == "mismatch"
+    assert verdicts["down"] == "unreachable"
+    # the others serve their release, but the CDN lacks the logo they all reference
+    assert sum(v == "cdn-missing" for v in verdicts.values()) == 7, verdicts
+
+
+def test_each_release_is_loaded_once_whatever_the_number_of_processes(make_fleet, tmp_path) -> None:
+    """Copies ask the parent for a release: one load per version for the whole run, so
+    every process compares against the very same expected release."""
+    fleet = make_fleet(6, version="1.4.1")
+    fleet.instances[1].version = "1.4.2"
+    spec = spec_file(tmp_path, fleet)
+    loads = tmp_path / "loads.txt"
+    wrapper = tmp_path / "count_loads.py"
+    wrapper.write_text(COUNT_LOADS.replace("LOADS", repr(str(loads))), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, str(wrapper), "-v", "verify", "--config", str(spec), "--processes", "3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "from 3 processes" in proc.stderr, proc.stderr
+    assert proc.returncode == 1, proc.stderr
+    lines = loads.read_text().split()
+    pids, versions = set(lines[0::2]), lines[1::2]
+    assert sorted(versions) == ["1.4.1", "1.4.2"]  # each once, though 3 processes met both
+    assert len(pids) == 1  # and only in the parent
+
+
+def test_a_copy_that_dies_leaves_its_instances_inconclusive(make_fleet, tmp_path) -> None:
+    """The OOM killer takes one observing process: its instances are ``inconclusive``
+    and named, the others are judged, the run ends with a full report (exit 3)."""
+    fleet = make_fleet(6, version="1.4.1")
+    for inst in fleet.instances:  # slow answers: time to find and kill the copy
+        inst.site.overrides["index.html"] = Delay(3.0)
+    spec = spec_file(tmp_path, fleet)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "artifactcheck",
+            "-v",
+            "verify",
+            "--config",
+            str(spec),
+            "--processes",
+            "2",
+            "--output",
+            "json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        copy = _child_of(proc.pid, timeout=20)
+        os.kill(copy, signal.SIGKILL)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 3, err
+    doc = json.loads(out)
+    results = {r["instance"]: r for r in doc["results"]}
+    assert len(results) == 7  # every instance reported
+    lost = [r for r in results.values() if "observing process" in r["reason"]]
+    assert lost and all(r["verdict"] == "inconclusive" for r in lost)
+    assert all(f"{copy} was killed by signal 9" in r["reason"] for r in lost)
+    judged_here = [r for r in results.values() if r not in lost and r["instance"] != "down"]
+    assert judged_here and all(r["verdict"] == "consistent" for r in judged_here)
+    assert "not observed" in err
+
+
+def _child_of(pid: int, *, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:
+                continue
+            if children:
+                return int(children[0])
+        time.sleep(0.02)
+    raise TimeoutError(f"process {pid} forked no observer within {timeout}s")
+
+
+def test_the_processes_together_stay_within_max_connections(make_fleet, tmp_path) -> None:
+    fleet = make_fleet(8, version="1.4.1")
+    for inst in fleet.instances:
+        for path in ("index.html", ".vite/manifest.json"):
+            inst.site.overrides[path] = Delay(0.3, then=None)
+    fleet.web.reset_stats()
+    spec = spec_file(tmp_path, fleet, max_connections=4, max_per_host=1)
+    code, doc, err = verify("--config", str(spec), "--processes", "2")
+    assert "from 2 processes" in err, err
+    assert doc["results"]
+    assert fleet.web.peak_in_flight <= 4
+
+
+def test_processes_must_be_a_positive_number() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "artifactcheck", "verify", "-t", DOWN, "--processes", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "--processes" in proc.stderr
+
+
+# -- the plan ----------------------------------------------------------------------------
+
+
+def test_how_many_processes() -> None:
+    assert processes_for(50, 50, asked=None) == 1  # too few instances to pay
+    assert processes_for(1000, 1000, asked=None) == min(processes.cores(), 4, 10)
+    assert processes_for(1000, 1, asked=3) == 1  # one host: one process
+    assert processes_for(10, 10, asked=3) == 3  # asked for: given, within the hosts
+    assert processes_for(10, 10, asked=1) == 1
+
+
+def test_limits_are_shared_out() -> None:
+    spec = CheckSpec.model_validate(
+        {"targets": [{"url": "http://127.0.0.1/"}], "http": {"max_connections": 64}}
+    )
+    share = shares(spec, 3)
+    assert share.http.max_connections == 21
+    assert share.retry.budget_min == spec.retry.budget_min // 3
+    assert share.http.max_per_host == spec.http.max_per_host  # a host is one process's
+
+
+def test_a_host_is_observed_by_one_process() -> None:
+    def inst(name: str, url: str) -> Instance:
+        return Instance(name=name, base_url=url)
+
+    instances = [inst(f"a{i}", "http://10.0.0.1:8080/") for i in range(5)]
+    instances += [inst(f"b{i}", f"http://10.0.0.{i + 2}/") for i in range(5)]
+    slices = split_by_host(instances, 2)
+    a_slices = {i for i, part in enumerate(slices) for x in part if x.name.startswith("a")}
+    assert len(a_slices) == 1
+    assert sorted(len(part) for part in slices) == [5, 5]
+    assert sorted(x.name for part in slices for x in part) == sorted(x.name for x in instances)
+
+
+def test_no_fork_while_another_thread_runs() -> None:
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        ok, why = can_fork()
+        assert not ok and "other thread" in why
+    finally:
+        stop.set()
+        thread.join()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX only")
+def test_can_fork_when_alone() -> None:
+    others = [t for t in threading.enumerate() if t is not threading.current_thread()]
+    if others:
+        pytest.skip(f"threads of other fixtures run: {others}")
+    assert can_fork() == (True, "")
