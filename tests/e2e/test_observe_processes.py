@@ -152,9 +152,7 @@ def test_a_copy_that_dies_leaves_its_instances_inconclusive(make_fleet, tmp_path
         os.kill(copy, signal.SIGKILL)
         out, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _end(proc)
     assert proc.returncode == 3, err
     doc = json.loads(out)
     results = {r["instance"]: r for r in doc["results"]}
@@ -165,6 +163,59 @@ def test_a_copy_that_dies_leaves_its_instances_inconclusive(make_fleet, tmp_path
     judged_here = [r for r in results.values() if r not in lost and r["instance"] != "down"]
     assert judged_here and all(r["verdict"] == "consistent" for r in judged_here)
     assert "not observed" in err
+
+
+def test_a_copy_that_stops_answering_is_ended(make_fleet, tmp_path) -> None:
+    """A copy gone silent (stopped, deadlocked) past the instance deadline is killed:
+    its instances are inconclusive and the run still ends."""
+    fleet = make_fleet(6, version="1.4.1")
+    for inst in fleet.instances:
+        inst.site.overrides["index.html"] = Delay(1.0)
+    spec = spec_file(tmp_path, fleet, instance_deadline=2.0)
+    wrapper = tmp_path / "impatient.py"
+    wrapper.write_text(
+        "import runpy, sys\n"
+        "from artifactcheck.observe import processes\n"
+        "processes.STUCK_AFTER = 0.5\n"
+        "sys.argv = ['artifactcheck', *sys.argv[1:]]\n"
+        "runpy.run_module('artifactcheck', run_name='__main__')\n",
+        encoding="utf-8",
+    )
+    argv = [sys.executable, str(wrapper), "-v", "verify", "--config", str(spec)]
+    proc = subprocess.Popen(
+        [*argv, "--processes", "2", "--output", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        copy = _child_of(proc.pid, timeout=20)
+        os.kill(copy, signal.SIGSTOP)
+        started = time.monotonic()
+        out, err = proc.communicate(timeout=60)
+        took = time.monotonic() - started
+    finally:
+        _end(proc)
+    assert proc.returncode == 3, err
+    assert "sent nothing for" in err
+    assert took < 20
+    lost = [r for r in json.loads(out)["results"] if "observing process" in r["reason"]]
+    assert lost and all(f"{copy} was killed by signal 9" in r["reason"] for r in lost)
+
+
+def _end(proc: subprocess.Popen[str]) -> None:
+    """Kill a ``verify`` still running, and any copy of it still there (a stopped one)."""
+    if proc.poll() is not None:
+        return
+    for task in Path(f"/proc/{proc.pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            os.kill(int(child), signal.SIGKILL)
+    proc.kill()
+    proc.wait()
 
 
 def _child_of(pid: int, *, timeout: float) -> int:
@@ -183,15 +234,18 @@ def _child_of(pid: int, *, timeout: float) -> int:
 
 def test_the_processes_together_stay_within_max_connections(make_fleet, tmp_path) -> None:
     fleet = make_fleet(8, version="1.4.1")
-    for inst in fleet.instances:
-        for path in ("index.html", ".vite/manifest.json"):
-            inst.site.overrides[path] = Delay(0.3, then=None)
+    build = fleet.releases["1.4.1"]
+    files = [p.relative_to(build).as_posix() for p in build.rglob("*") if p.is_file()]
+    for inst in fleet.instances:  # every answer slow: each process keeps its limit full
+        for path in files:
+            inst.site.overrides[path] = Delay(0.2)
     fleet.web.reset_stats()
-    spec = spec_file(tmp_path, fleet, max_connections=4, max_per_host=1)
+    # 2 per host, 4 hosts each: one process alone would have 8 in flight
+    spec = spec_file(tmp_path, fleet, max_connections=4, max_per_host=2)
     code, doc, err = verify("--config", str(spec), "--processes", "2")
     assert "from 2 processes" in err, err
     assert doc["results"]
-    assert fleet.web.peak_in_flight <= 4
+    assert fleet.web.peak_in_flight == 4  # the limit, used, and never more
 
 
 def test_processes_must_be_a_positive_number() -> None:
