@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -246,13 +247,25 @@ def _run_check(spec: Any, **kw: Any) -> Any:
         return run_quietly(run_check(spec, **kw))
     from rich.progress import Progress
 
-    with Progress(console=console(stderr=True), transient=True) as progress:
+    # Refreshed from the results themselves, at most ten times a second, not by rich's
+    # refresh thread: a process with a thread running never forks observers
+    # (artifactcheck.observe.processes), and a terminal must not make the check slower.
+    shown = [0.0]
+
+    def advance(_obs: Any) -> None:
+        progress.advance(task)
+        now = time.monotonic()
+        if now - shown[0] >= 0.1:
+            shown[0] = now
+            progress.refresh()
+
+    with Progress(console=console(stderr=True), transient=True, auto_refresh=False) as progress:
         task = progress.add_task("checking", total=None)
         return run_quietly(
             run_check(
                 spec,
-                on_discovered=lambda n: progress.update(task, total=n),
-                on_result=lambda _obs: progress.advance(task),
+                on_discovered=lambda n: progress.update(task, total=n, refresh=True),
+                on_result=advance,
                 **kw,
             )
         )

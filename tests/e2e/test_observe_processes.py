@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import signal
 import subprocess
 import sys
@@ -246,6 +248,39 @@ def test_the_processes_together_stay_within_max_connections(make_fleet, tmp_path
     assert "from 2 processes" in err, err
     assert doc["results"]
     assert fleet.web.peak_in_flight == 4  # the limit, used, and never more
+
+
+def test_a_terminal_progress_bar_does_not_keep_the_run_in_one_process(make_fleet, tmp_path) -> None:
+    """On a terminal, ``verify`` shows a progress bar; it is refreshed without a thread
+    of its own, so the run still forks its observers."""
+    fleet = make_fleet(4, version="1.4.1")
+    spec = spec_file(tmp_path, fleet)
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "artifactcheck", "-v", "verify", "--config", str(spec)]
+            + ["--processes", "2", "--output", "json"],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            timeout=120,
+        )
+        os.close(follower)
+        follower = -1
+        shown = b""
+        while select.select([leader], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the other end closed
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if follower != -1:
+            os.close(follower)
+        os.close(leader)
+    assert b"from 2 processes" in shown, shown[-2000:]
+    assert len(json.loads(proc.stdout)["results"]) == 5
 
 
 def test_processes_must_be_a_positive_number() -> None:
