@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .common import ROOT, fleet_server, log, machine, save, tool_env
+from .common import ROOT, fleet_server, log, machine, peak_rss_mb, save, tool_env
 
 GATE = "artifactcheck.io/content-verified"
 NAMESPACE = "shop"
@@ -457,13 +457,17 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             if proc is not None:
                 if proc.poll() is None:
+                    hwm = peak_rss_mb(proc.pid)  # not wait4's: see common.run_measured
                     proc.send_signal(signal.SIGTERM)  # the controller process we started
                     timer = threading.Timer(60, lambda: os.killpg(proc.pid, signal.SIGKILL))
                     timer.start()
                     _pid, status, usage = os.wait4(proc.pid, 0)
                     timer.cancel()
                     result["controller_exit"] = os.waitstatus_to_exitcode(status)
-                    result["controller_peak_rss_mb"] = usage.ru_maxrss / 1024
+                    result["controller_peak_rss_mb"] = (
+                        hwm if hwm is not None else usage.ru_maxrss / 1024
+                    )
+                    result["controller_peak_rss_source"] = "VmHWM" if hwm is not None else "wait4"
                     result["controller_cpu_seconds"] = usage.ru_utime + usage.ru_stime
                 else:
                     result["controller_exit"] = proc.returncode

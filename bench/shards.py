@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from .common import ROOT, fleet_server, log, machine, save, tool_env
+from .common import ROOT, fleet_server, log, machine, peak_rss_mb, save, tool_env
 from .controller import (
     NAMESPACE,
     add_pod,
@@ -349,6 +349,7 @@ def run(
                 }
         out["new_pods_without_verdict"] = len(pending)
     finally:
+        hwm = {s: peak_rss_mb(proc.pid) for s, (proc, _url) in procs.items()}
         for proc, _url in procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)  # our own controller process
@@ -359,7 +360,8 @@ def run(
             timer.cancel()
             per.setdefault(s, {}).update(
                 exit=os.waitstatus_to_exitcode(status),
-                peak_rss_mb=usage.ru_maxrss / 1024,
+                peak_rss_mb=hwm[s] if hwm[s] is not None else usage.ru_maxrss / 1024,
+                peak_rss_source="VmHWM" if hwm[s] is not None else "wait4",
                 cpu_seconds=usage.ru_utime + usage.ru_stime,
             )
         cluster.stop()
