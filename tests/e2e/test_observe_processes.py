@@ -131,31 +131,11 @@ def test_a_copy_that_dies_leaves_its_instances_inconclusive(make_fleet, tmp_path
     for inst in fleet.instances:  # slow answers: time to find and kill the copy
         inst.site.overrides["index.html"] = Delay(3.0)
     spec = spec_file(tmp_path, fleet)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "artifactcheck",
-            "-v",
-            "verify",
-            "--config",
-            str(spec),
-            "--processes",
-            "2",
-            "--output",
-            "json",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    argv = [sys.executable, "-m", "artifactcheck", "-v", "verify", "--config", str(spec)]
+    code, out, err, copy, _ = _signal_a_copy(
+        [*argv, "--processes", "2", "--output", "json"], signal.SIGKILL
     )
-    try:
-        copy = _child_of(proc.pid, timeout=20)
-        os.kill(copy, signal.SIGKILL)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        _end(proc)
-    assert proc.returncode == 3, err
+    assert code == 3, err
     doc = json.loads(out)
     results = {r["instance"]: r for r in doc["results"]}
     assert len(results) == 7  # every instance reported
@@ -184,25 +164,29 @@ def test_a_copy_that_stops_answering_is_ended(make_fleet, tmp_path) -> None:
         encoding="utf-8",
     )
     argv = [sys.executable, str(wrapper), "-v", "verify", "--config", str(spec)]
-    proc = subprocess.Popen(
-        [*argv, "--processes", "2", "--output", "json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    code, out, err, copy, took = _signal_a_copy(
+        [*argv, "--processes", "2", "--output", "json"], signal.SIGSTOP
     )
+    assert code == 3, err
+    assert "sent nothing for" in err
+    assert took < 20
+    lost = [r for r in json.loads(out)["results"] if "observing process" in r["reason"]]
+    assert lost and all(f"{copy} was killed by signal 9" in r["reason"] for r in lost)
+
+
+def _signal_a_copy(argv: list[str], signum: int) -> tuple[int, str, str, int, float]:
+    """Run ``argv`` (a ``verify`` forking one copy), send the copy ``signum`` once it
+    exists; the exit code, output, errors, the copy's PID, seconds from the signal."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         copy = _child_of(proc.pid, timeout=20)
-        os.kill(copy, signal.SIGSTOP)
+        os.kill(copy, signum)
         started = time.monotonic()
         out, err = proc.communicate(timeout=60)
         took = time.monotonic() - started
     finally:
         _end(proc)
-    assert proc.returncode == 3, err
-    assert "sent nothing for" in err
-    assert took < 20
-    lost = [r for r in json.loads(out)["results"] if "observing process" in r["reason"]]
-    assert lost and all(f"{copy} was killed by signal 9" in r["reason"] for r in lost)
+    return proc.returncode, out, err, copy, took
 
 
 def _end(proc: subprocess.Popen[str]) -> None:
