@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -485,7 +486,8 @@ async def discover_all(
 
         engine = DockerEngine()
         try:
-            instances += await asyncio.to_thread(discover_containers, engine, spec.docker)
+            docker = spec.docker
+            instances += await _on_own_thread(lambda: discover_containers(engine, docker))
         finally:
             engine.close()
     if spec.kubernetes is not None:
@@ -503,8 +505,22 @@ async def discover_all(
             finally:
                 api.close()  # type: ignore[no-untyped-call]
 
-        instances += await asyncio.to_thread(pods)
+        instances += await _on_own_thread(pods)
     return instances
+
+
+async def _on_own_thread(work: Callable[[], list[Instance]]) -> list[Instance]:
+    """``work`` on a thread that ends with it: the default executor's threads would
+    outlive discovery, and a process with a thread running never forks its observers
+    (:func:`~artifactcheck.observe.processes.can_fork`)."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="discover")
+    try:
+        found = await asyncio.get_running_loop().run_in_executor(pool, work)
+    except BaseException:
+        pool.shutdown(wait=False)  # cancelled mid-call: never block the loop on it
+        raise
+    pool.shutdown(wait=True)  # done: the thread is idle and ends at once
+    return found
 
 
 async def run_check(

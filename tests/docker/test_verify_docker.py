@@ -187,6 +187,32 @@ def test_container_stopped_mid_run_is_unreachable_not_mismatch(
     assert "mismatch" not in verdicts.values()
 
 
+def test_verify_forks_its_observers_after_discovering_containers(
+    docker_host: str, run_id: str, site_images: Any, containers: Any
+) -> None:
+    """Discovery's thread ends with it, so a run that discovered containers can still
+    observe them from several processes (a thread left running forbids the fork)."""
+    import os
+    import subprocess
+    import sys
+
+    labels = {"case": "processes"}
+    started = [containers.start(site_images.clean, labels=labels) for _ in range(2)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "artifactcheck", "-v", "verify"]
+        + ["--docker-label", f"artifactcheck.test={run_id}", "--docker-label", "case=processes"]
+        + ["--processes", "2", "--output", "json"],
+        env={**os.environ, "DOCKER_HOST": docker_host},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "observing 2 instances from 2 processes" in proc.stderr, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert {r["instance"] for r in doc["results"]} == {c.name for c in started}
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_daemon_unreachable_exits_3(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nothing.sock")
     result = CliRunner().invoke(main, ["verify", "--docker-label", "app=web"])
