@@ -163,7 +163,13 @@ async def _load_releases(
     if spec.desired_version:
         wanted.add(spec.desired_version)
     for version in sorted(v for v in wanted if v is not None and v not in loaded):
-        loaded[version] = await expectations.get(version)
+        try:
+            loaded[version] = await expectations.get(version)
+        except Exception as exc:  # noqa: BLE001 - a source's bug: that release is missing
+            log.warning("loading release %s failed: %s", version, describe(exc))
+            loaded[version] = Expectation(
+                version=version, manifest=None, error=f"the release source failed: {describe(exc)}"
+            )
 
 
 def _release_findings(loaded: dict[str, Expectation]) -> list[Finding]:

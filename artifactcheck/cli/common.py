@@ -8,6 +8,7 @@ every command module, and no command module needs another.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn, TypeVar
@@ -54,7 +55,9 @@ def exit_on_error(action: Callable[[], T]) -> T:
     """Run ``action``; a configuration error exits 2, any other failure to judge exits 3.
 
     A dependency that is down (the API server, the Docker engine) or a release that
-    cannot be read means nothing could be judged: inconclusive, never a mismatch.
+    cannot be read means nothing could be judged: inconclusive, never a mismatch. So
+    does a bug: an uncaught exception would exit 1, which CI reads as "something served
+    is wrong"; it exits 3, with the traceback logged.
     """
     try:
         return action()
@@ -62,6 +65,13 @@ def exit_on_error(action: Callable[[], T]) -> T:
         fail(str(exc))
     except ArtifactCheckError as exc:  # DependencyError and the rest
         fail(str(exc), EXIT_INCONCLUSIVE)
+    except Exception as exc:  # noqa: BLE001 - a bug is never a verdict
+        logging.getLogger("artifactcheck").exception("internal error")
+        fail(
+            f"internal error, nothing judged: {type(exc).__name__}: {exc} (a bug; "
+            "the traceback is above)",
+            EXIT_INCONCLUSIVE,
+        )
 
 
 def run_or_exit(coro: Coroutine[Any, Any, T]) -> T:

@@ -52,7 +52,7 @@ from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.stats import FetchStats
 from artifactcheck.model.settings import CheckSpec, HttpSettings, RetrySettings
 from artifactcheck.model.values import Expectation, Instance, Observation
-from artifactcheck.observe.failures import check_failed
+from artifactcheck.observe.failures import check_failed, describe
 from artifactcheck.observe.instance import Observer
 
 log = logging.getLogger("artifactcheck")
@@ -158,7 +158,7 @@ class _Copy:
 
     pid: int
     results: BinaryIO  # copy -> here: pickles ("need", version) | ("obs", o) | ("done", stats)
-    replies: BinaryIO  # here -> copy: pickles (version, Expectation)
+    replies: BinaryIO  # here -> copy: pickles (version, Expectation | None, error | None)
     owed: dict[str, Instance]
     replier: pickle.Pickler = field(init=False)
     status: int | None = None
@@ -296,15 +296,23 @@ async def _collect(
 async def _answer(
     copy: _Copy, observer: Observer, loaded: dict[str, Expectation], version: Any
 ) -> None:
-    """Load a release a copy asks for, once for the run, and send it back."""
-    if observer.expectations is None or not isinstance(version, str):
-        return
-    expectation = await observer.expectations.get(version)
-    loaded[expectation.version] = expectation
+    """Load a release a copy asks for, once for the run, and send it back; a load that
+    raises is sent back as its error (the instances' failed check, as in one process),
+    never the run's end."""
+    answer: tuple[Any, Expectation | None, str | None]
+    try:
+        if observer.expectations is None or not isinstance(version, str):
+            raise RuntimeError("this run has no release source")
+        expectation = await observer.expectations.get(version)
+        loaded[expectation.version] = expectation
+        answer = (version, expectation, None)
+    except Exception as exc:  # noqa: BLE001 - one release never ends the run
+        log.warning("loading release %r for process %d failed: %s", version, copy.pid, exc)
+        answer = (version, None, describe(exc))
 
     def send() -> None:
         try:
-            copy.replier.dump((version, expectation))
+            copy.replier.dump(answer)
             copy.replies.flush()
         except (BrokenPipeError, OSError):
             pass  # the copy is gone; its instances are accounted for when it is reaped
@@ -356,9 +364,13 @@ class _AskParent:
             self._send(("need", version))
         return await asyncio.shield(future)
 
-    def answered(self, version: str, expectation: Expectation) -> None:
+    def answered(self, version: str, expectation: Expectation | None, error: str | None) -> None:
         future = self._waiting.get(version)
-        if future is not None and not future.done():
+        if future is None or future.done():
+            return
+        if expectation is None:
+            future.set_exception(RuntimeError(f"loading release {version} failed: {error}"))
+        else:
             future.set_result(expectation)
 
     def parent_gone(self) -> None:
@@ -391,9 +403,9 @@ def _run_copy(
             reader = pickle.Unpickler(os.fdopen(replies_fd, "rb"))
             try:
                 while True:
-                    version, expectation = reader.load()
+                    version, expectation, error = reader.load()
                     if ask is not None:
-                        loop.call_soon_threadsafe(ask.answered, version, expectation)
+                        loop.call_soon_threadsafe(ask.answered, version, expectation, error)
             except (EOFError, OSError, pickle.UnpicklingError):
                 pass
             finally:

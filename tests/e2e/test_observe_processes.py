@@ -124,6 +124,42 @@ def test_each_release_is_loaded_once_whatever_the_number_of_processes(make_fleet
     assert len(pids) == 1  # and only in the parent
 
 
+#: ``artifactcheck`` whose release source raises (a bug, not a source that is down).
+BROKEN_RELEASE = """
+import runpy, sys
+from artifactcheck.release import sources
+async def broken(self, version):
+    raise RuntimeError("a bug in the release source")
+sources.Expectations.get = broken
+sys.argv = ["artifactcheck", *sys.argv[1:]]
+runpy.run_module("artifactcheck", run_name="__main__")
+"""
+
+
+def test_a_release_that_raises_fails_its_instances_not_the_run(make_fleet, tmp_path) -> None:
+    fleet = make_fleet(6, version="1.4.1")
+    spec = spec_file(tmp_path, fleet)
+    wrapper = tmp_path / "broken.py"
+    wrapper.write_text(BROKEN_RELEASE, encoding="utf-8")
+    runs = {}
+    for count in ("1", "3"):
+        proc = subprocess.run(
+            [sys.executable, str(wrapper), "-v", "verify", "--config", str(spec)]
+            + ["--processes", count, "--output", "json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 3, proc.stderr
+        runs[count] = {r["instance"]: r["verdict"] for r in json.loads(proc.stdout)["results"]}
+        assert all(
+            "a bug in the release source" in r["reason"] or r["instance"] == "down"
+            for r in json.loads(proc.stdout)["results"]
+        ), proc.stdout
+    assert runs["1"] == runs["3"]
+    assert set(runs["3"].values()) == {"inconclusive", "unreachable"}
+
+
 def test_a_copy_that_dies_leaves_its_instances_inconclusive(make_fleet, tmp_path) -> None:
     """The OOM killer takes one observing process: its instances are ``inconclusive``
     and named, the others are judged, the run ends with a full report (exit 3)."""

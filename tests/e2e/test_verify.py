@@ -225,3 +225,16 @@ def test_console_script_exit_code(make_fleet) -> None:
     )
     assert proc.returncode == 1, proc.stderr
     assert "mismatch" in proc.stdout
+
+
+def test_a_bug_exits_inconclusive_never_as_a_mismatch(monkeypatch) -> None:
+    """An uncaught exception would exit 1, which CI reads as "something served is
+    wrong": a bug is not a verdict, it exits 3 with the traceback logged."""
+
+    async def broken(*args, **kwargs):
+        raise RuntimeError("a bug in judging")
+
+    monkeypatch.setattr("artifactcheck.pipeline.judge_step", broken)
+    code, _out, err = verify("--target", "http://127.93.61.1:9/=1.4.1")
+    assert code == 3
+    assert "internal error, nothing judged: RuntimeError: a bug in judging" in err
