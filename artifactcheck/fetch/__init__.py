@@ -19,12 +19,20 @@ One module a job, read in this order:
 - :mod:`~artifactcheck.fetch.urls`: URL safety (only under the base URL, no SSRF).
 """
 
-from artifactcheck.fetch.decoders import MAX_CONTENT_CODINGS
-from artifactcheck.fetch.fetcher import Fetcher
-from artifactcheck.fetch.headers import EVIDENCE_HEADERS
-from artifactcheck.fetch.retry import RetryBudget, backoff_delay, parse_retry_after
-from artifactcheck.fetch.stats import FetchStats, HostStats
-from artifactcheck.fetch.tls import build_ssl_context, probe_certificate
+import sys
+
+# httpx imports its own command line (``httpx._main``: rich, pygments, click) when it is
+# imported: 90-150 ms of every artifactcheck start-up, for a client never run here. A
+# ``None`` in sys.modules makes that import fail as if the extra were not installed,
+# and httpx then defines its stub ``main`` (httpx/__init__.py); nothing else changes.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+from artifactcheck.fetch.decoders import MAX_CONTENT_CODINGS  # noqa: E402
+from artifactcheck.fetch.fetcher import Fetcher  # noqa: E402
+from artifactcheck.fetch.headers import EVIDENCE_HEADERS  # noqa: E402
+from artifactcheck.fetch.retry import RetryBudget, backoff_delay, parse_retry_after  # noqa: E402
+from artifactcheck.fetch.stats import FetchStats, HostStats  # noqa: E402
+from artifactcheck.fetch.tls import build_ssl_context, probe_certificate  # noqa: E402
 
 __all__ = [
     "EVIDENCE_HEADERS",

@@ -30,3 +30,25 @@ def test_common_and_options_import_no_command_module() -> None:
             if m.startswith("artifactcheck.cli.")
         }
         assert cli == set(), (module, cli)
+
+
+def test_verify_starts_without_the_modules_it_does_not_use() -> None:
+    """Start-up is part of every CI run: ``verify --output json`` imports neither rich
+    (tables, progress: loaded when shown) nor httpx's own command line (rich and
+    pygments: 90-150 ms), nor the investigate views."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "import artifactcheck.cli.main, artifactcheck.pipeline, artifactcheck.release.registry\n"
+        "import httpx\n"
+        "unused = ('rich', 'pygments', 'httpx._main', 'artifactcheck.act.investigate')\n"
+        "print(sorted(m for m in unused if sys.modules.get(m) is not None))\n"
+        "print(callable(httpx.main))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split("\n")
+    assert out[0] == "[]"
+    assert out[1] == "True"  # httpx's stub, as without its CLI extra
