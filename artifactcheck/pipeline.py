@@ -468,7 +468,8 @@ def _spread(spec: CheckSpec, instances: Sequence[Instance], asked: int | None) -
     core, a thread already running, no fork on this platform)."""
     checked = min(len(instances), spec.sampling.instances or len(instances))
     hosts = len({host_of(i) for i in instances})
-    count = processes_for(checked, hosts, asked=asked)
+    # at least one connection each: more processes than max_connections would exceed it
+    count = min(processes_for(checked, hosts, asked=asked), spec.http.max_connections)
     if count <= 1:
         return None
     ok, why = can_fork()

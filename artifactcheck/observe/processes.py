@@ -188,10 +188,19 @@ async def observe_in_processes(
         await observe_here([i for part in slices for i in part])
         return
     # every fork before any thread of ours starts (the readers below)
-    copies = [_fork(observer, part, share) for part in slices[1:] if part]
+    copies: list[_Copy] = []
+    here = list(slices[0])
+    for part in slices[1:]:
+        if not part:
+            continue
+        try:
+            copies.append(_fork(observer, part, share, inherited=copies))
+        except OSError as exc:  # no memory or process slot for one more: observed here
+            log.warning("could not fork an observing process (%s); observing here", exc)
+            here += part
     try:
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(observe_here(slices[0]))
+            tg.create_task(observe_here(here))
             for copy in copies:
                 tg.create_task(_collect(copy, observer, into, loaded, on_result))
     finally:
@@ -199,15 +208,28 @@ async def observe_in_processes(
             _reap(copy, kill=True)
 
 
-def _fork(observer: Observer, part: Sequence[Instance], share: Shares) -> _Copy:
+def _fork(
+    observer: Observer, part: Sequence[Instance], share: Shares, *, inherited: Sequence[_Copy]
+) -> _Copy:
+    """Fork one copy observing ``part``; ``inherited``: the copies forked before it,
+    whose pipe ends this process holds (the new copy closes its copies of them, so a
+    copy's pipes end when that copy or this process does)."""
     results_r, results_w = os.pipe()
     replies_r, replies_w = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        for fd in (results_r, results_w, replies_r, replies_w):
+            os.close(fd)
+        raise
     if pid == 0:  # the copy: never returns
         status = _FAILED
         try:
             os.close(results_r)
             os.close(replies_w)
+            for earlier in inherited:  # nothing is buffered yet: no reader or reply has run
+                earlier.results.close()
+                earlier.replies.close()
             status = _run_copy(observer, part, share, results_w, replies_r)
         except BaseException:  # noqa: BLE001 - whatever happens, the copy exits here
             log.exception("observing process %d failed", os.getpid())

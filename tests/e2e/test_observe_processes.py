@@ -97,8 +97,10 @@ def test_three_processes_give_the_verdicts_and_sample_of_one(make_fleet, tmp_pat
     verdicts = {r["instance"]: r["verdict"] for r in spread["results"]}
     assert verdicts["web-3"] == verdicts["web-5"] == "mismatch"
     assert verdicts["down"] == "unreachable"
-    # the others serve their release, but the CDN lacks the logo they all reference
-    assert sum(v == "cdn-missing" for v in verdicts.values()) == 7, verdicts
+    # the others serve their release; the CDN lacks the logo, which is flagged when the
+    # run's random seed sampled it (the same either way in both runs, compared above)
+    others = {v for name, v in verdicts.items() if name not in ("web-3", "web-5", "down")}
+    assert len(others) == 1 and others <= {"consistent", "cdn-missing"}, verdicts
 
 
 def test_each_release_is_loaded_once_whatever_the_number_of_processes(make_fleet, tmp_path) -> None:
