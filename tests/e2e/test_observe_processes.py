@@ -162,6 +162,40 @@ def test_a_release_that_raises_fails_its_instances_not_the_run(make_fleet, tmp_p
     assert set(runs["3"].values()) == {"inconclusive", "unreachable"}
 
 
+#: ``artifactcheck`` on a machine out of processes: the second fork fails.
+NO_MORE_FORKS = """
+import os, runpy, sys
+real, forks = os.fork, []
+def fork():
+    forks.append(1)
+    if len(forks) > 1:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+    return real()
+os.fork = fork
+sys.argv = ["artifactcheck", *sys.argv[1:]]
+runpy.run_module("artifactcheck", run_name="__main__")
+"""
+
+
+def test_a_fork_that_fails_is_observed_here(make_fleet, tmp_path) -> None:
+    fleet = make_fleet(6, version="1.4.1")
+    spec = spec_file(tmp_path, fleet)
+    wrapper = tmp_path / "no_more_forks.py"
+    wrapper.write_text(NO_MORE_FORKS, encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, str(wrapper), "-v", "verify", "--config", str(spec)]
+        + ["--processes", "3", "--output", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "could not fork an observing process" in proc.stderr, proc.stderr
+    verdicts = {r["instance"]: r["verdict"] for r in json.loads(proc.stdout)["results"]}
+    assert len(verdicts) == 7 and verdicts.pop("down") == "unreachable"
+    assert set(verdicts.values()) == {"consistent"}
+    assert proc.returncode == 3  # the unreachable one
+
+
 def test_a_copy_that_dies_leaves_its_instances_inconclusive(make_fleet, tmp_path) -> None:
     """The OOM killer takes one observing process: its instances are ``inconclusive``
     and named, the others are judged, the run ends with a full report (exit 3)."""
