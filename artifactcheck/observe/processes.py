@@ -190,15 +190,15 @@ async def observe_in_processes(
     # every fork before any thread of ours starts (the readers below)
     copies: list[_Copy] = []
     here = list(slices[0])
-    for part in slices[1:]:
-        if not part:
-            continue
-        try:
-            copies.append(_fork(observer, part, share, inherited=copies))
-        except OSError as exc:  # no memory or process slot for one more: observed here
-            log.warning("could not fork an observing process (%s); observing here", exc)
-            here += part
     try:
+        for part in slices[1:]:
+            if not part:
+                continue
+            try:
+                copies.append(_fork(observer, part, share, inherited=copies))
+            except OSError as exc:  # no memory or process slot for one more: observed here
+                log.warning("could not fork an observing process (%s); observing here", exc)
+                here += part
         async with asyncio.TaskGroup() as tg:
             tg.create_task(observe_here(here))
             for copy in copies:
