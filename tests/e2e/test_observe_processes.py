@@ -31,7 +31,7 @@ DOWN = "http://127.93.60.1:9/"  # nothing listens on port 9 (discard) here
 
 #: ``artifactcheck`` with every release load recorded (pid, version) in a file.
 COUNT_LOADS = """
-import os, runpy, sys
+import os
 from artifactcheck.release import sources
 real = sources.Expectations._load
 async def counted(self, version):
@@ -39,8 +39,6 @@ async def counted(self, version):
         f.write(f"{os.getpid()} {version}\\n")
     return await real(self, version)
 sources.Expectations._load = counted
-sys.argv = ["artifactcheck", *sys.argv[1:]]
-runpy.run_module("artifactcheck", run_name="__main__")
 """
 
 
@@ -63,6 +61,27 @@ def verify(*args: str, timeout: float = 120) -> tuple[int, dict[str, Any], str]:
     )
     doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
     return proc.returncode, doc, proc.stderr
+
+
+#: The command line, run after a test's patch (a module-level string of Python).
+RUN_CLI = """
+import runpy as _runpy, sys as _sys
+_sys.argv = ["artifactcheck", *_sys.argv[1:]]
+_runpy.run_module("artifactcheck", run_name="__main__")
+"""
+
+
+def patched(tmp_path: Path, patch: str) -> list[str]:
+    """The argv prefix of ``artifactcheck -v`` with ``patch`` applied first."""
+    script = tmp_path / "patched_cli.py"
+    script.write_text(patch + RUN_CLI, encoding="utf-8")
+    return [sys.executable, str(script), "-v"]
+
+
+def run_patched(tmp_path: Path, patch: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*patched(tmp_path, patch), *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def judged(doc: dict[str, Any]) -> dict[str, Any]:
@@ -110,14 +129,8 @@ def test_each_release_is_loaded_once_whatever_the_number_of_processes(make_fleet
     fleet.instances[1].version = "1.4.2"
     spec = spec_file(tmp_path, fleet)
     loads = tmp_path / "loads.txt"
-    wrapper = tmp_path / "count_loads.py"
-    wrapper.write_text(COUNT_LOADS.replace("LOADS", repr(str(loads))), encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, str(wrapper), "-v", "verify", "--config", str(spec), "--processes", "3"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    patch = COUNT_LOADS.replace("LOADS", repr(str(loads)))
+    proc = run_patched(tmp_path, patch, "verify", "--config", str(spec), "--processes", "3")
     assert "from 3 processes" in proc.stderr, proc.stderr
     assert proc.returncode == 1, proc.stderr
     lines = loads.read_text().split()
@@ -128,29 +141,28 @@ def test_each_release_is_loaded_once_whatever_the_number_of_processes(make_fleet
 
 #: ``artifactcheck`` whose release source raises (a bug, not a source that is down).
 BROKEN_RELEASE = """
-import runpy, sys
 from artifactcheck.release import sources
 async def broken(self, version):
     raise RuntimeError("a bug in the release source")
 sources.Expectations.get = broken
-sys.argv = ["artifactcheck", *sys.argv[1:]]
-runpy.run_module("artifactcheck", run_name="__main__")
 """
 
 
 def test_a_release_that_raises_fails_its_instances_not_the_run(make_fleet, tmp_path) -> None:
     fleet = make_fleet(6, version="1.4.1")
     spec = spec_file(tmp_path, fleet)
-    wrapper = tmp_path / "broken.py"
-    wrapper.write_text(BROKEN_RELEASE, encoding="utf-8")
     runs = {}
     for count in ("1", "3"):
-        proc = subprocess.run(
-            [sys.executable, str(wrapper), "-v", "verify", "--config", str(spec)]
-            + ["--processes", count, "--output", "json"],
-            capture_output=True,
-            text=True,
-            timeout=120,
+        proc = run_patched(
+            tmp_path,
+            BROKEN_RELEASE,
+            "verify",
+            "--config",
+            str(spec),
+            "--processes",
+            count,
+            "--output",
+            "json",
         )
         assert proc.returncode == 3, proc.stderr
         runs[count] = {r["instance"]: r["verdict"] for r in json.loads(proc.stdout)["results"]}
@@ -164,7 +176,7 @@ def test_a_release_that_raises_fails_its_instances_not_the_run(make_fleet, tmp_p
 
 #: ``artifactcheck`` on a machine out of processes: the second fork fails.
 NO_MORE_FORKS = """
-import os, runpy, sys
+import os
 real, forks = os.fork, []
 def fork():
     forks.append(1)
@@ -172,22 +184,22 @@ def fork():
         raise BlockingIOError(11, "Resource temporarily unavailable")
     return real()
 os.fork = fork
-sys.argv = ["artifactcheck", *sys.argv[1:]]
-runpy.run_module("artifactcheck", run_name="__main__")
 """
 
 
 def test_a_fork_that_fails_is_observed_here(make_fleet, tmp_path) -> None:
     fleet = make_fleet(6, version="1.4.1")
     spec = spec_file(tmp_path, fleet)
-    wrapper = tmp_path / "no_more_forks.py"
-    wrapper.write_text(NO_MORE_FORKS, encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, str(wrapper), "-v", "verify", "--config", str(spec)]
-        + ["--processes", "3", "--output", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = run_patched(
+        tmp_path,
+        NO_MORE_FORKS,
+        "verify",
+        "--config",
+        str(spec),
+        "--processes",
+        "3",
+        "--output",
+        "json",
     )
     assert "could not fork an observing process" in proc.stderr, proc.stderr
     verdicts = {r["instance"]: r["verdict"] for r in json.loads(proc.stdout)["results"]}
@@ -226,16 +238,8 @@ def test_a_copy_that_stops_answering_is_ended(make_fleet, tmp_path) -> None:
     for inst in fleet.instances:
         inst.site.overrides["index.html"] = Delay(1.0)
     spec = spec_file(tmp_path, fleet, instance_deadline=2.0)
-    wrapper = tmp_path / "impatient.py"
-    wrapper.write_text(
-        "import runpy, sys\n"
-        "from artifactcheck.observe import processes\n"
-        "processes.STUCK_AFTER = 0.5\n"
-        "sys.argv = ['artifactcheck', *sys.argv[1:]]\n"
-        "runpy.run_module('artifactcheck', run_name='__main__')\n",
-        encoding="utf-8",
-    )
-    argv = [sys.executable, str(wrapper), "-v", "verify", "--config", str(spec)]
+    impatient = "from artifactcheck.observe import processes\nprocesses.STUCK_AFTER = 0.5\n"
+    argv = [*patched(tmp_path, impatient), "verify", "--config", str(spec)]
     code, out, err, copy, took = _signal_a_copy(
         [*argv, "--processes", "2", "--output", "json"], signal.SIGSTOP
     )
