@@ -250,6 +250,34 @@ def test_a_copy_that_stops_answering_is_ended(make_fleet, tmp_path) -> None:
     assert lost and all(f"{copy} was killed by signal 9" in r["reason"] for r in lost)
 
 
+def test_ctrl_c_ends_the_run_and_its_copies(make_fleet, tmp_path) -> None:
+    """SIGINT to the run (Ctrl-C): it stops, and no copy is left observing."""
+    fleet = make_fleet(6, version="1.4.1")
+    for inst in fleet.instances:
+        inst.site.overrides["index.html"] = Delay(5.0)
+    spec = spec_file(tmp_path, fleet)
+    argv = [sys.executable, "-m", "artifactcheck", "verify", "--config", str(spec)]
+    proc = subprocess.Popen(
+        [*argv, "--processes", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        copy = _child_of(proc.pid, timeout=20)
+        os.kill(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=30)
+    finally:
+        _end(proc)
+    assert proc.returncode != 0
+    # reaped by the run itself before it exited (a copy left behind would still observe)
+    assert not Path(f"/proc/{copy}").exists(), f"copy {copy} still there: {_state(copy)}"
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0]
+    except (OSError, IndexError):
+        return "gone"
+
+
 def _signal_a_copy(argv: list[str], signum: int) -> tuple[int, str, str, int, float]:
     """Run ``argv`` (a ``verify`` forking one copy), send the copy ``signum`` once it
     exists; the exit code, output, errors, the copy's PID, seconds from the signal."""
