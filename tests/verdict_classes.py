@@ -198,6 +198,16 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
             "tests/fetch/test_fetch_rawsocket.py::test_an_impossible_status_is_a_protocol_error",
         ),
     ),
+    (
+        "a crash in `verify` exited 1, the code CI reads as a mismatch; a release source "
+        "that raised ended the run",
+        "an uncaught exception exits 3 (internal error, nothing judged); a release that "
+        "raises is missing, its instances inconclusive",
+        (
+            "tests/e2e/test_verify.py::test_a_bug_exits_inconclusive_never_as_a_mismatch",
+            "tests/e2e/test_observe_processes.py::test_a_release_that_raises_fails_its_instances_not_the_run",
+        ),
+    ),
 ]
 
 
