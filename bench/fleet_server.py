@@ -154,23 +154,37 @@ def serve_nginx(
     (work / "tmp").mkdir(exist_ok=True)
     conf = work / "nginx.conf"
     conf.write_text(nginx_conf(work, groups, port, workers))
+    probe = next(hosts[-1] for _root, hosts in groups if hosts)  # groups are never all empty
     proc = subprocess.Popen(  # noqa: S603
         ["nginx", "-c", str(conf), "-p", str(work)],
         stdin=subprocess.DEVNULL,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 60
-    probe = groups[0][1][-1]
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            sys.stderr.write((work / "error.log").read_text(errors="replace"))
-            raise RuntimeError(f"nginx exited with {proc.returncode}")
-        try:
-            with socket.create_connection((probe, port), timeout=0.5):
-                return proc
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError("nginx did not start listening")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                sys.stderr.write((work / "error.log").read_text(errors="replace"))
+                raise RuntimeError(f"nginx exited with {proc.returncode}")
+            try:
+                with socket.create_connection((probe, port), timeout=0.5):
+                    return proc
+            except OSError:
+                time.sleep(0.05)
+        raise TimeoutError("nginx did not start listening")
+    except BaseException:
+        # the nginx we started must not outlive a failed start (it kept its ports)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        raise
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not a fraction between 0 and 1")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instances", type=int, default=1000)
     parser.add_argument("--assets", type=int, default=490, help="generated assets per site")
     parser.add_argument("--asset-size", type=int, default=50_000, help="bytes per asset")
-    parser.add_argument("--drift", type=float, default=0.01, help="fraction serving a rebuild")
+    parser.add_argument(
+        "--drift", type=_fraction, default=0.01, help="fraction serving a rebuild, 0 to 1"
+    )
     parser.add_argument("--server", choices=("nginx", "webfleet"), default="nginx")
     parser.add_argument("--workers", type=int, default=1, help="nginx worker processes")
     parser.add_argument("--first-host", default="127.200.0.1")
