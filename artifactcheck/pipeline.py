@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from artifactcheck.discover.sample import sample_instances
+from artifactcheck.fetch import urls
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.judge.compare import (
     CdnView,
@@ -51,7 +52,6 @@ from artifactcheck.observe.instance import Observer
 from artifactcheck.observe.processes import (
     Shares,
     can_fork,
-    host_of,
     observe_in_processes,
     processes_for,
     shares,
@@ -467,7 +467,7 @@ def _spread(spec: CheckSpec, instances: Sequence[Instance], asked: int | None) -
     """The processes a run observes from, or None for this one only (a small fleet, one
     core, a thread already running, no fork on this platform)."""
     checked = min(len(instances), spec.sampling.instances or len(instances))
-    hosts = len({host_of(i) for i in instances})
+    hosts = len({urls.host_key(i.base_url) for i in instances})
     # at least one connection each: more processes than max_connections would exceed it
     count = min(processes_for(checked, hosts, asked=asked), spec.http.max_connections)
     if count <= 1:

@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 
+from artifactcheck.fetch import urls
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.stats import FetchStats
 from artifactcheck.model.settings import CheckSpec, HttpSettings, RetrySettings
@@ -61,7 +62,6 @@ __all__ = [
     "MIN_PER_PROCESS",
     "Shares",
     "can_fork",
-    "host_of",
     "observe_in_processes",
     "processes_for",
     "shares",
@@ -131,18 +131,14 @@ def shares(spec: CheckSpec, count: int) -> Shares:
     return Shares(count=count, http=http, retry=retry)
 
 
-def host_of(instance: Instance) -> str:
-    """The host key the fetcher limits per host (``scheme://host:port``)."""
-    scheme, _, rest = instance.base_url.partition("://")
-    return f"{scheme.lower()}://{rest.split('/', 1)[0].lower()}"
-
-
 def split_by_host(instances: Sequence[Instance], count: int) -> list[list[Instance]]:
     """``count`` slices, each host's instances in one, the largest hosts placed first
-    on the slice with the fewest instances (so slices are as even as hosts allow)."""
+    on the slice with the fewest instances (so slices are as even as hosts allow).
+    A host is what the fetcher limits per host (:func:`urls.host_key`: ``http://a/``
+    and ``http://a:80/`` are one host)."""
     by_host: dict[str, list[Instance]] = {}
     for instance in instances:
-        by_host.setdefault(host_of(instance), []).append(instance)
+        by_host.setdefault(urls.host_key(instance.base_url), []).append(instance)
     slices: list[list[Instance]] = [[] for _ in range(count)]
     for group in sorted(by_host.values(), key=len, reverse=True):
         min(slices, key=len).extend(group)

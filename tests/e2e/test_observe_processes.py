@@ -407,7 +407,10 @@ def test_a_host_is_observed_by_one_process() -> None:
     def inst(name: str, url: str) -> Instance:
         return Instance(name=name, base_url=url)
 
-    instances = [inst(f"a{i}", "http://10.0.0.1:8080/") for i in range(5)]
+    # one host however its URL is written: the fetcher's per-host key (default port)
+    instances = [
+        inst(f"a{i}", "http://10.0.0.1/" if i % 2 else "HTTP://10.0.0.1:80/") for i in range(5)
+    ]
     instances += [inst(f"b{i}", f"http://10.0.0.{i + 2}/") for i in range(5)]
     slices = split_by_host(instances, 2)
     a_slices = {i for i, part in enumerate(slices) for x in part if x.name.startswith("a")}
