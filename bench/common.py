@@ -7,6 +7,7 @@ started, which includes every descendant it waited for (so ``xargs`` + ``sh`` + 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -101,9 +102,10 @@ def run_measured(
     rss_file = tempfile.NamedTemporaryFile(prefix="acbench-rss-", delete=False)  # noqa: SIM115
     rss_file.close()
     command: list[str] | str = argv
-    if GNU_TIME is not None:
+    timer_path = gnu_time()
+    if timer_path is not None:
         inner = ["sh", "-c", argv] if shell else list(argv)
-        command = [GNU_TIME, "-q", "-f", "%M", "-o", rss_file.name, *inner]
+        command = [timer_path, "-q", "-f", "%M", "-o", rss_file.name, *inner]
         shell = False
     started = time.perf_counter()
     proc = subprocess.Popen(  # noqa: S603 - benchmark commands are ours
@@ -129,7 +131,7 @@ def run_measured(
     peak = usage.ru_maxrss / 1024  # an upper bound only (see above)
     try:
         text = Path(rss_file.name).read_text().strip().splitlines()
-        if GNU_TIME is not None and text:
+        if timer_path is not None and text:
             peak = int(text[-1]) / 1024
     finally:
         os.unlink(rss_file.name)
@@ -143,7 +145,10 @@ def run_measured(
     )
 
 
-def _gnu_time() -> str | None:
+@functools.cache
+def gnu_time() -> str | None:
+    """GNU time (Debian's ``time`` package), for the peak RSS of a measured command;
+    looked for once, when a command is first measured."""
     path = shutil.which("time") or ("/usr/bin/time" if os.path.exists("/usr/bin/time") else None)
     if path is None:
         return None
@@ -151,8 +156,12 @@ def _gnu_time() -> str | None:
     return path if probe.returncode == 0 and probe.stderr.strip().isdigit() else None
 
 
-#: GNU time (Debian's ``time`` package), for the peak RSS of a measured command.
-GNU_TIME = _gnu_time()
+def peak_rss_of(hwm: float | None, usage: Any) -> tuple[float, str]:
+    """A stopped process's peak RSS in MB and where it came from: its VmHWM read before
+    it was stopped (:func:`peak_rss_mb`), else ``wait4``'s figure, an upper bound."""
+    if hwm is not None:
+        return hwm, "VmHWM"
+    return usage.ru_maxrss / 1024, "wait4"
 
 
 def peak_rss_mb(pid: int) -> float | None:

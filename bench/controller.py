@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .common import ROOT, fleet_server, log, machine, peak_rss_mb, save, tool_env
+from .common import ROOT, fleet_server, log, machine, peak_rss_mb, peak_rss_of, save, tool_env
 
 GATE = "artifactcheck.io/content-verified"
 NAMESPACE = "shop"
@@ -464,10 +464,9 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                     _pid, status, usage = os.wait4(proc.pid, 0)
                     timer.cancel()
                     result["controller_exit"] = os.waitstatus_to_exitcode(status)
-                    result["controller_peak_rss_mb"] = (
-                        hwm if hwm is not None else usage.ru_maxrss / 1024
-                    )
-                    result["controller_peak_rss_source"] = "VmHWM" if hwm is not None else "wait4"
+                    peak, source = peak_rss_of(hwm, usage)
+                    result["controller_peak_rss_mb"] = peak
+                    result["controller_peak_rss_source"] = source
                     result["controller_cpu_seconds"] = usage.ru_utime + usage.ru_stime
                 else:
                     result["controller_exit"] = proc.returncode

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from .common import ROOT, fleet_server, log, machine, peak_rss_mb, save, tool_env
+from .common import ROOT, fleet_server, log, machine, peak_rss_mb, peak_rss_of, save, tool_env
 from .controller import (
     NAMESPACE,
     add_pod,
@@ -358,10 +358,11 @@ def run(
             timer.start()
             _pid, status, usage = os.wait4(proc.pid, 0)
             timer.cancel()
+            peak, source = peak_rss_of(hwm[s], usage)
             per.setdefault(s, {}).update(
                 exit=os.waitstatus_to_exitcode(status),
-                peak_rss_mb=hwm[s] if hwm[s] is not None else usage.ru_maxrss / 1024,
-                peak_rss_source="VmHWM" if hwm[s] is not None else "wait4",
+                peak_rss_mb=peak,
+                peak_rss_source=source,
                 cpu_seconds=usage.ru_utime + usage.ru_stime,
             )
         cluster.stop()
