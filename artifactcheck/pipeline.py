@@ -57,6 +57,7 @@ from artifactcheck.observe.processes import (
     shares,
     split_by_host,
 )
+from artifactcheck.release.guard import ReleaseTrust
 from artifactcheck.release.sources import Expectations
 from artifactcheck.release.wiring import build_expectations
 
@@ -127,7 +128,7 @@ async def judge(
     fleet: list[Finding] = []
     if expectations is not None:
         await _load_releases(spec, observations, loaded, expectations, known_versions)
-        fleet += _release_findings(loaded)
+        fleet += _release_findings(loaded) + expectations.trust_findings()
     cdn_view = None
     if spec.cdn:
         cdn_view = await _observe_the_cdn(spec, fetcher, observations, observer)
@@ -539,8 +540,12 @@ async def run_check(
     kubeconfig: str | None = None,
     context: str | None = None,
     processes: int | None = None,
+    trust: ReleaseTrust | None = None,
 ) -> Report:
     """Discover, then check once with a fresh fetcher: what ``verify`` runs.
+
+    ``trust``: pins and release keys every release manifest must satisfy
+    (:mod:`artifactcheck.release.guard`).
 
     ``processes``: how many processes observe (None: one per core for a large fleet,
     :func:`~artifactcheck.observe.processes.processes_for`; 1: this one only).
@@ -570,7 +575,9 @@ async def run_check(
         spec = spec.model_copy(update={"http": spread.http, "retry": spread.retry})
     history: History | None = None
     async with Fetcher(http=spec.http, retry=spec.retry, logger=log) as fetcher:
-        expectations = build_expectations(spec, fetcher, kubeconfig=kubeconfig, context=context)
+        expectations = build_expectations(
+            spec, fetcher, kubeconfig=kubeconfig, context=context, trust=trust
+        )
         for round_ in range(rounds):
             report, decision = await check_once(
                 spec,

@@ -16,6 +16,7 @@ from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Manifest
 from artifactcheck.release import sources
+from artifactcheck.release.guard import ReleaseGuard, ReleaseTrust
 from artifactcheck.release.registry import (
     RegistryOptions,
     RegistryReader,
@@ -32,6 +33,7 @@ def build_expectations(
     configmaps: ConfigMapReader | None = None,
     kubeconfig: str | None = None,
     context: str | None = None,
+    trust: ReleaseTrust | None = None,
 ) -> Expectations | None:
     """The release source configured in the spec, or None for consensus mode.
 
@@ -41,6 +43,9 @@ def build_expectations(
     ``configmaps`` when given (the controller passes a watched reader on its own API
     client); otherwise, for one ``verify`` run, each load lists them once in the pods'
     namespace through ``kubeconfig``/``context``, never another namespace.
+
+    ``trust`` (pins, release keys) admits every release manifest loaded
+    (:mod:`artifactcheck.release.guard`).
     """
     if spec.release_configmaps is not None and configmaps is None:
         configmaps = _listed_configmaps(spec, kubeconfig, context)
@@ -50,7 +55,14 @@ def build_expectations(
         limits=limits_of(spec),
         read_image=_image_reader(spec),
         configmaps=configmaps,
+        guard=_guard(trust, fetcher, spec),
     )
+
+
+def _guard(trust: ReleaseTrust | None, fetcher: Fetcher, spec: CheckSpec) -> ReleaseGuard | None:
+    if trust is None or not trust.active:
+        return None
+    return ReleaseGuard(trust, fetcher=fetcher, limits=limits_of(spec))
 
 
 def _listed_configmaps(
