@@ -145,6 +145,11 @@ def statement(*, name: str, data: bytes, version: str, build: Mapping[str, str])
     }
 
 
+def canonical(body: Mapping[str, Any]) -> bytes:
+    """A statement's bytes as signed: compact, sorted JSON."""
+    return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+
+
 def _sign(key: PrivateKeyType, message: bytes) -> bytes:
     if isinstance(key, ed25519.Ed25519PrivateKey):
         return key.sign(message)
@@ -174,13 +179,11 @@ def envelope_line(envelope: Mapping[str, Any]) -> bytes:
 def _b64(value: object, what: str) -> bytes:
     if not isinstance(value, str):
         raise EnvelopeRejected(f"malformed envelope: {what} is not a base64 string")
+    standard = value.replace("-", "+").replace("_", "/")  # DSSE allows URL-safe base64 too
     try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        try:  # DSSE allows URL-safe base64 too
-            return base64.urlsafe_b64decode(value.encode("ascii"))
-        except (binascii.Error, ValueError, UnicodeEncodeError) as exc:
-            raise EnvelopeRejected(f"malformed envelope: {what} is not base64") from exc
+        return base64.b64decode(standard + "=" * (-len(standard) % 4), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise EnvelopeRejected(f"malformed envelope: {what} is not base64") from exc
 
 
 def _verifies(key: PublicKeyType, signature: bytes, message: bytes) -> bool:

@@ -265,7 +265,7 @@ class FilePins:
             doc = self.read()
             after, result = change(doc)
             if after != doc:
-                _write_atomically(self.path, dump_pins(after))
+                write_atomically(self.path, dump_pins(after))
             return result
 
     def observe(self, version: str, sha256: str, source: str, data: bytes) -> Observed:
@@ -289,7 +289,7 @@ class FilePins:
         if target.exists():
             return
         self.releases.mkdir(exist_ok=True)
-        _write_atomically(target, data)
+        write_atomically(target, data)
 
     def release_bytes(self, sha256: str) -> bytes | None:
         """The kept bytes of ``sha256``, or None when missing or no longer matching it."""
@@ -316,7 +316,7 @@ def _unwritable(path: Path) -> str | None:
     return None
 
 
-def _write_atomically(target: Path, data: bytes) -> None:
+def write_atomically(target: Path, data: bytes) -> None:
     """Write ``data`` to a temporary file beside ``target``, fsync it, rename it over."""
     tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
     try:
