@@ -242,3 +242,20 @@ def test_a_local_release_file_is_checked_too(make_fleet: Any, tmp_path: Path) ->
     sign(manifest, key.private_pem)
     code, doc, out = run(*args)
     assert code == 0, out[-600:]
+
+
+def test_investigate_says_the_instance_s_release_changed(
+    make_fleet: Any, bucket: Release, tmp_path: Path
+) -> None:
+    fleet = make_fleet(2, version="1.4.1")
+    bucket.publish("1.4.1", BUILD_A)
+    pins_file = tmp_path / "pins.json"
+    assert run(*verify_args(fleet, bucket, "--pins", str(pins_file)))[0] == 0
+    bucket.publish("1.4.1", BUILD_B)
+    rebuild(fleet, BUILD_B)
+    args = verify_args(fleet, bucket, "--pins", str(pins_file))[1:]
+    code, doc, out = run("investigate", fleet.instances[0].url, *args)
+    assert code == 1, out[-600:]  # judged against the pinned build A: a mismatch
+    assert doc is not None
+    [note] = [n for n in doc["notes"] if n.startswith("the release itself changed")]
+    assert "release 1.4.1 changed" in note and "pins accept 1.4.1" in note
