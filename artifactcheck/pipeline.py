@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from artifactcheck.discover.sample import sample_instances
 from artifactcheck.fetch import urls
@@ -57,9 +58,11 @@ from artifactcheck.observe.processes import (
     shares,
     split_by_host,
 )
-from artifactcheck.release.guard import ReleaseTrust
 from artifactcheck.release.sources import Expectations
 from artifactcheck.release.wiring import build_expectations
+
+if TYPE_CHECKING:  # cryptography loads only when a run asks for release trust
+    from artifactcheck.release.guard import ReleaseTrust
 
 log = logging.getLogger("artifactcheck")
 

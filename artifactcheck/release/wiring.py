@@ -10,13 +10,13 @@ controller get the same source from the same spec.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Manifest
 from artifactcheck.release import sources
-from artifactcheck.release.guard import ReleaseGuard, ReleaseTrust
 from artifactcheck.release.registry import (
     RegistryOptions,
     RegistryReader,
@@ -24,6 +24,9 @@ from artifactcheck.release.registry import (
     has_registry_host,
 )
 from artifactcheck.release.sources import ConfigMapReader, Expectations, limits_of
+
+if TYPE_CHECKING:  # cryptography loads only when a run asks for release trust
+    from artifactcheck.release.guard import ReleaseGuard, ReleaseTrust
 
 
 def build_expectations(
@@ -62,6 +65,8 @@ def build_expectations(
 def _guard(trust: ReleaseTrust | None, fetcher: Fetcher, spec: CheckSpec) -> ReleaseGuard | None:
     if trust is None or not trust.active:
         return None
+    from artifactcheck.release.guard import ReleaseGuard
+
     return ReleaseGuard(trust, fetcher=fetcher, limits=limits_of(spec))
 
 
