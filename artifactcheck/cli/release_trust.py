@@ -80,6 +80,11 @@ def trust_from_options(opts: Mapping[str, Any], spec: CheckSpec) -> ReleaseTrust
         )
     if signature and not key_paths:
         raise ConfigError("--release-signature: needs --release-key to check it with")
+    if key_paths and spec.release_configmaps is not None and not signature:
+        raise ConfigError(
+            "--release-key: a ConfigMap has no location beside it for an envelope; give "
+            "--release-signature (a file or URL, '{version}' replaced)"
+        )
     return ReleaseTrust(
         pins=_pins(pins_path) if pins_path else None,
         keys=tuple(_public_key(path) for path in key_paths),

@@ -82,6 +82,14 @@ def test_a_signature_location_without_a_key_exits_2(
     assert code == 2 and reason in out, out
 
 
+def test_keys_for_configmap_releases_need_the_envelopes_location(tmp_path: Path) -> None:
+    pair = make_key("ed25519", tmp_path)
+    args = ("verify", "--namespace", "shop", "--selector", "app=web")
+    args += ("--release-configmaps", "app=web", "--release-key", str(pair.public_pem))
+    code, out = run(*args)
+    assert code == 2 and "--release-key: a ConfigMap has no location" in out, out
+
+
 def test_pins_need_a_release_manifest_source(tmp_path: Path) -> None:
     code, out = run("verify", *TARGET, "--pins", str(tmp_path / "pins.json"))
     assert code == 2 and "--pins: applies to release manifests" in out, out
