@@ -14,6 +14,7 @@ import json
 import shutil
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree as ET
 
 import pytest
 from click.testing import CliRunner
@@ -94,8 +95,13 @@ def test_pins_catch_the_silent_rebuild_until_it_is_accepted(
     code, doc, out = run(*verify_args(fleet, bucket))
     assert code == 0, "without pins the rebuilt fleet agrees with the rebuilt release"
 
-    code, doc, out = run(*verify_args(fleet, bucket, "--pins", str(pins_file)))
+    junit = tmp_path / "junit.xml"
+    code, doc, out = run(
+        *verify_args(fleet, bucket, "--pins", str(pins_file), "--output", f"junit={junit}")
+    )
     assert code == 1, out[-600:]
+    fleet_case = ET.parse(junit).getroot().find("testcase[@name='release-changed']")
+    assert fleet_case is not None and fleet_case.find("failure") is not None
     assert doc is not None
     [changed] = [f for f in doc["findings"] if f["kind"] == "release-changed"]
     new_digest = hashlib.sha256(second).hexdigest()
@@ -164,8 +170,11 @@ def test_only_a_release_signed_by_a_known_key_is_trusted(
     bucket.publish("1.4.1", BUILD_B)  # rebuilt and re-signed by someone else's key
     rebuild(fleet, BUILD_B)
     sign(manifest, theirs.private_pem)
-    code, doc, out = run(*verify_args(fleet, bucket, *trusted))
+    junit = tmp_path / "junit.xml"
+    code, doc, out = run(*verify_args(fleet, bucket, *trusted, "--output", f"junit={junit}"))
     assert code == 3, out[-600:]
+    fleet_case = ET.parse(junit).getroot().find("testcase[@name='release-untrusted']")
+    assert fleet_case is not None and fleet_case.find("error") is not None  # not a failure
     assert doc is not None
     assert {r["verdict"] for r in doc["results"]} == {"inconclusive"}
     [untrusted] = [f for f in doc["findings"] if f["kind"] == "release-untrusted"]
