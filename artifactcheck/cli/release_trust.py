@@ -80,6 +80,9 @@ def trust_from_options(opts: Mapping[str, Any], spec: CheckSpec) -> ReleaseTrust
         )
     if signature and not key_paths:
         raise ConfigError("--release-signature: needs --release-key to check it with")
+    if signature and "{version}" in signature.split("://", 1)[-1].split("/", 1)[0]:
+        # the instance's word would choose the host the envelope is read from
+        raise ConfigError("--release-signature: '{version}' may be in the path, not in the host")
     if key_paths and spec.release_configmaps is not None and not signature:
         raise ConfigError(
             "--release-key: a ConfigMap has no location beside it for an envelope; give "

@@ -83,8 +83,9 @@ class ReleaseGuard:
         return await self._pinned_copy(declared, seen, digest, where)
 
     async def _check_signature(self, version: str, data: bytes, where: str) -> None:
-        location = self._envelope_location(version, where)
+        location = self.trust.signature or where + dsse.SUFFIX
         try:
+            location = self._envelope_location(version, where)
             envelopes = await self._read_envelope(location)
             dsse.verify_release(envelopes, keys=self.trust.keys, data=data, version=version)
         except (ArtifactCheckError, dsse.EnvelopeRejected) as exc:

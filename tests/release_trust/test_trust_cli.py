@@ -73,12 +73,18 @@ def test_a_release_key_that_is_not_a_public_key_exits_2_naming_the_flag(tmp_path
     ("args", "reason"),
     [
         (("--release-signature", "x.jsonl"), "--release-signature: needs --release-key"),
+        (
+            ("--release-signature", "https://{version}.example/s.jsonl", "--release-key", "K"),
+            "'{version}' may be in the path, not in the host",
+        ),
     ],
+    ids=["no-key", "version-in-host"],
 )
 def test_a_signature_location_without_a_key_exits_2(
     args: tuple[str, ...], reason: str, tmp_path: Path
 ) -> None:
-    code, out = verify(tmp_path, *args)
+    key = str(make_key("ed25519", tmp_path).public_pem)
+    code, out = verify(tmp_path, *(key if a == "K" else a for a in args))
     assert code == 2 and reason in out, out
 
 
