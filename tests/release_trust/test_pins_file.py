@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from artifactcheck.release import pins
 from artifactcheck.release.pins import FilePins, PinsDoc, PinsError, Seen
@@ -143,3 +145,23 @@ def test_two_runs_at_once_lose_no_pin(tmp_path: Path) -> None:
         assert run.exitcode == 0
     doc = FilePins(path).read()
     assert sorted(doc.versions) == sorted(f"{p}.{i}" for p in ("1", "2") for i in range(40))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.binary(max_size=512)
+    | st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=70),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+        max_leaves=12,
+    ).map(
+        lambda doc: json.dumps(
+            {"schema": "artifactcheck/pins", "format": 1, "versions": doc}
+        ).encode()
+    )
+)
+def test_no_pins_file_crashes_the_reader(data: bytes) -> None:
+    try:
+        pins.parse_pins(data, "p.json")
+    except PinsError as exc:
+        assert str(exc).startswith("p.json: ")
