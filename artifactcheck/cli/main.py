@@ -211,10 +211,12 @@ def verify(**opts: Any) -> None:
     Exit codes:
       0  every checked instance is consistent
       1  something served is wrong: a mismatch, drift, signal-conflict, cdn-missing or
-         cdn-mismatch verdict, or most of the fleet disagrees with the expectation
+         cdn-mismatch verdict, most of the fleet disagrees with the expectation, or a
+         pinned release changed (--pins: release-changed)
       2  usage or configuration error, found before any request is sent
       3  inconclusive: an instance could not be judged (unreachable, no expected
-         release, invalid version) and nothing was wrong
+         release, invalid version, a release not signed by a --release-key) and
+         nothing was wrong
     """
     try:
         outputs = _outputs(opts["outputs"])
