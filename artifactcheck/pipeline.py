@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from artifactcheck.discover.sample import sample_instances
 from artifactcheck.fetch import urls
@@ -59,6 +60,9 @@ from artifactcheck.observe.processes import (
 )
 from artifactcheck.release.sources import Expectations
 from artifactcheck.release.wiring import build_expectations
+
+if TYPE_CHECKING:  # cryptography loads only when a run asks for release trust
+    from artifactcheck.release.guard import ReleaseTrust
 
 log = logging.getLogger("artifactcheck")
 
@@ -127,7 +131,7 @@ async def judge(
     fleet: list[Finding] = []
     if expectations is not None:
         await _load_releases(spec, observations, loaded, expectations, known_versions)
-        fleet += _release_findings(loaded)
+        fleet += _release_findings(loaded) + expectations.trust_findings()
     cdn_view = None
     if spec.cdn:
         cdn_view = await _observe_the_cdn(spec, fetcher, observations, observer)
@@ -539,8 +543,12 @@ async def run_check(
     kubeconfig: str | None = None,
     context: str | None = None,
     processes: int | None = None,
+    trust: ReleaseTrust | None = None,
 ) -> Report:
     """Discover, then check once with a fresh fetcher: what ``verify`` runs.
+
+    ``trust``: pins and release keys every release manifest must satisfy
+    (:mod:`artifactcheck.release.guard`).
 
     ``processes``: how many processes observe (None: one per core for a large fleet,
     :func:`~artifactcheck.observe.processes.processes_for`; 1: this one only).
@@ -570,7 +578,9 @@ async def run_check(
         spec = spec.model_copy(update={"http": spread.http, "retry": spread.retry})
     history: History | None = None
     async with Fetcher(http=spec.http, retry=spec.retry, logger=log) as fetcher:
-        expectations = build_expectations(spec, fetcher, kubeconfig=kubeconfig, context=context)
+        expectations = build_expectations(
+            spec, fetcher, kubeconfig=kubeconfig, context=context, trust=trust
+        )
         for round_ in range(rounds):
             report, decision = await check_once(
                 spec,

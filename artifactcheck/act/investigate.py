@@ -1057,6 +1057,10 @@ def _fleet_notes(report: Report, *, release_source: str | None) -> list[str]:
             notes.append(f"checked against an old copy: {f.message}")
         elif f.kind is FindingKind.SUSPECT_EXPECTATION:
             notes.append(f"the expectation itself is suspect: {f.message}")
+        elif f.kind is FindingKind.RELEASE_CHANGED:
+            notes.append(f"the release itself changed: {f.message}")
+        elif f.kind is FindingKind.RELEASE_UNTRUSTED:
+            notes.append(f"could not trust the release: {f.message}")
     return notes
 
 

@@ -70,6 +70,7 @@ OUTAGE_KINDS = frozenset(
         FindingKind.EXPECTATION_STALE,
         FindingKind.UNREACHABLE,
         FindingKind.TLS_EXPIRING,
+        FindingKind.RELEASE_UNTRUSTED,  # no release to judge by: nothing shown wrong
     }
 )
 _CLASS_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")

@@ -56,12 +56,14 @@ from artifactcheck.cli.options import (
     spec_from_options,
     target_options,
 )
+from artifactcheck.cli.release_trust import trust_from_options, trust_options
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError
 from artifactcheck.model.values import Fetched, Instance, Manifest, Report
 
 if TYPE_CHECKING:  # httpx, aiohttp and pydantic load in the commands, not for --help
     from artifactcheck.fetch.fetcher import Fetcher
     from artifactcheck.model.settings import CheckSpec
+    from artifactcheck.release.guard import ReleaseTrust
 
 #: Largest file fetched again for ``--diff``, bytes: the first lines are what is shown.
 DIFF_MAX_BYTES = 2 * 1024 * 1024
@@ -158,13 +160,16 @@ async def _check(
     *,
     kubeconfig: str | None = None,
     context: str | None = None,
+    trust: ReleaseTrust | None = None,
 ) -> tuple[Report, dict[str, Manifest]]:
     """The same check as ``verify``; also returns the releases it loaded."""
     from artifactcheck.pipeline import check_once
     from artifactcheck.release.wiring import build_expectations
 
     # the kubeconfig the user named reaches release ConfigMaps too, not only the pods
-    expectations = build_expectations(spec, fetcher, kubeconfig=kubeconfig, context=context)
+    expectations = build_expectations(
+        spec, fetcher, kubeconfig=kubeconfig, context=context, trust=trust
+    )
     report, _decision = await check_once(
         spec,
         instances=instances,
@@ -284,6 +289,7 @@ async def collect_investigation(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     kubeconfig: str | None = None,
     context: str | None = None,
+    trust: ReleaseTrust | None = None,
 ) -> Investigation:
     """Discover, check the target with its siblings over every file, and build the view.
 
@@ -297,7 +303,7 @@ async def collect_investigation(
     fetcher, cdn_assets = recording_fetcher(spec)
     async with fetcher:
         report, releases = await _check(
-            spec, found, fetcher, kubeconfig=kubeconfig, context=context
+            spec, found, fetcher, kubeconfig=kubeconfig, context=context, trust=trust
         )
         stamp = now()
         tls = await _certificates(chosen, spec, stamp)
@@ -444,6 +450,7 @@ def _write(text: str, dest: str | None) -> None:
 @click.command()
 @click.argument("target")
 @target_options
+@trust_options
 @output_option("table (default), json or json=FILE; repeatable.")
 @click.option("--diff", is_flag=True, help="Unified diff of mismatching text files (JS/CSS/HTML).")
 @click.option(
@@ -466,12 +473,14 @@ def investigate(target: str, **opts: Any) -> None:
     try:
         outputs = parse_outputs(opts["outputs"])
         spec = spec_from_options(opts)
+        trust = trust_from_options(opts, spec)
     except ConfigError as exc:
         fail(str(exc))
     inv: Investigation = run_or_exit(
         collect_investigation(
             spec,
             target,
+            trust=trust,
             diff=opts["diff"],
             diff_lines=opts["diff_lines"],
             kubeconfig=opts["kubeconfig"],

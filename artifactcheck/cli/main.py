@@ -36,6 +36,12 @@ from artifactcheck.cli.options import (
     spec_from_options,
     target_options,
 )
+from artifactcheck.cli.release_trust import (
+    manifest_sign,
+    pins,
+    trust_from_options,
+    trust_options,
+)
 from artifactcheck.model.errors import (
     ArtifactCheckError,
     ConfigError,
@@ -160,6 +166,7 @@ def summary_line(report: Any) -> str:
 
 @main.command()
 @target_options
+@trust_options
 @click.option(
     "--sample-instances", type=int, metavar="N", help="Check N instances, not all of them."
 )
@@ -204,10 +211,12 @@ def verify(**opts: Any) -> None:
     Exit codes:
       0  every checked instance is consistent
       1  something served is wrong: a mismatch, drift, signal-conflict, cdn-missing or
-         cdn-mismatch verdict, or most of the fleet disagrees with the expectation
+         cdn-mismatch verdict, most of the fleet disagrees with the expectation, or a
+         pinned release changed (--pins: release-changed)
       2  usage or configuration error, found before any request is sent
       3  inconclusive: an instance could not be judged (unreachable, no expected
-         release, invalid version) and nothing was wrong
+         release, invalid version, a release not signed by a --release-key) and
+         nothing was wrong
     """
     try:
         outputs = _outputs(opts["outputs"])
@@ -223,6 +232,7 @@ def verify(**opts: Any) -> None:
             },
         )
         require_instances(spec)
+        trust = trust_from_options(opts, spec)
     except ConfigError as exc:
         fail(str(exc))
     report = _run_with_progress(
@@ -230,6 +240,7 @@ def verify(**opts: Any) -> None:
         kubeconfig=opts["kubeconfig"],
         context=opts["kube_context"],
         processes=opts["processes"],
+        trust=trust,
     )
     emit(report, outputs, verbose=opts["verbose_report"])
     sys.exit(report.exit_code)
@@ -310,6 +321,9 @@ def _write_bytes(data: bytes, out: str | None) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         fail(f"{out}: cannot write: {exc.strerror or exc}")
+
+
+manifest.add_command(manifest_sign)
 
 
 @manifest.command("show")
@@ -561,6 +575,7 @@ def demo(instances: int, keep: bool, kubernetes: bool) -> None:
     sys.exit(run_demo(instances=instances, keep=keep, console=console(), kubernetes=kubernetes))
 
 
+main.add_command(pins)
 guard_repeats(main)  # no single-value option anywhere keeps only its last value
 
 if __name__ == "__main__":  # pragma: no cover

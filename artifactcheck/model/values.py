@@ -92,6 +92,8 @@ class FindingKind(enum.StrEnum):
     FALLBACK_PAGE = "fallback-page"  # a missing file answered with the site's HTML page
     SAMPLED = "sampled"  # only a sample of files or instances was checked
     CHECK_FAILED = "check-failed"  # an unexpected error while observing one instance
+    RELEASE_CHANGED = "release-changed"  # a pinned version's release manifest changed
+    RELEASE_UNTRUSTED = "release-untrusted"  # no valid signature by a release key
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,6 +444,8 @@ class Report:
         verdicts = {r.verdict for r in self.results}
         if verdicts & BAD_VERDICTS:
             return 1
+        if any(f.kind is FindingKind.RELEASE_CHANGED for f in self.findings):
+            return 1  # a published release was rebuilt: never 0, whatever was judged
         if verdicts & UNKNOWN_VERDICTS or not self.results:
             return 3
         if any(f.kind is FindingKind.SUSPECT_EXPECTATION for f in self.findings):

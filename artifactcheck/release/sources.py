@@ -37,7 +37,7 @@ from artifactcheck.model.errors import (
     ManifestError,
 )
 from artifactcheck.model.settings import CheckSpec
-from artifactcheck.model.values import Expectation, Manifest, ManifestEntry
+from artifactcheck.model.values import Expectation, Finding, Manifest, ManifestEntry
 from artifactcheck.model.versions import version_problem
 
 #: The hash a release manifest must carry for a file to vouch for its bytes: the one the
@@ -46,6 +46,17 @@ from artifactcheck.model.versions import version_problem
 VOUCHING_ALGORITHMS: tuple[str, ...] = ("sha256",)
 
 TEMPLATE_FIELD = "{version}"
+
+
+class ReleaseGuard(Protocol):
+    """Admits each release manifest loaded, with the bytes it was parsed from (pins and
+    signatures: :mod:`artifactcheck.release.guard`); raises ExpectationUnavailable."""
+
+    async def admit(
+        self, version: str, manifest: Manifest, data: bytes, where: str
+    ) -> Manifest: ...
+
+    def findings(self) -> list[Finding]: ...
 
 
 class ReleaseSource(Protocol):
@@ -130,6 +141,11 @@ def _parse_release(data: bytes, where: str, limits: ManifestLimits) -> Manifest:
         raise ExpectationUnavailable(f"{where}: not a usable release manifest: {exc}") from exc
 
 
+async def read_release_bytes(where: str, fetcher: Fetcher | None) -> bytes:
+    """The bytes at a release file or URL (signature envelopes too); see :func:`_read`."""
+    return await _read(where, fetcher)
+
+
 async def _read(where: str, fetcher: Fetcher | None) -> bytes:
     """The bytes of one release manifest file or URL, or ExpectationUnavailable saying why."""
     if _is_url(where):
@@ -165,7 +181,9 @@ class TemplateSource:
         fetcher: Fetcher | None,
         limits: ManifestLimits,
         allow_names_only: bool = False,
+        guard: ReleaseGuard | None = None,
     ) -> None:
+        self.guard = guard
         self.template = template
         self.fetcher = fetcher
         self.limits = limits
@@ -176,9 +194,12 @@ class TemplateSource:
     async def load(self, version: str) -> Manifest:
         """Read and parse the manifest for one version."""
         where = expand(self.template, version)
-        manifest = _parse_release(await _read(where, self.fetcher), where, self.limits)
+        data = await _read(where, self.fetcher)
+        manifest = _parse_release(data, where, self.limits)
         if _vouch(manifest, version, where, allow_names_only=self.allow_names_only):
             self.names_only = True
+        if self.guard is not None:
+            return await self.guard.admit(version, manifest, data, where)
         return manifest
 
 
@@ -229,8 +250,14 @@ class ConfigMapSource:
     """
 
     def __init__(
-        self, reader: ConfigMapReader, *, limits: ManifestLimits, allow_names_only: bool = False
+        self,
+        reader: ConfigMapReader,
+        *,
+        limits: ManifestLimits,
+        allow_names_only: bool = False,
+        guard: ReleaseGuard | None = None,
     ) -> None:
+        self.guard = guard
         self.reader = reader
         self.limits = limits
         self.allow_names_only = allow_names_only
@@ -253,6 +280,8 @@ class ConfigMapSource:
         if _vouch(manifest, version, where, allow_names_only=self.allow_names_only):
             self.names_only = True
         self._revisions[version] = revision
+        if self.guard is not None:
+            return await self.guard.admit(version, manifest, data, where)
         return manifest
 
     def changed(self, version: str) -> bool:
@@ -286,7 +315,10 @@ class ReleaseSet:
         limits: ManifestLimits,
         allow_names_only: bool = False,
         names_only: bool = False,
+        guard: ReleaseGuard | None = None,
     ) -> None:
+        self.guard = guard
+        self._bytes: dict[str, bytes] = {}  # url -> the bytes parsed, for the guard
         self.local = dict(local)
         self.urls = list(urls)
         self.template = template
@@ -312,7 +344,10 @@ class ReleaseSet:
             pending = [u for u in self.urls if u not in self._from_urls]
             for url in pending:
                 try:
-                    manifest = _parse_release(await _read(url, self.fetcher), url, self.limits)
+                    data = await _read(url, self.fetcher)
+                    manifest = _parse_release(data, url, self.limits)
+                    if self.guard is not None:
+                        self._bytes[url] = data
                     if manifest.version is None:
                         raise ExpectationUnavailable(
                             f"{url}: declares no version, so it cannot be matched to an "
@@ -350,6 +385,8 @@ class ReleaseSet:
         if found:
             if unvouched(found[0]):
                 self._names_only = True
+            if self.guard is not None:
+                return await self._admit(found[0], version)
             return found[0]
         if self.template is not None:
             return await self.template.load(version)
@@ -361,9 +398,28 @@ class ReleaseSet:
             "a release manifest is used only for the version it declares"
         )
 
+    async def _admit(self, manifest: Manifest, version: str) -> Manifest:
+        """A concrete manifest through the guard, with the bytes it stands for: a URL's
+        as read, a local file's read again now and parsed from those very bytes."""
+        assert self.guard is not None and manifest.source is not None
+        where = manifest.source
+        data = self._bytes.get(where)
+        if data is None:
+            data = await _read(where, None)
+            manifest = _parse_release(data, where, self.limits)
+            if manifest.version != version:
+                raise ExpectationUnavailable(
+                    f"{where}: now declares version {manifest.version}, not {version}"
+                )
+        return await self.guard.admit(version, manifest, data, where)
+
 
 def plan_release_manifests(
-    spec: CheckSpec, *, fetcher: Fetcher | None, limits: ManifestLimits
+    spec: CheckSpec,
+    *,
+    fetcher: Fetcher | None,
+    limits: ManifestLimits,
+    guard: ReleaseGuard | None = None,
 ) -> ReleaseSet | None:
     """The release manifests of the spec, local files read and checked now.
 
@@ -388,7 +444,11 @@ def plan_release_manifests(
                 )
             _check_template(where)
             template = TemplateSource(
-                where, fetcher=fetcher, limits=limits, allow_names_only=spec.allow_names_only
+                where,
+                fetcher=fetcher,
+                limits=limits,
+                allow_names_only=spec.allow_names_only,
+                guard=guard,
             )
         elif _is_url(where):
             urls.append(where)
@@ -404,6 +464,7 @@ def plan_release_manifests(
         limits=limits,
         allow_names_only=spec.allow_names_only,
         names_only=names_only,
+        guard=guard,
     )
 
 
@@ -508,7 +569,9 @@ class Expectations:
         max_versions: int = 32,
         refresh_after: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        guard: ReleaseGuard | None = None,
     ) -> None:
+        self.guard = guard
         self.source = source
         self.max_versions = max_versions
         self.refresh_after = refresh_after
@@ -517,6 +580,10 @@ class Expectations:
         self._inflight: dict[str, asyncio.Future[Expectation]] = {}
         self.loads = 0
         self.failures = 0
+
+    def trust_findings(self) -> list[Finding]:
+        """Releases found changed (pins) or untrusted (keys) so far, one per version."""
+        return self.guard.findings() if self.guard is not None else []
 
     def known(self) -> dict[str, Manifest]:
         """Every cached release manifest, by version."""
@@ -614,6 +681,7 @@ def build_expectations(
     limits: ManifestLimits,
     read_image: Callable[[str, str, str], Manifest] | None = None,
     configmaps: ConfigMapReader | None = None,
+    guard: ReleaseGuard | None = None,
 ) -> Expectations | None:
     """The release source configured in the spec, or None for consensus mode.
 
@@ -629,13 +697,22 @@ def build_expectations(
                 "release_configmaps needs a Kubernetes API client to read them",
                 field="release_configmaps",
             )
-        source = ConfigMapSource(configmaps, limits=limits, allow_names_only=spec.allow_names_only)
-        return Expectations(source, max_versions=spec.cache_versions)
-    releases = plan_release_manifests(spec, fetcher=fetcher, limits=limits)
+        source = ConfigMapSource(
+            configmaps, limits=limits, allow_names_only=spec.allow_names_only, guard=guard
+        )
+        return Expectations(source, max_versions=spec.cache_versions, guard=guard)
+    releases = plan_release_manifests(spec, fetcher=fetcher, limits=limits, guard=guard)
     if releases is not None:
-        expectations = Expectations(releases, max_versions=spec.cache_versions)
-        expectations.preload(releases.local)
+        expectations = Expectations(releases, max_versions=spec.cache_versions, guard=guard)
+        if guard is None:  # guarded: each release is admitted when first used
+            expectations.preload(releases.local)
         return expectations
+    if guard is not None:
+        raise ConfigError(
+            "pins and release keys apply to release manifests (files, URLs, ConfigMaps), "
+            "not to release images or consensus",
+            field="release_manifest",
+        )
     if spec.release_image and read_image is not None:
         template, site, reader = spec.release_image, spec.release_image_path, read_image
 

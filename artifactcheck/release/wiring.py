@@ -10,6 +10,7 @@ controller get the same source from the same spec.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.model.errors import ConfigError
@@ -24,6 +25,9 @@ from artifactcheck.release.registry import (
 )
 from artifactcheck.release.sources import ConfigMapReader, Expectations, limits_of
 
+if TYPE_CHECKING:  # cryptography loads only when a run asks for release trust
+    from artifactcheck.release.guard import ReleaseGuard, ReleaseTrust
+
 
 def build_expectations(
     spec: CheckSpec,
@@ -32,6 +36,7 @@ def build_expectations(
     configmaps: ConfigMapReader | None = None,
     kubeconfig: str | None = None,
     context: str | None = None,
+    trust: ReleaseTrust | None = None,
 ) -> Expectations | None:
     """The release source configured in the spec, or None for consensus mode.
 
@@ -41,6 +46,9 @@ def build_expectations(
     ``configmaps`` when given (the controller passes a watched reader on its own API
     client); otherwise, for one ``verify`` run, each load lists them once in the pods'
     namespace through ``kubeconfig``/``context``, never another namespace.
+
+    ``trust`` (pins, release keys) admits every release manifest loaded
+    (:mod:`artifactcheck.release.guard`).
     """
     if spec.release_configmaps is not None and configmaps is None:
         configmaps = _listed_configmaps(spec, kubeconfig, context)
@@ -50,7 +58,16 @@ def build_expectations(
         limits=limits_of(spec),
         read_image=_image_reader(spec),
         configmaps=configmaps,
+        guard=_guard(trust, fetcher, spec),
     )
+
+
+def _guard(trust: ReleaseTrust | None, fetcher: Fetcher, spec: CheckSpec) -> ReleaseGuard | None:
+    if trust is None or not trust.active:
+        return None
+    from artifactcheck.release.guard import ReleaseGuard
+
+    return ReleaseGuard(trust, fetcher=fetcher, limits=limits_of(spec))
 
 
 def _listed_configmaps(
