@@ -87,3 +87,11 @@ def targets(urls: list[str], version: str) -> list[str]:
     for url in urls:
         out += ["-t", f"{url}={version}"]
     return out
+
+
+def serve_fleet(nginx: Any, subnet: str, template: str, roots: list[Path], **values: str) -> list[str]:
+    """One server block per root on ``SUBNET.1``, ``SUBNET.2``...: the instances' URLs."""
+    return [
+        nginx.serve(f"{subnet}.{i}", template, root, **values)
+        for i, root in enumerate(roots, start=1)
+    ]
