@@ -89,7 +89,9 @@ def targets(urls: list[str], version: str) -> list[str]:
     return out
 
 
-def serve_fleet(nginx: Any, subnet: str, template: str, roots: list[Path], **values: str) -> list[str]:
+def serve_fleet(
+    nginx: Any, subnet: str, template: str, roots: list[Path], **values: str
+) -> list[str]:
     """One server block per root on ``SUBNET.1``, ``SUBNET.2``...: the instances' URLs."""
     return [
         nginx.serve(f"{subnet}.{i}", template, root, **values)

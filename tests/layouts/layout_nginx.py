@@ -139,4 +139,4 @@ http {{
         log = self.workdir / "access.log"
         if not log.exists():
             return 0
-        return sum(f' {path} HTTP/' in line for line in log.read_text().splitlines())
+        return sum(f" {path} HTTP/" in line for line in log.read_text().splitlines())
