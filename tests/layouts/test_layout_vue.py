@@ -1,0 +1,152 @@
+"""Vite 8 + Vue behind nginx as its docs say: ``gzip_static on``, dotfiles denied,
+``try_files $uri /index.html``; ``.gz`` files made by ``gzip -k -9`` beside each asset.
+
+nginx denies ``.vite/manifest.json`` (a dotfile), so the instances serve no manifest
+and are judged by the release's file list; unknown paths answer index.html.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+from layout_cli import build, copy_build, release, serve_fleet, targets, verify
+from layout_nginx import Nginx
+
+SUBNET = "127.63.0"
+CDN_HOST = "127.63.1.1"
+V1_ENTRY = "assets/index-DactLZJg.js"
+V2_ENTRY = "assets/index-DaPUc352.js"
+V2_LAZY = "assets/About-D0x3GcRG.js"  # the lazily loaded chunk, renamed in v2
+SHARED_CSS = "assets/About-vXw73d3n.css"  # the same bytes in v1 and v2
+
+
+def _start(nginx: Nginx, tmp: Path, roots: list[Path], cdn_lacks: str | None = None):
+    urls = serve_fleet(nginx, SUBNET, "spa", roots)
+    cdn_root = copy_build("vue/v1", tmp / "cdn")
+    if cdn_lacks:
+        (cdn_root / cdn_lacks).unlink()
+    cdn = nginx.serve(CDN_HOST, "static", cdn_root)
+    nginx.start()
+    return urls, cdn
+
+
+def _releases(tmp: Path) -> list[str]:
+    return [
+        "--release-manifest",
+        str(release(build("vue/v1"), "1.0.0", tmp)),
+        "--release-manifest",
+        str(release(build("vue/v2"), "2.0.0", tmp)),
+    ]
+
+
+def test_fixture_is_what_the_tests_say() -> None:
+    v1, v2 = build("vue/v1"), build("vue/v2")
+    assert (v1 / V1_ENTRY).is_file() and (v2 / V2_ENTRY).is_file() and (v2 / V2_LAZY).is_file()
+    assert (v1 / SHARED_CSS).read_bytes() == (v2 / SHARED_CSS).read_bytes()
+    assert gzip.decompress((v1 / f"{V1_ENTRY}.gz").read_bytes()) == (v1 / V1_ENTRY).read_bytes()
+    assert (v1 / ".vite" / "manifest.json").is_file()
+
+
+def test_a_correct_vue_fleet_is_consistent(nginx: Nginx, tmp_path: Path) -> None:
+    urls, cdn = _start(nginx, tmp_path, [build("vue/v1")] * 3)
+    run = verify(tmp_path, *targets(urls, "1.0.0"), *_releases(tmp_path), "--cdn", cdn)
+    assert run.exit_code == 0, run.explain()
+    assert set(run.verdicts().values()) == {"consistent"}, run.explain()
+
+
+def test_a_drifted_vue_instance_alone_is_flagged(nginx: Nginx, tmp_path: Path) -> None:
+    urls, cdn = _start(nginx, tmp_path, [build("vue/v1")] * 2 + [build("vue/v2")])
+    run = verify(tmp_path, *targets(urls, "1.0.0"), *_releases(tmp_path), "--cdn", cdn)
+    assert run.exit_code == 1, run.explain()
+    assert run.verdicts() == {
+        urls[0]: "consistent",
+        urls[1]: "consistent",
+        urls[2]: "mismatch",
+    }, run.explain()
+    assert "2.0.0" in run.result(urls[2])["reason"], run.explain()
+
+
+def test_a_cdn_missing_a_file_is_named(nginx: Nginx, tmp_path: Path) -> None:
+    urls, cdn = _start(nginx, tmp_path, [build("vue/v1")] * 3, cdn_lacks=SHARED_CSS)
+    run = verify(tmp_path, *targets(urls, "1.0.0"), *_releases(tmp_path), "--cdn", cdn)
+    assert run.exit_code == 1, run.explain()
+    assert {f["path"] for f in run.findings("cdn-missing")} == {SHARED_CSS}, run.explain()
+    assert set(run.verdicts().values()) == {"cdn-missing"}, run.explain()
+    assert SHARED_CSS in run.table
+
+
+def test_a_partial_build_is_never_called_a_release(nginx: Nginx, tmp_path: Path) -> None:
+    """2.0.0's build with its lazy chunk missing (the SPA fallback answers index.html),
+    reporting 1.0.0: a mix or "content differs" naming the file that fell back, never
+    "serves release 2.0.0" (README: only a complete comparison names a release).
+
+    Today: "serves release 2.0.0" (issue 20 part A)."""
+    partial = copy_build("vue/v2", tmp_path / "partial")
+    (partial / V2_LAZY).unlink()
+    (partial / f"{V2_LAZY}.gz").unlink()
+    urls, cdn = _start(nginx, tmp_path, [build("vue/v1")] * 2 + [partial])
+    run = verify(tmp_path, *targets(urls, "1.0.0"), *_releases(tmp_path), "--cdn", cdn)
+    assert run.exit_code == 1, run.explain()
+    bad = run.result(urls[2])
+    assert bad["verdict"] == "mismatch", run.explain()
+    assert bad["serves_version"] is None, run.explain()
+    assert "serves release 2.0.0" not in run.table, run.explain()
+    assert "serves 2.0.0" not in bad["reason"], run.explain()
+    assert V2_LAZY in run.table, run.explain()
+
+
+def test_a_stale_gz_is_named_with_its_encoding(nginx: Nginx, tmp_path: Path) -> None:
+    """``gzip_static`` with a ``.gz`` left from 2.0.0 beside 1.0.0's entry: browsers get
+    2.0.0's script, ``curl`` the right one. With ``--compare-encoding gzip`` the entry's
+    finding says the gzip coding differs (today: only "index-….js differs")."""
+    stale = copy_build("vue/v1", tmp_path / "stale")
+    v2_entry = (build("vue/v2") / V2_ENTRY).read_bytes()
+    (stale / f"{V1_ENTRY}.gz").write_bytes(gzip.compress(v2_entry, 9, mtime=0))
+    urls, cdn = _start(nginx, tmp_path, [build("vue/v1")] * 2 + [stale])
+    base = [*targets(urls, "1.0.0"), *_releases(tmp_path), "--cdn", cdn]
+    # The release lists the .gz files too (they are in dist/): fetched as files, the
+    # stale one differs even in identity, and only it.
+    plain = verify(tmp_path / "identity", *base)
+    assert plain.exit_code == 1, plain.explain()
+    differs = [f for f in plain.result(urls[2])["findings"] if f["kind"] == "content-differs"]
+    assert [f["path"] for f in differs] == [f"{V1_ENTRY}.gz"], plain.explain()
+    assert plain.verdicts()[urls[0]] == "consistent", plain.explain()
+    run = verify(tmp_path, *base, "--compare-encoding", "identity", "--compare-encoding", "gzip")
+    assert run.exit_code == 1, run.explain()
+    assert run.verdicts()[urls[2]] == "mismatch", run.explain()
+    assert run.verdicts()[urls[0]] == "consistent", run.explain()
+    differs = [f for f in run.result(urls[2])["findings"] if f["kind"] == "content-differs"]
+    entry = [f for f in differs if f["path"] == V1_ENTRY]
+    assert len(entry) == 1, run.explain()
+    assert "gzip" in entry[0]["message"], run.explain()
+
+
+def test_a_target_without_a_version_says_how_to_give_one(nginx: Nginx, tmp_path: Path) -> None:
+    """``-t URL`` alone: inconclusive (exit 3), and the table says how to give the
+    version (``URL=VERSION`` or ``--version-endpoint``), not only that there is none."""
+    urls, cdn = _start(nginx, tmp_path, [build("vue/v1")])
+    run = verify(tmp_path, "-t", urls[0], *_releases(tmp_path), "--cdn", cdn)
+    assert run.exit_code == 3, run.explain()
+    assert "=VERSION" in run.table or "--version-endpoint" in run.table, run.explain()
+
+
+def test_siblings_that_fetched_nothing_never_agree(nginx: Nginx, tmp_path: Path) -> None:
+    """No release, ``--manifest-path .vite/manifest.json``, which nginx denies (403) on
+    every instance, and the third serves 2.0.0: nothing was compared, so nothing is
+    ``consistent``. Today: exit 0, each "agrees with its 2 sibling(s)", "1 of 1 files"
+    compared, and no asset was fetched at all (found while writing these tests)."""
+    urls, _ = _start(nginx, tmp_path, [build("vue/v1")] * 2 + [build("vue/v2")])
+    run = verify(tmp_path, *targets(urls, "1.0.0"), "--manifest-path", ".vite/manifest.json")
+    assert run.exit_code != 0, run.explain()
+    assert "consistent" not in run.verdicts().values(), run.explain()
+    assert run.exit_code == 3, run.explain()
+
+
+def test_copying_the_fixture_does_not_change_it(tmp_path: Path) -> None:
+    """The tests break copies only: the committed build keeps its entry's ``.gz``."""
+    copy = copy_build("vue/v1", tmp_path / "c")
+    (copy / f"{V1_ENTRY}.gz").unlink()
+    assert (build("vue/v1") / f"{V1_ENTRY}.gz").is_file()
+    shutil.rmtree(copy)
