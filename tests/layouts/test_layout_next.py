@@ -30,7 +30,7 @@ def _releases(tmp: Path, name: str) -> list[str]:
 
 def _plain(nginx: Nginx, tmp: Path, roots: list[Path], cdn_lacks: str | None = None):
     """The whole export behind a CDN too (it caches every path)."""
-    urls = serve_fleet(nginx, SUBNET, "next", roots)
+    urls = serve_fleet(nginx, SUBNET, "pages", roots)
     cdn_root = copy_build("next/v1", tmp / "cdn")
     if cdn_lacks:
         (cdn_root / cdn_lacks).unlink()
@@ -41,7 +41,7 @@ def _plain(nginx: Nginx, tmp: Path, roots: list[Path], cdn_lacks: str | None = N
 
 def _prefixed(nginx: Nginx, tmp: Path, roots: list[Path], cdn_lacks: str | None = None):
     """assetPrefix: the CDN holds only ``_next/``, the origin serves everything."""
-    urls = serve_fleet(nginx, "127.66.0", "next", roots)
+    urls = serve_fleet(nginx, "127.66.0", "pages", roots)
     cdn_root = tmp / "cdn"
     cdn_root.mkdir()
     shutil.copytree(build("next-prefix/v1") / "_next", cdn_root / "_next")
