@@ -67,6 +67,9 @@ def test_a_drifted_angular_instance_alone_is_flagged(nginx: Nginx, tmp_path: Pat
     }, run.explain()
     assert run.result(urls[2])["serves_version"] == "2.0.0", run.explain()
     assert "serves 2.0.0" in run.result(urls[2])["reason"], run.explain()
+    # 1.0.0's main script is gone: the SPA fallback answers index.html for it, named so
+    fell_back = [f["path"] for f in run.result(urls[2])["findings"] if f["kind"] == "fallback-page"]
+    assert fell_back == [V1_MAIN], run.explain()
 
 
 def test_a_cdn_missing_a_file_is_named(nginx: Nginx, tmp_path: Path) -> None:

@@ -97,23 +97,32 @@ def test_a_partial_build_is_never_called_a_release(nginx: Nginx, tmp_path: Path)
     assert V2_LAZY in run.table, run.explain()
 
 
-def test_a_stale_gz_is_named_with_its_encoding(nginx: Nginx, tmp_path: Path) -> None:
-    """``gzip_static`` with a ``.gz`` left from 2.0.0 beside 1.0.0's entry: browsers get
-    2.0.0's script, ``curl`` the right one. With ``--compare-encoding gzip`` the entry's
-    finding says the gzip coding differs (today: only "index-….js differs")."""
-    stale = copy_build("vue/v1", tmp_path / "stale")
+def _stale_gz_fleet(nginx: Nginx, tmp: Path) -> tuple[list[str], list[str]]:
+    """The third instance: 1.0.0 with a ``.gz`` left from 2.0.0 beside its entry, so
+    ``gzip_static`` gives browsers 2.0.0's script while ``curl`` gets the right one."""
+    stale = copy_build("vue/v1", tmp / "stale")
     v2_entry = (build("vue/v2") / V2_ENTRY).read_bytes()
     (stale / f"{V1_ENTRY}.gz").write_bytes(gzip.compress(v2_entry, 9, mtime=0))
-    urls, cdn = _start(nginx, tmp_path, [build("vue/v1")] * 2 + [stale])
-    base = [*targets(urls, "1.0.0"), *_releases(tmp_path), "--cdn", cdn]
-    # The release lists the .gz files too (they are in dist/): fetched as files, the
-    # stale one differs even in identity, and only it.
-    plain = verify(tmp_path / "identity", *base)
-    assert plain.exit_code == 1, plain.explain()
-    differs = [f for f in plain.result(urls[2])["findings"] if f["kind"] == "content-differs"]
-    assert [f["path"] for f in differs] == [f"{V1_ENTRY}.gz"], plain.explain()
-    assert plain.verdicts()[urls[0]] == "consistent", plain.explain()
-    run = verify(tmp_path, *base, "--compare-encoding", "identity", "--compare-encoding", "gzip")
+    urls, cdn = _start(nginx, tmp, [build("vue/v1")] * 2 + [stale])
+    return urls, [*targets(urls, "1.0.0"), *_releases(tmp), "--cdn", cdn]
+
+
+def test_a_stale_gz_listed_in_the_release_differs_as_a_file(nginx: Nginx, tmp_path: Path) -> None:
+    """The release lists the ``.gz`` files (they are in dist/): fetched as files, the
+    stale one differs even when only identity is compared, and only it."""
+    urls, args = _stale_gz_fleet(nginx, tmp_path)
+    run = verify(tmp_path, *args)
+    assert run.exit_code == 1, run.explain()
+    differs = [f for f in run.result(urls[2])["findings"] if f["kind"] == "content-differs"]
+    assert [f["path"] for f in differs] == [f"{V1_ENTRY}.gz"], run.explain()
+    assert run.verdicts()[urls[0]] == "consistent", run.explain()
+
+
+def test_a_stale_gz_is_named_with_its_encoding(nginx: Nginx, tmp_path: Path) -> None:
+    """With ``--compare-encoding gzip`` the entry itself differs as browsers get it, and
+    its finding says the gzip coding differs (today: only "index-….js differs")."""
+    urls, args = _stale_gz_fleet(nginx, tmp_path)
+    run = verify(tmp_path, *args, "--compare-encoding", "identity", "--compare-encoding", "gzip")
     assert run.exit_code == 1, run.explain()
     assert run.verdicts()[urls[2]] == "mismatch", run.explain()
     assert run.verdicts()[urls[0]] == "consistent", run.explain()
