@@ -83,6 +83,22 @@ def test_a_drifted_next_instance_alone_is_flagged(nginx: Nginx, tmp_path: Path) 
     assert "serves 2.0.0" in run.result(urls[2])["reason"], run.explain()
 
 
+def test_swapped_next_instances_are_each_named(nginx: Nginx, tmp_path: Path) -> None:
+    """The first serves 1.0.0 and reports 2.0.0, the third the other way round: each is
+    flagged with what it serves; the one in between is consistent."""
+    urls, cdn = _plain(nginx, tmp_path, [build("next/v1"), build("next/v1"), build("next/v2")])
+    args = ["-t", f"{urls[0]}=2.0.0", "-t", f"{urls[1]}=1.0.0", "-t", f"{urls[2]}=1.0.0"]
+    run = verify(tmp_path, *args, *_releases(tmp_path, "next"), "--cdn", cdn)
+    assert run.exit_code == 1, run.explain()
+    assert run.verdicts() == {
+        urls[0]: "mismatch",
+        urls[1]: "consistent",
+        urls[2]: "mismatch",
+    }, run.explain()
+    assert run.result(urls[0])["serves_version"] == "1.0.0", run.explain()
+    assert run.result(urls[2])["serves_version"] == "2.0.0", run.explain()
+
+
 def test_a_cdn_missing_a_chunk_is_named(nginx: Nginx, tmp_path: Path) -> None:
     urls, cdn = _plain(nginx, tmp_path, [build("next/v1")] * 3, cdn_lacks=CHUNK)
     run = verify(tmp_path, *targets(urls, "1.0.0"), *_releases(tmp_path, "next"), "--cdn", cdn)
