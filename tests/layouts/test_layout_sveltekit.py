@@ -93,3 +93,28 @@ def test_sveltekit_version_json_as_the_version_endpoint(nginx: Nginx, tmp_path: 
     assert [run.result(u)["reported_version"] for u in urls] == [V1, V1, V2], run.explain()
     assert run.verdicts() == {urls[0]: "consistent", urls[1]: "consistent", urls[2]: "drift"}
     assert verify(tmp_path / "all", *args).exit_code == 0
+
+
+def test_the_version_endpoint_in_yaml_takes_the_cli_spelling(nginx: Nginx, tmp_path: Path) -> None:
+    """``version_endpoint: "/_app/version.json#/version"`` in the YAML config, as on the
+    command line. Today: "Input should be a valid dictionary" (exit 2)."""
+    urls, cdn = _start(nginx, tmp_path, [build("sveltekit/v1")] * 3)
+    config = tmp_path / "artifactcheck.yaml"
+    config.write_text('version_endpoint: "/_app/version.json#/version"\n')
+    args = ["-c", str(config), *[a for u in urls for a in ("-t", u)]]
+    run = verify(tmp_path, *args, *_releases(tmp_path, V1, V2), "--cdn", cdn)
+    assert run.exit_code == 0, run.explain()
+    assert set(run.verdicts().values()) == {"consistent"}, run.explain()
+
+
+def test_an_invalid_version_from_the_endpoint_is_inconclusive(nginx: Nginx, tmp_path: Path) -> None:
+    """``kit.version.name`` set to what ``git describe --dirty`` printed, with a space:
+    not a version. Every instance is ``inconclusive`` (exit 3), never exit 1."""
+    root = copy_build("sveltekit/v1", tmp_path / "dirty")
+    (root / "_app" / "version.json").write_text('{"version":"v1.0.0-3-gabc123 dirty"}')
+    urls, cdn = _start(nginx, tmp_path, [root] * 3)
+    args = [a for u in urls for a in ("-t", u)]
+    args += ["--version-endpoint", "/_app/version.json#/version", *_releases(tmp_path, V1, V2)]
+    run = verify(tmp_path, *args, "--cdn", cdn)
+    assert run.exit_code == 3, run.explain()
+    assert set(run.verdicts().values()) == {"inconclusive"}, run.explain()
