@@ -97,3 +97,13 @@ def serve_fleet(
         nginx.serve(f"{subnet}.{i}", template, root, **values)
         for i, root in enumerate(roots, start=1)
     ]
+
+
+def ngsw_release(dist: Path, version: str, workdir: Path) -> str:
+    """``dist/ngsw.json`` as the release for ``version``: it declares no version, so it
+    is given as a ``{version}`` template (README: a template's expansion may declare
+    none), copied to ``releases/VERSION/ngsw.json`` as a build job would publish it."""
+    target = workdir / "releases" / version / "ngsw.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(dist / "ngsw.json", target)
+    return str(workdir / "releases" / "{version}" / "ngsw.json")

@@ -11,7 +11,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from layout_cli import build, copy_build, release, serve_fleet, targets, verify
+from layout_cli import build, copy_build, ngsw_release, release, serve_fleet, targets, verify
 from layout_nginx import Nginx
 
 SUBNET = "127.64.0"
@@ -82,11 +82,11 @@ def test_a_cdn_missing_a_file_is_named(nginx: Nginx, tmp_path: Path) -> None:
 
 
 def test_ngsw_json_is_accepted_as_the_release(nginx: Nginx, tmp_path: Path) -> None:
-    """``--release-manifest dist/ngsw.json``: every file has a SHA-1, compared as such.
+    """``dist/ngsw.json`` as the release (every file has a SHA-1), compared as such.
 
     Today: exit 2, "no content hash for 14 of 14 files" (issue 20 part B)."""
     urls, cdn = _start(nginx, tmp_path, [build("angular/v1")] * 3)
-    ngsw = str(build("angular/v1") / "ngsw.json")
+    ngsw = ngsw_release(build("angular/v1"), "1.0.0", tmp_path)
     run = verify(tmp_path, *targets(urls, "1.0.0"), "--release-manifest", ngsw, "--cdn", cdn)
     assert run.exit_code == 0, run.explain()
     assert set(run.verdicts().values()) == {"consistent"}, run.explain()
@@ -98,7 +98,7 @@ def test_ngsw_json_as_the_release_catches_the_drifted_instance(
 ) -> None:
     """Its SHA-1s tell 2.0.0's ``main-*.js`` and ``index.html`` from 1.0.0's."""
     urls, cdn = _start(nginx, tmp_path, [build("angular/v1")] * 2 + [build("angular/v2")])
-    ngsw = str(build("angular/v1") / "ngsw.json")
+    ngsw = ngsw_release(build("angular/v1"), "1.0.0", tmp_path)
     run = verify(tmp_path, *targets(urls, "1.0.0"), "--release-manifest", ngsw, "--cdn", cdn)
     assert run.exit_code == 1, run.explain()
     assert run.verdicts() == {

@@ -12,7 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
-from layout_cli import build, release, targets, verify
+from layout_cli import build, ngsw_release, release, targets, verify
 from layout_nginx import Nginx
 
 SUBNET = "127.67.0"
@@ -96,12 +96,12 @@ def test_siblings_under_a_sub_path_read_the_served_ngsw_json(nginx: Nginx, tmp_p
 
 
 def test_ngsw_json_with_a_base_href_as_the_release(nginx: Nginx, tmp_path: Path) -> None:
-    """``--release-manifest dist/ngsw.json`` whose URLs are ``/app/…``, targets at
+    """``dist/ngsw.json`` as the release, its URLs ``/app/…``, targets at
     ``/app/``: each URL is the file at the target, never ``/app/app/…``.
 
     Today: exit 2 (ngsw.json refused as a release, issue 20 part B)."""
     urls, cdn = _start(nginx, tmp_path, ["angular-app/v1"] * 2 + ["angular-app/v2"])
-    ngsw = str(build("angular-app/v1") / "ngsw.json")
+    ngsw = ngsw_release(build("angular-app/v1"), "1.0.0", tmp_path)
     run = verify(tmp_path, *targets(urls, "1.0.0"), "--release-manifest", ngsw, "--cdn", cdn)
     assert run.exit_code == 1, run.explain()
     assert run.verdicts() == {
