@@ -159,3 +159,45 @@ def test_copying_the_fixture_does_not_change_it(tmp_path: Path) -> None:
     (copy / f"{V1_ENTRY}.gz").unlink()
     assert (build("vue/v1") / f"{V1_ENTRY}.gz").is_file()
     shutil.rmtree(copy)
+
+
+def _vite_manifest_release(tmp: Path) -> str:
+    """The build's own ``.vite/manifest.json`` as the release (names, no hashes), under a
+    ``{version}`` template since it declares no version."""
+    target = tmp / "vite-releases" / "1.0.0" / "manifest.json"
+    target.parent.mkdir(parents=True)
+    shutil.copyfile(build("vue/v1") / ".vite" / "manifest.json", target)
+    return str(tmp / "vite-releases" / "{version}" / "manifest.json")
+
+
+def test_names_only_is_inconclusive_when_names_match(nginx: Nginx, tmp_path: Path) -> None:
+    """``--allow-names-only`` with Vite's manifest: the names match, the bytes are not
+    verified, so the instances are ``inconclusive`` (exit 3), not ``consistent``."""
+    urls, cdn = _start(nginx, tmp_path, [build("vue/v1")] * 3)
+    args = [*targets(urls, "1.0.0"), "--release-manifest", _vite_manifest_release(tmp_path)]
+    run = verify(tmp_path, *args, "--allow-names-only", "--cdn", cdn)
+    assert run.exit_code == 3, run.explain()
+    assert set(run.verdicts().values()) == {"inconclusive"}, run.explain()
+    assert "names only" in run.table, run.explain()
+
+
+def test_names_only_still_catches_renamed_files(nginx: Nginx, tmp_path: Path) -> None:
+    urls, cdn = _start(nginx, tmp_path, [build("vue/v1")] * 2 + [build("vue/v2")])
+    args = [*targets(urls, "1.0.0"), "--release-manifest", _vite_manifest_release(tmp_path)]
+    run = verify(tmp_path, *args, "--allow-names-only", "--cdn", cdn)
+    assert run.exit_code == 1, run.explain()
+    assert run.verdicts()[urls[2]] == "mismatch", run.explain()
+    assert run.verdicts()[urls[0]] == "inconclusive", run.explain()
+
+
+def test_allow_names_only_help_says_it_cannot_exit_0() -> None:
+    """Issue 20 part B: the help of ``--allow-names-only`` says a names-only run never
+    exits 0 (today it does not)."""
+    from click.testing import CliRunner
+
+    from artifactcheck.cli.main import main
+
+    text = CliRunner(env={"COLUMNS": "200"}).invoke(main, ["verify", "--help"]).output
+    start = text.index("--allow-names-only")
+    option = " ".join(text[start : text.index("\n  -", start + 1)].split())  # unwrapped
+    assert "exit 0" in option or ("never" in option and "consistent" in option), option
