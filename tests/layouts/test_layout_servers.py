@@ -105,6 +105,13 @@ def test_cdn_prefix_conf(nginx: Nginx) -> None:
     assert get(url, "/static/.hidden")[0] in (403, 404)
 
 
+def test_auth_conf(nginx: Nginx) -> None:
+    url = nginx.serve("127.70.0.7", "auth", build("vue/v1"))
+    nginx.start()
+    assert get(url, "/index.html")[0] == 401
+    assert get(url, "/assets/index-DactLZJg.js")[0] == 401
+
+
 def test_an_unfilled_placeholder_is_refused() -> None:
     with pytest.raises(AssertionError, match="unfilled"):
         render("django", listen="127.0.0.1:1", root="/x")  # no version

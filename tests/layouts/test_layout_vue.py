@@ -201,3 +201,17 @@ def test_allow_names_only_help_says_it_cannot_exit_0() -> None:
     start = text.index("--allow-names-only")
     option = " ".join(text[start : text.index("\n  -", start + 1)].split())  # unwrapped
     assert "exit 0" in option or ("never" in option and "consistent" in option), option
+
+
+def test_instances_behind_basic_auth_are_inconclusive(nginx: Nginx, tmp_path: Path) -> None:
+    """A staging fleet behind HTTP basic auth answers 401 to everything: nothing can be
+    judged, so ``inconclusive`` (exit 3), never a mismatch for the one on 2.0.0."""
+    urls = serve_fleet(
+        nginx, "127.63.2", "auth", [build("vue/v1"), build("vue/v1"), build("vue/v2")]
+    )
+    cdn = nginx.serve(CDN_HOST, "static", copy_build("vue/v1", tmp_path / "cdn"))
+    nginx.start()
+    run = verify(tmp_path, *targets(urls, "1.0.0"), *_releases(tmp_path), "--cdn", cdn)
+    assert run.exit_code == 3, run.explain()
+    assert set(run.verdicts().values()) == {"inconclusive"}, run.explain()
+    assert "401" in run.table, run.explain()
