@@ -56,6 +56,21 @@ def test_a_correct_vue_fleet_is_consistent(nginx: Nginx, tmp_path: Path) -> None
     assert set(run.verdicts().values()) == {"consistent"}, run.explain()
 
 
+def test_a_correct_fleet_compared_in_every_coding_is_consistent(
+    nginx: Nginx, tmp_path: Path
+) -> None:
+    """No false alarm from ``gzip_static``: asked for gzip, nginx sends the ``.gz``
+    (decoded, the same bytes); asked for a ``.gz`` file itself, the file as it is;
+    asked for br, which this nginx lacks, identity."""
+    urls, cdn = _start(nginx, tmp_path, [build("vue/v1")] * 3)
+    codings = ["--compare-encoding", "identity", "--compare-encoding", "gzip"]
+    codings += ["--compare-encoding", "br"]
+    run = verify(tmp_path, *targets(urls, "1.0.0"), *_releases(tmp_path), "--cdn", cdn, *codings)
+    assert run.exit_code == 0, run.explain()
+    assert set(run.verdicts().values()) == {"consistent"}, run.explain()
+    assert run.result(urls[0])["coverage"]["encodings"] == ["identity", "gzip", "br"]
+
+
 def test_a_drifted_vue_instance_alone_is_flagged(nginx: Nginx, tmp_path: Path) -> None:
     urls, cdn = _start(nginx, tmp_path, [build("vue/v1")] * 2 + [build("vue/v2")])
     run = verify(tmp_path, *targets(urls, "1.0.0"), *_releases(tmp_path), "--cdn", cdn)
