@@ -118,3 +118,17 @@ def test_an_invalid_version_from_the_endpoint_is_inconclusive(nginx: Nginx, tmp_
     run = verify(tmp_path, *args, "--cdn", cdn)
     assert run.exit_code == 3, run.explain()
     assert set(run.verdicts().values()) == {"inconclusive"}, run.explain()
+
+
+def test_version_json_without_a_pointer_reads_its_version_member(
+    nginx: Nginx, tmp_path: Path
+) -> None:
+    """``--version-endpoint /_app/version.json`` with no pointer on ``{"version": ...}``:
+    its ``version`` member is the version. Today: the whole JSON body is taken as the
+    version, which is not one (issue 20 part B; exit 1, ``signal-conflict``)."""
+    urls, cdn = _start(nginx, tmp_path, [build("sveltekit/v1")] * 3)
+    args = [a for u in urls for a in ("-t", u)]
+    args += ["--version-endpoint", "/_app/version.json", *_releases(tmp_path, V1, V2)]
+    run = verify(tmp_path, *args, "--cdn", cdn)
+    assert run.exit_code == 0, run.explain()
+    assert {r["reported_version"] for r in run.doc["results"]} == {V1}, run.explain()
