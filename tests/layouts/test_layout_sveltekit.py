@@ -132,3 +132,14 @@ def test_version_json_without_a_pointer_reads_its_version_member(
     run = verify(tmp_path, *args, "--cdn", cdn)
     assert run.exit_code == 0, run.explain()
     assert {r["reported_version"] for r in run.doc["results"]} == {V1}, run.explain()
+
+
+def test_a_pointer_typo_is_shown_in_the_table(nginx: Nginx, tmp_path: Path) -> None:
+    """``#/versoin``: exit 3, and the table (where the user looks, not only the JSON)
+    says what was wrong with the endpoint's answer: the pointer that did not resolve."""
+    urls, cdn = _start(nginx, tmp_path, [build("sveltekit/v1")])
+    args = ["-t", urls[0], "--version-endpoint", "/_app/version.json#/versoin"]
+    run = verify(tmp_path, *args, *_releases(tmp_path, V1, V2), "--cdn", cdn)
+    assert run.exit_code == 3, run.explain()
+    assert "/versoin" in run.table, run.explain()
+    assert run.result(urls[0])["endpoint_error"], run.explain()
