@@ -29,10 +29,20 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 
 def console(*, stderr: bool = False) -> Any:
-    """A rich Console for tables and progress (rich loads only when something is shown)."""
+    """A rich Console for tables and progress (rich loads only when something is shown).
+
+    rich answers a closed pipe with ``SystemExit(1)``, which CI reads as "something
+    served is wrong"; this one hands the BrokenPipeError to the caller, who knows the
+    verdict's exit code (:func:`artifactcheck.cli.main.emit`).
+    """
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError("standard output closed")
+
+    return _Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
 def run_quietly(coro: Coroutine[Any, Any, T]) -> T:

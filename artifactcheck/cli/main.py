@@ -122,8 +122,28 @@ def emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool = 
     """Write the report in every requested format.
 
     When nothing goes to standard output (every format written to a file), a one-line
-    summary goes to standard error, so a CI log still says what happened.
+    summary goes to standard error, so a CI log still says what happened. A reader that
+    went away (``verify ... | head``) changes nothing about the fleet, so it must not
+    change the exit code either: click would turn the EPIPE into exit 1, which CI reads
+    as "something served is wrong". The summary goes to standard error instead.
     """
+    try:
+        _emit(report, outputs, verbose=verbose)
+    except BrokenPipeError:
+        _drop_stdout()
+        click.echo(f"artifactcheck: standard output closed; {summary_line(report)}", err=True)
+
+
+def _drop_stdout() -> None:
+    """Point standard output at /dev/null, so the interpreter's last flush cannot fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
+def _emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool) -> None:
     from rich.console import Console
 
     from artifactcheck.act.report import render_json, render_junit, render_markdown, render_table
