@@ -207,6 +207,7 @@ def _result(r: InstanceResult, spliced: _Spliced | None = None) -> dict[str, Any
         }
         doc["endpoint_version"] = obs.endpoint_version
         doc["endpoint_error"] = obs.endpoint_error
+        doc["endpoint_note"] = obs.endpoint_note
         doc["error"] = obs.error
         doc["sampled"] = obs.sampled
         doc["encodings"] = list(obs.encodings)
@@ -492,15 +493,22 @@ def _notes(report: Report) -> list[str]:
             "names only: the release source has no content hashes; file names were "
             "compared, bytes were not"
         )
+    said = {r.observation.endpoint_note for r in report.results if r.observation is not None}
+    notes += sorted(n for n in said if n)
     return notes
 
 
 def _why(r: InstanceResult) -> str:
-    """The reason, with a certificate warning appended where the verdict hides it."""
+    """The reason, with what the verdict hides appended: a certificate warning, and
+    why the version endpoint could not be read (a 404, a pointer typo, not JSON), so
+    "reports no version" is not the last word where the user looks."""
     reason = r.reason
     for f in r.findings:
         if f.kind is FindingKind.TLS_EXPIRING and f.message not in reason:
             reason += f"; {f.message}"
+    obs = r.observation
+    if obs is not None and obs.endpoint_error and obs.endpoint_error not in reason:
+        reason += f"; {obs.endpoint_error}"
     return reason
 
 

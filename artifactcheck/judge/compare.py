@@ -362,6 +362,8 @@ class _Against:
     ) -> None:
         same_size = expected.size is not None and expected.size == got.size
         what = f"{path} differs from release {self.version}{' (same size)' if same_size else ''}"
+        if got.content_encoding not in (None, "identity"):  # e.g. a stale precompressed .gz
+            what += f" when served {got.content_encoding}-encoded (the bytes after decoding)"
         self._other_bytes(FindingKind.CONTENT_DIFFERS, what, path, want, sha)
 
     def _other_bytes(
@@ -844,6 +846,7 @@ class _Case:
     candidates: tuple[str, ...] = ()
     mix_of: str | None = None  # the one other release the differing files all come from
     peers: int | None = None  # consensus: observed instances reporting this version
+    agreeing: int | None = None  # consensus: siblings holding the same bytes
     desired: str | None = None
     shared_rows: SampledOutRows | None = None  # coverage rows shared between instances
 
@@ -908,16 +911,23 @@ def _content_reason(case: _Case, content: Sequence[Finding]) -> str:
     return f"reports {reported} but {what}: {_names(files)}"
 
 
+#: How to give an instance a version to be judged against (it reported none).
+NO_VERSION_HINT = (
+    "give one with the target (URL=VERSION), a version label or annotation, "
+    "or a version endpoint (--version-endpoint PATH#POINTER)"
+)
+
+
 def _verdict(case: _Case) -> tuple[Verdict, str]:
     """The first rule that applies, from the strongest evidence to "could not judge"."""
     kinds = case.kinds()
     cdn = case.cdn_check
     on_cdn = {id(f) for f in cdn.findings} if cdn is not None else set()
     content = [f for f in case.findings if f.kind in CONTENT_KINDS and id(f) not in on_cdn]
+    if case.invalid_version is not None:  # hostile input judges nothing: never exit 1
+        return Verdict.INCONCLUSIVE, f"reports an invalid version: {case.invalid_version}"
     if content:
         return Verdict.MISMATCH, _content_reason(case, content)
-    if case.invalid_version is not None:
-        return Verdict.SIGNAL_CONFLICT, f"reports an invalid version: {case.invalid_version}"
     if FindingKind.SIGNAL_CONFLICT in kinds:
         conflict = next(f for f in case.findings if f.kind is FindingKind.SIGNAL_CONFLICT)
         return Verdict.SIGNAL_CONFLICT, conflict.message
@@ -938,7 +948,7 @@ def _verdict(case: _Case) -> tuple[Verdict, str]:
     if not case.obs.assets and case.obs.manifest_fetch is None:
         return Verdict.INCONCLUSIVE, "nothing was fetched to judge by"
     if case.version is None:
-        return Verdict.INCONCLUSIVE, "no reported version to judge against"
+        return Verdict.INCONCLUSIVE, f"no reported version to judge against: {NO_VERSION_HINT}"
     if case.coverage is not None and case.coverage.compared == 0:
         return Verdict.INCONCLUSIVE, f"no file of release {case.version} could be compared"
     if case.consensus and (case.peers or 0) < 2:
@@ -962,8 +972,10 @@ def _verdict(case: _Case) -> tuple[Verdict, str]:
         claim = "" if case.consensus else f" ({_claim(case)})"
         return Verdict.DRIFT, f"consistent with {case.version}, desired is {desired}{claim}"
     if case.consensus:
-        peers = (case.peers or 1) - 1
-        return Verdict.CONSISTENT, f"agrees with its {peers} sibling(s) on {case.version}"
+        siblings = (case.peers or 1) - 1
+        agree = siblings if case.agreeing is None else case.agreeing
+        of = "its" if agree == siblings else f"{agree} of its"
+        return Verdict.CONSISTENT, f"agrees with {of} {siblings} sibling(s) on {case.version}"
     return Verdict.CONSISTENT, _claim(case)
 
 
@@ -1177,11 +1189,13 @@ def judge_instance(
     tls_warn_days: float = 14.0,
     peers: int | None = None,
     shared_rows: SampledOutRows | None = None,
+    agreeing: int | None = None,
 ) -> InstanceResult:
     """The verdict for one instance from its observation and what it should serve.
 
     ``expectation=None`` is consensus mode: ``peers`` is how many observed instances
-    (this one included) report the same version; fewer than two is no consensus.
+    (this one included) report the same version; fewer than two is no consensus;
+    ``agreeing`` how many of the others hold the same bytes (:func:`consensus_agreement`).
     ``shared_rows`` lets instances judged together share equal coverage rows.
     """
     version = reported_version(obs)
@@ -1195,6 +1209,7 @@ def judge_instance(
         failed=failed,
         expectation=expectation,
         peers=peers,
+        agreeing=agreeing,
         desired=desired_version,
         shared_rows=shared_rows,
     )
@@ -1272,8 +1287,8 @@ def consensus_findings(observations: Sequence[Observation]) -> dict[str, list[Fi
                         out[name].append(
                             Finding(
                                 FindingKind.MINORITY_CONTENT,
-                                f"{path} differs from {top_count} of {len(held)} siblings "
-                                f"reporting {version}",
+                                f"{path} differs from {top_count} of its "
+                                f"{len(held) - 1} siblings reporting {version}",
                                 instance=name,
                                 path=path,
                                 expected=top,
@@ -1291,6 +1306,35 @@ def consensus_findings(observations: Sequence[Observation]) -> dict[str, list[Fi
                             severity=Severity.WARNING,
                         )
                     )
+    return out
+
+
+def consensus_agreement(observations: Sequence[Observation]) -> dict[str, int]:
+    """For each instance, how many siblings reporting its version agree with it: they
+    hold the same bytes on every path both fetched, and share at least one.
+
+    "Agrees with its N siblings" counts these, not every instance of the version: of
+    three instances where one is the minority, each of the other two agrees with one.
+    """
+    out: dict[str, int] = {}
+    for members in _consensus_groups(observations).values():
+        held = {
+            o.instance.name: {p: g.sha256 for p, g in _documents(o).items() if g.ok and g.sha256}
+            for o in members
+        }
+        same: dict[tuple[str, str], set[str]] = defaultdict(set)
+        fetched: dict[str, set[str]] = defaultdict(set)
+        for name, docs in held.items():
+            for path, sha in docs.items():
+                same[(path, sha)].add(name)
+                fetched[path].add(name)
+        for name, docs in held.items():
+            agree: set[str] = set()
+            differ: set[str] = set()
+            for item in docs.items():
+                agree |= same[item]
+                differ |= fetched[item[0]] - same[item]
+            out[name] = len(agree - differ - {name})
     return out
 
 
@@ -1409,10 +1453,12 @@ def compare_fleet(
     for name, found in image_findings([o.instance for o in observations]).items():
         extra[name] += found
     sizes: dict[str, int] = {}
+    agreement: dict[str, int] = {}
     if expectations is None:
         for name, found in consensus_findings(observations).items():
             extra[name] += found
         sizes = {v: len(m) for v, m in _consensus_groups(observations).items()}
+        agreement = consensus_agreement(observations)
     results = []
     rows = cache.rows if cache is not None else SampledOutRows()
     if cache is not None:
@@ -1429,6 +1475,7 @@ def compare_fleet(
         name = obs.instance.name
         fleet = tuple(extra.get(name, ()))
         peers = sizes.get(version or "", 0) if expectations is None else None
+        agreeing = agreement.get(name) if expectations is None else None
         key: tuple[object, ...] = ()
         if cache is not None:
             key = (
@@ -1436,6 +1483,7 @@ def compare_fleet(
                 desired_version,
                 tls_warn_days,
                 peers,
+                agreeing,
                 fleet,
                 # the only use of ``now``: a certificate's expiry findings
                 tuple(tls_findings(obs.tls, now=now, warn_days=tls_warn_days, instance=name))
@@ -1464,6 +1512,7 @@ def compare_fleet(
             tls_warn_days=tls_warn_days,
             peers=peers,
             shared_rows=rows,
+            agreeing=agreeing,
         )
         if cache is not None:
             manifest = expectation.manifest if expectation is not None else None

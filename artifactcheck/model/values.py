@@ -295,6 +295,7 @@ class Observation:
     unsafe_paths: tuple[str, ...] = ()  # manifest entries rejected as off-base
     endpoint_version: str | None = None
     endpoint_error: str | None = None
+    endpoint_note: str | None = None  # how the version was read (no JSON pointer given)
     tls: CertInfo | None = None
     error: str | None = None  # the instance could not be observed at all
     error_kind: ErrorKind | None = None  # set with ``error``
