@@ -124,7 +124,10 @@ def _without_pointer(path: str, text: str) -> VersionReading:
         doc = json.loads(text)
     except ValueError:
         return _checked(path, text[:200], "body")
-    hint = f"give a JSON pointer to the member that holds it, e.g. --version-endpoint '{path}#/{DEFAULT_MEMBER}'"
+    hint = (
+        "give a JSON pointer to the member that holds it, e.g. "
+        f"--version-endpoint '{path}#/{DEFAULT_MEMBER}'"
+    )
     if isinstance(doc, str):
         return _checked(path, doc, "JSON string")
     if not isinstance(doc, dict):

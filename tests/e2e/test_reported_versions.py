@@ -86,7 +86,7 @@ def test_no_readable_version_is_inconclusive_with_the_reason_in_the_table(
     assert table.exit_code == 3, table.output
     assert said in table.output
     assert "version endpoint /version" in table.output
-    if said.startswith("no 'version'") or said.startswith("member is"):
+    if said.startswith(("no 'version'", "member is")):
         assert "--version-endpoint '/version#/version'" in table.output
 
 
