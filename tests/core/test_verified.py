@@ -241,6 +241,14 @@ def test_a_quarantine_is_undone_only_on_verified_content(row: Row) -> None:
     assert not gate_opened(unverified, held)
 
 
+def test_a_quarantine_stays_when_release_on_recovery_is_off() -> None:
+    r = judged(ROWS[0])
+    held = History(instances={"p1": InstanceState(quarantined=True)})
+    policy = GATE_POLICY.model_copy(update={"release_on_recovery": False})
+    d = decide([r], policy=policy, history=held, now=1000.0, gate_mode=True)
+    assert r.verified and not d.actions
+
+
 @pytest.mark.parametrize(
     "verdict",
     [
