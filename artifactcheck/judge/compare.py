@@ -361,9 +361,10 @@ class _Against:
         self, path: str, got: Fetched, expected: ManifestEntry, want: str, sha: str
     ) -> None:
         same_size = expected.size is not None and expected.size == got.size
-        what = f"{path} differs from release {self.version}{' (same size)' if same_size else ''}"
+        what = f"{path} differs from release {self.version}"
         if got.content_encoding not in (None, "identity"):  # e.g. a stale precompressed .gz
-            what += f" when served {got.content_encoding}-encoded (the bytes after decoding)"
+            what += f" when served {got.content_encoding}-encoded (its bytes once decoded)"
+        what += " (same size)" if same_size else ""
         self._other_bytes(FindingKind.CONTENT_DIFFERS, what, path, want, sha)
 
     def _other_bytes(
