@@ -161,6 +161,7 @@ def _coverage(c: Coverage | None, spliced: _Spliced | None = None) -> dict[str, 
             else _rows(rows)
         ),
         "encodings": list(c.encodings),
+        "hashes": list(c.hashes),
     }
 
 
@@ -474,6 +475,8 @@ def _coverage_text(r: InstanceResult, report: Report) -> str:
         text += ", names only"
     if tuple(c.encodings) != ("identity",):
         text += f", {'+'.join(c.encodings)}"
+    if tuple(c.hashes) != ("sha256",):  # an ngsw.json release vouches with SHA-1
+        text += f", {'+'.join(c.hashes)}"
     return text
 
 

@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 
 from artifactcheck.manifests import verify_integrity
+from artifactcheck.manifests.integrity import vouching_algorithms, vouching_hash
 from artifactcheck.model.errors import ErrorKind
 from artifactcheck.model.values import (
     CertInfo,
@@ -114,9 +115,9 @@ class HashIndex:
         for version, manifest in releases.items():
             self.paths[version] = frozenset(manifest.files)
             for entry in manifest.files.values():
-                sha = entry.hashes.get("sha256")
-                if sha:
-                    self.by_hash[sha].add(version)
+                vouched = vouching_hash(entry)  # sha256, or an ngsw.json's sha1
+                if vouched:
+                    self.by_hash[vouched[1]].add(version)
 
     def releases_of(
         self, hashes: Iterable[str], *, exclude: str | None, missing: Iterable[str] = ()
@@ -271,6 +272,7 @@ def _against_release(
         pages=pages,
         listed=obs.manifest.files if obs.manifest is not None else {},
         check=_ReleaseCheck(),
+        algorithm=(vouching_algorithms(release) or ("sha256",))[0],
     )
     docs = _documents(obs)
     for path in sorted(docs):
@@ -289,6 +291,7 @@ class _Against:
     pages: frozenset[str]
     listed: Mapping[str, ManifestEntry]  # what the served manifest lists
     check: _ReleaseCheck
+    algorithm: str = "sha256"  # the release's hash, for files it lacks ("sha1": ngsw.json)
 
     def answer(self, path: str, got: Fetched) -> None:
         """Judge one answer: refused, missing, the release's bytes, the fallback page,
@@ -302,8 +305,11 @@ class _Against:
             if known:
                 check.refused[path] = f"the instance refuses it (HTTP {got.status})"
             return
-        sha = got.sha256
-        want = expected.hashes.get("sha256") if expected is not None else None
+        vouched = vouching_hash(expected) if expected is not None else None
+        # the served bytes in the release's own hash (sha1 for an ngsw.json release), so
+        # they can be looked up among the known releases' hashes
+        sha = got.hashes.get(vouched[0] if vouched is not None else self.algorithm)
+        want = vouched[1] if vouched is not None else None
         if got.status not in MISSING_STATUSES and want is not None and want == sha:
             check.compared.add(path)
             check.served_hashes.append(want)
@@ -311,6 +317,8 @@ class _Against:
         if got.status in MISSING_STATUSES or _fallback(got, path, self.pages):
             self._missing(path, got, expected)
             return
+        if sha is None:  # the release's hash was not computed: its bytes vouch for nothing
+            sha, want = got.sha256, None
         assert sha is not None  # _unobserved() refused a 2xx without a digest
         if expected is None:
             if path != self.obs.manifest_path:  # a release manifest cannot list itself
@@ -362,6 +370,8 @@ class _Against:
     ) -> None:
         same_size = expected.size is not None and expected.size == got.size
         what = f"{path} differs from release {self.version}"
+        if "sha256" not in expected.hashes:  # e.g. an ngsw.json release: say which hash
+            what += f" ({next((a for a, v in expected.hashes.items() if v == want), 'sha1')})"
         if got.content_encoding not in (None, "identity"):  # e.g. a stale precompressed .gz
             what += f" when served {got.content_encoding}-encoded (its bytes once decoded)"
         what += " (same size)" if same_size else ""
@@ -766,6 +776,7 @@ def _release_coverage(
         total=len(release.files),
         not_compared=not_compared,
         encodings=obs.encodings,
+        hashes=vouching_algorithms(release) or ("sha256",),
     )
 
 

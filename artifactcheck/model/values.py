@@ -335,6 +335,7 @@ class Coverage:
     total: int = 0
     not_compared: tuple[tuple[str, str], ...] = ()  # (path, why)
     encodings: tuple[str, ...] = ("identity",)  # content codings whose bytes were compared
+    hashes: tuple[str, ...] = ("sha256",)  # the release's hashes compared ("sha1": ngsw.json)
 
     @property
     def complete(self) -> bool:

@@ -484,7 +484,11 @@ class Observer:
             version=version,
             seed=self.seed,
         )
-        algorithms = sorted({"sha256"} | (algorithms_needed(manifest) if manifest else set()))
+        algorithms = sorted(
+            {"sha256"}
+            | (algorithms_needed(manifest) if manifest else set())
+            | (algorithms_needed(expected) if expected else set())  # an ngsw release: sha1
+        )
         sampled = len(paths) < len(candidates)
         if manifest_key is not None:
             if len(self._plans) >= _MEMO_LIMIT:
