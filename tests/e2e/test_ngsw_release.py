@@ -133,3 +133,21 @@ def test_an_app_data_version_outside_the_grammar_declares_nothing(tmp_path: Path
     assert parse_manifest(json.dumps(doc), path_hint="ngsw.json").version is None
     doc["appData"] = {"version": "1.0.0"}
     assert parse_manifest(json.dumps(doc), path_hint="ngsw.json").version == "1.0.0"
+
+
+def test_without_a_served_ngsw_the_release_files_are_still_hashed_by_sha1(
+    tmp_path: Path, web: Any
+) -> None:
+    """The SHA-1 is computed because the *release* needs it, not only when the instance
+    serves an ngsw.json of its own (here it serves none: judged by the release's list)."""
+    from artifactcheck.sim.web import Status
+
+    releases(tmp_path)
+    url = web.add(Site(root=R1, overrides={"ngsw.json": Status(404)}), "127.93.60.7")
+    template = str(tmp_path / "releases" / "{version}" / "ngsw.json")
+    out = verify("--target", f"{url}=1.0.0", "--release-manifest", template, "-o", "json")
+    (r,) = json.loads(out.stdout)["results"]
+    assert r["manifest"]["format"] is None  # nothing served at ngsw.json
+    assert r["coverage"]["compared"] == 6 and r["coverage"]["hashes"] == ["sha1"], r["reason"]
+    assert r["verdict"] == "consistent" and r["verified"] is True, r["reason"]
+    assert out.exit_code == 0, out.output
