@@ -334,9 +334,11 @@ def render_junit(report: Report, *, suite: str = "artifactcheck") -> str:
 
 # --------------------------------------------------------------------------- Markdown
 
-_EXIT_MEANING = {
+#: What each exit code of ``verify`` says (as ``verify --help`` says it).
+EXIT_MEANING = {
     0: "every checked instance is consistent",
     1: "something served is wrong",
+    2: "usage or configuration error",
     3: "inconclusive: an instance could not be judged",
 }
 
@@ -382,7 +384,7 @@ def render_markdown(report: Report, *, verbose: bool = False) -> str:
     """
     code = report.exit_code
     out = [
-        f"### artifactcheck: exit {code}, {_EXIT_MEANING.get(code, 'see the report')}",
+        f"### artifactcheck: exit {code}, {EXIT_MEANING.get(code, 'see the report')}",
         "",
         f"{len(report.results)} instance(s) checked; {report.requests} requests "
         f"({report.retries} retries) in {report.elapsed:.2f}s.",
