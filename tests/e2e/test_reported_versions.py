@@ -121,3 +121,14 @@ def test_a_forgotten_version_says_how_to_give_one(fleet: Any, web: Any) -> None:
     assert table.exit_code == 3, table.output
     assert "no reported version to judge against" in table.output
     assert "URL=VERSION" in table.output and "--version-endpoint" in table.output
+
+
+def test_investigate_says_how_the_endpoint_was_read(fleet: Any, web: Any) -> None:
+    url = site_answering(fleet, web, "127.93.45.1", b'{"version":"1.4.1","commit":"abc"}')
+    args = ["investigate", url, "--release-manifest", fleet.release_template]
+    out = CliRunner().invoke(main, [*args, "--version-endpoint", "/version", "-o", "json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    (endpoint,) = [s for s in doc["signals"]["items"] if s["source"] == "endpoint"]
+    assert endpoint["value"] == "1.4.1" and endpoint["agrees"] is True
+    assert "its 'version' member was read" in endpoint["note"]
