@@ -27,7 +27,10 @@ from artifactcheck.model.values import Manifest, ManifestEntry
 #: The hashes a release manifest may vouch for a file's bytes with, in the order they
 #: are preferred: sha256 (native, SRI, Sprockets), then the SHA-1 of Angular's
 #: ``ngsw.json``, which its service worker itself enforces (it refuses a file whose
-#: SHA-1 differs). Weaker hashes (Django's MD5 name prefix) vouch for nothing.
+#: SHA-1 differs). The comparison checks served bytes in exactly these (judge/compare.py
+#: via :func:`vouching_hash`); any other hash would be compared by name only, the false
+#: ``consistent`` this rule exists to prevent, so Django's MD5 name prefix vouches for
+#: nothing.
 VOUCHING_ALGORITHMS: tuple[str, ...] = ("sha256", "sha1")
 
 #: Django's name hash: the first 12 hex digits of the MD5 of the file as written.
