@@ -208,6 +208,48 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
             "tests/e2e/test_observe_processes.py::test_a_release_that_raises_fails_its_instances_not_the_run",
         ),
     ),
+    (
+        '`--version-endpoint /version` on `{"version":"1.0.0"}`: the whole JSON body '
+        "taken as the version, `signal-conflict`, exit 1 on a correct fleet",
+        "without a JSON pointer a JSON body is read at its `version` member and the report "
+        "says so; no such member, an HTML page or a non-version is `inconclusive` with the "
+        "hint `/version#/version`, shown in the table",
+        (
+            "tests/e2e/test_reported_versions.py::test_a_json_body_without_a_pointer_is_read_at_its_version_member",
+            "tests/e2e/test_reported_versions.py::test_no_readable_version_is_inconclusive_with_the_reason_in_the_table",
+            "tests/e2e/test_reported_versions.py::test_an_endpoint_error_is_in_the_table_not_only_in_json",
+        ),
+    ),
+    (
+        "an invalid reported version exited 1 (`signal-conflict`) where the docs said "
+        "`inconclusive`",
+        "an invalid version judges nothing: `inconclusive` (exit 3) before any other rule, "
+        "never flagged or quarantined; an endpoint value outside the grammar is no version",
+        (
+            "tests/core/test_verified.py::test_an_invalid_reported_version_is_inconclusive_and_never_acted_on",
+            "tests/core/test_compare.py::test_invalid_version_is_never_looked_up",
+            "tests/e2e/test_reported_versions.py::test_an_invalid_endpoint_answer_beside_a_given_version_is_shown_not_a_conflict",
+        ),
+    ),
+    (
+        "Angular's `ngsw.json` refused as a release source (exit 2, no content hash) though "
+        "every file has the SHA-1 its service worker enforces",
+        "an ngsw.json vouches by SHA-1, compared and named `sha1` in coverage and findings; "
+        "its version is `appData.version`, else a concrete file is exit 2 saying how to give one",
+        (
+            "tests/e2e/test_ngsw_release.py::test_a_template_of_ngsw_manifests_vouches_by_sha1",
+            "tests/e2e/test_ngsw_release.py::test_a_file_whose_sha1_differs_is_a_mismatch_named_sha1",
+            "tests/e2e/test_ngsw_release.py::test_a_concrete_ngsw_declaring_app_data_version_is_used_for_that_version_only",
+            "tests/core/test_sha1_release.py::test_sha1_release",
+        ),
+    ),
+    (
+        'a partial match (a file fallen back to the entry page) said "serves release X"',
+        '"serves release X" only when every compared file is X\'s and none fell back',
+        (
+            "tests/e2e/test_partial_match_wording.py::test_one_file_fallen_back_is_not_serving_the_other_release",
+        ),
+    ),
 ]
 
 

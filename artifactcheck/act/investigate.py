@@ -749,7 +749,9 @@ def signal_rows(result: InstanceResult) -> tuple[tuple[SignalRow, ...], bool]:
                 None
                 if obs.endpoint_version is None or reported is None
                 else obs.endpoint_version == reported,
-                note=f"could not read: {obs.endpoint_error}" if obs.endpoint_error else "",
+                note=f"could not read: {obs.endpoint_error}"
+                if obs.endpoint_error
+                else obs.endpoint_note or "",
             )
         )
     values = {r.value for r in rows if r.value is not None}

@@ -162,6 +162,7 @@ def _coverage(c: Coverage | None, spliced: _Spliced | None = None) -> dict[str, 
             else _rows(rows)
         ),
         "encodings": list(c.encodings),
+        "hashes": list(c.hashes),
     }
 
 
@@ -208,6 +209,7 @@ def _result(r: InstanceResult, spliced: _Spliced | None = None) -> dict[str, Any
         }
         doc["endpoint_version"] = obs.endpoint_version
         doc["endpoint_error"] = obs.endpoint_error
+        doc["endpoint_note"] = obs.endpoint_note
         doc["error"] = obs.error
         doc["sampled"] = obs.sampled
         doc["encodings"] = list(obs.encodings)
@@ -333,9 +335,11 @@ def render_junit(report: Report, *, suite: str = "artifactcheck") -> str:
 
 # --------------------------------------------------------------------------- Markdown
 
-_EXIT_MEANING = {
+#: What each exit code of ``verify`` says (as ``verify --help`` says it).
+EXIT_MEANING = {
     0: "every checked instance is consistent",
     1: "something served is wrong",
+    2: "usage or configuration error",
     3: "inconclusive: an instance could not be judged",
 }
 
@@ -381,7 +385,7 @@ def render_markdown(report: Report, *, verbose: bool = False) -> str:
     """
     code = report.exit_code
     out = [
-        f"### artifactcheck: exit {code}, {_EXIT_MEANING.get(code, 'see the report')}",
+        f"### artifactcheck: exit {code}, {EXIT_MEANING.get(code, 'see the report')}",
         "",
         f"{len(report.results)} instance(s) checked; {report.requests} requests "
         f"({report.retries} retries) in {report.elapsed:.2f}s.",
@@ -474,6 +478,8 @@ def _coverage_text(r: InstanceResult, report: Report) -> str:
         text += ", names only"
     if tuple(c.encodings) != ("identity",):
         text += f", {'+'.join(c.encodings)}"
+    if tuple(c.hashes) != ("sha256",):  # an ngsw.json release vouches with SHA-1
+        text += f", {'+'.join(c.hashes)}"
     return text
 
 
@@ -493,15 +499,22 @@ def _notes(report: Report) -> list[str]:
             "names only: the release source has no content hashes; file names were "
             "compared, bytes were not"
         )
+    said = {r.observation.endpoint_note for r in report.results if r.observation is not None}
+    notes += sorted(n for n in said if n)
     return notes
 
 
 def _why(r: InstanceResult) -> str:
-    """The reason, with a certificate warning appended where the verdict hides it."""
+    """The reason, with what the verdict hides appended: a certificate warning, and
+    why the version endpoint could not be read (a 404, a pointer typo, not JSON), so
+    "reports no version" is not the last word where the user looks."""
     reason = r.reason
     for f in r.findings:
         if f.kind is FindingKind.TLS_EXPIRING and f.message not in reason:
             reason += f"; {f.message}"
+    obs = r.observation
+    if obs is not None and obs.endpoint_error and obs.endpoint_error not in reason:
+        reason += f"; {obs.endpoint_error}"
     return reason
 
 

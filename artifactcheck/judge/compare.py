@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 
 from artifactcheck.manifests import verify_integrity
+from artifactcheck.manifests.integrity import vouching_algorithms, vouching_hash
 from artifactcheck.model.errors import ErrorKind
 from artifactcheck.model.values import (
     CertInfo,
@@ -114,9 +115,9 @@ class HashIndex:
         for version, manifest in releases.items():
             self.paths[version] = frozenset(manifest.files)
             for entry in manifest.files.values():
-                sha = entry.hashes.get("sha256")
-                if sha:
-                    self.by_hash[sha].add(version)
+                vouched = vouching_hash(entry)  # sha256, or an ngsw.json's sha1
+                if vouched:
+                    self.by_hash[vouched[1]].add(version)
 
     def releases_of(
         self, hashes: Iterable[str], *, exclude: str | None, missing: Iterable[str] = ()
@@ -271,6 +272,7 @@ def _against_release(
         pages=pages,
         listed=obs.manifest.files if obs.manifest is not None else {},
         check=_ReleaseCheck(),
+        algorithm=(vouching_algorithms(release) or ("sha256",))[0],
     )
     docs = _documents(obs)
     for path in sorted(docs):
@@ -289,6 +291,7 @@ class _Against:
     pages: frozenset[str]
     listed: Mapping[str, ManifestEntry]  # what the served manifest lists
     check: _ReleaseCheck
+    algorithm: str = "sha256"  # the release's hash, for files it lacks ("sha1": ngsw.json)
 
     def answer(self, path: str, got: Fetched) -> None:
         """Judge one answer: refused, missing, the release's bytes, the fallback page,
@@ -302,8 +305,11 @@ class _Against:
             if known:
                 check.refused[path] = f"the instance refuses it (HTTP {got.status})"
             return
-        sha = got.sha256
-        want = expected.hashes.get("sha256") if expected is not None else None
+        vouched = vouching_hash(expected) if expected is not None else None
+        # the served bytes in the release's own hash (sha1 for an ngsw.json release), so
+        # they can be looked up among the known releases' hashes
+        sha = got.hashes.get(vouched[0] if vouched is not None else self.algorithm)
+        want = vouched[1] if vouched is not None else None
         if got.status not in MISSING_STATUSES and want is not None and want == sha:
             check.compared.add(path)
             check.served_hashes.append(want)
@@ -311,6 +317,8 @@ class _Against:
         if got.status in MISSING_STATUSES or _fallback(got, path, self.pages):
             self._missing(path, got, expected)
             return
+        if sha is None:  # the release's hash was not computed: its bytes vouch for nothing
+            sha, want = got.sha256, None
         assert sha is not None  # _unobserved() refused a 2xx without a digest
         if expected is None:
             if path != self.obs.manifest_path:  # a release manifest cannot list itself
@@ -361,7 +369,12 @@ class _Against:
         self, path: str, got: Fetched, expected: ManifestEntry, want: str, sha: str
     ) -> None:
         same_size = expected.size is not None and expected.size == got.size
-        what = f"{path} differs from release {self.version}{' (same size)' if same_size else ''}"
+        what = f"{path} differs from release {self.version}"
+        if "sha256" not in expected.hashes:  # e.g. an ngsw.json release: say which hash
+            what += f" ({next((a for a, v in expected.hashes.items() if v == want), 'sha1')})"
+        if got.content_encoding not in (None, "identity"):  # e.g. a stale precompressed .gz
+            what += f" when served {got.content_encoding}-encoded (its bytes once decoded)"
+        what += " (same size)" if same_size else ""
         self._other_bytes(FindingKind.CONTENT_DIFFERS, what, path, want, sha)
 
     def _other_bytes(
@@ -763,6 +776,7 @@ def _release_coverage(
         total=len(release.files),
         not_compared=not_compared,
         encodings=obs.encodings,
+        hashes=vouching_algorithms(release) or ("sha256",),
     )
 
 
@@ -844,6 +858,7 @@ class _Case:
     candidates: tuple[str, ...] = ()
     mix_of: str | None = None  # the one other release the differing files all come from
     peers: int | None = None  # consensus: observed instances reporting this version
+    agreeing: int | None = None  # consensus: siblings holding the same bytes
     desired: str | None = None
     shared_rows: SampledOutRows | None = None  # coverage rows shared between instances
 
@@ -908,16 +923,23 @@ def _content_reason(case: _Case, content: Sequence[Finding]) -> str:
     return f"reports {reported} but {what}: {_names(files)}"
 
 
+#: How to give an instance a version to be judged against (it reported none).
+NO_VERSION_HINT = (
+    "give one with the target (URL=VERSION), a version label or annotation, "
+    "or a version endpoint (--version-endpoint PATH#POINTER)"
+)
+
+
 def _verdict(case: _Case) -> tuple[Verdict, str]:
     """The first rule that applies, from the strongest evidence to "could not judge"."""
     kinds = case.kinds()
     cdn = case.cdn_check
     on_cdn = {id(f) for f in cdn.findings} if cdn is not None else set()
     content = [f for f in case.findings if f.kind in CONTENT_KINDS and id(f) not in on_cdn]
+    if case.invalid_version is not None:  # hostile input judges nothing: never exit 1
+        return Verdict.INCONCLUSIVE, f"reports an invalid version: {case.invalid_version}"
     if content:
         return Verdict.MISMATCH, _content_reason(case, content)
-    if case.invalid_version is not None:
-        return Verdict.SIGNAL_CONFLICT, f"reports an invalid version: {case.invalid_version}"
     if FindingKind.SIGNAL_CONFLICT in kinds:
         conflict = next(f for f in case.findings if f.kind is FindingKind.SIGNAL_CONFLICT)
         return Verdict.SIGNAL_CONFLICT, conflict.message
@@ -938,7 +960,7 @@ def _verdict(case: _Case) -> tuple[Verdict, str]:
     if not case.obs.assets and case.obs.manifest_fetch is None:
         return Verdict.INCONCLUSIVE, "nothing was fetched to judge by"
     if case.version is None:
-        return Verdict.INCONCLUSIVE, "no reported version to judge against"
+        return Verdict.INCONCLUSIVE, f"no reported version to judge against: {NO_VERSION_HINT}"
     if case.coverage is not None and case.coverage.compared == 0:
         return Verdict.INCONCLUSIVE, f"no file of release {case.version} could be compared"
     if case.consensus and (case.peers or 0) < 2:
@@ -962,8 +984,10 @@ def _verdict(case: _Case) -> tuple[Verdict, str]:
         claim = "" if case.consensus else f" ({_claim(case)})"
         return Verdict.DRIFT, f"consistent with {case.version}, desired is {desired}{claim}"
     if case.consensus:
-        peers = (case.peers or 1) - 1
-        return Verdict.CONSISTENT, f"agrees with its {peers} sibling(s) on {case.version}"
+        siblings = (case.peers or 1) - 1
+        agree = siblings if case.agreeing is None else case.agreeing
+        of = "its" if agree == siblings else f"{agree} of its"
+        return Verdict.CONSISTENT, f"agrees with {of} {siblings} sibling(s) on {case.version}"
     return Verdict.CONSISTENT, _claim(case)
 
 
@@ -1177,11 +1201,13 @@ def judge_instance(
     tls_warn_days: float = 14.0,
     peers: int | None = None,
     shared_rows: SampledOutRows | None = None,
+    agreeing: int | None = None,
 ) -> InstanceResult:
     """The verdict for one instance from its observation and what it should serve.
 
     ``expectation=None`` is consensus mode: ``peers`` is how many observed instances
-    (this one included) report the same version; fewer than two is no consensus.
+    (this one included) report the same version; fewer than two is no consensus;
+    ``agreeing`` how many of the others hold the same bytes (:func:`consensus_agreement`).
     ``shared_rows`` lets instances judged together share equal coverage rows.
     """
     version = reported_version(obs)
@@ -1195,6 +1221,7 @@ def judge_instance(
         failed=failed,
         expectation=expectation,
         peers=peers,
+        agreeing=agreeing,
         desired=desired_version,
         shared_rows=shared_rows,
     )
@@ -1272,8 +1299,8 @@ def consensus_findings(observations: Sequence[Observation]) -> dict[str, list[Fi
                         out[name].append(
                             Finding(
                                 FindingKind.MINORITY_CONTENT,
-                                f"{path} differs from {top_count} of {len(held)} siblings "
-                                f"reporting {version}",
+                                f"{path} differs from {top_count} of its "
+                                f"{len(held) - 1} siblings reporting {version}",
                                 instance=name,
                                 path=path,
                                 expected=top,
@@ -1291,6 +1318,35 @@ def consensus_findings(observations: Sequence[Observation]) -> dict[str, list[Fi
                             severity=Severity.WARNING,
                         )
                     )
+    return out
+
+
+def consensus_agreement(observations: Sequence[Observation]) -> dict[str, int]:
+    """For each instance, how many siblings reporting its version agree with it: they
+    hold the same bytes on every path both fetched, and share at least one.
+
+    "Agrees with its N siblings" counts these, not every instance of the version: of
+    three instances where one is the minority, each of the other two agrees with one.
+    """
+    out: dict[str, int] = {}
+    for members in _consensus_groups(observations).values():
+        held = {
+            o.instance.name: {p: g.sha256 for p, g in _documents(o).items() if g.ok and g.sha256}
+            for o in members
+        }
+        same: dict[tuple[str, str], set[str]] = defaultdict(set)
+        fetched: dict[str, set[str]] = defaultdict(set)
+        for name, docs in held.items():
+            for path, sha in docs.items():
+                same[(path, sha)].add(name)
+                fetched[path].add(name)
+        for name, docs in held.items():
+            agree: set[str] = set()
+            differ: set[str] = set()
+            for item in docs.items():
+                agree |= same[item]
+                differ |= fetched[item[0]] - same[item]
+            out[name] = len(agree - differ - {name})
     return out
 
 
@@ -1409,10 +1465,12 @@ def compare_fleet(
     for name, found in image_findings([o.instance for o in observations]).items():
         extra[name] += found
     sizes: dict[str, int] = {}
+    agreement: dict[str, int] = {}
     if expectations is None:
         for name, found in consensus_findings(observations).items():
             extra[name] += found
         sizes = {v: len(m) for v, m in _consensus_groups(observations).items()}
+        agreement = consensus_agreement(observations)
     results = []
     rows = cache.rows if cache is not None else SampledOutRows()
     if cache is not None:
@@ -1429,6 +1487,7 @@ def compare_fleet(
         name = obs.instance.name
         fleet = tuple(extra.get(name, ()))
         peers = sizes.get(version or "", 0) if expectations is None else None
+        agreeing = agreement.get(name) if expectations is None else None
         key: tuple[object, ...] = ()
         if cache is not None:
             key = (
@@ -1436,6 +1495,7 @@ def compare_fleet(
                 desired_version,
                 tls_warn_days,
                 peers,
+                agreeing,
                 fleet,
                 # the only use of ``now``: a certificate's expiry findings
                 tuple(tls_findings(obs.tls, now=now, warn_days=tls_warn_days, instance=name))
@@ -1464,6 +1524,7 @@ def compare_fleet(
             tls_warn_days=tls_warn_days,
             peers=peers,
             shared_rows=rows,
+            agreeing=agreeing,
         )
         if cache is not None:
             manifest = expectation.manifest if expectation is not None else None

@@ -24,6 +24,15 @@ from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.model.errors import ManifestLimitError
 from artifactcheck.model.values import Manifest, ManifestEntry
 
+#: The hashes a release manifest may vouch for a file's bytes with, in the order they
+#: are preferred: sha256 (native, SRI, Sprockets), then the SHA-1 of Angular's
+#: ``ngsw.json``, which its service worker itself enforces (it refuses a file whose
+#: SHA-1 differs). The comparison checks served bytes in exactly these (judge/compare.py
+#: via :func:`vouching_hash`); any other hash would be compared by name only, the false
+#: ``consistent`` this rule exists to prevent, so Django's MD5 name prefix vouches for
+#: nothing.
+VOUCHING_ALGORITHMS: tuple[str, ...] = ("sha256", "sha1")
+
 #: Django's name hash: the first 12 hex digits of the MD5 of the file as written.
 MD5_PREFIX = "md5-prefix"
 
@@ -107,6 +116,22 @@ def verify_integrity(entry: ManifestEntry, computed: Mapping[str, str]) -> list[
         if got.lower() != declared.lower():
             bad.append(algo)
     return bad
+
+
+def vouching_hash(entry: ManifestEntry) -> tuple[str, str] | None:
+    """The (algorithm, hex) a release entry vouches for its bytes with, or None."""
+    for algo in VOUCHING_ALGORITHMS:
+        value = entry.hashes.get(algo)
+        if value:
+            return algo, value
+    return None
+
+
+def vouching_algorithms(manifest: Manifest) -> tuple[str, ...]:
+    """The vouching hashes a release's entries use, in preference order ("sha1" for
+    an ngsw.json): what reports name as the hash compared."""
+    used = {found[0] for e in manifest.files.values() if (found := vouching_hash(e))}
+    return tuple(a for a in VOUCHING_ALGORITHMS if a in used)
 
 
 def algorithms_needed(manifest: Manifest) -> set[str]:

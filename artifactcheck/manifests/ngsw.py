@@ -18,10 +18,17 @@ URLs are absolute paths that include the app's base href (``/app/main.js`` for
 href is the directory of ``index`` (``/app/index.html``), so it is stripped: paths
 come out relative to the app root, the URL ``ngsw.json`` itself is served from. A
 URL outside the base href is rejected, not fetched.
+
+The format has no application version. Angular's documented place for one is
+``appData`` in ``ngsw-config.json`` (copied into ``ngsw.json`` as is); its ``version``
+member is the version the manifest declares when it is a string in the version
+grammar, and nothing is declared otherwise: a release manifest declaring no version
+is never applied to whatever version an instance reports (see release/sources.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from artifactcheck.manifests._collect import (
@@ -36,6 +43,7 @@ from artifactcheck.manifests.integrity import is_hex
 from artifactcheck.manifests.limits import ManifestLimits, normalise_path
 from artifactcheck.model.errors import UnsafeReferenceError
 from artifactcheck.model.values import Manifest
+from artifactcheck.model.versions import is_version
 
 FORMAT = "ngsw"
 
@@ -74,7 +82,14 @@ def parse(
             out.mark_entry(path)
     elif index is not None:
         out.skip("index", f"expected a path string, got {kind(index)}")
-    return out.manifest(source=source)
+    return replace(out.manifest(source=source), version=declared_version(top))
+
+
+def declared_version(doc: dict[str, Any]) -> str | None:
+    """``appData.version`` when it is a version; ngsw.json has no version field of its own."""
+    app = doc.get("appData")
+    value = app.get("version") if isinstance(app, dict) else None
+    return value if isinstance(value, str) and is_version(value) else None
 
 
 def _base_href(index: Any, limits: ManifestLimits) -> str:

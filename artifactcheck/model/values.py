@@ -297,6 +297,7 @@ class Observation:
     unsafe_paths: tuple[str, ...] = ()  # manifest entries rejected as off-base
     endpoint_version: str | None = None
     endpoint_error: str | None = None
+    endpoint_note: str | None = None  # how the version was read (no JSON pointer given)
     tls: CertInfo | None = None
     error: str | None = None  # the instance could not be observed at all
     error_kind: ErrorKind | None = None  # set with ``error``
@@ -336,6 +337,7 @@ class Coverage:
     total: int = 0
     not_compared: tuple[tuple[str, str], ...] = ()  # (path, why)
     encodings: tuple[str, ...] = ("identity",)  # content codings whose bytes were compared
+    hashes: tuple[str, ...] = ("sha256",)  # the release's hashes compared ("sha1": ngsw.json)
 
     @property
     def complete(self) -> bool:

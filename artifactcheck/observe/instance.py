@@ -57,6 +57,7 @@ class _Reported:
     answered: bool = False  # an instance that answered anything is never "unreachable"
     version: str | None = None
     error: str | None = None
+    note: str | None = None  # how the version was found, when the user did not say
 
 
 @dataclass(slots=True)
@@ -267,6 +268,7 @@ class Observer:
             unsafe_paths=tuple(unsafe),
             endpoint_version=reported.version,
             endpoint_error=reported.error,
+            endpoint_note=reported.note,
             sampled=sampled,
             encodings=self.encodings,
             on_cdn=on_cdn,
@@ -283,8 +285,10 @@ class Observer:
         )
         if got.error is not None and got.unreachable:
             return await self._unreachable(instance, ve.path, got)
-        version, error = read_version(got, ve.path, ve.pointer)
-        return _Reported(answered=got.status is not None, version=version, error=error)
+        read = read_version(got, ve.path, ve.pointer)
+        return _Reported(
+            answered=got.status is not None, version=read.version, error=read.error, note=read.note
+        )
 
     async def _served(self, instance: Instance, *, answered: bool) -> _Served | Observation:
         """Step 2: the served manifest, probing the well-known names unless configured."""
@@ -480,7 +484,11 @@ class Observer:
             version=version,
             seed=self.seed,
         )
-        algorithms = sorted({"sha256"} | (algorithms_needed(manifest) if manifest else set()))
+        algorithms = sorted(
+            {"sha256"}
+            | (algorithms_needed(manifest) if manifest else set())
+            | (algorithms_needed(expected) if expected else set())  # an ngsw release: sha1
+        )
         sampled = len(paths) < len(candidates)
         if manifest_key is not None:
             if len(self._plans) >= _MEMO_LIMIT:

@@ -29,6 +29,7 @@ from urllib.parse import quote
 
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.manifests import parse_manifest
+from artifactcheck.manifests.integrity import VOUCHING_ALGORITHMS
 from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.model.errors import (
     ArtifactCheckError,
@@ -39,11 +40,6 @@ from artifactcheck.model.errors import (
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Expectation, Finding, Manifest, ManifestEntry
 from artifactcheck.model.versions import version_problem
-
-#: The hash a release manifest must carry for a file to vouch for its bytes: the one the
-#: comparison checks served bytes against (another algorithm would be compared by name
-#: only, which is exactly the false ``consistent`` this rule exists to prevent).
-VOUCHING_ALGORITHMS: tuple[str, ...] = ("sha256",)
 
 TEMPLATE_FIELD = "{version}"
 
@@ -352,7 +348,7 @@ class ReleaseSet:
                         raise ExpectationUnavailable(
                             f"{url}: declares no version, so it cannot be matched to an "
                             "instance; use a native manifest (`artifactcheck manifest build "
-                            "--version V`) or a '{version}' template"
+                            "--version V`) or a '{version}' template" + _declare_hint(manifest)
                         )
                     problem = names_only_problem(manifest, url)
                     if problem is not None and not self.allow_names_only:
@@ -494,7 +490,8 @@ def _local_release(
         raise ConfigError(
             f"{where}: a {manifest.format} manifest declares no version, so it cannot be "
             "matched to an instance; write a native one (`artifactcheck manifest build "
-            "DIST --version V`) or name the file with a '{version}' template",
+            "DIST --version V`) or name the file with a '{version}' template"
+            + _declare_hint(manifest),
             field="release_manifest",
         )
     other = local.get(manifest.version)
@@ -505,6 +502,16 @@ def _local_release(
             field="release_manifest",
         )
     return manifest, problem is not None
+
+
+def _declare_hint(manifest: Manifest) -> str:
+    """How this format can declare its version itself (ngsw.json: its appData)."""
+    if manifest.format != "ngsw":
+        return ""
+    return (
+        " (e.g. releases/{version}/ngsw.json); or declare it in ngsw-config.json, "
+        '"appData": {"version": "1.4.2"}, which ng build copies into ngsw.json'
+    )
 
 
 def _read_local(where: str, limits: ManifestLimits) -> Manifest:

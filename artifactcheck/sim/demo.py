@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.panel import Panel
 
-from artifactcheck.act.report import render_table
+from artifactcheck.act.report import EXIT_MEANING, render_table
 from artifactcheck.model.settings import load_spec
 from artifactcheck.model.values import FindingKind, Report, Verdict
 from artifactcheck.pipeline import run_check
@@ -125,13 +125,23 @@ def _explain(console: Console, report: Report, planted: _Planted, elapsed: float
                     f"- {sum(r.verdict is Verdict.CDN_MISSING for r in others)} other "
                     f"instance(s): cdn-missing: they serve {planted.missing_path}, but browsers "
                     "loading it from the CDN get 403 (the symptom of the 2021 outage).",
-                    "- exit code 1 = a mismatch was found (0 consistent, 3 inconclusive).",
+                    f"- the report counted {counted(report)}.",
+                    f"- exit code {report.exit_code}: {EXIT_MEANING[report.exit_code]}. "
+                    "(The exit code is one for the whole run: "
+                    + "; ".join(f"{code} = {what}" for code, what in sorted(EXIT_MEANING.items()))
+                    + ".)",
                 ]
             ),
             title="explanation",
         )
     )
     return drift_found and cdn_found
+
+
+def counted(report: Report) -> str:
+    """The report's own count of instances per verdict: "6 instance(s): 1 mismatch, ..."."""
+    counts = ", ".join(f"{n} {verdict}" for verdict, n in report.counts().items() if n)
+    return f"{len(report.results)} instance(s): {counts or 'none'}"
 
 
 def run_kubernetes_act(

@@ -10,6 +10,9 @@
 #   artifactcheck fleet -c check.yaml
 #
 # Usage, from the repository root:  sh docs/examples/record.sh
+# (ARTIFACTCHECK_EXAMPLES_DIR=DIR records into DIR instead: the suite records afresh
+# and compares, tests/e2e/test_examples_recorded.py, so the examples show the code as
+# it is.)
 set -eu
 cd "$(dirname "$0")/../.."
 exec python - <<'PY'
@@ -23,7 +26,7 @@ import yaml
 
 from artifactcheck.sim.fleet import SimFleet
 
-OUT = Path("docs/examples")
+OUT = Path(os.environ.get("ARTIFACTCHECK_EXAMPLES_DIR") or "docs/examples")
 env = {**os.environ, "COLUMNS": "150"}
 for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
     env.pop(name, None)

@@ -407,7 +407,7 @@ ROWS: list[Any] = [
         "invalid-version-no-lookup",
         serving(CLEAN),
         {"version": "../release-1.0"},
-        Verdict.SIGNAL_CONFLICT,
+        Verdict.INCONCLUSIVE,
         {K.INVALID_VERSION},
         {K.CONTENT_DIFFERS, K.EXPECTATION_UNAVAILABLE},
         "reports an invalid version",
@@ -1127,7 +1127,7 @@ def test_invalid_version_is_never_looked_up() -> None:
     bad = obs("i1", "1.0?a", serving(CLEAN))
     good = obs("i2", "1.0", serving(CLEAN))
     results = compare_fleet([bad, good], expectations=Spy({"1.0": E1}))
-    assert results[0].verdict is Verdict.SIGNAL_CONFLICT
+    assert results[0].verdict is Verdict.INCONCLUSIVE
     assert K.INVALID_VERSION in {f.kind for f in results[0].findings}
     assert results[1].verdict is Verdict.CONSISTENT
     assert "1.0?a" not in looked
@@ -1170,7 +1170,7 @@ def test_consensus_minority_is_suspect() -> None:
     assert results["odd"].verdict is Verdict.MISMATCH
     assert {f.kind for f in results["odd"].findings} >= {FindingKind.MINORITY_CONTENT}
     assert all(results[f"i{n}"].verdict is Verdict.CONSISTENT for n in range(4))
-    assert results["i0"].reason == "agrees with its 4 sibling(s) on 1.0"
+    assert results["i0"].reason == "agrees with 3 of its 4 sibling(s) on 1.0"
 
 
 def test_consensus_tie_is_inconclusive() -> None:
@@ -1188,7 +1188,7 @@ def test_consensus_strict_majority() -> None:
     assert [f.kind for f in found["c"]] == [K.MINORITY_CONTENT] * 3
     assert "a" not in found and "b" not in found
     (first, *_) = found["c"]
-    assert "differs from 2 of 3 siblings reporting 1.0" in first.message
+    assert "differs from 2 of its 2 siblings reporting 1.0" in first.message
 
 
 def test_compare_fleet_missing_expectation_is_inconclusive() -> None:
