@@ -27,10 +27,11 @@ import hashlib
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 
+from artifactcheck.judge import prefix
 from artifactcheck.manifests import verify_integrity
 from artifactcheck.model.errors import ErrorKind
 from artifactcheck.model.values import (
@@ -111,6 +112,7 @@ class HashIndex:
     def __init__(self, releases: Mapping[str, Manifest]) -> None:
         self.by_hash: dict[str, set[str]] = defaultdict(set)
         self.paths: dict[str, frozenset[str]] = {}
+        self.releases: Mapping[str, Manifest] = releases
         for version, manifest in releases.items():
             self.paths[version] = frozenset(manifest.files)
             for entry in manifest.files.values():
@@ -156,21 +158,9 @@ def _unobserved(got: Fetched) -> bool:
     return not (200 <= got.status < 300) or got.sha256 is None
 
 
-def _is_page(path: str) -> bool:
-    return path.lower().endswith((".html", ".htm"))
-
-
-def _page_path(path: str) -> bool:
-    return path == "index.html" or path.endswith("/index.html")
-
-
-def _fallback(got: Fetched, path: str, pages: frozenset[str]) -> bool:
-    """A 200 that is the site's HTML page standing in for a missing non-HTML file."""
-    if not got.ok or _is_page(path):
-        return False
-    if got.sha256 is not None and got.sha256 in pages:
-        return True
-    return got.headers.get("content-type", "").lower().startswith("text/html")
+# the one reading of "the fallback page", shared with the observer's prefix probes
+_page_path = prefix.page_path
+_fallback = prefix.is_fallback
 
 
 def _why_unobserved(got: Fetched) -> str:
@@ -207,10 +197,7 @@ def _documents(obs: Observation) -> dict[str, Fetched]:
 
 def _pages(obs: Observation, release: Manifest | None) -> frozenset[str]:
     """sha256 of the site's HTML entry pages: what an SPA fallback answers with."""
-    found: set[str | None] = {f.sha256 for p, f in obs.assets.items() if _page_path(p) and f.ok}
-    if release is not None:
-        found |= {e.hashes.get("sha256") for p, e in release.files.items() if _page_path(p)}
-    return frozenset(s for s in found if s)
+    return prefix.page_hashes(obs.assets, release)
 
 
 def _release_path(path: str, release: Manifest) -> str | None:
@@ -843,6 +830,11 @@ class _Case:
     serves: str | None = None
     candidates: tuple[str, ...] = ()
     mix_of: str | None = None  # the one other release the differing files all come from
+    #: the one other release everything compared matches, whose files were not all
+    #: compared (or some fell back): named, never claimed as what the instance serves
+    partial_of: str | None = None
+    partial_gaps: tuple[str, ...] = ()  # that release's files not shown to be served
+    misplaced: str | None = None  # nothing of the release where it was looked for: why
     peers: int | None = None  # consensus: observed instances reporting this version
     desired: str | None = None
     shared_rows: SampledOutRows | None = None  # coverage rows shared between instances
@@ -893,6 +885,8 @@ def _content_reason(case: _Case, content: Sequence[Finding]) -> str:
             return f"reports {reported} but {len(check.missing)} file(s) are missing: " + (
                 _names(sorted(check.missing))
             )
+    if case.partial_of is not None:
+        return f"reports {reported} but content differs: " + _partial(case)
     if case.serves:
         what = f"serves {case.serves}'s content"
     elif case.mix_of is not None and case.release_check is not None:
@@ -908,12 +902,31 @@ def _content_reason(case: _Case, content: Sequence[Finding]) -> str:
     return f"reports {reported} but {what}: {_names(files)}"
 
 
+def _partial(case: _Case) -> str:
+    """What an instance matching another release, short of all its files, serves."""
+    check = case.release_check
+    missing = set(check.missing) if check is not None else set()
+    absent = [p for p in case.partial_gaps if p in missing]
+    unseen = [p for p in case.partial_gaps if p not in missing]
+    parts = []
+    if absent:
+        parts.append(f"{len(absent)} fall back or are missing: {_names(absent)}")
+    if unseen:
+        parts.append(f"{len(unseen)} were not compared: {_names(unseen)}")
+    return (
+        f"every file compared is release {case.partial_of}'s, but {len(case.partial_gaps)} of "
+        f"its files are not shown served ({'; '.join(parts)})"
+    )
+
+
 def _verdict(case: _Case) -> tuple[Verdict, str]:
     """The first rule that applies, from the strongest evidence to "could not judge"."""
     kinds = case.kinds()
     cdn = case.cdn_check
     on_cdn = {id(f) for f in cdn.findings} if cdn is not None else set()
     content = [f for f in case.findings if f.kind in CONTENT_KINDS and id(f) not in on_cdn]
+    if case.misplaced is not None:
+        return Verdict.INCONCLUSIVE, case.misplaced
     if content:
         return Verdict.MISMATCH, _content_reason(case, content)
     if case.invalid_version is not None:
@@ -1075,8 +1088,13 @@ def _judge_release(case: _Case, index: HashIndex) -> None:
         case.candidates = index.releases_of(
             check.served_hashes, exclude=version, missing=check.missing
         )
-        case.serves = case.candidates[0] if len(case.candidates) == 1 else None
-        if case.serves is None and check.differing:
+        if len(case.candidates) == 1:
+            gaps = _not_shown(case.obs, index.releases[case.candidates[0]], check)
+            if gaps:  # "serves X" only when every file of X was compared and is X's
+                case.partial_of, case.partial_gaps = case.candidates[0], tuple(gaps)
+            else:
+                case.serves = case.candidates[0]
+        if case.serves is None and case.partial_of is None and check.differing:
             case.mix_of = index.release_of(check.differing.values(), exclude=version)
         if case.serves is not None:
             case.findings.append(
@@ -1090,11 +1108,73 @@ def _judge_release(case: _Case, index: HashIndex) -> None:
             )
 
 
+def _not_shown(obs: Observation, other: Manifest, check: _ReleaseCheck) -> list[str]:
+    """The files of ``other`` the instance was not seen serving with ``other``'s bytes:
+    absent (404, the fallback page), other bytes, or never fetched."""
+    docs = _documents(obs)
+    pages = _pages(obs, other)
+    gaps = []
+    for path, entry in sorted(other.files.items()):
+        got = docs.get(path)
+        want = entry.hashes.get("sha256")
+        if got is None or path in check.missing or not prefix.is_found(got, path, pages):
+            gaps.append(path)
+        elif want is not None and got.sha256 != want:
+            gaps.append(path)
+    return gaps
+
+
+def _judge_layout(case: _Case) -> None:
+    """Where the release's files were looked for: a detected prefix is said; none of
+    them found there is the wrong place (inconclusive, naming the prefix to use), not
+    a mismatch, unless what is served there is another build of the same layout."""
+    layout = case.obs.layout
+    name = case.obs.instance.name
+    if layout.detected:
+        case.findings.append(
+            Finding(
+                FindingKind.LAYOUT,
+                prefix.detected_message(layout),
+                instance=name,
+                path=prefix.shown(layout.prefix),
+                severity=Severity.INFO,
+            )
+        )
+    check, release = case.release_check, case.release
+    if check is None or release is None:
+        return
+    absent = [p for p in check.missing if p in release.files]
+    found = [p for p in check.compared if p in release.files and p not in check.missing]
+    if found or not absent:
+        return
+    others = [p for p in check.differing if p not in release.files]
+    listed_under = prefix.prefix_from_listing(others, release.files) if others else None
+    if others and listed_under is None:
+        return  # another build, served right here: its files are evidence
+    if layout.found_at is None and listed_under is not None:
+        layout = replace(layout, found_at=layout.prefix + listed_under)
+    case.misplaced = prefix.wrong_place_reason(layout, case.version or "", len(absent))
+    # one finding for the layout, not one per file of the release
+    drop = {FindingKind.FILE_MISSING, FindingKind.FALLBACK_PAGE, FindingKind.FILE_UNEXPECTED}
+    own = {id(f) for f in check.findings}
+    case.findings = [f for f in case.findings if not (id(f) in own and f.kind in drop)]
+    case.findings.append(
+        Finding(
+            FindingKind.LAYOUT,
+            case.misplaced,
+            instance=name,
+            path=prefix.shown(layout.prefix),
+            expected=prefix.shown(layout.found_at) if layout.found_at is not None else None,
+            severity=Severity.WARNING,
+        )
+    )
+
+
 def _judge_cdn(case: _Case, cdn: CdnView | None) -> None:
     """The CDN's answers: for what the instance served, and for what its manifest
     references on the CDN (fetched there, whether or not the CDN view has it)."""
-    if cdn is None and not case.obs.on_cdn:
-        return
+    if (cdn is None and not case.obs.on_cdn) or case.misplaced is not None:
+        return  # misplaced: what the CDN must hold is unknown until the prefix is right
     pages = _pages(case.obs, case.release)
     if cdn is not None:  # the CDN's own entry page is what its fallback answers with
         pages |= {f.sha256 for p, f in cdn.assets.items() if _page_path(p) and f.ok and f.sha256}
@@ -1200,6 +1280,7 @@ def judge_instance(
     )
     _judge_version(case)
     _judge_release(case, index)
+    _judge_layout(case)
     _judge_cdn(case, cdn)
     _judge_coverage(case)
     verdict, reason = _names_only(case, *_verdict(case))

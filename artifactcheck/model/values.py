@@ -92,6 +92,7 @@ class FindingKind(enum.StrEnum):
     FALLBACK_PAGE = "fallback-page"  # a missing file answered with the site's HTML page
     SAMPLED = "sampled"  # only a sample of files or instances was checked
     CHECK_FAILED = "check-failed"  # an unexpected error while observing one instance
+    LAYOUT = "layout"  # where the release's files are served: a prefix detected, or wrong
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +284,22 @@ class Fetched:
 
 
 @dataclass(frozen=True, slots=True)
+class Layout:
+    """Where an instance's release files were looked for, relative to its base URL.
+
+    ``prefix`` is the directory the files were fetched under (``static/``; ``""``: the
+    base URL itself); ``detected`` when probing chose it rather than the spec.
+    ``found_at`` is where they were found when not under ``prefix`` (the prefix to
+    use), and ``tried`` the prefixes probed when they were found nowhere.
+    """
+
+    prefix: str = ""
+    detected: bool = False
+    found_at: str | None = None
+    tried: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """Everything fetched from one instance (or the CDN) in one check."""
 
@@ -306,6 +323,8 @@ class Observation:
     #: Assets fetched from the CDN because the served manifest references them there
     #: by absolute URL (webpack ``publicPath``): path under the CDN base -> the reference.
     on_cdn: Mapping[str, str] = field(default_factory=dict)
+    #: Where the release's files were fetched under the instance's base URL.
+    layout: Layout = field(default_factory=Layout)
 
 
 @dataclass(frozen=True, slots=True)
