@@ -1137,7 +1137,7 @@ def _judge_layout(case: _Case) -> None:
                 prefix.detected_message(layout),
                 instance=name,
                 path=prefix.shown(layout.prefix),
-                severity=Severity.INFO,
+                severity=Severity.WARNING,
             )
         )
     check, release = case.release_check, case.release
@@ -1145,8 +1145,8 @@ def _judge_layout(case: _Case) -> None:
         return
     absent = [p for p in check.missing if p in release.files]
     found = [p for p in check.compared if p in release.files and p not in check.missing]
-    if found or not absent:
-        return
+    if found or not absent or (len(absent) < 2 and layout.found_at is None):
+        return  # one file absent is evidence about that file, not about where all are
     others = [p for p in check.differing if p not in release.files]
     listed_under = prefix.prefix_from_listing(others, release.files) if others else None
     if others and listed_under is None:

@@ -111,6 +111,7 @@ SEVERITY = {
     K.NO_CONSENSUS: Severity.WARNING,
     K.IMAGE_DIVERGES: Severity.WARNING,
     K.TLS_EXPIRING: Severity.WARNING,
+    K.LAYOUT: Severity.WARNING,
     K.EXPECTATION_STALE: Severity.INFO,
     K.SAMPLED: Severity.INFO,
 }
@@ -299,10 +300,10 @@ ROWS: list[Any] = [
         "wrong-base-url-all-missing",
         {p: fetched(p, status=404) for p in CLEAN},
         {},
-        Verdict.MISMATCH,
-        {K.FILE_MISSING},
-        {K.CONTENT_DIFFERS},
-        "all 3 files are missing",
+        Verdict.INCONCLUSIVE,
+        {K.LAYOUT},
+        {K.CONTENT_DIFFERS, K.FILE_MISSING},
+        "no file of release 1.0 is served at the target itself (3 answer 404",
     ),
     (
         "unexpected-file",
