@@ -925,7 +925,7 @@ def _verdict(case: _Case) -> tuple[Verdict, str]:
     cdn = case.cdn_check
     on_cdn = {id(f) for f in cdn.findings} if cdn is not None else set()
     content = [f for f in case.findings if f.kind in CONTENT_KINDS and id(f) not in on_cdn]
-    if case.misplaced is not None:
+    if case.misplaced is not None and not content:
         return Verdict.INCONCLUSIVE, case.misplaced
     if content:
         return Verdict.MISMATCH, _content_reason(case, content)
@@ -1088,12 +1088,17 @@ def _judge_release(case: _Case, index: HashIndex) -> None:
         case.candidates = index.releases_of(
             check.served_hashes, exclude=version, missing=check.missing
         )
-        if len(case.candidates) == 1:
-            gaps = _not_shown(case.obs, index.releases[case.candidates[0]], check)
+        # all that was served is one other release's, its missing files aside: that
+        # release with files absent, named as such (never "serves" it, never "a mix")
+        loose = case.candidates
+        if not loose and check.missing and check.differing:
+            loose = index.releases_of(check.served_hashes, exclude=version)
+        if len(loose) == 1:
+            gaps = _not_shown(case.obs, index.releases[loose[0]], check)
             if gaps:  # "serves X" only when every file of X was compared and is X's
-                case.partial_of, case.partial_gaps = case.candidates[0], tuple(gaps)
+                case.partial_of, case.partial_gaps = loose[0], tuple(gaps)
             else:
-                case.serves = case.candidates[0]
+                case.serves = loose[0]
         if case.serves is None and case.partial_of is None and check.differing:
             case.mix_of = index.release_of(check.differing.values(), exclude=version)
         if case.serves is not None:
@@ -1147,6 +1152,8 @@ def _judge_layout(case: _Case) -> None:
     found = [p for p in check.compared if p in release.files and p not in check.missing]
     if found or not absent or (len(absent) < 2 and layout.found_at is None):
         return  # one file absent is evidence about that file, not about where all are
+    if case.obs.manifest_error is not None and not _manifest_absent(case.obs):
+        return  # a served manifest that is hostile or unusable is evidence right here
     others = [p for p in check.differing if p not in release.files]
     listed_under = prefix.prefix_from_listing(others, release.files) if others else None
     if others and listed_under is None:
