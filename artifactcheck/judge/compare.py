@@ -61,6 +61,8 @@ DEFAULT_CDN_EXCLUDE: tuple[str, ...] = ("*.html", "*.htm")
 SAMPLED_OUT = "sampled out"
 NAMES_ONLY_NOTE = "file names only"
 FALLBACK = "answers with index.html (the fallback page)"
+#: Next.js, SvelteKit, Astro static output: no manifest format, the release's list is all.
+NO_MANIFEST_NOTE = "no served manifest: judged by the release's file list"
 
 
 def cdn_paths(
@@ -620,11 +622,15 @@ def _served_manifest(obs: Observation) -> list[Finding]:
         status = obs.manifest_fetch.status if obs.manifest_fetch is not None else None
         what = f"answers {status}" if status is not None else "was not found"
         detail = f" ({obs.manifest_error})" if obs.manifest_error else ""
+        head = (
+            f"served manifest {obs.manifest_path} {what}"
+            if obs.manifest_path
+            else "the instance serves no manifest at any well-known name"
+        )
         findings.append(
             Finding(
                 FindingKind.MANIFEST_MISSING,
-                f"served manifest {obs.manifest_path or '(any well-known name)'} {what}: "
-                f"judged by the release's file list{detail}",
+                f"{head}: judged by the release's file list{detail}",
                 instance=name,
                 path=obs.manifest_path or None,
                 actual=str(status) if status is not None else None,
@@ -861,10 +867,12 @@ def _claim(case: _Case) -> str:
     assert cov is not None  # judged against a release: every file is accounted for
     names = f" ({NAMES_ONLY_NOTE}: the release source has no hashes; bytes not verified)"
     suffix = names if case.names_only else ""
+    if _manifest_absent(case.obs):  # a mode, not a failure: said in every clean claim
+        suffix += f" ({NO_MANIFEST_NOTE})"
     if cov.complete:
         if case.names_only:
             return f"file names match release {case.version}{suffix}"
-        return f"serves release {case.version}"
+        return f"serves release {case.version}{suffix}"
     return (
         f"{cov.compared} of {cov.total} files of release {case.version} checked, "
         f"no difference found{suffix}"

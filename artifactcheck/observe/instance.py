@@ -251,14 +251,18 @@ class Observer:
         reported = await self._reported(instance)
         if isinstance(reported, Observation):
             return reported, None
+        configured = self.spec.prefix
+        looked = configured if configured is not None else self._learned_prefix
+        # an instance that does not answer is unreachable before any release is loaded
+        served = await self._served(instance, looked, answered=reported.answered)
+        if isinstance(served, Observation):
+            return served, None
         version = instance.reported_version or reported.version
         expectation = None
         if self.expectations is not None and version is not None:
             expectation = await self.expectations.get(version)
         expected = expectation.manifest if expectation is not None else None
-        configured = self.spec.prefix
-        looked = configured if configured is not None else self._learned_prefix
-        obs = await self._observe_under(instance, looked, reported, expected, version)
+        obs = await self._observe_under(instance, looked, reported, expected, version, served)
         if obs.error is not None:
             return obs, None
         learned = configured is None and looked != ""
@@ -320,12 +324,16 @@ class Observer:
         reported: _Reported,
         expected: Manifest | None,
         version: str | None,
+        served: _Served | None = None,
     ) -> Observation:
-        """The served manifest, the plan and the files, with the release's paths under
-        ``prefix``; an Observation with ``error`` when the instance could not be observed."""
-        served = await self._served(instance, prefix, answered=reported.answered)
-        if isinstance(served, Observation):
-            return served
+        """The served manifest (unless already probed), the plan and the files, with the
+        release's paths under ``prefix``; an Observation with ``error`` when the
+        instance could not be observed."""
+        if served is None:
+            probed = await self._served(instance, prefix, answered=True)
+            if isinstance(probed, Observation):
+                return probed
+            served = probed
         on_cdn, unsafe = self._references(served.manifest)
         paths, algorithms, sampled = self._plan(
             served.manifest, served.key, expected, version, served.as_file, frozenset(on_cdn)

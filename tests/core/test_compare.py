@@ -1712,8 +1712,8 @@ def test_manifest_missing_messages() -> None:
     nowhere = judge(serving(CLEAN), manifest_error="tried 4 names", manifest_path="")
     (g,) = [f for f in nowhere.findings if f.kind is K.MANIFEST_MISSING]
     assert g.message == (
-        "served manifest (any well-known name) was not found: judged by the release's file "
-        "list (tried 4 names)"
+        "the instance serves no manifest at any well-known name: judged by the release's "
+        "file list (tried 4 names)"
     )
 
 
