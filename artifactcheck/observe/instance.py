@@ -374,6 +374,8 @@ class Observer:
         if got.error is not None and got.unreachable:
             return await self._unreachable(instance, ve.path, got)
         version, error = read_version(got, ve.path, ve.pointer)
+        if error is not None and got.status in NOT_HERE:
+            error += _endpoint_hint(instance.base_url, ve.path)
         return _Reported(answered=got.status is not None, version=version, error=error)
 
     async def _served(
@@ -667,6 +669,19 @@ class Observer:
             for job in jobs:
                 tg.create_task(bounded(job))
         return results
+
+
+def _endpoint_hint(base_url: str, path: str) -> str:
+    """How to reach a version endpoint that is not under a target with a path of its
+    own: the endpoint resolves against the target URL, the assets' prefix is --prefix."""
+    below = urlsplit(base_url).path
+    if below in ("", "/"):
+        return ""
+    root = urls.base_directory(base_url)[: -len(below)] + "/"
+    return (
+        f" (resolved against the target {base_url}; if the endpoint is at {root}, target "
+        f"{root} and give --prefix {below})"
+    )
 
 
 def _differs(a: Fetched, b: Fetched) -> bool:

@@ -352,3 +352,21 @@ def test_next_asset_prefix_cdn_checked_only_for_its_globs(layouts: Layouts) -> N
     assert code == 0, one(doc)["reason"]
     code, doc = verify(*base, "--cdn-exclude", "favicon.ico")
     assert code == 0, one(doc)["reason"]
+
+
+def test_a_target_at_the_prefix_is_told_how_to_reach_a_root_endpoint(layouts: Layouts) -> None:
+    """Targets at /static/: /version resolves to /static/version (404); the report says
+    to target the root and give --prefix instead."""
+    code, doc = verify(
+        "-t",
+        layouts.urls["django"] + "static/",
+        "--release-manifest",
+        layouts.build("static_root", "1.0.0"),
+        "--version-endpoint",
+        "/version#/version",
+    )
+    r = one(doc)
+    assert code == 3, r["reason"]
+    assert "/static/version" in layouts.requests("django")
+    root = layouts.urls["django"]
+    assert r["endpoint_error"].endswith(f"target {root} and give --prefix /static/)"), r
