@@ -370,3 +370,23 @@ def test_a_target_at_the_prefix_is_told_how_to_reach_a_root_endpoint(layouts: La
     assert "/static/version" in layouts.requests("django")
     root = layouts.urls["django"]
     assert r["endpoint_error"].endswith(f"target {root} and give --prefix /static/)"), r
+
+
+def test_siblings_go_straight_to_the_prefix_found_for_the_first(layouts: Layouts) -> None:
+    """The prefix found for one instance is where its siblings are looked at first:
+    one round of probing per run, not per instance."""
+    release = layouts.build("static_root", "1.0.0")
+    base = ["--release-manifest", release, "--processes", "1", "--concurrency", "1"]
+    code, doc = verify(
+        "-t", f"{layouts.urls['django']}=1.0.0", "-t", f"{layouts.urls['stale']}=1.0.0", *base
+    )
+    assert code == 1  # the stale sibling's rebuilt file
+    verdicts = {r["url"]: r["verdict"] for r in doc["results"]}
+    assert set(verdicts.values()) == {"consistent", "mismatch"}
+    asked = [layouts.requests(n) for n in ("django", "stale")]
+    # whichever was observed second was asked for nothing outside /static/
+    assert any(all(u.startswith("/static/") for u in one) for one in asked), asked
+    assert not all(all(u.startswith("/static/") for u in one) for one in asked)
+    for r in doc["results"]:
+        said = [f for f in r["findings"] if f["kind"] == "layout"]
+        assert said and "served under /static/" in said[0]["message"]
