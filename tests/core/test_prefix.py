@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from artifactcheck.cli.main import main
 from artifactcheck.cli.options import spec_from_options
 from artifactcheck.judge import prefix
-from artifactcheck.judge.compare import HashIndex, judge_instance
+from artifactcheck.judge.compare import CdnView, HashIndex, judge_instance
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import load_spec
 from artifactcheck.model.values import (
@@ -63,6 +63,7 @@ def judge(
     exp: Manifest = DJANGO,
     *,
     index: HashIndex | None = None,
+    cdn: CdnView | None = None,
     **kw: Any,
 ) -> InstanceResult:
     inst = Instance(name="i1", base_url="http://i1/", signals=(VersionSignal("target", "1.0.0"),))
@@ -72,6 +73,7 @@ def judge(
         observation,
         expectation=Expectation("1.0.0", exp),
         index=index or HashIndex({"1.0.0": exp}),
+        cdn=cdn,
     )
 
 
@@ -317,3 +319,46 @@ def test_another_release_with_a_file_falling_back_names_what_fell_back() -> None
     assert r.serves_version is None
     assert "fall back or are missing: b.js" in r.reason, r.reason
     assert "mix" not in r.reason
+
+
+def test_a_hostile_served_manifest_is_evidence_where_nothing_is_found() -> None:
+    """An unusable served manifest says something is served right there: mismatch, and
+    each absent file is still listed."""
+    absent = {p: got(p, status=404) for p in DJANGO.files}
+    r = judge(
+        absent,
+        manifest_path="artifactcheck.json",
+        manifest_fetch=got("artifactcheck.json", C2),
+        manifest_error="over the 100-entry cap",
+    )
+    assert r.verdict is Verdict.MISMATCH, r.reason
+    kinds = [f.kind for f in r.findings]
+    assert K.MANIFEST_INVALID in kinds and kinds.count(K.FILE_MISSING) == len(DJANGO.files)
+
+
+def test_other_evidence_outranks_the_wrong_place() -> None:
+    """A served manifest pointing outside the instance is evidence, misplaced or not."""
+    served = Manifest(format="native", files={}, rejected=(("../../etc/passwd", "traversal"),))
+    r = judge(
+        LOGIN_PAGE,
+        manifest_path="artifactcheck.json",
+        manifest=served,
+        unsafe_paths=("../../etc/passwd",),
+        layout=Layout(found_at="static/"),
+    )
+    assert r.verdict is Verdict.MISMATCH, r.reason
+    assert K.UNSAFE_REFERENCE in {f.kind for f in r.findings}
+
+
+def test_the_cdn_is_not_judged_for_a_misplaced_instance() -> None:
+    """``--prefix /`` on Django: what the CDN holds for static/static/... says nothing."""
+    served = {
+        f"static/{p}": got(f"static/{p}", e.hashes["sha256"]) for p, e in DJANGO.files.items()
+    }
+    cdn = CdnView(
+        base_url="http://cdn/static/",
+        assets={p: got(p, status=404) for p in served},
+    )
+    r = judge({**LOGIN_PAGE, **served}, cdn=cdn)
+    assert r.verdict is Verdict.INCONCLUSIVE
+    assert not {K.CDN_MISSING, K.CDN_DIFFERS} & {f.kind for f in r.findings}
