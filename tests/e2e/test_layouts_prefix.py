@@ -390,3 +390,33 @@ def test_siblings_go_straight_to_the_prefix_found_for_the_first(layouts: Layouts
     for r in doc["results"]:
         said = [f for f in r["findings"] if f["kind"] == "layout"]
         assert said and "served under /static/" in said[0]["message"]
+
+
+def test_investigate_diff_fetches_under_the_prefix(layouts: Layouts) -> None:
+    """``investigate --diff`` fetches the served and the expected bytes again: under the
+    prefix the files were found at, from the target and from its sibling."""
+    release = layouts.build("static_root", "1.0.0")
+    stale = layouts.urls["stale"]
+    result = CliRunner().invoke(
+        main,
+        [
+            "investigate",
+            stale,
+            "-t",
+            f"{stale}=1.0.0",
+            "-t",
+            f"{layouts.urls['django']}=1.0.0",
+            "--release-manifest",
+            release,
+            "--diff",
+            "-o",
+            "json",
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 1, result.output
+    [diff] = json.loads(result.stdout)["diffs"]
+    assert diff["path"] == "app/site.css"
+    assert diff["lines"], diff
+    assert any("display: grid" in line for line in diff["lines"])
+    assert any("display: block" in line for line in diff["lines"])
