@@ -125,6 +125,16 @@ def prefix_from_listing(listed: Iterable[str], release: Collection[str]) -> str 
     return best if hits * 2 > total else None
 
 
+def manifest_directory(path: str, manifest: Manifest | None) -> str | None:
+    """The directory of a served manifest that lists only files below it (a Django
+    manifest read at ``static/staticfiles.json``), as a prefix; None otherwise (a
+    manifest at the root, Vite's ``.vite/manifest.json`` listing its parent's files)."""
+    head = directory_of(path)
+    if head is None or manifest is None or not manifest.files:
+        return None
+    return head if all(p.startswith(head) for p in manifest.files) else None
+
+
 def directory_of(path: str) -> str | None:
     """The directory of an endpoint path as a prefix (``/static/version`` -> ``static/``)."""
     head = posixpath.dirname(path.strip().lstrip("/"))

@@ -266,6 +266,18 @@ class Observer:
         if obs.error is not None:
             return obs, None
         learned = configured is None and looked != ""
+        if expected is None and configured is None:
+            # no release to look for: the served manifest's own directory, when it lists
+            # only files below it (Django's static/staticfiles.json), is the prefix, so
+            # paths are the release's and the CDN is asked for them under its own path
+            below = prefix_rules.manifest_directory(obs.manifest_path, obs.manifest)
+            if below is not None:
+                self._learned_prefix = looked + below
+                again = await self._observe_under(instance, looked + below, reported, None, version)
+                if again.error is not None:
+                    return again, None
+                layout = Layout(prefix=looked + below, detected=True)
+                return replace(again, layout=layout), expectation
         if expected is None or not prefix_rules.nothing_found(obs.assets, expected):
             return replace(obs, layout=Layout(prefix=looked, detected=learned)), expectation
         evidence = (

@@ -362,3 +362,12 @@ def test_the_cdn_is_not_judged_for_a_misplaced_instance() -> None:
     r = judge({**LOGIN_PAGE, **served}, cdn=cdn)
     assert r.verdict is Verdict.INCONCLUSIVE
     assert not {K.CDN_MISSING, K.CDN_DIFFERS} & {f.kind for f in r.findings}
+
+
+def test_a_served_manifest_listing_only_its_own_directory_names_the_prefix() -> None:
+    django = release("x", {"static/app/app.js": A1, "static/staticfiles.json": B1})
+    assert prefix.manifest_directory("static/staticfiles.json", django) == "static/"
+    vite = release("x", {"assets/index-1a.js": A1})  # .vite/manifest.json lists its parent's
+    assert prefix.manifest_directory(".vite/manifest.json", vite) is None
+    assert prefix.manifest_directory("artifactcheck.json", django) is None
+    assert prefix.manifest_directory("static/staticfiles.json", None) is None

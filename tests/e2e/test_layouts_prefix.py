@@ -105,6 +105,11 @@ SERVERS = {
         location = /login/ { root {root}; try_files /login.html =404; }
         location / { return 302 /login/; }
     """,
+    "twin": """
+        location /static/ { alias {root}/static_root/; }
+        location = /login/ { root {root}; try_files /login.html =404; }
+        location / { return 302 /login/; }
+    """,
     "stale": """
         location /static/ { alias {root}/stale_root/; }
         location = /login/ { root {root}; try_files /login.html =404; }
@@ -420,3 +425,23 @@ def test_investigate_diff_fetches_under_the_prefix(layouts: Layouts) -> None:
     assert diff["lines"], diff
     assert any("display: grid" in line for line in diff["lines"])
     assert any("display: block" in line for line in diff["lines"])
+
+
+def test_siblings_without_a_release_are_compared_under_the_served_manifests_directory(
+    layouts: Layouts,
+) -> None:
+    """No release manifest (consensus): the manifest found at static/staticfiles.json
+    lists static/..., so static/ is the prefix and the CDN at STATIC_URL is asked for
+    the files under its own path, never /static/static/."""
+    targets = [f"{layouts.urls[n]}=1.0.0" for n in ("django", "twin", "stale")]
+    args = [a for t in targets for a in ("-t", t)]
+    code, doc = verify(*args, "--cdn", layouts.urls["cdn"] + "static/")
+    # the stale copy's rebuilt file is the unhashed app/site.css, which the manifest
+    # does not list: siblings compare what the manifest lists, and agree
+    assert code == 0, [r["reason"] for r in doc["results"]]
+    assert {r["verdict"] for r in doc["results"]} == {"consistent"}
+    for r in doc["results"]:
+        assert [f for f in r["findings"] if f["kind"] == "layout"], r["findings"]
+    asked = layouts.requests("cdn")
+    assert len(asked) == len(DJANGO_SOURCES) and all(u.startswith("/static/") for u in asked)
+    assert not [u for u in asked if u.startswith("/static/static/")], asked
