@@ -378,9 +378,9 @@ def _release_options() -> list[Decorator]:
             is_flag=True,
             default=None,
             help="Accept a release manifest without content hashes (Vite, webpack, CRA, "
-            "Django): only file names are compared, and the report says so. Such a run "
-            "never exits 0: matching names are inconclusive (exit 3), since nothing "
-            "vouched for the bytes.",
+            "Django): only file names are compared, and the report says so. A run judged "
+            "by such a manifest never exits 0: matching names are inconclusive (exit 3), "
+            "since nothing vouched for the bytes.",
         ),
         click.option(
             "--release-image",

@@ -443,8 +443,9 @@ class CheckSpec(_Model):
     allow_names_only: bool = Field(
         False,
         description="Accept a release manifest without content hashes (Vite, webpack, CRA, "
-        "Django): only file names are compared, and every report says so. Such a run never "
-        "exits 0: names that match are inconclusive, since nobody vouched for the bytes.",
+        "Django): only file names are compared, and every report says so. A run judged by "
+        "such a manifest never exits 0: names that match are inconclusive, since nobody "
+        "vouched for the bytes.",
     )
     release_image: str | None = Field(
         None, description="Release image reference; '{version}' is replaced."

@@ -445,3 +445,24 @@ def test_siblings_without_a_release_are_compared_under_the_served_manifests_dire
     asked = layouts.requests("cdn")
     assert len(asked) == len(DJANGO_SOURCES) and all(u.startswith("/static/") for u in asked)
     assert not [u for u in asked if u.startswith("/static/static/")], asked
+
+
+def test_names_only_never_exits_0_even_when_every_name_matches(layouts: Layouts) -> None:
+    """Django's own staticfiles.json as the release (--allow-names-only): the names all
+    match under /static/, and the run is inconclusive, as --help says."""
+    kept = layouts.tmp / "releases" / "1.0.0"
+    kept.mkdir(parents=True)
+    shutil.copy(layouts.tmp / "static_root" / "staticfiles.json", kept / "staticfiles.json")
+    code, doc = verify(
+        "-t",
+        f"{layouts.urls['django']}=1.0.0",
+        "--prefix",
+        "/static/",
+        "--release-manifest",
+        str(layouts.tmp / "releases" / "{version}" / "staticfiles.json"),
+        "--allow-names-only",
+    )
+    r = one(doc)
+    assert code == 3, r["reason"]
+    assert r["verdict"] == "inconclusive" and "file names only" in r["reason"]
+    assert not [f for f in r["findings"] if f["kind"] in ("file-missing", "fallback-page")]
