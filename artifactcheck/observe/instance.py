@@ -90,9 +90,20 @@ class _Served:
         return None
 
     def nothing_found(self) -> str:
-        tried = [f"{p} answers HTTP {f.status}" for p, f in self.not_here.items()]
-        tried += [f"{p} is not a build manifest" for p in self.not_manifests]
+        """What each well-known name answered, grouped: nine names each answering the
+        same login page or 404 are one clause, not nine."""
+        groups: dict[str, list[str]] = {}
+        for p, f in self.not_here.items():
+            groups.setdefault(f"HTTP {f.status}", []).append(p)
+        if self.not_manifests:
+            groups["a page that is not a build manifest"] = list(self.not_manifests)
+        tried = [f"{_few(paths)} answer {what}" for what, paths in groups.items()]
         return "no served manifest at any well-known name: " + "; ".join(tried)
+
+
+def _few(paths: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(paths[:limit])
+    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
 class ReleaseLookup(Protocol):

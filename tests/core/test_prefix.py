@@ -277,6 +277,7 @@ def test_a_detected_prefix_is_said() -> None:
     clean = {p: got(p, e.hashes["sha256"]) for p, e in DJANGO.files.items()}
     r = judge(clean, layout=Layout(prefix="static/", detected=True))
     assert r.verdict is Verdict.CONSISTENT
+    assert r.reason == "serves release 1.0.0 (under /static/, detected)"
     said = [f for f in r.findings if f.kind is K.LAYOUT]
     assert (
         said

@@ -241,7 +241,8 @@ def test_django_at_the_instance_root_detects_static_and_checks_the_cdn_there(
     code, doc = verify(*django_args(layouts))
     r = one(doc)
     assert code == 0, r["reason"]
-    assert r["verdict"] == "consistent" and r["reason"] == "serves release 1.0.0"
+    assert r["verdict"] == "consistent"
+    assert r["reason"] == "serves release 1.0.0 (under /static/, detected)"
     said = [f for f in r["findings"] if f["kind"] == "layout"]
     assert said and "served under /static/" in said[0]["message"]
     assert "--prefix /static/" in said[0]["message"]
@@ -270,6 +271,9 @@ def test_a_wrong_prefix_is_inconclusive_naming_the_right_one(layouts: Layouts, w
     assert r["verdict"] == "inconclusive"
     assert r["reason"].endswith("give --prefix /static/"), r["reason"]
     assert "mismatch" not in {x["verdict"] for x in doc["results"]}
+    if wrong == "/assets/":  # every well-known name answers the login page: one clause
+        [missing] = [f["message"] for f in r["findings"] if f["kind"] == "manifest-missing"]
+        assert missing.endswith("and 6 more answer a page that is not a build manifest)")
     # the CDN is not asked for paths whose place is unknown
     assert not [u for u in layouts.requests("cdn") if u.startswith("/static/static/")]
 
