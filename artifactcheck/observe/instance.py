@@ -90,14 +90,11 @@ class _Served:
         return None
 
     def nothing_found(self) -> str:
-        """What each well-known name answered, grouped: nine names each answering the
-        same login page or 404 are one clause, not nine."""
-        groups: dict[str, list[str]] = {}
-        for p, f in self.not_here.items():
-            groups.setdefault(f"HTTP {f.status}", []).append(p)
+        """What each well-known name answered; the names answering a page that is not
+        a build manifest (a login page, the SPA's index.html) are one clause, not nine."""
+        tried = [f"{p} answers HTTP {f.status}" for p, f in self.not_here.items()]
         if self.not_manifests:
-            groups["a page that is not a build manifest"] = list(self.not_manifests)
-        tried = [f"{_few(paths)} answer {what}" for what, paths in groups.items()]
+            tried.append(f"{_few(self.not_manifests)} answer a page that is not a build manifest")
         return "no served manifest at any well-known name: " + "; ".join(tried)
 
 
