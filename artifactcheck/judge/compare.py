@@ -841,6 +841,7 @@ class _Case:
     partial_of: str | None = None
     partial_gaps: tuple[str, ...] = ()  # that release's files not shown to be served
     misplaced: str | None = None  # nothing of the release where it was looked for: why
+    misplaced_file: Finding | None = None  # the absent file kept as evidence for the gate
     peers: int | None = None  # consensus: observed instances reporting this version
     desired: str | None = None
     shared_rows: SampledOutRows | None = None  # coverage rows shared between instances
@@ -934,7 +935,11 @@ def _verdict(case: _Case) -> tuple[Verdict, str]:
     kinds = case.kinds()
     cdn = case.cdn_check
     on_cdn = {id(f) for f in cdn.findings} if cdn is not None else set()
-    content = [f for f in case.findings if f.kind in CONTENT_KINDS and id(f) not in on_cdn]
+    content = [
+        f
+        for f in case.findings
+        if f.kind in CONTENT_KINDS and id(f) not in on_cdn and f is not case.misplaced_file
+    ]
     if case.misplaced is not None and not content:
         return Verdict.INCONCLUSIVE, case.misplaced
     if content:
@@ -1171,10 +1176,14 @@ def _judge_layout(case: _Case) -> None:
     if layout.found_at is None and listed_under is not None:
         layout = replace(layout, found_at=layout.prefix + listed_under)
     case.misplaced = prefix.wrong_place_reason(layout, case.version or "", len(absent))
-    # one finding for the layout, not one per file of the release
+    # one finding for the layout, not one per file of the release; the first absent
+    # file stays, as the evidence that keeps a readiness gate from failing open on a
+    # pod whose files cannot be found (a wrong prefix is no dependency being down)
     drop = {FindingKind.FILE_MISSING, FindingKind.FALLBACK_PAGE, FindingKind.FILE_UNEXPECTED}
     own = {id(f) for f in check.findings}
-    case.findings = [f for f in case.findings if not (id(f) in own and f.kind in drop)]
+    kept = next((f for f in check.findings if f.path == absent[0] and f.kind in drop), None)
+    case.misplaced_file = kept
+    case.findings = [f for f in case.findings if f is kept or not (id(f) in own and f.kind in drop)]
     case.findings.append(
         Finding(
             FindingKind.LAYOUT,

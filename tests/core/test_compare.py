@@ -301,8 +301,8 @@ ROWS: list[Any] = [
         {p: fetched(p, status=404) for p in CLEAN},
         {},
         Verdict.INCONCLUSIVE,
-        {K.LAYOUT},
-        {K.CONTENT_DIFFERS, K.FILE_MISSING},
+        {K.LAYOUT, K.FILE_MISSING},
+        {K.CONTENT_DIFFERS},
         "no file of release 1.0 is served at the target itself (3 answer 404",
     ),
     (

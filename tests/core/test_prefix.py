@@ -227,7 +227,8 @@ def test_nothing_of_the_release_at_the_target_is_inconclusive_naming_the_prefix(
     assert r.verdict is Verdict.INCONCLUSIVE
     assert "give --prefix /static/" in r.reason
     kinds = [f.kind for f in r.findings]
-    assert K.LAYOUT in kinds and K.FALLBACK_PAGE not in kinds
+    # one finding for the layout, and the first absent file only (the gate's evidence)
+    assert kinds.count(K.LAYOUT) == 1 and kinds.count(K.FALLBACK_PAGE) == 1
     assert not r.content_verified
 
 
@@ -372,3 +373,38 @@ def test_a_served_manifest_listing_only_its_own_directory_names_the_prefix() -> 
     assert prefix.manifest_directory(".vite/manifest.json", vite) is None
     assert prefix.manifest_directory("artifactcheck.json", django) is None
     assert prefix.manifest_directory("static/staticfiles.json", None) is None
+
+
+def test_a_misplaced_pod_never_fails_its_gate_open() -> None:
+    """A new pod whose release files are found nowhere (a volume not mounted, a wrong
+    prefix) is inconclusive, and keeps one absent file as evidence: with
+    ``gate_fail_open`` the gate stays closed, as it does for a mismatch; a pod that is
+    inconclusive for want of a dependency (its files timed out) is failed open."""
+    from artifactcheck.judge.decide import History, decide
+    from artifactcheck.model.settings import PolicySettings
+    from artifactcheck.model.values import ActionKind
+
+    def gate(assets: dict[str, Fetched]) -> set[ActionKind]:
+        inst = Instance(
+            name="i1",
+            base_url="http://i1/",
+            signals=(VersionSignal("target", "1.0.0"),),
+            has_readiness_gate=True,
+        )
+        result = judge_instance(
+            Observation(instance=inst, manifest_path="", assets=assets),
+            expectation=Expectation("1.0.0", DJANGO),
+            index=HashIndex({"1.0.0": DJANGO}),
+        )
+        assert result.verdict is Verdict.INCONCLUSIVE, result.reason
+        decision = decide(
+            [result], policy=PolicySettings(), history=History(), now=0.0, gate_mode=True
+        )
+        return {a.kind for a in decision.actions if a.target == "i1"}
+
+    misplaced = gate({p: got(p, status=404) for p in DJANGO.files})
+    assert ActionKind.RELEASE not in misplaced
+    timeouts = {
+        p: Fetched(url="", path=p, error="timeout", error_kind="timeout") for p in DJANGO.files
+    }
+    assert ActionKind.RELEASE in gate(timeouts)  # the contrast: the rule is not vacuous
