@@ -216,8 +216,22 @@ async def _fetch_diffs(
     bytes are fetched once more: served from the target, expected from a sibling or
     the CDN that served the expected sha256 — verified again before it is used.
     """
+    # each instance's release paths are under the prefix they were found at (layouts)
+    prefixes = {
+        r.instance.base_url: r.observation.layout.prefix for r in report.results if r.observation
+    }
+
+    def under(base: str) -> str:
+        return base + prefixes.get(base, "")
+
     return [
-        await _diff_one(plan, inv.url, fetcher, host_header=host_header, max_lines=max_lines)
+        await _diff_one(
+            replace(plan, sources=tuple((label, under(b)) for label, b in plan.sources)),
+            under(inv.url),
+            fetcher,
+            host_header=host_header,
+            max_lines=max_lines,
+        )
         for plan in diff_plans(inv, report, cdn_assets)
     ]
 

@@ -82,6 +82,9 @@ FLAG_OF_FIELD: Mapping[str, str] = {
     "kubernetes.selector": "--selector",
     "kubernetes.port": "--pod-port",
     "cdn": "--cdn",
+    "cdn_include": "--cdn-include",
+    "cdn_exclude": "--cdn-exclude",
+    "prefix": "--prefix",
     "release_manifest": "--release-manifest",
     "allow_names_only": "--allow-names-only",
     "release_image": "--release-image",
@@ -200,6 +203,18 @@ def _as_field_names(loaded: dict[str, Any], path: Path) -> dict[str, Any]:
     return spelling.spec
 
 
+#: List fields whose flags add to the field's default when the file does not set it:
+#: ``--cdn-exclude '*.map'`` keeps HTML pages off the CDN check as before.
+_FLAGS_ADD_TO_DEFAULT = frozenset({"cdn_exclude"})
+
+
+def _field_default(key: str) -> Any:
+    from artifactcheck.model.settings import CheckSpec
+
+    info = CheckSpec.model_fields[key]
+    return info.default_factory() if info.default_factory is not None else info.default  # type: ignore[call-arg]
+
+
 def build_spec(
     config: str | None, overrides: dict[str, Any], flags: FlagNames | None = None
 ) -> Any:
@@ -226,6 +241,8 @@ def build_spec(
             if not isinstance(node, dict):
                 raise ConfigError(f"{origin}: {part} must be a mapping")
         before = node.get(leaf)
+        if before is None and not parents and key in _FLAGS_ADD_TO_DEFAULT:
+            before = list(_field_default(key))
         if isinstance(value, list) and isinstance(before, str):
             before = [before]  # ``release_manifest: one.json`` in YAML, more from flags
         if isinstance(value, list) and isinstance(before, list):
@@ -267,10 +284,13 @@ def _record(flags: FlagNames, key: str, value: Any, before: Any) -> None:
 
 
 def version_endpoint(value: str | None) -> dict[str, str] | None:
+    """``--version-endpoint PATH[#POINTER]`` as the spec's fields (the YAML spelling
+    is the same string, read by the model)."""
     if not value:
         return None
-    path, _, pointer = value.partition("#")
-    return {"path": path or "/version", "pointer": pointer}
+    from artifactcheck.model.settings import endpoint_fields
+
+    return endpoint_fields(value)
 
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -316,7 +336,25 @@ def _where_options() -> list[Decorator]:
             "--cdn",
             cls=one,
             metavar="URL",
-            help="CDN base URL (http:// or https://) the referenced assets must exist on.",
+            help="CDN base URL (http:// or https://) the referenced assets must exist on; "
+            "its path is where the release's files are (STATIC_URL), never added to "
+            "--prefix.",
+        ),
+        click.option(
+            "--cdn-include",
+            "cdn_include",
+            multiple=True,
+            metavar="GLOB",
+            help="Check only the files matching this glob on the CDN (e.g. '_next/static/*' "
+            "for Next.js assetPrefix); repeatable. Default: every file.",
+        ),
+        click.option(
+            "--cdn-exclude",
+            "cdn_exclude",
+            multiple=True,
+            metavar="GLOB",
+            help="Do not check the files matching this glob on the CDN; repeatable, added to "
+            "the default '*.html', '*.htm' (entry pages are served by the origin).",
         ),
     ]
 
@@ -340,7 +378,9 @@ def _release_options() -> list[Decorator]:
             is_flag=True,
             default=None,
             help="Accept a release manifest without content hashes (Vite, webpack, CRA, "
-            "Django): only file names are compared, and the report says so.",
+            "Django): only file names are compared, and the report says so. A run judged "
+            "by such a manifest never exits 0: matching names are inconclusive (exit 3), "
+            "since nothing vouched for the bytes.",
         ),
         click.option(
             "--release-image",
@@ -384,6 +424,15 @@ def _served_options() -> list[Decorator]:
     one = SingleValueOption
     return [
         click.option(
+            "--prefix",
+            cls=one,
+            metavar="PATH",
+            help="Path under each target where the release's files are served: Django "
+            "STATIC_URL /static/, Rails /assets/, an app under a sub-path; '/' = the target "
+            "itself. Default: detected (the target, else the served manifest's directory, "
+            "static/ or assets/), and the report says so.",
+        ),
+        click.option(
             "--manifest-path",
             cls=one,
             metavar="PATH",
@@ -399,7 +448,8 @@ def _served_options() -> list[Decorator]:
             "--version-endpoint",
             cls=one,
             metavar="PATH[#POINTER]",
-            help="Read the version over HTTP, e.g. /version#/version.",
+            help="Read the version over HTTP, e.g. /version#/version; the path is resolved "
+            "against the target URL, never against --prefix.",
         ),
     ]
 
@@ -518,6 +568,9 @@ def spec_from_options(
             "docker": _docker_section(opts),
             "kubernetes": _kubernetes_section(opts),
             "cdn": opts["cdn"],
+            "cdn_include": list(opts.get("cdn_include") or ()),
+            "cdn_exclude": list(opts.get("cdn_exclude") or ()),
+            "prefix": opts.get("prefix"),
             "release_manifest": list(opts["release_manifest"]),
             "allow_names_only": True if opts.get("allow_names_only") else None,
             "release_image": opts["release_image"],

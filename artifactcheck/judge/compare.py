@@ -27,10 +27,11 @@ import hashlib
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 
+from artifactcheck.judge import prefix
 from artifactcheck.manifests import verify_integrity
 from artifactcheck.manifests.integrity import vouching_algorithms, vouching_hash
 from artifactcheck.model.errors import ErrorKind
@@ -61,6 +62,8 @@ DEFAULT_CDN_EXCLUDE: tuple[str, ...] = ("*.html", "*.htm")
 SAMPLED_OUT = "sampled out"
 NAMES_ONLY_NOTE = "file names only"
 FALLBACK = "answers with index.html (the fallback page)"
+#: Next.js, SvelteKit, Astro static output: no manifest format, the release's list is all.
+NO_MANIFEST_NOTE = "no served manifest: judged by the release's file list"
 
 
 def cdn_paths(
@@ -112,6 +115,7 @@ class HashIndex:
     def __init__(self, releases: Mapping[str, Manifest]) -> None:
         self.by_hash: dict[str, set[str]] = defaultdict(set)
         self.paths: dict[str, frozenset[str]] = {}
+        self.releases: Mapping[str, Manifest] = releases
         for version, manifest in releases.items():
             self.paths[version] = frozenset(manifest.files)
             for entry in manifest.files.values():
@@ -157,21 +161,9 @@ def _unobserved(got: Fetched) -> bool:
     return not (200 <= got.status < 300) or got.sha256 is None
 
 
-def _is_page(path: str) -> bool:
-    return path.lower().endswith((".html", ".htm"))
-
-
-def _page_path(path: str) -> bool:
-    return path == "index.html" or path.endswith("/index.html")
-
-
-def _fallback(got: Fetched, path: str, pages: frozenset[str]) -> bool:
-    """A 200 that is the site's HTML page standing in for a missing non-HTML file."""
-    if not got.ok or _is_page(path):
-        return False
-    if got.sha256 is not None and got.sha256 in pages:
-        return True
-    return got.headers.get("content-type", "").lower().startswith("text/html")
+# the one reading of "the fallback page", shared with the observer's prefix probes
+_page_path = prefix.page_path
+_fallback = prefix.is_fallback
 
 
 def _why_unobserved(got: Fetched) -> str:
@@ -208,10 +200,7 @@ def _documents(obs: Observation) -> dict[str, Fetched]:
 
 def _pages(obs: Observation, release: Manifest | None) -> frozenset[str]:
     """sha256 of the site's HTML entry pages: what an SPA fallback answers with."""
-    found: set[str | None] = {f.sha256 for p, f in obs.assets.items() if _page_path(p) and f.ok}
-    if release is not None:
-        found |= {e.hashes.get("sha256") for p, e in release.files.items() if _page_path(p)}
-    return frozenset(s for s in found if s)
+    return prefix.page_hashes(obs.assets, release)
 
 
 def _release_path(path: str, release: Manifest) -> str | None:
@@ -646,11 +635,15 @@ def _served_manifest(obs: Observation) -> list[Finding]:
         status = obs.manifest_fetch.status if obs.manifest_fetch is not None else None
         what = f"answers {status}" if status is not None else "was not found"
         detail = f" ({obs.manifest_error})" if obs.manifest_error else ""
+        head = (
+            f"served manifest {obs.manifest_path} {what}"
+            if obs.manifest_path
+            else "the instance serves no manifest at any well-known name"
+        )
         findings.append(
             Finding(
                 FindingKind.MANIFEST_MISSING,
-                f"served manifest {obs.manifest_path or '(any well-known name)'} {what}: "
-                f"judged by the release's file list{detail}",
+                f"{head}: judged by the release's file list{detail}",
                 instance=name,
                 path=obs.manifest_path or None,
                 actual=str(status) if status is not None else None,
@@ -857,6 +850,12 @@ class _Case:
     serves: str | None = None
     candidates: tuple[str, ...] = ()
     mix_of: str | None = None  # the one other release the differing files all come from
+    #: the one other release everything compared matches, whose files were not all
+    #: compared (or some fell back): named, never claimed as what the instance serves
+    partial_of: str | None = None
+    partial_gaps: tuple[str, ...] = ()  # that release's files not shown to be served
+    misplaced: str | None = None  # nothing of the release where it was looked for: why
+    misplaced_file: Finding | None = None  # the absent file kept as evidence for the gate
     peers: int | None = None  # consensus: observed instances reporting this version
     agreeing: int | None = None  # consensus: siblings holding the same bytes
     desired: str | None = None
@@ -884,10 +883,14 @@ def _claim(case: _Case) -> str:
     assert cov is not None  # judged against a release: every file is accounted for
     names = f" ({NAMES_ONLY_NOTE}: the release source has no hashes; bytes not verified)"
     suffix = names if case.names_only else ""
+    if _manifest_absent(case.obs):  # a mode, not a failure: said in every clean claim
+        suffix += f" ({NO_MANIFEST_NOTE})"
+    if case.obs.layout.detected:  # where the user looks, not only among the findings
+        suffix += f" (under {prefix.shown(case.obs.layout.prefix)}, detected)"
     if cov.complete:
         if case.names_only:
             return f"file names match release {case.version}{suffix}"
-        return f"serves release {case.version}"
+        return f"serves release {case.version}{suffix}"
     return (
         f"{cov.compared} of {cov.total} files of release {case.version} checked, "
         f"no difference found{suffix}"
@@ -908,6 +911,8 @@ def _content_reason(case: _Case, content: Sequence[Finding]) -> str:
             return f"reports {reported} but {len(check.missing)} file(s) are missing: " + (
                 _names(sorted(check.missing))
             )
+    if case.partial_of is not None:
+        return f"reports {reported} but content differs: " + _partial(case)
     if case.serves:
         what = f"serves {case.serves}'s content"
     elif case.mix_of is not None and case.release_check is not None:
@@ -930,14 +935,37 @@ NO_VERSION_HINT = (
 )
 
 
+def _partial(case: _Case) -> str:
+    """What an instance matching another release, short of all its files, serves."""
+    check = case.release_check
+    missing = set(check.missing) if check is not None else set()
+    absent = [p for p in case.partial_gaps if p in missing]
+    unseen = [p for p in case.partial_gaps if p not in missing]
+    parts = []
+    if absent:
+        parts.append(f"{len(absent)} fall back or are missing: {_names(absent)}")
+    if unseen:
+        parts.append(f"{len(unseen)} were not compared: {_names(unseen)}")
+    return (
+        f"every file compared is release {case.partial_of}'s, but {len(case.partial_gaps)} of "
+        f"its files are not shown served ({'; '.join(parts)})"
+    )
+
+
 def _verdict(case: _Case) -> tuple[Verdict, str]:
     """The first rule that applies, from the strongest evidence to "could not judge"."""
     kinds = case.kinds()
     cdn = case.cdn_check
     on_cdn = {id(f) for f in cdn.findings} if cdn is not None else set()
-    content = [f for f in case.findings if f.kind in CONTENT_KINDS and id(f) not in on_cdn]
+    content = [
+        f
+        for f in case.findings
+        if f.kind in CONTENT_KINDS and id(f) not in on_cdn and f is not case.misplaced_file
+    ]
     if case.invalid_version is not None:  # hostile input judges nothing: never exit 1
         return Verdict.INCONCLUSIVE, f"reports an invalid version: {case.invalid_version}"
+    if case.misplaced is not None and not content:
+        return Verdict.INCONCLUSIVE, case.misplaced
     if content:
         return Verdict.MISMATCH, _content_reason(case, content)
     if FindingKind.SIGNAL_CONFLICT in kinds:
@@ -1099,8 +1127,18 @@ def _judge_release(case: _Case, index: HashIndex) -> None:
         case.candidates = index.releases_of(
             check.served_hashes, exclude=version, missing=check.missing
         )
-        case.serves = case.candidates[0] if len(case.candidates) == 1 else None
-        if case.serves is None and check.differing:
+        # all that was served is one other release's, its missing files aside: that
+        # release with files absent, named as such (never "serves" it, never "a mix")
+        loose = case.candidates
+        if not loose and check.missing and check.differing:
+            loose = index.releases_of(check.served_hashes, exclude=version)
+        if len(loose) == 1:
+            gaps = _not_shown(case.obs, index.releases[loose[0]], check)
+            if gaps:  # "serves X" only when every file of X was compared and is X's
+                case.partial_of, case.partial_gaps = loose[0], tuple(gaps)
+            else:
+                case.serves = loose[0]
+        if case.serves is None and case.partial_of is None and check.differing:
             case.mix_of = index.release_of(check.differing.values(), exclude=version)
         if case.serves is not None:
             case.findings.append(
@@ -1114,11 +1152,79 @@ def _judge_release(case: _Case, index: HashIndex) -> None:
             )
 
 
+def _not_shown(obs: Observation, other: Manifest, check: _ReleaseCheck) -> list[str]:
+    """The files of ``other`` the instance was not seen serving with ``other``'s bytes:
+    absent (404, the fallback page), other bytes, or never fetched."""
+    docs = _documents(obs)
+    pages = _pages(obs, other)
+    gaps = []
+    for path, entry in sorted(other.files.items()):
+        got = docs.get(path)
+        want = entry.hashes.get("sha256")
+        if got is None or path in check.missing or not prefix.is_found(got, path, pages):
+            gaps.append(path)
+        elif want is not None and got.sha256 != want:
+            gaps.append(path)
+    return gaps
+
+
+def _judge_layout(case: _Case) -> None:
+    """Where the release's files were looked for: a detected prefix is said; none of
+    them found there is the wrong place (inconclusive, naming the prefix to use), not
+    a mismatch, unless what is served there is another build of the same layout."""
+    layout = case.obs.layout
+    name = case.obs.instance.name
+    if layout.detected:
+        case.findings.append(
+            Finding(
+                FindingKind.LAYOUT,
+                prefix.detected_message(layout),
+                instance=name,
+                path=prefix.shown(layout.prefix),
+                severity=Severity.WARNING,
+            )
+        )
+    check, release = case.release_check, case.release
+    if check is None or release is None:
+        return
+    absent = [p for p in check.missing if p in release.files]
+    found = [p for p in check.compared if p in release.files and p not in check.missing]
+    if found or not absent or (len(absent) < 2 and layout.found_at is None):
+        return  # one file absent is evidence about that file, not about where all are
+    if case.obs.manifest_error is not None and not _manifest_absent(case.obs):
+        return  # a served manifest that is hostile or unusable is evidence right here
+    others = [p for p in check.differing if p not in release.files]
+    listed_under = prefix.prefix_from_listing(others, release.files) if others else None
+    if others and listed_under is None:
+        return  # another build, served right here: its files are evidence
+    if layout.found_at is None and listed_under is not None:
+        layout = replace(layout, found_at=layout.prefix + listed_under)
+    case.misplaced = prefix.wrong_place_reason(layout, case.version or "", len(absent))
+    # one finding for the layout, not one per file of the release; the first absent
+    # file stays, as the evidence that keeps a readiness gate from failing open on a
+    # pod whose files cannot be found (a wrong prefix is no dependency being down)
+    drop = {FindingKind.FILE_MISSING, FindingKind.FALLBACK_PAGE, FindingKind.FILE_UNEXPECTED}
+    own = {id(f) for f in check.findings}
+    kept = next((f for f in check.findings if f.path == absent[0] and f.kind in drop), None)
+    case.misplaced_file = kept
+    case.findings = [f for f in case.findings if f is kept or not (id(f) in own and f.kind in drop)]
+    case.findings.append(
+        Finding(
+            FindingKind.LAYOUT,
+            case.misplaced,
+            instance=name,
+            path=prefix.shown(layout.prefix),
+            expected=prefix.shown(layout.found_at) if layout.found_at is not None else None,
+            severity=Severity.WARNING,
+        )
+    )
+
+
 def _judge_cdn(case: _Case, cdn: CdnView | None) -> None:
     """The CDN's answers: for what the instance served, and for what its manifest
     references on the CDN (fetched there, whether or not the CDN view has it)."""
-    if cdn is None and not case.obs.on_cdn:
-        return
+    if (cdn is None and not case.obs.on_cdn) or case.misplaced is not None:
+        return  # misplaced: what the CDN must hold is unknown until the prefix is right
     pages = _pages(case.obs, case.release)
     if cdn is not None:  # the CDN's own entry page is what its fallback answers with
         pages |= {f.sha256 for p, f in cdn.assets.items() if _page_path(p) and f.ok and f.sha256}
@@ -1227,6 +1333,7 @@ def judge_instance(
     )
     _judge_version(case)
     _judge_release(case, index)
+    _judge_layout(case)
     _judge_cdn(case, cdn)
     _judge_coverage(case)
     verdict, reason = _names_only(case, *_verdict(case))

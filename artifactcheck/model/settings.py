@@ -245,9 +245,17 @@ class SamplingSettings(_Model):
 
 
 class VersionEndpoint(_Model):
-    """Where an instance reports its version over HTTP."""
+    """Where an instance reports its version over HTTP.
 
-    path: str = Field("/version", description="Path of the version document.")
+    Also written as one string, the command line's ``PATH[#POINTER]``
+    (``version_endpoint: "/api/version#/version"``), in a YAML file.
+    """
+
+    path: str = Field(
+        "/version",
+        description="Path of the version document, resolved against the instance's URL (the "
+        "target), never against the prefix its release's files are served under.",
+    )
     pointer: str = Field(
         "", description="RFC 6901 JSON pointer to the version; empty = whole body as text."
     )
@@ -258,6 +266,32 @@ class VersionEndpoint(_Model):
         if v and not v.startswith("/"):
             raise ValueError("a JSON pointer is empty or starts with '/'")
         return v
+
+
+def endpoint_fields(value: str) -> dict[str, str]:
+    """``PATH[#POINTER]`` (the command line's spelling) as VersionEndpoint's fields."""
+    path, _, pointer = value.strip().partition("#")
+    return {"path": path or "/version", "pointer": pointer}
+
+
+def normalise_prefix(value: str) -> str:
+    """A prefix as a relative directory: ``/static/``, ``static`` -> ``static/``; ``/`` -> ``""``.
+
+    ValueError for what cannot be a directory under the instance's URL: another host, a
+    query, ``..``, a control character.
+    """
+    text = value.strip()
+    if "://" in text or text.startswith("//"):
+        raise ValueError(
+            f"must be a path under the instance's URL such as /static/, got {value!r} "
+            "(the CDN's own path is part of --cdn)"
+        )
+    if any(c in text for c in "?#\\") or not text.isprintable():
+        raise ValueError(f"must be a plain path such as /static/, got {value!r}")
+    segments = [s for s in text.split("/") if s]
+    if any(s in (".", "..") for s in segments):
+        raise ValueError(f"must not contain '.' or '..' segments, got {value!r}")
+    return "".join(f"{s}/" for s in segments)
 
 
 class Target(_Model):
@@ -387,8 +421,18 @@ class CheckSpec(_Model):
     targets: list[Target] = Field(default_factory=list, description="Bare URL instances.")
     kubernetes: KubernetesSource | None = Field(None, description="Pods in a cluster.")
     docker: DockerSource | None = Field(None, description="Docker containers.")
+    prefix: str | None = Field(
+        None,
+        description="Path under each instance's URL where the release's files are served "
+        "(Django STATIC_URL /static/, Rails /assets/); '/' = at the URL itself; null = "
+        "detected (the URL itself, else the first of the served manifest's directory, "
+        "static/, assets/ that serves the release's files, said in the report). The CDN "
+        "URL's own path plays this role on the CDN.",
+    )
     manifest_path: str | None = Field(
-        None, description="Path of the served manifest; null = try the well-known names."
+        None,
+        description="Path of the served manifest, under the prefix; null = try the "
+        "well-known names.",
     )
     manifest_format: ManifestFormatName = Field("auto", description="Served manifest format.")
     release_manifest: list[str] = Field(
@@ -399,7 +443,9 @@ class CheckSpec(_Model):
     allow_names_only: bool = Field(
         False,
         description="Accept a release manifest without content hashes (Vite, webpack, CRA, "
-        "Django): only file names are compared, and every report says so.",
+        "Django): only file names are compared, and every report says so. A run judged by "
+        "such a manifest never exits 0: names that match are inconclusive, since nobody "
+        "vouched for the bytes.",
     )
     release_image: str | None = Field(
         None, description="Release image reference; '{version}' is replaced."
@@ -429,7 +475,12 @@ class CheckSpec(_Model):
     registry_insecure: list[str] = Field(
         default_factory=list, description="Registries (host:port) reached over plain HTTP."
     )
-    cdn: str | None = Field(None, description="CDN base URL the assets must exist on.")
+    cdn: str | None = Field(
+        None,
+        description="CDN base URL the assets must exist on: the release's paths are looked "
+        "up under its path (STATIC_URL https://cdn.example/static/ holds static/'s files "
+        "as https://cdn.example/static/PATH), whatever the instances' prefix.",
+    )
     cdn_include: list[str] = Field(
         default_factory=list,
         description="Globs of referenced files checked on the CDN; empty = every file.",
@@ -457,6 +508,17 @@ class CheckSpec(_Model):
     cache_versions: int = Field(
         32, ge=1, le=10_000, description="Release manifests kept in memory, most recent first."
     )
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, v: str | None) -> str | None:
+        return None if v is None else normalise_prefix(v)
+
+    @field_validator("version_endpoint", mode="before")
+    @classmethod
+    def _endpoint_as_string(cls, v: object) -> object:
+        # the command line's PATH[#POINTER]: a YAML file copied from a command works
+        return endpoint_fields(v) if isinstance(v, str) else v
 
     @field_validator("release_manifest", mode="before")
     @classmethod

@@ -94,6 +94,7 @@ class FindingKind(enum.StrEnum):
     CHECK_FAILED = "check-failed"  # an unexpected error while observing one instance
     RELEASE_CHANGED = "release-changed"  # a pinned version's release manifest changed
     RELEASE_UNTRUSTED = "release-untrusted"  # no valid signature by a release key
+    LAYOUT = "layout"  # where the release's files are served: a prefix detected, or wrong
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +286,22 @@ class Fetched:
 
 
 @dataclass(frozen=True, slots=True)
+class Layout:
+    """Where an instance's release files were looked for, relative to its base URL.
+
+    ``prefix`` is the directory the files were fetched under (``static/``; ``""``: the
+    base URL itself); ``detected`` when probing chose it rather than the spec.
+    ``found_at`` is where they were found when not under ``prefix`` (the prefix to
+    use), and ``tried`` the prefixes probed when they were found nowhere.
+    """
+
+    prefix: str = ""
+    detected: bool = False
+    found_at: str | None = None
+    tried: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """Everything fetched from one instance (or the CDN) in one check."""
 
@@ -309,6 +326,8 @@ class Observation:
     #: Assets fetched from the CDN because the served manifest references them there
     #: by absolute URL (webpack ``publicPath``): path under the CDN base -> the reference.
     on_cdn: Mapping[str, str] = field(default_factory=dict)
+    #: Where the release's files were fetched under the instance's base URL.
+    layout: Layout = field(default_factory=Layout)
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,8 @@ def _wanted(
     assets: dict[str, Fetched] = {}
     wanted: set[str] = set()
     for o in observations:
+        if o.layout.tried:  # none of its release's files found where looked: unknown
+            continue  # what the CDN must hold (the verdict names the prefix to use)
         for path, got in o.assets.items():
             if not got.ok or not cdn_paths([path], include, exclude):
                 continue

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from artifactcheck.discover.sample import draw_seed, entry_points, sample_paths
 from artifactcheck.fetch import urls
 from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.judge import prefix as prefix_rules
 from artifactcheck.manifests import WELL_KNOWN_PATHS, algorithms_needed, parse_manifest
 from artifactcheck.manifests.limits import normalise_path
 from artifactcheck.model.errors import ArtifactCheckError, ErrorKind, ManifestError
@@ -32,6 +33,7 @@ from artifactcheck.model.values import (
     Expectation,
     Fetched,
     Instance,
+    Layout,
     Manifest,
     Observation,
 )
@@ -89,9 +91,17 @@ class _Served:
         return None
 
     def nothing_found(self) -> str:
+        """What each well-known name answered; the names answering a page that is not
+        a build manifest (a login page, the SPA's index.html) are one clause, not nine."""
         tried = [f"{p} answers HTTP {f.status}" for p, f in self.not_here.items()]
-        tried += [f"{p} is not a build manifest" for p in self.not_manifests]
+        if self.not_manifests:
+            tried.append(f"{_few(self.not_manifests)} answer a page that is not a build manifest")
         return "no served manifest at any well-known name: " + "; ".join(tried)
+
+
+def _few(paths: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(paths[:limit])
+    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
 class ReleaseLookup(Protocol):
@@ -123,7 +133,10 @@ class Observer:
         if spec.sampling.seed is not None:
             seed = spec.sampling.seed
         self.seed = seed if seed is not None else draw_seed()
-        self.found_manifest_path: str | None = None  # learned from the first instance
+        # learned from the instances observed so far: the manifest name found under each
+        # prefix, and the prefix a release's files were last found under
+        self._found_manifests: dict[str, str] = {}
+        self._learned_prefix = ""
         # Instances are observed a bounded number at a time, each to completion (see
         # observe); _active counts them, to share request slots between their assets.
         self._slots: asyncio.Semaphore | None = None
@@ -236,11 +249,21 @@ class Observer:
         return replace(obs, elapsed=time.perf_counter() - started), expectation
 
     async def _observe(self, instance: Instance) -> tuple[Observation, Expectation | None]:
-        """The steps of one observation; an instance that stops answering stops them."""
+        """The steps of one observation; an instance that stops answering stops them.
+
+        The release's files are looked for under the configured prefix, else under the
+        one a sibling's were found at (the target itself at first); when none of them
+        is there, under the candidates the evidence suggests
+        (:func:`~artifactcheck.judge.prefix.candidates`), and the observation is made
+        again where they are (detected), or records where they are (configured).
+        """
         reported = await self._reported(instance)
         if isinstance(reported, Observation):
             return reported, None
-        served = await self._served(instance, answered=reported.answered)
+        configured = self.spec.prefix
+        looked = configured if configured is not None else self._learned_prefix
+        # an instance that does not answer is unreachable before any release is loaded
+        served = await self._served(instance, looked, answered=reported.answered)
         if isinstance(served, Observation):
             return served, None
         version = instance.reported_version or reported.version
@@ -248,16 +271,104 @@ class Observer:
         if self.expectations is not None and version is not None:
             expectation = await self.expectations.get(version)
         expected = expectation.manifest if expectation is not None else None
+        obs = await self._observe_under(instance, looked, reported, expected, version, served)
+        if obs.error is not None:
+            return obs, None
+        learned = configured is None and looked != ""
+        if expected is None and configured is None:
+            # no release to look for: the served manifest's own directory, when it lists
+            # only files below it (Django's static/staticfiles.json), is the prefix, so
+            # paths are the release's and the CDN is asked for them under its own path
+            below = prefix_rules.manifest_directory(obs.manifest_path, obs.manifest)
+            if below is not None:
+                self._learned_prefix = looked + below
+                again = await self._observe_under(instance, looked + below, reported, None, version)
+                if again.error is not None:
+                    return again, None
+                layout = Layout(prefix=looked + below, detected=True)
+                return replace(again, layout=layout), expectation
+        if expected is None or not prefix_rules.nothing_found(obs.assets, expected):
+            return replace(obs, layout=Layout(prefix=looked, detected=learned)), expectation
+        evidence = (
+            None if configured is not None else self._learned_prefix or None,
+            self._listing_prefix(obs, expected, looked),
+            prefix_rules.directory_of(self.spec.version_endpoint.path)
+            if self.spec.version_endpoint is not None
+            else None,
+        )
+        tried = prefix_rules.candidates(looked, *evidence)
+        pages = prefix_rules.page_hashes(obs.assets, expected)
+        found = await self._find_prefix(instance, tried, expected, pages)
+        if configured is not None or found is None:
+            layout = Layout(prefix=looked, detected=learned, found_at=found, tried=tuple(tried))
+            return replace(obs, layout=layout), expectation
+        self._learned_prefix = found
+        again = await self._observe_under(instance, found, reported, expected, version)
+        if again.error is not None:
+            return again, None
+        return replace(again, layout=Layout(prefix=found, detected=bool(found))), expectation
+
+    def _listing_prefix(self, obs: Observation, expected: Manifest, looked: str) -> str | None:
+        """The prefix the served manifest lists the release's files under (a Django
+        manifest found at ``static/staticfiles.json`` lists ``static/...``)."""
+        if obs.manifest is None:
+            return None
+        below = prefix_rules.prefix_from_listing(obs.manifest.files, expected.files)
+        return None if below is None else looked + below
+
+    async def _find_prefix(
+        self,
+        instance: Instance,
+        tried: Sequence[str],
+        expected: Manifest,
+        pages: frozenset[str],
+    ) -> str | None:
+        """The first candidate prefix most of a few release files are found under."""
+        probes = prefix_rules.probe_paths(expected)
+        if not probes:
+            return None
+        for candidate in tried:
+            answers = [
+                (path, await self._get("identity", instance.base_url, candidate + path, ["sha256"]))
+                for path in probes
+            ]
+            if any(got.unreachable for _, got in answers):
+                return None  # it stopped answering: no evidence either way
+            if prefix_rules.confirmed(answers, pages):
+                return candidate
+        return None
+
+    async def _observe_under(
+        self,
+        instance: Instance,
+        prefix: str,
+        reported: _Reported,
+        expected: Manifest | None,
+        version: str | None,
+        served: _Served | None = None,
+    ) -> Observation:
+        """The served manifest (unless already probed), the plan and the files, with the
+        release's paths under ``prefix``; an Observation with ``error`` when the
+        instance could not be observed."""
+        if served is None:
+            probed = await self._served(instance, prefix, answered=True)
+            if isinstance(probed, Observation):
+                return probed
+            served = probed
         on_cdn, unsafe = self._references(served.manifest)
         paths, algorithms, sampled = self._plan(
             served.manifest, served.key, expected, version, served.as_file, frozenset(on_cdn)
         )
         reused = {p: served.not_here[p] for p in paths if p in served.not_here}
         assets = await self._fetch_all(
-            instance, [p for p in paths if p not in reused], algorithms, on_cdn=on_cdn
+            instance.base_url,
+            [p for p in paths if p not in reused],
+            algorithms,
+            on_cdn=on_cdn,
+            prefix=prefix,
         )
         assets.update(reused)
-        observation = Observation(
+        return Observation(
             instance=instance,
             tls=await self.certificate(instance.base_url),
             manifest_path=served.path,
@@ -273,7 +384,6 @@ class Observer:
             encodings=self.encodings,
             on_cdn=on_cdn,
         )
-        return observation, expectation
 
     async def _reported(self, instance: Instance) -> _Reported | Observation:
         """Step 1: the version endpoint's answer, if one is configured."""
@@ -286,18 +396,29 @@ class Observer:
         if got.error is not None and got.unreachable:
             return await self._unreachable(instance, ve.path, got)
         read = read_version(got, ve.path, ve.pointer)
+        error = read.error
+        if error is not None and got.status in NOT_HERE:
+            error += _endpoint_hint(instance.base_url, ve.path)
         return _Reported(
-            answered=got.status is not None, version=read.version, error=read.error, note=read.note
+            answered=got.status is not None, version=read.version, error=error, note=read.note
         )
 
-    async def _served(self, instance: Instance, *, answered: bool) -> _Served | Observation:
-        """Step 2: the served manifest, probing the well-known names unless configured."""
+    async def _served(
+        self, instance: Instance, prefix: str, *, answered: bool
+    ) -> _Served | Observation:
+        """Step 2: the served manifest under ``prefix``, probing the well-known names
+        unless configured.
+
+        Fetched as the instance's URL plus ``prefix + name``: the instance's URL stays
+        the base every redirect must stay under, so a login redirect from a wrong
+        prefix is followed (and read as "not here"), as it is from the target itself.
+        """
         configured = bool(self.spec.manifest_path)
         found = _Served()
-        for path in self._candidates():
+        for path in self._candidates(prefix):
             got = self._shared_body(
                 await self.fetcher.get_document(
-                    instance.base_url, path, host_header=self.spec.http.host_header
+                    instance.base_url, prefix + path, host_header=self.spec.http.host_header
                 )
             )
             if got.error is not None:
@@ -322,7 +443,7 @@ class Observer:
                 return unobservable(instance, path, got, f"HTTP {got.status}")
             try:
                 found.manifest = self._parse(got, path)
-                self.found_manifest_path = path
+                self._found_manifests[prefix] = path
                 found.path, found.fetch = path, got
             except ManifestError as exc:
                 if not configured and self.spec.manifest_format == "auto":
@@ -350,13 +471,14 @@ class Observer:
             return unobservable(instance, path, got, got.error or "")
         return None
 
-    def _candidates(self) -> list[str]:
+    def _candidates(self, prefix: str) -> list[str]:
         if self.spec.manifest_path:
             return [normalise_path(self.spec.manifest_path)]
         paths = list(WELL_KNOWN_PATHS)
-        if self.found_manifest_path in paths:
-            paths.remove(self.found_manifest_path)
-            paths.insert(0, self.found_manifest_path)
+        known = self._found_manifests.get(prefix)
+        if known in paths:
+            paths.remove(known)
+            paths.insert(0, known)
         return paths
 
     def _references(self, manifest: Manifest | None) -> tuple[dict[str, str], list[str]]:
@@ -513,11 +635,12 @@ class Observer:
 
     async def _fetch_all(
         self,
-        instance: Instance,
+        base_url: str,
         paths: Sequence[str],
         algorithms: Sequence[str],
         *,
         on_cdn: Mapping[str, str] | None = None,
+        prefix: str = "",
     ) -> dict[str, Fetched]:
         """Step 5: every planned path, in every compared coding; what differs between
         codings wins.
@@ -527,11 +650,13 @@ class Observer:
         compared, not hidden behind a correct uncompressed file.
         """
         located = on_cdn or {}
-        jobs: list[tuple[str, str, str]] = []  # (coding, base, path)
+        jobs: list[tuple[str, str, str, str]] = []  # (coding, base, path, path fetched)
         for coding in self.encodings:
             for path in paths:
-                base = self.spec.cdn if path in located and self.spec.cdn else instance.base_url
-                jobs.append((coding, base, path))
+                if path in located and self.spec.cdn:
+                    jobs.append((coding, self.spec.cdn, path, path))
+                else:  # the release's path, under the prefix it is served at
+                    jobs.append((coding, base_url, path, prefix + path))
         results = await self._run_jobs(jobs, algorithms)
         out: dict[str, Fetched] = {}
         for path in paths:
@@ -547,14 +672,15 @@ class Observer:
         return dict(sorted(out.items()))
 
     async def _run_jobs(
-        self, jobs: Sequence[tuple[str, str, str]], algorithms: Sequence[str]
+        self, jobs: Sequence[tuple[str, str, str, str]], algorithms: Sequence[str]
     ) -> dict[tuple[str, str], Fetched]:
-        """Fetch each (coding, base, path), at most ``asset_parallelism`` at once."""
+        """Fetch each (coding, base, path, path fetched), at most ``asset_parallelism``
+        at once; each answer is kept under (coding, path)."""
         results: dict[tuple[str, str], Fetched] = {}
 
-        async def one(job: tuple[str, str, str]) -> None:
-            coding, base, path = job
-            results[(coding, path)] = await self._get(coding, base, path, algorithms)
+        async def one(job: tuple[str, str, str, str]) -> None:
+            coding, base, path, fetched = job
+            results[(coding, path)] = await self._get(coding, base, fetched, algorithms)
 
         wide = self.spec.http.max_per_host if _FIRST.get() else self.asset_parallelism
         width = min(wide, len(jobs))
@@ -564,7 +690,7 @@ class Observer:
             return results
         slots = asyncio.Semaphore(width)
 
-        async def bounded(job: tuple[str, str, str]) -> None:
+        async def bounded(job: tuple[str, str, str, str]) -> None:
             async with slots:
                 await one(job)
 
@@ -572,6 +698,19 @@ class Observer:
             for job in jobs:
                 tg.create_task(bounded(job))
         return results
+
+
+def _endpoint_hint(base_url: str, path: str) -> str:
+    """How to reach a version endpoint that is not under a target with a path of its
+    own: the endpoint resolves against the target URL, the assets' prefix is --prefix."""
+    below = urlsplit(base_url).path
+    if below in ("", "/"):
+        return ""
+    root = urls.base_directory(base_url)[: -len(below)] + "/"
+    return (
+        f" (resolved against the target {base_url}; if the endpoint is at {root}, target "
+        f"{root} and give --prefix {below})"
+    )
 
 
 def _differs(a: Fetched, b: Fetched) -> bool:

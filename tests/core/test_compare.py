@@ -111,6 +111,7 @@ SEVERITY = {
     K.NO_CONSENSUS: Severity.WARNING,
     K.IMAGE_DIVERGES: Severity.WARNING,
     K.TLS_EXPIRING: Severity.WARNING,
+    K.LAYOUT: Severity.WARNING,
     K.EXPECTATION_STALE: Severity.INFO,
     K.SAMPLED: Severity.INFO,
 }
@@ -299,10 +300,10 @@ ROWS: list[Any] = [
         "wrong-base-url-all-missing",
         {p: fetched(p, status=404) for p in CLEAN},
         {},
-        Verdict.MISMATCH,
-        {K.FILE_MISSING},
+        Verdict.INCONCLUSIVE,
+        {K.LAYOUT, K.FILE_MISSING},
         {K.CONTENT_DIFFERS},
-        "all 3 files are missing",
+        "no file of release 1.0 is served at the target itself (3 answer 404",
     ),
     (
         "unexpected-file",
@@ -1711,8 +1712,8 @@ def test_manifest_missing_messages() -> None:
     nowhere = judge(serving(CLEAN), manifest_error="tried 4 names", manifest_path="")
     (g,) = [f for f in nowhere.findings if f.kind is K.MANIFEST_MISSING]
     assert g.message == (
-        "served manifest (any well-known name) was not found: judged by the release's file "
-        "list (tried 4 names)"
+        "the instance serves no manifest at any well-known name: judged by the release's "
+        "file list (tried 4 names)"
     )
 
 

@@ -1,0 +1,179 @@
+"""Where a release's files are served: the prefix between its paths and an instance's URL.
+
+A release's paths are relative to its build directory (``STATIC_ROOT``,
+``public/assets``, ``dist``), and an instance may serve that directory under a prefix:
+Django's ``STATIC_URL`` (``/static/``), Rails' ``/assets/``, an app under a sub-path.
+Fetched at the wrong place every file answers 404, a redirect to a login page or the
+SPA's ``index.html``, which looks exactly like an instance serving nothing of the
+release; so "nothing of the release is served here" is never a mismatch by itself:
+the files are looked for under a few candidate prefixes, and the verdict names the
+prefix to use (:func:`wrong_place_reason`). Pure rules, no I/O: the observer
+(:mod:`artifactcheck.observe.instance`) fetches, this module reads the answers.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
+
+from artifactcheck.model.values import Fetched, Layout, Manifest
+
+MISSING_STATUSES = frozenset({404, 410})
+#: Prefixes tried, after the evidence (the served manifest's listing, the version
+#: endpoint's directory), when a release's files are not where they were looked for:
+#: Django's and Rails' defaults. The instance's own URL (``""``) is always a candidate.
+COMMON_PREFIXES: tuple[str, ...] = ("static/", "assets/")
+#: Release files fetched under each candidate prefix; most must be found there.
+PROBES = 3
+
+
+def shown(prefix: str) -> str:
+    """A prefix as a user writes it: ``static/`` -> ``/static/``, ``""`` -> ``/``."""
+    return "/" + prefix
+
+
+def is_page(path: str) -> bool:
+    """An HTML document: what an SPA fallback answers with, so never a probe."""
+    return path.lower().endswith((".html", ".htm"))
+
+
+def page_path(path: str) -> bool:
+    """An entry page (``index.html`` anywhere): the bytes a fallback serves."""
+    return path == "index.html" or path.endswith("/index.html")
+
+
+def page_hashes(assets: Mapping[str, Fetched], release: Manifest | None) -> frozenset[str]:
+    """sha256 of the site's HTML entry pages: what an SPA fallback answers with."""
+    found: set[str | None] = {f.sha256 for p, f in assets.items() if page_path(p) and f.ok}
+    if release is not None:
+        found |= {e.hashes.get("sha256") for p, e in release.files.items() if page_path(p)}
+    return frozenset(s for s in found if s)
+
+
+def is_fallback(got: Fetched, path: str, pages: Collection[str]) -> bool:
+    """A 200 that is the site's HTML page (or a login page a redirect led to) standing in
+    for a missing non-HTML file."""
+    if not got.ok or is_page(path):
+        return False
+    if got.sha256 is not None and got.sha256 in pages:
+        return True
+    return got.headers.get("content-type", "").lower().startswith("text/html")
+
+
+def is_found(got: Fetched, path: str, pages: Collection[str]) -> bool:
+    """The file is served here: a 2xx body that is not the fallback page. Its bytes may
+    still differ; where a file is and what it holds are judged apart."""
+    return got.ok and got.sha256 is not None and not is_fallback(got, path, pages)
+
+
+def is_absent(got: Fetched, path: str, pages: Collection[str]) -> bool:
+    """The file is not served here: 404/410, or the fallback page."""
+    if got.error is None and got.status in MISSING_STATUSES:
+        return True
+    return is_fallback(got, path, pages)
+
+
+def nothing_found(assets: Mapping[str, Fetched], release: Manifest) -> bool:
+    """Not one of the release's files fetched is served here, and some are absent:
+    the files were looked for in the wrong place (or none of them is deployed)."""
+    pages = page_hashes(assets, release)
+    answers = [(p, f) for p, f in assets.items() if p in release.files]
+    if any(is_found(f, p, pages) for p, f in answers):
+        return False
+    return any(is_absent(f, p, pages) for p, f in answers)
+
+
+def probe_paths(release: Manifest, count: int = PROBES) -> list[str]:
+    """A few release files to look for under a candidate prefix: no HTML page (a
+    fallback answers those too) and no dot-path (nginx denies them), spread over the
+    sorted list so one directory served elsewhere does not decide alone."""
+    usable = sorted(
+        p
+        for p in release.files
+        if not is_page(p) and not any(s.startswith(".") for s in p.split("/"))
+    )
+    if len(usable) <= count:
+        return usable
+    return [usable[i * len(usable) // count] for i in range(count)]
+
+
+def confirmed(answers: Sequence[tuple[str, Fetched]], pages: Collection[str]) -> bool:
+    """Most probes were found: the release's files are served under this prefix."""
+    found = sum(1 for path, got in answers if is_found(got, path, pages))
+    return bool(answers) and found * 2 > len(answers)
+
+
+def prefix_from_listing(listed: Iterable[str], release: Collection[str]) -> str | None:
+    """The directory the served manifest lists the release's files under, when most
+    of its entries are ``PREFIX + a release path`` (a Django manifest read at
+    ``static/staticfiles.json`` lists ``static/admin/css/base.css``); None otherwise."""
+    counts: Counter[str] = Counter()
+    total = 0
+    for path in listed:
+        total += 1
+        if path in release:  # listed where the release has it: no prefix between them
+            continue
+        segments = path.split("/")
+        for cut in range(1, len(segments)):
+            if "/".join(segments[cut:]) in release:
+                counts["".join(f"{s}/" for s in segments[:cut])] += 1
+                break
+    if not counts:
+        return None
+    best, hits = counts.most_common(1)[0]
+    return best if hits * 2 > total else None
+
+
+def manifest_directory(path: str, manifest: Manifest | None) -> str | None:
+    """The directory of a served manifest that lists only files below it (a Django
+    manifest read at ``static/staticfiles.json``), as a prefix; None otherwise (a
+    manifest at the root, Vite's ``.vite/manifest.json`` listing its parent's files)."""
+    head = directory_of(path)
+    if head is None or manifest is None or not manifest.files:
+        return None
+    return head if all(p.startswith(head) for p in manifest.files) else None
+
+
+def directory_of(path: str) -> str | None:
+    """The directory of an endpoint path as a prefix (``/static/version`` -> ``static/``)."""
+    head = posixpath.dirname(path.strip().lstrip("/"))
+    parts = [s for s in head.split("/") if s and s not in (".", "..")]
+    return "".join(f"{s}/" for s in parts) or None
+
+
+def candidates(looked: str, *evidence: str | None) -> list[str]:
+    """The prefixes to look under after ``looked`` found nothing, best evidence first:
+    the given ones (learned from a sibling, the served manifest, the version endpoint),
+    then :data:`COMMON_PREFIXES`, then the instance's own URL; each once, never
+    ``looked`` itself."""
+    out: list[str] = []
+    for prefix in (*evidence, *COMMON_PREFIXES, ""):
+        if prefix is not None and prefix != looked and prefix not in out:
+            out.append(prefix)
+    return out
+
+
+def detected_message(layout: Layout) -> str:
+    """The report's line for a prefix chosen by probing."""
+    at = shown(layout.prefix)
+    return (
+        f"the release's files are served under {at}, not at the target itself: detected, "
+        f"and used (give --prefix {at} to say so)"
+    )
+
+
+def wrong_place_reason(layout: Layout, version: str, absent: int) -> str:
+    """Why an instance where none of the release's files was found is inconclusive,
+    naming the prefix to use (or the ones tried)."""
+    at = "at the target itself" if not layout.prefix else f"under {shown(layout.prefix)}"
+    head = f"no file of release {version} is served {at} ({absent} answer 404 or the fallback page)"
+    if layout.found_at is not None:
+        use = shown(layout.found_at)
+        return f"{head}; they are served under {use}: give --prefix {use}"
+    tried = ", ".join(shown(p) for p in layout.tried)
+    also = f", nor under {tried}" if tried else ""
+    return (
+        f"{head}{also}: a wrong base URL, or nothing of the release is deployed; give "
+        "--prefix PATH where the release's files are served (Django STATIC_URL, Rails /assets/)"
+    )
