@@ -11,7 +11,12 @@ from collections.abc import Sequence
 
 from artifactcheck.fetch import urls
 from artifactcheck.fetch.fetcher import Fetcher
-from artifactcheck.judge.compare import DEFAULT_CDN_EXCLUDE, CdnView, cdn_paths
+from artifactcheck.judge.compare import (
+    CDN_MISSING_STATUSES,
+    DEFAULT_CDN_EXCLUDE,
+    CdnView,
+    cdn_paths,
+)
 from artifactcheck.model.values import Fetched, Observation
 from artifactcheck.observe.instance import Observer
 
@@ -48,6 +53,8 @@ async def observe_cdn(
     if assets and all(f.unreachable for f in assets.values()):
         first = next(iter(assets.values()))
         error = f"CDN {cdn} unreachable: {first.error}"
+    else:
+        error = await _misplaced(fetcher, cdn, {p: assets[p] for p in paths}, observations)
     cert = await observer.certificate(cdn, own_name=True) if observer is not None else None
     return CdnView(
         base_url=cdn,
@@ -81,3 +88,37 @@ def _wanted(
             else:
                 wanted.add(path)
     return assets, sorted(wanted - set(assets))
+
+
+#: How many of the missing files are asked for again under a candidate prefix.
+_PROBES = 2
+
+
+async def _misplaced(
+    fetcher: Fetcher,
+    cdn: str,
+    asked: dict[str, Fetched],
+    observations: Sequence[Observation],
+) -> str | None:
+    """Why the CDN cannot be judged when it was given without the instances' prefix.
+
+    ``--cdn https://cdn/`` for files the CDN serves under ``/static/`` (Django's
+    STATIC_URL on a CDN) makes every file "missing": the user's mistake, never a
+    deployment's. When every file asked for is missing and the first few are found
+    under the prefix the instances serve them under, the CDN is not judged and the
+    reason names the URL to give. A CDN that really lacks them everywhere is still
+    ``cdn-missing``: the probes must find the files, not merely fail to.
+    """
+    if len(asked) < 2 or any(f.status not in CDN_MISSING_STATUSES for f in asked.values()):
+        return None
+    prefixes = sorted({o.layout.prefix for o in observations if o.layout.prefix})
+    probes = sorted(asked)[:_PROBES]
+    for prefix in prefixes:
+        found = [await fetcher.get_asset(cdn, prefix + path, host_header="") for path in probes]
+        if all(f.ok for f in found):
+            where = urls.base_directory(cdn) + prefix
+            return (
+                f"none of the {len(asked)} files asked of the CDN {cdn} is there, but they "
+                f"are served under {prefix}: give --cdn {where}"
+            )
+    return None

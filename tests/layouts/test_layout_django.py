@@ -163,3 +163,21 @@ def test_a_version_endpoint_at_the_host_root_beside_static_targets(
         assert set(run.verdicts().values()) == {"consistent"}, run.explain()
     else:
         assert "404" in run.table, run.explain()
+
+
+def test_a_cdn_missing_the_release_everywhere_is_still_cdn_missing(
+    nginx: Nginx, tmp_path: Path
+) -> None:
+    """The other side of the rule above: the CDN given at its root is judged unjudgeable
+    only when the files *are* found under the instances' prefix. A CDN that holds none
+    of the release anywhere (the upload step forgotten) is the outage: ``cdn-missing``,
+    exit 1, never an inconclusive excuse."""
+    urls = serve_fleet(nginx, SUBNET, "django", [build("django/v1")] * 2, version="1.0.0")
+    empty = tmp_path / "cdn-empty"
+    (empty / "static").mkdir(parents=True)
+    cdn = nginx.serve(CDN_HOST, "static", empty)
+    nginx.start()
+    run = verify(tmp_path, *targets(urls, "1.0.0"), *_releases(tmp_path), "--cdn", cdn)
+    assert run.exit_code == 1, run.explain()
+    assert set(run.verdicts().values()) == {"cdn-missing"}, run.explain()
+    assert APP_JS in {f["path"] for f in run.findings("cdn-missing")}, run.explain()
