@@ -152,7 +152,34 @@ async def judge(
     # each coverage names the codings compared: the observation's (the spec's, set by
     # the observer), so nothing is copied per result afterwards
     results = _compare_isolated(observations, compare)
+    if any(r.unconfirmed for r in results):
+        observations = await _confirm(observer, observations, results)
+        results = _compare_isolated(observations, compare)
     return Judgement(results=results, findings=tuple(fleet), cdn=cdn_view)
+
+
+async def _confirm(
+    observer: Observer, observations: Sequence[Observation], results: Sequence[InstanceResult]
+) -> list[Observation]:
+    """One round of fetching the files a "serves release X" claim still lacks.
+
+    One round, bounded per instance (:data:`~artifactcheck.observe.instance.CONFIRM_LIMIT`):
+    the verdict is a mismatch either way; only what the report may claim it serves
+    depends on it. A failure here leaves the observation as it was.
+    """
+    wanted = {id(r.observation): r.unconfirmed for r in results if r.unconfirmed}
+
+    async def one(obs: Observation) -> Observation:
+        paths = wanted.get(id(obs))
+        if not paths:
+            return obs
+        try:
+            return await observer.confirm(obs, paths)
+        except Exception as exc:  # noqa: BLE001 - a claim unconfirmed, never the run's end
+            log.warning("confirming what %s serves failed: %s", obs.instance.name, describe(exc))
+            return obs
+
+    return list(await asyncio.gather(*(one(o) for o in observations)))
 
 
 async def _load_releases(

@@ -985,12 +985,14 @@ def _verdict(case: _Case) -> tuple[Verdict, str]:
         return Verdict.INCONCLUSIVE, f"siblings disagree with no majority: {_names(files)}"
     if cdn is not None and cdn.unchecked:
         return Verdict.INCONCLUSIVE, f"the CDN could not be checked: {cdn.why_unchecked}"
+    if case.version is None:  # before "nothing fetched": without a version, nothing is
+        return Verdict.INCONCLUSIVE, f"no reported version to judge against: {NO_VERSION_HINT}"
     if not case.obs.assets and case.obs.manifest_fetch is None:
         return Verdict.INCONCLUSIVE, "nothing was fetched to judge by"
-    if case.version is None:
-        return Verdict.INCONCLUSIVE, f"no reported version to judge against: {NO_VERSION_HINT}"
     if case.coverage is not None and case.coverage.compared == 0:
         return Verdict.INCONCLUSIVE, f"no file of release {case.version} could be compared"
+    if not _anything_served(case.obs):
+        return Verdict.INCONCLUSIVE, _nothing_served(case.obs)
     if case.consensus and (case.peers or 0) < 2:
         return (
             Verdict.INCONCLUSIVE,
@@ -1348,7 +1350,33 @@ def judge_instance(
         observation=obs,
         coverage=case.coverage,
         content_verified=_verified(case, verdict),
+        unconfirmed=_unfetched_gaps(case) if verdict is Verdict.MISMATCH else (),
     )
+
+
+def _anything_served(obs: Observation) -> bool:
+    """Some content was served to judge by: a file answered 2xx, or a served manifest was
+    read. Siblings whose manifest path all answer the same 403 page agree on nothing:
+    the error page's bytes are not the content (found on nginx denying dotfiles)."""
+    return obs.manifest is not None or any(f.ok for f in obs.assets.values())
+
+
+def _nothing_served(obs: Observation) -> str:
+    got = obs.manifest_fetch
+    if got is None or got.ok:
+        return "nothing was fetched to judge by"
+    why = got.error or f"HTTP {got.status}"
+    return f"nothing was fetched to judge by: {obs.manifest_path or 'the manifest'} answers {why}"
+
+
+def _unfetched_gaps(case: _Case) -> tuple[str, ...]:
+    """The other release's files that stand between "partial" and "serves X" only
+    because nobody asked for them (no served manifest lists them, the reported
+    release does not hold them): the pipeline's one confirmation round fetches them."""
+    if case.partial_of is None:
+        return ()
+    docs = _documents(case.obs)
+    return tuple(p for p in case.partial_gaps if p not in docs)
 
 
 def tls_findings(

@@ -391,6 +391,10 @@ class InstanceResult:
     #: (a release with content hashes, or at least two agreeing siblings) and nothing
     #: spoke against them. ``None`` (results built by hand): derived from the verdict.
     content_verified: bool | None = None
+    #: The files of the one other release the content matches that were never fetched:
+    #: "serves X" needs all of X's files seen, so the pipeline fetches these once and
+    #: judges again (:func:`artifactcheck.pipeline.judge`).
+    unconfirmed: tuple[str, ...] = ()
 
     @property
     def verified(self) -> bool:

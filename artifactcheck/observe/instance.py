@@ -112,6 +112,11 @@ class ReleaseLookup(Protocol):
     async def get(self, version: str) -> Expectation: ...
 
 
+#: At most this many files are fetched to confirm which release an instance serves: a
+#: hostile or huge release list must not turn one drifted instance into a crawl.
+CONFIRM_LIMIT = 64
+
+
 class Observer:
     """Fetches what one instance serves, under the run's settings and caches."""
 
@@ -632,6 +637,24 @@ class Observer:
             host_header=host,
             accept_encoding=None if coding == "identity" else coding,
         )
+
+    async def confirm(self, obs: Observation, paths: Sequence[str]) -> Observation:
+        """``obs`` with ``paths`` fetched too, under the prefix its files were found at.
+
+        The files of the one other release an instance's content matches, that no one
+        asked for: "serves release X" is said only when all of X's files were seen, so
+        a drifted instance judged by its reported release's file list (no served
+        manifest) is named once X's own files are fetched, and a partial build is
+        caught by the very file that falls back. Only what was not fetched is added.
+        """
+        wanted = [p for p in paths if p not in obs.assets][:CONFIRM_LIMIT]
+        if not wanted or obs.error is not None:
+            return obs
+        algorithms = sorted({"sha256"} | {a for f in obs.assets.values() for a in f.hashes})
+        got = await self._fetch_all(
+            obs.instance.base_url, wanted, algorithms, prefix=obs.layout.prefix
+        )
+        return replace(obs, assets=dict(sorted({**obs.assets, **got}.items())))
 
     async def _fetch_all(
         self,

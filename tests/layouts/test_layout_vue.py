@@ -8,6 +8,7 @@ and are judged by the release's file list; unknown paths answer index.html.
 from __future__ import annotations
 
 import gzip
+import re
 import shutil
 from pathlib import Path
 
@@ -215,7 +216,7 @@ def test_allow_names_only_help_says_it_cannot_exit_0() -> None:
     text = CliRunner(env={"COLUMNS": "200"}).invoke(main, ["verify", "--help"]).output
     start = text.index("--allow-names-only")
     option = " ".join(text[start : text.index("\n  -", start + 1)].split())  # unwrapped
-    assert "exit 0" in option or ("never" in option and "consistent" in option), option
+    assert re.search(r"never exits? 0", option), option
 
 
 def test_instances_behind_basic_auth_are_inconclusive(nginx: Nginx, tmp_path: Path) -> None:
