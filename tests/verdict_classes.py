@@ -248,7 +248,70 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         '"serves release X" only when every compared file is X\'s and none fell back',
         (
             "tests/e2e/test_partial_match_wording.py::test_one_file_fallen_back_is_not_serving_the_other_release",
+            "tests/layouts/test_layout_vue.py::test_a_partial_build_is_never_called_a_release",
         ),
+    ),
+    (
+        "Django as deployed (targets at the root, files under `/static/`): a correct fleet "
+        "exit 1, every instance `mismatch`; the CDN asked for `/static/static/...`",
+        "the prefix between a release's paths and the instance is detected or set "
+        "(`--prefix`); nothing of the release where it was looked for is `inconclusive` "
+        "naming the prefix to use, never `mismatch`; the CDN URL's path is its own base",
+        (
+            "tests/layouts/test_layout_django.py::test_a_correct_django_fleet_is_consistent",
+            "tests/e2e/test_layouts_prefix.py::test_a_wrong_prefix_is_inconclusive_naming_the_right_one",
+        ),
+    ),
+    (
+        "`--cdn` given without the prefix the CDN serves the files under: every file "
+        "`cdn-missing`, exit 1",
+        "when every file asked of the CDN is missing there and found under the instances' "
+        "prefix, the CDN is not judged and the reason names the `--cdn` to give; a CDN "
+        "missing the release everywhere stays `cdn-missing`",
+        (
+            "tests/layouts/test_layout_django.py::test_a_cdn_given_without_its_static_prefix_is_never_a_mismatch",
+            "tests/layouts/test_layout_django.py::test_a_cdn_missing_the_release_everywhere_is_still_cdn_missing",
+        ),
+    ),
+    (
+        "a drifted instance judged by its release's file list (no served manifest) never "
+        "named what it serves",
+        "the files of the one other release the content matches that nobody asked for are "
+        'fetched in one bounded round before "serves X" is said or refused',
+        (
+            "tests/layouts/test_layout_next.py::test_a_drifted_next_instance_alone_is_flagged",
+            "tests/layouts/test_layout_next.py::test_swapped_next_instances_are_each_named",
+        ),
+    ),
+    (
+        "siblings whose manifest path all answered the same 403 page agreed: exit 0 with "
+        "nothing compared",
+        "a 403/404 page is not content: with no file served and no manifest read the verdict "
+        "is `inconclusive`, naming what the manifest path answered",
+        ("tests/layouts/test_layout_vue.py::test_siblings_that_fetched_nothing_never_agree",),
+    ),
+    (
+        "`verify ... | head` (a reader that closes the pipe): any verdict became exit 1",
+        "a closed standard output keeps the verdict's exit code; the summary goes to "
+        "standard error",
+        (
+            "tests/layouts/test_layout_pipe.py::test_a_closed_pipe_never_turns_a_verdict_into_exit_1",
+        ),
+    ),
+    (
+        "a release rebuilt under the same version, instances rebuilt too: exit 0",
+        "`--pins`: the first release manifest seen for a version is pinned by its sha256; "
+        "another one later is `release-changed` (exit 1) until `pins accept`",
+        (
+            "tests/e2e/test_release_trust.py::test_pins_catch_the_silent_rebuild_until_it_is_accepted",
+        ),
+    ),
+    (
+        'whoever could write to the release source decided what "expected" means',
+        "`--release-key`: only a manifest with a DSSE envelope signed by a known key, whose "
+        "subject is the bytes loaded and whose version is the one declared, is trusted; "
+        "anything else is `inconclusive`",
+        ("tests/e2e/test_release_trust.py::test_only_a_release_signed_by_a_known_key_is_trusted",),
     ),
 ]
 
