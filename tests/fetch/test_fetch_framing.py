@@ -11,12 +11,15 @@ on the server's own count of accepted connections, never inferred from the clien
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import threading
+import time
 from collections.abc import Callable
 
 import httpx
 import pytest
-from fetch_support import settings
+from fetch_support import eventually, settings
 from rawserver import RawConn, RawServer, response, serve_each
 
 from artifactcheck.fetch import build_ssl_context
@@ -325,3 +328,43 @@ async def test_differing_content_lengths_are_refused(
         async with make_fetcher(retry={"attempts": 1}) as f:
             got = await f.get_asset(server.url, "a.js")
     refused(got, "invalid Content-Length", transport=transport)
+
+
+# ------------------------------------------------------------- bytes nobody asked for
+
+
+@pytest.mark.parametrize("arrival", ["same-segment", "while-idle"])
+async def test_a_response_nobody_asked_for_is_never_the_next_answer(
+    make_fetcher, host: Callable[[], str], arrival: str
+) -> None:
+    """HTTP/1.1 has no request ids: a second response sent after the first, in the
+    same segment (read with it) or later (while the connection is idle in the pool),
+    would be taken as the answer to the next request, and the right file reported as
+    a wrong one. Such a connection is never reused, on any transport."""
+    sent = threading.Event()
+    forged = response(200, b"forged")
+
+    def handler(conn: RawConn) -> None:
+        while (head := conn.read_request()) is not None:
+            answer = response(200, b"real " + RawConn.target(head).encode())
+            if conn.index != 0:
+                conn.send(answer)
+            elif arrival == "same-segment":
+                conn.send(answer + forged)
+            else:
+                conn.send(answer)
+                time.sleep(0.05)  # the client has read its answer and pooled the connection
+                conn.send(forged)
+                sent.set()
+
+    with RawServer(host(), handler) as server:
+        async with make_fetcher(retry={"attempts": 1}) as f:
+            first = await f.get_asset(server.url, "a.js")
+            if arrival == "while-idle":
+                await eventually(sent.is_set, timeout=10)
+                for _ in range(10):  # the event loop runs: the forgery is delivered
+                    await asyncio.sleep(0.01)
+            second = await f.get_asset(server.url, "b.js")
+    assert first.hashes["sha256"] == sha(b"real /a.js"), first.error
+    assert second.ok and second.hashes["sha256"] == sha(b"real /b.js"), second.error
+    assert server.connections == 2
