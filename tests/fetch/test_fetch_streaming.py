@@ -20,7 +20,6 @@ from artifactcheck.sim.web import (
     Site,
     Truncated,
     WebFleet,
-    WrongLength,
 )
 
 MB = 1024 * 1024
