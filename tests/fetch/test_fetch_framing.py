@@ -380,3 +380,28 @@ async def test_a_response_nobody_asked_for_is_never_the_next_answer(
     assert first.hashes["sha256"] == sha(b"real /a.js"), first.error
     assert second.ok and second.hashes["sha256"] == sha(b"real /b.js"), second.error
     assert server.connections == 2
+
+
+async def test_httpx_pool_expires_only_idle_connections_holding_bytes(
+    host: Callable[[], str],
+) -> None:
+    """White-box, for the httpx transport's guard (transports._SilentConnection): a
+    connection whose response is still being read holds that body's bytes in h11's
+    buffer, and must not be expired (closed under the reader) for them; once idle, the
+    bytes after the response expire it."""
+    wire = response(200, HELLO) + b"junk after the response"
+    with RawServer(host(), serve_each(lambda conn, head: wire)) as server:
+        pool = make_transport(settings("httpx"), build_ssl_context(settings("httpx")), None)
+        try:
+            async with httpx.AsyncClient(transport=pool) as client:
+                async with client.stream("GET", server.url + "a.js") as reply:
+                    (connection,) = pool._pool.connections  # type: ignore[attr-defined]
+                    assert not connection.is_idle()
+                    assert not connection.has_expired()  # its own body is buffered
+                    assert await reply.aread() == HELLO
+                # idle with bytes after its response: expired, so the pool closed it
+                assert connection.is_closed()
+                again = await client.get(server.url + "b.js")
+        finally:
+            await pool.aclose()
+    assert again.content == HELLO and server.connections == 2
