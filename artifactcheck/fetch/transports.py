@@ -62,9 +62,12 @@ class _SilentConnection(httpcore.AsyncHTTPConnection):
     """
 
     def has_expired(self) -> bool:
-        h11_state = getattr(self._connection, "_h11_state", None)
-        if h11_state is not None and h11_state.trailing_data[0]:
-            return True
+        # only an idle connection: one streaming a response holds its own body's bytes
+        connection = self._connection
+        h11_state = getattr(connection, "_h11_state", None)
+        if h11_state is not None and connection is not None and connection.is_idle():
+            if h11_state.trailing_data[0]:
+                return True
         return super().has_expired()
 
 
@@ -88,7 +91,7 @@ def _aiohttp_transport(http: HttpSettings, ssl_context: ssl.SSLContext) -> httpx
         arrived while it was idle (aiohttp parses them and keeps them as the answer to
         the next request: a forged response would be hashed as the next file)."""
 
-        async def _get(self, key: Any, traces: Any) -> Any:
+        async def _get(self, key: Any, *args: Any, **kw: Any) -> Any:  # (key, traces) in 3.14
             conns = self._conns.get(key)
             if conns:
                 for entry in [e for e in conns if e[0].should_close]:
@@ -96,7 +99,7 @@ def _aiohttp_transport(http: HttpSettings, ssl_context: ssl.SSLContext) -> httpx
                     entry[0].close()
                 if not conns:
                     del self._conns[key]
-            return await super()._get(key, traces)
+            return await super()._get(key, *args, **kw)
 
     connector = SilentReuseConnector(
         limit=http.max_connections,
