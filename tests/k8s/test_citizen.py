@@ -81,6 +81,22 @@ def _kubeconfig(cluster: SimCluster, tmp_path: Path) -> str:
 LONG_LEASE = 600.0  # seconds: no test waits for it to expire
 
 
+def lease_tries(replica: Any) -> list[bool]:
+    """The outcomes of ``replica``'s tries to take or renew the Lease, from now on (a
+    later event to wait for instead of sleeping, then asserting that nothing happened)."""
+    tries: list[bool] = []
+    lock = replica.controller.lock
+    real = lock.try_acquire_or_renew
+
+    def counted(*args: Any, **kw: Any) -> bool:
+        held = bool(real(*args, **kw))
+        tries.append(held)
+        return held
+
+    lock.try_acquire_or_renew = counted
+    return tries
+
+
 def lease_requests(cluster: TenantCluster) -> int:
     """Requests for the leader Lease the API server has received so far."""
     return sum(1 for _, path in list(cluster.api.requests) if "/leases/" in path)
@@ -130,13 +146,11 @@ def test_sigterm_hands_the_lease_over_at_once_and_exits(
         assert _get(f"http://127.0.0.1:{metrics}/readyz")[0] == 404
         status, body = _get(f"http://127.0.0.1:{metrics}/metrics")
         assert status == 200 and "artifactcheck_leader 1.0" in body
-        standby = running(
-            cluster, identity="standby", lease_duration=15.0, renew_period=0.2
-        ).start()
-        # proc-1 renews every 200 s: the lease requests now are the standby's tries
-        tried = lease_requests(cluster)
-        wait_for(lambda: lease_requests(cluster) >= tried + 3, timeout=30)
-        assert not standby.controller.is_leader  # proc-1's lease is valid
+        standby = running(cluster, identity="standby", lease_duration=15.0, renew_period=0.2)
+        tries = lease_tries(standby)
+        standby.start()
+        wait_for(lambda: len(tries) >= 3, timeout=30)
+        assert not any(tries) and not standby.controller.is_leader  # proc-1's lease is valid
         assert holder(cluster) == "proc-1"
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
@@ -210,9 +224,11 @@ def test_leader_that_cannot_renew_stops_acting_by_its_deadline(cluster: TenantCl
     try:
         wait_for(lambda: a.controller.is_leader, timeout=10)
         wait_for(lambda: all(gate(cluster, p.name) == "True" for p in pods), timeout=20)
+        b_tries = lease_tries(b)
         b.start()
         sampler.start()
-        time.sleep(0.6)
+        wait_for(lambda: len(b_tries) >= 2, timeout=30)  # b tried, and was refused
+        assert not any(b_tries)
         assert not b.controller.is_leader and a.controller.may_act() and not a_stopped
         cluster.api.inject("*", r"/leases", 0, times=-1, delay=4.0)
         stalled = time.monotonic()
