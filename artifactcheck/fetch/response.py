@@ -21,6 +21,7 @@ from typing import Any, Final, Protocol, cast
 from artifactcheck.fetch.decoders import DecodeError, Decoder, decoder_for
 from artifactcheck.fetch.errors import classified
 from artifactcheck.fetch.headers import Headers, content_length, evidence, kept_once
+from artifactcheck.fetch.http1 import Reply
 from artifactcheck.fetch.stats import FetchStats
 from artifactcheck.model.errors import ErrorKind
 
@@ -86,9 +87,17 @@ def _response_problem(response: Response) -> str | None:
 
     A status outside 100..599, or a transfer coding other than one final ``chunked``
     (the bytes handed over would still be encoded, and hashed as if they were the file).
+    A 1xx as the final response (a ``101`` upgrade nobody asked for): what follows it is
+    another protocol, not a body. ``Transfer-Encoding`` together with ``Content-Length``
+    from a transport other than "http1" (the request-smuggling shape, RFC 9112 6.3):
+    httpx's pool reads it as chunked but then reuses the connection, so it is refused
+    unread, which closes the connection; "http1" reads it as chunked and never pools it.
     """
-    if not 100 <= response.status_code <= 599:
-        return f"invalid status code {response.status_code}"
+    status = response.status_code
+    if not 100 <= status <= 599:
+        return f"invalid status code {status}"
+    if status < 200:
+        return f"status {status} as the final response (no upgrade was asked for)"
     codings = [
         c.strip().lower()
         for value in response.headers.get_list("transfer-encoding")
@@ -97,7 +106,18 @@ def _response_problem(response: Response) -> str | None:
     ]
     if codings and codings != ["chunked"]:
         return f"unsupported Transfer-Encoding {', '.join(codings)[:80]!r}"
+    if (
+        codings
+        and response.headers.get("content-length") is not None
+        and not isinstance(response, Reply)
+    ):
+        return "Transfer-Encoding together with Content-Length (a message framed two ways)"
     return None
+
+
+def _chunked(response: Response) -> bool:
+    """Whether the body is framed by chunked transfer coding (then no Content-Length holds)."""
+    return bool(response.headers.get_list("transfer-encoding"))
 
 
 class _Wire:
@@ -205,7 +225,9 @@ async def read(
     except DecodeError as exc:
         return result.fail(exc.kind, str(exc))
     result.content_encoding = encoding
-    declared = content_length(response.headers)
+    # A 204 has no body and a chunked body no length, whatever Content-Length says
+    # (RFC 9112 6.3): read as a promise, it made a complete response "truncated".
+    declared = None if status == 204 or _chunked(response) else content_length(response.headers)
     if declared is not None and encoding is None and declared > cap:
         message = f"Content-Length {declared} is over the cap of {cap} bytes; not read"
         return result.fail(ErrorKind.TOO_LARGE, message)

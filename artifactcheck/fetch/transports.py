@@ -14,7 +14,9 @@ environment. docs/benchmarks.md has the measurements behind the default.
 from __future__ import annotations
 
 import ssl
+from typing import Any
 
+import httpcore
 import httpx
 
 from artifactcheck.fetch.http1 import KEEPALIVE, Http1Transport
@@ -44,15 +46,62 @@ def make_transport(
             max_keepalive_connections=http.max_connections,
             keepalive_expiry=KEEPALIVE,
         )
-        return httpx.AsyncHTTPTransport(verify=ssl_context, limits=limits, trust_env=False)
+        transport = httpx.AsyncHTTPTransport(verify=ssl_context, limits=limits, trust_env=False)
+        transport._pool.__class__ = _SilentReusePool  # see there: no other way in
+        return transport
     return _aiohttp_transport(http, ssl_context)
+
+
+class _SilentConnection(httpcore.AsyncHTTPConnection):
+    """A pooled httpcore connection that expires when bytes wait after its response.
+
+    HTTP/1.1 has no request ids: bytes the server sent after a response (read by h11
+    in the same segment, e.g. a second, forged response) would be taken as the answer
+    to the next request on the connection, and a right file reported as a wrong one.
+    httpcore only checks the socket (``is_readable``), not h11's own buffer.
+    """
+
+    def has_expired(self) -> bool:
+        # only an idle connection: one streaming a response holds its own body's bytes
+        connection = self._connection
+        h11_state = getattr(connection, "_h11_state", None)
+        if h11_state is not None and connection is not None and connection.is_idle():
+            if h11_state.trailing_data[0]:
+                return True
+        return super().has_expired()
+
+
+class _SilentReusePool(httpcore.AsyncConnectionPool):
+    """httpx's pool whose new connections are :class:`_SilentConnection` (the class of
+    the pool httpx built is swapped: httpx takes no pool of ours)."""
+
+    def create_connection(self, origin: httpcore.Origin) -> httpcore.AsyncConnectionInterface:
+        connection = super().create_connection(origin)
+        if type(connection) is httpcore.AsyncHTTPConnection:  # not a proxy's (none is used)
+            connection.__class__ = _SilentConnection
+        return connection
 
 
 def _aiohttp_transport(http: HttpSettings, ssl_context: ssl.SSLContext) -> httpx.AsyncBaseTransport:
     import aiohttp  # only this transport needs it: ~0.15 s of imports otherwise
     from httpx_aiohttp import AiohttpTransport
 
-    connector = aiohttp.TCPConnector(
+    class SilentReuseConnector(aiohttp.TCPConnector):
+        """aiohttp's connector that never hands out a pooled connection on which bytes
+        arrived while it was idle (aiohttp parses them and keeps them as the answer to
+        the next request: a forged response would be hashed as the next file)."""
+
+        async def _get(self, key: Any, *args: Any, **kw: Any) -> Any:  # (key, traces) in 3.14
+            conns = self._conns.get(key)
+            if conns:
+                for entry in [e for e in conns if e[0].should_close]:
+                    conns.remove(entry)
+                    entry[0].close()
+                if not conns:
+                    del self._conns[key]
+            return await super()._get(key, *args, **kw)
+
+    connector = SilentReuseConnector(
         limit=http.max_connections,
         limit_per_host=http.max_per_host,
         ssl=ssl_context,

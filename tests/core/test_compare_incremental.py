@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from test_compare import A1, CLEAN, E1, IDX1, MIX, OLD, R1, R2, fetched, obs, serving
+from compare_support import A1, CLEAN, E1, IDX1, MIX, OLD, R1, R2, fetched, obs, serving
 
 from artifactcheck.judge.compare import (
     SAMPLED_OUT,

@@ -726,13 +726,31 @@ def test_workloads_are_per_namespace() -> None:
     assert any(f.kind is FindingKind.SUSPECT_EXPECTATION for f in d.findings)
 
 
-def test_pods_without_owner_form_one_fleet() -> None:
-    loose = [
-        result(replace(pod(f"p-{n}", gate="True"), owner=None), M if n == 0 else C)
-        for n in range(8)
+def loose_pods(bad: int, total: int = 8) -> list[InstanceResult]:
+    """Pods without an owner (bare pods, a static fleet), the first ``bad`` mismatching."""
+    return [
+        result(replace(pod(f"p-{n}", gate="True"), owner=None), M if n < bad else C)
+        for n in range(total)
     ]
-    d = one_cycle(loose, PolicySettings(mode="flag", confirmations=1, majority_threshold=0.5))
-    assert [a.target for a in d.actions if a.kind is ActionKind.FLAG] == ["p-0"]
+
+
+def test_pods_without_owner_form_one_fleet_for_the_majority_rule() -> None:
+    """5 of 8 ownerless pods disagree: as one fleet, the expectation is the suspect and
+    nobody is flagged; as eight one-pod workloads, each would be flagged."""
+    d = one_cycle(loose_pods(5), PolicySettings(mode="flag", confirmations=1))
+    (alert,) = [f for f in d.findings if f.kind is FindingKind.SUSPECT_EXPECTATION]
+    assert alert.message.startswith("5 of 8 instances of (fleet) disagree"), alert.message
+    assert not [a for a in d.actions if a.kind is ActionKind.FLAG]
+
+
+def test_pods_without_owner_form_one_fleet_for_the_cap() -> None:
+    """3 of 8 mismatch, under the majority: the 25% cap of one fleet of 8 lets two be
+    quarantined (as eight workloads of one, the cap of each would be 0)."""
+    policy = PolicySettings(mode="quarantine", confirmations=1, majority_threshold=0.5)
+    d = one_cycle(loose_pods(3), policy)
+    assert quarantined(d) == ["p-0", "p-1"]
+    (held,) = [f for f in d.findings if f.kind is FindingKind.ACTION_HELD]
+    assert "(fleet) already has 2 of 8 quarantined" in held.message, held.message
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from ci_support import tool
 
 from artifactcheck.model.settings import load_spec
 from artifactcheck.model.values import FindingKind, Verdict
@@ -94,11 +95,7 @@ def _free_port(host: str) -> int:
 @pytest.fixture
 def nginx(tmp_path: Path) -> Iterator[str]:
     """A real nginx with ``gzip_static on`` over a copy of 1.4.1 holding a stale .gz."""
-    binary = shutil.which("nginx") or (
-        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
-    )
-    if binary is None:
-        pytest.skip("nginx is not installed (apt-get install nginx-light)")
+    binary = tool("nginx", "apt-get install nginx-light; .ci/docker.sh", also=("/usr/sbin/nginx",))
     root = tmp_path / "html"
     shutil.copytree(RELEASES["1.4.1"], root)
     (root / f"{STALE}.gz").write_bytes(gzip.compress(_stale_bytes(), mtime=0))

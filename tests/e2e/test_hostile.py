@@ -136,7 +136,8 @@ def test_tarpit_and_trickle_end_within_deadline(make_fleet, web) -> None:
     started = time.monotonic()
     report = check(spec)
     elapsed = time.monotonic() - started
-    assert elapsed < 6.0, f"the run took {elapsed:.1f}s with a 3s per-instance deadline"
+    # without the deadlines the tarpit holds the run forever and the trickle for 600 s
+    assert elapsed < 60.0, f"the run took {elapsed:.1f}s with a 3s per-instance deadline"
     results = by_name(report)
     assert results["hang"].verdict is Verdict.UNREACHABLE
     assert "timeout" in (results["hang"].observation.error_kind or "")

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
+from ci_support import unmet
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -473,7 +473,7 @@ def dropping_namespace(tag: int) -> Iterator[str]:
     with the reason when namespaces, veth pairs or iptables are not available.
     """
     if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("iptables"):
-        pytest.skip("not possible here: needs root, ip and iptables")
+        unmet("a network namespace is not possible here: needs root, ip and iptables")
     ns = f"acf{os.getpid() % 100000}n{tag}"
     outside, inside = (
         f"acf{os.getpid() % 100000}o{tag}"[:15],
@@ -501,7 +501,10 @@ def dropping_namespace(tag: int) -> Iterator[str]:
         for step in steps:
             done = subprocess.run(step, capture_output=True, text=True, check=False)
             if done.returncode != 0:
-                pytest.skip(f"not possible here: `{' '.join(step)}` failed: {done.stderr.strip()}")
+                unmet(
+                    f"a network namespace is not possible here: `{' '.join(step)}` failed: "
+                    f"{done.stderr.strip()}"
+                )
         yield there
     finally:
         cleanup()

@@ -286,8 +286,9 @@ def test_unreachable_behind_a_dropping_firewall(make_fleet, subnet: int, fault: 
     fault.observed = f"{result.verdict.value}: {result.reason}"[:160]
     assert result.verdict is Verdict.UNREACHABLE, result.reason
     assert result.observation.error_kind == "timeout"
+    # the connect timeout ended it, not the instance deadline: no clock needed to tell
     assert "connect" in (result.observation.error or "")
-    assert fault.elapsed is not None and fault.elapsed < 3.0
+    assert "instance_deadline" not in (result.observation.error or "")
     assert any(f.kind is FindingKind.UNREACHABLE for f in result.findings)
     assert_fleet_judged(outcome, fault)
 

@@ -1,12 +1,16 @@
-"""Helpers shared by the fetch tests (fake sleep and rng, settings, polling)."""
+"""Helpers shared by the fetch tests (fake sleep and rng, settings, polling, TLS)."""
 
 from __future__ import annotations
 
 import asyncio
 import random
+import ssl
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
+
+import trustme
 
 from artifactcheck.model.settings import HttpSettings
 
@@ -44,3 +48,12 @@ async def eventually(predicate: Callable[[], bool], timeout: float = 3.0) -> Non
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.01)
+
+
+def server_context(
+    ca: trustme.CA, *names: str, not_after: datetime | None = None
+) -> ssl.SSLContext:
+    """A server's TLS context with a certificate from ``ca`` for ``names``."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(*names, not_after=not_after).configure_cert(ctx)
+    return ctx

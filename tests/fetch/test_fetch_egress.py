@@ -14,8 +14,7 @@ from typing import Any
 import httpx
 import pytest
 import trustme
-from fetch_support import RecordingSleep, settings
-from test_fetch_tls import server_context
+from fetch_support import RecordingSleep, server_context, settings
 
 from artifactcheck.fetch import Fetcher
 from artifactcheck.fetch.tls import probe_certificate

@@ -23,8 +23,8 @@ async def test_hang_times_out_on_read(
         got = await f.get_asset(base, "a.js")
         took = time.monotonic() - started
     assert got.error_kind == "timeout"
-    assert "read_timeout" in (got.error or "")
-    assert 0.25 <= took < 1.5
+    assert "read_timeout" in (got.error or "")  # not the 5 s request_timeout: no clock needed
+    assert 0.25 <= took
     await eventually(lambda: fleet.server(base).connections_current == 0)
 
 
@@ -50,7 +50,7 @@ async def test_trickle_hits_the_whole_request_limit(
         took = time.monotonic() - started
     assert got.error_kind == "timeout"
     assert "request_timeout" in (got.error or "")
-    assert 0.45 <= took < 1.5
+    assert 0.45 <= took
     await eventually(lambda: fleet.server(base).connections_current == 0)
 
 
@@ -92,8 +92,9 @@ async def test_connect_timeout_against_a_full_backlog(
             s.close()
         listener.close()
     assert got.error_kind == "timeout", got.error
-    assert "connect" in (got.error or "")
-    assert took < 1.5
+    # the connect timeout, not the 5 s request_timeout, ended it
+    assert "connect" in (got.error or "") and "request_timeout" not in (got.error or "")
+    assert took >= 0.25
 
 
 async def test_caller_deadline_cancels_without_leaking(
@@ -108,8 +109,9 @@ async def test_caller_deadline_cancels_without_leaking(
                 await asyncio.gather(*(f.get_asset(base, f"a{i}.js") for i in range(3)))
         assert f.stats.in_flight == 0
         await eventually(lambda: fleet.server(base).connections_current == 0)
-        # The only slot was released: the next request goes through at once.
-        got = await asyncio.wait_for(f.get_asset(other, "ok.js"), 2)
+        # The only slot was released: the next request goes through (a slot still held
+        # by a hanging request would be freed only by its 30 s read timeout).
+        got = await asyncio.wait_for(f.get_asset(other, "ok.js"), 20)
     assert got.ok
     assert fleet.server(base).request_count == 1
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import trustme
+from fetch_support import server_context
 
 from artifactcheck.fetch.tls import days_left, probe_certificate, unverified_context
 from artifactcheck.model.errors import FetchConnectError, FetchError, FetchTimeout
@@ -29,14 +30,6 @@ def ca_file(ca: trustme.CA, tmp_path: Path) -> str:
     path = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(path))
     return str(path)
-
-
-def server_context(
-    ca: trustme.CA, *names: str, not_after: datetime | None = None
-) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert(*names, not_after=not_after).configure_cert(ctx)
-    return ctx
 
 
 @pytest.fixture

@@ -103,17 +103,6 @@ def test_template_and_rollouts_are_what_argo_reads() -> None:
         )
 
 
-def test_example_artifactcheck_is_accepted_by_the_crd(cluster: GateCluster) -> None:
-    (check,) = _load(ARGO / "artifactcheck.yaml")
-    created = cluster.api.create(check)
-    assert created["spec"]["kubernetes"] == {
-        **check["spec"]["kubernetes"],
-        **created["spec"]["kubernetes"],
-    }
-    for key in check["spec"]:
-        assert key in created["spec"], f"the CRD pruned spec.{key}"
-
-
 def test_clean_canary_succeeds(cluster: GateCluster, gate: Gate) -> None:
     cluster.add_stable(3)
     cluster.add_check()

@@ -183,7 +183,8 @@ def test_wait_for_a_fresh_check_is_bounded(cluster: GateCluster) -> None:
         t0 = time.monotonic()
         status, doc = get(gate, CHECK + "?fresh=true&timeout=1.5s")
         assert (status, doc["reason"]) == (504, "WaitTimedOut")
-        assert 1.4 < time.monotonic() - t0 < 5
+        # at its timeout, not when the budget refills (a minute at 1 per minute)
+        assert 1.4 < time.monotonic() - t0 < 30
         # a timeout above the cap is cut to it, not refused
         assert get(gate, CHECK + "?fresh=false&timeout=1h")[0] == 200
 
@@ -224,10 +225,11 @@ def test_connections_are_bounded(cluster: GateCluster, gate: Gate) -> None:
     try:
         slots = gate.server.server.slots  # type: ignore[attr-defined]
         wait_for(lambda: slots._value == 0, timeout=10)
-        t0 = time.monotonic()
+        # refused at once: a request that waited for a slot would have been served
+        # (200) when one came free; the 503 is only sent while every slot is held
         answer = raw(gate.server.port, b"GET /healthz HTTP/1.0\r\n\r\n")
         assert answer.startswith("HTTP/1.1 503") and "TooManyConnections" in answer
-        assert time.monotonic() - t0 < 2
+        assert slots._value == 0  # the idle clients still hold every slot
     finally:
         for s in idle:
             s.close()

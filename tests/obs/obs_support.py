@@ -7,15 +7,14 @@ failure, so the checks cannot silently stop running.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from ci_support import tool
 from prometheus_client.parser import text_string_to_metric_families
 
 from artifactcheck.sim.cluster import SimCluster
@@ -28,12 +27,7 @@ RUNBOOK = ROOT / "docs" / "runbook.md"
 
 
 def find_promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("promtool is missing (Debian package prometheus; .ci/docker.sh)")
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    return path
+    return tool("promtool", "Debian package prometheus; .ci/docker.sh")
 
 
 def run_promtool(promtool: str, *args: str, stdin: str | None = None) -> str:

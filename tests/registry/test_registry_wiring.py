@@ -16,14 +16,7 @@ from artifactcheck.manifests import native
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.release import wiring
 
-pytestmark = [
-    pytest.mark.docker,
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        "release_image_source" not in CheckSpec.model_fields,
-        reason="registry reader not wired into settings/pipeline yet",
-    ),
-]
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def test_pipeline_reads_release_image_from_registry(pushed: Any, registry: Any) -> None:

