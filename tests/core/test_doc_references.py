@@ -170,11 +170,27 @@ def problems_in(name: str, text: str) -> Iterator[tuple[str, str]]:
             why := dotted_problem(reference)
         ):
             yield reference, why
-    page_dir = (ROOT / name).parent
+    page = ROOT / name
     for match in LINK.finditer(text):
-        target = match.group(1).split("#", 1)[0]
-        if target and not re.match(r"^[a-z][\w+.-]*:", target) and not (page_dir / target).exists():
-            yield match.group(1), f"link target missing (relative to {page_dir.relative_to(ROOT)}/)"
+        target, _, anchor = match.group(1).partition("#")
+        if re.match(r"^[a-z][\w+.-]*:", target):
+            continue  # https:, mailto:: not the repository's
+        linked = page.parent / target if target else page
+        if not linked.exists():
+            yield (
+                match.group(1),
+                f"link target missing (relative to {page.parent.relative_to(ROOT)}/)",
+            )
+        elif anchor and linked.suffix == ".md" and anchor not in heading_anchors(linked):
+            yield match.group(1), f"{linked.relative_to(ROOT)} has no heading #{anchor}"
+
+
+def heading_anchors(page: Path) -> frozenset[str]:
+    """The anchors GitHub gives a page's headings: lowercase, punctuation dropped, - for spaces."""
+    found = set()
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*#*$", page.read_text(encoding="utf-8"), re.M):
+        found.add(re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-"))
+    return frozenset(found)
 
 
 def test_every_name_in_the_docs_exists(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -209,6 +225,7 @@ def test_every_name_in_the_docs_exists(monkeypatch: pytest.MonkeyPatch) -> None:
         ),
         ("`bench.sampled.no_such_function`", "bench.sampled.no_such_function"),
         ("[the runbook](nothing.md#alerts)", "nothing.md#alerts"),
+        ("[an alert](runbook.md#artifactchecknosuchalert)", "runbook.md#artifactchecknosuchalert"),
     ],
 )
 def test_a_name_that_does_not_exist_is_reported(
