@@ -14,7 +14,8 @@ What counts as naming something (each a rule below, each with a test that breaks
 - a bare Python file name, `fetch.py`: some file in the repository has that name;
 - a dotted name, `artifactcheck.x.y` or `bench.x`: the longest importable prefix is a
   module and the rest are attributes of it;
-- a relative Markdown link, `[runbook](runbook.md#anchor)`: the file exists.
+- a relative Markdown link, `[runbook](runbook.md#anchor)`: the file exists, and so does
+  a heading of that page with that anchor.
 """
 
 from __future__ import annotations
