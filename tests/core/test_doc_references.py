@@ -1,4 +1,4 @@
-"""Every file and module the README and the docs name exists.
+"""Every file and module the READMEs and the docs name exists.
 
 Docs describe the present. A page that still names `fetch.py` after it became `fetch/`
 sends a newcomer looking for something that is not there, and nothing else notices: the
@@ -59,12 +59,14 @@ NOT_MODULE_SUFFIXES = frozenset(
 
 
 def documents() -> Iterator[tuple[str, str]]:
-    """(relative name, text) of every present-tense page: README, docs/, CHANGELOG's Unreleased."""
+    """(name, text) of each present-tense page: READMEs, docs/, k8s/, CHANGELOG's Unreleased."""
     yield "README.md", (ROOT / "README.md").read_text(encoding="utf-8")
     changelog = ROOT / "CHANGELOG.md"
     if changelog.exists():
         yield "CHANGELOG.md", unreleased(changelog.read_text(encoding="utf-8"))
-    for page in sorted((ROOT / "docs").rglob("*.md")):
+    pages = [*(ROOT / "docs").rglob("*.md"), *(ROOT / "k8s").rglob("*.md")]
+    pages += [p for p in (ROOT / "tests").rglob("README.md") if "node_modules" not in p.parts]
+    for page in sorted(pages):
         yield page.relative_to(ROOT).as_posix(), page.read_text(encoding="utf-8")
 
 
@@ -262,4 +264,5 @@ def test_only_the_unreleased_part_of_the_changelog_is_read() -> None:
 def test_the_pages_read_are_the_present_tense_ones() -> None:
     names = [name for name, _ in documents()]
     assert "README.md" in names and "docs/architecture.md" in names
-    assert "docs/perf/verify.md" in names
+    assert "docs/perf/verify.md" in names and "k8s/README.md" in names
+    assert "tests/fixtures/README.md" in names
