@@ -1,4 +1,4 @@
-"""Benchmarks of artifactcheck at fleet scale (issue 7); not part of the test suite.
+"""Benchmarks of artifactcheck at fleet scale; not part of the test suite.
 
 Run everything with ``bench/run.sh`` (or ``python -m bench``); each benchmark also runs
 alone (``python -m bench.sampled``, ``bench.throughput``, ``bench.controller``,

@@ -1,7 +1,7 @@
 """``python -m bench``: run every benchmark, one process each, and print a summary.
 
-    python -m bench                 # every benchmark, full size (about 8 minutes here)
-    python -m bench --quick         # smaller sizes, a smoke test (about 1.5 minutes)
+    python -m bench                 # every benchmark, full size (minutes)
+    python -m bench --quick         # smaller sizes, a smoke test
     python -m bench --only sampled,cache
 
 Each benchmark also runs alone (``python -m bench.sampled`` etc.) and writes its raw

@@ -1,7 +1,7 @@
 """Where the time of a sampled check goes: HTTP client stacks on the same requests.
 
-Not one of the four benchmarks of issue 7, but the measurement behind the choices in
-``fetch.py`` (like docs/benchmarks.md, at 1,000 hosts): the same URL list (manifest + 6
+Not one of the main benchmarks, but the measurement behind the transport choices in
+``artifactcheck/fetch/`` (at 1,000 hosts by default): the same URL list (manifest + 6
 assets for each of N instances), every body sha256-hashed, 64 requests in flight,
 measured in-process (no interpreter start-up), one stack at a time, each in a fresh
 subprocess so they do not share warm state.

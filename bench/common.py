@@ -96,7 +96,7 @@ def run_measured(
     Peak RSS comes from GNU time, which forks the command itself: ``wait4``'s
     ``ru_maxrss`` of a child of this process starts at this process's own RSS (Linux
     carries the forked copy's high-water mark across ``exec``), so a 1 MB ``true``
-    reads as large as the benchmark driver (400 MB after it read a few reports).
+    reads as large as the benchmark driver (which holds the reports it has read).
     """
     shell = isinstance(argv, str)
     rss_file = tempfile.NamedTemporaryFile(prefix="acbench-rss-", delete=False)  # noqa: SIM115

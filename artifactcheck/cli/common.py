@@ -49,8 +49,8 @@ def run_quietly(coro: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run`` that hands back the result without the main task holding it.
 
     Python 3.11's ``asyncio.run`` builds the ``repr()`` of the main task's result
-    while restoring the SIGINT handler; for a 1,000-instance Report that cost 3.5 s and
-    350 MB (docs/benchmarks.md). Keeping the result out of the task avoids it.
+    while restoring the SIGINT handler; for a fleet's Report that is a large share of the
+    run's time and memory (docs/benchmarks.md). Keeping the result out of the task avoids it.
     """
     box: list[T] = []
 

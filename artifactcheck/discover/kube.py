@@ -308,7 +308,7 @@ def list_pods_as(
     Read ``page`` pods at a time (``limit``/``continue``, as client-go's pager does;
     None: one request), each pod passed through ``each`` as its page arrives: a
     caller that keeps a summary of each pod (the controller) never holds the JSON of
-    every pod at once, which was the controller's peak memory at 5,000 pods. A
+    every pod at once, which would set the controller's peak memory in a large namespace. A
     continue token the API server no longer honours (410: the snapshot was
     compacted) restarts the list in one request, as client-go's pager falls back.
     """

@@ -50,7 +50,7 @@ def load_json(data: bytes | str, limits: ManifestLimits) -> Any:
     """Parse JSON under the byte and nesting-depth caps.
 
     The C decoder is run first: it guards its own recursion (a 10,000-level document
-    raises RecursionError, translated here), and it is 50 times faster than scanning
+    raises RecursionError, translated here), and it is far faster than scanning
     the text in Python. The nesting cap is then checked on the result without recursion.
     """
     size = len(data) if isinstance(data, bytes) else _utf8_size(data)

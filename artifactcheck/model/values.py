@@ -136,10 +136,10 @@ class Sha256Hashes(Mapping[str, str]):
     """``{"sha256": hex}`` held as the 32-byte digest: the hashes of a native entry.
 
     A release manifest cache holds tens of versions of tens of thousands of entries,
-    nearly all carrying only a sha256. As a dict of one 64-character string that is
-    ~300 bytes per entry; this read-only mapping is ~105 and reads as the same mapping
+    nearly all carrying only a sha256. As a dict of one 64-character string an entry is
+    several times the size of this read-only mapping, which reads as the same mapping
     (lowercase hex, equal to the dict it replaces, same repr), so no caller changes.
-    See docs/perf/cache.md for the measurements.
+    See docs/benchmarks.md for the measurements.
     """
 
     __slots__ = ("digest",)

@@ -152,8 +152,8 @@ class Observer:
         self._no_firsts: asyncio.Event | None = None
         self._certs = Certificates(spec.http, fetcher.egress)
         # Siblings serve the same manifest bytes: each distinct document is parsed, and
-        # its sample drawn, once per run (1,000 instances x 500 entries is seconds of
-        # CPU otherwise). Keys hold the body's sha256; values the result or the error.
+        # its sample drawn, once per run (else parsing grows with instances x entries,
+        # a large run's CPU). Keys hold the body's sha256; values the result or the error.
         self._parsed: dict[tuple[str, str], Manifest | ManifestError] = {}
         self._plans: dict[tuple[object, ...], tuple[object, list[str], list[str], bool]] = {}
         self._bodies: dict[str, bytes] = {}  # sha256 -> one copy of a served manifest
@@ -539,7 +539,7 @@ class Observer:
 
     def _shared_body(self, got: Fetched) -> Fetched:
         """``got`` holding the run's one copy of its body: observations keep their
-        manifest fetch, and 5,000 pods serving one 80 KB manifest are 400 MB otherwise."""
+        manifest fetch, and a copy per instance would grow memory with the fleet."""
         sha = got.sha256
         if got.body is None or sha is None:
             return got

@@ -1,8 +1,8 @@
 """Observing a large fleet from several processes: both cores, one verdict.
 
-One process observes about 1,700 GETs a second here: each GET costs 400-600 µs of
-CPU (reading, hashing, bookkeeping), so ``verify`` over 1,000 instances is bound by one
-core (docs/perf/verify.md). For such a run the instances are split by host between
+One process observes on one core: each GET costs CPU (reading, hashing, bookkeeping),
+so ``verify`` over a large fleet is bound by that core (figures: docs/benchmarks.md).
+For such a run the instances are split by host between
 this process and forked copies of it; each copy observes its share with its own
 Fetcher and :class:`~artifactcheck.observe.instance.Observer` and sends every
 observation back as it completes. Judging, the CDN, deciding and reporting stay here,
@@ -26,13 +26,13 @@ What keeps one verdict, whatever the number of processes:
 
 Why ``os.fork`` and not :mod:`multiprocessing` or a subprocess: a fork starts in
 microseconds with the interpreter, the imports and the parsed spec already in place,
-where a spawned interpreter re-imports the package (0.3-0.7 s here, a tenth of the
-run). It is only done where it is safe: on POSIX, with no other thread in the process
+where a spawned interpreter re-imports the package (a start-up per copy, which a
+short run feels). It is only done where it is safe: on POSIX, with no other thread in the process
 (a fork copies only the calling thread, and a lock another thread held would stay
 locked in the copy forever), before this process opened any connection. Otherwise the
 run observes in one process, as before. Observations come back as one stream of
 pickles per copy, with one memo: the manifest a thousand siblings share is sent once,
-not once per instance (127 KB a piece otherwise). The pickles come from a fork of this
+not once per instance. The pickles come from a fork of this
 very process; nothing an instance sends is ever unpickled, only values built from it.
 """
 
