@@ -34,6 +34,7 @@ from artifactcheck.act.kube import KubeActor, cordoned_by_us
 from artifactcheck.act.logs import ContextAdapter
 from artifactcheck.clients.kube import WatchExpired, abort_stream
 from artifactcheck.clients.kube_bodies import Pod
+from artifactcheck.control import forward
 from artifactcheck.control.addresses import api_server_addresses, own_addresses
 from artifactcheck.control.api import VerdictApi
 from artifactcheck.control.health import HealthServer, Heartbeat
@@ -124,6 +125,11 @@ class ControllerSettings:
     #: (control/shard.py, docs/scaling.md); 0 of 1 owns them all.
     shard: int = 0
     total_shards: int = 1
+    #: ``host:port`` where this replica's verdict API answers the other replicas,
+    #: published on the Lease while it leads. None: the port of the server that serves
+    #: /metrics (the ``artifactcheck-metrics`` Service's) on $POD_IP, else on the
+    #: address it binds unless that is a wildcard (then nothing is published).
+    advertise_address: str | None = None
 
 
 @dataclass
@@ -349,6 +355,8 @@ class Controller:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cycles_completed = 0
         self.synced = False
+        #: Where this replica's verdict API answers (published on the Lease).
+        self.advertised: str | None = settings.advertise_address
 
     def _address_rules(self, api_client: Any) -> AddressRules:
         """Addresses no check may connect to: the API server's, our own, the denied."""
@@ -395,15 +403,41 @@ class Controller:
         self, *, host: str, port: int, probes: bool = True, metrics: bool = True
     ) -> HealthServer:
         """Start /healthz and /readyz (``probes``), /metrics (``metrics``) and the verdict
-        API (docs/verdict-api.md) in a thread."""
-        return HealthServer(
+        API (docs/verdict-api.md) in a thread. A standby's API forwards to the leader;
+        the server that serves /metrics is the one this replica advertises."""
+        forwarder = forward.Forwarder(
+            identity=self.settings.identity,
+            leader=self.leader,
+            counted=lambda outcome: self.metrics.verdict_forwards.labels(outcome).inc(),
+        )
+        server = HealthServer(
             host=host,
             port=port,
             live=self.heartbeat.check if probes else None,
             ready=self.ready if probes else None,
             metrics=(lambda: (self.metrics.exposition(), CONTENT_TYPE)) if metrics else None,
-            api=VerdictApi(self, loop=lambda: self._loop),
-        ).start()
+            api=VerdictApi(
+                self, loop=lambda: self._loop, forwarder=forwarder, identity=self.settings.identity
+            ),
+        )
+        if metrics and self.settings.advertise_address is None:
+            own = os.environ.get("POD_IP", "").strip() or host
+            if own not in ("", "0.0.0.0", "::"):  # noqa: S104 - a wildcard is not an address
+                self.advertised = forward.format_address(own, server.port)
+        return server.start()
+
+    def leader(self) -> forward.Leader | None:
+        """The leader's verdict API, by the Lease as last read: None when nobody else
+        holds a running lease (by this replica's clock) or the holder published no
+        usable address."""
+        seen = self.lock.observed
+        address = seen.other_leader(self.settings.identity, datetime.now(UTC)) if seen else None
+        if seen is None or seen.holder is None or address is None:
+            return None
+        parsed = forward.parse_address(address)
+        if parsed is None:
+            return None
+        return forward.Leader(identity=seen.holder, host=parsed[0], port=parsed[1])
 
     # -- main loop -----------------------------------------------------------------
 
@@ -497,7 +531,11 @@ class Controller:
     def _renew(self, now: datetime, deadline: float) -> bool:
         with self._lease_guard:
             return self.lock.try_acquire_or_renew(
-                self.settings.identity, self.settings.lease_duration, now, deadline=deadline
+                self.settings.identity,
+                self.settings.lease_duration,
+                now,
+                deadline=deadline,
+                address=self.advertised,
             )
 
     def _set_leader(self, held: bool) -> None:
