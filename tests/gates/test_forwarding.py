@@ -156,8 +156,9 @@ def test_standby_answers_with_the_leaders_status_and_body(cluster: GateCluster, 
     cluster.add_canary(1, serves="1.4.1")  # the canary serves the stable bytes: failed
     cluster.add_check()
     gate.settled(CHECK)
-    # The leader publishes the address of the server it serves /metrics on.
-    assert published(cluster) == f"127.0.0.1:{gate.server.port}"
+    # The leader publishes the address of the server it serves /metrics on (at its
+    # next renewal: this test started the server after the controller).
+    wait_for(lambda: published(cluster) == f"127.0.0.1:{gate.server.port}", timeout=10)
     with started(cluster, identity="ctl-b", lead=False) as standby:
         wait_for(lambda: standby.running.controller.leader() is not None, timeout=10)
         assert not standby.running.controller.is_leader
