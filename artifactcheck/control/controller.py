@@ -57,11 +57,12 @@ from artifactcheck.discover.kube import (
 )
 from artifactcheck.discover.sample import draw_seed, sample_instances
 from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.fetch.headers import configured_headers
 from artifactcheck.judge.compare import CdnView, JudgeCache
 from artifactcheck.judge.decide import Decision, History, held_out_of_traffic
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError, ExpectationUnavailable
 from artifactcheck.model.names import ANN_STREAK, CRD_PLURAL, LEASE_NAME
-from artifactcheck.model.settings import CheckSpec
+from artifactcheck.model.settings import CheckSpec, HttpSettings
 from artifactcheck.model.values import (
     Action,
     ActionKind,
@@ -86,6 +87,7 @@ from artifactcheck.tenancy.admission import (
     load_admin_config,
     source_hosts,
 )
+from artifactcheck.tenancy.credentials import CredentialScope
 from artifactcheck.tenancy.egress import Address, AddressRules, EgressPolicy, parse_address
 
 log = logging.getLogger("artifactcheck.control.controller")
@@ -859,11 +861,13 @@ class Controller:
             await self._recover_cordoned(state, clog)
         watcher = asyncio.create_task(self._watch_pods(state, stop, watching_since=time.time()))
         try:
+            scope = self._credential_scope(state)
             async with Fetcher(
                 http=state.spec.http,
                 retry=state.spec.retry,
                 logger=clog,
                 egress=self._egress_for(state),
+                scoped_headers=scope or None,
             ) as fetcher:
                 state.expectations = _expectations_or_unavailable(
                     state.spec, fetcher, clog, api_client=self.api, namespace=state.namespace
@@ -894,9 +898,10 @@ class Controller:
         except ArtifactCheckError as exc:
             log_.warning("could not read cordoned nodes: %s", exc)
 
-    def _egress_for(self, state: CheckState) -> EgressPolicy:
-        """Where the check's fetcher may connect: its pods, and the sources admitted."""
-        assert state.admission is not None
+    @staticmethod
+    def _instance_addresses(state: CheckState) -> Callable[[], frozenset[Address]]:
+        """The addresses of the check's pods now, for the egress policy and the
+        credential scope."""
 
         def instance_addresses() -> frozenset[Address]:
             # asked on every new connection: a set, so a lookup is O(1) (a pass over
@@ -908,11 +913,32 @@ class Controller:
                 state.hosts = frozenset(state.addresses.values())
             return state.hosts
 
+        return instance_addresses
+
+    def _egress_for(self, state: CheckState) -> EgressPolicy:
+        """Where the check's fetcher may connect: its pods, and the sources admitted."""
+        assert state.admission is not None
         return EgressPolicy(
             rules=self.address_rules,
             sources=source_hosts(state.admission),
-            instance_addresses=instance_addresses,
+            instance_addresses=self._instance_addresses(state),
         )
+
+    def _credential_scope(self, state: CheckState) -> CredentialScope:
+        """The granted credentials' headers, read now (files, environment), each sent
+        only where the admin's ``hosts`` and ``send_to_pods`` say; ConfigError names the
+        credential whose file or variable is missing."""
+        assert state.admission is not None
+        resolved = []
+        for cred in state.admission.credentials:
+            try:
+                values = configured_headers(
+                    HttpSettings(header_files=cred.header_files, header_env=cred.header_env)
+                )
+            except ConfigError as exc:
+                raise ConfigError(f"admin credential {cred.name!r}: {exc}") from exc
+            resolved.append((cred, values))
+        return CredentialScope(resolved, self._instance_addresses(state))
 
     # -- the check's pods ----------------------------------------------------------
 
