@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 from artifactcheck.act.kube import KubeActor, cordoned_by_us
 from artifactcheck.act.logs import ContextAdapter
-from artifactcheck.clients.kube import WatchExpired, abort_stream
+from artifactcheck.clients.kube import Throttled, WatchExpired, abort_stream
 from artifactcheck.clients.kube_bodies import Pod
 from artifactcheck.control import forward
 from artifactcheck.control.addresses import api_server_addresses, own_addresses
@@ -690,7 +690,8 @@ class Controller:
                 rv = None
             except ArtifactCheckError as exc:
                 self.metrics.api_errors.labels(name).inc()
-                delay = next(delays)
+                # full jitter, but never sooner than a 429's Retry-After asks
+                delay = max(next(delays), exc.retry_after if isinstance(exc, Throttled) else 0.0)
                 self.log.warning("watch of %s failed: %s; retrying in %.2fs", name, exc, delay)
                 rv = None
                 try:
