@@ -59,7 +59,7 @@ from artifactcheck.discover.sample import draw_seed, sample_instances
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.headers import configured_headers
 from artifactcheck.judge.compare import CdnView, JudgeCache
-from artifactcheck.judge.decide import Decision, History, held_out_of_traffic
+from artifactcheck.judge.decide import Decision, History, InstanceState, held_out_of_traffic
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError, ExpectationUnavailable
 from artifactcheck.model.names import ANN_STREAK, CRD_PLURAL, LEASE_NAME
 from artifactcheck.model.settings import CheckSpec, HttpSettings
@@ -357,6 +357,13 @@ class Controller:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cycles_completed = 0
         self.synced = False
+        #: time.monotonic() before which no pod action or status write is sent: the
+        #: API server answered one with 429 and a Retry-After (API Priority and
+        #: Fairness throttles the controller's flow as a whole, not one pod).
+        self.writes_not_before = 0.0
+        #: The same for the Lease's requests (a throttled renewal is not repeated
+        #: sooner; the renew deadline still ends the leadership in time).
+        self.lease_not_before = 0.0
         #: Where this replica's verdict API answers (published on the Lease).
         self.advertised: str | None = settings.advertise_address
 
@@ -573,6 +580,11 @@ class Controller:
             deadline = self.acting_until if self.is_leader else started + self.renew_deadline
             held = False
             try:
+                if started < self.lease_not_before:
+                    raise Throttled(
+                        "lease renewal held back: the API server asked to retry later",
+                        retry_after=self.lease_not_before - started,
+                    )
                 renewal = asyncio.get_running_loop().run_in_executor(
                     self._lease_pool, self._renew, datetime.now(UTC), deadline
                 )
@@ -587,6 +599,10 @@ class Controller:
             except LeaseNamespaceMissing as exc:
                 self._config_failed("lease-namespace", str(exc))
             except ArtifactCheckError as exc:
+                if isinstance(exc, Throttled):
+                    self.lease_not_before = max(
+                        self.lease_not_before, time.monotonic() + exc.retry_after
+                    )
                 self.metrics.api_errors.labels("lease").inc()
                 self.log.warning("lease renewal failed: %s", exc)
             if held:
@@ -599,7 +615,7 @@ class Controller:
                 break
             # A leader whose renewal failed retries every renew period, and wakes at
             # its deadline at the latest, to give leadership up in time.
-            wait = self.settings.renew_period
+            wait = max(self.settings.renew_period, self.lease_not_before - time.monotonic())
             if self.is_leader and not held:
                 wait = min(wait, max(0.0, self.acting_until - time.monotonic()))
             try:
@@ -653,11 +669,18 @@ class Controller:
         on_sync: Callable[[list[_Listed]], None],
         on_event: Callable[[str, dict[str, Any]], None],
     ) -> None:
-        """List, then watch from the list's resourceVersion; relist on 410; back off."""
+        """List, then watch from the list's resourceVersion; relist on 410; back off.
+
+        A watch that breaks (cut mid-stream, a 5xx, a 429) resumes from the last
+        resourceVersion it delivered, as client-go's reflector does, instead of listing
+        everything again: under a loaded API server, relisting every pod at every cut
+        is the load that makes it worse. Only a 410 (or a failed list) lists again.
+        """
         delays = backoff_delays(self.settings.backoff_base, self.settings.backoff_max, self.rng)
         rv: str | None = None
         loop = asyncio.get_running_loop()
         while not stop.is_set():
+            delivered: list[str] = []  # the last resourceVersion the watch delivered
             try:
                 if rv is None:
                     items, rv = await asyncio.to_thread(list_fn)
@@ -668,11 +691,16 @@ class Controller:
                 queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
                 current: str = rv or ""
 
-                def pump(start: str = current, queue: asyncio.Queue[Any] = queue) -> str:
+                def pump(
+                    start: str = current,
+                    queue: asyncio.Queue[Any] = queue,
+                    delivered: list[str] = delivered,
+                ) -> str:
                     last = start
                     try:
                         for kind, obj in watch_fn(start):
                             last = obj.get("metadata", {}).get("resourceVersion") or last
+                            delivered[:] = [last]
                             loop.call_soon_threadsafe(queue.put_nowait, (kind, obj))
                             if self._stop.is_set():
                                 break
@@ -693,7 +721,9 @@ class Controller:
                 # full jitter, but never sooner than a 429's Retry-After asks
                 delay = max(next(delays), exc.retry_after if isinstance(exc, Throttled) else 0.0)
                 self.log.warning("watch of %s failed: %s; retrying in %.2fs", name, exc, delay)
-                rv = None
+                # resume after what was delivered; a failed list (or a watch that
+                # delivered nothing since the list) starts from the list's version
+                rv = delivered[0] if delivered else rv
                 try:
                     await asyncio.wait_for(stop.wait(), timeout=delay)
                 except TimeoutError:
@@ -1243,9 +1273,9 @@ class Controller:
         state.judged.forget(state.observations)
         self._export_certificates(state, observations, checked.judgement.cdn)
         results = checked.judgement.results
-        performed = await self._act(state, checked.decision, results, log_)
+        performed, failed = await self._act(state, checked.decision, results, log_)
         state.opened = {a.target for a in performed if a.kind is ActionKind.RELEASE}
-        state.history = checked.decision.history
+        state.history = _undo_failed(checked.decision.history, state.history, failed)
         report = replace(
             checked.report, actions=tuple(performed), elapsed=time.perf_counter() - started.clock
         )
@@ -1324,8 +1354,10 @@ class Controller:
         decision: Decision,
         results: list[Any],
         log_: logging.LoggerAdapter[logging.Logger],
-    ) -> list[Any]:
-        """Perform the decided actions; failures are logged, never crash the loop."""
+    ) -> tuple[list[Action], list[Action]]:
+        """Perform the decided actions: (those that changed the cluster, those that
+        failed or were not attempted because this replica may not write now). Failures
+        are logged, never crash the loop."""
         actor = KubeActor(
             api_client=self.api,
             policy=state.spec.policy,
@@ -1335,9 +1367,11 @@ class Controller:
         )
         by_name = {r.instance.name: r for r in results}
         if not self.may_act():
-            return []
-        done = await self._apply_all(actor, decision.actions, by_name, log_)
+            return [], list(decision.actions)
+        failed: set[int] = set()
+        done = await self._apply_all(actor, decision.actions, by_name, log_, failed)
         performed = [a for a, ok in zip(decision.actions, done, strict=True) if ok]
+        failures = [decision.actions[i] for i in sorted(failed)]
         # persist confirmation streaks so a restart does not restart the count
         for name, st in decision.history.instances.items():
             old = state.history.instances.get(name)
@@ -1346,11 +1380,14 @@ class Controller:
                 continue
             if st.streak == 0 and ANN_STREAK not in r.instance.annotations:
                 continue
+            if time.monotonic() < self.writes_not_before:
+                break  # throttled: a restart would only count a confirmation again
             try:
                 await asyncio.to_thread(actor.record_streak, r.instance, st.streak)
             except ArtifactCheckError as exc:
+                self._throttled(exc)
                 log_.warning("could not record streak of %s: %s", name, exc)
-        return performed
+        return performed, failures
 
     async def _apply_all(
         self,
@@ -1358,8 +1395,10 @@ class Controller:
         actions: tuple[Action, ...],
         by_name: Mapping[str, InstanceResult],
         log_: logging.LoggerAdapter[logging.Logger],
+        failed: set[int] | None = None,
     ) -> list[bool]:
-        """Perform the actions; whether each changed the cluster, in their order.
+        """Perform the actions; whether each changed the cluster, in their order
+        (the indexes of those that failed are added to ``failed``).
 
         The actions on one pod run in order, those on different pods side by side
         (``_ACTING_AT_ONCE`` requests in flight: a start-up opens thousands of gates);
@@ -1378,11 +1417,18 @@ class Controller:
         def apply(i: int) -> None:
             action = actions[i]
             result = by_name.get(action.target)
+            if time.monotonic() < self.writes_not_before:
+                if failed is not None:  # not sent: the API server asked us to wait
+                    failed.add(i)
+                return
             try:
                 done[i] = actor.apply(action, result.instance if result else None, result)
             except ArtifactCheckError as exc:
+                self._throttled(exc)
                 self.metrics.api_errors.labels(action.kind.value).inc()
                 log_.warning("%s of %s failed: %s", action.kind.value, action.target, exc)
+                if failed is not None:
+                    failed.add(i)
 
         def apply_each(indexes: list[int]) -> None:
             for i in indexes:
@@ -1435,8 +1481,8 @@ class Controller:
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         transitions = _stamp_transitions(state.transitions, conditions, stamp)
         status = {**body, "conditions": conditions, "lastCheckTime": stamp}
-        if not self.may_act():
-            return
+        if not self.may_act() or time.monotonic() < self.writes_not_before:
+            return  # written by a later cycle (last_status is unchanged)
         try:
             await asyncio.to_thread(
                 patch_check_status, self.api, state.namespace, state.name, status
@@ -1444,8 +1490,38 @@ class Controller:
             state.last_status = comparable
             state.transitions = transitions
         except ArtifactCheckError as exc:
+            self._throttled(exc)
             self.metrics.api_errors.labels("status").inc()
             log_.warning("could not write status: %s", exc)
+
+    def _throttled(self, exc: ArtifactCheckError) -> None:
+        """A 429's Retry-After holds every pod action and status write until it passed."""
+        if isinstance(exc, Throttled):
+            until = time.monotonic() + exc.retry_after
+            self.writes_not_before = max(self.writes_not_before, until)
+
+
+def _undo_failed(history: History, before: History, failed: Collection[Action]) -> History:
+    """The policy's new memory, except what a failed action did not do.
+
+    Policy decides a quarantine or a flag once (the transition) and remembers it; a
+    write the API server refused (a 429, a 500, a timeout) must not be remembered as
+    done, or the pod stays in traffic and its Event is never written. The next cycle
+    then decides it again. The streak stays: the evidence was seen.
+    """
+    if not failed:
+        return history
+    instances = dict(history.instances)
+    for action in failed:
+        now = instances.get(action.target)
+        if now is None:
+            continue
+        was = before.instances.get(action.target, InstanceState())
+        if action.kind in (ActionKind.QUARANTINE, ActionKind.RELEASE):
+            instances[action.target] = replace(now, quarantined=was.quarantined)
+        elif action.kind in (ActionKind.FLAG, ActionKind.UNFLAG):
+            instances[action.target] = replace(now, flagged=was.flagged)
+    return replace(history, instances=instances)
 
 
 def _top_findings(report: Report) -> list[Finding]:
