@@ -192,6 +192,26 @@ def test_api_server_faults_change_nothing() -> None:
     early = [(round(g, 2), what) for g, want, what in throttled if g < want]
     assert early == [], f"{len(early)} of {len(throttled)} retried sooner than Retry-After: {early}"
 
+    # A watch cut mid-stream resumes from its last resourceVersion (a watch), it does
+    # not list everything again; only a 410 does
+
+    seen = faults.seen()
+    after_cut = [
+        next(
+            (
+                t.verb
+                for t in seen[i + 1 :]
+                if t.resource == s.resource and t.verb in ("list", "watch")
+            ),
+            None,
+        )
+        for i, s in enumerate(seen)
+        if s.fault == "cut"
+    ]
+    # (a list may still come next when the leadership was lost meanwhile and the check
+    # started again: its new watch lists first)
+    assert after_cut.count("watch") > 2 * after_cut.count("list"), after_cut
+
     # Failed watches back off with jitter: the delays before reconnecting differ.
     errors = [g for g, _, _ in gaps_after(faults, "error")]
     assert len({round(g, 3) for g in errors}) > 1, errors
