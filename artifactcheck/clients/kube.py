@@ -196,7 +196,8 @@ def _translate(what: str, exc: ApiException) -> ArtifactCheckError:
     if status == 429:
         wait = _retry_after(exc)
         return Throttled(
-            f"{what}: throttled (429, retry after {wait:g}s): {message}", retry_after=wait
+            f"{what}: the API server answered 429 (retry after {wait:g}s): {message}",
+            retry_after=wait,
         )
     if status == 0:
         return DependencyError(f"{what}: the request could not be made: {message}")
