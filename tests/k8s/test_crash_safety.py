@@ -12,14 +12,17 @@ the next standby.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import random
 import re
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from launch import controller_process
@@ -45,7 +48,9 @@ def holder(tc: TenantCluster) -> str | None:
 
 
 class Replica:
-    def __init__(self, tc: TenantCluster, tmp: Path, identity: str) -> None:
+    def __init__(
+        self, tc: TenantCluster, tmp: Path, identity: str, *, lease_duration: float = 2
+    ) -> None:
         self.identity = identity
         self.metrics_port = free_port("127.0.0.1")
         self.proc: subprocess.Popen[str] = controller_process(
@@ -54,7 +59,7 @@ class Replica:
             health_port=free_port("127.0.0.1"),
             metrics_port=self.metrics_port,
             identity=identity,
-            extra=["--lease-duration", "2"],
+            extra=["--lease-duration", str(lease_duration)],
         )
 
     def cycles(self) -> float:
@@ -128,3 +133,47 @@ def test_kill_9_the_leader_during_action_batches(tmp_path: Path) -> None:
         finally:
             for replica in replicas.values():
                 replica.kill()
+
+
+def _get(port: int, path: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=70) as resp:  # noqa: S310
+            return resp.status, json.loads(resp.read()), dict(resp.headers)
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, json.loads(exc.read()), dict(exc.headers)
+    except OSError:  # not listening yet
+        return 0, {}, {}
+
+
+def test_the_standby_process_forwards_then_answers_503_when_the_leader_is_killed(
+    tmp_path: Path,
+) -> None:
+    """Two real processes: a gate asking the standby gets the leader's answer; once the
+    leader is killed with -9 the standby answers 503 LeaderUnreachable while the Lease
+    still names the dead leader (15 s lease: the answer came before any take-over)."""
+    with TenantCluster(
+        first_host="127.87.2.1", cdn_host="127.87.202.1", release_host="127.87.102.1"
+    ) as tc:
+        tc.add_pod()
+        tc.add_check(interval=30)
+        first = Replica(tc, tmp_path, "proc-first", lease_duration=15)
+        try:
+            wait_for(lambda: holder(tc) == "proc-first", timeout=60)
+            second = Replica(tc, tmp_path, "proc-second", lease_duration=15)
+            try:
+                path = "/verdicts/v1/namespaces/shop/artifactchecks/web"
+                status, doc, headers = wait_for(
+                    lambda: (r := _get(second.metrics_port, path))[0] == 200 and r, timeout=60
+                )
+                assert headers["X-ArtifactCheck-Answered-By"] == "proc-first"
+                assert _get(first.metrics_port, path)[:2] == (status, doc)
+                first.kill()
+                status, doc, headers = _get(second.metrics_port, path)
+                assert (status, doc["reason"]) == (503, "LeaderUnreachable"), doc
+                assert headers["X-ArtifactCheck-Answered-By"] == "proc-second"
+                assert holder(tc) == "proc-first"  # answered before the lease expired
+            finally:
+                second.kill()
+        finally:
+            first.kill()
