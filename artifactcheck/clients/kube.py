@@ -80,6 +80,7 @@ __all__ = [
     "call",
     "call_json",
     "client_without_retries",
+    "Throttled",
     "close_client",
     "event_model",
     "lease_model",
@@ -155,6 +156,23 @@ def _status_message(exc: ApiException) -> str:
     return str(exc.reason or "no reason given")
 
 
+class Throttled(DependencyError):
+    """429 Too Many Requests (API Priority and Fairness): retry after ``retry_after``
+    seconds (its ``Retry-After``, 1 when absent or unreadable, at most 60), not sooner."""
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _retry_after(exc: ApiException) -> float:
+    value = (getattr(exc, "headers", None) or {}).get("Retry-After", "")
+    try:
+        return min(60.0, max(0.0, float(value)))
+    except (TypeError, ValueError):
+        return 1.0
+
+
 def _translate(what: str, exc: ApiException) -> ArtifactCheckError:
     """Map an API status to the artifactcheck error a caller can act on."""
     status = int(exc.status or 0)
@@ -174,6 +192,12 @@ def _translate(what: str, exc: ApiException) -> ArtifactCheckError:
     if status == 404:
         return ConfigError(
             f"{what}: not found (404): the API, namespace or CRD is not installed: {message}"
+        )
+    if status == 429:
+        wait = _retry_after(exc)
+        return Throttled(
+            f"{what}: the API server answered 429 (retry after {wait:g}s): {message}",
+            retry_after=wait,
         )
     if status == 0:
         return DependencyError(f"{what}: the request could not be made: {message}")

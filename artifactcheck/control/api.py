@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
+from artifactcheck.control.forward import ANSWERED_BY, Forwarder
 from artifactcheck.control.health import json_error
 from artifactcheck.judge.decide import History, held_out_of_traffic
 from artifactcheck.model.selectors import LabelSelector, SelectorError
@@ -317,11 +318,22 @@ def document(snap: Snapshot, selector: Selector | None) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """A request that parsed: what answers it here, and how long that may wait."""
+
+    answer: Callable[[], tuple[int, dict[str, Any]]]
+    wait: float | None
+
+
 class VerdictApi:
     """The API's requests, answered from a controller's memory (see the module doc).
 
     ``loop`` gives the controller's event loop (None until it runs); every read and
-    every fresh-check request is a coroutine scheduled on it.
+    every fresh-check request is a coroutine scheduled on it. With a ``forwarder``,
+    a standby passes every request that parsed to the leader (one hop: never one that
+    was forwarded already, artifactcheck/control/forward.py); without one it answers
+    ``503 NotLeader``. ``identity`` names this replica in :data:`ANSWERED_BY`.
     """
 
     def __init__(
@@ -330,10 +342,14 @@ class VerdictApi:
         *,
         loop: Callable[[], asyncio.AbstractEventLoop | None],
         poll: float = 0.05,
+        forwarder: Forwarder | None = None,
+        identity: str | None = None,
     ) -> None:
         self.controller = controller
         self.loop = loop
         self.poll = poll
+        self.forwarder = forwarder
+        self.identity = identity
         self._slots = threading.BoundedSemaphore(MAX_CONCURRENT)
 
     # -- HTTP --------------------------------------------------------------------
@@ -342,32 +358,51 @@ class VerdictApi:
         return path == PREFIX or path.startswith(PREFIX + "/")
 
     def handle(
-        self, method: str, path: str, query: str, body: bytes | None
+        self,
+        method: str,
+        path: str,
+        query: str,
+        body: bytes | None,
+        *,
+        forwarded_by: str | None = None,
     ) -> tuple[int, bytes, dict[str, str]]:
+        """One request; ``forwarded_by``: the :data:`FORWARDED_BY` header, if any."""
         if not self._slots.acquire(blocking=False):
             return self._error(
                 ApiError(429, "TooManyRequests", "too many verdict requests", retry_after=1)
             )
         try:
-            status, doc = self._route(method, path, query, body)
-            return status, json.dumps(doc).encode() + b"\n", {}
+            request = self._route(method, path, query, body)
+            if (
+                self.forwarder is not None
+                and forwarded_by is None
+                and not self.controller.is_leader
+            ):
+                got = self.forwarder.forward(method, path, query, body, wait=request.wait or 0.0)
+                return got.status, got.body, got.headers
+            status, doc = request.answer()
+            return status, json.dumps(doc).encode() + b"\n", self._answered({})
         except ApiError as exc:
             return self._error(exc)
         finally:
             self._slots.release()
 
-    @staticmethod
-    def _error(exc: ApiError) -> tuple[int, bytes, dict[str, str]]:
-        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
-        return exc.status, json_error(exc.status, exc.reason, exc.message), headers
+    def _answered(self, headers: dict[str, str]) -> dict[str, str]:
+        if self.identity is not None:
+            headers[ANSWERED_BY] = self.identity
+        return headers
 
-    def _route(
-        self, method: str, path: str, query: str, body: bytes | None
-    ) -> tuple[int, dict[str, Any]]:
+    def _error(self, exc: ApiError) -> tuple[int, bytes, dict[str, str]]:
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
+        return exc.status, json_error(exc.status, exc.reason, exc.message), self._answered(headers)
+
+    def _route(self, method: str, path: str, query: str, body: bytes | None) -> _Request:
+        """Parse the request (ApiError when it is wrong: the leader would say the same,
+        so a standby says it without asking)."""
         if path == FLAGGER_PATH:
             if method != "POST":
                 raise ApiError(405, "MethodNotAllowed", "Flagger's webhook is a POST")
-            return self.flagger(body or b"")
+            return self._flagger_request(body or b"")
         m = _CHECK_PATH.match(path)
         if m is None:
             raise ApiError(
@@ -387,12 +422,10 @@ class VerdictApi:
         one = {k: v[-1] for k, v in params.items()}
         fresh = _flag(one.get("fresh", "false"))
         wait = parse_duration(one["timeout"]) if "timeout" in one else DEFAULT_WAIT
-        doc = self.verdicts(
-            _names(m.group(1), m.group(2)),
-            _selector(one.get("selector")),
-            wait=wait if fresh else None,
-        )
-        return 200, doc
+        key = _names(m.group(1), m.group(2))
+        selector = _selector(one.get("selector"))
+        waited = wait if fresh else None
+        return _Request(lambda: (200, self.verdicts(key, selector, wait=waited)), waited)
 
     # -- answers -------------------------------------------------------------------
 
@@ -406,7 +439,11 @@ class VerdictApi:
         return document(snap, selector)
 
     def flagger(self, body: bytes) -> tuple[int, dict[str, Any]]:
-        """Flagger's webhook: 200 only when the canary's pods serve what they should.
+        """Flagger's webhook: 200 only when the canary's pods serve what they should."""
+        return self._flagger_request(body).answer()
+
+    def _flagger_request(self, body: bytes) -> _Request:
+        """Flagger's webhook, parsed.
 
         The payload is Flagger's CanaryWebhookPayload; ``metadata`` names the check
         (``check``: ``name`` in the Canary's namespace, or ``namespace/name``) and
@@ -436,15 +473,21 @@ class VerdictApi:
         selector = _selector(meta["selector"])
         fresh = _flag(meta.get("fresh", "true"))
         wait = parse_duration(meta["timeout"]) if "timeout" in meta else FLAGGER_WAIT
-        doc = self.verdicts(key, selector, wait=wait if fresh else None)
-        doc["webhook"] = {
+        waited = wait if fresh else None
+        webhook = {
             "name": name[:253],
             "namespace": namespace[:253],
             "phase": str(payload.get("phase") or "")[:64],
             "checksum": str(payload.get("checksum") or "")[:128],
         }
-        status = {"passed": 200, "failed": 412}.get(doc["result"], 503)
-        return status, doc
+
+        def answer() -> tuple[int, dict[str, Any]]:
+            doc = self.verdicts(key, selector, wait=waited)
+            doc["webhook"] = webhook
+            status = {"passed": 200, "failed": 412}.get(doc["result"], 503)
+            return status, doc
+
+        return _Request(answer, waited)
 
     # -- on the event loop -----------------------------------------------------------
 

@@ -32,8 +32,9 @@ from urllib.parse import urlsplit
 
 from artifactcheck.act.kube import KubeActor, cordoned_by_us
 from artifactcheck.act.logs import ContextAdapter
-from artifactcheck.clients.kube import WatchExpired, abort_stream
+from artifactcheck.clients.kube import Throttled, WatchExpired, abort_stream
 from artifactcheck.clients.kube_bodies import Pod
+from artifactcheck.control import forward
 from artifactcheck.control.addresses import api_server_addresses, own_addresses
 from artifactcheck.control.api import VerdictApi
 from artifactcheck.control.health import HealthServer, Heartbeat
@@ -56,11 +57,12 @@ from artifactcheck.discover.kube import (
 )
 from artifactcheck.discover.sample import draw_seed, sample_instances
 from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.fetch.headers import configured_headers
 from artifactcheck.judge.compare import CdnView, JudgeCache
-from artifactcheck.judge.decide import Decision, History, held_out_of_traffic
+from artifactcheck.judge.decide import Decision, History, InstanceState, held_out_of_traffic
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError, ExpectationUnavailable
 from artifactcheck.model.names import ANN_STREAK, CRD_PLURAL, LEASE_NAME
-from artifactcheck.model.settings import CheckSpec
+from artifactcheck.model.settings import CheckSpec, HttpSettings
 from artifactcheck.model.values import (
     Action,
     ActionKind,
@@ -85,6 +87,7 @@ from artifactcheck.tenancy.admission import (
     load_admin_config,
     source_hosts,
 )
+from artifactcheck.tenancy.credentials import CredentialScope
 from artifactcheck.tenancy.egress import Address, AddressRules, EgressPolicy, parse_address
 
 log = logging.getLogger("artifactcheck.control.controller")
@@ -124,6 +127,11 @@ class ControllerSettings:
     #: (control/shard.py, docs/scaling.md); 0 of 1 owns them all.
     shard: int = 0
     total_shards: int = 1
+    #: ``host:port`` where this replica's verdict API answers the other replicas,
+    #: published on the Lease while it leads. None: the port of the server that serves
+    #: /metrics (the ``artifactcheck-metrics`` Service's) on $POD_IP, else on the
+    #: address it binds unless that is a wildcard (then nothing is published).
+    advertise_address: str | None = None
 
 
 @dataclass
@@ -349,6 +357,15 @@ class Controller:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cycles_completed = 0
         self.synced = False
+        #: time.monotonic() before which no pod action or status write is sent: the
+        #: API server answered one with 429 and a Retry-After (API Priority and
+        #: Fairness throttles the controller's flow as a whole, not one pod).
+        self.writes_not_before = 0.0
+        #: The same for the Lease's requests (a throttled renewal is not repeated
+        #: sooner; the renew deadline still ends the leadership in time).
+        self.lease_not_before = 0.0
+        #: Where this replica's verdict API answers (published on the Lease).
+        self.advertised: str | None = settings.advertise_address
 
     def _address_rules(self, api_client: Any) -> AddressRules:
         """Addresses no check may connect to: the API server's, our own, the denied."""
@@ -395,15 +412,41 @@ class Controller:
         self, *, host: str, port: int, probes: bool = True, metrics: bool = True
     ) -> HealthServer:
         """Start /healthz and /readyz (``probes``), /metrics (``metrics``) and the verdict
-        API (docs/verdict-api.md) in a thread."""
-        return HealthServer(
+        API (docs/verdict-api.md) in a thread. A standby's API forwards to the leader;
+        the server that serves /metrics is the one this replica advertises."""
+        forwarder = forward.Forwarder(
+            identity=self.settings.identity,
+            leader=self.leader,
+            counted=lambda outcome: self.metrics.verdict_forwards.labels(outcome).inc(),
+        )
+        server = HealthServer(
             host=host,
             port=port,
             live=self.heartbeat.check if probes else None,
             ready=self.ready if probes else None,
             metrics=(lambda: (self.metrics.exposition(), CONTENT_TYPE)) if metrics else None,
-            api=VerdictApi(self, loop=lambda: self._loop),
-        ).start()
+            api=VerdictApi(
+                self, loop=lambda: self._loop, forwarder=forwarder, identity=self.settings.identity
+            ),
+        )
+        if metrics and self.settings.advertise_address is None:
+            own = os.environ.get("POD_IP", "").strip() or host
+            if own not in ("", "0.0.0.0", "::"):  # noqa: S104 - a wildcard is not an address
+                self.advertised = forward.format_address(own, server.port)
+        return server.start()
+
+    def leader(self) -> forward.Leader | None:
+        """The leader's verdict API, by the Lease as last read: None when nobody else
+        holds a running lease (by this replica's clock) or the holder published no
+        usable address."""
+        seen = self.lock.observed
+        address = seen.other_leader(self.settings.identity, datetime.now(UTC)) if seen else None
+        if seen is None or seen.holder is None or address is None:
+            return None
+        parsed = forward.parse_address(address)
+        if parsed is None:
+            return None
+        return forward.Leader(identity=seen.holder, host=parsed[0], port=parsed[1])
 
     # -- main loop -----------------------------------------------------------------
 
@@ -497,7 +540,11 @@ class Controller:
     def _renew(self, now: datetime, deadline: float) -> bool:
         with self._lease_guard:
             return self.lock.try_acquire_or_renew(
-                self.settings.identity, self.settings.lease_duration, now, deadline=deadline
+                self.settings.identity,
+                self.settings.lease_duration,
+                now,
+                deadline=deadline,
+                address=self.advertised,
             )
 
     def _set_leader(self, held: bool) -> None:
@@ -533,6 +580,11 @@ class Controller:
             deadline = self.acting_until if self.is_leader else started + self.renew_deadline
             held = False
             try:
+                if started < self.lease_not_before:
+                    raise Throttled(
+                        "lease renewal held back: the API server asked to retry later",
+                        retry_after=self.lease_not_before - started,
+                    )
                 renewal = asyncio.get_running_loop().run_in_executor(
                     self._lease_pool, self._renew, datetime.now(UTC), deadline
                 )
@@ -547,6 +599,10 @@ class Controller:
             except LeaseNamespaceMissing as exc:
                 self._config_failed("lease-namespace", str(exc))
             except ArtifactCheckError as exc:
+                if isinstance(exc, Throttled):
+                    self.lease_not_before = max(
+                        self.lease_not_before, time.monotonic() + exc.retry_after
+                    )
                 self.metrics.api_errors.labels("lease").inc()
                 self.log.warning("lease renewal failed: %s", exc)
             if held:
@@ -559,7 +615,7 @@ class Controller:
                 break
             # A leader whose renewal failed retries every renew period, and wakes at
             # its deadline at the latest, to give leadership up in time.
-            wait = self.settings.renew_period
+            wait = max(self.settings.renew_period, self.lease_not_before - time.monotonic())
             if self.is_leader and not held:
                 wait = min(wait, max(0.0, self.acting_until - time.monotonic()))
             try:
@@ -613,11 +669,18 @@ class Controller:
         on_sync: Callable[[list[_Listed]], None],
         on_event: Callable[[str, dict[str, Any]], None],
     ) -> None:
-        """List, then watch from the list's resourceVersion; relist on 410; back off."""
+        """List, then watch from the list's resourceVersion; relist on 410; back off.
+
+        A watch that breaks (cut mid-stream, a 5xx, a 429) resumes from the last
+        resourceVersion it delivered, as client-go's reflector does, instead of listing
+        everything again: under a loaded API server, relisting every pod at every cut
+        is the load that makes it worse. Only a 410 (or a failed list) lists again.
+        """
         delays = backoff_delays(self.settings.backoff_base, self.settings.backoff_max, self.rng)
         rv: str | None = None
         loop = asyncio.get_running_loop()
         while not stop.is_set():
+            delivered: list[str] = []  # the last resourceVersion the watch delivered
             try:
                 if rv is None:
                     items, rv = await asyncio.to_thread(list_fn)
@@ -628,11 +691,16 @@ class Controller:
                 queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
                 current: str = rv or ""
 
-                def pump(start: str = current, queue: asyncio.Queue[Any] = queue) -> str:
+                def pump(
+                    start: str = current,
+                    queue: asyncio.Queue[Any] = queue,
+                    delivered: list[str] = delivered,
+                ) -> str:
                     last = start
                     try:
                         for kind, obj in watch_fn(start):
                             last = obj.get("metadata", {}).get("resourceVersion") or last
+                            delivered[:] = [last]
                             loop.call_soon_threadsafe(queue.put_nowait, (kind, obj))
                             if self._stop.is_set():
                                 break
@@ -650,9 +718,12 @@ class Controller:
                 rv = None
             except ArtifactCheckError as exc:
                 self.metrics.api_errors.labels(name).inc()
-                delay = next(delays)
+                # full jitter, but never sooner than a 429's Retry-After asks
+                delay = max(next(delays), exc.retry_after if isinstance(exc, Throttled) else 0.0)
                 self.log.warning("watch of %s failed: %s; retrying in %.2fs", name, exc, delay)
-                rv = None
+                # resume after what was delivered; a failed list (or a watch that
+                # delivered nothing since the list) starts from the list's version
+                rv = delivered[0] if delivered else rv
                 try:
                     await asyncio.wait_for(stop.wait(), timeout=delay)
                 except TimeoutError:
@@ -821,11 +892,13 @@ class Controller:
             await self._recover_cordoned(state, clog)
         watcher = asyncio.create_task(self._watch_pods(state, stop, watching_since=time.time()))
         try:
+            scope = self._credential_scope(state)
             async with Fetcher(
                 http=state.spec.http,
                 retry=state.spec.retry,
                 logger=clog,
                 egress=self._egress_for(state),
+                scoped_headers=scope or None,
             ) as fetcher:
                 state.expectations = _expectations_or_unavailable(
                     state.spec, fetcher, clog, api_client=self.api, namespace=state.namespace
@@ -856,9 +929,10 @@ class Controller:
         except ArtifactCheckError as exc:
             log_.warning("could not read cordoned nodes: %s", exc)
 
-    def _egress_for(self, state: CheckState) -> EgressPolicy:
-        """Where the check's fetcher may connect: its pods, and the sources admitted."""
-        assert state.admission is not None
+    @staticmethod
+    def _instance_addresses(state: CheckState) -> Callable[[], frozenset[Address]]:
+        """The addresses of the check's pods now, for the egress policy and the
+        credential scope."""
 
         def instance_addresses() -> frozenset[Address]:
             # asked on every new connection: a set, so a lookup is O(1) (a pass over
@@ -870,11 +944,32 @@ class Controller:
                 state.hosts = frozenset(state.addresses.values())
             return state.hosts
 
+        return instance_addresses
+
+    def _egress_for(self, state: CheckState) -> EgressPolicy:
+        """Where the check's fetcher may connect: its pods, and the sources admitted."""
+        assert state.admission is not None
         return EgressPolicy(
             rules=self.address_rules,
             sources=source_hosts(state.admission),
-            instance_addresses=instance_addresses,
+            instance_addresses=self._instance_addresses(state),
         )
+
+    def _credential_scope(self, state: CheckState) -> CredentialScope:
+        """The granted credentials' headers, read now (files, environment), each sent
+        only where the admin's ``hosts`` and ``send_to_pods`` say; ConfigError names the
+        credential whose file or variable is missing."""
+        assert state.admission is not None
+        resolved = []
+        for cred in state.admission.credentials:
+            try:
+                values = configured_headers(
+                    HttpSettings(header_files=cred.header_files, header_env=cred.header_env)
+                )
+            except ConfigError as exc:
+                raise ConfigError(f"admin credential {cred.name!r}: {exc}") from exc
+            resolved.append((cred, values))
+        return CredentialScope(resolved, self._instance_addresses(state))
 
     # -- the check's pods ----------------------------------------------------------
 
@@ -1178,9 +1273,9 @@ class Controller:
         state.judged.forget(state.observations)
         self._export_certificates(state, observations, checked.judgement.cdn)
         results = checked.judgement.results
-        performed = await self._act(state, checked.decision, results, log_)
+        performed, failed = await self._act(state, checked.decision, results, log_)
         state.opened = {a.target for a in performed if a.kind is ActionKind.RELEASE}
-        state.history = checked.decision.history
+        state.history = _undo_failed(checked.decision.history, state.history, failed)
         report = replace(
             checked.report, actions=tuple(performed), elapsed=time.perf_counter() - started.clock
         )
@@ -1259,8 +1354,10 @@ class Controller:
         decision: Decision,
         results: list[Any],
         log_: logging.LoggerAdapter[logging.Logger],
-    ) -> list[Any]:
-        """Perform the decided actions; failures are logged, never crash the loop."""
+    ) -> tuple[list[Action], list[Action]]:
+        """Perform the decided actions: (those that changed the cluster, those that
+        failed or were not attempted because this replica may not write now). Failures
+        are logged, never crash the loop."""
         actor = KubeActor(
             api_client=self.api,
             policy=state.spec.policy,
@@ -1270,9 +1367,11 @@ class Controller:
         )
         by_name = {r.instance.name: r for r in results}
         if not self.may_act():
-            return []
-        done = await self._apply_all(actor, decision.actions, by_name, log_)
+            return [], list(decision.actions)
+        failed: set[int] = set()
+        done = await self._apply_all(actor, decision.actions, by_name, log_, failed)
         performed = [a for a, ok in zip(decision.actions, done, strict=True) if ok]
+        failures = [decision.actions[i] for i in sorted(failed)]
         # persist confirmation streaks so a restart does not restart the count
         for name, st in decision.history.instances.items():
             old = state.history.instances.get(name)
@@ -1281,11 +1380,14 @@ class Controller:
                 continue
             if st.streak == 0 and ANN_STREAK not in r.instance.annotations:
                 continue
+            if time.monotonic() < self.writes_not_before:
+                break  # throttled: a restart would only count a confirmation again
             try:
                 await asyncio.to_thread(actor.record_streak, r.instance, st.streak)
             except ArtifactCheckError as exc:
+                self._throttled(exc)
                 log_.warning("could not record streak of %s: %s", name, exc)
-        return performed
+        return performed, failures
 
     async def _apply_all(
         self,
@@ -1293,8 +1395,10 @@ class Controller:
         actions: tuple[Action, ...],
         by_name: Mapping[str, InstanceResult],
         log_: logging.LoggerAdapter[logging.Logger],
+        failed: set[int] | None = None,
     ) -> list[bool]:
-        """Perform the actions; whether each changed the cluster, in their order.
+        """Perform the actions; whether each changed the cluster, in their order
+        (the indexes of those that failed are added to ``failed``).
 
         The actions on one pod run in order, those on different pods side by side
         (``_ACTING_AT_ONCE`` requests in flight: a start-up opens thousands of gates);
@@ -1313,11 +1417,18 @@ class Controller:
         def apply(i: int) -> None:
             action = actions[i]
             result = by_name.get(action.target)
+            if time.monotonic() < self.writes_not_before:
+                if failed is not None:  # not sent: the API server asked us to wait
+                    failed.add(i)
+                return
             try:
                 done[i] = actor.apply(action, result.instance if result else None, result)
             except ArtifactCheckError as exc:
+                self._throttled(exc)
                 self.metrics.api_errors.labels(action.kind.value).inc()
                 log_.warning("%s of %s failed: %s", action.kind.value, action.target, exc)
+                if failed is not None:
+                    failed.add(i)
 
         def apply_each(indexes: list[int]) -> None:
             for i in indexes:
@@ -1370,8 +1481,8 @@ class Controller:
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         transitions = _stamp_transitions(state.transitions, conditions, stamp)
         status = {**body, "conditions": conditions, "lastCheckTime": stamp}
-        if not self.may_act():
-            return
+        if not self.may_act() or time.monotonic() < self.writes_not_before:
+            return  # written by a later cycle (last_status is unchanged)
         try:
             await asyncio.to_thread(
                 patch_check_status, self.api, state.namespace, state.name, status
@@ -1379,8 +1490,38 @@ class Controller:
             state.last_status = comparable
             state.transitions = transitions
         except ArtifactCheckError as exc:
+            self._throttled(exc)
             self.metrics.api_errors.labels("status").inc()
             log_.warning("could not write status: %s", exc)
+
+    def _throttled(self, exc: ArtifactCheckError) -> None:
+        """A 429's Retry-After holds every pod action and status write until it passed."""
+        if isinstance(exc, Throttled):
+            until = time.monotonic() + exc.retry_after
+            self.writes_not_before = max(self.writes_not_before, until)
+
+
+def _undo_failed(history: History, before: History, failed: Collection[Action]) -> History:
+    """The policy's new memory, except what a failed action did not do.
+
+    Policy decides a quarantine or a flag once (the transition) and remembers it; a
+    write the API server refused (a 429, a 500, a timeout) must not be remembered as
+    done, or the pod stays in traffic and its Event is never written. The next cycle
+    then decides it again. The streak stays: the evidence was seen.
+    """
+    if not failed:
+        return history
+    instances = dict(history.instances)
+    for action in failed:
+        now = instances.get(action.target)
+        if now is None:
+            continue
+        was = before.instances.get(action.target, InstanceState())
+        if action.kind in (ActionKind.QUARANTINE, ActionKind.RELEASE):
+            instances[action.target] = replace(now, quarantined=was.quarantined)
+        elif action.kind in (ActionKind.FLAG, ActionKind.UNFLAG):
+            instances[action.target] = replace(now, flagged=was.flagged)
+    return replace(history, instances=instances)
 
 
 def _top_findings(report: Report) -> list[Finding]:

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
+from artifactcheck.control.forward import FORWARDED_BY
+
 #: Longest request line accepted (method, path and query): 414 beyond.
 MAX_REQUEST_LINE = 4096
 #: All header lines together: 431 beyond.
@@ -56,9 +58,16 @@ class Api(Protocol):
         """Whether ``path`` is one of the API's."""
 
     def handle(
-        self, method: str, path: str, query: str, body: bytes | None
+        self,
+        method: str,
+        path: str,
+        query: str,
+        body: bytes | None,
+        *,
+        forwarded_by: str | None = None,
     ) -> tuple[int, bytes, dict[str, str]]:
-        """(status, JSON body, extra headers) for one request."""
+        """(status, JSON body, extra headers) for one request; ``forwarded_by`` is the
+        header that marks a request another replica forwarded (None: not forwarded)."""
 
 
 def json_error(status: int, reason: str, message: str) -> bytes:
@@ -215,7 +224,9 @@ class HealthServer:
 
             def _api(self, path: str, query: str, body: bytes | None) -> None:
                 assert outer.api is not None
-                status, data, headers = outer.api.handle(self.command, path, query, body)
+                status, data, headers = outer.api.handle(
+                    self.command, path, query, body, forwarded_by=self.headers.get(FORWARDED_BY)
+                )
                 self._send(status, data, "application/json", headers)
 
             def send_error(

@@ -6,6 +6,11 @@ read as a precondition, so of two replicas racing, the API server lets exactly o
 win. A replica whose lease could not be renewed in time stops writing: the actor
 raises :class:`~artifactcheck.act.kube.NotLeader` (defined with the actor, which
 raises it; re-exported here).
+
+The leader also publishes where its verdict API answers (``host:port``) in an
+annotation of the Lease, written in the same patch as every renewal; a standby keeps
+the last record it read (:attr:`LeaseLock.observed`) and forwards verdict requests
+there (artifactcheck/control/forward.py, docs/verdict-api.md).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import math
 import time
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from artifactcheck.act.kube import NotLeader
@@ -41,9 +47,48 @@ from artifactcheck.clients.kube_bodies import Lease, LeaseSpec
 from artifactcheck.model.errors import ConfigError, DependencyError
 from artifactcheck.model.names import LEASE_NAME
 
-__all__ = ["LeaseLock", "LeaseNamespaceMissing", "NotLeader"]
+__all__ = ["LEADER_ADDRESS", "LeaseLock", "LeaseNamespaceMissing", "LeaseRecord", "NotLeader"]
 
 _LOG = logging.getLogger(__name__)
+
+#: The Lease annotation where the leader publishes its verdict API's ``host:port``.
+LEADER_ADDRESS = "artifactcheck.io/leader-address"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """Who held the Lease when it was last read, until when, and where it answers."""
+
+    holder: str | None
+    address: str | None
+    renewed: datetime | None
+    duration: int
+
+    def valid_at(self, now: datetime) -> bool:
+        """Whether a holder's lease is still running at ``now`` (by this replica's clock)."""
+        if not self.holder or self.renewed is None:
+            return False
+        return self.renewed.timestamp() + self.duration > aware(now).timestamp()
+
+    def other_leader(self, identity: str, now: datetime) -> str | None:
+        """The address published by a holder other than ``identity`` whose lease runs
+        at ``now``; None when nobody else leads or no address was published."""
+        if self.holder is None or self.holder == identity or not self.valid_at(now):
+            return None
+        return self.address
+
+
+def _record(lease: Lease) -> LeaseRecord:
+    spec = body.typed(lease.get("spec"), LeaseSpec)
+    annotations = body.meta(lease).get("annotations")
+    address = annotations.get(LEADER_ADDRESS) if isinstance(annotations, Mapping) else None
+    held_for = spec.get("leaseDurationSeconds")
+    return LeaseRecord(
+        holder=str(spec.get("holderIdentity") or "") or None,
+        address=address if isinstance(address, str) and address else None,
+        renewed=parse_time(spec.get("renewTime")),
+        duration=held_for if isinstance(held_for, int) else 0,
+    )
 
 
 class LeaseNamespaceMissing(ConfigError):
@@ -89,6 +134,10 @@ class LeaseLock:
         self._closer = weakref.finalize(self, close_client, client)
         self._api = CoordinationV1Api(client)
         self._deadline: float | None = None
+        #: The record as last read (None before the first read): a standby forwards
+        #: verdict requests to the address it names. Replaced whole, never mutated, so
+        #: other threads read it without a lock.
+        self.observed: LeaseRecord | None = None
 
     def close(self) -> None:
         """Close the lock's own connections (also done when it is collected)."""
@@ -116,8 +165,11 @@ class LeaseLock:
                 passthrough=(404,),
             )
         except ApiStatus:
+            self.observed = LeaseRecord(holder=None, address=None, renewed=None, duration=0)
             return None
-        return body.typed(found, Lease)
+        lease = body.typed(found, Lease)
+        self.observed = _record(lease)
+        return lease
 
     def holder(self) -> str | None:
         """The identity currently written in the Lease, if any (expired or not)."""
@@ -146,10 +198,16 @@ class LeaseLock:
             return None
         return body.typed(created, Lease)
 
-    def _write(self, lease: Lease, spec: LeaseSpec) -> bool:
-        """Merge-patch the record, conditional on the resourceVersion read; False on 409."""
+    def _write(self, lease: Lease, spec: LeaseSpec, address: str | None) -> bool:
+        """Merge-patch the record, conditional on the resourceVersion read; False on 409.
+
+        ``address`` (None: removed) is the holder's verdict API, in the same write: a
+        standby never reads a new holder with the previous holder's address."""
         patch = {
-            "metadata": {"resourceVersion": body.meta(lease).get("resourceVersion")},
+            "metadata": {
+                "resourceVersion": body.meta(lease).get("resourceVersion"),
+                "annotations": {LEADER_ADDRESS: address},
+            },
             "spec": spec,
         }
         try:
@@ -176,20 +234,24 @@ class LeaseLock:
         now: datetime,
         *,
         deadline: float | None = None,
+        address: str | None = None,
     ) -> bool:
         """Become or stay the leader; False when another identity holds a valid lease.
 
         ``deadline`` (``time.monotonic()``) bounds every request's timeouts: client-go's
         renew deadline. Raises DependencyError when the API server cannot be reached in
-        time: the caller must then stop acting by its deadline.
+        time: the caller must then stop acting by its deadline. ``address`` is where
+        this replica's verdict API answers, published on the Lease while it leads.
         """
         self._deadline = deadline
         try:
-            return self._try_acquire_or_renew(identity, lease_duration, now)
+            return self._try_acquire_or_renew(identity, lease_duration, now, address)
         finally:
             self._deadline = None
 
-    def _try_acquire_or_renew(self, identity: str, lease_duration: float, now: datetime) -> bool:
+    def _try_acquire_or_renew(
+        self, identity: str, lease_duration: float, now: datetime, address: str | None
+    ) -> bool:
         now = aware(now)
         duration = max(1, math.ceil(lease_duration))
         lease = self.get()
@@ -221,7 +283,7 @@ class LeaseLock:
         if holder != identity:
             # client-go: a new Lease starts at 0, every change of holder counts one.
             record["leaseTransitions"] = 0 if created else transitions + 1
-        if not self._write(lease, record):
+        if not self._write(lease, record, address):
             return False
         if holder != identity:
             self.log.info(
@@ -260,6 +322,7 @@ class LeaseLock:
                 "acquireTime": moment,
                 "renewTime": moment,
             },
+            None,
         )
         if released:
             self.log.info("lease %s/%s released by %s", self.namespace, self.name, identity)

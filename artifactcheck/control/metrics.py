@@ -88,6 +88,13 @@ class Metrics:
         self.leader = Gauge(
             "artifactcheck_leader", "1 while this replica holds the leader lease.", registry=r
         )
+        self.verdict_forwards = Counter(
+            "artifactcheck_verdict_api_forwards_total",
+            "Verdict API requests this standby passed to the leader, by outcome "
+            "(forwarded; leader_unknown, leader_unreachable: answered 503).",
+            ["outcome"],
+            registry=r,
+        )
         self.config_error = Gauge(
             "artifactcheck_config_error",
             "1 while a configuration error keeps this replica from leading, by reason "

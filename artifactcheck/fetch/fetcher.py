@@ -185,6 +185,7 @@ class Fetcher:
         budget: RetryBudget | None = None,
         egress: Egress | None = None,
         on_asset: AssetHook | None = None,
+        scoped_headers: Callable[[str], Mapping[str, str]] | None = None,
     ) -> None:
         if egress is not None and (transport is not None or http.transport != "http1"):
             chosen = "an injected transport" if transport is not None else repr(http.transport)
@@ -193,6 +194,9 @@ class Fetcher:
             )
         self._egress = egress
         self._on_asset = on_asset
+        # Headers only some URLs get (admin credentials scoped to hosts), asked for each
+        # request, redirect hops included (artifactcheck/tenancy/credentials.py).
+        self._scoped = scoped_headers
         self._http = http
         self._retry = retry
         self._log = logger if logger is not None else logging.getLogger(__name__)
@@ -567,7 +571,7 @@ class Fetcher:
         request = httpx.Request(
             "GET",
             url,
-            headers={**self._headers, **call.headers},
+            headers={**self._headers, **self._scoped_for(url), **call.headers},
             extensions={"timeout": self._timeout_ext, **call.extensions},
         )
         response = await self._transport.handle_async_request(request)
@@ -587,7 +591,8 @@ class Fetcher:
             route = _Route.of(url)
         if route.scheme not in ("http", "https"):
             raise httpx.UnsupportedProtocol(f"unsupported URL scheme {route.scheme!r}")
-        block, has_host = self._head(call.headers)
+        scoped = self._scoped_for(url)
+        block, has_host = self._head({**scoped, **call.headers} if scoped else call.headers)
         host_line = b"Host: " + route.netloc + b"\r\n" if not has_host and route.netloc else b""
         payload = b"GET " + route.target + b" HTTP/1.1\r\n" + host_line + block + b"\r\n"
         key = (route.scheme, route.host, route.port, call.extensions.get("sni_hostname"))
@@ -614,6 +619,9 @@ class Fetcher:
             )
         finally:
             await response.aclose()  # closes (not pools) a connection left mid-body
+
+    def _scoped_for(self, url: str) -> Mapping[str, str]:
+        return self._scoped(url) if self._scoped is not None else {}
 
     def _head(self, extra: Mapping[str, str]) -> tuple[bytes, bool]:
         """The header lines of a request with ``extra`` on top of the Fetcher's own, as

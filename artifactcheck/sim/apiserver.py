@@ -138,6 +138,7 @@ from multidict import CIMultiDict, MultiMapping
 from artifactcheck.model.selectors import FieldSelector, LabelSelector, SelectorError
 from artifactcheck.sim.apiserver_crds import CRDS, custom_resources
 from artifactcheck.sim.apiserver_errors import ApiError
+from artifactcheck.sim.apiserver_faults import Faults
 from artifactcheck.sim.apiserver_openapi import (
     builtin_pruner,
     document_hash,
@@ -305,6 +306,26 @@ class _Call:
 _ObjectVerb = Callable[["FakeApiServer", _Call, str], Awaitable[web.StreamResponse]]
 
 
+#: The request key of a watch a fault cuts (seconds it streams first).
+_CUT_AFTER = web.RequestKey("artifactcheck_fault_cut_after", float)
+
+
+def _verb_of(request: web.Request, route: _Route) -> str:
+    """The Kubernetes verb of a request to a resource URL."""
+    method = request.method
+    watching = route.watch_path or (method == "GET" and _truthy(request.query.get("watch")))
+    if route.name is None:
+        if method == "GET":
+            return "watch" if watching else "list"
+        return {"POST": "create", "DELETE": "deletecollection"}.get(method, method.lower())
+    if watching:
+        return "watch"
+    if route.subresource == "binding":
+        return "create"
+    verbs = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+    return verbs.get(method, method.lower())
+
+
 def _watch_timeout(param: str | None) -> float:
     try:
         timeout = float(int(param)) if param else 0.0
@@ -405,6 +426,9 @@ class FakeApiServer:
         #: ``update``, ``patch``, ``delete``, ``deletecollection``).
         self.verb_counts: Counter[str] = Counter()
         self._injections: builtins.list[_Injection] = []
+        #: Seeded faults by verb and resource (artifactcheck/sim/apiserver_faults.py);
+        #: None (the default): none.
+        self.faults: Faults | None = None
         self._inject_lock = threading.Lock()
         self._thread = LoopThread("FakeApiServer", join_timeout=30, drain=True)
         self._runner: web.AppRunner | None = None
@@ -950,6 +974,11 @@ class FakeApiServer:
 
     async def _serve(self, request: web.Request, route: _Route) -> web.StreamResponse:
         """One request to a resource URL: a collection, a watch, a binding, or one object."""
+        faults = self.faults
+        if faults is not None:
+            injected = await self._inject_fault(faults, request, route)
+            if injected is not None:
+                return injected
         call = _Call.of(request, route)
         if route.name is None:
             return await self._serve_collection(call)
@@ -961,6 +990,40 @@ class FakeApiServer:
         if verb is None or (request.method == "DELETE" and route.subresource is not None):
             raise ApiError.method_not_allowed()
         return await verb(self, call, route.name)
+
+    async def _inject_fault(
+        self, faults: Faults, request: web.Request, route: _Route
+    ) -> web.StreamResponse | None:
+        """Apply the fault :attr:`faults` decides for this request: an answer instead of
+        serving it (429, 500, a 410 watch), or None to serve it (after a slow wait; a
+        cut watch is marked for :meth:`_pump`)."""
+        verb = _verb_of(request, route)
+        since = request.query.get("resourceVersion")
+        fault = faults.decide(
+            verb,
+            route.resource.plural,
+            request.path_qs,
+            resumes=verb == "watch" and since not in (None, "", "0"),
+        )
+        if fault is None:
+            return None
+        if fault.kind == "slow":
+            await asyncio.sleep(fault.delay)
+        elif fault.kind == "cut":
+            request[_CUT_AFTER] = fault.delay
+        elif fault.kind == "throttle":
+            error = ApiError.generic(429)
+            error.headers = {"Retry-After": str(fault.retry_after)}
+            return _error_response(error)
+        elif fault.kind == "error":
+            return _error_response(ApiError.generic(500))
+        elif fault.kind == "gone":
+            status = ApiError.expired(f"too old resource version: {since}").to_status()
+            return web.Response(
+                body=(_dumps({"type": "ERROR", "object": status}) + "\n").encode(),
+                content_type="application/json",
+            )
+        return None
 
     async def _serve_collection(self, call: _Call) -> web.StreamResponse:
         request, route, store = call.request, call.route, self._store
@@ -1182,7 +1245,8 @@ class FakeApiServer:
         """Write the watch's events as they come, with bookmarks, until the timeout,
         the end of the stream, or an abort (which drops the connection, as a crash would)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        cut = request.get(_CUT_AFTER)
+        deadline = loop.time() + (timeout if cut is None else min(timeout, cut))
         next_bookmark = loop.time() + self.bookmark_interval if bookmarks else math.inf
         while (now := loop.time()) < deadline:
             try:
@@ -1203,3 +1267,5 @@ class FakeApiServer:
                 return
             if signal is _END:
                 return
+        if cut is not None and cut < timeout and request.transport is not None:
+            request.transport.abort()  # cut mid-stream, as a dropped connection is

@@ -13,6 +13,9 @@ is written by whoever may create one in a namespace, often an application team. 
   files), each granted to namespaces by glob, and a check lists the names it uses in
   ``http.credentials`` (cert-manager's ClusterIssuer and External Secrets'
   ClusterSecretStore are the model: the admin owns the secret, the tenant the reference);
+  a credential's headers go only to the ``hosts`` the admin lists for it, and to the
+  check's own pods only when the admin says ``send_to_pods`` (whoever controls the pods
+  reads every header sent to them; :mod:`artifactcheck.tenancy.credentials`);
 * every URL it names must be on the admin's egress allow-list (hosts or URL prefixes,
   optionally per namespace); :mod:`artifactcheck.tenancy.egress` enforces the same list and the
   address rules on every connection;
@@ -38,7 +41,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import (
@@ -104,12 +114,29 @@ def _globs_valid(v: list[str]) -> list[str]:
     return v
 
 
+def _allow_entry(v: str) -> str:
+    """A host ('cdn.example.com', 'cdn.example.com:8443') or an http(s) URL prefix, as
+    the egress allow-list writes them; ValueError otherwise."""
+    if "://" in v:
+        split = urlsplit(v)
+        if split.scheme not in ("http", "https") or not split.hostname:
+            raise ValueError(f"a URL prefix must be http(s)://host/..., got {v!r}")
+        if split.username or split.password or split.query or split.fragment:
+            raise ValueError("a URL prefix has no user, query or fragment")
+    elif not HostRule.parse(v).host or "/" in v:
+        raise ValueError(f"expected a host or an http(s) URL prefix, got {v!r}")
+    return v
+
+
 class Credential(_Model):
     """A secret the admin lets checks use by name; its values never leave the controller's
     pod except as the request headers (and TLS trust) of the checks granted it.
 
-    A granted credential is sent with *every* request of the check, to the pods it
-    selects too: grant it only to namespaces that may know it.
+    Its headers are sent only on requests to ``hosts`` (hosts or URL prefixes, in the
+    egress allow-list's syntax, redirect hops judged one by one), and to the pods the
+    check selects only with ``send_to_pods``: a credential meant for the CDN is not
+    disclosed to whoever controls the pods. A credential with headers that go nowhere
+    is a configuration error.
     """
 
     name: str = Field(description="Name a check lists in http.credentials.")
@@ -125,6 +152,14 @@ class Credential(_Model):
         description="Request headers whose value is read from the controller's environment.",
     )
     ca_bundle: str | None = Field(None, description="PEM file of extra trusted CAs.")
+    hosts: list[str] = Field(
+        default_factory=list,
+        description="Where its headers may be sent: hosts ('cdn.example.com', "
+        "'cdn.example.com:8443') or http(s) URL prefixes, as egress.allow writes them.",
+    )
+    send_to_pods: bool = Field(
+        False, description="Also send its headers to the pods the check selects."
+    )
 
     @field_validator("namespaces")
     @classmethod
@@ -135,6 +170,21 @@ class Credential(_Model):
     @classmethod
     def _names(cls, v: dict[str, str]) -> dict[str, str]:
         return check_headers(v)
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, v: list[str]) -> list[str]:
+        return [_allow_entry(h) for h in v]
+
+    @model_validator(mode="after")
+    def _sent_somewhere(self) -> Credential:
+        if (self.header_files or self.header_env) and not self.hosts and not self.send_to_pods:
+            raise ValueError(
+                f"credential {self.name!r} has headers but no hosts: list the hosts (or "
+                "URL prefixes) they may be sent to in hosts, and set send_to_pods: true "
+                "only if the checked pods may read them"
+            )
+        return self
 
     def granted_to(self, namespace: str) -> bool:
         """True when a check in ``namespace`` may use this credential."""
@@ -155,15 +205,7 @@ class EgressRule(_Model):
     @field_validator("allow")
     @classmethod
     def _allow(cls, v: str) -> str:
-        if "://" in v:
-            split = urlsplit(v)
-            if split.scheme not in ("http", "https") or not split.hostname:
-                raise ValueError(f"a URL prefix must be http(s)://host/..., got {v!r}")
-            if split.username or split.password or split.query or split.fragment:
-                raise ValueError("a URL prefix has no user, query or fragment")
-        elif not HostRule.parse(v).host or "/" in v:
-            raise ValueError(f"expected a host or an http(s) URL prefix, got {v!r}")
-        return v
+        return _allow_entry(v)
 
     @field_validator("namespaces")
     @classmethod
@@ -367,6 +409,9 @@ class Admission:
     spec: CheckSpec | None
     refusals: tuple[Refusal, ...] = ()
     sources: tuple[str, ...] = ()  # URLs the check may fetch beyond its pods
+    #: The credentials granted, whose headers go only where each one says (the spec's
+    #: ``http`` carries their CA bundle, never their headers).
+    credentials: tuple[Credential, ...] = ()
 
     @property
     def accepted(self) -> bool:
@@ -583,7 +628,7 @@ def admit(
     source = _own_namespace(parsed, spec, namespace, spelling, refusals)
     refusals.extend(_egress_refusals(parsed, namespace, config, spelling))
     refusals.extend(_limit_refusals(parsed, namespace, limits, spelling))
-    granted = _granted_credentials(parsed, namespace, config, spelling, refusals)
+    granted, credentials = _granted_credentials(parsed, namespace, config, spelling, refusals)
     if refusals:
         return Admission(None, tuple(refusals))
     resolved = parsed.model_copy(
@@ -598,7 +643,7 @@ def admit(
         for u in [*parsed.release_manifest, *([parsed.cdn] if parsed.cdn else [])]
         if u.startswith(("http://", "https://"))
     )
-    return Admission(resolved, (), urls)
+    return Admission(resolved, (), urls, credentials)
 
 
 def _field_refusals(spec: Mapping[str, Any], spelling: _Spelling) -> list[Refusal]:
@@ -707,12 +752,15 @@ def _granted_credentials(
     config: AdminConfig,
     spelling: _Spelling,
     refusals: list[Refusal],
-) -> dict[str, Any]:
-    """The ``http`` fields the check's credentials fill in; unknown, ungranted or
-    conflicting credentials are added to ``refusals``."""
+) -> tuple[dict[str, Any], tuple[Credential, ...]]:
+    """The ``http`` fields the check's credentials fill in (the CA bundle: their
+    headers are sent per request, :mod:`artifactcheck.tenancy.credentials`) and the
+    credentials granted; unknown, ungranted or conflicting credentials are added to
+    ``refusals``."""
     header_files: dict[str, str] = {}
     header_env: dict[str, str] = {}
     ca_bundle: str | None = None
+    granted: list[Credential] = []
     for i, name in enumerate(parsed.http.credentials):
         cred = config.credential(name)
         where = f"{spelling.name('http', 'credentials')}[{i}]"
@@ -743,7 +791,8 @@ def _granted_credentials(
             ca_bundle = cred.ca_bundle
         header_files.update(cred.header_files)
         header_env.update(cred.header_env)
-    return {"header_files": header_files, "header_env": header_env, "ca_bundle": ca_bundle}
+        granted.append(cred)
+    return {"ca_bundle": ca_bundle}, tuple(granted)
 
 
 def _bounded_sampling(sampling: SamplingSettings, limits: Limits) -> SamplingSettings:

@@ -31,6 +31,7 @@ ADMIN = AdminConfig.model_validate(
                 "name": "cdn-token",
                 "namespaces": ["shop"],
                 "header_files": {"X-CDN-Token": "/var/run/secrets/artifactcheck/cdn-token"},
+                "hosts": ["https://cdn.shop.example.com/"],
             }
         ],
     }
@@ -167,7 +168,7 @@ def test_both_spellings_admit_the_same_check() -> None:
     assert one.accepted and other.accepted, (one.message, other.message)
     assert one.spec == other.spec
     assert one.spec is not None and one.spec.http.max_connections == 8
-    assert one.spec.http.header_files == {"X-CDN-Token": "/var/run/secrets/artifactcheck/cdn-token"}
+    assert [c.name for c in one.credentials] == ["cdn-token"] == [c.name for c in other.credentials]
 
 
 @pytest.mark.parametrize(

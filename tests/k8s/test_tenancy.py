@@ -215,11 +215,13 @@ def test_a_granted_credential_sends_the_admins_file(tc: TenantCluster, tmp_path:
                 "name": "cdn-token",
                 "namespaces": ["sh*"],
                 "header_files": {"X-CDN-Token": str(cdn_token)},
+                "hosts": [tc.cdn_url],
             },
             {
                 "name": "billing-token",
                 "namespaces": ["billing"],
                 "header_files": {"X-Billing": str(other)},
+                "hosts": [tc.cdn_url],
             },
         ],
     )

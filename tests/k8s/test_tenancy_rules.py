@@ -33,14 +33,21 @@ ADMIN = AdminConfig.model_validate(
                 "name": "cdn-token",
                 "namespaces": ["shop", "team-*"],
                 "header_files": {"X-CDN-Token": "/var/run/secrets/artifactcheck/cdn-token"},
+                "hosts": ["https://cdn.shop.example.com/"],
             },
             {
                 "name": "internal-ca",
                 "namespaces": ["shop"],
                 "ca_bundle": "/etc/artifactcheck/ca/ca.pem",
                 "header_env": {"X-Api-Key": "SHOP_API_KEY"},
+                "hosts": ["cdn.shop.example.com"],
             },
-            {"name": "billing-only", "namespaces": ["billing"], "header_env": {"X-B": "B"}},
+            {
+                "name": "billing-only",
+                "namespaces": ["billing"],
+                "header_env": {"X-B": "B"},
+                "hosts": ["releases.billing.example.com"],
+            },
         ],
         "egress": {
             "allow": [
@@ -85,8 +92,9 @@ def test_a_good_check_is_accepted_and_resolved() -> None:
     spec = result.spec
     assert spec is not None and spec.kubernetes is not None
     assert spec.kubernetes.namespace == "shop"
-    assert spec.http.header_files == {"X-CDN-Token": "/var/run/secrets/artifactcheck/cdn-token"}
-    assert spec.http.header_env == {"X-Api-Key": "SHOP_API_KEY"}
+    # the credentials' headers go per request, where each says (test_credential_scope.py)
+    assert spec.http.header_files == {} and spec.http.header_env == {}
+    assert [c.name for c in result.credentials] == ["cdn-token", "internal-ca"]
     assert spec.http.ca_bundle == "/etc/artifactcheck/ca/ca.pem"
     # unbounded sampling becomes the admin's maximum
     assert spec.sampling.instances == 50 and spec.sampling.assets_per_instance == 200
