@@ -396,6 +396,17 @@ def _with_verdict_classes(document: str) -> str:
     return str(module.splice(document))
 
 
+#: Sections after this heading are measured by other suites (the controller's chaos and
+#: crash tests): kept as they are when the fault matrix is rebuilt.
+ELSEWHERE = "\n## API-server faults (chaos)"
+
+
+def measured_elsewhere(document: str) -> str:
+    """The sections of ``document`` this script does not build, from :data:`ELSEWHERE` on."""
+    head, sep, tail = document.partition(ELSEWHERE)
+    return sep + tail if sep else ""
+
+
 def check(records: list[dict[str, Any]]) -> list[str]:
     """Problems that make the document untrustworthy: failed or missing records."""
     problems = [f"{r.get('key')}: {outcome(r)}" for r in records if r.get("outcome") == "failed"]
@@ -416,7 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(problems), file=sys.stderr)
         return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render(records), encoding="utf-8")
+    old = args.out.read_text(encoding="utf-8") if args.out.is_file() else ""
+    args.out.write_text(render(records) + measured_elsewhere(old), encoding="utf-8")
     print(f"wrote {args.out} from {len(records)} records")
     return 0
 
