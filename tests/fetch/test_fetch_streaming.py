@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from artifactcheck.sim.web import (
+from artifactcheck_sim.web import (
     Body,
     Compressed,
     GzipBomb,

@@ -135,25 +135,26 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from aiohttp import web
 from multidict import CIMultiDict, MultiMapping
 
-from artifactcheck.model.selectors import FieldSelector, LabelSelector, SelectorError
-from artifactcheck.sim.apiserver_crds import CRDS, custom_resources
-from artifactcheck.sim.apiserver_errors import ApiError
-from artifactcheck.sim.apiserver_openapi import (
+from artifactcheck.model.selectors import LabelSelector, SelectorError
+from artifactcheck_sim.apiserver_crds import CRDS, custom_resources
+from artifactcheck_sim.apiserver_errors import ApiError
+from artifactcheck_sim.apiserver_openapi import (
     builtin_pruner,
     document_hash,
     group_version_document,
     index_document,
 )
-from artifactcheck.sim.apiserver_resources import (
+from artifactcheck_sim.apiserver_resources import (
     BUILTIN_RESOURCES,
     NAMESPACES,
     STANDARD_VERBS,
     ResourceRegistry,
     ResourceType,
 )
-from artifactcheck.sim.apiserver_store import PATCH_TYPES, Store, Stored
-from artifactcheck.sim.apiserver_tables import to_table, wants_table
-from artifactcheck.sim.loop_thread import LoopThread
+from artifactcheck_sim.apiserver_store import PATCH_TYPES, Store, Stored
+from artifactcheck_sim.apiserver_tables import to_table, wants_table
+from artifactcheck_sim.field_selectors import FieldSelector
+from artifactcheck_sim.loop_thread import LoopThread
 
 if TYPE_CHECKING:
     from artifactcheck.clients.kube import ApiClient, Configuration
