@@ -95,6 +95,23 @@ def test_the_product_wheel_carries_no_simulator_and_the_sim_wheel_carries_it_all
     assert "Requires-Dist: artifactcheck\n" in simulator.read(metadata).decode()
 
 
+def test_the_controller_image_is_built_without_the_simulator() -> None:
+    """The build context is an allow-list (``*`` first) that never lets ``sim/`` in, and
+    the Dockerfile copies nothing of it (nor the whole checkout)."""
+    ignore = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert ignore[0] == "*"
+    assert not [line for line in ignore if line.startswith("!") and "sim" in line]
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    copies = [line.split()[1:-1] for line in dockerfile.splitlines() if line.startswith("COPY ")]
+    sources = [src for srcs in copies for src in srcs if not src.startswith("--")]
+    assert sources, "the Dockerfile copies the product's source"
+    assert not [s for s in sources if "sim" in s or s in (".", "./")], sources
+
+
 # --------------------------------------------------------------------- the demo without it
 
 
