@@ -1,6 +1,6 @@
 """Benchmark 3: the controller at 5,000 pods.
 
-The fake API server (``artifactcheck.sim.apiserver.FakeApiServer``) runs in this
+The fake API server (``artifactcheck_sim.apiserver.FakeApiServer``) runs in this
 process; 5,000 pods are created with its in-process API, each pointing at its own
 loopback address served by the nginx fleet (``bench.fleet_server``, the same ~500-entry
 site as benchmark 1), and one gated ``ArtifactCheck`` selects them. The controller runs
@@ -221,7 +221,7 @@ def free_port() -> int:
 
 
 def bench(args: argparse.Namespace) -> dict[str, Any]:
-    from artifactcheck.sim.apiserver import FakeApiServer
+    from artifactcheck_sim.apiserver import FakeApiServer
 
     result: dict[str, Any] = {
         "benchmark": "controller",

@@ -5,7 +5,7 @@ build plus generated ~50 KB hashed assets, listed in a ~500-entry native
 ``artifactcheck.json``), writes the release manifest CI would publish for it, and
 serves the site on N addresses 127.a.b.c, all on one port, with nginx (one worker,
 one ``listen`` per address: what users' fleets run) or with the project's own
-:class:`~artifactcheck.sim.web.WebFleet` (``--server webfleet``). A fraction of the
+:class:`~artifactcheck_sim.web.WebFleet` (``--server webfleet``). A fraction of the
 instances (``--drift``) serve a rebuild of the same version with different bytes,
 so a check has something to find.
 
@@ -80,7 +80,7 @@ def generate_site(
 
 
 def loopback_hosts(count: int, first: str) -> list[str]:
-    from artifactcheck.sim.web import loopback_hosts as hosts
+    from artifactcheck_sim.web import loopback_hosts as hosts
 
     return hosts(count, first=first)
 
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             info["serving_pids"] = children_of(nginx.pid) or [nginx.pid]
             info["status_url"] = f"http://{STATUS_HOST}:{port}/nginx_status"
         else:
-            from artifactcheck.sim.web import Site, WebFleet
+            from artifactcheck_sim.web import Site, WebFleet
 
             web = WebFleet(name="bench-webfleet").start()
             pairs = [(Site(root=root), h) for root, hs in groups for h in hs]

@@ -22,9 +22,9 @@ import sys
 import time
 import urllib.request
 
-from artifactcheck.sim.cluster import SimCluster, wait_for
-from artifactcheck.sim.fleet import RELEASES
-from artifactcheck.sim.running import RunningController
+from artifactcheck_sim.cluster import SimCluster, wait_for
+from artifactcheck_sim.fleet import RELEASES
+from artifactcheck_sim.running import RunningController
 
 from .common import RESULTS, log, machine
 

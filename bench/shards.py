@@ -101,7 +101,7 @@ class Cluster:
     """Pods and checks on a fresh fake API server; which workload owns which pod."""
 
     def __init__(self, fleets: list[dict[str, Any]], args: argparse.Namespace) -> None:
-        from artifactcheck.sim.apiserver import FakeApiServer
+        from artifactcheck_sim.apiserver import FakeApiServer
 
         self.fleets = fleets
         self.args = args

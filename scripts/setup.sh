@@ -10,11 +10,15 @@
 #   * the virtual environment is ./.venv (git-ignored; VENV=DIR to choose another);
 #     when `python3 -m venv` cannot make one (Debian ships ensurepip separately),
 #     the package python3-venv is installed with apt-get (as root, else with sudo);
-#   * the package is installed into it, editable: `.` for the demo, `.[dev]` for tests;
+#   * the package and its simulator (./sim, the artifactcheck-sim distribution the demo
+#     and the tests run against) are installed into it, editable, in one pip call so that
+#     pip never looks for artifactcheck on the package index: `. ./sim` for the demo,
+#     `.[dev] ./sim` for tests;
 #   * `test` also installs the system packages the Docker tests need (.ci/docker.sh:
 #     docker.io, busybox-static, iptables, iproute2, mmdebstrap), as root or with sudo.
 # Nothing is ever written to the system Python (PEP 668). Re-running is cheap: the
-# environment is reused, and pip runs again only when pyproject.toml changed.
+# environment is reused, and pip runs again only when pyproject.toml or
+# sim/pyproject.toml changed.
 set -eu
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,22 +67,24 @@ make_venv() {
     venv_ok || die "$venv has no working pip"
 }
 
-# install "" | "dev": pip install -e .[extra], skipped when already done for this pyproject
+# install "" | "dev": pip install -e .[extra] -e ./sim, skipped when already done for
+# these two pyproject.toml files
 install() {
     extra=$1
     make_venv
     spec=.
     [ -n "$extra" ] && spec=".[$extra]"
     stamp="$venv/.artifactcheck-installed"
-    want="$extra $(cksum <pyproject.toml)"
+    projects="$(cksum <pyproject.toml) $(cksum <sim/pyproject.toml)"
+    want="$extra $projects"
     # a dev install also satisfies the demo's needs
     if [ -f "$stamp" ]; then
         have=$(cat "$stamp")
         [ "$have" = "$want" ] && return 0
-        [ -z "$extra" ] && [ "$have" = "dev $(cksum <pyproject.toml)" ] && return 0
+        [ -z "$extra" ] && [ "$have" = "dev $projects" ] && return 0
     fi
-    say "installing $spec into $venv (pip, from the package index)"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$spec"
+    say "installing $spec and ./sim into $venv (pip, from the package index)"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$spec" -e ./sim
     printf '%s\n' "$want" >"$stamp"
 }
 
@@ -111,7 +117,7 @@ case $cmd in
         exec "$prog" "$@"
         ;;
     -h | --help | help)
-        sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
         ;;
     *)
         die "unknown command '$cmd' (demo, test, install [dev], run CMD)"

@@ -590,7 +590,7 @@ def controller(**opts: Any) -> None:
 )
 def demo(instances: int, keep: bool, kubernetes: bool) -> None:
     """Start a simulated fleet on loopback, check it, and explain what was found."""
-    from artifactcheck.sim.demo import run_demo
+    from artifactcheck.cli.simulator import run_demo
 
     sys.exit(run_demo(instances=instances, keep=keep, console=console(), kubernetes=kubernetes))
 

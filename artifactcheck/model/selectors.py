@@ -1,24 +1,20 @@
-"""Kubernetes label and field selectors: parsing and matching.
+"""Kubernetes label selectors: parsing and matching.
 
-One grammar for everything in this project that takes a selector, so the verdict API
-(:mod:`artifactcheck.control.api`: which of a check's pods a canary asks about) and the
-fake API server (:mod:`artifactcheck.sim.apiserver`: lists and watches) accept and
-mean the same thing. It follows the real ones (``k8s.io/apimachinery/pkg/labels`` and
-``.../pkg/fields``) closely enough that a selector the real API server accepts is
-accepted here with the same meaning, and a selector it rejects is rejected here too
-(the API answers 400). Written by hand: no maintained Python library parses the
-string form (the official client passes selectors through to the server unparsed).
+One grammar for everything in the product that takes a label selector (the verdict API,
+:mod:`artifactcheck.control.api`: which of a check's pods a canary asks about). It follows
+the real one (``k8s.io/apimachinery/pkg/labels``) closely enough that a selector the real
+API server accepts is accepted here with the same meaning, and a selector it rejects is
+rejected here too (the API answers 400). Written by hand: no maintained Python library
+parses the string form (the official client passes selectors through to the server
+unparsed). Field selectors are only ever parsed by a server, so their grammar lives with
+the simulator's fake API server (``artifactcheck_sim.field_selectors``), which shares
+this module's :class:`SelectorError`.
 
 Label selectors: comma-joined requirements, each one of ``key``, ``!key``,
 ``key=value``, ``key==value``, ``key!=value``, ``key in (a,b)``,
 ``key notin (a,b)``, ``key>N``, ``key<N``.  ``!=`` and ``notin`` also match
 objects that do not have the label at all, exactly as in Kubernetes.  Keys and
 values are validated like label keys and values are.
-
-Field selectors: comma-joined ``field=value``, ``field==value`` or
-``field!=value`` terms, with ``\\,``, ``\\=`` and ``\\\\`` escapes in
-values.  Which fields exist is up to the resource; :meth:`FieldSelector.matches`
-takes a function that reads a field from the object.
 
 Not covered: the set-based ``matchExpressions`` JSON form (clients turn that
 into the string form before it reaches a server anyway).
@@ -27,13 +23,11 @@ into the string form before it reaches a server anyway).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Generic, Self, TypeVar
+from typing import Self
 
 __all__ = [
-    "FieldRequirement",
-    "FieldSelector",
     "LabelRequirement",
     "LabelSelector",
     "SelectorError",
@@ -274,37 +268,22 @@ class _LabelParser:
         return tuple(requirements)
 
 
-R = TypeVar("R")
-
-
 @dataclass(frozen=True)
-class _Selector(Generic[R]):
-    """A parsed selector: requirements that must all hold (none: matches everything)."""
+class LabelSelector:
+    """A parsed label selector: requirements that must all hold (none: matches everything)."""
 
-    requirements: tuple[R, ...] = ()
+    requirements: tuple[LabelRequirement, ...] = ()
 
     @classmethod
     def parse(cls, text: str | None) -> Self:
         """Parse the string form; raises :class:`SelectorError` when it is invalid."""
         if not text or not text.strip():
             return cls()
-        return cls(cls._requirements(text))
-
-    @classmethod
-    def _requirements(cls, text: str) -> tuple[R, ...]:
-        raise NotImplementedError
+        return cls(_LabelParser(text).parse())
 
     @property
     def empty(self) -> bool:
         return not self.requirements
-
-
-class LabelSelector(_Selector[LabelRequirement]):
-    """A parsed label selector; the empty selector matches everything."""
-
-    @classmethod
-    def _requirements(cls, text: str) -> tuple[LabelRequirement, ...]:
-        return _LabelParser(text).parse()
 
     def matches(self, labels: Mapping[str, str] | None) -> bool:
         have = labels or {}
@@ -312,105 +291,3 @@ class LabelSelector(_Selector[LabelRequirement]):
 
     def __str__(self) -> str:
         return ",".join(str(req) for req in self.requirements)
-
-
-# --------------------------------------------------------------------------- fields
-
-_FIELD_OPERATORS = ("!=", "==", "=")
-
-
-@dataclass(frozen=True)
-class FieldRequirement:
-    field: str
-    op: str  # "=" or "!="
-    value: str
-
-    def matches(self, actual: str) -> bool:
-        return (actual == self.value) if self.op == "=" else (actual != self.value)
-
-
-def _split_terms(text: str) -> list[str]:
-    terms: list[str] = []
-    start = 0
-    escaped = False
-    for i, c in enumerate(text):
-        if escaped:
-            escaped = False
-        elif c == "\\":
-            escaped = True
-        elif c == ",":
-            terms.append(text[start:i])
-            start = i + 1
-    terms.append(text[start:])
-    return terms
-
-
-def _split_term(term: str) -> tuple[str, str, str] | None:
-    escaped = False
-    for i, c in enumerate(term):
-        if escaped:
-            escaped = False
-            continue
-        if c == "\\":
-            escaped = True
-            continue
-        for op in _FIELD_OPERATORS:
-            if term.startswith(op, i):
-                return term[:i], op, term[i + len(op) :]
-    return None
-
-
-def _unescape(value: str) -> str:
-    out: list[str] = []
-    escaped = False
-    for c in value:
-        if escaped:
-            if c not in "\\,=":
-                raise SelectorError(f"invalid field selector value {value!r}: bad escape '\\{c}'")
-            out.append(c)
-            escaped = False
-        elif c == "\\":
-            escaped = True
-        elif c in ",=":
-            raise SelectorError(f"invalid field selector value {value!r}: unescaped {c!r}")
-        else:
-            out.append(c)
-    if escaped:
-        raise SelectorError(f"invalid field selector value {value!r}: trailing backslash")
-    return "".join(out)
-
-
-class FieldSelector(_Selector[FieldRequirement]):
-    """A parsed field selector; the empty selector matches everything."""
-
-    @classmethod
-    def _requirements(cls, text: str) -> tuple[FieldRequirement, ...]:
-        requirements: list[FieldRequirement] = []
-        for term in _split_terms(text):
-            if not term:
-                continue
-            parts = _split_term(term)
-            if parts is None:
-                raise SelectorError(f"invalid selector: {text!r}; can't understand {term!r}")
-            field, op, value = parts
-            field = field.strip()
-            if not field:
-                raise SelectorError(f"invalid selector: {text!r}; empty field name in {term!r}")
-            requirements.append(
-                FieldRequirement(field, "!=" if op == "!=" else "=", _unescape(value))
-            )
-        return tuple(requirements)
-
-    @property
-    def fields(self) -> frozenset[str]:
-        return frozenset(req.field for req in self.requirements)
-
-    def matches(self, get: Callable[[str], str]) -> bool:
-        """``get(field)`` returns the object's value of a field as a string."""
-        return all(req.matches(get(req.field)) for req in self.requirements)
-
-    def __str__(self) -> str:
-        def esc(v: str) -> str:
-            return v.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
-
-        return ",".join(f"{r.field}{r.op}{esc(r.value)}" for r in self.requirements)

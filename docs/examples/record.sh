@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from artifactcheck.sim.fleet import SimFleet
+from artifactcheck_sim.fleet import SimFleet
 
 OUT = Path(os.environ.get("ARTIFACTCHECK_EXAMPLES_DIR") or "docs/examples")
 env = {**os.environ, "COLUMNS": "150"}

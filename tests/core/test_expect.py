@@ -30,8 +30,8 @@ from artifactcheck.release.sources import (
     is_template,
     plan_release_manifests,
 )
-from artifactcheck.sim.fleet import RELEASES
-from artifactcheck.sim.web import Site, Status, WebFleet
+from artifactcheck_sim.fleet import RELEASES
+from artifactcheck_sim.web import Site, Status, WebFleet
 
 R1, R2 = "1.4.1", "1.4.2"
 

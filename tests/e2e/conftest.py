@@ -15,8 +15,8 @@ import jsonschema
 import pytest
 
 from artifactcheck.act import report as report_module
-from artifactcheck.sim.fleet import SimFleet
-from artifactcheck.sim.web import WebFleet
+from artifactcheck_sim.fleet import SimFleet
+from artifactcheck_sim.web import WebFleet
 
 _subnet = itertools.count(10)
 _VALIDATOR: jsonschema.Draft202012Validator | None = None

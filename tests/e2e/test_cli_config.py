@@ -20,8 +20,8 @@ from click.testing import CliRunner
 from artifactcheck.cli.main import main
 from artifactcheck.cli.options import SingleValueOption
 from artifactcheck.manifests import native
-from artifactcheck.sim.fleet import RELEASES, SimFleet
-from artifactcheck.sim.web import Site, WebFleet
+from artifactcheck_sim.fleet import RELEASES, SimFleet
+from artifactcheck_sim.web import Site, WebFleet
 
 R1, R2 = "1.4.1", "1.4.2"
 

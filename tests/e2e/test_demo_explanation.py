@@ -11,7 +11,7 @@ import re
 
 from rich.console import Console
 
-from artifactcheck.sim.demo import run_demo
+from artifactcheck_sim.demo import run_demo
 
 
 def test_the_explanation_means_what_it_says() -> None:

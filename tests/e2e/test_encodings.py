@@ -25,8 +25,8 @@ from ci_support import tool
 from artifactcheck.model.settings import load_spec
 from artifactcheck.model.values import FindingKind, Verdict
 from artifactcheck.pipeline import run_check
-from artifactcheck.sim.fleet import RELEASES, foreign_bytes
-from artifactcheck.sim.web import Exchange, Site
+from artifactcheck_sim.fleet import RELEASES, foreign_bytes
+from artifactcheck_sim.web import Exchange, Site
 
 STALE = "assets/report-50WvgzG_.js"  # the same name in both releases, other bytes in 1.4.2
 

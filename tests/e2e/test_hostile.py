@@ -15,7 +15,7 @@ import tracemalloc
 from artifactcheck.model.settings import load_spec
 from artifactcheck.model.values import FindingKind, Verdict
 from artifactcheck.pipeline import run_check
-from artifactcheck.sim.web import Hang, Huge, Redirect, Site, Trickle
+from artifactcheck_sim.web import Hang, Huge, Redirect, Site, Trickle
 
 
 def check(spec: dict):
@@ -152,7 +152,7 @@ def test_tarpit_and_trickle_end_within_deadline(make_fleet, web) -> None:
 
 def test_failing_fleet_gets_bounded_load(web) -> None:
     """Every instance answers 503: total requests stay within first attempts + budget."""
-    from artifactcheck.sim.web import Status, loopback_hosts
+    from artifactcheck_sim.web import Status, loopback_hosts
 
     urls = web.add_many(
         [(Site(fault=Status(503)), h) for h in loopback_hosts(20, first="127.92.0.1")]

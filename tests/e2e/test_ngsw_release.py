@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from artifactcheck.cli.main import main
-from artifactcheck.sim.web import Site
+from artifactcheck_sim.web import Site
 
 BUILDS = Path(__file__).parents[1] / "fixtures" / "builds"
 R1, R2 = BUILDS / "ngsw-r1", BUILDS / "ngsw-r2"
@@ -140,7 +140,7 @@ def test_without_a_served_ngsw_the_release_files_are_still_hashed_by_sha1(
 ) -> None:
     """The SHA-1 is computed because the *release* needs it, not only when the instance
     serves an ngsw.json of its own (here it serves none: judged by the release's list)."""
-    from artifactcheck.sim.web import Status
+    from artifactcheck_sim.web import Status
 
     releases(tmp_path)
     url = web.add(Site(root=R1, overrides={"ngsw.json": Status(404)}), "127.93.60.7")

@@ -16,7 +16,7 @@ from artifactcheck.manifests import native
 from artifactcheck.model.settings import load_spec
 from artifactcheck.model.values import FindingKind, Verdict
 from artifactcheck.pipeline import run_check
-from artifactcheck.sim.web import Site, Status
+from artifactcheck_sim.web import Site, Status
 
 WEBPACK = Path(__file__).parents[1] / "fixtures" / "builds"
 
@@ -103,7 +103,7 @@ def test_a_403_probe_is_not_here_and_the_next_name_is_tried(make_fleet, web) -> 
 
 def test_a_connection_failing_after_answers_is_not_unreachable(make_fleet, web) -> None:
     """The version endpoint answered, then the manifest probe's connection dies."""
-    from artifactcheck.sim.web import Reset
+    from artifactcheck_sim.web import Reset
 
     fleet = make_fleet(1, version="1.4.1")
     url = web.add(

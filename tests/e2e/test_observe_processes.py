@@ -25,7 +25,7 @@ from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Instance
 from artifactcheck.observe import processes
 from artifactcheck.observe.processes import can_fork, processes_for, shares, split_by_host
-from artifactcheck.sim.web import Delay
+from artifactcheck_sim.web import Delay
 
 DOWN = "http://127.93.60.1:9/"  # nothing listens on port 9 (discard) here
 

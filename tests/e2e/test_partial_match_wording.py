@@ -16,8 +16,8 @@ from typing import Any
 from artifactcheck.model.settings import load_spec
 from artifactcheck.model.values import FindingKind, Verdict
 from artifactcheck.pipeline import run_check
-from artifactcheck.sim.fleet import RELEASES
-from artifactcheck.sim.web import Site
+from artifactcheck_sim.fleet import RELEASES
+from artifactcheck_sim.web import Site
 
 GONE = "assets/index-D62fgCHr.css"  # 1.4.2's stylesheet
 

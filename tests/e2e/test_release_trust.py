@@ -22,8 +22,8 @@ from release_keys import make_key
 
 from artifactcheck.cli.main import main
 from artifactcheck.manifests import native
-from artifactcheck.sim.fleet import RELEASES
-from artifactcheck.sim.web import Site
+from artifactcheck_sim.fleet import RELEASES
+from artifactcheck_sim.web import Site
 
 BUILD_A, BUILD_B = RELEASES["1.4.1"], RELEASES["1.4.2"]  # two real builds of one app
 

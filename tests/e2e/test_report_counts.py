@@ -16,8 +16,8 @@ from typing import Any
 from click.testing import CliRunner
 
 from artifactcheck.cli.main import main
-from artifactcheck.sim.fleet import RELEASES, foreign_bytes
-from artifactcheck.sim.web import Exchange, Site
+from artifactcheck_sim.fleet import RELEASES, foreign_bytes
+from artifactcheck_sim.web import Exchange, Site
 
 STALE = "assets/report-50WvgzG_.js"  # same name in both releases, other bytes in 1.4.2
 

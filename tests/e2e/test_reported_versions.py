@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from artifactcheck.cli.main import main
-from artifactcheck.sim.web import Site
+from artifactcheck_sim.web import Site
 
 
 def verify(*args: str) -> Any:

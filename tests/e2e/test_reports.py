@@ -24,8 +24,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from artifactcheck.cli.main import main
-from artifactcheck.sim.fleet import RELEASES
-from artifactcheck.sim.web import Site
+from artifactcheck_sim.fleet import RELEASES
+from artifactcheck_sim.web import Site
 
 
 def verify(*args: str) -> tuple[int, str]:

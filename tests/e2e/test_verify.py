@@ -10,7 +10,7 @@ from xml.etree import ElementTree as ET
 from click.testing import CliRunner
 
 from artifactcheck.cli.main import main
-from artifactcheck.sim.web import Site, Status
+from artifactcheck_sim.web import Site, Status
 
 
 def verify(*args: str) -> tuple[int, str, str]:

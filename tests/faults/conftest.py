@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from faults_support import RESULTS_DIR, Recorder
 
-from artifactcheck.sim.fleet import SimFleet
-from artifactcheck.sim.web import WebFleet
+from artifactcheck_sim.fleet import SimFleet
+from artifactcheck_sim.web import WebFleet
 
 _subnet = itertools.count(1)
 

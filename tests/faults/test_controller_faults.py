@@ -19,9 +19,9 @@ from collections.abc import Iterator
 import pytest
 from faults_support import Recorder
 
-from artifactcheck.sim.cluster import SimCluster, SimPod, wait_for
-from artifactcheck.sim.running import RunningController
-from artifactcheck.sim.web import Delay, Status
+from artifactcheck_sim.cluster import SimCluster, SimPod, wait_for
+from artifactcheck_sim.running import RunningController
+from artifactcheck_sim.web import Delay, Status
 
 POLICY = {"mode": "quarantine", "confirmations": 2, "maxQuarantineFraction": 0.5}
 RELATED_410 = "tests/k8s/test_controller.py::test_api_server_restart_and_410_recovered"

@@ -24,8 +24,8 @@ from faults_support import CertAuthority, Recorder, check, fault_spec
 
 from artifactcheck.model.values import FindingKind, Severity, Verdict
 from artifactcheck.release.sources import Expectations, TemplateSource, limits_of
-from artifactcheck.sim.fleet import SimFleet
-from artifactcheck.sim.web import Site, Status, WebFleet
+from artifactcheck_sim.fleet import SimFleet
+from artifactcheck_sim.web import Site, Status, WebFleet
 
 SITE = "shop.example"
 DRIFTED = "web-1"

@@ -23,8 +23,8 @@ import pytest
 from faults_support import Recorder, check, dropping_namespace, fault_spec
 
 from artifactcheck.model.values import FindingKind, Verdict
-from artifactcheck.sim.fleet import SimFleet
-from artifactcheck.sim.web import (
+from artifactcheck_sim.fleet import SimFleet
+from artifactcheck_sim.web import (
     Flaky,
     GzipBomb,
     Hang,

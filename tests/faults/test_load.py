@@ -28,8 +28,8 @@ from artifactcheck.fetch import Fetcher, RetryBudget
 from artifactcheck.model.settings import HttpSettings, RetrySettings, load_spec
 from artifactcheck.model.values import Verdict
 from artifactcheck.pipeline import run_check
-from artifactcheck.sim.fleet import RELEASES
-from artifactcheck.sim.web import Handler, Hang, Reset, Site, Status, WebFleet
+from artifactcheck_sim.fleet import RELEASES
+from artifactcheck_sim.web import Handler, Hang, Reset, Site, Status, WebFleet
 
 INSTANCES = 24
 MAX_CONNECTIONS = 8

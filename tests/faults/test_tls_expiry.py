@@ -23,10 +23,10 @@ from click.testing import CliRunner
 from faults_support import CertAuthority, Recorder
 
 from artifactcheck.cli.main import main
-from artifactcheck.sim.cluster import SimCluster, wait_for
-from artifactcheck.sim.fleet import SimFleet
-from artifactcheck.sim.running import RunningController
-from artifactcheck.sim.web import Site, WebFleet
+from artifactcheck_sim.cluster import SimCluster, wait_for
+from artifactcheck_sim.fleet import SimFleet
+from artifactcheck_sim.running import RunningController
+from artifactcheck_sim.web import Site, WebFleet
 
 SITE = "shop.example"
 METRIC = "artifactcheck_tls_cert_expiry_timestamp_seconds"

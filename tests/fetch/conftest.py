@@ -19,7 +19,7 @@ from fetch_support import RecordingSleep, settings
 
 from artifactcheck.fetch import Fetcher
 from artifactcheck.model.settings import RetrySettings
-from artifactcheck.sim.web import WebFleet, loopback_hosts
+from artifactcheck_sim.web import WebFleet, loopback_hosts
 
 # Addresses 127.0.3.1 onwards, handed out once per session so tests never share one.
 _HOSTS = iter(loopback_hosts(20_000, "127.0.3.1"))

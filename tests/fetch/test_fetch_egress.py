@@ -20,7 +20,7 @@ from artifactcheck.fetch import Fetcher
 from artifactcheck.fetch.tls import probe_certificate
 from artifactcheck.model.errors import UnsafeReferenceError
 from artifactcheck.model.settings import RetrySettings
-from artifactcheck.sim.web import Site, WebFleet
+from artifactcheck_sim.web import Site, WebFleet
 
 http1_only = pytest.mark.parametrize("transport", ["http1"])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from artifactcheck.sim.web import Body, Delay, Site, WebFleet
+from artifactcheck_sim.web import Body, Delay, Site, WebFleet
 
 
 def slow_site(delay: float = 0.05) -> Site:

@@ -13,7 +13,7 @@ import pytest
 from fetch_support import RecordingSleep, UpperBoundRng
 
 from artifactcheck.fetch import RetryBudget
-from artifactcheck.sim.web import Body, Flaky, Reset, Site, Status, WebFleet
+from artifactcheck_sim.web import Body, Flaky, Reset, Site, Status, WebFleet
 
 LOGGER = "artifactcheck.test.fetch"
 

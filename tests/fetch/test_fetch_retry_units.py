@@ -11,7 +11,7 @@ from fetch_support import UpperBoundRng
 
 from artifactcheck.fetch import RetryBudget, backoff_delay, parse_retry_after
 from artifactcheck.model.settings import RetrySettings
-from artifactcheck.sim.web import loopback_hosts
+from artifactcheck_sim.web import loopback_hosts
 
 
 def test_budget_is_thread_safe() -> None:

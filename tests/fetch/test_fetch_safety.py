@@ -11,7 +11,7 @@ import pytest
 from artifactcheck.fetch import Fetcher
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import HttpSettings, RetrySettings
-from artifactcheck.sim.web import Body, Redirect, Site, WebFleet
+from artifactcheck_sim.web import Body, Redirect, Site, WebFleet
 
 
 async def test_redirect_to_another_host_is_refused(

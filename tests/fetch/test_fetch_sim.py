@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from artifactcheck.sim.web import (
+from artifactcheck_sim.web import (
     Delay,
     Hang,
     Reset,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rawserver import RawServer, serve_each
 
-from artifactcheck.sim.web import (
+from artifactcheck_sim.web import (
     Body,
     Compressed,
     GzipBomb,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 from fetch_support import eventually
 
-from artifactcheck.sim.web import Body, Hang, Site, Trickle, WebFleet, WrongLength
+from artifactcheck_sim.web import Body, Hang, Site, Trickle, WebFleet, WrongLength
 
 
 async def test_hang_times_out_on_read(

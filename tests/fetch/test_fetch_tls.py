@@ -15,7 +15,7 @@ from fetch_support import server_context
 
 from artifactcheck.fetch.tls import days_left, probe_certificate, unverified_context
 from artifactcheck.model.errors import FetchConnectError, FetchError, FetchTimeout
-from artifactcheck.sim.web import Site, WebFleet
+from artifactcheck_sim.web import Site, WebFleet
 
 NAME = "shop.example"
 

@@ -22,11 +22,11 @@ from typing import Any
 import jsonschema
 
 from artifactcheck.control.health import HealthServer
-from artifactcheck.sim.cluster import SimCluster, wait_for
-from artifactcheck.sim.fleet import RELEASES
-from artifactcheck.sim.running import RunningController
-from artifactcheck.sim.web import Site
 from artifactcheck.tenancy.admission import AdminConfig
+from artifactcheck_sim.cluster import SimCluster, wait_for
+from artifactcheck_sim.fleet import RELEASES
+from artifactcheck_sim.running import RunningController
+from artifactcheck_sim.web import Site
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "docs" / "verdict-api.schema.json").read_text())

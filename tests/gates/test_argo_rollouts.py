@@ -18,7 +18,7 @@ import yaml
 from argo_emulation import ExprError, evaluate, jsonpath, measure, outcome, render, resolve_args
 from gate_support import CANARY, REPO, STABLE, Gate, GateCluster, valid
 
-from artifactcheck.sim.cluster import wait_for
+from artifactcheck_sim.cluster import wait_for
 
 ARGO = REPO / "k8s" / "integrations" / "argo-rollouts"
 CHECK = "/verdicts/v1/namespaces/shop/artifactchecks/web"

@@ -26,7 +26,7 @@ import yaml
 from gate_support import CANARY, REPO, STABLE, Gate, GateCluster, raw, valid
 
 from artifactcheck.control.health import MAX_BODY_BYTES
-from artifactcheck.sim.cluster import wait_for
+from artifactcheck_sim.cluster import wait_for
 
 FLAGGER = REPO / "k8s" / "integrations" / "flagger"
 HOOKS = ("pre-rollout", "rollout", "confirm-promotion")

@@ -26,7 +26,7 @@ from artifactcheck.clients.kube import micro_time
 from artifactcheck.control.forward import ANSWERED_BY, FORWARDED_BY, format_address, parse_address
 from artifactcheck.control.lease import LEADER_ADDRESS, LeaseRecord
 from artifactcheck.model.names import LEASE_NAME
-from artifactcheck.sim.cluster import wait_for
+from artifactcheck_sim.cluster import wait_for
 
 CHECK = "/verdicts/v1/namespaces/shop/artifactchecks/web"
 CANARY_SELECTOR = "rollouts-pod-template-hash=7f4b"

@@ -22,7 +22,7 @@ from artifactcheck.control.health import MAX_CONNECTIONS, HealthServer
 from artifactcheck.judge.decide import History
 from artifactcheck.model.selectors import LabelSelector, SelectorError
 from artifactcheck.model.values import Instance, Report
-from artifactcheck.sim.cluster import wait_for
+from artifactcheck_sim.cluster import wait_for
 
 CHECK = "/verdicts/v1/namespaces/shop/artifactchecks/web"
 

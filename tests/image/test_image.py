@@ -29,9 +29,9 @@ import trustme
 import yaml
 from aiohttp import web
 
-from artifactcheck.sim.apiserver import FakeApiServer
-from artifactcheck.sim.cluster import SimCluster, wait_for
-from artifactcheck.sim.web import Site
+from artifactcheck_sim.apiserver import FakeApiServer
+from artifactcheck_sim.cluster import SimCluster, wait_for
+from artifactcheck_sim.web import Site
 
 from .conftest import RUN_ID, TEST_LABEL, Built, pyproject_version
 

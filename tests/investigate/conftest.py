@@ -22,8 +22,8 @@ from click.testing import CliRunner
 
 from artifactcheck.cli.investigate import fleet as fleet_command
 from artifactcheck.cli.investigate import investigate as investigate_command
-from artifactcheck.sim.fleet import SimFleet
-from artifactcheck.sim.web import WebFleet
+from artifactcheck_sim.fleet import SimFleet
+from artifactcheck_sim.web import WebFleet
 
 _subnet = itertools.count(10)
 

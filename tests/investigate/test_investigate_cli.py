@@ -13,7 +13,7 @@ import pytest
 import trustme
 from schemas import validate
 
-from artifactcheck.sim.web import Site
+from artifactcheck_sim.web import Site
 
 LOGO = "assets/logo-m9-UFto3.svg"
 

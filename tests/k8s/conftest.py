@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from artifactcheck.sim.apiserver import FakeApiServer
+from artifactcheck_sim.apiserver import FakeApiServer
 
 GATE = "artifactcheck.io/content-verified"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})

@@ -17,10 +17,10 @@ from typing import Any
 import yaml
 
 from artifactcheck.control.crd import CRD_NAME, crd_manifest
-from artifactcheck.sim.cluster import SimCluster
-from artifactcheck.sim.running import RunningController
-from artifactcheck.sim.web import Site
 from artifactcheck.tenancy.admission import AdminConfig
+from artifactcheck_sim.cluster import SimCluster
+from artifactcheck_sim.running import RunningController
+from artifactcheck_sim.web import Site
 
 _CRD_API = "apiextensions.k8s.io/v1"
 

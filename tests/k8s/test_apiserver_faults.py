@@ -1,4 +1,4 @@
-"""The fake API server's seeded fault mode (artifactcheck/sim/apiserver_faults.py), as
+"""The fake API server's seeded fault mode (sim/artifactcheck_sim/apiserver_faults.py), as
 the official client sees it over HTTP."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from artifactcheck.clients.kube import Throttled, call, client_without_retries
-from artifactcheck.sim.apiserver import FakeApiServer
-from artifactcheck.sim.apiserver_faults import FaultRule, Faults
+from artifactcheck_sim.apiserver import FakeApiServer
+from artifactcheck_sim.apiserver_faults import FaultRule, Faults
 
 
 def pods(api: k8s.ApiClient) -> k8s.CoreV1Api:

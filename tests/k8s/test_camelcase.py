@@ -17,9 +17,9 @@ import pytest
 from artifactcheck.control.crd import crd_manifest
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import CheckSpec, camel_name, load_spec, load_spec_file
-from artifactcheck.sim.apiserver import FakeApiServer
-from artifactcheck.sim.cluster import SimCluster
 from artifactcheck.tenancy.admission import CONTROLLER_REFUSED_FIELDS, AdminConfig, admit
+from artifactcheck_sim.apiserver import FakeApiServer
+from artifactcheck_sim.cluster import SimCluster
 
 RELEASES = "https://cdn.shop.example.com/releases/{version}/artifactcheck.json"
 ADMIN = AdminConfig.model_validate(

@@ -2,7 +2,7 @@
 
 One check (quarantine, three confirmations) over seven pods, one of them drifted, on
 the fake API server over HTTP. The same cluster is built twice in one test: once
-fault-free, once with the seeded fault mode (artifactcheck/sim/apiserver_faults.py)
+fault-free, once with the seeded fault mode (sim/artifactcheck_sim/apiserver_faults.py)
 on: 429 with Retry-After, 500s, slow answers, watches cut mid-stream and 410 Gone on
 resume. Both runs last the same number of completed cycles, so requests and writes
 are compared per cycle of work, not per second. Then the faults end and the
@@ -21,8 +21,8 @@ from typing import Any
 
 from tenant_support import TenantCluster, running
 
-from artifactcheck.sim.apiserver_faults import FaultRule, Faults
-from artifactcheck.sim.cluster import wait_for
+from artifactcheck_sim.apiserver_faults import FaultRule, Faults
+from artifactcheck_sim.cluster import wait_for
 
 _net = itertools.count(1)
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})

@@ -26,10 +26,10 @@ from launch import controller_process
 from tenant_support import TenantCluster, running
 
 from artifactcheck.model.errors import ConfigError
-from artifactcheck.sim.apiserver import FakeApiServer
-from artifactcheck.sim.cluster import GATE, SimCluster, free_port, wait_for
-from artifactcheck.sim.fleet import RELEASES
-from artifactcheck.sim.web import Site
+from artifactcheck_sim.apiserver import FakeApiServer
+from artifactcheck_sim.cluster import GATE, SimCluster, free_port, wait_for
+from artifactcheck_sim.fleet import RELEASES
+from artifactcheck_sim.web import Site
 
 _net = itertools.count(1)
 LEASE = ("coordination.k8s.io/v1", "Lease")

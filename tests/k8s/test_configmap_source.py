@@ -31,9 +31,9 @@ from artifactcheck.model.values import Verdict
 from artifactcheck.pipeline import run_check
 from artifactcheck.release.configmaps import ConfigMapReleases
 from artifactcheck.release.sources import ConfigMapSource, Expectations
-from artifactcheck.sim.apiserver import FakeApiServer
-from artifactcheck.sim.cluster import SimCluster, wait_for
-from artifactcheck.sim.fleet import RELEASES
+from artifactcheck_sim.apiserver import FakeApiServer
+from artifactcheck_sim.cluster import SimCluster, wait_for
+from artifactcheck_sim.fleet import RELEASES
 
 LABEL = "artifactcheck.io/release-manifests"
 SELECTOR = f"{LABEL}=true"
@@ -365,7 +365,7 @@ def test_the_controller_reads_release_configmaps_of_the_check_s_own_namespace(
 ) -> None:
     """In the cluster, the controller lists and watches the check's own namespace's
     release ConfigMaps (through its own API client) and quarantines the drifted pod."""
-    from artifactcheck.sim.running import RunningController
+    from artifactcheck_sim.running import RunningController
 
     for version in ("1.4.1", "1.4.2"):
         cluster.api.create(release_cm(version))

@@ -7,7 +7,7 @@ import itertools
 import pytest
 from tenant_support import TenantCluster, admin_config, running, write_admin_config
 
-from artifactcheck.sim.cluster import SimCluster, wait_for
+from artifactcheck_sim.cluster import SimCluster, wait_for
 
 _net = itertools.count(1)
 
@@ -362,7 +362,7 @@ def test_controller_command_end_to_end(cluster: SimCluster, tmp_path) -> None:
     import sys
     import urllib.request
 
-    from artifactcheck.sim.cluster import free_port
+    from artifactcheck_sim.cluster import free_port
 
     for _ in range(3):
         cluster.add_pod()

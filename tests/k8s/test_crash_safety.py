@@ -29,7 +29,7 @@ from launch import controller_process
 from tenant_support import TenantCluster
 
 from artifactcheck.model.names import LEASE_NAME
-from artifactcheck.sim.cluster import free_port, wait_for
+from artifactcheck_sim.cluster import free_port, wait_for
 
 KILLS = 10
 SEED = 25

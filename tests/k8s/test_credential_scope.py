@@ -18,10 +18,10 @@ import pytest
 from tenant_support import TenantCluster, admin_config, running
 
 from artifactcheck.model.errors import ConfigError
-from artifactcheck.sim.cluster import wait_for
 from artifactcheck.tenancy.admission import AdminConfig, Credential, load_admin_config
 from artifactcheck.tenancy.credentials import CredentialScope
 from artifactcheck.tenancy.egress import parse_address
+from artifactcheck_sim.cluster import wait_for
 
 _net = itertools.count(1)
 TOKEN = "cdn-token-5f1e0c9a"

@@ -39,8 +39,8 @@ from artifactcheck.model.errors import ConfigError, DependencyError
 from artifactcheck.model.names import DEFAULT_CONDITION_TYPE
 from artifactcheck.model.settings import KubernetesSource
 from artifactcheck.model.values import VersionSignal
-from artifactcheck.sim.apiserver import FakeApiServer
-from artifactcheck.sim.apiserver_resources import ARTIFACTCHECKS, BUILTIN_RESOURCES
+from artifactcheck_sim.apiserver import FakeApiServer
+from artifactcheck_sim.apiserver_resources import ARTIFACTCHECKS, BUILTIN_RESOURCES
 
 SHA_A = "docker-pullable://nginx@sha256:" + "a" * 64
 SHA_B = "docker-pullable://nginx@sha256:" + "b" * 64

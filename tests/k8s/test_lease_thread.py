@@ -13,8 +13,8 @@ import threading
 import time
 
 from artifactcheck.control.controller import Controller, ControllerSettings
-from artifactcheck.sim.apiserver import FakeApiServer
 from artifactcheck.tenancy.admission import AdminConfig
+from artifactcheck_sim.apiserver import FakeApiServer
 
 
 def test_renewal_is_not_queued_behind_a_busy_default_executor() -> None:

@@ -576,7 +576,7 @@ def _served_files() -> dict[str, bytes]:
 
 
 def test_example_serves_the_demo_build_byte_for_byte() -> None:
-    build = PACKAGE / "sim" / "builds" / "vite-r2"
+    build = REPO / "sim" / "artifactcheck_sim" / "builds" / "vite-r2"
     files = {
         p.relative_to(build).as_posix(): p.read_bytes() for p in build.rglob("*") if p.is_file()
     }
@@ -1433,7 +1433,7 @@ def _kubernetes_helpers(tree: ast.Module) -> set[Path]:
 def _package_files() -> list[Path]:
     """The package's modules, minus ``sim/``.
 
-    ``artifactcheck/sim`` is the fake API server and the fleet the demo and tests set up
+    ``sim/artifactcheck_sim`` is the fake API server and the fleet the demo and tests set up
     through the client against it; it never runs with the controller's ServiceAccount.
     """
     return [p for p in sorted(PACKAGE.rglob("*.py")) if "sim" not in p.relative_to(PACKAGE).parts]

@@ -26,7 +26,7 @@ from artifactcheck.control.shard import (
 )
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.names import LEASE_NAME
-from artifactcheck.sim.cluster import wait_for
+from artifactcheck_sim.cluster import wait_for
 
 KEYS = [(f"team-{t}", f"web-{w}") for t in range(50) for w in range(200)]  # 10,000 checks
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from tenant_support import TenantCluster, admin_config, running
 
-from artifactcheck.sim.cluster import wait_for
-from artifactcheck.sim.web import Site
+from artifactcheck_sim.cluster import wait_for
+from artifactcheck_sim.web import Site
 
 _net = itertools.count(1)
 SECRET = "sa-token-0123456789abcdef"  # stands for the controller's service-account token
@@ -532,7 +532,7 @@ def test_the_crd_refuses_or_prunes_cli_only_fields(
 
 
 def test_one_namespace_runs_at_most_its_share_of_cycles_at_once(tc: TenantCluster) -> None:
-    from artifactcheck.sim.web import Delay
+    from artifactcheck_sim.web import Delay
 
     pods = [tc.add_pod() for _ in range(2)]
     for pod in pods:  # slow pods: cycles overlap unless the namespace's slot holds them

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from ci_support import tool
 
-from artifactcheck.sim.apiserver import ApiError, FakeApiServer
+from artifactcheck_sim.apiserver import ApiError, FakeApiServer
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "k8s"
@@ -277,7 +277,7 @@ def test_demo_keep_prints_a_kubeconfig_kubectl_can_use(tmp_path: Path) -> None:
 
     from rich.console import Console
 
-    from artifactcheck.sim.demo import run_kubernetes_act
+    from artifactcheck_sim.demo import run_kubernetes_act
 
     out = StringIO()
     seen: dict[str, str] = {}

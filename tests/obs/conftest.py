@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from obs_support import find_promtool, lab_controller
 
-from artifactcheck.sim.cluster import SimCluster, wait_for
+from artifactcheck_sim.cluster import SimCluster, wait_for
 
 
 @pytest.fixture(scope="session")

@@ -17,8 +17,8 @@ import yaml
 from ci_support import tool
 from prometheus_client.parser import text_string_to_metric_families
 
-from artifactcheck.sim.cluster import SimCluster
-from artifactcheck.sim.running import RunningController
+from artifactcheck_sim.cluster import SimCluster
+from artifactcheck_sim.running import RunningController
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "k8s" / "integrations" / "prometheus" / "artifactcheck-rules.yaml"

@@ -19,7 +19,7 @@ from markdown_it import MarkdownIt
 from obs_support import ROOT
 
 from artifactcheck.cli.main import main
-from artifactcheck.sim.cluster import SimCluster
+from artifactcheck_sim.cluster import SimCluster
 
 CI = ROOT / "k8s" / "integrations" / "ci"
 GITHUB, GITLAB = CI / "github-actions.yml", CI / "gitlab-ci.yml"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from obs_support import lab_controller
 
-from artifactcheck.sim.cluster import SimCluster, wait_for
+from artifactcheck_sim.cluster import SimCluster, wait_for
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from artifactcheck.model.values import (
     Severity,
     Verdict,
 )
-from artifactcheck.sim.fleet import RELEASES, SimFleet
+from artifactcheck_sim.fleet import RELEASES, SimFleet
 
 Table = list[list[str]]  # header row first
 

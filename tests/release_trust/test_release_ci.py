@@ -22,7 +22,7 @@ from release_keys import make_key
 
 from artifactcheck.cli.main import main
 from artifactcheck.release import dsse
-from artifactcheck.sim.fleet import RELEASES
+from artifactcheck_sim.fleet import RELEASES
 
 CI = Path(__file__).resolve().parents[2] / "k8s" / "integrations" / "ci"
 

@@ -19,7 +19,7 @@ from artifactcheck.model.values import FindingKind
 from artifactcheck.release.guard import ReleaseGuard, ReleaseTrust
 from artifactcheck.release.pins import FilePins, Observed, PinsError
 from artifactcheck.release.sources import ConfigMapSource, Expectations
-from artifactcheck.sim.fleet import RELEASES
+from artifactcheck_sim.fleet import RELEASES
 
 LIMITS = ManifestLimits()
 

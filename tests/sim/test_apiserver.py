@@ -22,7 +22,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client import ApiClient, ApiException
 
-from artifactcheck.sim.apiserver import FakeApiServer
+from artifactcheck_sim.apiserver import FakeApiServer
 
 GROUP, VERSION, PLURAL = "artifactcheck.io", "v1alpha1", "artifactchecks"
 RFC3339_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")

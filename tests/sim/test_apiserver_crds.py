@@ -20,7 +20,7 @@ from kubernetes import client
 from kubernetes.client import ApiClient, ApiException
 
 from artifactcheck.control.crd import crd_manifest
-from artifactcheck.sim.apiserver import FakeApiServer
+from artifactcheck_sim.apiserver import FakeApiServer
 
 GROUP, VERSION, PLURAL = "example.com", "v1", "widgets"
 WIDGETS = f"/apis/{GROUP}/{VERSION}/namespaces/default/{PLURAL}"

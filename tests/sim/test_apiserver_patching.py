@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from artifactcheck.sim.apiserver_resources import POD_MERGE_SCHEMA
-from artifactcheck.sim.patching import (
+from artifactcheck_sim.apiserver_resources import POD_MERGE_SCHEMA
+from artifactcheck_sim.patching import (
     PatchError,
     json_equal,
     json_merge_patch,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from artifactcheck.model.selectors import FieldSelector, LabelSelector, SelectorError
+from artifactcheck.model.selectors import LabelSelector, SelectorError
+from artifactcheck_sim.field_selectors import FieldSelector
 
 LABELS = {"app": "web", "env": "prod", "replicas": "3", "example.com/team": "a"}
 

@@ -21,7 +21,7 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client import ApiClient, ApiException
 
-from artifactcheck.sim.apiserver import FakeApiServer
+from artifactcheck_sim.apiserver import FakeApiServer
 
 GROUP, VERSION, PLURAL = "artifactcheck.io", "v1alpha1", "artifactchecks"
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from artifactcheck.sim.apiserver_resources import ResourceType, dig
+from artifactcheck_sim.apiserver_resources import ResourceType, dig
 
 __all__ = ["human_duration", "wants_table", "to_table"]
 

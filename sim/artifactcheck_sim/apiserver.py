@@ -23,28 +23,28 @@ What it covers
   ``policy/v1`` ``poddisruptionbudgets``.  More can be added with
   :meth:`FakeApiServer.register_resource`.
 * ``apiextensions.k8s.io/v1`` CustomResourceDefinitions
-  (:mod:`~artifactcheck.sim.apiserver_crds`): creating one serves its resource
+  (:mod:`~artifactcheck_sim.apiserver_crds`): creating one serves its resource
   (discovery with short names and categories, ``/status``), updating re-registers,
   deleting removes the resource and its objects; custom objects are pruned,
   defaulted and validated by the structural schema
-  (:mod:`~artifactcheck.sim.apiserver_schema`: 422 with field paths).  Until a CRD
+  (:mod:`~artifactcheck_sim.apiserver_schema`: 422 with field paths).  Until a CRD
   for it is created, ``artifactcheck.io/v1alpha1`` ``artifactchecks`` is served
-  built in and accepts any body (:class:`~artifactcheck.sim.cluster.SimCluster`
+  built in and accepts any body (:class:`~artifactcheck_sim.cluster.SimCluster`
   creates the project's CRD at start, so its schema applies).
 * ``fieldValidation`` (``Strict``: 400 for unknown fields; ``Warn``, the default:
   ``Warning`` headers; ``Ignore``), unknown fields dropped for built-in kinds too
   when the Kubernetes definitions (``kubernetes-validate``) are installed.
 * ``kubectl``'s media type ``application/json;as=Table;v=v1;g=meta.k8s.io`` on get,
-  list and watch (:mod:`~artifactcheck.sim.apiserver_tables`: printer columns).
+  list and watch (:mod:`~artifactcheck_sim.apiserver_tables`: printer columns).
 * OpenAPI v3: ``/openapi/v3`` and one document per group-version
-  (:mod:`~artifactcheck.sim.apiserver_openapi`), enough for ``kubectl apply``'s
+  (:mod:`~artifactcheck_sim.apiserver_openapi`), enough for ``kubectl apply``'s
   validation and ``kubectl explain``.  :meth:`FakeApiServer.write_kubeconfig` for
   pointing a real kubectl at the server.
 * Verbs: get, list (cluster-wide and per namespace, ``limit``/``continue``),
   watch, create (``generateName``), update (PUT, create-on-update for leases
   and events), patch (strategic merge, JSON merge, JSON patch), delete,
   deletecollection; ``dryRun=All``.
-* Semantics (see :mod:`artifactcheck.sim.apiserver_store`): ``uid``,
+* Semantics (see :mod:`artifactcheck_sim.apiserver_store`): ``uid``,
   ``creationTimestamp``, one global monotonically increasing
   ``resourceVersion``; 409 on a stale ``resourceVersion`` or a duplicate name;
   status-subresource separation; ``metadata.generation``; no-op writes keep
@@ -135,26 +135,27 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from aiohttp import web
 from multidict import CIMultiDict, MultiMapping
 
-from artifactcheck.model.selectors import FieldSelector, LabelSelector, SelectorError
-from artifactcheck.sim.apiserver_crds import CRDS, custom_resources
-from artifactcheck.sim.apiserver_errors import ApiError
-from artifactcheck.sim.apiserver_faults import Faults
-from artifactcheck.sim.apiserver_openapi import (
+from artifactcheck.model.selectors import LabelSelector, SelectorError
+from artifactcheck_sim.apiserver_crds import CRDS, custom_resources
+from artifactcheck_sim.apiserver_errors import ApiError
+from artifactcheck_sim.apiserver_faults import Faults
+from artifactcheck_sim.apiserver_openapi import (
     builtin_pruner,
     document_hash,
     group_version_document,
     index_document,
 )
-from artifactcheck.sim.apiserver_resources import (
+from artifactcheck_sim.apiserver_resources import (
     BUILTIN_RESOURCES,
     NAMESPACES,
     STANDARD_VERBS,
     ResourceRegistry,
     ResourceType,
 )
-from artifactcheck.sim.apiserver_store import PATCH_TYPES, Store, Stored
-from artifactcheck.sim.apiserver_tables import to_table, wants_table
-from artifactcheck.sim.loop_thread import LoopThread
+from artifactcheck_sim.apiserver_store import PATCH_TYPES, Store, Stored
+from artifactcheck_sim.apiserver_tables import to_table, wants_table
+from artifactcheck_sim.field_selectors import FieldSelector
+from artifactcheck_sim.loop_thread import LoopThread
 
 if TYPE_CHECKING:
     from artifactcheck.clients.kube import ApiClient, Configuration
@@ -426,7 +427,7 @@ class FakeApiServer:
         #: ``update``, ``patch``, ``delete``, ``deletecollection``).
         self.verb_counts: Counter[str] = Counter()
         self._injections: builtins.list[_Injection] = []
-        #: Seeded faults by verb and resource (artifactcheck/sim/apiserver_faults.py);
+        #: Seeded faults by verb and resource (sim/artifactcheck_sim/apiserver_faults.py);
         #: None (the default): none.
         self.faults: Faults | None = None
         self._inject_lock = threading.Lock()

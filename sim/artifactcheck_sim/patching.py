@@ -1,6 +1,6 @@
 """The three patch formats of the Kubernetes API, on plain JSON values.
 
-Used by the fake API server (:mod:`artifactcheck.sim.apiserver`) for PATCH
+Used by the fake API server (:mod:`artifactcheck_sim.apiserver`) for PATCH
 requests; pure functions over ``dict``/``list``/scalars, no I/O.
 
 * :func:`json_merge_patch` -- RFC 7386 (``application/merge-patch+json``):

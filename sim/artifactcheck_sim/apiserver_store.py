@@ -33,16 +33,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from artifactcheck.model.selectors import FieldSelector, LabelSelector
-from artifactcheck.sim.apiserver_errors import ApiError, FieldError
-from artifactcheck.sim.apiserver_resources import (
+from artifactcheck.model.selectors import LabelSelector
+from artifactcheck_sim.apiserver_errors import ApiError, FieldError
+from artifactcheck_sim.apiserver_resources import (
     NAMESPACES,
     Pruner,
     ResourceRegistry,
     ResourceType,
     validate_metadata,
 )
-from artifactcheck.sim.patching import (
+from artifactcheck_sim.field_selectors import FieldSelector
+from artifactcheck_sim.patching import (
     PatchError,
     json_merge_patch,
     json_patch,

@@ -23,8 +23,8 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from artifactcheck.sim.apiserver_errors import FieldError
-from artifactcheck.sim.apiserver_resources import (
+from artifactcheck_sim.apiserver_errors import FieldError
+from artifactcheck_sim.apiserver_resources import (
     ResourceType,
     Strategy,
     builtin,
@@ -32,8 +32,8 @@ from artifactcheck.sim.apiserver_resources import (
     dns_subdomain_error,
     scope_fields,
 )
-from artifactcheck.sim.apiserver_schema import apply_defaults, prune, validate
-from artifactcheck.sim.apiserver_store import now_rfc3339
+from artifactcheck_sim.apiserver_schema import apply_defaults, prune, validate
+from artifactcheck_sim.apiserver_store import now_rfc3339
 
 __all__ = ["CRDS", "custom_resources"]
 

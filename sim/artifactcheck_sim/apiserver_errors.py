@@ -1,6 +1,6 @@
 """Kubernetes ``Status`` errors for the fake API server.
 
-Every failure the fake API server (:mod:`artifactcheck.sim.apiserver`) reports
+Every failure the fake API server (:mod:`artifactcheck_sim.apiserver`) reports
 is an :class:`ApiError`; over HTTP it becomes a ``Status`` body with the same
 ``code``/``reason``/``message``/``details`` a real kube-apiserver sends for that
 situation (the message formats follow ``k8s.io/apimachinery/pkg/api/errors``),

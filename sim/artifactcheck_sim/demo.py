@@ -22,10 +22,10 @@ from artifactcheck.act.report import EXIT_MEANING, render_table
 from artifactcheck.model.settings import load_spec
 from artifactcheck.model.values import FindingKind, Report, Verdict
 from artifactcheck.pipeline import run_check
-from artifactcheck.sim.fleet import SimFleet
+from artifactcheck_sim.fleet import SimFleet
 
 if TYPE_CHECKING:  # the cluster is started lazily: act one does without it
-    from artifactcheck.sim.cluster import SimCluster, SimPod
+    from artifactcheck_sim.cluster import SimCluster, SimPod
 
 
 def run_demo(
@@ -158,8 +158,8 @@ def run_kubernetes_act(
     cluster is a real HTTP API server, so ``kubectl`` can look at the pods, the
     quarantine condition, the events and the ArtifactCheck's printer columns.
     """
-    from artifactcheck.sim.cluster import SimCluster
-    from artifactcheck.sim.running import RunningController
+    from artifactcheck_sim.cluster import SimCluster
+    from artifactcheck_sim.running import RunningController
 
     wait = wait or _wait_forever
     console.rule("act two: the in-cluster controller")
@@ -202,7 +202,7 @@ def _add_check(cluster: SimCluster) -> str:
 
     import yaml
 
-    from artifactcheck.sim.web import Site
+    from artifactcheck_sim.web import Site
 
     releases = cluster.web.add(Site(root=Path(cluster.release_template).parent), "127.77.4.1")
     cluster.add_check(
@@ -226,7 +226,7 @@ def _add_check(cluster: SimCluster) -> str:
 
 def _quarantined(cluster: SimCluster, made: list[SimPod], bad: SimPod) -> bool:
     """Wait for the bad pod's gate to close, the others' to open, and the status."""
-    from artifactcheck.sim.cluster import wait_for
+    from artifactcheck_sim.cluster import wait_for
 
     try:
         wait_for(lambda: (cluster.condition(bad.name) or {}).get("status") == "False", timeout=30)

@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 from artifactcheck.control.controller import Controller, ControllerSettings
-from artifactcheck.sim.cluster import SimCluster
+from artifactcheck_sim.cluster import SimCluster
 
 
 class RunningController:

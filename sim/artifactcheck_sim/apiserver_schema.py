@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from artifactcheck.sim.apiserver_errors import FieldError
+from artifactcheck_sim.apiserver_errors import FieldError
 
 __all__ = ["Resolver", "apply_defaults", "prune", "validate"]
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Literal, Self, TypeAlias, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from artifactcheck.sim.loop_thread import LoopThread
+from artifactcheck_sim.loop_thread import LoopThread
 
 __all__ = [
     "Body",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from artifactcheck.manifests import native
-from artifactcheck.sim.web import Site, Status, WebFleet, loopback_hosts
+from artifactcheck_sim.web import Site, Status, WebFleet, loopback_hosts
 
 BUILDS = Path(__file__).parent / "builds"
 

@@ -31,8 +31,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from artifactcheck.sim.apiserver_resources import Pruner, ResourceType
-from artifactcheck.sim.apiserver_schema import Schema, prune
+from artifactcheck_sim.apiserver_resources import Pruner, ResourceType
+from artifactcheck_sim.apiserver_schema import Schema, prune
 
 __all__ = [
     "OBJECT_META",

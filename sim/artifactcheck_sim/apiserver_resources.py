@@ -24,8 +24,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
 from artifactcheck.model.selectors import label_key_error, label_value_error
-from artifactcheck.sim.apiserver_errors import FieldError
-from artifactcheck.sim.patching import ListStrategy, MergeSchema
+from artifactcheck_sim.apiserver_errors import FieldError
+from artifactcheck_sim.patching import ListStrategy, MergeSchema
 
 __all__ = [
     "ARTIFACTCHECKS",

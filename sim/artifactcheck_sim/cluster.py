@@ -1,7 +1,7 @@
 """A simulated cluster: the fake API server, pods served on loopback, and a kubelet.
 
-Pods are objects in :class:`~artifactcheck.sim.apiserver.FakeApiServer` whose
-``status.podIP`` is a loopback address where a real :class:`~artifactcheck.sim.web.Site`
+Pods are objects in :class:`~artifactcheck_sim.apiserver.FakeApiServer` whose
+``status.podIP`` is a loopback address where a real :class:`~artifactcheck_sim.web.Site`
 serves a real build, all on one shared port (each pod has its own 127.x address, as
 each real pod has its own IP). A tiny "kubelet" thread does the one thing the
 controller relies on that an API server does not: it recomputes each pod's ``Ready``
@@ -23,10 +23,10 @@ from typing import Any, Self
 
 from artifactcheck.control.crd import CRD_NAME, crd_manifest
 from artifactcheck.model.names import CRD_API_VERSION, CRD_KIND, DEFAULT_CONDITION_TYPE
-from artifactcheck.sim.apiserver import FakeApiServer
-from artifactcheck.sim.fleet import RELEASES, Lifecycle, SimInstance, foreign_bytes, write_releases
-from artifactcheck.sim.web import Site, WebFleet, loopback_hosts
 from artifactcheck.tenancy.admission import AdminConfig
+from artifactcheck_sim.apiserver import FakeApiServer
+from artifactcheck_sim.fleet import RELEASES, Lifecycle, SimInstance, foreign_bytes, write_releases
+from artifactcheck_sim.web import Site, WebFleet, loopback_hosts
 
 GATE = DEFAULT_CONDITION_TYPE
 
