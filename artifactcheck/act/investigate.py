@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from artifactcheck.judge.prefix import FALLBACK, is_fallback, page_hashes
+from artifactcheck.judge.statuses import MISSING, NOT_HERE
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.names import ANNOTATION_PREFIX, DEFAULT_CONDITION_TYPE
 from artifactcheck.model.values import (
@@ -31,7 +33,6 @@ from artifactcheck.model.values import (
     Instance,
     InstanceResult,
     Manifest,
-    Observation,
     Report,
     Verdict,
 )
@@ -40,8 +41,6 @@ INVESTIGATE_SCHEMA = "artifactcheck/investigate/v1"
 FLEET_SCHEMA = "artifactcheck/fleet/v1"
 
 #: Served statuses that mean "this file is not there", on an instance or on the CDN.
-_ABSENT = frozenset({404, 410})
-_CDN_ABSENT = frozenset({403, 404, 410})
 #: Headers that tell a human where a response came from and how old it is.
 _CACHE_STATUS = ("cache-status", "x-cache", "x-cache-status", "cf-cache-status")
 #: Files worth a unified diff: text a human can read.
@@ -441,35 +440,6 @@ def _release_index(releases: Mapping[str, Manifest]) -> dict[str, list[str]]:
     return out
 
 
-def _page_hashes(obs: Observation, release: Manifest | None) -> frozenset[str]:
-    """sha256 of the site's HTML entry pages: what an SPA fallback answers with."""
-    found = {f.sha256 for p, f in obs.assets.items() if _is_index(p) and f.ok}
-    if release is not None:
-        found |= {e.hashes.get("sha256") for p, e in release.files.items() if _is_index(p)}
-    return frozenset(s for s in found if s)
-
-
-def _is_index(path: str) -> bool:
-    return path == "index.html" or path.endswith("/index.html")
-
-
-def is_fallback(got: Fetched | None, path: str, pages: frozenset[str]) -> bool:
-    """A 200 that is the site's HTML page standing in for a missing non-HTML file.
-
-    nginx ``try_files $uri /index.html`` (every SPA) answers a missing chunk with the
-    entry page: that file is missing, which is how compare judges it too (the same
-    rule: the bytes of an entry page, or an HTML content type, for a non-HTML path).
-    """
-    if got is None or not got.ok:
-        return False
-    lowered = path.lower()
-    if lowered.endswith((".html", ".htm")) or path.endswith("/") or not path:
-        return False
-    if got.sha256 is not None and got.sha256 in pages:
-        return True
-    return got.headers.get("content-type", "").lower().startswith("text/html")
-
-
 def _cdn_state(
     row_sha: str | None,
     got: Fetched | None,
@@ -480,18 +450,18 @@ def _cdn_state(
 ) -> tuple[str, int | None, str | None]:
     """The CDN's answer for a path, relative to the bytes the instance served.
 
-    Mirrors compare's rules (403 counts as missing, the S3 symptom; the site's page
-    standing in for a file is missing too) so the table and the verdict never
+    The judge's own rules (403 counts as missing, the S3 symptom; the site's page
+    standing in for a file is missing too), so the table and the verdict never
     disagree; (state, status, error).
     """
     if got is None:
         return "not-checked", None, None
     if got.error is not None or got.status is None:
         return "error", got.status, got.error
-    if got.status in _CDN_ABSENT:
+    if got.status in NOT_HERE:
         return "missing", got.status, None
     if got.sha256 != (expected or row_sha) and is_fallback(got, path, pages):
-        return "missing", got.status, "answers with the site's HTML page (SPA fallback)"
+        return "missing", got.status, FALLBACK
     if not got.ok:
         return "error", got.status, f"HTTP {got.status}"
     return ("same" if got.sha256 == row_sha else "differs"), got.status, None
@@ -528,7 +498,7 @@ def _asset_row(
         got.sha256, cdn, path=path, pages=pages, expected=expected
     )
     served = got.ok and not fallback  # a fallback page is not this file's bytes
-    why = "answers with the site's HTML page (SPA fallback)" if fallback else None
+    why = FALLBACK if fallback else None
     return AssetRow(
         path=path,
         state=state,
@@ -556,7 +526,7 @@ def _asset_state(got: Fetched, expected: str | None, *, fallback: bool, unlisted
     """same, differs, missing, error, unexpected (not in the release) or unchecked."""
     if got.error is not None or got.status is None:
         return "error"
-    if got.status in _ABSENT or fallback:
+    if got.status in MISSING or fallback:
         return "missing"
     if not got.ok or got.sha256 is None:
         return "error"
@@ -602,7 +572,7 @@ def asset_rows(
         if f.kind is FindingKind.MINORITY_CONTENT and f.path and f.expected
     }
     index = _release_index(releases)
-    pages = _page_hashes(obs, release)
+    pages = page_hashes(obs.assets, release)
     # an instance that could not be observed served nothing: its failed probe is no file
     fetched: dict[str, Fetched] = dict(obs.assets) if obs.error is None else {}
     if obs.manifest_fetch is not None and obs.manifest_path and obs.error is None:

@@ -32,6 +32,8 @@ from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 
 from artifactcheck.judge import prefix
+from artifactcheck.judge.prefix import FALLBACK
+from artifactcheck.judge.statuses import MISSING, NOT_HERE, REFUSED
 from artifactcheck.manifests import verify_integrity
 from artifactcheck.manifests.integrity import vouching_algorithms, vouching_hash
 from artifactcheck.model.errors import ErrorKind
@@ -52,16 +54,10 @@ from artifactcheck.model.values import (
 )
 from artifactcheck.model.versions import version_problem
 
-MISSING_STATUSES = frozenset({404, 410})
-#: The instance refuses the file (nginx ``deny`` on dot-paths): browsers cannot get it
-#: either, so it is not compared, but it is no evidence of other bytes.
-REFUSED_STATUSES = frozenset({403})
-CDN_MISSING_STATUSES = frozenset({403, 404, 410})
 #: Entry pages are served by the origin, not the CDN: not required there by default.
 DEFAULT_CDN_EXCLUDE: tuple[str, ...] = ("*.html", "*.htm")
 SAMPLED_OUT = "sampled out"
 NAMES_ONLY_NOTE = "file names only"
-FALLBACK = "answers with index.html (the fallback page)"
 #: Next.js, SvelteKit, Astro static output: no manifest format, the release's list is all.
 NO_MANIFEST_NOTE = "no served manifest: judged by the release's file list"
 
@@ -156,7 +152,7 @@ def _unobserved(got: Fetched) -> bool:
     2xx whose body was not hashed."""
     if got.error is not None or got.status is None:
         return True
-    if got.status in MISSING_STATUSES or got.status in REFUSED_STATUSES:
+    if got.status in MISSING or got.status in REFUSED:
         return False
     return not (200 <= got.status < 300) or got.sha256 is None
 
@@ -290,7 +286,7 @@ class _Against:
         known = expected is not None or path in self.listed
         if _unobserved(got):
             return
-        if got.status in REFUSED_STATUSES:
+        if got.status in REFUSED:
             if known:
                 check.refused[path] = f"the instance refuses it (HTTP {got.status})"
             return
@@ -299,11 +295,11 @@ class _Against:
         # they can be looked up among the known releases' hashes
         sha = got.hashes.get(vouched[0] if vouched is not None else self.algorithm)
         want = vouched[1] if vouched is not None else None
-        if got.status not in MISSING_STATUSES and want is not None and want == sha:
+        if got.status not in MISSING and want is not None and want == sha:
             check.compared.add(path)
             check.served_hashes.append(want)
             return
-        if got.status in MISSING_STATUSES or _fallback(got, path, self.pages):
+        if got.status in MISSING or _fallback(got, path, self.pages):
             self._missing(path, got, expected)
             return
         if sha is None:  # the release's hash was not computed: its bytes vouch for nothing
@@ -322,7 +318,7 @@ class _Against:
 
     def _missing(self, path: str, got: Fetched, expected: ManifestEntry | None) -> None:
         """404/410, or the fallback page: missing however the server dresses it up."""
-        if got.status in MISSING_STATUSES:
+        if got.status in MISSING:
             why, kind = f"answers {got.status}", FindingKind.FILE_MISSING
             # the served manifest answering 404 is judged as the served manifest
             reported = expected is not None or (
@@ -438,10 +434,8 @@ def _cdn_answer(
         check.why_unchecked = check.why_unchecked or _why_unobserved(on_cdn)
         return
     reference = want or served
-    if on_cdn.status in CDN_MISSING_STATUSES or (
-        on_cdn.sha256 != reference and _fallback(on_cdn, path, pages)
-    ):
-        fallback = on_cdn.status not in CDN_MISSING_STATUSES
+    if on_cdn.status in NOT_HERE or (on_cdn.sha256 != reference and _fallback(on_cdn, path, pages)):
+        fallback = on_cdn.status not in NOT_HERE
         answer = FALLBACK if fallback else (f"answers {on_cdn.status}")
         check.findings.append(
             Finding(
@@ -623,7 +617,7 @@ def _manifest_absent(obs: Observation) -> bool:
         return False
     if obs.manifest_fetch is None:
         return obs.manifest_error is not None
-    return obs.manifest_fetch.status in CDN_MISSING_STATUSES
+    return obs.manifest_fetch.status in NOT_HERE
 
 
 def _served_manifest(obs: Observation) -> list[Finding]:
