@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from artifactcheck.judge.answers import short as short  # re-exported for the views
+from artifactcheck.judge.order import natural as natural  # re-exported
 from artifactcheck.judge.prefix import FALLBACK, is_fallback, page_hashes
 from artifactcheck.judge.statuses import MISSING, NOT_HERE
 from artifactcheck.model.errors import ConfigError
@@ -343,11 +345,6 @@ def clock(moment: datetime, now: datetime) -> str:
     return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
-def short(sha: str | None, n: int = 12) -> str:
-    """A hash prefix long enough to tell files apart on screen."""
-    return sha[:n] if sha else "-"
-
-
 def noun_for(instances: Iterable[Instance]) -> str:
     """The plural noun for a set of instances: pods, containers, or instances when mixed."""
     kinds = {i.kind for i in instances}
@@ -364,13 +361,6 @@ def _verb(n: int, one: str, many: str) -> str:
 
 
 # --------------------------------------------------------------------------- target
-
-
-def natural(name: str) -> tuple[tuple[int, int | str], ...]:
-    """Sort key that puts web-5 before web-10."""
-    return tuple(
-        (0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part
-    )
 
 
 def _norm_url(url: str) -> str:
