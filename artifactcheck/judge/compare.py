@@ -169,42 +169,33 @@ def _about_the_instance(
 
 def _judge_release(case: _Case, index: HashIndex) -> None:
     """Compare with the expected release, when there is one; name another it matches."""
-    exp, version, name = case.expectation, case.version, case.obs.instance.name
+    exp, version = case.expectation, case.version
     if exp is None or version is None or case.invalid_version is not None:
         return
     if exp.manifest is None:
-        case.findings.append(
-            Finding(
-                FindingKind.EXPECTATION_UNAVAILABLE,
-                f"release {version} is unknown: {exp.error or 'no manifest'}",
-                instance=name,
-                severity=Severity.WARNING,
-            )
+        case.add(
+            FindingKind.EXPECTATION_UNAVAILABLE,
+            f"release {version} is unknown: {exp.error or 'no manifest'}",
+            severity=Severity.WARNING,
         )
         return
     case.release = exp.manifest
     if exp.stale:
-        case.findings.append(
-            Finding(
-                FindingKind.EXPECTATION_STALE,
-                f"release {version} from the last known good copy ({exp.error})",
-                instance=name,
-                severity=Severity.INFO,
-            )
+        case.add(
+            FindingKind.EXPECTATION_STALE,
+            f"release {version} from the last known good copy ({exp.error})",
+            severity=Severity.INFO,
         )
     check = _against_release(case.obs, exp.manifest, version, _pages(case.obs, exp.manifest))
     case.release_check = check
     case.findings += check.findings
     if check.names_only:
-        case.findings.append(
-            Finding(
-                FindingKind.NAMES_ONLY,
-                f"release {version} carries no content hash for {len(check.names_only)} "
-                "file(s): their names were compared, not their bytes",
-                instance=name,
-                path=check.names_only[0],
-                severity=Severity.WARNING,
-            )
+        case.add(
+            FindingKind.NAMES_ONLY,
+            f"release {version} carries no content hash for {len(check.names_only)} "
+            "file(s): their names were compared, not their bytes",
+            path=check.names_only[0],
+            severity=Severity.WARNING,
         )
     if check.bad:
         case.candidates = index.releases_of(
@@ -224,14 +215,11 @@ def _judge_release(case: _Case, index: HashIndex) -> None:
         if case.serves is None and case.partial_of is None and check.differing:
             case.mix_of = index.release_of(check.differing.values(), exclude=version)
         if case.serves is not None:
-            case.findings.append(
-                Finding(
-                    FindingKind.SERVES_OTHER_RELEASE,
-                    f"reports {version}, serves {case.serves}",
-                    instance=name,
-                    expected=version,
-                    actual=case.serves,
-                )
+            case.add(
+                FindingKind.SERVES_OTHER_RELEASE,
+                f"reports {version}, serves {case.serves}",
+                expected=version,
+                actual=case.serves,
             )
 
 
@@ -256,16 +244,12 @@ def _judge_layout(case: _Case) -> None:
     them found there is the wrong place (inconclusive, naming the prefix to use), not
     a mismatch, unless what is served there is another build of the same layout."""
     layout = case.obs.layout
-    name = case.obs.instance.name
     if layout.detected:
-        case.findings.append(
-            Finding(
-                FindingKind.LAYOUT,
-                prefix.detected_message(layout),
-                instance=name,
-                path=prefix.shown(layout.prefix),
-                severity=Severity.WARNING,
-            )
+        case.add(
+            FindingKind.LAYOUT,
+            prefix.detected_message(layout),
+            path=prefix.shown(layout.prefix),
+            severity=Severity.WARNING,
         )
     check, release = case.release_check, case.release
     if check is None or release is None:
@@ -291,15 +275,12 @@ def _judge_layout(case: _Case) -> None:
     kept = next((f for f in check.findings if f.path == absent[0] and f.kind in drop), None)
     case.misplaced_file = kept
     case.findings = [f for f in case.findings if f is kept or not (id(f) in own and f.kind in drop)]
-    case.findings.append(
-        Finding(
-            FindingKind.LAYOUT,
-            case.misplaced,
-            instance=name,
-            path=prefix.shown(layout.prefix),
-            expected=prefix.shown(layout.found_at) if layout.found_at is not None else None,
-            severity=Severity.WARNING,
-        )
+    case.add(
+        FindingKind.LAYOUT,
+        case.misplaced,
+        path=prefix.shown(layout.prefix),
+        expected=prefix.shown(layout.found_at) if layout.found_at is not None else None,
+        severity=Severity.WARNING,
     )
 
 
@@ -319,15 +300,11 @@ def _judge_cdn(case: _Case, cdn: CdnView | None) -> None:
     case.findings += located
     case.findings += check.findings
     if check.unchecked:
-        case.findings.append(
-            Finding(
-                FindingKind.OBSERVATION_FAILED,
-                f"CDN could not be checked for {len(check.unchecked)} file(s): "
-                f"{check.why_unchecked}",
-                instance=case.obs.instance.name,
-                path=check.unchecked[0],
-                severity=Severity.WARNING,
-            )
+        case.add(
+            FindingKind.OBSERVATION_FAILED,
+            f"CDN could not be checked for {len(check.unchecked)} file(s): {check.why_unchecked}",
+            path=check.unchecked[0],
+            severity=Severity.WARNING,
         )
 
 
@@ -344,26 +321,20 @@ def _judge_coverage(case: _Case) -> None:
 
 def _judge_version(case: _Case) -> None:
     """No version reported, or one no release may be looked up for."""
-    obs, version = case.obs, case.version
+    version = case.version
     if version is None:
-        case.findings.append(
-            Finding(
-                FindingKind.NO_VERSION,
-                "the instance reports no version",
-                instance=obs.instance.name,
-                severity=Severity.WARNING,
-            )
+        case.add(
+            FindingKind.NO_VERSION,
+            "the instance reports no version",
+            severity=Severity.WARNING,
         )
         return
     case.invalid_version = version_problem(version)
     if case.invalid_version is not None:
-        case.findings.append(
-            Finding(
-                FindingKind.INVALID_VERSION,
-                f"the reported version {case.invalid_version}: no release is looked up for it",
-                instance=obs.instance.name,
-                actual=version[:200] if version else None,
-            )
+        case.add(
+            FindingKind.INVALID_VERSION,
+            f"the reported version {case.invalid_version}: no release is looked up for it",
+            actual=version[:200] if version else None,
         )
 
 

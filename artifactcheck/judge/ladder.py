@@ -71,6 +71,29 @@ class _Case:
     desired: str | None = None
     shared_rows: SharedRows | None = None  # coverage rows shared between instances
 
+    def add(
+        self,
+        kind: FindingKind,
+        message: str,
+        *,
+        path: str | None = None,
+        expected: str | None = None,
+        actual: str | None = None,
+        severity: Severity = Severity.ERROR,
+    ) -> None:
+        """A finding about this instance, made by one of the judging steps."""
+        self.findings.append(
+            Finding(
+                kind,
+                message,
+                instance=self.obs.instance.name,
+                path=path,
+                expected=expected,
+                actual=actual,
+                severity=severity,
+            )
+        )
+
     def kinds(self) -> set[FindingKind]:
         return {f.kind for f in self.findings}
 

@@ -24,6 +24,17 @@ def _sampled_files(report: Report) -> str:
     )
 
 
+#: How a fleet-wide finding is introduced among the notes (the rest are not notes).
+_FLEET_NOTE = {
+    FindingKind.OBSERVATION_FAILED: "could not check",
+    FindingKind.EXPECTATION_UNAVAILABLE: "could not check against the release",
+    FindingKind.EXPECTATION_STALE: "checked against an old copy",
+    FindingKind.SUSPECT_EXPECTATION: "the expectation itself is suspect",
+    FindingKind.RELEASE_CHANGED: "the release itself changed",
+    FindingKind.RELEASE_UNTRUSTED: "could not trust the release",
+}
+
+
 def _fleet_notes(report: Report, *, release_source: str | None) -> list[str]:
     """'could not check' notes from the run's fleet-wide findings and configuration.
 
@@ -49,19 +60,9 @@ def _fleet_notes(report: Report, *, release_source: str | None) -> list[str]:
             "could not check against a release: no release source configured, so "
             "instances are compared with their siblings only (consensus)"
         )
-    for f in report.findings:
-        if f.kind is FindingKind.OBSERVATION_FAILED:
-            notes.append(f"could not check: {f.message}")
-        elif f.kind is FindingKind.EXPECTATION_UNAVAILABLE:
-            notes.append(f"could not check against the release: {f.message}")
-        elif f.kind is FindingKind.EXPECTATION_STALE:
-            notes.append(f"checked against an old copy: {f.message}")
-        elif f.kind is FindingKind.SUSPECT_EXPECTATION:
-            notes.append(f"the expectation itself is suspect: {f.message}")
-        elif f.kind is FindingKind.RELEASE_CHANGED:
-            notes.append(f"the release itself changed: {f.message}")
-        elif f.kind is FindingKind.RELEASE_UNTRUSTED:
-            notes.append(f"could not trust the release: {f.message}")
+    notes += [
+        f"{_FLEET_NOTE[f.kind]}: {f.message}" for f in report.findings if f.kind in _FLEET_NOTE
+    ]
     return notes
 
 
