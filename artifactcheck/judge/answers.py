@@ -1,7 +1,7 @@
 """What one answer from an instance says, and the small helpers every judging step shares.
 
 Kept apart from the steps so the release check, the CDN check, coverage and the verdict
-read an answer the same way: "no usable answer" (:func:`_unobserved`) is never evidence,
+read an answer the same way: "no usable answer" (:func:`unobserved`) is never evidence,
 and "the fallback page" is the one reading in :mod:`artifactcheck.judge.prefix`. Also
 the index of known releases by hash, which names another release an instance serves.
 """
@@ -64,7 +64,7 @@ class HashIndex:
         return found[0] if len(found) == 1 else None
 
 
-def _unobserved(got: Fetched) -> bool:
+def unobserved(got: Fetched) -> bool:
     """No usable answer: an error, a status that says nothing about the content, or a
     2xx whose body was not hashed."""
     if got.error is not None or got.status is None:
@@ -74,23 +74,16 @@ def _unobserved(got: Fetched) -> bool:
     return not (200 <= got.status < 300) or got.sha256 is None
 
 
-# the one reading of "the fallback page", shared with the observer's prefix probes
-_page_path = prefix.page_path
-
-
-_fallback = prefix.is_fallback
-
-
-def _why_unobserved(got: Fetched) -> str:
+def why_unobserved(got: Fetched) -> str:
     return got.error or f"HTTP {got.status}"
 
 
-def _names(paths: Sequence[str], limit: int = 5) -> str:
+def few_names(paths: Sequence[str], limit: int = 5) -> str:
     shown = ", ".join(paths[:limit])
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
-def _warn_files(
+def warn_files(
     kind: FindingKind, message: str, obs: Observation, paths: Sequence[str]
 ) -> list[Finding]:
     """One warning about several files of an instance (none without files), at the first."""
@@ -106,7 +99,7 @@ def short(sha: str | None, n: int = 12) -> str:
     return sha[:n] if sha else "-"
 
 
-def _documents(obs: Observation) -> dict[str, Fetched]:
+def documents(obs: Observation) -> dict[str, Fetched]:
     """Every answer to judge: the assets, and the served manifest as a file."""
     docs: dict[str, Fetched] = {p: f for p, f in obs.assets.items() if p not in obs.on_cdn}
     if obs.manifest_fetch is not None and obs.manifest_fetch.status is not None:
@@ -114,12 +107,12 @@ def _documents(obs: Observation) -> dict[str, Fetched]:
     return docs
 
 
-def _pages(obs: Observation, release: Manifest | None) -> frozenset[str]:
+def page_shas(obs: Observation, release: Manifest | None) -> frozenset[str]:
     """sha256 of the site's HTML entry pages: what an SPA fallback answers with."""
     return prefix.page_hashes(obs.assets, release)
 
 
-def _release_path(path: str, release: Manifest) -> str | None:
+def release_path(path: str, release: Manifest) -> str | None:
     """The release file a path under the CDN base is, by the longest matching suffix
     (a CDN usually adds a prefix: ``app/480.js`` is the release's ``480.js``)."""
     if path in release.files:

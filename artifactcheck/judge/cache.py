@@ -60,18 +60,18 @@ _SHARED_ROWS_LIMIT = 256
 _EVIDENCE_FIELDS = tuple(f.name for f in fields(Observation) if f.name != "instance")
 
 
-def _same_evidence(a: Observation, b: Observation) -> bool:
+def same_evidence(a: Observation, b: Observation) -> bool:
     return a is b or (
         a.instance == b.instance and all(getattr(a, f) is getattr(b, f) for f in _EVIDENCE_FIELDS)
     )
 
 
-def _expectation_key(exp: Expectation | None) -> tuple[object, ...] | None:
+def expectation_key(exp: Expectation | None) -> tuple[object, ...] | None:
     return None if exp is None else (exp.version, id(exp.manifest), exp.stale, exp.error)
 
 
 @dataclass(slots=True)
-class _Judged:
+class Judged:
     obs: Observation
     manifest: Manifest | None  # held, so the id() in ``key`` cannot be reused
     index: HashIndex
@@ -93,7 +93,7 @@ class JudgeCache:
     would (tests/core/test_compare_incremental.py compares both).
     """
 
-    entries: dict[str, _Judged] = field(default_factory=dict)
+    entries: dict[str, Judged] = field(default_factory=dict)
     index: HashIndex | None = None
     index_key: tuple[tuple[str, int], ...] = ()
     index_manifests: tuple[Manifest, ...] = ()  # held, so the ids in ``index_key`` stay theirs

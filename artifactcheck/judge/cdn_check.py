@@ -12,15 +12,14 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from artifactcheck.judge.answers import (
-    _fallback,
-    _names,
-    _release_path,
-    _unobserved,
-    _warn_files,
-    _why_unobserved,
+    few_names,
+    release_path,
     short,
+    unobserved,
+    warn_files,
+    why_unobserved,
 )
-from artifactcheck.judge.prefix import FALLBACK
+from artifactcheck.judge.prefix import FALLBACK, is_fallback
 from artifactcheck.judge.statuses import NOT_HERE
 from artifactcheck.model.values import (
     CertInfo,
@@ -71,7 +70,7 @@ class CdnView:
 
 
 @dataclass(slots=True)
-class _CdnCheck:
+class CdnCheck:
     """What the CDN answered, judged against the release (or the instance)."""
 
     findings: list[Finding] = field(default_factory=list)
@@ -83,7 +82,7 @@ class _CdnCheck:
 
 
 def _cdn_answer(
-    check: _CdnCheck,
+    check: CdnCheck,
     *,
     instance: str,
     path: str,
@@ -95,12 +94,14 @@ def _cdn_answer(
     pages: frozenset[str],
 ) -> None:
     """Judge one CDN answer; ``want`` is the release's hash, ``served`` the instance's."""
-    if _unobserved(on_cdn):
+    if unobserved(on_cdn):
         check.unchecked.append(path)
-        check.why_unchecked = check.why_unchecked or _why_unobserved(on_cdn)
+        check.why_unchecked = check.why_unchecked or why_unobserved(on_cdn)
         return
     reference = want or served
-    if on_cdn.status in NOT_HERE or (on_cdn.sha256 != reference and _fallback(on_cdn, path, pages)):
+    if on_cdn.status in NOT_HERE or (
+        on_cdn.sha256 != reference and is_fallback(on_cdn, path, pages)
+    ):
         fallback = on_cdn.status not in NOT_HERE
         answer = FALLBACK if fallback else (f"answers {on_cdn.status}")
         check.findings.append(
@@ -118,7 +119,7 @@ def _cdn_answer(
     if reference is None or on_cdn.sha256 == reference:
         return
     got = on_cdn.sha256
-    assert got is not None  # _unobserved() refused a 2xx without a digest
+    assert got is not None  # unobserved() refused a 2xx without a digest
     if want is not None:
         message = (
             f"{shown} on the CDN differs from release {version}: expected (release) "
@@ -142,13 +143,13 @@ def _cdn_answer(
     check.differs.append(path)
 
 
-def _against_cdn(
+def against_cdn(
     obs: Observation,
     cdn: CdnView,
     release: Manifest | None,
     version: str | None,
     pages: frozenset[str],
-) -> _CdnCheck:
+) -> CdnCheck:
     """The CDN must hold the release's bytes for every file it is meant to serve.
 
     Compared with the release's hash when there is one (so the message can say which
@@ -156,7 +157,7 @@ def _against_cdn(
     not asked about; files the served manifest references on the CDN by absolute URL
     were fetched there and are judged as the CDN's answers.
     """
-    check = _CdnCheck()
+    check = CdnCheck()
     name = obs.instance.name
     served = sorted(p for p, f in obs.assets.items() if f.ok and p not in obs.on_cdn)
     required = cdn_paths(served, cdn.include, cdn.exclude)
@@ -183,9 +184,9 @@ def _against_cdn(
     return check
 
 
-def _located_on_cdn(
+def located_on_cdn(
     obs: Observation,
-    check: _CdnCheck,
+    check: CdnCheck,
     release: Manifest | None,
     version: str | None,
     pages: frozenset[str],
@@ -201,7 +202,7 @@ def _located_on_cdn(
         got = obs.assets.get(path)
         if got is None:
             continue
-        matched = _release_path(path, release) if release is not None else None
+        matched = release_path(path, release) if release is not None else None
         if release is not None and matched is None:
             unmatched.append(raw)
         want = release.files[matched].hashes.get("sha256") if release and matched else None
@@ -218,10 +219,10 @@ def _located_on_cdn(
         )
         if matched is not None and path not in check.unchecked:
             check.compared.add(matched)
-    return _warn_files(
+    return warn_files(
         FindingKind.NOT_COMPARED,
         f"{len(unmatched)} file(s) the served manifest references on the CDN match no "
-        f"file of release {version}, so were not compared: {_names(unmatched)}",
+        f"file of release {version}, so were not compared: {few_names(unmatched)}",
         obs,
         unmatched,
     )

@@ -29,61 +29,61 @@ from dataclasses import replace
 from datetime import datetime
 
 from artifactcheck.judge import prefix
-from artifactcheck.judge.answers import HashIndex, _documents, _page_path, _pages, is_off_host
+from artifactcheck.judge.answers import HashIndex, documents, is_off_host, page_shas
 from artifactcheck.judge.cache import (
     JudgeCache,
+    Judged,
     SampledOutRows,
-    _expectation_key,
-    _Judged,
-    _same_evidence,
+    expectation_key,
+    same_evidence,
 )
 from artifactcheck.judge.cdn_check import (
     DEFAULT_CDN_EXCLUDE,
+    CdnCheck,
     CdnView,
-    _against_cdn,
-    _CdnCheck,
-    _located_on_cdn,
+    against_cdn,
     cdn_paths,
+    located_on_cdn,
 )
 from artifactcheck.judge.consensus import (
-    _consensus_groups,
     consensus_agreement,
     consensus_findings,
+    consensus_groups,
     image_findings,
 )
 from artifactcheck.judge.coverage import (
     SAMPLED_OUT,
-    _coverage_findings,
-    _release_coverage,
-    _served_coverage,
+    coverage_findings,
+    release_coverage,
+    served_coverage,
 )
 from artifactcheck.judge.ladder import (
     CONTENT_KINDS,
     NO_VERSION_HINT,
-    _Case,
-    _names_only,
-    _verdict,
-    _verdict_findings,
-    _verified,
+    Case,
+    choose_verdict,
+    is_verified,
+    names_only_verdict,
+    verdict_findings,
 )
 from artifactcheck.judge.order import version_key
 from artifactcheck.judge.prefix import FALLBACK
 from artifactcheck.judge.release_check import (
     NAMES_ONLY_NOTE,
-    _against_release,
-    _integrity,
-    _ReleaseCheck,
+    ReleaseCheck,
+    against_release,
+    integrity_findings,
 )
 from artifactcheck.judge.served import (
     NO_MANIFEST_NOTE,
-    _failed_fetches,
-    _manifest_absent,
-    _served_manifest,
-    _signals,
-    _unfetched,
+    failed_fetches,
+    manifest_absent,
     observed_fingerprint,
     reported_version,
+    served_manifest_findings,
+    signal_findings,
     tls_findings,
+    unfetched,
 )
 from artifactcheck.model.errors import ErrorKind
 from artifactcheck.model.values import (
@@ -156,18 +156,18 @@ def _about_the_instance(
     obs: Observation, failed: Sequence[str], now: datetime | None, tls_warn_days: float
 ) -> list[Finding]:
     """Findings that need no expectation: signals, TLS, the served manifest, integrity."""
-    findings = _signals(obs.instance, obs.endpoint_version)
+    findings = signal_findings(obs.instance, obs.endpoint_version)
     if obs.tls is not None and now is not None:
         findings += tls_findings(
             obs.tls, now=now, warn_days=tls_warn_days, instance=obs.instance.name
         )
-    findings += _served_manifest(obs)
-    findings += _integrity(obs)
-    findings += _failed_fetches(obs, failed)
+    findings += served_manifest_findings(obs)
+    findings += integrity_findings(obs)
+    findings += failed_fetches(obs, failed)
     return findings
 
 
-def _judge_release(case: _Case, index: HashIndex) -> None:
+def _judge_release(case: Case, index: HashIndex) -> None:
     """Compare with the expected release, when there is one; name another it matches."""
     exp, version = case.expectation, case.version
     if exp is None or version is None or case.invalid_version is not None:
@@ -186,7 +186,7 @@ def _judge_release(case: _Case, index: HashIndex) -> None:
             f"release {version} from the last known good copy ({exp.error})",
             severity=Severity.INFO,
         )
-    check = _against_release(case.obs, exp.manifest, version, _pages(case.obs, exp.manifest))
+    check = against_release(case.obs, exp.manifest, version, page_shas(case.obs, exp.manifest))
     case.release_check = check
     case.findings += check.findings
     if check.names_only:
@@ -223,11 +223,11 @@ def _judge_release(case: _Case, index: HashIndex) -> None:
             )
 
 
-def _not_shown(obs: Observation, other: Manifest, check: _ReleaseCheck) -> list[str]:
+def _not_shown(obs: Observation, other: Manifest, check: ReleaseCheck) -> list[str]:
     """The files of ``other`` the instance was not seen serving with ``other``'s bytes:
     absent (404, the fallback page), other bytes, or never fetched."""
-    docs = _documents(obs)
-    pages = _pages(obs, other)
+    docs = documents(obs)
+    pages = page_shas(obs, other)
     gaps = []
     for path, entry in sorted(other.files.items()):
         got = docs.get(path)
@@ -239,7 +239,7 @@ def _not_shown(obs: Observation, other: Manifest, check: _ReleaseCheck) -> list[
     return gaps
 
 
-def _judge_layout(case: _Case) -> None:
+def _judge_layout(case: Case) -> None:
     """Where the release's files were looked for: a detected prefix is said; none of
     them found there is the wrong place (inconclusive, naming the prefix to use), not
     a mismatch, unless what is served there is another build of the same layout."""
@@ -258,7 +258,7 @@ def _judge_layout(case: _Case) -> None:
     found = [p for p in check.compared if p in release.files and p not in check.missing]
     if found or not absent or (len(absent) < 2 and layout.found_at is None):
         return  # one file absent is evidence about that file, not about where all are
-    if case.obs.manifest_error is not None and not _manifest_absent(case.obs):
+    if case.obs.manifest_error is not None and not manifest_absent(case.obs):
         return  # a served manifest that is hostile or unusable is evidence right here
     others = [p for p in check.differing if p not in release.files]
     listed_under = prefix.prefix_from_listing(others, release.files) if others else None
@@ -284,18 +284,20 @@ def _judge_layout(case: _Case) -> None:
     )
 
 
-def _judge_cdn(case: _Case, cdn: CdnView | None) -> None:
+def _judge_cdn(case: Case, cdn: CdnView | None) -> None:
     """The CDN's answers: for what the instance served, and for what its manifest
     references on the CDN (fetched there, whether or not the CDN view has it)."""
     if (cdn is None and not case.obs.on_cdn) or case.misplaced is not None:
         return  # misplaced: what the CDN must hold is unknown until the prefix is right
-    pages = _pages(case.obs, case.release)
+    pages = page_shas(case.obs, case.release)
     if cdn is not None:  # the CDN's own entry page is what its fallback answers with
-        pages |= {f.sha256 for p, f in cdn.assets.items() if _page_path(p) and f.ok and f.sha256}
-        check = _against_cdn(case.obs, cdn, case.release, case.version, pages)
+        pages |= {
+            f.sha256 for p, f in cdn.assets.items() if prefix.page_path(p) and f.ok and f.sha256
+        }
+        check = against_cdn(case.obs, cdn, case.release, case.version, pages)
     else:
-        check = _CdnCheck()
-    located = _located_on_cdn(case.obs, check, case.release, case.version, pages)
+        check = CdnCheck()
+    located = located_on_cdn(case.obs, check, case.release, case.version, pages)
     case.cdn_check = check
     case.findings += located
     case.findings += check.findings
@@ -308,18 +310,18 @@ def _judge_cdn(case: _Case, cdn: CdnView | None) -> None:
         )
 
 
-def _judge_coverage(case: _Case) -> None:
+def _judge_coverage(case: Case) -> None:
     if case.release is not None and case.release_check is not None:
         on_cdn = case.cdn_check.compared if case.cdn_check is not None else set()
-        case.coverage = _release_coverage(
+        case.coverage = release_coverage(
             case.obs, case.release, case.release_check, on_cdn, case.shared_rows
         )
-        case.findings += _coverage_findings(case.obs, case.version or "", case.coverage)
+        case.findings += coverage_findings(case.obs, case.version or "", case.coverage)
     else:
-        case.coverage = _served_coverage(case.obs)
+        case.coverage = served_coverage(case.obs)
 
 
-def _judge_version(case: _Case) -> None:
+def _judge_version(case: Case) -> None:
     """No version reported, or one no release may be looked up for."""
     version = case.version
     if version is None:
@@ -362,8 +364,8 @@ def judge_instance(
     version = reported_version(obs)
     if obs.error is not None:
         return _not_observed(obs, version, now, tls_warn_days)
-    failed = _unfetched(obs)
-    case = _Case(
+    failed = unfetched(obs)
+    case = Case(
         obs=obs,
         version=version,
         findings=list(extra) + _about_the_instance(obs, failed, now, tls_warn_days),
@@ -379,9 +381,9 @@ def judge_instance(
     _judge_layout(case)
     _judge_cdn(case, cdn)
     _judge_coverage(case)
-    verdict, reason = _verdict(case)
-    case.findings += _verdict_findings(case, verdict)
-    verdict, reason = _names_only(case, verdict, reason)
+    verdict, reason = choose_verdict(case)
+    case.findings += verdict_findings(case, verdict)
+    verdict, reason = names_only_verdict(case, verdict, reason)
     return InstanceResult(
         instance=obs.instance,
         verdict=verdict,
@@ -392,18 +394,18 @@ def judge_instance(
         fingerprint=observed_fingerprint(obs),
         observation=obs,
         coverage=case.coverage,
-        content_verified=_verified(case, verdict),
+        content_verified=is_verified(case, verdict),
         unconfirmed=_unfetched_gaps(case) if verdict is Verdict.MISMATCH else (),
     )
 
 
-def _unfetched_gaps(case: _Case) -> tuple[str, ...]:
+def _unfetched_gaps(case: Case) -> tuple[str, ...]:
     """The other release's files that stand between "partial" and "serves X" only
     because nobody asked for them (no served manifest lists them, the reported
     release does not hold them): the pipeline's one confirmation round fetches them."""
     if case.partial_of is None:
         return ()
-    docs = _documents(case.obs)
+    docs = documents(case.obs)
     return tuple(p for p in case.partial_gaps if p not in docs)
 
 
@@ -436,7 +438,7 @@ def compare_fleet(
     if expectations is None:
         for name, found in consensus_findings(observations).items():
             extra[name] += found
-        sizes = {v: len(m) for v, m in _consensus_groups(observations).items()}
+        sizes = {v: len(m) for v, m in consensus_groups(observations).items()}
         agreement = consensus_agreement(observations)
     results = []
     rows = cache.rows if cache is not None else SampledOutRows()
@@ -458,7 +460,7 @@ def compare_fleet(
         key: tuple[object, ...] = ()
         if cache is not None:
             key = (
-                _expectation_key(expectation),
+                expectation_key(expectation),
                 desired_version,
                 tls_warn_days,
                 peers,
@@ -475,7 +477,7 @@ def compare_fleet(
                 and hit.index is index
                 and hit.cdn is cdn
                 and hit.key == key
-                and _same_evidence(hit.obs, obs)
+                and same_evidence(hit.obs, obs)
             ):
                 results.append(hit.result)
                 continue
@@ -495,7 +497,7 @@ def compare_fleet(
         )
         if cache is not None:
             manifest = expectation.manifest if expectation is not None else None
-            cache.entries[name] = _Judged(
+            cache.entries[name] = Judged(
                 obs=obs, manifest=manifest, index=index, cdn=cdn, key=key, result=result
             )
         results.append(result)

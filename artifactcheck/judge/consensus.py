@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
-from artifactcheck.judge.answers import _documents
+from artifactcheck.judge.answers import documents
 from artifactcheck.judge.served import reported_version
 from artifactcheck.model.values import (
     Finding,
@@ -21,7 +21,7 @@ from artifactcheck.model.values import (
 from artifactcheck.model.versions import version_problem
 
 
-def _consensus_groups(observations: Sequence[Observation]) -> dict[str, list[Observation]]:
+def consensus_groups(observations: Sequence[Observation]) -> dict[str, list[Observation]]:
     """Observed instances by the (valid) version they report."""
     groups: dict[str, list[Observation]] = defaultdict(list)
     for obs in observations:
@@ -40,10 +40,10 @@ def consensus_findings(observations: Sequence[Observation]) -> dict[str, list[Fi
     a warning instead: the disagreement is real but nobody can be blamed.
     """
     out: dict[str, list[Finding]] = defaultdict(list)
-    for version, members in _consensus_groups(observations).items():
+    for version, members in consensus_groups(observations).items():
         by_path: dict[str, dict[str, str]] = defaultdict(dict)
         for obs in members:
-            for path, got in _documents(obs).items():
+            for path, got in documents(obs).items():
                 if got.ok and got.sha256:
                     by_path[path][obs.instance.name] = got.sha256
         for path in sorted(by_path):
@@ -87,9 +87,9 @@ def consensus_agreement(observations: Sequence[Observation]) -> dict[str, int]:
     three instances where one is the minority, each of the other two agrees with one.
     """
     out: dict[str, int] = {}
-    for members in _consensus_groups(observations).values():
+    for members in consensus_groups(observations).values():
         held = {
-            o.instance.name: {p: g.sha256 for p, g in _documents(o).items() if g.ok and g.sha256}
+            o.instance.name: {p: g.sha256 for p, g in documents(o).items() if g.ok and g.sha256}
             for o in members
         }
         same: dict[tuple[str, str], set[str]] = defaultdict(set)

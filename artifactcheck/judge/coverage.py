@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from artifactcheck.judge.answers import _documents, _names, _unobserved, _why_unobserved
-from artifactcheck.judge.release_check import _ReleaseCheck
-from artifactcheck.judge.served import _manifest_absent
+from artifactcheck.judge.answers import documents, few_names, unobserved, why_unobserved
+from artifactcheck.judge.release_check import ReleaseCheck
+from artifactcheck.judge.served import manifest_absent
 from artifactcheck.manifests.integrity import vouching_algorithms
 from artifactcheck.model.values import (
     Coverage,
@@ -39,21 +39,21 @@ class SharedRows(Protocol):
 def _not_compared_why(obs: Observation, path: str) -> str:
     """Why a release file the instance was not asked for was not compared."""
     got = obs.assets.get(path)
-    if got is not None and _unobserved(got):
-        return f"could not be fetched ({_why_unobserved(got)})"
+    if got is not None and unobserved(got):
+        return f"could not be fetched ({why_unobserved(got)})"
     if obs.sampled:
         return SAMPLED_OUT
-    if _manifest_absent(obs):
+    if manifest_absent(obs):
         return "the served manifest is missing"
     if obs.manifest is not None and path not in obs.manifest.files:
         return "not referenced by the served manifest (not fetched)"
     return "not fetched"
 
 
-def _release_coverage(
+def release_coverage(
     obs: Observation,
     release: Manifest,
-    check: _ReleaseCheck,
+    check: ReleaseCheck,
     on_cdn: set[str],
     shared: SharedRows | None = None,
 ) -> Coverage:
@@ -78,7 +78,7 @@ def _release_coverage(
 
 
 def _all_sampled_out(
-    obs: Observation, check: _ReleaseCheck, compared: frozenset[str], files: Mapping[str, object]
+    obs: Observation, check: ReleaseCheck, compared: frozenset[str], files: Mapping[str, object]
 ) -> bool:
     """Whether every release file not compared was sampled out: the instance was
     sampled, no file was refused, and none it was asked for failed to arrive
@@ -86,15 +86,15 @@ def _all_sampled_out(
     if not obs.sampled or check.refused:
         return False
     return not any(
-        p in files and p not in compared and _unobserved(f) for p, f in obs.assets.items()
+        p in files and p not in compared and unobserved(f) for p, f in obs.assets.items()
     )
 
 
-def _served_coverage(obs: Observation) -> Coverage:
+def served_coverage(obs: Observation) -> Coverage:
     """Without a release: the files the instance was asked for and its manifest lists."""
-    docs = _documents(obs)
+    docs = documents(obs)
     wanted = set(docs) | set(obs.manifest.files if obs.manifest else ())
-    judged = {p for p, f in docs.items() if not _unobserved(f)}
+    judged = {p for p, f in docs.items() if not unobserved(f)}
     return Coverage(
         compared=len(judged),
         total=len(wanted),
@@ -105,7 +105,7 @@ def _served_coverage(obs: Observation) -> Coverage:
     )
 
 
-def _coverage_findings(obs: Observation, version: str, coverage: Coverage) -> list[Finding]:
+def coverage_findings(obs: Observation, version: str, coverage: Coverage) -> list[Finding]:
     """Say what was not compared: a sample (info) or anything else (warning)."""
     findings = []
     sampled = [p for p, why in coverage.not_compared if why == SAMPLED_OUT]
@@ -125,7 +125,7 @@ def _coverage_findings(obs: Observation, version: str, coverage: Coverage) -> li
             Finding(
                 FindingKind.NOT_COMPARED,
                 f"{len(other)} file(s) of release {version} not compared: "
-                f"{_names([p for p, _ in other])} ({other[0][1]})",
+                f"{few_names([p for p, _ in other])} ({other[0][1]})",
                 instance=obs.instance.name,
                 path=other[0][0],
                 severity=Severity.WARNING,

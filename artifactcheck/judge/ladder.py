@@ -3,7 +3,7 @@
 The rules run from the strongest evidence (content that is wrong: ``mismatch``) to
 "could not judge" (``inconclusive``), and the reason never claims more than was compared.
 Choosing a verdict makes no finding; the one finding that follows from a verdict (drift
-from the desired version) is made by :func:`_verdict_findings`, after the choice.
+from the desired version) is made by :func:`verdict_findings`, after the choice.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from artifactcheck.judge import prefix
-from artifactcheck.judge.answers import _names
-from artifactcheck.judge.cdn_check import _CdnCheck
+from artifactcheck.judge.answers import few_names
+from artifactcheck.judge.cdn_check import CdnCheck
 from artifactcheck.judge.coverage import SharedRows
-from artifactcheck.judge.release_check import NAMES_ONLY_NOTE, _ReleaseCheck
-from artifactcheck.judge.served import NO_MANIFEST_NOTE, _manifest_absent
+from artifactcheck.judge.release_check import NAMES_ONLY_NOTE, ReleaseCheck
+from artifactcheck.judge.served import NO_MANIFEST_NOTE, manifest_absent
 from artifactcheck.model.values import (
     Coverage,
     Expectation,
@@ -44,7 +44,7 @@ CONTENT_KINDS = frozenset(
 
 
 @dataclass(slots=True)
-class _Case:
+class Case:
     """Everything judged about one instance, from which the verdict is read."""
 
     obs: Observation
@@ -54,8 +54,8 @@ class _Case:
     expectation: Expectation | None
     invalid_version: str | None = None
     release: Manifest | None = None
-    release_check: _ReleaseCheck | None = None
-    cdn_check: _CdnCheck | None = None
+    release_check: ReleaseCheck | None = None
+    cdn_check: CdnCheck | None = None
     coverage: Coverage | None = None
     serves: str | None = None
     candidates: tuple[str, ...] = ()
@@ -110,13 +110,13 @@ class _Case:
         return self.release_check is not None and bool(self.release_check.names_only)
 
 
-def _claim(case: _Case) -> str:
+def _claim(case: Case) -> str:
     """What a clean result may claim, never more than was compared."""
     cov = case.coverage
     assert cov is not None  # judged against a release: every file is accounted for
     names = f" ({NAMES_ONLY_NOTE}: the release source has no hashes; bytes not verified)"
     suffix = names if case.names_only else ""
-    if _manifest_absent(case.obs):  # a mode, not a failure: said in every clean claim
+    if manifest_absent(case.obs):  # a mode, not a failure: said in every clean claim
         suffix += f" ({NO_MANIFEST_NOTE})"
     if case.obs.layout.detected:  # where the user looks, not only among the findings
         suffix += f" (under {prefix.shown(case.obs.layout.prefix)}, detected)"
@@ -130,7 +130,7 @@ def _claim(case: _Case) -> str:
     )
 
 
-def _content_reason(case: _Case, content: Sequence[Finding]) -> str:
+def _content_reason(case: Case, content: Sequence[Finding]) -> str:
     files = sorted({f.path for f in content if f.path})
     reported = case.version or "(no version)"
     check = case.release_check
@@ -142,7 +142,7 @@ def _content_reason(case: _Case, content: Sequence[Finding]) -> str:
             )
         if not case.serves:
             return f"reports {reported} but {len(check.missing)} file(s) are missing: " + (
-                _names(sorted(check.missing))
+                few_names(sorted(check.missing))
             )
     if case.partial_of is not None:
         return f"reports {reported} but content differs: " + _partial(case)
@@ -158,7 +158,7 @@ def _content_reason(case: _Case, content: Sequence[Finding]) -> str:
         what = f"content differs (it matches each of releases {', '.join(case.candidates)})"
     else:
         what = "content differs"
-    return f"reports {reported} but {what}: {_names(files)}"
+    return f"reports {reported} but {what}: {few_names(files)}"
 
 
 #: How to give an instance a version to be judged against (it reported none).
@@ -168,7 +168,7 @@ NO_VERSION_HINT = (
 )
 
 
-def _partial(case: _Case) -> str:
+def _partial(case: Case) -> str:
     """What an instance matching another release, short of all its files, serves."""
     check = case.release_check
     missing = set(check.missing) if check is not None else set()
@@ -176,16 +176,16 @@ def _partial(case: _Case) -> str:
     unseen = [p for p in case.partial_gaps if p not in missing]
     parts = []
     if absent:
-        parts.append(f"{len(absent)} fall back or are missing: {_names(absent)}")
+        parts.append(f"{len(absent)} fall back or are missing: {few_names(absent)}")
     if unseen:
-        parts.append(f"{len(unseen)} were not compared: {_names(unseen)}")
+        parts.append(f"{len(unseen)} were not compared: {few_names(unseen)}")
     return (
         f"every file compared is release {case.partial_of}'s, but {len(case.partial_gaps)} of "
         f"its files are not shown served ({'; '.join(parts)})"
     )
 
 
-def _verdict(case: _Case) -> tuple[Verdict, str]:
+def choose_verdict(case: Case) -> tuple[Verdict, str]:
     """The first rule that applies, from the strongest evidence to "could not judge"."""
     kinds = case.kinds()
     cdn = case.cdn_check
@@ -205,9 +205,9 @@ def _verdict(case: _Case) -> tuple[Verdict, str]:
         conflict = next(f for f in case.findings if f.kind is FindingKind.SIGNAL_CONFLICT)
         return Verdict.SIGNAL_CONFLICT, conflict.message
     if cdn is not None and cdn.missing:
-        return Verdict.CDN_MISSING, f"missing on the CDN: {_names(sorted(set(cdn.missing)))}"
+        return Verdict.CDN_MISSING, f"missing on the CDN: {few_names(sorted(set(cdn.missing)))}"
     if cdn is not None and cdn.differs:
-        return Verdict.CDN_MISMATCH, f"differs on the CDN: {_names(sorted(set(cdn.differs)))}"
+        return Verdict.CDN_MISMATCH, f"differs on the CDN: {few_names(sorted(set(cdn.differs)))}"
     if case.expectation_missing:
         why = case.expectation.error if case.expectation is not None else None
         return Verdict.INCONCLUSIVE, f"no expected release for {case.version}: {why}"
@@ -215,7 +215,7 @@ def _verdict(case: _Case) -> tuple[Verdict, str]:
         return Verdict.INCONCLUSIVE, f"{len(case.failed)} file(s) could not be fetched"
     if FindingKind.NO_CONSENSUS in kinds:
         files = sorted({f.path or "" for f in case.findings if f.kind is FindingKind.NO_CONSENSUS})
-        return Verdict.INCONCLUSIVE, f"siblings disagree with no majority: {_names(files)}"
+        return Verdict.INCONCLUSIVE, f"siblings disagree with no majority: {few_names(files)}"
     if cdn is not None and cdn.unchecked:
         return Verdict.INCONCLUSIVE, f"the CDN could not be checked: {cdn.why_unchecked}"
     if case.version is None:  # before "nothing fetched": without a version, nothing is
@@ -244,7 +244,7 @@ def _verdict(case: _Case) -> tuple[Verdict, str]:
     return Verdict.CONSISTENT, _claim(case)
 
 
-def _verdict_findings(case: _Case, verdict: Verdict) -> list[Finding]:
+def verdict_findings(case: Case, verdict: Verdict) -> list[Finding]:
     """The finding a verdict stands on when no finding made it: drift (every file
     right, the version not the desired one) is said as a finding too, for the gate and
     the report, once the ladder has chosen it."""
@@ -268,7 +268,7 @@ _MAY_BE_RIGHT = frozenset(
 )
 
 
-def _verified(case: _Case, verdict: Verdict) -> bool:
+def is_verified(case: Case, verdict: Verdict) -> bool:
     """The instance's own bytes were compared with something that vouches for them and
     found right: a readiness gate may open on this, and a quarantine be undone.
 
@@ -282,7 +282,7 @@ def _verified(case: _Case, verdict: Verdict) -> bool:
     return case.release is not None and case.coverage is not None and case.coverage.compared > 0
 
 
-def _names_only(case: _Case, verdict: Verdict, reason: str) -> tuple[Verdict, str]:
+def names_only_verdict(case: Case, verdict: Verdict, reason: str) -> tuple[Verdict, str]:
     """With a release source that vouches for names only, never ``consistent``."""
     if case.names_only and verdict is Verdict.CONSISTENT:
         # names agree, and nobody vouched for the bytes: release 2's bytes under release

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from artifactcheck.judge.answers import _documents, _fallback, _names, _unobserved
-from artifactcheck.judge.prefix import FALLBACK
+from artifactcheck.judge.answers import documents, few_names, unobserved
+from artifactcheck.judge.prefix import FALLBACK, is_fallback
 from artifactcheck.judge.statuses import MISSING, REFUSED
 from artifactcheck.manifests import verify_integrity
 from artifactcheck.manifests.integrity import vouching_algorithms, vouching_hash
@@ -28,7 +28,7 @@ NAMES_ONLY_NOTE = "file names only"
 
 
 @dataclass(slots=True)
-class _ReleaseCheck:
+class ReleaseCheck:
     """What comparing the instance's answers with one release found."""
 
     findings: list[Finding] = field(default_factory=list)
@@ -41,9 +41,9 @@ class _ReleaseCheck:
     refused: dict[str, str] = field(default_factory=dict)  # path -> why not compared
 
 
-def _against_release(
+def against_release(
     obs: Observation, release: Manifest, version: str, pages: frozenset[str]
-) -> _ReleaseCheck:
+) -> ReleaseCheck:
     """Each answer from the instance against the release's file of the same path."""
     against = _Against(
         obs=obs,
@@ -51,10 +51,10 @@ def _against_release(
         version=version,
         pages=pages,
         listed=obs.manifest.files if obs.manifest is not None else {},
-        check=_ReleaseCheck(),
+        check=ReleaseCheck(),
         algorithm=(vouching_algorithms(release) or ("sha256",))[0],
     )
-    docs = _documents(obs)
+    docs = documents(obs)
     for path in sorted(docs):
         against.answer(path, docs[path])
     against.listed_not_released(docs)
@@ -70,7 +70,7 @@ class _Against:
     version: str
     pages: frozenset[str]
     listed: Mapping[str, ManifestEntry]  # what the served manifest lists
-    check: _ReleaseCheck
+    check: ReleaseCheck
     algorithm: str = "sha256"  # the release's hash, for files it lacks ("sha1": ngsw.json)
 
     def answer(self, path: str, got: Fetched) -> None:
@@ -79,7 +79,7 @@ class _Against:
         check = self.check
         expected = self.release.files.get(path)
         known = expected is not None or path in self.listed
-        if _unobserved(got):
+        if unobserved(got):
             return
         if got.status in REFUSED:
             if known:
@@ -94,12 +94,12 @@ class _Against:
             check.compared.add(path)
             check.served_hashes.append(want)
             return
-        if got.status in MISSING or _fallback(got, path, self.pages):
+        if got.status in MISSING or is_fallback(got, path, self.pages):
             self._missing(path, got, expected)
             return
         if sha is None:  # the release's hash was not computed: its bytes vouch for nothing
             sha, want = got.sha256, None
-        assert sha is not None  # _unobserved() refused a 2xx without a digest
+        assert sha is not None  # unobserved() refused a 2xx without a digest
         if expected is None:
             if path != self.obs.manifest_path:  # a release manifest cannot list itself
                 self._unexpected(path, sha)
@@ -178,7 +178,7 @@ class _Against:
                 Finding(
                     FindingKind.FILE_UNEXPECTED,
                     f"served manifest lists {len(unexpected)} file(s) not in release "
-                    f"{self.version}: {_names(unexpected)}",
+                    f"{self.version}: {few_names(unexpected)}",
                     instance=self.obs.instance.name,
                     path=unexpected[0],
                 )
@@ -186,7 +186,7 @@ class _Against:
             self.check.bad.append(unexpected[0])
 
 
-def _integrity(obs: Observation) -> list[Finding]:
+def integrity_findings(obs: Observation) -> list[Finding]:
     """Served bytes against the hashes the served manifest itself declares (SRI, SHA-1)."""
     if obs.manifest is None:
         return []

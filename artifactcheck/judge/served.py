@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from artifactcheck.judge.answers import (
-    _names,
-    _unobserved,
-    _warn_files,
-    _why_unobserved,
+    few_names,
     is_off_host,
+    unobserved,
+    warn_files,
+    why_unobserved,
 )
 from artifactcheck.judge.statuses import NOT_HERE
 from artifactcheck.model.values import (
@@ -31,7 +31,7 @@ from artifactcheck.model.values import (
 NO_MANIFEST_NOTE = "no served manifest: judged by the release's file list"
 
 
-def _signals(instance: Instance, endpoint_version: str | None) -> list[Finding]:
+def signal_findings(instance: Instance, endpoint_version: str | None) -> list[Finding]:
     values = {s.source: s.value for s in instance.signals}
     if endpoint_version is not None:
         values.setdefault("endpoint", endpoint_version)
@@ -66,7 +66,7 @@ def observed_fingerprint(obs: Observation) -> str | None:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
 
-def _manifest_absent(obs: Observation) -> bool:
+def manifest_absent(obs: Observation) -> bool:
     """The served manifest was looked for and is not there (404/403/410, or no name)."""
     if obs.manifest is not None:
         return False
@@ -75,12 +75,12 @@ def _manifest_absent(obs: Observation) -> bool:
     return obs.manifest_fetch.status in NOT_HERE
 
 
-def _served_manifest(obs: Observation) -> list[Finding]:
+def served_manifest_findings(obs: Observation) -> list[Finding]:
     """The served manifest: unusable (evidence), missing (a finding, never silent), or
     references that were not fetched (off-host: not compared; traversal: evidence)."""
     name = obs.instance.name
     findings: list[Finding] = []
-    if _manifest_absent(obs):
+    if manifest_absent(obs):
         status = obs.manifest_fetch.status if obs.manifest_fetch is not None else None
         what = f"answers {status}" if status is not None else "was not found"
         detail = f" ({obs.manifest_error})" if obs.manifest_error else ""
@@ -125,7 +125,7 @@ def _served_manifest(obs: Observation) -> list[Finding]:
             Finding(
                 FindingKind.NOT_COMPARED,
                 f"{len(elsewhere)} file(s) the served manifest references on another host "
-                f"were not fetched, so not compared: {_names(elsewhere)}",
+                f"were not fetched, so not compared: {few_names(elsewhere)}",
                 instance=name,
                 path=elsewhere[0],
                 severity=Severity.WARNING,
@@ -134,17 +134,18 @@ def _served_manifest(obs: Observation) -> list[Finding]:
     return findings
 
 
-def _unfetched(obs: Observation) -> list[str]:
-    return sorted(p for p, f in obs.assets.items() if _unobserved(f))
+def unfetched(obs: Observation) -> list[str]:
+    return sorted(p for p, f in obs.assets.items() if unobserved(f))
 
 
-def _failed_fetches(obs: Observation, failed: Sequence[str]) -> list[Finding]:
+def failed_fetches(obs: Observation, failed: Sequence[str]) -> list[Finding]:
     if not failed:
         return []
     first = obs.assets[failed[0]]
-    return _warn_files(
+    return warn_files(
         FindingKind.OBSERVATION_FAILED,
-        f"{len(failed)} file(s) could not be fetched: {_names(failed)} ({_why_unobserved(first)})",
+        f"{len(failed)} file(s) could not be fetched: {few_names(failed)} "
+        f"({why_unobserved(first)})",
         obs,
         failed,
     )
