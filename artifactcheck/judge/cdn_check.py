@@ -81,66 +81,61 @@ class CdnCheck:
     why_unchecked: str | None = None
 
 
-def _cdn_answer(
-    check: CdnCheck,
-    *,
-    instance: str,
-    path: str,
-    shown: str,
-    on_cdn: Fetched,
-    want: str | None,
-    version: str | None,
-    served: str | None,
-    pages: frozenset[str],
-) -> None:
-    """Judge one CDN answer; ``want`` is the release's hash, ``served`` the instance's."""
-    if unobserved(on_cdn):
-        check.unchecked.append(path)
-        check.why_unchecked = check.why_unchecked or why_unobserved(on_cdn)
-        return
-    reference = want or served
-    if on_cdn.status in NOT_HERE or (
-        on_cdn.sha256 != reference and is_fallback(on_cdn, path, pages)
-    ):
-        fallback = on_cdn.status not in NOT_HERE
-        answer = FALLBACK if fallback else (f"answers {on_cdn.status}")
-        check.findings.append(
+@dataclass(frozen=True, slots=True)
+class _CdnAnswers:
+    """One instance's files as the CDN answered them, judged into ``check``."""
+
+    check: CdnCheck
+    instance: str
+    version: str | None
+    pages: frozenset[str]  # what the site's fallback answers with
+
+    def judge(
+        self, path: str, on_cdn: Fetched, *, shown: str, want: str | None, served: str | None
+    ) -> None:
+        """Judge one CDN answer; ``want`` is the release's hash, ``served`` the instance's."""
+        check = self.check
+        if unobserved(on_cdn):
+            check.unchecked.append(path)
+            check.why_unchecked = check.why_unchecked or why_unobserved(on_cdn)
+            return
+        reference = want or served
+        fell_back = on_cdn.sha256 != reference and is_fallback(on_cdn, path, self.pages)
+        if on_cdn.status in NOT_HERE or fell_back:
+            fallback = on_cdn.status not in NOT_HERE
+            answer = FALLBACK if fallback else (f"answers {on_cdn.status}")
+            kind = FindingKind.FALLBACK_PAGE if fallback else FindingKind.CDN_MISSING
+            actual = answer if fallback else str(on_cdn.status)
+            self._finding(
+                kind, f"{shown} is missing on the CDN: it {answer}", path, reference, actual
+            )
+            check.missing.append(path)
+            return
+        if reference is None or on_cdn.sha256 == reference:
+            return
+        got = on_cdn.sha256
+        assert got is not None  # unobserved() refused a 2xx without a digest
+        if want is not None:
+            message = (
+                f"{shown} on the CDN differs from release {self.version}: expected (release) "
+                f"{short(want)}, the CDN serves {short(got)}"
+            )
+        else:
+            message = (
+                f"{shown} differs between the CDN and the instance (no release hash to tell "
+                f"which is right): the instance serves {short(reference)}, the CDN {short(got)}"
+            )
+        self._finding(FindingKind.CDN_DIFFERS, message, path, want, got)
+        check.differs.append(path)
+
+    def _finding(
+        self, kind: FindingKind, message: str, path: str, expected: str | None, actual: str
+    ) -> None:
+        self.check.findings.append(
             Finding(
-                FindingKind.FALLBACK_PAGE if fallback else FindingKind.CDN_MISSING,
-                f"{shown} is missing on the CDN: it {answer}",
-                instance=instance,
-                path=path,
-                expected=reference,
-                actual=answer if fallback else str(on_cdn.status),
+                kind, message, instance=self.instance, path=path, expected=expected, actual=actual
             )
         )
-        check.missing.append(path)
-        return
-    if reference is None or on_cdn.sha256 == reference:
-        return
-    got = on_cdn.sha256
-    assert got is not None  # unobserved() refused a 2xx without a digest
-    if want is not None:
-        message = (
-            f"{shown} on the CDN differs from release {version}: expected (release) "
-            f"{short(want)}, the CDN serves {short(got)}"
-        )
-    else:
-        message = (
-            f"{shown} differs between the CDN and the instance (no release hash to tell "
-            f"which is right): the instance serves {short(reference)}, the CDN {short(got)}"
-        )
-    check.findings.append(
-        Finding(
-            FindingKind.CDN_DIFFERS,
-            message,
-            instance=instance,
-            path=path,
-            expected=want,
-            actual=on_cdn.sha256,
-        )
-    )
-    check.differs.append(path)
 
 
 def against_cdn(
@@ -158,7 +153,7 @@ def against_cdn(
     were fetched there and are judged as the CDN's answers.
     """
     check = CdnCheck()
-    name = obs.instance.name
+    answers = _CdnAnswers(check, obs.instance.name, version, pages)
     served = sorted(p for p, f in obs.assets.items() if f.ok and p not in obs.on_cdn)
     required = cdn_paths(served, cdn.include, cdn.exclude)
     if cdn.error is not None:
@@ -170,17 +165,8 @@ def against_cdn(
             if on_cdn is None:
                 continue  # not asked: the pipeline decides what the CDN is asked for
             entry = release.files.get(path) if release is not None else None
-            _cdn_answer(
-                check,
-                instance=name,
-                path=path,
-                shown=path,
-                on_cdn=on_cdn,
-                want=entry.hashes.get("sha256") if entry is not None else None,
-                version=version,
-                served=obs.assets[path].sha256,
-                pages=pages,
-            )
+            want = entry.hashes.get("sha256") if entry is not None else None
+            answers.judge(path, on_cdn, shown=path, want=want, served=obs.assets[path].sha256)
     return check
 
 
@@ -198,6 +184,7 @@ def located_on_cdn(
     as unexpected, because only the path mapping, not the bytes, failed.
     """
     unmatched: list[str] = []
+    answers = _CdnAnswers(check, obs.instance.name, version, pages)
     for path, raw in sorted(obs.on_cdn.items()):
         got = obs.assets.get(path)
         if got is None:
@@ -206,17 +193,7 @@ def located_on_cdn(
         if release is not None and matched is None:
             unmatched.append(raw)
         want = release.files[matched].hashes.get("sha256") if release and matched else None
-        _cdn_answer(
-            check,
-            instance=obs.instance.name,
-            path=path,
-            shown=raw,
-            on_cdn=got,
-            want=want,
-            version=version,
-            served=None,
-            pages=pages,
-        )
+        answers.judge(path, got, shown=raw, want=want, served=None)
         if matched is not None and path not in check.unchecked:
             check.compared.add(matched)
     return warn_files(
