@@ -28,11 +28,11 @@ class SampledOutRows:
     """The ``not_compared`` rows of sampled instances, one tuple per release and set of
     files compared, shared by every coverage that has them.
 
-    A sampled instance's coverage lists each release file it did not compare, ~500
-    (path, "sampled out") pairs per instance; every instance that served the same
-    manifest in the same sample has the same ones. Kept once per instance they were
-    the largest thing a controller held (55 MB of 2,000 pods' coverages, by
-    tracemalloc), and building them cost a sort of the release per instance.
+    A sampled instance's coverage lists each release file it did not compare, a
+    (path, "sampled out") pair each; every instance that served the same manifest in
+    the same sample has the same ones. Kept once per instance they grow with pods times
+    release files, the largest thing a controller held, and building them cost a sort
+    of the release per instance.
     """
 
     rows: dict[tuple[int, frozenset[str]], tuple[Manifest, tuple[tuple[str, str], ...]]] = field(
@@ -105,6 +105,39 @@ class JudgeCache:
         kept = set(keep)
         for name in [n for n in self.entries if n not in kept]:
             del self.entries[name]
+
+    def reused(
+        self, obs: Observation, key: tuple[object, ...], index: HashIndex, cdn: CdnView | None
+    ) -> InstanceResult | None:
+        """The last result for this instance if every input is the same (counted in
+        ``judged`` otherwise, as an instance to judge afresh)."""
+        hit = self.entries.get(obs.instance.name)
+        if (
+            hit is not None
+            and hit.index is index
+            and hit.cdn is cdn
+            and hit.key == key
+            and same_evidence(hit.obs, obs)
+        ):
+            return hit.result
+        self.judged += 1
+        return None
+
+    def keep(
+        self,
+        obs: Observation,
+        expectation: Expectation | None,
+        key: tuple[object, ...],
+        index: HashIndex,
+        cdn: CdnView | None,
+        result: InstanceResult,
+    ) -> None:
+        """Remember a fresh result with the inputs it came from (the manifest held, so
+        the id() in ``key`` stays its own)."""
+        manifest = expectation.manifest if expectation is not None else None
+        self.entries[obs.instance.name] = Judged(
+            obs=obs, manifest=manifest, index=index, cdn=cdn, key=key, result=result
+        )
 
     def index_for(self, releases: Mapping[str, Manifest]) -> HashIndex:
         """The hash index of these releases, rebuilt only when one of them changed."""

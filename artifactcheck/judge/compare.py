@@ -32,10 +32,8 @@ from artifactcheck.judge import prefix
 from artifactcheck.judge.answers import HashIndex, documents, is_off_host, page_shas
 from artifactcheck.judge.cache import (
     JudgeCache,
-    Judged,
     SampledOutRows,
     expectation_key,
-    same_evidence,
 )
 from artifactcheck.judge.cdn_check import (
     DEFAULT_CDN_EXCLUDE,
@@ -459,29 +457,16 @@ def compare_fleet(
         agreeing = agreement.get(name) if expectations is None else None
         key: tuple[object, ...] = ()
         if cache is not None:
-            key = (
-                expectation_key(expectation),
-                desired_version,
-                tls_warn_days,
-                peers,
-                agreeing,
-                fleet,
-                # the only use of ``now``: a certificate's expiry findings
-                tuple(tls_findings(obs.tls, now=now, warn_days=tls_warn_days, instance=name))
-                if obs.tls is not None and now is not None
-                else None,
-            )
-            hit = cache.entries.get(name)
-            if (
-                hit is not None
-                and hit.index is index
-                and hit.cdn is cdn
-                and hit.key == key
-                and same_evidence(hit.obs, obs)
-            ):
-                results.append(hit.result)
+            # the only use of ``now``: a certificate's expiry findings
+            tls = None
+            if obs.tls is not None and now is not None:
+                tls = tuple(tls_findings(obs.tls, now=now, warn_days=tls_warn_days, instance=name))
+            key = (expectation_key(expectation), desired_version, tls_warn_days)
+            key += (peers, agreeing, fleet, tls)
+            hit = cache.reused(obs, key, index, cdn)
+            if hit is not None:
+                results.append(hit)
                 continue
-            cache.judged += 1
         result = judge_instance(
             obs,
             expectation=expectation,
@@ -496,9 +481,6 @@ def compare_fleet(
             agreeing=agreeing,
         )
         if cache is not None:
-            manifest = expectation.manifest if expectation is not None else None
-            cache.entries[name] = Judged(
-                obs=obs, manifest=manifest, index=index, cdn=cdn, key=key, result=result
-            )
+            cache.keep(obs, expectation, key, index, cdn, result)
         results.append(result)
     return results
