@@ -79,6 +79,7 @@ def why_unobserved(got: Fetched) -> str:
 
 
 def few_names(paths: Sequence[str], limit: int = 5) -> str:
+    """The first few paths and how many more: a reason stays one line however many failed."""
     shown = ", ".join(paths[:limit])
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
