@@ -17,9 +17,9 @@ import posixpath
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
+from artifactcheck.judge.statuses import MISSING
 from artifactcheck.model.values import Fetched, Layout, Manifest
 
-MISSING_STATUSES = frozenset({404, 410})
 #: Prefixes tried, after the evidence (the served manifest's listing, the version
 #: endpoint's directory), when a release's files are not where they were looked for:
 #: Django's and Rails' defaults. The instance's own URL (``""``) is always a candidate.
@@ -33,9 +33,14 @@ def shown(prefix: str) -> str:
     return "/" + prefix
 
 
+#: How a file answered with the fallback page is said, in a verdict and in the table.
+FALLBACK = "answers with index.html (the fallback page)"
+
+
 def is_page(path: str) -> bool:
-    """An HTML document: what an SPA fallback answers with, so never a probe."""
-    return path.lower().endswith((".html", ".htm"))
+    """An HTML document (or a directory, which answers its index page): what an SPA
+    fallback answers with, so never a probe and never "missing" for answering HTML."""
+    return not path or path.endswith("/") or path.lower().endswith((".html", ".htm"))
 
 
 def page_path(path: str) -> bool:
@@ -69,7 +74,7 @@ def is_found(got: Fetched, path: str, pages: Collection[str]) -> bool:
 
 def is_absent(got: Fetched, path: str, pages: Collection[str]) -> bool:
     """The file is not served here: 404/410, or the fallback page."""
-    if got.error is None and got.status in MISSING_STATUSES:
+    if got.error is None and got.status in MISSING:
         return True
     return is_fallback(got, path, pages)
 

@@ -11,12 +11,8 @@ from collections.abc import Sequence
 
 from artifactcheck.fetch import urls
 from artifactcheck.fetch.fetcher import Fetcher
-from artifactcheck.judge.compare import (
-    CDN_MISSING_STATUSES,
-    DEFAULT_CDN_EXCLUDE,
-    CdnView,
-    cdn_paths,
-)
+from artifactcheck.judge.compare import DEFAULT_CDN_EXCLUDE, CdnView, cdn_paths
+from artifactcheck.judge.statuses import NOT_HERE as CDN_MISSING_STATUSES
 from artifactcheck.model.values import Fetched, Observation
 from artifactcheck.observe.instance import Observer
 

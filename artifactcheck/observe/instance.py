@@ -24,6 +24,7 @@ from artifactcheck.discover.sample import draw_seed, entry_points, sample_paths
 from artifactcheck.fetch import urls
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.judge import prefix as prefix_rules
+from artifactcheck.judge.statuses import NOT_HERE
 from artifactcheck.manifests import WELL_KNOWN_PATHS, algorithms_needed, parse_manifest
 from artifactcheck.manifests.limits import normalise_path
 from artifactcheck.model.errors import ArtifactCheckError, ErrorKind, ManifestError
@@ -44,9 +45,6 @@ from artifactcheck.release.sources import limits_of
 
 log = logging.getLogger("artifactcheck")
 
-#: Answers to a probed manifest name that mean "not here": S3-style origins answer 403
-#: for any missing key and nginx's usual ``location ~ /\. { deny all; }`` for dot-paths.
-NOT_HERE = frozenset({403, 404, 410})
 #: Set while a ``first`` observation runs (Observer.observe): its files go wide.
 _FIRST: contextvars.ContextVar[bool] = contextvars.ContextVar("first", default=False)
 _MEMO_LIMIT = 256  # distinct served manifests (and samples) remembered per Observer

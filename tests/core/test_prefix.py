@@ -196,6 +196,15 @@ def test_probes_skip_pages_and_dot_paths_and_spread() -> None:
     assert prefix.probe_paths(manifest) == ["f00.js", "f03.js", "f06.js"]
 
 
+@pytest.mark.parametrize("path", ["docs/", "", "app/index.html", "about.HTM"])
+def test_html_at_a_page_or_directory_is_no_fallback(path: str) -> None:
+    """The judge and the investigation table read "the fallback page" by this one rule:
+    HTML answered for a page (or a directory, which serves its index) is that page."""
+    pages = frozenset({I1})
+    assert not prefix.is_fallback(got(path, I1, html=True), path, pages)
+    assert prefix.is_fallback(got("app/x.js", I1, html=True), "app/x.js", pages)
+
+
 def test_most_probes_must_be_found() -> None:
     ok = [("a.js", got("a.js", A1)), ("b.js", got("b.js", B1))]
     fallback = ("c.js", got("c.js", LOGIN, html=True))

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from artifactcheck.act.views import schema_path
 from artifactcheck.cli.main import main
+from artifactcheck.judge.prefix import FALLBACK
 
 CHUNK = "assets/report-50WvgzG_.js"
 
@@ -70,7 +71,7 @@ def test_the_spa_fallback_page_is_missing_everywhere(make_fleet) -> None:
     validate(doc, "investigate")
     row = next(a for a in doc["assets"] if a["path"] == CHUNK)
     assert row["state"] == "missing", row
-    assert "HTML page" in (row["error"] or "")
+    assert FALLBACK in (row["error"] or "")
     assert row["served_sha256"] is None and row["matches"] == []
     assert row["cdn"]["state"] == "missing"
     assert CHUNK not in doc["manifest"]["changed"]

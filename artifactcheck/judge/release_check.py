@@ -1,0 +1,211 @@
+"""The release check: each answer from the instance against the release's file of the same path.
+
+Missing is missing however the server dresses it up (404/410, or the fallback page);
+a refusal (403) is not compared; other bytes are evidence, and the served bytes' hashes
+are kept so another release they belong to can be named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from artifactcheck.judge.answers import documents, few_names, unobserved
+from artifactcheck.judge.prefix import FALLBACK, is_fallback
+from artifactcheck.judge.statuses import MISSING, REFUSED
+from artifactcheck.manifests import verify_integrity
+from artifactcheck.manifests.integrity import vouching_algorithms, vouching_hash
+from artifactcheck.model.values import (
+    Fetched,
+    Finding,
+    FindingKind,
+    Manifest,
+    ManifestEntry,
+    Observation,
+)
+
+NAMES_ONLY_NOTE = "file names only"
+
+
+@dataclass(slots=True)
+class ReleaseCheck:
+    """What comparing the instance's answers with one release found."""
+
+    findings: list[Finding] = field(default_factory=list)
+    compared: set[str] = field(default_factory=set)  # release files judged
+    bad: list[str] = field(default_factory=list)  # files with evidence against them
+    missing: list[str] = field(default_factory=list)  # 404/410 or the fallback page
+    served_hashes: list[str] = field(default_factory=list)  # every 200 compared
+    differing: dict[str, str] = field(default_factory=dict)  # path -> sha of other bytes
+    names_only: list[str] = field(default_factory=list)  # release has no hash for them
+    refused: dict[str, str] = field(default_factory=dict)  # path -> why not compared
+
+
+def against_release(
+    obs: Observation, release: Manifest, version: str, pages: frozenset[str]
+) -> ReleaseCheck:
+    """Each answer from the instance against the release's file of the same path."""
+    against = _Against(
+        obs=obs,
+        release=release,
+        version=version,
+        pages=pages,
+        listed=obs.manifest.files if obs.manifest is not None else {},
+        check=ReleaseCheck(),
+        algorithm=(vouching_algorithms(release) or ("sha256",))[0],
+    )
+    docs = documents(obs)
+    for path in sorted(docs):
+        against.answer(path, docs[path])
+    against.listed_not_released(docs)
+    return against.check
+
+
+@dataclass(frozen=True, slots=True)
+class _Against:
+    """One instance's answers judged against one release, into ``check``."""
+
+    obs: Observation
+    release: Manifest
+    version: str
+    pages: frozenset[str]
+    listed: Mapping[str, ManifestEntry]  # what the served manifest lists
+    check: ReleaseCheck
+    algorithm: str = "sha256"  # the release's hash, for files it lacks ("sha1": ngsw.json)
+
+    def answer(self, path: str, got: Fetched) -> None:
+        """Judge one answer: refused, missing, the release's bytes, the fallback page,
+        a file the release lacks, or other bytes."""
+        check = self.check
+        expected = self.release.files.get(path)
+        known = expected is not None or path in self.listed
+        if unobserved(got):
+            return
+        if got.status in REFUSED:
+            if known:
+                check.refused[path] = f"the instance refuses it (HTTP {got.status})"
+            return
+        vouched = vouching_hash(expected) if expected is not None else None
+        # the served bytes in the release's own hash (sha1 for an ngsw.json release), so
+        # they can be looked up among the known releases' hashes
+        sha = got.hashes.get(vouched[0] if vouched is not None else self.algorithm)
+        want = vouched[1] if vouched is not None else None
+        if got.status not in MISSING and want is not None and want == sha:
+            check.compared.add(path)
+            check.served_hashes.append(want)
+            return
+        if got.status in MISSING or is_fallback(got, path, self.pages):
+            self._missing(path, got, expected)
+            return
+        if sha is None:  # the release's hash was not computed: its bytes vouch for nothing
+            sha, want = got.sha256, None
+        assert sha is not None  # unobserved() refused a 2xx without a digest
+        if expected is None:
+            if path != self.obs.manifest_path:  # a release manifest cannot list itself
+                self._unexpected(path, sha)
+            return
+        check.compared.add(path)
+        check.served_hashes.append(sha)
+        if want is None:
+            check.names_only.append(path)
+        else:
+            self._differs(path, got, expected, want, sha)
+
+    def _missing(self, path: str, got: Fetched, expected: ManifestEntry | None) -> None:
+        """404/410, or the fallback page: missing however the server dresses it up."""
+        if got.status in MISSING:
+            why, kind = f"answers {got.status}", FindingKind.FILE_MISSING
+            # the served manifest answering 404 is judged as the served manifest
+            reported = expected is not None or (
+                path in self.listed and path != self.obs.manifest_path
+            )
+        else:
+            why, kind = FALLBACK, FindingKind.FALLBACK_PAGE
+            reported = expected is not None or path in self.listed
+        if expected is not None:
+            self.check.compared.add(path)
+        if not reported:
+            return
+        where = f"is in release {self.version}" if expected else "is listed by the served manifest"
+        self.check.findings.append(
+            Finding(
+                kind,
+                f"{path} {where} but the instance {why}",
+                instance=self.obs.instance.name,
+                path=path,
+                expected=expected.hashes.get("sha256") if expected else None,
+                actual=why,
+            )
+        )
+        self.check.missing.append(path)
+        self.check.bad.append(path)
+
+    def _unexpected(self, path: str, sha: str) -> None:
+        self.check.served_hashes.append(sha)
+        what = f"{path} is served but is not part of release {self.version}"
+        self._other_bytes(FindingKind.FILE_UNEXPECTED, what, path, None, sha)
+
+    def _differs(
+        self, path: str, got: Fetched, expected: ManifestEntry, want: str, sha: str
+    ) -> None:
+        same_size = expected.size is not None and expected.size == got.size
+        what = f"{path} differs from release {self.version}"
+        if "sha256" not in expected.hashes:  # e.g. an ngsw.json release: say which hash
+            what += f" ({next((a for a, v in expected.hashes.items() if v == want), 'sha1')})"
+        if got.content_encoding not in (None, "identity"):  # e.g. a stale precompressed .gz
+            what += f" when served {got.content_encoding}-encoded (its bytes once decoded)"
+        what += " (same size)" if same_size else ""
+        self._other_bytes(FindingKind.CONTENT_DIFFERS, what, path, want, sha)
+
+    def _other_bytes(
+        self, kind: FindingKind, message: str, path: str, want: str | None, sha: str
+    ) -> None:
+        """Evidence against a file: the instance serves bytes the release does not."""
+        self.check.findings.append(
+            Finding(
+                kind, message, instance=self.obs.instance.name, path=path, expected=want, actual=sha
+            )
+        )
+        self.check.bad.append(path)
+        self.check.differing[path] = sha
+
+    def listed_not_released(self, docs: Mapping[str, Fetched]) -> None:
+        """Files the served manifest lists that the release lacks (and not fetched)."""
+        unexpected = sorted(p for p in self.listed if p not in self.release.files and p not in docs)
+        unexpected = [p for p in unexpected if p not in self.obs.on_cdn]
+        if unexpected:
+            self.check.findings.append(
+                Finding(
+                    FindingKind.FILE_UNEXPECTED,
+                    f"served manifest lists {len(unexpected)} file(s) not in release "
+                    f"{self.version}: {few_names(unexpected)}",
+                    instance=self.obs.instance.name,
+                    path=unexpected[0],
+                )
+            )
+            self.check.bad.append(unexpected[0])
+
+
+def integrity_findings(obs: Observation) -> list[Finding]:
+    """Served bytes against the hashes the served manifest itself declares (SRI, SHA-1)."""
+    if obs.manifest is None:
+        return []
+    findings = []
+    for path, got in sorted(obs.assets.items()):
+        entry = obs.manifest.files.get(path)
+        if entry is None or not entry.hashes or not got.ok:
+            continue
+        bad = verify_integrity(entry, got.hashes)
+        if bad:
+            findings.append(
+                Finding(
+                    FindingKind.INTEGRITY_FAILED,
+                    f"{path} does not match its own manifest's {', '.join(bad)} "
+                    f"({obs.manifest.format})",
+                    instance=obs.instance.name,
+                    path=path,
+                    expected=", ".join(f"{a}:{entry.hashes[a]}" for a in bad),
+                    actual=got.sha256,
+                )
+            )
+    return findings
