@@ -1,0 +1,98 @@
+"""Proxies: release sources and CDNs through the proxy, instances direct (issue 22).
+
+A real logging proxy on loopback (:mod:`proxyserver`) sees every request sent through
+it. A CDN or release source is fetched for its own host (``host_header=""``); an
+instance with the default. What must hold: the CDN's requests reach the proxy and the
+instance's do not (unless ``http.proxy_instances``), ``NO_PROXY`` sends a host direct,
+and a proxy that refuses is a clear connect error with nothing hashed, never an answer
+to judge.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+import pytest
+from proxyserver import LoggingProxy
+from rawserver import RawServer, response, serve_each
+
+from artifactcheck.fetch.proxy import Proxies
+
+HELLO = b"hello"
+SHA = hashlib.sha256(HELLO).hexdigest()
+
+
+def origin(host: str) -> RawServer:
+    return RawServer(host, serve_each(lambda conn, head: response(200, HELLO)))
+
+
+async def test_a_cdn_request_goes_through_the_proxy_and_an_instance_request_does_not(
+    make_fetcher, host: Callable[[], str]
+) -> None:
+    with LoggingProxy(host()) as proxy, origin(host()) as cdn, origin(host()) as instance:
+        async with make_fetcher(proxies=Proxies.single(proxy.url)) as f:
+            via = await f.get_asset(cdn.url, "a.js", host_header="")
+            direct = await f.get_asset(instance.url, "a.js")
+    assert via.ok and via.hashes["sha256"] == SHA, via.error
+    assert direct.ok and direct.hashes["sha256"] == SHA, direct.error
+    assert proxy.requests == [f"GET {cdn.url}a.js HTTP/1.1"]  # absolute form, once
+    assert instance.connections == 1 and cdn.connections == 1
+
+
+async def test_proxy_instances_sends_the_instances_through_the_proxy_too(
+    make_fetcher, host: Callable[[], str]
+) -> None:
+    with LoggingProxy(host()) as proxy, origin(host()) as instance:
+        proxies = Proxies.single(proxy.url)
+        async with make_fetcher(http={"proxy_instances": True}, proxies=proxies) as f:
+            got = await f.get_asset(instance.url, "a.js")
+    assert got.ok and got.hashes["sha256"] == SHA, got.error
+    assert proxy.requests == [f"GET {instance.url}a.js HTTP/1.1"]
+
+
+async def test_no_proxy_sends_a_named_host_direct(make_fetcher, host: Callable[[], str]) -> None:
+    with LoggingProxy(host()) as proxy, origin(host()) as cdn, origin(host()) as other:
+        proxies = Proxies.single(proxy.url, no_proxy=f"example.org,{cdn.host}")
+        async with make_fetcher(proxies=proxies) as f:
+            direct = await f.get_asset(cdn.url, "a.js", host_header="")
+            via = await f.get_asset(other.url, "a.js", host_header="")
+    assert direct.ok and via.ok, (direct.error, via.error)
+    assert proxy.requests == [f"GET {other.url}a.js HTTP/1.1"]
+    assert cdn.connections == 1
+
+
+@pytest.mark.parametrize("scheme", ["https", "http"])
+async def test_a_proxy_that_refuses_is_a_connect_error_never_an_answer(
+    make_fetcher, host: Callable[[], str], scheme: str
+) -> None:
+    """CONNECT refused (https) or 407 (http): the proxy's answer is not the CDN's, so it
+    is a connect error (inconclusive upstream) with nothing hashed."""
+    with LoggingProxy(host(), refuse=True, status=403 if scheme == "https" else 407) as proxy:
+        target = f"{scheme}://{host()}:8443/"
+        async with make_fetcher(proxies=Proxies.single(proxy.url), retry={"attempts": 1}) as f:
+            got = await f.get_asset(target, "a.js", host_header="")
+    assert got.error_kind == "connect" and not got.hashes, (got.error_kind, got.error)
+    assert "proxy" in (got.error or "").lower(), got.error
+    assert len(proxy.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("environ", "url", "expected"),
+    [
+        ({"HTTPS_PROXY": "http://p:3128"}, "https://cdn.example.com/a.js", "http://p:3128"),
+        ({"HTTPS_PROXY": "http://p:3128"}, "http://cdn.example.com/a.js", None),
+        ({"http_proxy": "http://p:1", "HTTP_PROXY": "http://P:2"}, "http://x/", "http://p:1"),
+        ({"HTTPS_PROXY": "http://p", "NO_PROXY": "example.com"}, "https://cdn.example.com/", None),
+        ({"HTTPS_PROXY": "http://p", "no_proxy": ".example.com"}, "https://example.com/", None),
+        ({"HTTPS_PROXY": "http://p", "NO_PROXY": "*"}, "https://anything/", None),
+        ({"HTTPS_PROXY": "http://p", "NO_PROXY": "ample.com"}, "https://example.com/", "http://p"),
+        ({"HTTPS_PROXY": "http://p", "NO_PROXY": "c.io:8443"}, "https://c.io:8443/", None),
+        ({"HTTPS_PROXY": "http://p", "NO_PROXY": "c.io:8443"}, "https://c.io/", "http://p"),
+        ({}, "https://cdn.example.com/", None),
+    ],
+)
+def test_the_environment_is_read_as_curl_reads_it(
+    environ: dict[str, str], url: str, expected: str | None
+) -> None:
+    assert Proxies.from_environment(environ).for_url(url) == expected
