@@ -11,13 +11,21 @@ to judge.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+from click.testing import CliRunner
 from proxyserver import LoggingProxy
 from rawserver import RawServer, response, serve_each
 
+from artifactcheck.cli.main import main
 from artifactcheck.fetch.proxy import Proxies
+from artifactcheck.sim.fleet import SimFleet
+from artifactcheck.sim.web import Site, WebFleet
 
 HELLO = b"hello"
 SHA = hashlib.sha256(HELLO).hexdigest()
@@ -96,3 +104,72 @@ def test_the_environment_is_read_as_curl_reads_it(
     environ: dict[str, str], url: str, expected: str | None
 ) -> None:
     assert Proxies.from_environment(environ).for_url(url) == expected
+
+
+# ------------------------------------------------------------- the CLI, end to end
+
+
+@pytest.fixture
+def sim(host: Callable[[], str]) -> Iterator[tuple[SimFleet, str]]:
+    """A three-instance fleet, its CDN, and its releases served over HTTP."""
+    with WebFleet(name="test-proxy") as web:
+        fleet = SimFleet(
+            instances=3, version="1.4.1", first_host=host(), cdn_host=host(), web=web
+        ).start()
+        try:
+            source = web.add(Site(root=Path(fleet.release_template).parent), host())
+            yield fleet, source + "{version}.json"
+        finally:
+            fleet.stop()
+
+
+def verify(fleet: SimFleet, template: str) -> tuple[int, dict[str, Any]]:
+    args = ["verify", "--output", "json", "--deadline", "20", "--cdn", fleet.cdn_url]
+    args += ["--release-manifest", template]
+    for inst in fleet.instances:
+        args += ["--target", f"{inst.url}={inst.version}"]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    return result.exit_code, json.loads(result.stdout)
+
+
+def authorities(requests: list[str]) -> set[str]:
+    return {urlsplit(line.split(" ")[1]).netloc for line in requests}
+
+
+def test_verify_sends_release_and_cdn_requests_through_https_and_http_proxy(
+    sim: tuple[SimFleet, str], host: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fleet, template = sim
+    with LoggingProxy(host()) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        code, doc = verify(fleet, template)
+    assert code == 0, doc["findings"]
+    assert doc["counts"]["consistent"] == 3
+    seen = authorities(proxy.requests)
+    assert urlsplit(fleet.cdn_url).netloc in seen
+    assert urlsplit(template).netloc in seen  # the release source
+    assert not seen & {urlsplit(i.url).netloc for i in fleet.instances}  # instances direct
+
+
+def test_verify_honours_no_proxy(
+    sim: tuple[SimFleet, str], host: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fleet, template = sim
+    with LoggingProxy(host()) as proxy:
+        monkeypatch.setenv("http_proxy", proxy.url)
+        monkeypatch.setenv("no_proxy", urlsplit(fleet.cdn_url).hostname or "")
+        code, doc = verify(fleet, template)
+    assert code == 0, doc["findings"]
+    assert authorities(proxy.requests) == {urlsplit(template).netloc}
+
+
+def test_verify_through_a_refusing_proxy_is_inconclusive_never_a_mismatch(
+    sim: tuple[SimFleet, str], host: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fleet, template = sim
+    with LoggingProxy(host(), refuse=True, status=407) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        code, doc = verify(fleet, template)
+    assert code == 3, (doc["counts"], doc["findings"])
+    assert doc["counts"].get("mismatch", 0) == 0 and doc["counts"]["inconclusive"] == 3
+    assert proxy.requests  # it was asked, and said no
