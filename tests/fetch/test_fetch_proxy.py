@@ -136,7 +136,7 @@ def authorities(requests: list[str]) -> set[str]:
     return {urlsplit(line.split(" ")[1]).netloc for line in requests}
 
 
-def test_verify_sends_release_and_cdn_requests_through_https_and_http_proxy(
+def test_verify_sends_release_and_cdn_requests_through_http_proxy(
     sim: tuple[SimFleet, str], host: Callable[[], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fleet, template = sim
