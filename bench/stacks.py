@@ -6,15 +6,17 @@ Three parts, each printed as one line and saved to bench/results/stacks.json:
   fleet (bench/fleet_server.py): the same URL list (manifest, index and five assets per
   instance, every body sha256-hashed, 64 in flight), one transport per fresh process,
   CPU (user + system) per request and wall time, requests only (imports done first);
+  ``http1-llhttp`` is the lean transport reading response heads with httptools;
 - ``parsers``: the lean transport's hand-written HTTP/1.1 parser against ``httptools``
   (llhttp, Node's parser) on the same bytes: a parse-heavy micro benchmark (heads with
   20 headers, small chunked bodies) and every hostile byte string the framing suites
   pin, with what each parser makes of it;
 - ``suites``: the hostile-bytes suites (tests/fetch/test_fetch_framing.py,
   test_fetch_rawsocket.py, test_fetch_safety.py, tests/e2e/test_hostile.py), passed
-  and failed per transport, from pytest's own JUnit report.
+  and failed per transport, from pytest's own JUnit report; ``native``: the same with
+  the project's workaround inside httpx's pool switched off.
 
-    python -m bench.stacks [--instances 200] [--parts fleet,parsers,suites]
+    python -m bench.stacks [--instances 200] [--parts parsers,fleet,suites,native]
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import re
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -46,10 +49,49 @@ SUITES = (
 # ------------------------------------------------------------------------- fleet
 
 
+def _llhttp_heads() -> None:
+    """Make the lean transport read response heads with llhttp (httptools) instead of
+    its own parser, the rest of it unchanged: the fleet figure of the parser swap."""
+    import httptools
+
+    from artifactcheck.fetch.connection import closed_error
+    from artifactcheck.fetch.http1 import MAX_HEAD, Http1Transport
+
+    class Head:
+        def __init__(self) -> None:
+            self.headers: list[tuple[bytes, bytes]] = []
+            self.reason = b""
+
+        def on_status(self, reason: bytes) -> None:
+            self.reason += reason
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self.headers.append((name, value))
+
+    async def read_head(conn: Any, timeout: float | None) -> Any:
+        while (index := conn.find(b"\r\n\r\n", MAX_HEAD)) < 0:
+            if conn.eof:
+                raise closed_error(conn, "connection closed in the middle of the response head")
+            await conn.wait(timeout)
+        head = Head()
+        parser = httptools.HttpResponseParser(head)
+        try:
+            parser.feed_data(conn.take(index + 4))
+        except httptools.HttpParserError as exc:
+            raise ValueError(str(exc)) from exc
+        version = parser.get_http_version()
+        return parser.get_status_code(), head.reason, head.headers, version == "1.1"
+
+    Http1Transport._read_head = staticmethod(read_head)  # type: ignore[method-assign]
+
+
 async def _fleet_run(urls: list[str], transport: str) -> int:
     from artifactcheck.fetch.fetcher import Fetcher
     from artifactcheck.model.settings import HttpSettings, RetrySettings
 
+    if transport == "http1-llhttp":
+        _llhttp_heads()
+        transport = "http1"
     http = HttpSettings.model_validate({"max_per_host": 4, "transport": transport})
     ok = 0
     async with Fetcher(http=http, retry=RetrySettings()) as fetcher:
@@ -345,8 +387,20 @@ def parsers(rounds: int) -> dict[str, Any]:
 _PARAM = re.compile(r"\[(.*)\]$")
 
 
-def suites(transports: list[str]) -> dict[str, dict[str, int]]:
-    report = ROOT / "bench" / "results" / "stacks-junit.xml"
+def pytest_configure(config: Any) -> None:
+    """Loaded as a pytest plugin (``-p bench.stacks``, the ``native`` part): httpx's pool
+    without the project's workaround (transports._SilentConnection, which reads h11's
+    private buffer), to count what httpx keeps on its own."""
+    import httpcore
+
+    from artifactcheck.fetch import transports
+
+    transports._SilentConnection.has_expired = httpcore.AsyncHTTPConnection.has_expired  # type: ignore[method-assign]
+
+
+def suites(transports: list[str], *, native: bool = False) -> dict[str, dict[str, int]]:
+    report = Path(tempfile.mkdtemp(prefix="stacks-")) / "junit.xml"
+    plugin = ["-p", "bench.stacks"] if native else []
     subprocess.run(
         [
             sys.executable,
@@ -355,6 +409,7 @@ def suites(transports: list[str]) -> dict[str, dict[str, int]]:
             "-q",
             "-p",
             "no:cacheprovider",
+            *plugin,
             *SUITES,
             f"--junitxml={report}",
         ],
@@ -376,15 +431,19 @@ def suites(transports: list[str]) -> dict[str, dict[str, int]]:
         )
         counts.setdefault(stack, Counter())[outcome] += 1
     for stack, counter in counts.items():
-        log(f"  suites {stack:16s} " + ", ".join(f"{k} {v}" for k, v in sorted(counter.items())))
+        log(
+            f"  suites{' (native)' if native else ''} {stack:16s} "
+            + ", ".join(f"{k} {v}" for k, v in sorted(counter.items()))
+        )
     return {k: dict(v) for k, v in counts.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="HTTP stacks under the Fetcher, one run")
     parser.add_argument("--instances", type=int, default=200)
-    parser.add_argument("--transports", default="http1,httpx")
-    parser.add_argument("--parts", default="fleet,parsers,suites")
+    parser.add_argument("--transports", default="http1,http1-llhttp,httpx")
+    parser.add_argument("--name", default="stacks", help="results file name")
+    parser.add_argument("--parts", default="parsers,fleet,suites,native")
     parser.add_argument("--rounds", type=int, default=20_000)
     parser.add_argument("--child", nargs=2, metavar=("TRANSPORT", "URLS"))
     args = parser.parse_args(argv)
@@ -400,7 +459,9 @@ def main(argv: list[str] | None = None) -> int:
         result["fleet"] = fleet(args.instances, transports)
     if "suites" in parts:
         result["suites"] = suites(transports)
-    save("stacks", result)
+    if "native" in parts:
+        result["suites_native"] = suites(transports, native=True)
+    save(args.name, result)
     return 0
 
 

@@ -48,6 +48,7 @@ import httpx
 from artifactcheck.fetch import response as reading
 from artifactcheck.fetch import urls
 from artifactcheck.fetch.decoders import ACCEPTED_CODINGS, accepted_encodings
+from artifactcheck.fetch.egress import approved_address
 from artifactcheck.fetch.errors import classified, classify, unexpected
 from artifactcheck.fetch.headers import USER_AGENT, configured_headers, header_problem, server_name
 from artifactcheck.fetch.http1 import Http1Transport, header_block
@@ -174,9 +175,10 @@ class Fetcher:
     for a URL's own host (``host_header=""``, as the CDN and release sources are
     fetched) goes through the proxy :meth:`Proxies.for_url` names, over httpx's pool;
     an instance's call goes direct unless ``http.proxy_instances``. The CLI passes
-    :meth:`Proxies.from_environment`; nothing is read from the environment here. A
-    proxy cannot be combined with an egress policy (the policy judges the address a
-    connection goes to, and through a proxy that is the proxy's).
+    :meth:`Proxies.from_environment`; nothing is read from the environment here (the
+    controller passes the admin configuration's). With an egress policy, a request
+    through the proxy is judged by its destination, not by the proxy: the destination
+    is resolved here and every request refused that the policy would refuse directly.
 
     ``on_asset``, when given, is called with ``(base_url, path, result)`` after every
     :meth:`get_asset` (e.g. to keep the CDN's answers as evidence without a second
@@ -202,8 +204,6 @@ class Fetcher:
             raise ValueError(
                 f"an egress policy is enforced only by the 'http1' transport, not {chosen}"
             )
-        if egress is not None and proxies:
-            raise ValueError("an egress policy cannot be enforced through an HTTP proxy")
         self._egress = egress
         self._proxies = proxies if proxies else None
         self._proxied: dict[str, httpx.AsyncBaseTransport] = {}  # proxy URL -> its pool
@@ -561,6 +561,10 @@ class Fetcher:
             try:
                 async with deadline:
                     if call.proxy is not None:
+                        if self._egress is not None:  # the destination, not the proxy
+                            target = httpx.URL(url)
+                            port = target.port or (443 if target.scheme == "https" else 80)
+                            await approved_address(target.host, port, self._egress)
                         result = await self._send(url, call, progress, self._via(call.proxy))
                         if result.status == 407 and result.error is None:
                             # the proxy's answer, not the destination's: never a verdict

@@ -173,3 +173,31 @@ def test_verify_through_a_refusing_proxy_is_inconclusive_never_a_mismatch(
     assert code == 3, (doc["counts"], doc["findings"])
     assert doc["counts"].get("mismatch", 0) == 0 and doc["counts"]["inconclusive"] == 3
     assert proxy.requests  # it was asked, and said no
+
+
+# ------------------------------------------------------------- the controller's proxy
+
+
+@pytest.mark.parametrize("transport", ["http1"])  # the only one that takes a policy
+async def test_egress_judges_the_destination_behind_the_proxy_not_the_proxy(
+    make_fetcher, host: Callable[[], str]
+) -> None:
+    """The controller's fetcher: a policy, and the admin's proxy. The proxy's own
+    address is nowhere on the allow-list, and a request through it is judged as if it
+    went direct: the allowed CDN goes through, the other is refused unsent."""
+    asked: list[tuple[str, str, int]] = []
+
+    def policy(name: str, ip: str, port: int) -> str | None:
+        asked.append((name, ip, port))
+        return None if name == allowed.host else "not on the allow-list"
+
+    with LoggingProxy(host()) as proxy, origin(host()) as allowed, origin(host()) as other:
+        async with make_fetcher(egress=policy, proxies=Proxies.single(proxy.url)) as f:
+            ok = await f.get_asset(allowed.url, "a.js", host_header="")
+            refused = await f.get_asset(other.url, "a.js", host_header="")
+    assert ok.ok and ok.hashes["sha256"] == SHA, ok.error
+    assert refused.error_kind == "egress" and not refused.hashes, refused.error
+    assert "not on the allow-list" in (refused.error or "")
+    assert proxy.requests == [f"GET {allowed.url}a.js HTTP/1.1"]  # nothing sent for other
+    assert {name for name, _, _ in asked} == {allowed.host, other.host}  # never the proxy
+    assert other.connections == 0
