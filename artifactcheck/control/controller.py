@@ -56,6 +56,7 @@ from artifactcheck.discover.kube import (
 )
 from artifactcheck.discover.sample import draw_seed, sample_instances
 from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.fetch.proxy import proxies_of
 from artifactcheck.judge.compare import CdnView, JudgeCache
 from artifactcheck.judge.decide import Decision, History, held_out_of_traffic
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError, ExpectationUnavailable
@@ -826,6 +827,7 @@ class Controller:
                 retry=state.spec.retry,
                 logger=clog,
                 egress=self._egress_for(state),
+                proxies=proxies_of(self.admin.egress),  # the admin's, never the environment's
             ) as fetcher:
                 state.expectations = _expectations_or_unavailable(
                     state.spec, fetcher, clog, api_client=self.api, namespace=state.namespace

@@ -15,9 +15,10 @@ from __future__ import annotations
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 from urllib.parse import urlsplit
 
-__all__ = ["Proxies"]
+__all__ = ["Proxies", "proxies_of"]
 
 
 @dataclass(frozen=True)
@@ -79,3 +80,18 @@ def _has_port(entry: str) -> bool:
     """``name:port`` or ``[v6]:port``, not a bare IPv6 address."""
     head, sep, tail = entry.rpartition(":")
     return bool(sep) and tail.isdigit() and (head.endswith("]") or ":" not in head)
+
+
+class _AdminEgress(Protocol):
+    """The admin configuration's egress settings, as far as a proxy goes."""
+
+    @property
+    def proxy(self) -> str | None: ...
+
+    @property
+    def no_proxy(self) -> str: ...
+
+
+def proxies_of(egress: _AdminEgress) -> Proxies | None:
+    """The controller's proxies: the admin configuration's ``egress.proxy``, or none."""
+    return Proxies.single(egress.proxy, egress.no_proxy) if egress.proxy else None

@@ -20,12 +20,14 @@ from urllib.parse import urlsplit
 import pytest
 from click.testing import CliRunner
 from proxyserver import LoggingProxy
+from pydantic import ValidationError
 from rawserver import RawServer, response, serve_each
 
 from artifactcheck.cli.main import main
-from artifactcheck.fetch.proxy import Proxies
+from artifactcheck.fetch.proxy import Proxies, proxies_of
 from artifactcheck.sim.fleet import SimFleet
 from artifactcheck.sim.web import Site, WebFleet
+from artifactcheck.tenancy.admission import AdminConfig
 
 HELLO = b"hello"
 SHA = hashlib.sha256(HELLO).hexdigest()
@@ -201,3 +203,23 @@ async def test_egress_judges_the_destination_behind_the_proxy_not_the_proxy(
     assert proxy.requests == [f"GET {allowed.url}a.js HTTP/1.1"]  # nothing sent for other
     assert {name for name, _, _ in asked} == {allowed.host, other.host}  # never the proxy
     assert other.connections == 0
+
+
+def test_the_controller_proxy_comes_from_the_admin_configuration_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://from-env:3128")
+    assert proxies_of(AdminConfig().egress) is None  # the environment is never read
+    admin = AdminConfig.model_validate(
+        {"egress": {"proxy": "http://proxy.corp:3128", "no_proxy": "internal.corp"}}
+    )
+    proxies = proxies_of(admin.egress)
+    assert proxies is not None
+    assert proxies.for_url("https://cdn.example.com/a.js") == "http://proxy.corp:3128"
+    assert proxies.for_url("https://www.internal.corp/a.js") is None
+
+
+@pytest.mark.parametrize("bad", ["https://p:3128", "http://user:pw@p:3128", "p:3128", "http://p/x"])
+def test_an_admin_proxy_the_fetcher_cannot_use_is_refused(bad: str) -> None:
+    with pytest.raises(ValidationError, match="proxy"):
+        AdminConfig.model_validate({"egress": {"proxy": bad}})
