@@ -1,6 +1,6 @@
 """Proxies: release sources and CDNs through the proxy, instances direct (issue 22).
 
-A real logging proxy on loopback (:mod:`proxyserver`) sees every request sent through
+A real logging proxy on loopback (:mod:`proxy_support`) sees every request sent through
 it. A CDN or release source is fetched for its own host (``host_header=""``); an
 instance with the default. What must hold: the CDN's requests reach the proxy and the
 instance's do not (unless ``http.proxy_instances``), ``NO_PROXY`` sends a host direct,
@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from click.testing import CliRunner
-from proxyserver import LoggingProxy
+from proxy_support import LoggingProxy
 from pydantic import ValidationError
 from rawserver import RawServer, response, serve_each
 

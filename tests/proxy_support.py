@@ -1,4 +1,5 @@
-"""A real logging HTTP proxy on loopback: absolute-form GETs and CONNECT tunnels.
+"""A real logging HTTP proxy on loopback (fetch and controller tests): absolute-form GETs and
+CONNECT tunnels.
 
 What a corporate proxy does, and nothing more: it logs every request line it receives
 (``requests``), forwards an absolute-form ``GET http://host:port/path`` to its origin
