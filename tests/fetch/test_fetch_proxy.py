@@ -18,7 +18,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import trustme
 from click.testing import CliRunner
+from fetch_support import server_context
 from proxy_support import LoggingProxy
 from pydantic import ValidationError
 from rawserver import RawServer, response, serve_each
@@ -70,6 +72,30 @@ async def test_no_proxy_sends_a_named_host_direct(make_fetcher, host: Callable[[
     assert direct.ok and via.ok, (direct.error, via.error)
     assert proxy.requests == [f"GET {other.url}a.js HTTP/1.1"]
     assert cdn.connections == 1
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["certificate-matches", "other-name"])
+async def test_https_goes_through_a_connect_tunnel_verified_end_to_end(
+    make_fetcher, fleet: WebFleet, host: Callable[[], str], tmp_path: Path, named: bool
+) -> None:
+    """The proxy sees only ``CONNECT host:port``; TLS is between us and the CDN, so a
+    certificate for another name is refused as it would be directly."""
+    ca = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    address = host()
+    context = server_context(ca, address if named else "other.example")
+    cdn = fleet.add(Site(overrides={"/a.js": HELLO}), address, ssl_context=context)
+    with LoggingProxy(host()) as proxy:
+        proxies = Proxies.single(proxy.url)
+        http = {"ca_bundle": str(ca_file)}
+        async with make_fetcher(http=http, proxies=proxies, retry={"attempts": 1}) as f:
+            got = await f.get_asset(cdn, "a.js", host_header="")
+    assert proxy.requests == [f"CONNECT {urlsplit(cdn).netloc} HTTP/1.1"]
+    if named:
+        assert got.ok and got.hashes["sha256"] == SHA, got.error
+    else:
+        assert got.error_kind == "tls" and not got.hashes, (got.error_kind, got.error)
 
 
 @pytest.mark.parametrize("scheme", ["https", "http"])
