@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from artifactcheck.model.errors import ConfigError
+
 __all__ = ["Proxies", "proxies_of"]
 
 
@@ -30,7 +32,12 @@ class Proxies:
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Proxies:
-        """The proxies curl would use, from ``environ`` (default: this process's)."""
+        """The proxies curl would use, from ``environ`` (default: this process's):
+        ``<scheme>_proxy``, else ``all_proxy``; a value without a scheme is http://.
+
+        Raises :class:`ConfigError` naming the variable for a proxy no request could go
+        through (another scheme, e.g. ``socks5://``, or no host).
+        """
         if environ is None:
             found = urllib.request.getproxies_environment()
         else:
@@ -39,7 +46,11 @@ class Proxies:
                 lower = name.lower()
                 if value and lower.endswith("_proxy") and (lower == name or lower not in environ):
                     found[lower[: -len("_proxy")]] = value
-        schemes = {s: found[s] for s in ("http", "https") if found.get(s)}
+        schemes: dict[str, str] = {}
+        for scheme in ("http", "https"):
+            key = scheme if found.get(scheme) else "all"
+            if found.get(key):
+                schemes[scheme] = _usable(found[key], f"{key.upper()}_PROXY")
         return cls(by_scheme=schemes, no_proxy=found.get("no", ""))
 
     @classmethod
@@ -74,6 +85,17 @@ class Proxies:
             if host == name or host.endswith("." + name):
                 return True
         return False
+
+
+def _usable(value: str, variable: str) -> str:
+    """``value`` as a proxy URL httpx can use, or ConfigError naming ``variable``."""
+    url = value.strip() if "://" in value else f"http://{value.strip()}"
+    split = urlsplit(url)
+    if split.scheme not in ("http", "https") or not split.hostname:
+        raise ConfigError(
+            f"{variable}={value!r}: only http:// and https:// proxies with a host are supported"
+        )
+    return url
 
 
 def _has_port(entry: str) -> bool:

@@ -27,6 +27,7 @@ from rawserver import RawServer, response, serve_each
 
 from artifactcheck.cli.main import main
 from artifactcheck.fetch.proxy import Proxies, proxies_of
+from artifactcheck.model.errors import ConfigError
 from artifactcheck.sim.fleet import SimFleet
 from artifactcheck.sim.web import Site, WebFleet
 from artifactcheck.tenancy.admission import AdminConfig
@@ -126,6 +127,9 @@ async def test_a_proxy_that_refuses_is_a_connect_error_never_an_answer(
         ({"HTTPS_PROXY": "http://p", "NO_PROXY": "c.io:8443"}, "https://c.io:8443/", None),
         ({"HTTPS_PROXY": "http://p", "NO_PROXY": "c.io:8443"}, "https://c.io/", "http://p"),
         ({}, "https://cdn.example.com/", None),
+        ({"ALL_PROXY": "http://all:1"}, "https://cdn.example.com/", "http://all:1"),
+        ({"ALL_PROXY": "http://all:1", "HTTPS_PROXY": "http://p:2"}, "https://c/", "http://p:2"),
+        ({"HTTPS_PROXY": "proxy.corp:3128"}, "https://c/", "http://proxy.corp:3128"),
     ],
 )
 def test_the_environment_is_read_as_curl_reads_it(
@@ -249,3 +253,22 @@ def test_the_controller_proxy_comes_from_the_admin_configuration_only(
 def test_an_admin_proxy_the_fetcher_cannot_use_is_refused(bad: str) -> None:
     with pytest.raises(ValidationError, match="proxy"):
         AdminConfig.model_validate({"egress": {"proxy": bad}})
+
+
+@pytest.mark.parametrize("value", ["socks5://p:1080", "http://", "ftp://p:21"])
+def test_a_proxy_from_the_environment_no_request_can_use_is_a_config_error(value: str) -> None:
+    with pytest.raises(ConfigError, match="HTTPS_PROXY"):
+        Proxies.from_environment({"HTTPS_PROXY": value})
+
+
+def test_verify_with_an_unusable_proxy_exits_2_naming_the_variable(
+    sim: tuple[SimFleet, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fleet, template = sim
+    monkeypatch.setenv("HTTPS_PROXY", "socks5://127.0.0.1:1080")
+    args = ["verify", "--cdn", fleet.cdn_url, "--release-manifest", template]
+    for inst in fleet.instances:
+        args += ["--target", f"{inst.url}={inst.version}"]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 2, result.output
+    assert "HTTPS_PROXY" in result.stderr
