@@ -136,6 +136,29 @@ class _BaseUrl:
         return _Route(route.scheme, route.host, route.port, route.netloc, route.target + suffix)
 
 
+def _refused_by_proxy(result: Attempt, proxy: str) -> None:
+    """Fail ``result`` when its status may be the proxy's own refusal, not an answer.
+
+    Over https the proxy only tunnels (a refused CONNECT is an error already) and TLS
+    proves who answered. Over plain http a 403 is what a proxy's policy answers too, in
+    the same form as the destination's; a 407 is always the proxy's. Judged, either
+    would call every file missing (cdn-missing, exit 1): a fetch error instead.
+    """
+    if result.error is not None or result.status not in (403, 407):
+        return
+    if result.status == 407:
+        message = f"the HTTP proxy {proxy} asks for credentials (407)"
+    elif result.url.startswith("http:"):
+        message = (
+            f"HTTP 403 through the HTTP proxy {proxy}: over plain http the proxy's refusal "
+            "cannot be told from the server's answer; not judged"
+        )
+    else:
+        return
+    result.hashes, result.size = {}, None
+    result.fail(ErrorKind.CONNECT, message)
+
+
 class _Progress:
     """Which phase a request reached, so an exception can be told apart."""
 
@@ -566,11 +589,7 @@ class Fetcher:
                             port = target.port or (443 if target.scheme == "https" else 80)
                             await approved_address(target.host, port, self._egress)
                         result = await self._send(url, call, progress, self._via(call.proxy))
-                        if result.status == 407 and result.error is None:
-                            # the proxy's answer, not the destination's: never a verdict
-                            message = f"the HTTP proxy {call.proxy} asks for credentials (407)"
-                            result.hashes, result.size = {}, None
-                            result.fail(ErrorKind.CONNECT, message)
+                        _refused_by_proxy(result, call.proxy)
                     elif self._lean is not None:
                         result = await self._send_lean(self._lean, url, call, progress, route)
                     else:

@@ -99,13 +99,15 @@ async def test_https_goes_through_a_connect_tunnel_verified_end_to_end(
         assert got.error_kind == "tls" and not got.hashes, (got.error_kind, got.error)
 
 
-@pytest.mark.parametrize("scheme", ["https", "http"])
+@pytest.mark.parametrize(
+    ("scheme", "status"), [("https", 403), ("https", 407), ("http", 403), ("http", 407)]
+)
 async def test_a_proxy_that_refuses_is_a_connect_error_never_an_answer(
-    make_fetcher, host: Callable[[], str], scheme: str
+    make_fetcher, host: Callable[[], str], scheme: str, status: int
 ) -> None:
-    """CONNECT refused (https) or 407 (http): the proxy's answer is not the CDN's, so it
-    is a connect error (inconclusive upstream) with nothing hashed."""
-    with LoggingProxy(host(), refuse=True, status=403 if scheme == "https" else 407) as proxy:
+    """CONNECT refused (https), or 403/407 for a plain http URL: the proxy's answer is
+    not the CDN's, so it is a connect error (inconclusive upstream) with nothing hashed."""
+    with LoggingProxy(host(), refuse=True, status=status) as proxy:
         target = f"{scheme}://{host()}:8443/"
         async with make_fetcher(proxies=Proxies.single(proxy.url), retry={"attempts": 1}) as f:
             got = await f.get_asset(target, "a.js", host_header="")
@@ -195,11 +197,17 @@ def test_verify_honours_no_proxy(
     assert authorities(proxy.requests) == {urlsplit(template).netloc}
 
 
+@pytest.mark.parametrize("status", [403, 407])
 def test_verify_through_a_refusing_proxy_is_inconclusive_never_a_mismatch(
-    sim: tuple[SimFleet, str], host: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+    sim: tuple[SimFleet, str],
+    host: Callable[[], str],
+    monkeypatch: pytest.MonkeyPatch,
+    status: int,
 ) -> None:
+    """A proxy's 403 over plain http looked like the CDN's: every file cdn-missing,
+    exit 1, though nothing was known about the CDN."""
     fleet, template = sim
-    with LoggingProxy(host(), refuse=True, status=407) as proxy:
+    with LoggingProxy(host(), refuse=True, status=status) as proxy:
         monkeypatch.setenv("HTTP_PROXY", proxy.url)
         code, doc = verify(fleet, template)
     assert code == 3, (doc["counts"], doc["findings"])
