@@ -611,6 +611,9 @@ class Fetcher:
             finally:
                 stats.in_flight -= 1
                 host_stats.in_flight -= 1
+            if call.proxy is not None and result.error is not None and "proxy" not in result.error:
+                # "cannot connect: Connection refused" would send the user to the CDN
+                result.error += f" (through the HTTP proxy {call.proxy})"
             result.elapsed = time.monotonic() - started
             return result
 

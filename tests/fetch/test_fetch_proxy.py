@@ -116,6 +116,19 @@ async def test_a_proxy_that_refuses_is_a_connect_error_never_an_answer(
     assert len(proxy.requests) == 1
 
 
+async def test_a_proxy_that_is_down_is_named_in_the_error(
+    make_fetcher, host: Callable[[], str]
+) -> None:
+    """Nothing listens at the proxy's address: a connect error that names the proxy, not
+    only the CDN the user would go and look at."""
+    closed = LoggingProxy(host())  # bound, then closed: its port refuses
+    closed.__exit__(None, None, None)
+    async with make_fetcher(proxies=Proxies.single(closed.url), retry={"attempts": 1}) as f:
+        got = await f.get_asset(f"http://{host()}:8080/", "a.js", host_header="")
+    assert got.error_kind == "connect" and not got.hashes, (got.error_kind, got.error)
+    assert f"through the HTTP proxy {closed.url}" in (got.error or ""), got.error
+
+
 @pytest.mark.parametrize(
     ("environ", "url", "expected"),
     [
