@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from artifactcheck.discover.sample import sample_instances
 from artifactcheck.fetch import urls
 from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.fetch.proxy import Proxies
 from artifactcheck.judge.compare import (
     CdnView,
     JudgeCache,
@@ -604,7 +605,8 @@ async def run_check(
     if spread is not None:  # every process within its share: together, one process's load
         spec = spec.model_copy(update={"http": spread.http, "retry": spread.retry})
     history: History | None = None
-    async with Fetcher(http=spec.http, retry=spec.retry, logger=log) as fetcher:
+    proxies = Proxies.from_environment()  # the CLI's: release sources and CDNs (fetch/proxy.py)
+    async with Fetcher(http=spec.http, retry=spec.retry, logger=log, proxies=proxies) as fetcher:
         expectations = build_expectations(
             spec, fetcher, kubeconfig=kubeconfig, context=context, trust=trust
         )

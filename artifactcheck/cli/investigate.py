@@ -140,7 +140,12 @@ def recording_fetcher(spec: CheckSpec) -> tuple[Fetcher, dict[str, Fetched]]:
         if spec.cdn is not None and base_url == spec.cdn:
             cdn_assets[path] = got
 
-    fetcher = Fetcher(http=spec.http, retry=spec.retry, logger=log, on_asset=record)
+    from artifactcheck.fetch.proxy import Proxies
+
+    proxies = Proxies.from_environment()  # release sources and CDNs, as verify does
+    fetcher = Fetcher(
+        http=spec.http, retry=spec.retry, logger=log, on_asset=record, proxies=proxies
+    )
     return fetcher, cdn_assets
 
 

@@ -402,13 +402,15 @@ def manifest_show(source: str, fmt: str, as_json: bool) -> None:
 def _read_source(source: str) -> tuple[bytes, str]:
     if source.startswith(("http://", "https://")):
         from artifactcheck.fetch.fetcher import Fetcher
+        from artifactcheck.fetch.proxy import Proxies
         from artifactcheck.model.settings import HttpSettings, RetrySettings
 
         base, _, name = source.rpartition("/")
 
         async def get() -> Any:
-            async with Fetcher(http=HttpSettings(), retry=RetrySettings()) as f:
-                return await f.get_document(base + "/", name)
+            proxies = Proxies.from_environment()  # a release source: through the proxy
+            async with Fetcher(http=HttpSettings(), retry=RetrySettings(), proxies=proxies) as f:
+                return await f.get_document(base + "/", name, host_header="")
 
         got = asyncio.run(get())
         if got.error or not got.ok or got.body is None:

@@ -58,6 +58,7 @@ from artifactcheck.discover.kube import (
 from artifactcheck.discover.sample import draw_seed, sample_instances
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.headers import configured_headers
+from artifactcheck.fetch.proxy import proxies_of
 from artifactcheck.judge.compare import CdnView, JudgeCache
 from artifactcheck.judge.decide import Decision, History, InstanceState, held_out_of_traffic
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError, ExpectationUnavailable
@@ -899,6 +900,7 @@ class Controller:
                 logger=clog,
                 egress=self._egress_for(state),
                 scoped_headers=scope or None,
+                proxies=proxies_of(self.admin.egress),  # the admin's, never the environment's
             ) as fetcher:
                 state.expectations = _expectations_or_unavailable(
                     state.spec, fetcher, clog, api_client=self.api, namespace=state.namespace

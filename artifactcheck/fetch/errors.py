@@ -1,10 +1,8 @@
 """Which :class:`~artifactcheck.model.errors.ErrorKind` a failed request is, and why.
 
-Two HTTP stacks can raise under the fetcher: httpx (with httpcore or our own HTTP/1.1
-transport, which raises the httpx exceptions httpcore raises for the same events) and
-aiohttp (under httpx-aiohttp). httpx-aiohttp 0.2 maps aiohttp errors imprecisely (a
-refused connection and a read timeout both surface as ``httpx.ConnectTimeout``), so an
-aiohttp exception kept in the chain (``__cause__``) is classified, not its wrapper.
+One exception tree reaches the fetcher: httpx's. httpx's pool over httpcore raises it,
+and our own HTTP/1.1 transport raises the same exceptions httpcore raises for the same
+events (docs/http-stacks.md: why there are two transports and not three).
 
 :data:`RULES` is the one table from exceptions to kinds and messages; the first row
 that matches wins. The messages are what a user reads in a report, so they name the
@@ -14,7 +12,6 @@ setting that ran out (``connect_timeout``, ``read_timeout``).
 from __future__ import annotations
 
 import ssl
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -63,7 +60,8 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def _text(exc: BaseException) -> str:
-    """One line of text for an exception (aiohttp's HttpProcessingError spans lines)."""
+    """One line of text for an exception (a message quoting a hostile header may span
+    lines)."""
     message = getattr(exc, "message", None)
     text = message if isinstance(message, str) and message else str(exc)
     return " ".join(text.split())
@@ -86,8 +84,7 @@ def unexpected(exc: BaseException) -> tuple[ErrorKind, str]:
 
 
 def _verify_reason(exc: BaseException) -> str:
-    cert = getattr(exc, "certificate_error", exc)  # aiohttp wraps the ssl error
-    return getattr(cert, "verify_message", None) or _text(cert)
+    return getattr(exc, "verify_message", None) or _text(exc)
 
 
 # --------------------------------------------------------------------------- the table
@@ -109,15 +106,12 @@ class Context:
 class Rule:
     """One row: exceptions of ``types`` are ``kind``, told with ``message``.
 
-    ``types`` may name aiohttp's exceptions as ``"aiohttp.Name"``: aiohttp is imported
-    only by the "aiohttp" transport, and while it is not loaded nothing can be one.
     ``scope`` "chain" matches any exception in the chain (our own exceptions and ssl
-    errors are found under the wrappers); "error" matches the error itself (the aiohttp
-    original when there is one). ``phase`` limits a row to errors before or while the
-    body is read.
+    errors are found under httpcore's wrappers); "error" matches the error itself.
+    ``phase`` limits a row to errors before or while the body is read.
     """
 
-    types: tuple[type[BaseException] | str, ...]
+    types: tuple[type[BaseException], ...]
     kind: ErrorKind
     message: Callable[[BaseException, Context], str]
     scope: Literal["chain", "error"] = "error"
@@ -143,27 +137,27 @@ RULES: Final[tuple[Rule, ...]] = (
         lambda e, c: f"invalid HTTP response: {_text(e)}",
         "chain",
     ),
-    # TLS, from either stack.
+    # TLS.
     Rule(
-        (ssl.SSLCertVerificationError, "aiohttp.ClientConnectorCertificateError"),
+        (ssl.SSLCertVerificationError,),
         ErrorKind.TLS,
         lambda e, c: f"TLS certificate verification failed: {_verify_reason(e)}",
         "chain",
     ),
     Rule(
-        (ssl.SSLError, "aiohttp.ClientSSLError"),
+        (ssl.SSLError,),
         ErrorKind.TLS,
         lambda e, c: f"TLS handshake failed: {root_message(e)}",
         "chain",
     ),
     # Timeouts.
     Rule(
-        (httpx.ConnectTimeout, httpx.PoolTimeout, "aiohttp.ConnectionTimeoutError"),
+        (httpx.ConnectTimeout, httpx.PoolTimeout),
         ErrorKind.TIMEOUT,
         lambda e, c: f"connect timed out (connect_timeout={c.http.connect_timeout}s)",
     ),
     Rule(
-        (httpx.ReadTimeout, httpx.WriteTimeout, "aiohttp.ServerTimeoutError"),
+        (httpx.ReadTimeout, httpx.WriteTimeout),
         ErrorKind.TIMEOUT,
         lambda e, c: f"no data for {c.http.read_timeout}s{c.body} (read_timeout)",
     ),
@@ -173,55 +167,30 @@ RULES: Final[tuple[Rule, ...]] = (
         lambda e, c: f"timed out: {root_message(e)}",
     ),
     # A body that ended early.
-    Rule(
-        ("aiohttp.ClientPayloadError",),
-        ErrorKind.TRUNCATED,
-        lambda e, c: f"body ended early: {root_message(e)}",
-    ),
-    Rule(("aiohttp.ClientConnectorError",), ErrorKind.CONNECT, _cannot_connect),
-    Rule(
-        ("aiohttp.ServerDisconnectedError", "aiohttp.ClientOSError"),
-        ErrorKind.TRUNCATED,
-        _lost,
-        phase="body",
-    ),
     Rule((httpx.RemoteProtocolError, httpx.ReadError), ErrorKind.TRUNCATED, _lost, phase="body"),
     # No usable connection.
     Rule(
-        ("aiohttp.ServerDisconnectedError",),
+        (httpx.ProxyError,),
         ErrorKind.CONNECT,
-        lambda e, c: "server closed the connection without a response",
+        lambda e, c: f"the HTTP proxy refused the request: {root_message(e)}",
     ),
     Rule((httpx.ConnectError,), ErrorKind.CONNECT, _cannot_connect),
     Rule(
-        (httpx.RemoteProtocolError, "aiohttp.ClientResponseError"),
+        (httpx.RemoteProtocolError,),
         ErrorKind.CONNECT,
         lambda e, c: f"invalid HTTP response: {root_message(e)}",
     ),
     Rule(
-        (httpx.NetworkError, "aiohttp.ClientOSError", OSError),
+        (httpx.NetworkError, OSError),
         ErrorKind.CONNECT,
         lambda e, c: f"connection failed: {root_message(e)}",
     ),
 )
 
 
-def _resolve(types: tuple[type[BaseException] | str, ...]) -> tuple[type[BaseException], ...]:
-    """The exception classes of a row; aiohttp's only while aiohttp is loaded."""
-    aiohttp = sys.modules.get("aiohttp")
-    out: list[type[BaseException]] = []
-    for t in types:
-        if isinstance(t, str):
-            if aiohttp is not None:
-                out.append(getattr(aiohttp, t.removeprefix("aiohttp.")))
-        else:
-            out.append(t)
-    return tuple(out)
-
-
 def classified() -> tuple[type[BaseException], ...]:
     """Every exception class the table classifies (what a transport may raise)."""
-    return _resolve((httpx.HTTPError, "aiohttp.ClientError", OSError))
+    return (httpx.HTTPError, OSError)
 
 
 def classify(
@@ -231,17 +200,11 @@ def classify(
     :data:`RULES` that matches."""
     context = Context(http, reading_body)
     chain = list(_chain(exc))
-    aiohttp_error = _resolve(("aiohttp.ClientError",))
-    if aiohttp_error:  # httpx-aiohttp's own mapping is imprecise: use the source
-        exc = next((e for e in chain if isinstance(e, aiohttp_error)), exc)
     for rule in RULES:
         if rule.phase == "body" and not reading_body:
             continue
-        types = _resolve(rule.types)
-        if not types:
-            continue
         for e in chain if rule.scope == "chain" else (exc,):
-            if isinstance(e, types):
+            if isinstance(e, rule.types):
                 return rule.kind, rule.message(e, context)
     # any other transport error: no usable connection
     return ErrorKind.CONNECT, f"{type(exc).__name__}: {root_message(exc)}"

@@ -26,8 +26,8 @@ Everything the network edge must guarantee is kept by this package
 Requests go straight to the transport, without an ``httpx.AsyncClient``: redirects
 are followed by hand, cookies are never sent, and timeouts and headers are set on each
 request here, so a client's flows would only cost CPU (about a third per request).
-The ``sni_hostname`` extension carries the TLS server name for a Host header; every
-transport honours it (httpx-aiohttp passes it to aiohttp as ``server_hostname``).
+The ``sni_hostname`` extension carries the TLS server name for a Host header; both
+transports honour it.
 """
 
 from __future__ import annotations
@@ -48,14 +48,16 @@ import httpx
 from artifactcheck.fetch import response as reading
 from artifactcheck.fetch import urls
 from artifactcheck.fetch.decoders import ACCEPTED_CODINGS, accepted_encodings
+from artifactcheck.fetch.egress import approved_address
 from artifactcheck.fetch.errors import classified, classify, unexpected
 from artifactcheck.fetch.headers import USER_AGENT, configured_headers, header_problem, server_name
 from artifactcheck.fetch.http1 import Http1Transport, header_block
+from artifactcheck.fetch.proxy import Proxies
 from artifactcheck.fetch.response import Attempt
 from artifactcheck.fetch.retry import RetryBudget, backoff_delay, parse_retry_after
 from artifactcheck.fetch.stats import FetchStats
 from artifactcheck.fetch.tls import build_ssl_context
-from artifactcheck.fetch.transports import make_transport
+from artifactcheck.fetch.transports import make_transport, proxy_transport
 from artifactcheck.manifests.limits import normalise_path
 from artifactcheck.model.errors import ArtifactCheckError, ErrorKind
 from artifactcheck.model.settings import HttpSettings, RetrySettings
@@ -80,6 +82,7 @@ class _Call:
     cap: int
     algorithms: tuple[str, ...]
     keep_body: bool
+    proxy: str | None = None  # the proxy every request of the call goes through
 
 
 @dataclass(slots=True)
@@ -133,6 +136,29 @@ class _BaseUrl:
         return _Route(route.scheme, route.host, route.port, route.netloc, route.target + suffix)
 
 
+def _refused_by_proxy(result: Attempt, proxy: str) -> None:
+    """Fail ``result`` when its status may be the proxy's own refusal, not an answer.
+
+    Over https the proxy only tunnels (a refused CONNECT is an error already) and TLS
+    proves who answered. Over plain http a 403 is what a proxy's policy answers too, in
+    the same form as the destination's; a 407 is always the proxy's. Judged, either
+    would call every file missing (cdn-missing, exit 1): a fetch error instead.
+    """
+    if result.error is not None or result.status not in (403, 407):
+        return
+    if result.status == 407:
+        message = f"the HTTP proxy {proxy} asks for credentials (407)"
+    elif result.url.startswith("http:"):
+        message = (
+            f"HTTP 403 through the HTTP proxy {proxy}: over plain http the proxy's refusal "
+            "cannot be told from the server's answer; not judged"
+        )
+    else:
+        return
+    result.hashes, result.size = {}, None
+    result.fail(ErrorKind.CONNECT, message)
+
+
 class _Progress:
     """Which phase a request reached, so an exception can be told apart."""
 
@@ -165,8 +191,17 @@ class Fetcher:
     and the connection goes to exactly that address, with the original host name kept
     for TLS SNI and the Host header, so a DNS answer that changes between check and
     connect (rebinding) cannot redirect it. Only the default transport (``"http1"``)
-    can enforce a policy; combined with ``"httpx"``, ``"aiohttp"`` or an injected
+    can enforce a policy; combined with ``"httpx"`` or an injected
     transport it is a ValueError, never a policy silently ignored.
+
+    ``proxies``, when given, are the HTTP proxies of release sources and CDNs: a call
+    for a URL's own host (``host_header=""``, as the CDN and release sources are
+    fetched) goes through the proxy :meth:`Proxies.for_url` names, over httpx's pool;
+    an instance's call goes direct unless ``http.proxy_instances``. The CLI passes
+    :meth:`Proxies.from_environment`; nothing is read from the environment here (the
+    controller passes the admin configuration's). With an egress policy, a request
+    through the proxy is judged by its destination, not by the proxy: the destination
+    is resolved here and every request refused that the policy would refuse directly.
 
     ``on_asset``, when given, is called with ``(base_url, path, result)`` after every
     :meth:`get_asset` (e.g. to keep the CDN's answers as evidence without a second
@@ -186,6 +221,7 @@ class Fetcher:
         egress: Egress | None = None,
         on_asset: AssetHook | None = None,
         scoped_headers: Callable[[str], Mapping[str, str]] | None = None,
+        proxies: Proxies | None = None,
     ) -> None:
         if egress is not None and (transport is not None or http.transport != "http1"):
             chosen = "an injected transport" if transport is not None else repr(http.transport)
@@ -193,6 +229,8 @@ class Fetcher:
                 f"an egress policy is enforced only by the 'http1' transport, not {chosen}"
             )
         self._egress = egress
+        self._proxies = proxies if proxies else None
+        self._proxied: dict[str, httpx.AsyncBaseTransport] = {}  # proxy URL -> its pool
         self._on_asset = on_asset
         # Headers only some URLs get (admin credentials scoped to hosts), asked for each
         # request, redirect hops included (artifactcheck/tenancy/credentials.py).
@@ -273,6 +311,9 @@ class Fetcher:
         """Close the transport and every pooled connection."""
         transport, self._transport = self._transport, None
         self._lean = None
+        proxied, self._proxied = list(self._proxied.values()), {}
+        for pool in proxied:
+            await pool.aclose()
         hashing, self._hashing = self._hashing, None
         if hashing is not None:
             hashing.shutdown(wait=True)  # at most a backlog of a cancelled body is left
@@ -364,6 +405,7 @@ class Fetcher:
                 error_kind=ErrorKind.UNSAFE,
                 attempts=0,
             )
+        proxy = self._proxy_for(url, instance=host != "")
         host = self._http.host_header if host is None else (host or None)
         problem = header_problem("host", host) if host else None
         if problem is not None:
@@ -384,7 +426,7 @@ class Fetcher:
         if host and url.startswith("https:"):
             extensions["sni_hostname"] = server_name(host)
 
-        call = _Call(headers, extensions, cap, algorithms, keep_body)
+        call = _Call(headers, extensions, cap, algorithms, keep_body, proxy)
         self.budget.record_first_attempt()
         self.stats.first_attempts += 1
         tally = _Tally()
@@ -504,6 +546,13 @@ class Fetcher:
         parsed = self._bases[base_url] = _BaseUrl(base, _Route.of(base.directory))
         return parsed
 
+    def _proxy_for(self, url: str, *, instance: bool) -> str | None:
+        """The proxy a call for ``url`` goes through: none for an instance unless
+        ``http.proxy_instances``; otherwise what ``NO_PROXY`` and the scheme say."""
+        if self._proxies is None or (instance and not self._http.proxy_instances):
+            return None
+        return self._proxies.for_url(url)
+
     def _host_key(self, url: str) -> str:
         """:func:`urls.host_key`, memoised by the URL's scheme and authority."""
         end = url.find("/", url.find("//") + 2)
@@ -538,7 +587,14 @@ class Fetcher:
             deadline = asyncio.timeout(self._http.request_timeout)
             try:
                 async with deadline:
-                    if self._lean is not None:
+                    if call.proxy is not None:
+                        if self._egress is not None:  # the destination, not the proxy
+                            target = httpx.URL(url)
+                            port = target.port or (443 if target.scheme == "https" else 80)
+                            await approved_address(target.host, port, self._egress)
+                        result = await self._send(url, call, progress, self._via(call.proxy))
+                        _refused_by_proxy(result, call.proxy)
+                    elif self._lean is not None:
                         result = await self._send_lean(self._lean, url, call, progress, route)
                     else:
                         result = await self._send(url, call, progress)
@@ -559,12 +615,29 @@ class Fetcher:
             finally:
                 stats.in_flight -= 1
                 host_stats.in_flight -= 1
+            if call.proxy is not None and result.error is not None and "proxy" not in result.error:
+                # "cannot connect: Connection refused" would send the user to the CDN
+                result.error += f" (through the HTTP proxy {call.proxy})"
             result.elapsed = time.monotonic() - started
             return result
 
-    async def _send(self, url: str, call: _Call, progress: _Progress) -> Attempt:
+    def _via(self, proxy: str) -> httpx.AsyncBaseTransport:
+        """httpx's pool through ``proxy``, one per proxy URL, made on first use."""
+        pool = self._proxied.get(proxy)
+        if pool is None:
+            pool = self._proxied[proxy] = proxy_transport(self._http, self.ssl_context, proxy)
+        return pool
+
+    async def _send(
+        self,
+        url: str,
+        call: _Call,
+        progress: _Progress,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> Attempt:
         """Send and read; the response is always closed, also when cancelled mid-body."""
-        assert self._transport is not None
+        transport = transport or self._transport
+        assert transport is not None
         # Straight to the transport (no AsyncClient): its auth and redirect flows, cookie
         # jar and response wrapping would cost about a third of the CPU per request, for
         # nothing: redirects are followed by hand and no cookie is ever sent.
@@ -574,7 +647,7 @@ class Fetcher:
             headers={**self._headers, **self._scoped_for(url), **call.headers},
             extensions={"timeout": self._timeout_ext, **call.extensions},
         )
-        response = await self._transport.handle_async_request(request)
+        response = await transport.handle_async_request(request)
         return await self._read(response, url, call, progress)
 
     async def _send_lean(

@@ -3,18 +3,18 @@
 - ``"http1"`` (the default; ``"auto"`` is its old name):
   :class:`~artifactcheck.fetch.http1.Http1Transport`, our lean HTTP/1.1 keep-alive
   transport, the only one that enforces an egress policy;
-- ``"httpx"``: httpx's own pool over httpcore (slow with many hosts);
-- ``"aiohttp"``: ``httpx_aiohttp.AiohttpTransport`` over an aiohttp connector we
-  configure ourselves.
+- ``"httpx"``: httpx's own pool over httpcore (about ten times the CPU per request at
+  fleet scale), kept for what the lean transport does not do: a request through an
+  HTTP proxy (:func:`proxy_transport`).
 
 Each is sized to the fetcher's own limits and never reads proxies or CA files from the
-environment. docs/benchmarks.md has the measurements behind the default.
+environment (proxies are chosen by :mod:`artifactcheck.fetch.proxy`).
+docs/http-stacks.md has the measurements behind the two.
 """
 
 from __future__ import annotations
 
 import ssl
-from typing import Any
 
 import httpcore
 import httpx
@@ -23,7 +23,7 @@ from artifactcheck.fetch.http1 import KEEPALIVE, Http1Transport
 from artifactcheck.model.settings import HttpSettings
 from artifactcheck.tenancy.egress import Egress
 
-__all__ = ["make_transport"]
+__all__ = ["make_transport", "proxy_transport"]
 
 
 def make_transport(
@@ -40,16 +40,31 @@ def make_transport(
         )
     if egress is not None:
         raise ValueError(f"the {http.transport!r} transport cannot enforce an egress policy")
-    if http.transport == "httpx":
-        limits = httpx.Limits(
-            max_connections=http.max_connections,
-            max_keepalive_connections=http.max_connections,
-            keepalive_expiry=KEEPALIVE,
-        )
-        transport = httpx.AsyncHTTPTransport(verify=ssl_context, limits=limits, trust_env=False)
+    return _httpx_transport(http, ssl_context, None)
+
+
+def proxy_transport(
+    http: HttpSettings, ssl_context: ssl.SSLContext, proxy: str
+) -> httpx.AsyncBaseTransport:
+    """httpx's pool sending every request through the HTTP proxy ``proxy`` (absolute
+    form for http://, a CONNECT tunnel for https://, TLS verified end to end)."""
+    return _httpx_transport(http, ssl_context, httpx.Proxy(proxy))
+
+
+def _httpx_transport(
+    http: HttpSettings, ssl_context: ssl.SSLContext, proxy: httpx.Proxy | None
+) -> httpx.AsyncHTTPTransport:
+    limits = httpx.Limits(
+        max_connections=http.max_connections,
+        max_keepalive_connections=http.max_connections,
+        keepalive_expiry=KEEPALIVE,
+    )
+    transport = httpx.AsyncHTTPTransport(
+        verify=ssl_context, limits=limits, trust_env=False, proxy=proxy
+    )
+    if proxy is None:
         transport._pool.__class__ = _SilentReusePool  # see there: no other way in
-        return transport
-    return _aiohttp_transport(http, ssl_context)
+    return transport
 
 
 class _SilentConnection(httpcore.AsyncHTTPConnection):
@@ -80,43 +95,3 @@ class _SilentReusePool(httpcore.AsyncConnectionPool):
         if type(connection) is httpcore.AsyncHTTPConnection:  # not a proxy's (none is used)
             connection.__class__ = _SilentConnection
         return connection
-
-
-def _aiohttp_transport(http: HttpSettings, ssl_context: ssl.SSLContext) -> httpx.AsyncBaseTransport:
-    import aiohttp  # only this transport needs it: ~0.15 s of imports otherwise
-    from httpx_aiohttp import AiohttpTransport
-
-    class SilentReuseConnector(aiohttp.TCPConnector):
-        """aiohttp's connector that never hands out a pooled connection on which bytes
-        arrived while it was idle (aiohttp parses them and keeps them as the answer to
-        the next request: a forged response would be hashed as the next file)."""
-
-        async def _get(self, key: Any, *args: Any, **kw: Any) -> Any:  # (key, traces) in 3.14
-            conns = self._conns.get(key)
-            if conns:
-                for entry in [e for e in conns if e[0].should_close]:
-                    conns.remove(entry)
-                    entry[0].close()
-                if not conns:
-                    del self._conns[key]
-            return await super()._get(key, *args, **kw)
-
-    connector = SilentReuseConnector(
-        limit=http.max_connections,
-        limit_per_host=http.max_per_host,
-        ssl=ssl_context,
-        keepalive_timeout=KEEPALIVE,
-    )
-    session = aiohttp.ClientSession(
-        connector=connector,
-        auto_decompress=False,  # we decode and cap ourselves
-        trust_env=False,
-        cookie_jar=aiohttp.DummyCookieJar(),  # instances must not steer later requests
-        timeout=aiohttp.ClientTimeout(total=None),  # per request, from the timeout extension
-    )
-    # aiohttp silently resends a GET once when a pooled connection fails; that would
-    # be a second, uncounted retry loop (and 2x load on a resetting server). aiohttp's
-    # own test client turns it off the same way; there is no public switch.
-    if hasattr(session, "_retry_connection"):
-        session._retry_connection = False
-    return AiohttpTransport(client=session, verify=ssl_context, trust_env=False)

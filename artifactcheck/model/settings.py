@@ -198,13 +198,20 @@ class HttpSettings(_Model):
     tls_expiry_warning_days: float = Field(
         14.0, ge=0, le=3650, description="Warn when a certificate expires within this many days."
     )
-    transport: Literal["http1", "httpx", "aiohttp"] = Field(
+    transport: Literal["http1", "httpx"] = Field(
         "http1",
-        description="Transport under the httpx API: 'http1' is artifactcheck's lean HTTP/1.1 "
-        "keep-alive transport (least CPU per request at fleet scale; the only one that "
-        "enforces the controller's egress policy), 'aiohttp' httpx over aiohttp, 'httpx' "
-        "httpx's own pool (slow with many hosts; see docs/benchmarks.md). 'auto', the old "
-        "name of 'http1' (it never chose between transports), is still read as 'http1'.",
+        description="Transport for requests sent directly: 'http1' is artifactcheck's lean "
+        "HTTP/1.1 keep-alive transport (least CPU per request at fleet scale, strictest on "
+        "hostile bytes; the only one that enforces the controller's egress policy), 'httpx' "
+        "httpx's own pool (about ten times the CPU; see docs/http-stacks.md). Requests "
+        "through a proxy always use httpx. 'auto', the old name of 'http1', is still read "
+        "as 'http1'.",
+    )
+    proxy_instances: bool = Field(
+        False,
+        description="Send requests to instances through the proxy too (HTTPS_PROXY, "
+        "HTTP_PROXY and NO_PROXY in the CLI; the admin configuration's in the controller). "
+        "Off: instances are fetched directly and only release sources and CDNs use a proxy.",
     )
 
     @field_validator("transport", mode="before")

@@ -255,6 +255,16 @@ class EgressSettings(_Model):
         description="More networks never connected to (on top of link-local, metadata, "
         "the API server and the controller's own addresses).",
     )
+    proxy: str | None = Field(
+        None,
+        description="HTTP proxy (http://host:port) for release sources and CDNs; the "
+        "controller never reads HTTPS_PROXY from its environment. The rules above judge "
+        "each request's destination, not the proxy.",
+        pattern=r"^http://[^\s/@]+(:[0-9]+)?/?$",
+    )
+    no_proxy: str = Field(
+        "", description="Hosts reached directly although a proxy is set (NO_PROXY syntax)."
+    )
 
     @field_validator("allow", mode="before")
     @classmethod

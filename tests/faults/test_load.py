@@ -81,7 +81,7 @@ def healthy(web: WebFleet, subnet: int) -> list[str]:
     )
 
 
-@pytest.mark.parametrize("transport", ["auto", "aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", ["auto", "httpx"])
 @pytest.mark.parametrize("kind", sorted(FAULTS))
 def test_fully_failing_fleet(
     kind: str, transport: str, web: WebFleet, healthy: list[str], fault: Recorder

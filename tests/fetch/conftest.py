@@ -24,7 +24,7 @@ from artifactcheck_sim.web import WebFleet, loopback_hosts
 # Addresses 127.0.3.1 onwards, handed out once per session so tests never share one.
 _HOSTS = iter(loopback_hosts(20_000, "127.0.3.1"))
 
-TRANSPORTS = ("http1", "httpx", "aiohttp")
+TRANSPORTS = ("http1", "httpx")  # the two kept: docs/http-stacks.md
 
 
 @pytest.fixture(autouse=True)

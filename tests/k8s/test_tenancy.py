@@ -163,7 +163,7 @@ ATTEMPTS = {
         "ClusterScopedAction",
     ),
     "other-transport": (
-        lambda tc, token: {"http": {"transport": "aiohttp"}},
+        lambda tc, token: {"http": {"transport": "httpx"}},
         "spec.http.transport",
         "TransportRefused",
     ),
