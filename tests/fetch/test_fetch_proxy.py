@@ -28,9 +28,9 @@ from rawserver import RawServer, response, serve_each
 from artifactcheck.cli.main import main
 from artifactcheck.fetch.proxy import Proxies, proxies_of
 from artifactcheck.model.errors import ConfigError
-from artifactcheck.sim.fleet import SimFleet
-from artifactcheck.sim.web import Site, WebFleet
 from artifactcheck.tenancy.admission import AdminConfig
+from artifactcheck_sim.fleet import SimFleet
+from artifactcheck_sim.web import Site, WebFleet
 
 HELLO = b"hello"
 SHA = hashlib.sha256(HELLO).hexdigest()

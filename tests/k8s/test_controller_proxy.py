@@ -15,7 +15,7 @@ import pytest
 from proxy_support import LoggingProxy
 from tenant_support import TenantCluster, admin_config, running
 
-from artifactcheck.sim.cluster import wait_for
+from artifactcheck_sim.cluster import wait_for
 
 _net = itertools.count(1)
 
