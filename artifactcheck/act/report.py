@@ -17,12 +17,8 @@ import re
 import secrets
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree as ET
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from artifactcheck.model.values import (
     Action,
@@ -35,6 +31,10 @@ from artifactcheck.model.values import (
     Severity,
     Verdict,
 )
+
+if TYPE_CHECKING:  # rich is imported by the table's own functions: JSON, JUnit and
+    # Markdown reports (every CI run) never load it (~40 ms of start-up).
+    from rich.console import Console
 
 REPORT_SCHEMA = "artifactcheck/report/v1"
 SCHEMA_FILE = Path(__file__).parent / "schemas" / "report-v1.schema.json"
@@ -544,6 +544,9 @@ def render_table(report: Report, console: Console, *, verbose: bool = False) -> 
 
 
 def _render_table(report: Report, console: Console, *, verbose: bool) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title="artifactcheck", title_justify="left", expand=False)
     table.add_column("instance", overflow="fold")
     table.add_column("reports")
@@ -596,6 +599,8 @@ def _render_table(report: Report, console: Console, *, verbose: bool) -> None:
 
 
 def _print_finding(console: Console, f: Finding, *, indent: str, with_instance: bool) -> None:
+    from rich.text import Text
+
     line = Text(f"{indent}[{f.kind.value}] ", style=SEVERITY_STYLE[f.severity])
     line.append((f"{f.instance}: " if with_instance and f.instance else "") + f.message)
     if f.expected and f.actual and f.kind in (FindingKind.CONTENT_DIFFERS, FindingKind.CDN_DIFFERS):
@@ -604,6 +609,8 @@ def _print_finding(console: Console, f: Finding, *, indent: str, with_instance: 
 
 
 def _print_findings(console: Console, title: str, findings: Iterable[Finding]) -> None:
+    from rich.text import Text
+
     items = list(findings)
     if not items:
         return
