@@ -27,11 +27,12 @@ import atexit, json, runpy, sys
 DUMP = sys.argv[1]
 
 def _dump():
+    modules = sorted(m for m, v in sys.modules.items() if v is not None)
     loader = sys.modules.get("pydantic.plugin._loader")
     with open(DUMP, "w") as fh:
         json.dump({
-            "modules": sorted(m for m, v in sys.modules.items() if v is not None),
-            "plugins_scanned": loader is not None and loader._plugins is not None,
+            "modules": modules,
+            "plugins_scanned": getattr(loader, "_plugins", None) is not None,
         }, fh)
 
 atexit.register(_dump)
@@ -57,6 +58,7 @@ UNUSED = (
     "artifactcheck.discover.docker",
     "artifactcheck.control",
     "artifactcheck.sim",
+    "importlib.metadata",  # pydantic's plugin loader's, for entry points
 )
 
 
@@ -125,3 +127,26 @@ def test_pydantic_plugins_load_when_the_environment_asks(make_fleet, tmp_path: P
     )
     assert json.loads(seen["stdout"])["counts"]["consistent"] == 1
     assert seen["plugins_scanned"] is True
+    assert _loaded(seen["modules"], "importlib.metadata")
+
+
+def test_the_plugin_loader_stub_hands_other_names_to_the_real_loader() -> None:
+    """A pydantic that asks its loader for more than ``get_plugins`` gets the real one."""
+    probe = (
+        "import os, sys\n"
+        "os.environ.pop('PYDANTIC_DISABLE_PLUGINS', None)\n"
+        "from artifactcheck.cli.main import _without_pydantic_plugins\n"
+        "_without_pydantic_plugins()\n"
+        "stub = sys.modules['pydantic.plugin._loader']\n"
+        "print(stub.get_plugins(), 'importlib.metadata' in sys.modules)\n"
+        "from pydantic.plugin._loader import PYDANTIC_ENTRY_POINT_GROUP\n"
+        "print(PYDANTIC_ENTRY_POINT_GROUP, sys.modules['pydantic.plugin._loader'] is stub)\n"
+        "from pydantic import BaseModel\n"
+        "class M(BaseModel):\n"
+        "    x: int\n"
+        "print(M(x=1).x)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split("\n")
+    assert out[:3] == ["() False", "pydantic False", "1"]
