@@ -8,7 +8,7 @@
   configure ourselves.
 
 Each is sized to the fetcher's own limits and never reads proxies or CA files from the
-environment. docs/benchmarks.md has the measurements behind the default.
+environment. docs/perf/history.md has the measurements behind the default.
 """
 
 from __future__ import annotations
