@@ -18,6 +18,9 @@ import time
 from .common import ROOT, log, machine
 
 FULL = {
+    "startup": ["--runs", "15"],
+    "report": [],
+    "investigate": ["--instances", "100", "--runs", "5"],
     "sampled": ["--instances", "1000", "--runs", "3"],
     "throughput": ["--runs", "2"],
     "controller": ["--pods", "5000", "--new", "50", "--ip-first", "1", "--timeout", "600"],
@@ -47,6 +50,9 @@ FULL = {
     ],
 }
 QUICK = {
+    "startup": ["--runs", "3", "--name", "startup-quick"],
+    "report": [],
+    "investigate": ["--instances", "20", "--runs", "1", "--name", "investigate-quick"],
     "sampled": ["--instances", "200", "--runs", "1", "--name", "sampled-quick"],
     "throughput": ["--scale", "0.1", "--runs", "1", "--name", "throughput-quick"],
     "controller": [
@@ -66,6 +72,9 @@ QUICK = {
     "shards": ["--pods", "2000", "--workloads", "8", "--shards", "2", "--name", "shards-quick"],
 }
 TIMEOUT = {
+    "startup": 600,
+    "report": 300,
+    "investigate": 900,
     "sampled": 1200,
     "throughput": 1800,
     "controller": 1800,

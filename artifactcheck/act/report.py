@@ -14,15 +14,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree as ET
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from artifactcheck.model.values import (
     Action,
@@ -36,8 +31,12 @@ from artifactcheck.model.values import (
     Verdict,
 )
 
-REPORT_SCHEMA = "artifactcheck/report/v1"
-SCHEMA_FILE = Path(__file__).parent / "schemas" / "report-v1.schema.json"
+if TYPE_CHECKING:  # rich is imported by the table's own functions: JSON, JUnit and
+    # Markdown reports (every CI run) never load it (~40 ms of start-up).
+    from rich.console import Console
+
+REPORT_SCHEMA = "artifactcheck/report/v2"
+SCHEMA_FILE = Path(__file__).parent / "schemas" / "report-v2.schema.json"
 MAX_FINDINGS_PER_INSTANCE = 6
 #: Width of the table when the output is not a terminal: CI logs and files are read
 #: with a pager or a browser, and rich's 80-column default would cut file names.
@@ -86,7 +85,7 @@ _MD_BREAKS = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
 
 
 def schema_path() -> Path:
-    """The JSON Schema file of ``verify --output json`` (``artifactcheck/report/v1``)."""
+    """The JSON Schema file of ``verify --output json`` (``artifactcheck/report/v2``)."""
     return SCHEMA_FILE
 
 
@@ -112,58 +111,104 @@ def _action(a: Action) -> dict[str, Any]:
     }
 
 
-class _Spliced:
-    """Long ``not_compared`` lists, each distinct one encoded once, spliced into the text.
+class _SharedRows:
+    """The report's table of long ``not_compared`` lists: each distinct list stated once.
 
     Sampled instances share their "sampled out" rows (``judge.compare.SampledOutRows``):
-    1,000 instances x ~500 rows are half a million equal small objects, and encoding
-    them one by one was a fifth of a 1,000-instance ``verify``. Here each shared tuple
-    becomes a placeholder string that no instance can forge (it carries a random
-    nonce and a NUL), encoded once and substituted after ``json.dumps``.
+    1,000 instances x ~500 rows stated in every result were 36 MB of a 1,000-instance
+    report, 34 of them the same rows. A list of :attr:`LONG` rows or more goes into
+    the document's ``not_compared_lists`` under an id, and each instance's coverage
+    names that id (``not_compared_ref``); shorter lists stay in place. Equal lists
+    share one id whether or not they are the same tuple (identity is the fast path).
     """
 
-    LONG = 64  # shorter lists are encoded in place
+    LONG = 64  # shorter lists are stated in place: a reference would not be shorter
 
     def __init__(self) -> None:
-        self.nonce = secrets.token_hex(8)
-        self.keys: dict[int, tuple[str, tuple[tuple[str, str], ...]]] = {}
-        self.texts: dict[str, str] = {}
+        self.table: dict[str, list[dict[str, str]]] = {}
+        self._by_value: dict[tuple[tuple[str, str], ...], str] = {}
+        self._by_id: dict[int, tuple[str, tuple[tuple[str, str], ...]]] = {}
 
-    def placeholder(self, rows: tuple[tuple[str, str], ...]) -> str:
-        held = self.keys.get(id(rows))
-        if held is None or held[1] is not rows:
-            key = str(len(self.keys))
-            held = self.keys[id(rows)] = (key, rows)  # the tuple is held: its id stays its own
-            self.texts[key] = json.dumps(_rows(rows), separators=(",", ":"))
-        return f"\x00{self.nonce}:{held[0]}"
+    def ref(self, rows: tuple[tuple[str, str], ...]) -> str:
+        held = self._by_id.get(id(rows))
+        if held is not None and held[1] is rows:
+            return held[0]
+        key = self._by_value.get(rows)
+        if key is None:
+            key = self._by_value[rows] = f"nc{len(self.table)}"
+            self.table[key] = _rows(rows)
+        self._by_id[id(rows)] = (key, rows)  # the tuple is held: its id stays its own
+        return key
 
-    def splice(self, text: str) -> str:
-        if not self.texts:
-            return text
-        pattern = re.compile(r'"\\u0000' + self.nonce + r':(\d+)"')
-        return pattern.sub(lambda m: self.texts[m.group(1)], text)
+
+class _HeaderSets:
+    """The report's table of evidence-header sets: each distinct set stated once.
+
+    Instances of one build answer a file with the same headers (server, type, length,
+    ETag, Last-Modified, Cache-Control; Date changes once a second), so at 1,000
+    instances the per-asset header objects were half of what remained of a report
+    once its coverage lists were shared. Each asset names its set's id
+    (``headers_ref``) in the document's ``header_sets``.
+    """
+
+    def __init__(self) -> None:
+        self.table: dict[str, dict[str, str]] = {}
+        self._by_value: dict[tuple[tuple[str, str], ...], str] = {}
+
+    def ref(self, headers: Mapping[str, str]) -> str:
+        items = tuple(headers.items())
+        key = self._by_value.get(items)
+        if key is None:
+            key = self._by_value[items] = f"h{len(self.table)}"
+            self.table[key] = dict(items)
+        return key
+
+
+class _Tables:
+    """What a document states once and its results reference by id."""
+
+    def __init__(self) -> None:
+        self.rows = _SharedRows()
+        self.headers = _HeaderSets()
 
 
 def _rows(rows: tuple[tuple[str, str], ...]) -> list[dict[str, str]]:
     return [{"path": p, "why": why} for p, why in rows]
 
 
-def _coverage(c: Coverage | None, spliced: _Spliced | None = None) -> dict[str, Any] | None:
+def _coverage(c: Coverage | None, shared: _SharedRows) -> dict[str, Any] | None:
     if c is None:
         return None
     rows = c.not_compared
+    ref = shared.ref(rows) if len(rows) >= _SharedRows.LONG else None
     return {
         "compared": c.compared,
         "total": c.total,
         "complete": c.complete,
-        "not_compared": (
-            spliced.placeholder(rows)
-            if spliced is not None and len(rows) >= _Spliced.LONG
-            else _rows(rows)
-        ),
+        "not_compared": None if ref is not None else _rows(rows),
+        "not_compared_ref": ref,
         "encodings": list(c.encodings),
         "hashes": list(c.hashes),
     }
+
+
+def not_compared(doc: dict[str, Any], coverage: dict[str, Any]) -> list[dict[str, str]]:
+    """One coverage's ``not_compared`` rows from a report document, wherever stated."""
+    ref = coverage.get("not_compared_ref")
+    if ref is None:
+        return list(coverage["not_compared"])
+    return list(doc["not_compared_lists"][ref])
+
+
+def asset_headers(doc: dict[str, Any], asset: dict[str, Any]) -> dict[str, str]:
+    """One asset's evidence headers from a report document."""
+    return dict(doc["header_sets"][asset["headers_ref"]])
+
+
+def asset_url(result: dict[str, Any], asset: dict[str, Any]) -> str:
+    """Where one asset of a result was fetched (``url`` is null at the result's URL + path)."""
+    url = asset["url"]
+    return str(result["url"] + asset["path"]) if url is None else str(url)
 
 
 def _sample(s: SampleInfo | None) -> dict[str, Any] | None:
@@ -178,7 +223,7 @@ def _sample(s: SampleInfo | None) -> dict[str, Any] | None:
     }
 
 
-def _result(r: InstanceResult, spliced: _Spliced | None = None) -> dict[str, Any]:
+def _result(r: InstanceResult, shared: _Tables) -> dict[str, Any]:
     inst = r.instance
     obs = r.observation
     doc: dict[str, Any] = {
@@ -191,7 +236,7 @@ def _result(r: InstanceResult, spliced: _Spliced | None = None) -> dict[str, Any
         "serves_version": r.serves_version,
         "fingerprint": r.fingerprint,
         "verified": r.verified,
-        "coverage": _coverage(r.coverage, spliced),
+        "coverage": _coverage(r.coverage, shared.rows),
         "signals": [{"source": s.source, "value": s.value} for s in inst.signals],
         "image_id": inst.image_id,
         "node": inst.node,
@@ -216,14 +261,15 @@ def _result(r: InstanceResult, spliced: _Spliced | None = None) -> dict[str, Any
         doc["assets"] = [
             {
                 "path": path,
-                "url": f.url,
+                # null: at the instance's URL + path, where nearly every file is
+                "url": None if f.url == inst.base_url + path else f.url,
                 "status": f.status,
                 "sha256": f.sha256,
                 "size": f.size,
                 "content_encoding": f.content_encoding,
                 "error": f.error,
                 "elapsed_ms": round(f.elapsed * 1000, 1),
-                "headers": dict(f.headers),
+                "headers_ref": shared.headers.ref(f.headers),
             }
             for path, f in obs.assets.items()
         ]
@@ -233,10 +279,8 @@ def _result(r: InstanceResult, spliced: _Spliced | None = None) -> dict[str, Any
 
 def to_json(report: Report) -> dict[str, Any]:
     """The versioned JSON document of a report (see :func:`schema_path`)."""
-    return _document(report, None)
-
-
-def _document(report: Report, spliced: _Spliced | None) -> dict[str, Any]:
+    shared = _Tables()
+    results = [_result(r, shared) for r in report.results]
     return {
         "schema": REPORT_SCHEMA,
         "started_at": report.started_at.isoformat() if report.started_at else None,
@@ -249,7 +293,10 @@ def _document(report: Report, spliced: _Spliced | None) -> dict[str, Any]:
         "counts": report.counts(),
         "requests": report.requests,
         "retries": report.retries,
-        "results": [_result(r, spliced) for r in report.results],
+        # before the results, so a reader streaming the document has it first
+        "not_compared_lists": shared.rows.table,
+        "header_sets": shared.headers.table,
+        "results": results,
         "findings": [_finding(f) for f in report.findings],
         "actions": [_action(a) for a in report.actions],
     }
@@ -260,12 +307,10 @@ def render_json(report: Report, *, pretty: bool = True) -> str:
 
     Compact (``pretty=False``) is what a pipe or file gets: the C encoder is only used
     without indentation, and a 1,000-instance report is then markedly cheaper
-    (docs/benchmarks.md); a terminal gets it indented for people.
+    (docs/perf/history.md); a terminal gets it indented for people.
     """
     if not pretty:
-        spliced = _Spliced()
-        text = json.dumps(_document(report, spliced), separators=(",", ":"))
-        return spliced.splice(text) + "\n"
+        return json.dumps(to_json(report), separators=(",", ":")) + "\n"
     return json.dumps(to_json(report), indent=2, sort_keys=False) + "\n"
 
 
@@ -544,6 +589,9 @@ def render_table(report: Report, console: Console, *, verbose: bool = False) -> 
 
 
 def _render_table(report: Report, console: Console, *, verbose: bool) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title="artifactcheck", title_justify="left", expand=False)
     table.add_column("instance", overflow="fold")
     table.add_column("reports")
@@ -596,6 +644,8 @@ def _render_table(report: Report, console: Console, *, verbose: bool) -> None:
 
 
 def _print_finding(console: Console, f: Finding, *, indent: str, with_instance: bool) -> None:
+    from rich.text import Text
+
     line = Text(f"{indent}[{f.kind.value}] ", style=SEVERITY_STYLE[f.severity])
     line.append((f"{f.instance}: " if with_instance and f.instance else "") + f.message)
     if f.expected and f.actual and f.kind in (FindingKind.CONTENT_DIFFERS, FindingKind.CDN_DIFFERS):
@@ -604,6 +654,8 @@ def _print_finding(console: Console, f: Finding, *, indent: str, with_instance: 
 
 
 def _print_findings(console: Console, title: str, findings: Iterable[Finding]) -> None:
+    from rich.text import Text
+
     items = list(findings)
     if not items:
         return

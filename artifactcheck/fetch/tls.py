@@ -18,10 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import ssl
+import sys
+import threading
 from datetime import UTC, datetime
-
-from cryptography import x509
 
 from artifactcheck.fetch.egress import approved_address
 from artifactcheck.fetch.errors import EgressRefused
@@ -45,24 +46,94 @@ def build_ssl_context(http: HttpSettings) -> ssl.SSLContext:
     Building a context loads and parses every trusted CA, which is slow; httpx
     builds one per client unless given one, so a run builds exactly one and shares it
     with every connection and with :func:`probe_certificate`.
+
+    The system store (or certifi's, in an image without one) is loaded at the first
+    handshake, not here: parsing it is 25-70 ms of every start-up, and a check of plain
+    ``http://`` instances never makes a handshake. ``http.ca_bundle`` is the user's own
+    file and is loaded now, so a bad one is a configuration error before any request.
     """
-    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     if not http.verify_tls:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     else:
-        paths = ssl.get_default_verify_paths()
-        if not any(p and os.path.exists(p) for p in (paths.cafile, paths.capath)):
-            import certifi  # a minimal image without a system store: use httpx's default
-
-            ctx.load_verify_locations(cafile=certifi.where())
+        ctx = _SystemTrustOnFirstUse(ssl.PROTOCOL_TLS_CLIENT)  # verifies names and chains
+        if sys.version_info >= (3, 13):  # what create_default_context adds there
+            ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN | ssl.VERIFY_X509_STRICT
         if http.ca_bundle:
             try:
                 ctx.load_verify_locations(cafile=http.ca_bundle)
             except (OSError, ssl.SSLError) as exc:
                 raise ConfigError(f"http.ca_bundle: cannot load {http.ca_bundle}: {exc}") from exc
+    _keylog(ctx)
     ctx.set_alpn_protocols(["http/1.1"])
     return ctx
+
+
+def _keylog(ctx: ssl.SSLContext) -> None:
+    """``SSLKEYLOGFILE``, as :func:`ssl.create_default_context` honours it."""
+    keylog = os.environ.get("SSLKEYLOGFILE")
+    if keylog and not sys.flags.ignore_environment:
+        ctx.keylog_filename = keylog
+
+
+class _SystemTrustOnFirstUse(ssl.SSLContext):
+    """A verifying client context that loads the system's CAs before its first handshake.
+
+    Every TLS connection (asyncio's, httpx's, aiohttp's, :func:`probe_certificate`'s)
+    starts in :meth:`wrap_bio` or :meth:`wrap_socket`, so no handshake is ever made
+    with the store still empty; until then nothing reads it.
+    """
+
+    _system_loaded = False
+
+    def _load_system_trust(self) -> None:
+        with _SYSTEM_TRUST_LOCK:
+            if self._system_loaded:
+                return
+            paths = ssl.get_default_verify_paths()
+            if any(p and os.path.exists(p) for p in (paths.cafile, paths.capath)):
+                self.load_default_certs(ssl.Purpose.SERVER_AUTH)
+            else:
+                import certifi  # a minimal image without a system store: httpx's default
+
+                self.load_verify_locations(cafile=certifi.where())
+            self._system_loaded = True
+
+    def wrap_bio(
+        self,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+        server_side: bool = False,
+        server_hostname: str | bytes | None = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLObject:
+        if not self._system_loaded:
+            self._load_system_trust()
+        return super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
+
+    def wrap_socket(
+        self,
+        sock: socket.socket,
+        server_side: bool = False,
+        do_handshake_on_connect: bool = True,
+        suppress_ragged_eofs: bool = True,
+        server_hostname: str | bytes | None = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLSocket:
+        if not self._system_loaded:
+            self._load_system_trust()
+        return super().wrap_socket(
+            sock,
+            server_side,
+            do_handshake_on_connect,
+            suppress_ragged_eofs,
+            server_hostname,
+            session,
+        )
+
+
+_SYSTEM_TRUST_LOCK = threading.Lock()
 
 
 def unverified_context() -> ssl.SSLContext:
@@ -75,6 +146,8 @@ def unverified_context() -> ssl.SSLContext:
 
 def _parse(der: bytes, endpoint: str) -> CertInfo:
     """CertInfo from a DER certificate; FetchError when it cannot be parsed."""
+    from cryptography import x509  # only when a certificate is read: ~35 ms of imports
+
     try:
         cert = x509.load_der_x509_certificate(der)
         subject = cert.subject.rfc4514_string()

@@ -171,7 +171,7 @@ def test_junit_and_json_files(make_fleet, tmp_path) -> None:
     assert suite.tag == "testsuite" and suite.get("tests") == "3"
     failures = suite.findall("testcase/failure")
     assert any(f.get("type") == "mismatch" for f in failures)
-    assert json.loads(js.read_text())["schema"] == "artifactcheck/report/v1"
+    assert json.loads(js.read_text())["schema"] == "artifactcheck/report/v2"
 
 
 def test_sampling_keeps_entry_points(make_fleet) -> None:

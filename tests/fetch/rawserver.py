@@ -101,6 +101,8 @@ class RawServer:
         self._accepter = threading.Thread(target=self._accept, daemon=True)
 
     def __enter__(self) -> Self:
+        # before the thread starts: a server left at once must not race its first call
+        self._listener.settimeout(0.05)
         self._accepter.start()
         return self
 
@@ -121,7 +123,6 @@ class RawServer:
             raise AssertionError(f"server handler failed: {self.errors!r}")
 
     def _accept(self) -> None:
-        self._listener.settimeout(0.05)
         while not self._stop:
             try:
                 sock, _ = self._listener.accept()

@@ -1,0 +1,129 @@
+"""Benchmark: ``verify`` of ONE instance, 8 files, start to exit (issue 24).
+
+A CI check of a small fleet is bound by start-up, not by the network: this times the
+whole command (interpreter start, imports, set-up, 8 GETs, the JSON report) against
+one nginx instance of the fixture build, ``--sample-assets 6`` (the manifest, the
+entry page and 6 assets). With ``--before DIR`` the package in DIR runs in the same
+rounds, alternating with the tree under test, so the ratio is taken pair by pair on
+the same machine load; two floors run in the same rounds too: the interpreter alone
+(``python -c pass``) and the CLI module's import (``import artifactcheck.cli.main``).
+
+    python -m bench.startup [--runs 15] [--before DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .common import (
+    artifactcheck_command,
+    fleet_server,
+    log,
+    machine,
+    run_measured,
+    save,
+    summary,
+    tool_env,
+)
+from .sampled import write_spec
+
+FILES = 8  # the manifest, index.html and --sample-assets 6
+
+
+def bench(args: argparse.Namespace) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "benchmark": "startup",
+        "machine": machine(),
+        "files": FILES,
+        "tool_command": " ".join(artifactcheck_command())
+        + " verify --config spec.yaml --output json",
+        "runs": [],
+    }
+    with (
+        tempfile.TemporaryDirectory(prefix="acbench-startup-") as tmp,
+        fleet_server(["--instances", "1", "--drift", "0"]) as server,
+    ):
+        spec = Path(tmp) / "spec.yaml"
+        write_spec(spec, server.info, assets=FILES - 2, extra_http={})
+        out = Path(tmp) / "report.json"
+        verify = [*artifactcheck_command(), "verify", "--config", str(spec), "--output", "json"]
+        commands: dict[str, tuple[list[str], Path | None]] = {
+            "tool": (verify, None),
+            "python": ([sys.executable, "-c", "pass"], None),
+            "import_cli": ([sys.executable, "-c", "import artifactcheck.cli.main"], None),
+        }
+        if args.before is not None:
+            commands["before"] = (verify, args.before)
+        for argv, overlay in commands.values():  # warm-up: byte-code caches
+            run_measured(argv, timeout=args.timeout, env=tool_env(overlay))
+        with out.open("wb") as fh:
+            run_measured(verify, stdout=fh, timeout=args.timeout, env=tool_env())
+        report = json.loads(out.read_text())
+        result["verdicts"] = report["counts"]
+        result["requests"] = 1 + len(report["results"][0]["assets"])
+        for i in range(args.runs):
+            row = {}
+            for name, (argv, overlay) in commands.items():
+                row[name] = run_measured(argv, timeout=args.timeout, env=tool_env(overlay))
+            log(
+                f"  run {i + 1}: "
+                + ", ".join(f"{n} {m.wall:.3f}s (cpu {m.cpu:.3f}s)" for n, m in row.items())
+            )
+            result["runs"].append({n: m.as_dict() for n, m in row.items()})
+    runs = result["runs"]
+    result["summary"] = {
+        f"{name}_{what}": summary([r[name][what] for r in runs])
+        for name in runs[0]
+        for what in ("wall", "cpu")
+    }
+    if args.before is not None:
+        result["summary"]["tool_over_before_wall"] = statistics.median(
+            r["tool"]["wall"] / r["before"]["wall"] for r in runs
+        )
+        result["summary"]["tool_over_before_cpu"] = statistics.median(
+            r["tool"]["cpu"] / r["before"]["cpu"] for r in runs
+        )
+    return result
+
+
+def describe(result: dict[str, Any]) -> str:
+    s = result["summary"]
+    text = (
+        f"verify of one instance, {result['requests']} GETs: "
+        f"{s['tool_wall']['median']:.3f} s wall (cpu {s['tool_cpu']['median']:.3f} s); "
+        f"floors in the same runs: python -c pass {s['python_wall']['median']:.3f} s, "
+        f"import artifactcheck.cli.main {s['import_cli_wall']['median']:.3f} s"
+    )
+    if "before_wall" in s:
+        text += (
+            f"; before {s['before_wall']['median']:.3f} s wall "
+            f"(cpu {s['before_cpu']['median']:.3f} s), paired ratio "
+            f"wall {s['tool_over_before_wall']:.2f}, cpu {s['tool_over_before_cpu']:.2f}"
+        )
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="one-instance verify start-up benchmark")
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--timeout", type=float, default=60.0, help="per command, seconds")
+    parser.add_argument("--name", default="startup", help="results file name")
+    parser.add_argument(
+        "--before", type=Path, help="also run this package copy (the baseline) in every run"
+    )
+    args = parser.parse_args(argv)
+    result = bench(args)
+    path = save(args.name, result)
+    print(describe(result))
+    log(f"raw figures: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

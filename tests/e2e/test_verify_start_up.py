@@ -1,0 +1,152 @@
+"""What a real ``verify`` run imports: only what that run uses (issue 24).
+
+Start-up is most of a small CI check's wall time (one instance: imports and set-up
+before the first request), so a plain-URL, plain-HTTP run with a JSON report must not
+load what only other runs need: rich (tables and progress on a terminal), httpx's own
+command line, ``cryptography.x509`` (certificates of https targets), the investigate
+views, the Kubernetes and Docker SDKs, aiohttp (its transport is not the default), the
+controller or the simulator. This pins *what* is imported, never a timing; each probe
+is a real ``python -m artifactcheck verify`` against a real loopback fleet, and a
+control run that does use rich shows the probe can see an import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+#: Runs at interpreter exit, after ``sys.exit`` in the command: which modules were
+#: loaded, and whether pydantic looked for plugins (its cache is filled when it did).
+PROBE = """
+import atexit, json, runpy, sys
+
+DUMP = sys.argv[1]
+
+def _dump():
+    modules = sorted(m for m, v in sys.modules.items() if v is not None)
+    loader = sys.modules.get("pydantic.plugin._loader")
+    with open(DUMP, "w") as fh:
+        json.dump({
+            "modules": modules,
+            "plugins_scanned": getattr(loader, "_plugins", None) is not None,
+        }, fh)
+
+atexit.register(_dump)
+sys.argv = ["artifactcheck", *sys.argv[2:]]
+runpy.run_module("artifactcheck", run_name="__main__")
+"""
+
+#: Never on a plain-URL, plain-HTTP run whose report is JSON.
+UNUSED = (
+    "rich",
+    "pygments",
+    "httpx._main",
+    "cryptography.x509",
+    "aiohttp",
+    "httpx_aiohttp",
+    "kubernetes",
+    "docker",
+    "artifactcheck.act.investigate",
+    "artifactcheck.act.views",
+    "artifactcheck.clients.kube",
+    "artifactcheck.clients.docker",
+    "artifactcheck.discover.kube",
+    "artifactcheck.discover.docker",
+    "artifactcheck.control",
+    "artifactcheck.sim",
+    "importlib.metadata",  # pydantic's plugin loader's, for entry points
+)
+
+
+def _run(tmp_path: Path, args: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    dump = tmp_path / "modules.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, str(dump), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    seen: dict[str, Any] = json.loads(dump.read_text())
+    seen["stdout"] = proc.stdout
+    return seen
+
+
+def _verify_args(fleet: Any) -> list[str]:
+    inst = fleet.instances[0]
+    return [
+        "verify",
+        "--target",
+        f"{inst.url}={inst.version}",
+        "--release-manifest",
+        fleet.release_template,
+        "--deadline",
+        "20",
+    ]
+
+
+def _loaded(modules: list[str], name: str) -> bool:
+    return any(m == name or m.startswith(name + ".") for m in modules)
+
+
+def test_a_plain_verify_imports_only_what_it_uses(make_fleet, tmp_path: Path) -> None:
+    fleet = make_fleet(1)
+    assert fleet.instances[0].url.startswith("http://")
+    seen = _run(tmp_path, [*_verify_args(fleet), "--output", "json"])
+    report = json.loads(seen["stdout"])
+    assert report["counts"]["consistent"] == 1  # a real check ran: every file fetched
+    assert len(report["results"][0]["assets"]) >= 6
+    loaded = [name for name in UNUSED if _loaded(seen["modules"], name)]
+    assert loaded == []
+    assert seen["plugins_scanned"] is False
+
+
+def test_a_table_report_loads_rich_and_the_probe_sees_it(make_fleet, tmp_path: Path) -> None:
+    """The control: the same probe, a run that does show a table (to a file)."""
+    fleet = make_fleet(1)
+    table = tmp_path / "report.txt"
+    seen = _run(tmp_path, [*_verify_args(fleet), "--output", f"table={table}"])
+    assert "consistent" in table.read_text()
+    assert _loaded(seen["modules"], "rich")
+    assert not _loaded(seen["modules"], "cryptography.x509")
+
+
+def test_pydantic_plugins_load_when_the_environment_asks(make_fleet, tmp_path: Path) -> None:
+    """An explicit ``PYDANTIC_DISABLE_PLUGINS`` is the user's: ``""`` turns plugins on."""
+    fleet = make_fleet(1)
+    seen = _run(
+        tmp_path,
+        [*_verify_args(fleet), "--output", "json"],
+        env={"PYDANTIC_DISABLE_PLUGINS": ""},
+    )
+    assert json.loads(seen["stdout"])["counts"]["consistent"] == 1
+    assert seen["plugins_scanned"] is True
+    assert _loaded(seen["modules"], "importlib.metadata")
+
+
+def test_the_plugin_loader_stub_hands_other_names_to_the_real_loader() -> None:
+    """A pydantic that asks its loader for more than ``get_plugins`` gets the real one."""
+    probe = (
+        "import os, sys\n"
+        "os.environ.pop('PYDANTIC_DISABLE_PLUGINS', None)\n"
+        "from artifactcheck.cli.main import _without_pydantic_plugins\n"
+        "_without_pydantic_plugins()\n"
+        "stub = sys.modules['pydantic.plugin._loader']\n"
+        "print(stub.get_plugins(), 'importlib.metadata' in sys.modules)\n"
+        "from pydantic.plugin._loader import PYDANTIC_ENTRY_POINT_GROUP\n"
+        "print(PYDANTIC_ENTRY_POINT_GROUP, sys.modules['pydantic.plugin._loader'] is stub)\n"
+        "from pydantic import BaseModel\n"
+        "class M(BaseModel):\n"
+        "    x: int\n"
+        "print(M(x=1).x)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split("\n")
+    assert out[:3] == ["() False", "pydantic False", "1"]
