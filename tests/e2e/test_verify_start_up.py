@@ -57,7 +57,7 @@ UNUSED = (
     "artifactcheck.discover.kube",
     "artifactcheck.discover.docker",
     "artifactcheck.control",
-    "artifactcheck.sim",
+    "artifactcheck_sim",
     "importlib.metadata",  # pydantic's plugin loader's, for entry points
 )
 

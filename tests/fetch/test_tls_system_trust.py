@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 import trustme
-from artifactcheck.sim.web import Site, WebFleet
 
 from artifactcheck.fetch.tls import build_ssl_context, probe_certificate
 from artifactcheck.model.errors import ConfigError, FetchConnectError
 from artifactcheck.model.settings import HttpSettings
+from artifactcheck_sim.web import Site, WebFleet
 
 NAME = "shop.example"
 
