@@ -508,6 +508,13 @@ class CheckSpec(_Model):
     cache_versions: int = Field(
         32, ge=1, le=10_000, description="Release manifests kept in memory, most recent first."
     )
+    release_pins: bool = Field(
+        False,
+        description="Controller: pin each version's first release manifest in the status "
+        "(status.releasePins, at most cache_versions); a different one later is "
+        "ReleaseChanged and its instances inconclusive until accepted "
+        "(annotation artifactcheck.io/accept-release). The CLI's equivalent is --pins FILE.",
+    )
 
     @field_validator("prefix")
     @classmethod
