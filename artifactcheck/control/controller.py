@@ -226,7 +226,7 @@ def _expectations_or_unavailable(
     *,
     api_client: Any = None,
     namespace: str | None = None,
-    trust: ReleaseTrust | None = None,
+    trust: Callable[[], ReleaseTrust | None] = lambda: None,
 ) -> Expectations | None:
     """The check's release source; one that cannot be used (a granted release file
     missing, two files declaring one version) makes every verdict ``inconclusive`` with
@@ -246,7 +246,7 @@ def _expectations_or_unavailable(
                 api_client=api_client,
                 watch=True,
             )
-        return build_expectations(spec, fetcher, configmaps=configmaps, trust=trust)
+        return build_expectations(spec, fetcher, configmaps=configmaps, trust=trust())
     except ConfigError as exc:
         log_.error("release source unusable: %s", exc)
         reason = str(exc)
@@ -1039,7 +1039,7 @@ class Controller:
                     clog,
                     api_client=self.api,
                     namespace=state.namespace,
-                    trust=_trust_of(state),
+                    trust=functools.partial(_trust_of, state),
                 )
                 observer = Observer(
                     spec=state.spec, fetcher=fetcher, expectations=state.expectations
@@ -1760,26 +1760,44 @@ def _pins_written(state: CheckState) -> bool:
 
 
 def _trust_of(state: CheckState) -> ReleaseTrust | None:
-    """What the check's releases must satisfy: pins in its status."""
-    if state.pins is None:
+    """What the check's releases must satisfy: pins in its status, signatures by the
+    admin's release keys it was granted (ConfigError naming a key that cannot be read:
+    then every verdict is inconclusive with that reason, never an unsigned release
+    trusted)."""
+    keys = state.admission.release_keys if state.admission is not None else ()
+    if state.pins is None and not keys:
         return None
+    from artifactcheck.release import dsse
     from artifactcheck.release.guard import ReleaseTrust
 
-    return ReleaseTrust(pins=state.pins)
+    loaded = []
+    for key in keys:
+        try:
+            data, where = key.read()
+            loaded.append(dsse.load_public_key(data, where))
+        except OSError as exc:
+            raise ConfigError(f"admin release key {key.name!r}: {exc.strerror or exc}") from exc
+        except dsse.KeyFileError as exc:
+            raise ConfigError(str(exc)) from exc
+    return ReleaseTrust(pins=state.pins, keys=tuple(loaded))
 
 
 def _withhold_changed(
     state: CheckState, decision: Decision, results: list[InstanceResult]
 ) -> tuple[Decision, list[Action], list[Finding]]:
     """No gate opens and no quarantine is lifted on account of a version whose release
-    changed and is not accepted: those instances are inconclusive, and a gate that
-    fails open on ``inconclusive`` would let the rebuild into traffic unverified.
+    changed and is not accepted, or is not signed by a release key the check names:
+    those instances are inconclusive, and a gate that fails open on ``inconclusive``
+    would let the rebuild (or an unsigned release) into traffic unverified.
 
     The decision without those actions, the actions withheld (undone in the policy's
     memory like failed ones, so they are decided again once the change is accepted),
     and a finding for each.
     """
-    changed = state.pins.changed() if state.pins is not None else {}
+    changed: set[str] = set(state.pins.changed()) if state.pins is not None else set()
+    untrusted = getattr(getattr(state.expectations, "guard", None), "untrusted", None)
+    if callable(untrusted):
+        changed |= untrusted()
     if not changed:
         return decision, [], []
     versions = {r.instance.name: r.reported_version for r in results}
@@ -1794,8 +1812,8 @@ def _withhold_changed(
     held = [
         Finding(
             FindingKind.ACTION_HELD,
-            f"release of {a.target} withheld: release {versions.get(a.target)} changed "
-            "and is not accepted",
+            f"release of {a.target} withheld: release {versions.get(a.target)} is not "
+            "trusted (changed and not accepted, or not signed by a release key)",
             instance=a.target,
             severity=Severity.WARNING,
         )

@@ -70,6 +70,10 @@ class ReleaseGuard:
         """Run-level findings: releases changed or untrusted, one per version."""
         return list(self._findings.values())
 
+    def untrusted(self) -> set[str]:
+        """Versions whose release manifest last failed its signature check."""
+        return {v for v, f in self._findings.items() if f.kind is FindingKind.RELEASE_UNTRUSTED}
+
     async def admit(self, version: str, manifest: Manifest, data: bytes, where: str) -> Manifest:
         """The manifest to judge ``version`` by, or ExpectationUnavailable saying why none."""
         declared = manifest.version or version
