@@ -1795,16 +1795,22 @@ def _withhold_changed(
     and a finding for each.
     """
     changed: set[str] = set(state.pins.changed()) if state.pins is not None else set()
-    untrusted = getattr(getattr(state.expectations, "guard", None), "untrusted", None)
+    guard = getattr(state.expectations, "guard", None)
+    untrusted = getattr(guard, "untrusted", None)
     if callable(untrusted):
         changed |= untrusted()
-    if not changed:
+    # release trust asked for but not in place (a key file unreadable, not a public
+    # key): no release is trusted, so no gate fails open on any
+    nothing_trusted = guard is None and (
+        state.pins is not None or bool(state.admission and state.admission.release_keys)
+    )
+    if not changed and not nothing_trusted:
         return decision, [], []
     versions = {r.instance.name: r.reported_version for r in results}
     withheld = [
         a
         for a in decision.actions
-        if a.kind is ActionKind.RELEASE and versions.get(a.target) in changed
+        if a.kind is ActionKind.RELEASE and (nothing_trusted or versions.get(a.target) in changed)
     ]
     if not withheld:
         return decision, [], []

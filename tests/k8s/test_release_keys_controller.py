@@ -117,3 +117,23 @@ def test_an_ungranted_or_unknown_key_name_is_refused(
     assert accepted["status"] == "False" and accepted["reason"] == "ReleaseKeyNotGranted"
     assert "spec.releaseKeys[0]" in accepted["message"] and "'release'" in accepted["message"]
     assert gate(cluster, pod.name) is None
+
+
+def test_a_key_file_that_is_not_a_public_key_makes_the_check_inconclusive(
+    cluster: TenantCluster, tmp_path: Path
+) -> None:
+    """The admin's key file is a private key (a common slip): nothing is trusted, every
+    verdict is inconclusive with that reason, no gate opens, the controller goes on."""
+    keys = make_key("ed25519", tmp_path)
+    sign(cluster, "1.4.2", keys.private)
+    pod = cluster.add_pod()
+    cluster.add_check(interval=0.3, cdn=None, knownVersions=[], releaseKeys=["release"])
+    with running(cluster, keyed_admin(cluster, keys.private_pem, ["shop"])) as ctl:
+        wait_for(lambda: (cluster.check_status().get("counts") or {}).get("inconclusive") == 1)
+        start = ctl.controller.cycles_completed
+        wait_for(lambda: ctl.controller.cycles_completed >= start + 3, timeout=30)
+        assert gate(cluster, pod.name) is None
+        report = ctl.controller.checks["shop/web"].last_report
+        assert report is not None
+        (result,) = report.results
+        assert "a private key" in result.reason and "'release'" in result.reason

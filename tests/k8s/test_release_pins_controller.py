@@ -210,6 +210,34 @@ def test_pins_survive_a_restart_and_the_change_is_announced_once(cluster: SimClu
     assert event.get("count", 1) == 1
 
 
+def test_a_standby_that_takes_over_keeps_the_leader_s_pins(cluster: SimCluster) -> None:
+    """The standby saw the check before any pin existed; it follows the leader's status,
+    so after the leader goes, a rebuild is still a change for the new leader."""
+    original, rebuilt = manifest("1.4.2"), manifest("1.4.1")
+    publish(cluster, original)
+    cluster.add_pod()
+    add_check(cluster)
+    a = RunningController(cluster, identity="ctl-a", admin=cluster.lab_admin()).start()
+    b = RunningController(cluster, identity="ctl-b", admin=cluster.lab_admin()).start()
+    try:
+        wait_for(lambda: a.controller.is_leader or b.controller.is_leader, timeout=10)
+        leader, standby = (a, b) if a.controller.is_leader else (b, a)
+        wait_for(lambda: pins(cluster).get("1.4.2"), timeout=20)
+        assert standby.controller.cycles_completed == 0
+        leader.stop()
+        wait_for(lambda: standby.controller.is_leader, timeout=30)
+        publish(cluster, rebuilt)
+        late = cluster.add_pod(serves="1.4.1")
+        wait_for(lambda: condition(cluster, "ReleaseChanged").get("status") == "True", timeout=20)
+        assert pins(cluster)["1.4.2"]["pinned"]["sha256"] == sha(original)
+        cycles_pass(standby, 4)
+        assert gate(cluster, late.name) is None
+    finally:
+        for r in (a, b):
+            if r._thread.is_alive():
+                r.stop()
+
+
 def test_a_bad_accept_annotation_is_a_warning_and_is_removed(cluster: SimCluster) -> None:
     publish(cluster, manifest("1.4.2"))
     cluster.add_pod()
