@@ -92,3 +92,23 @@ def test_the_crd_refuses_a_status_whose_pins_are_not_digests() -> None:
             server.patch_status(CRD_API_VERSION, CRD_KIND, "shop", "web", {"status": bad})
     finally:
         server.stop()
+
+
+def test_who_accepted_is_the_field_manager_of_the_annotation() -> None:
+    """Kubernetes records who wrote each field (managedFields); kubectl annotate's is
+    ``kubectl-annotate``. The acceptance names it; another field's manager is not it."""
+    from artifactcheck.control.controller import _annotated_by
+
+    def entry(manager: str, annotation: str) -> dict[str, object]:
+        return {
+            "manager": manager,
+            "operation": "Update",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:annotations": {f"f:{annotation}": {}}}},
+        }
+
+    other = entry("argocd-controller", "argocd.argoproj.io/tracking-id")
+    ours = entry("kubectl-annotate", "artifactcheck.io/accept-release")
+    assert _annotated_by({"metadata": {"managedFields": [other, ours]}}) == "kubectl-annotate"
+    assert _annotated_by({"metadata": {"managedFields": [other]}}) == ""
+    assert _annotated_by({"metadata": {}}) == ""
