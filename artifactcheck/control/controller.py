@@ -1041,6 +1041,10 @@ class Controller:
                     namespace=state.namespace,
                     trust=functools.partial(_trust_of, state),
                 )
+                if state.pins and state.expectations and not state.spec.release_configmaps:
+                    # a URL's manifest is read again every interval, so a rebuild there
+                    # is caught by its pin (ConfigMaps are watched: seen when edited)
+                    state.expectations.refresh_after = state.spec.interval
                 observer = Observer(
                     spec=state.spec, fetcher=fetcher, expectations=state.expectations
                 )

@@ -10,6 +10,7 @@ gate on its account. A key name that is unknown or not granted is a refused fiel
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +20,10 @@ import pytest
 from release_keys import make_key
 from tenant_support import TenantCluster, admin_config, running
 
+from artifactcheck.manifests import native
 from artifactcheck.release import dsse
 from artifactcheck.sim.cluster import wait_for
+from artifactcheck.sim.fleet import RELEASES
 
 _net = itertools.count(1)
 
@@ -137,3 +140,25 @@ def test_a_key_file_that_is_not_a_public_key_makes_the_check_inconclusive(
         assert report is not None
         (result,) = report.results
         assert "a private key" in result.reason and "'release'" in result.reason
+
+
+def test_a_release_rebuilt_at_its_url_is_caught_by_its_pin(
+    cluster: TenantCluster, tmp_path: Path
+) -> None:
+    """Release manifests over HTTP are read again every interval when pinned, so a
+    rebuild at the URL (same version, other bytes) is ReleaseChanged without a restart,
+    and the rebuilt pods' gates stay closed."""
+    manifest = Path(cluster.release_template).parent / "1.4.2.json"
+    cluster.add_pod()
+    cluster.add_check(interval=0.3, cdn=None, knownVersions=[], releasePins=True)
+    with running(cluster) as ctl:
+        wait_for(lambda: (cluster.check_status().get("releasePins") or [None])[0], timeout=20)
+        rebuilt = native.dump(native.build(RELEASES["1.4.1"], version="1.4.2"))
+        manifest.write_bytes(rebuilt)
+        late = cluster.add_pod(serves="1.4.1")
+        wait_for(lambda: (cluster.condition_of("ReleaseChanged") or {}).get("status") == "True")
+        start = ctl.controller.cycles_completed
+        wait_for(lambda: ctl.controller.cycles_completed >= start + 4, timeout=30)
+        assert gate(cluster, late.name) is None
+        (pin,) = cluster.check_status()["releasePins"]
+        assert pin["changed"]["sha256"] == hashlib.sha256(rebuilt).hexdigest()
