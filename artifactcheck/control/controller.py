@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from artifactcheck.act.kube import KubeActor, cordoned_by_us
@@ -40,9 +40,16 @@ from artifactcheck.control.api import VerdictApi
 from artifactcheck.control.health import HealthServer, Heartbeat
 from artifactcheck.control.lease import LeaseLock, LeaseNamespaceMissing
 from artifactcheck.control.metrics import CONTENT_TYPE, Metrics
+from artifactcheck.control.release_pins import (
+    ANN_ACCEPT_RELEASE,
+    PinsError,
+    StatusPins,
+    parse_accept,
+)
 from artifactcheck.control.shard import Shard
 from artifactcheck.control.status import (
     list_checks_raw,
+    patch_check_annotations,
     patch_check_status,
     record_check_event,
     watch_checks,
@@ -69,11 +76,13 @@ from artifactcheck.model.values import (
     ActionKind,
     Expectation,
     Finding,
+    FindingKind,
     Instance,
     InstanceResult,
     Manifest,
     Observation,
     Report,
+    Severity,
     Verdict,
 )
 from artifactcheck.observe.instance import Observer
@@ -90,6 +99,9 @@ from artifactcheck.tenancy.admission import (
 )
 from artifactcheck.tenancy.credentials import CredentialScope
 from artifactcheck.tenancy.egress import Address, AddressRules, EgressPolicy, parse_address
+
+if TYPE_CHECKING:  # cryptography loads only when a check asks for release trust
+    from artifactcheck.release.guard import ReleaseTrust
 
 log = logging.getLogger("artifactcheck.control.controller")
 
@@ -176,6 +188,14 @@ class CheckState:
     #: the object at start-up), so a transition time changes only with its status.
     transitions: dict[str, tuple[str, str]] = field(default_factory=dict)
     opened: set[str] = field(default_factory=set)  # gates opened by the last cycle
+    #: ``releasePins``: the check's pins, kept in its status (control/release_pins.py);
+    #: None without ``releasePins: true``.
+    pins: StatusPins | None = None
+    #: (version, sha256) of the release changes a Warning Event was written for (those
+    #: already in the status at start-up count as announced: no repeat after a restart).
+    announced: set[tuple[str, str]] = field(default_factory=set)
+    #: The object as last seen (its annotations: a release to accept).
+    latest: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -207,6 +227,7 @@ def _expectations_or_unavailable(
     *,
     api_client: Any = None,
     namespace: str | None = None,
+    trust: Callable[[], ReleaseTrust | None] = lambda: None,
 ) -> Expectations | None:
     """The check's release source; one that cannot be used (a granted release file
     missing, two files declaring one version) makes every verdict ``inconclusive`` with
@@ -226,7 +247,7 @@ def _expectations_or_unavailable(
                 api_client=api_client,
                 watch=True,
             )
-        return build_expectations(spec, fetcher, configmaps=configmaps)
+        return build_expectations(spec, fetcher, configmaps=configmaps, trust=trust())
     except ConfigError as exc:
         log_.error("release source unusable: %s", exc)
         reason = str(exc)
@@ -748,6 +769,15 @@ class Controller:
             self.metrics.forget(key)
         elif kind in ("ADDED", "MODIFIED"):
             self._upsert_check(obj)
+            state = self.checks.get(key)
+            if state is None:
+                return
+            state.latest = obj
+            if state.pins is not None and key not in self._tasks:
+                # not running here (a standby): the leader's pins, as its status says,
+                # are the ones this replica starts from if it takes over
+                state.pins, state.announced = _pins_of(state, obj)
+            self._accept_release_later(state)
 
     def _upsert_check(self, obj: dict[str, Any], *, force: bool = False) -> str:
         """Admit a new or changed ArtifactCheck and (re)start it, or record the refusal.
@@ -789,10 +819,16 @@ class Controller:
             admission=admission,
         )
         state.transitions = _transitions(obj)
+        state.latest = obj
+        if state.spec.release_pins:
+            state.pins, state.announced = _pins_of(state, obj)
         if existing is not None:
             state.history = existing.history
             state.last_status = existing.last_status
             state.transitions = existing.transitions or state.transitions
+            if state.pins is not None and existing.pins is not None:
+                existing.pins.max_versions = state.spec.cache_versions
+                state.pins, state.announced = existing.pins, existing.announced
             self._drop_check(key)
         self.checks[key] = state
         if self.is_leader:
@@ -881,6 +917,103 @@ class Controller:
         self._tasks[state.key] = self._loop.create_task(
             self._guard(f"check {state.key}", self._run_check(state))
         )
+        self._accept_release_later(state)  # an annotation left while nobody led
+
+    # -- accepting a changed release -----------------------------------------------
+
+    def _accept_release_later(self, state: CheckState) -> None:
+        """Act on an ``artifactcheck.io/accept-release`` annotation (leader only)."""
+        annotations = ((state.latest or {}).get("metadata") or {}).get("annotations") or {}
+        value = annotations.get(ANN_ACCEPT_RELEASE)
+        if value is None or state.pins is None or not self.is_leader or self._loop is None:
+            return
+        if state.key not in self._tasks:
+            return
+        self._keep(
+            self._loop.create_task(
+                self._guard(f"accept {state.key}", self._accept_release(state, str(value)))
+            )
+        )
+
+    async def _accept_release(self, state: CheckState, value: str) -> None:
+        """Adopt the release the annotation names, record it in the status, then remove
+        the annotation (in that order: a crash between the two only repeats an
+        acceptance already recorded, which is recognised and not recorded twice).
+
+        A value that does not parse, or names no change to adopt, is a Warning Event;
+        the annotation is removed too, so it is not tried again forever.
+        """
+        assert state.pins is not None and state.latest is not None
+        obj = state.latest
+        try:
+            version, digest = parse_accept(value)
+            if not state.pins.already_accepted(version, digest):
+                record = state.pins.accept(version, digest, by=_annotated_by(obj))
+                self.log.warning(
+                    "%s: release %s accepted (sha256 %s) by %s",
+                    state.key,
+                    version,
+                    record.sha256,
+                    record.by or "an annotation",
+                )
+                state.announced = {a for a in state.announced if a[0] != version}
+                if state.last_report is not None:
+                    quarantined = sum(1 for s in state.history.instances.values() if s.quarantined)
+                    clog = ContextAdapter(
+                        logging.getLogger("artifactcheck.check"), {"check": state.key}
+                    )
+                    await self._write_status(state, state.last_report, quarantined, clog)
+                    if not _pins_written(state):
+                        return  # not recorded yet: the annotation stays, tried again
+                state.wake.set()
+        except (ValueError, PinsError) as exc:
+            await self._check_warning(state, "ReleaseAcceptRefused", str(exc))
+        if not self.may_act():
+            return
+        try:
+            await asyncio.to_thread(
+                patch_check_annotations,
+                self.api,
+                state.namespace,
+                state.name,
+                {ANN_ACCEPT_RELEASE: None},
+            )
+        except ArtifactCheckError as exc:
+            self.metrics.api_errors.labels("status").inc()
+            self.log.warning("could not remove %s from %s: %s", ANN_ACCEPT_RELEASE, state.key, exc)
+
+    async def _check_warning(self, state: CheckState, reason: str, message: str) -> bool:
+        """One Warning Event about the ArtifactCheck; whether it was written."""
+        if not self.may_act() or state.latest is None:
+            return False
+        try:
+            await asyncio.to_thread(
+                record_check_event,
+                self.api,
+                state.latest,
+                reason=reason,
+                message=message[:1024],
+                logger=self.log,
+            )
+        except ArtifactCheckError as exc:
+            self.metrics.api_errors.labels("event").inc()
+            self.log.warning("could not record %s for %s: %s", reason, state.key, exc)
+            return False
+        return True
+
+    async def _announce_release_changes(self, state: CheckState) -> None:
+        """One Warning Event per release change (a version and the digest it changed to),
+        not one per cycle."""
+        if state.pins is None:
+            return
+        for version, entry in sorted(state.pins.changed().items()):
+            assert entry.changed is not None
+            key = (version, entry.changed.sha256)
+            if key in state.announced:
+                continue
+            message = _change_message(state.pins, version, entry)
+            if await self._check_warning(state, "ReleaseChanged", message):
+                state.announced.add(key)
 
     # -- one ArtifactCheck ---------------------------------------------------------
 
@@ -903,8 +1036,17 @@ class Controller:
                 proxies=proxies_of(self.admin.egress),  # the admin's, never the environment's
             ) as fetcher:
                 state.expectations = _expectations_or_unavailable(
-                    state.spec, fetcher, clog, api_client=self.api, namespace=state.namespace
+                    state.spec,
+                    fetcher,
+                    clog,
+                    api_client=self.api,
+                    namespace=state.namespace,
+                    trust=functools.partial(_trust_of, state),
                 )
+                if state.pins and state.expectations and not state.spec.release_configmaps:
+                    # a URL's manifest is read again every interval, so a rebuild there
+                    # is caught by its pin (ConfigMaps are watched: seen when edited)
+                    state.expectations.refresh_after = state.spec.interval
                 observer = Observer(
                     spec=state.spec, fetcher=fetcher, expectations=state.expectations
                 )
@@ -1275,11 +1417,15 @@ class Controller:
         state.judged.forget(state.observations)
         self._export_certificates(state, observations, checked.judgement.cdn)
         results = checked.judgement.results
-        performed, failed = await self._act(state, checked.decision, results, log_)
+        decision, withheld, held = _withhold_changed(state, checked.decision, results)
+        performed, failed = await self._act(state, decision, results, log_)
         state.opened = {a.target for a in performed if a.kind is ActionKind.RELEASE}
-        state.history = _undo_failed(checked.decision.history, state.history, failed)
+        state.history = _undo_failed(checked.decision.history, state.history, [*failed, *withheld])
         report = replace(
-            checked.report, actions=tuple(performed), elapsed=time.perf_counter() - started.clock
+            checked.report,
+            actions=tuple(performed),
+            findings=(*checked.report.findings, *held),
+            elapsed=time.perf_counter() - started.clock,
         )
         await self._record(state, report, log_)
         log_.info(
@@ -1348,6 +1494,7 @@ class Controller:
         quarantined = sum(1 for s in state.history.instances.values() if s.quarantined)
         self.metrics.record_report(state.key, report, quarantined=quarantined)
         await self._write_status(state, report, quarantined, log_)
+        await self._announce_release_changes(state)
         self.cycles_completed += 1
 
     async def _act(
@@ -1477,6 +1624,8 @@ class Controller:
                 for f in _top_findings(report)
             ],
         }
+        if state.pins is not None:
+            body.update(state.pins.to_status())
         comparable = {**body, "conditions": [dict(c) for c in conditions]}
         if state.last_status == comparable:
             return
@@ -1570,7 +1719,132 @@ def _conditions(state: CheckState, report: Report) -> list[dict[str, Any]]:
             "RequestBudgetExhausted" if state.throttled else "WithinBudget",
             state.throttled or "",
         ),
+        *_release_condition(state, condition),
     ]
+
+
+def _release_condition(
+    state: CheckState, condition: Callable[[str, bool, str, str], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``ReleaseChanged``: True while a version's release changed and is not accepted."""
+    if state.pins is None:
+        return []
+    changed = state.pins.changed()
+    if not changed:
+        return [condition("ReleaseChanged", False, "ReleasesPinned", "")]
+    message = "; ".join(_change_message(state.pins, v, p) for v, p in sorted(changed.items()))
+    return [condition("ReleaseChanged", True, "ReleaseChanged", message[:32768])]
+
+
+def _change_message(pins: StatusPins, version: str, entry: Any) -> str:
+    changed = entry.changed
+    return (
+        f"release {version} changed: {changed.source} now has sha256 {changed.sha256}, but "
+        f"{entry.pinned.sha256} was pinned (from {entry.pinned.source} at {entry.pinned.at}); "
+        f"its instances are inconclusive, no gate opens and no quarantine is lifted on its "
+        f"account until it is accepted: {pins.accept_hint(version, changed.sha256)}"
+    )
+
+
+def _pins_of(state: CheckState, obj: Mapping[str, Any]) -> tuple[StatusPins, set[tuple[str, str]]]:
+    """The pins the object's status holds, and the changes in it (already announced)."""
+    pins = StatusPins.from_status(
+        obj.get("status"),
+        max_versions=state.spec.cache_versions,
+        check=f"{state.name} -n {state.namespace}",
+    )
+    announced = {(v, p.changed.sha256) for v, p in pins.changed().items() if p.changed}
+    return pins, announced
+
+
+def _pins_written(state: CheckState) -> bool:
+    """The last status written holds the pins as they are now."""
+    if state.pins is None or state.last_status is None:
+        return False
+    now = state.pins.to_status()
+    return all(state.last_status.get(k) == v for k, v in now.items())
+
+
+def _trust_of(state: CheckState) -> ReleaseTrust | None:
+    """What the check's releases must satisfy: pins in its status, signatures by the
+    admin's release keys it was granted (ConfigError naming a key that cannot be read:
+    then every verdict is inconclusive with that reason, never an unsigned release
+    trusted)."""
+    keys = state.admission.release_keys if state.admission is not None else ()
+    if state.pins is None and not keys:
+        return None
+    from artifactcheck.release import dsse
+    from artifactcheck.release.guard import ReleaseTrust
+
+    loaded = []
+    for key in keys:
+        try:
+            data, where = key.read()
+            loaded.append(dsse.load_public_key(data, where))
+        except OSError as exc:
+            raise ConfigError(f"admin release key {key.name!r}: {exc.strerror or exc}") from exc
+        except dsse.KeyFileError as exc:
+            raise ConfigError(str(exc)) from exc
+    return ReleaseTrust(pins=state.pins, keys=tuple(loaded))
+
+
+def _withhold_changed(
+    state: CheckState, decision: Decision, results: list[InstanceResult]
+) -> tuple[Decision, list[Action], list[Finding]]:
+    """No gate opens and no quarantine is lifted on account of a version whose release
+    changed and is not accepted, or is not signed by a release key the check names:
+    those instances are inconclusive, and a gate that fails open on ``inconclusive``
+    would let the rebuild (or an unsigned release) into traffic unverified.
+
+    The decision without those actions, the actions withheld (undone in the policy's
+    memory like failed ones, so they are decided again once the change is accepted),
+    and a finding for each.
+    """
+    changed: set[str] = set(state.pins.changed()) if state.pins is not None else set()
+    guard = getattr(state.expectations, "guard", None)
+    untrusted = getattr(guard, "untrusted", None)
+    if callable(untrusted):
+        changed |= untrusted()
+    # release trust asked for but not in place (a key file unreadable, not a public
+    # key): no release is trusted, so no gate fails open on any
+    nothing_trusted = guard is None and (
+        state.pins is not None or bool(state.admission and state.admission.release_keys)
+    )
+    if not changed and not nothing_trusted:
+        return decision, [], []
+    versions = {r.instance.name: r.reported_version for r in results}
+    withheld = [
+        a
+        for a in decision.actions
+        if a.kind is ActionKind.RELEASE and (nothing_trusted or versions.get(a.target) in changed)
+    ]
+    if not withheld:
+        return decision, [], []
+    kept = tuple(a for a in decision.actions if a not in withheld)
+    held = [
+        Finding(
+            FindingKind.ACTION_HELD,
+            f"release of {a.target} withheld: release {versions.get(a.target)} is not "
+            "trusted (changed and not accepted, or not signed by a release key)",
+            instance=a.target,
+            severity=Severity.WARNING,
+        )
+        for a in withheld
+    ]
+    return replace(decision, actions=kept), withheld, held
+
+
+def _annotated_by(obj: Mapping[str, Any]) -> str:
+    """The field manager that set the accept annotation (``kubectl-annotate``, a user's
+    tool), from managedFields: the API server records who wrote which field."""
+    key = f"f:{ANN_ACCEPT_RELEASE}"
+    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
+        fields = (((entry or {}).get("fieldsV1") or {}).get("f:metadata") or {}).get(
+            "f:annotations"
+        ) or {}
+        if key in fields:
+            return str(entry.get("manager") or "")
+    return ""
 
 
 def _stamp_transitions(

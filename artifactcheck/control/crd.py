@@ -295,6 +295,82 @@ def _condition_schema() -> _Schema:
     }
 
 
+def _seen_schema(what: str) -> _Schema:
+    """One release manifest seen for a version: the sha256 of its bytes, where, when."""
+    return {
+        "type": "object",
+        "description": what,
+        "required": ["sha256", "source", "at"],
+        "properties": {
+            "sha256": {
+                "type": "string",
+                "description": "sha256 of the manifest's bytes, lowercase hex.",
+                "pattern": "^[0-9a-f]{64}$",
+            },
+            "source": {
+                "type": "string",
+                "description": "Where the manifest was loaded from.",
+                "maxLength": 1024,
+            },
+            "at": {"type": "string", "format": "date-time", "description": "When it was seen."},
+        },
+    }
+
+
+def _release_trust_schema() -> _Schema:
+    """``releasePins`` and ``acceptedReleases`` (spec.releasePins, docs/release-trust.md)."""
+    return {
+        "releasePins": {
+            "type": "array",
+            "description": "Each version's pinned release manifest (the first seen, or the "
+            "one accepted) and the different one seen since, if any; at most cacheVersions, "
+            "oldest first.",
+            "maxItems": 10000,
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["version"],
+            "items": {
+                "type": "object",
+                "required": ["version", "pinned"],
+                "properties": {
+                    "version": {
+                        "type": "string",
+                        "description": "The release version.",
+                        "maxLength": 128,
+                    },
+                    "pinned": _seen_schema("The release manifest the version is pinned to."),
+                    "changed": _seen_schema(
+                        "A different manifest seen since (ReleaseChanged): not used until "
+                        "accepted with the artifactcheck.io/accept-release annotation."
+                    ),
+                },
+            },
+        },
+        "acceptedReleases": {
+            "type": "array",
+            "description": "The most recent changed releases accepted by annotation.",
+            "maxItems": 20,
+            "items": {
+                "type": "object",
+                "required": ["version", "sha256", "at"],
+                "properties": {
+                    "version": {"type": "string", "maxLength": 128, "description": "Version."},
+                    "sha256": {
+                        "type": "string",
+                        "pattern": "^[0-9a-f]{64}$",
+                        "description": "The digest adopted.",
+                    },
+                    "at": {"type": "string", "format": "date-time", "description": "When."},
+                    "by": {
+                        "type": "string",
+                        "maxLength": 256,
+                        "description": "The field manager that set the annotation.",
+                    },
+                },
+            },
+        },
+    }
+
+
 def status_schema() -> _Schema:
     """Schema of ``status``: a summary of the last check cycle, written by the controller."""
     counts = {
@@ -360,6 +436,7 @@ def status_schema() -> _Schema:
                 "maxItems": 100,
                 "items": finding,
             },
+            **_release_trust_schema(),
             "conditions": {
                 "type": "array",
                 "description": "Standard conditions, merged by type.",

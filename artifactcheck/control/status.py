@@ -47,6 +47,7 @@ __all__ = [
     "list_checks",
     "list_checks_raw",
     "list_pod_events",
+    "patch_check_annotations",
     "patch_check_status",
     "record_check_event",
     "watch_checks",
@@ -178,6 +179,40 @@ def patch_check_status(
         )
     except ApiStatus:
         _LOG.info("%s: the ArtifactCheck is gone; status not written", what)
+        return None
+    return body.obj(written)
+
+
+def patch_check_annotations(
+    api_client: ApiClient,
+    namespace: str,
+    name: str,
+    annotations: Mapping[str, str | None],
+    *,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> JsonObj | None:
+    """Merge-patch an ArtifactCheck's annotations (None removes one, e.g. an accepted
+    ``artifactcheck.io/accept-release``); None when the check was deleted."""
+    api = CustomObjectsApi(api_client)
+    what = f"patch {CRD_PLURAL} {namespace}/{name} annotations"
+    patch = {"metadata": {"annotations": dict(annotations)}}
+    try:
+        written = call_json(
+            what,
+            lambda: api.patch_namespaced_custom_object(
+                CRD_GROUP,
+                CRD_VERSION,
+                namespace,
+                CRD_PLURAL,
+                name,
+                patch,
+                _content_type=MERGE_PATCH,
+                **raw(request_timeout),
+            ),
+            passthrough=(404,),
+        )
+    except ApiStatus:
+        _LOG.info("%s: the ArtifactCheck is gone", what)
         return None
     return body.obj(written)
 

@@ -515,6 +515,21 @@ class CheckSpec(_Model):
     cache_versions: int = Field(
         32, ge=1, le=10_000, description="Release manifests kept in memory, most recent first."
     )
+    release_pins: bool = Field(
+        False,
+        description="Controller: pin each version's first release manifest in the status "
+        "(status.releasePins, at most cache_versions); a different one later is "
+        "ReleaseChanged and its instances inconclusive until accepted "
+        "(annotation artifactcheck.io/accept-release). The CLI's equivalent is --pins FILE.",
+    )
+    release_keys: list[str] = Field(
+        default_factory=list,
+        description="Controller: names of release keys the cluster admin configured "
+        "(admin configuration release_keys, granted per namespace); release manifests "
+        "must then carry a valid DSSE envelope beside them (URL + .intoto.jsonl) signed by "
+        "one of them, else their instances are inconclusive. The CLI's equivalent is "
+        "--release-key FILE.",
+    )
 
     @field_validator("prefix")
     @classmethod

@@ -29,7 +29,12 @@ from artifactcheck.model.errors import ArtifactCheckError, ExpectationUnavailabl
 from artifactcheck.model.values import Finding, FindingKind, Manifest
 from artifactcheck.release import dsse
 from artifactcheck.release.pins import Observed, PinStore
-from artifactcheck.release.sources import expand, is_template, read_release_bytes
+from artifactcheck.release.sources import (
+    ReleaseWithdrawn,
+    expand,
+    is_template,
+    read_release_bytes,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +70,10 @@ class ReleaseGuard:
         """Run-level findings: releases changed or untrusted, one per version."""
         return list(self._findings.values())
 
+    def untrusted(self) -> set[str]:
+        """Versions whose release manifest last failed its signature check."""
+        return {v for v, f in self._findings.items() if f.kind is FindingKind.RELEASE_UNTRUSTED}
+
     async def admit(self, version: str, manifest: Manifest, data: bytes, where: str) -> Manifest:
         """The manifest to judge ``version`` by, or ExpectationUnavailable saying why none."""
         declared = manifest.version or version
@@ -79,6 +88,8 @@ class ReleaseGuard:
         except (ArtifactCheckError, OSError, ValueError) as exc:
             raise ExpectationUnavailable(f"pins {store.description}: {exc}") from exc
         if not seen.changed:
+            if self._findings.get(declared, _NONE).kind is FindingKind.RELEASE_CHANGED:
+                del self._findings[declared]  # accepted since: no longer changed
             return manifest
         return await self._pinned_copy(declared, seen, digest, where)
 
@@ -121,17 +132,23 @@ class ReleaseGuard:
             if manifest is not None
             else "the pinned manifest is not at hand, so its instances are inconclusive"
         )
+        hint = getattr(self.trust.pins, "accept_hint", None)
+        how = (
+            hint(version, digest)
+            if callable(hint)
+            else f"artifactcheck pins accept {version} --digest {digest} "
+            f"--pins {self.trust.pins.description}"
+        )
         message = (
             f"release {version} changed: {where} now has sha256 {digest}, but {pinned.sha256} "
             f"was pinned (from {pinned.source} at {pinned.at}); {judged}. Adopt the new one "
-            f"only on purpose: artifactcheck pins accept {version} --digest {digest} "
-            f"--pins {self.trust.pins.description}"
+            f"only on purpose: {how}"
         )
         self._findings[version] = Finding(
             FindingKind.RELEASE_CHANGED, message, expected=pinned.sha256, actual=digest
         )
         if manifest is None:
-            raise ExpectationUnavailable(message)
+            raise ReleaseWithdrawn(message)
         return manifest
 
     def _parse_pinned(self, data: bytes, version: str, source: str) -> Manifest | None:
@@ -143,6 +160,10 @@ class ReleaseGuard:
         if manifest.version not in (None, version):
             return None
         return replace(manifest, source=where)
+
+
+#: No finding recorded for a version.
+_NONE = Finding(FindingKind.EXPECTATION_UNAVAILABLE, "")
 
 
 def _read_capped(path: Path) -> bytes:

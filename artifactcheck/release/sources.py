@@ -44,6 +44,16 @@ from artifactcheck.model.versions import version_problem
 TEMPLATE_FIELD = "{version}"
 
 
+class ReleaseWithdrawn(ExpectationUnavailable):
+    """A version's release must not be used at all, not even its last known good copy.
+
+    Raised by the guard for a version whose release changed under it (pins) when the
+    pinned copy is not at hand: the copy cached before the change is the very thing
+    in doubt, so the version's instances are ``inconclusive`` until the change is
+    accepted (a stale fallback would judge them as if nothing had happened).
+    """
+
+
 class ReleaseGuard(Protocol):
     """Admits each release manifest loaded, with the bytes it was parsed from (pins and
     signatures: :mod:`artifactcheck.release.guard`); raises ExpectationUnavailable."""
@@ -666,6 +676,9 @@ class Expectations:
             manifest = await self.source.load(version)
         except ArtifactCheckError as exc:
             self.failures += 1
+            if isinstance(exc, ReleaseWithdrawn):  # no last known good: it is in doubt
+                self._cache.pop(version, None)
+                return Expectation(version=version, manifest=None, error=str(exc))
             cached = self._cache.get(version)
             if cached is not None:
                 return Expectation(version=version, manifest=cached[0], stale=True, error=str(exc))

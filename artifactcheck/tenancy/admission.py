@@ -318,6 +318,44 @@ class ReleaseDirectory(_Model):
         return (folder.rstrip("/") + "/").startswith(self.directory.rstrip("/") + "/")
 
 
+class ReleaseKey(_Model):
+    """A public key release manifests may be signed with, granted to namespaces.
+
+    The key is the admin's word on who publishes releases: a check only names it
+    (``spec.releaseKeys``), so whoever writes an ArtifactCheck cannot bring their own
+    key, nor a path to read. ``file``: a mounted PEM file (a ConfigMap or Secret volume);
+    ``pem``: the PEM text itself (a public key is not a secret). Exactly one.
+    """
+
+    name: str = Field(description="Name a check lists in releaseKeys.")
+    namespaces: list[str] = Field(description="Namespaces (globs) whose checks may use it.")
+    file: str | None = Field(None, description="PEM SubjectPublicKeyInfo file (cosign.pub).")
+    pem: str | None = Field(None, description="The PEM SubjectPublicKeyInfo text itself.")
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces(cls, v: list[str]) -> list[str]:
+        return _globs_valid(v)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ReleaseKey:
+        if (self.file is None) == (self.pem is None):
+            raise ValueError(f"release key {self.name!r}: give exactly one of file and pem")
+        return self
+
+    def granted_to(self, namespace: str) -> bool:
+        """True when a check in ``namespace`` may use this key."""
+        return any(fnmatch.fnmatchcase(namespace, g) for g in self.namespaces)
+
+    def read(self) -> tuple[bytes, str]:
+        """The PEM bytes and where they came from (OSError when the file is missing)."""
+        if self.pem is not None:
+            return self.pem.encode(), f"admin release key {self.name!r}"
+        assert self.file is not None
+        with open(self.file, "rb") as f:
+            return f.read(64 * 1024 + 1), f"admin release key {self.name!r} ({self.file})"
+
+
 class Limits(_Model):
     """Fair use: what one check, and one namespace, may cost."""
 
@@ -350,6 +388,16 @@ class AdminConfig(_Model):
     egress: EgressSettings = Field(default_factory=EgressSettings)
     limits: Limits = Field(default_factory=Limits)
     release_directories: list[ReleaseDirectory] = Field(default_factory=list)
+    release_keys: list[ReleaseKey] = Field(default_factory=list)
+
+    @field_validator("release_keys")
+    @classmethod
+    def _unique_keys(cls, v: list[ReleaseKey]) -> list[ReleaseKey]:
+        names = [k.name for k in v]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"release key names must be unique: {', '.join(dupes)}")
+        return v
 
     @field_validator("credentials")
     @classmethod
@@ -422,6 +470,8 @@ class Admission:
     #: The credentials granted, whose headers go only where each one says (the spec's
     #: ``http`` carries their CA bundle, never their headers).
     credentials: tuple[Credential, ...] = ()
+    #: The release keys granted (``spec.releaseKeys``): releases must be signed by one.
+    release_keys: tuple[ReleaseKey, ...] = ()
 
     @property
     def accepted(self) -> bool:
@@ -639,6 +689,7 @@ def admit(
     refusals.extend(_egress_refusals(parsed, namespace, config, spelling))
     refusals.extend(_limit_refusals(parsed, namespace, limits, spelling))
     granted, credentials = _granted_credentials(parsed, namespace, config, spelling, refusals)
+    release_keys = _granted_release_keys(parsed, namespace, config, spelling, refusals)
     if refusals:
         return Admission(None, tuple(refusals))
     resolved = parsed.model_copy(
@@ -653,7 +704,7 @@ def admit(
         for u in [*parsed.release_manifest, *([parsed.cdn] if parsed.cdn else [])]
         if u.startswith(("http://", "https://"))
     )
-    return Admission(resolved, (), urls, credentials)
+    return Admission(resolved, (), urls, credentials, release_keys)
 
 
 def _field_refusals(spec: Mapping[str, Any], spelling: _Spelling) -> list[Refusal]:
@@ -803,6 +854,42 @@ def _granted_credentials(
         header_env.update(cred.header_env)
         granted.append(cred)
     return {"ca_bundle": ca_bundle}, tuple(granted)
+
+
+def _granted_release_keys(
+    parsed: CheckSpec,
+    namespace: str,
+    config: AdminConfig,
+    spelling: _Spelling,
+    refusals: list[Refusal],
+) -> tuple[ReleaseKey, ...]:
+    """The release keys the check names, each granted to its namespace; an unknown or
+    ungranted name is refused (never skipped: a check that asked for signed releases
+    must not silently trust unsigned ones). Pins and keys need release manifests."""
+    granted: list[ReleaseKey] = []
+    for i, name in enumerate(parsed.release_keys):
+        key = next((k for k in config.release_keys if k.name == name), None)
+        if key is None or not key.granted_to(namespace):
+            refusals.append(
+                Refusal(
+                    f"{spelling.name('release_keys')}[{i}]",
+                    "ReleaseKeyNotGranted",
+                    f"release key {name!r} is unknown or not granted to namespace {namespace!r}",
+                )
+            )
+            continue
+        granted.append(key)
+    trusting = [f for f in ("release_keys", "release_pins") if getattr(parsed, f)]
+    if trusting and not (parsed.release_manifest or parsed.release_configmaps):
+        refusals.append(
+            Refusal(
+                spelling.name(trusting[0]),
+                "ReleaseTrustNeedsManifests",
+                "release keys and pins apply to release manifests (releaseManifest URLs or "
+                "releaseConfigMaps), not to release images or consensus",
+            )
+        )
+    return tuple(granted)
 
 
 def _bounded_sampling(sampling: SamplingSettings, limits: Limits) -> SamplingSettings:

@@ -834,7 +834,7 @@ def test_controller_cluster_role_grants_what_the_issue_lists() -> None:
     rules = _one("ClusterRole", "rbac.yaml", "artifactcheck")["rules"]
     assert _allowed(rules, "", "pods") == {"get", "list", "watch", "patch"}
     assert _allowed(rules, "", "pods/status") == {"patch"}
-    assert _allowed(rules, "artifactcheck.io", "artifactchecks") == {"list", "watch"}
+    assert _allowed(rules, "artifactcheck.io", "artifactchecks") == {"list", "watch", "patch"}
     assert _allowed(rules, "artifactcheck.io", "artifactchecks/status") == {"patch"}
     assert _allowed(rules, "", "events") == {"create", "get", "list", "patch"}
     assert _allowed(rules, "events.k8s.io", "events") == set(), "no call uses events.k8s.io"
