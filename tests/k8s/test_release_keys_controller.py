@@ -22,8 +22,8 @@ from tenant_support import TenantCluster, admin_config, running
 
 from artifactcheck.manifests import native
 from artifactcheck.release import dsse
-from artifactcheck.sim.cluster import wait_for
-from artifactcheck.sim.fleet import RELEASES
+from artifactcheck_sim.cluster import wait_for
+from artifactcheck_sim.fleet import RELEASES
 
 _net = itertools.count(1)
 

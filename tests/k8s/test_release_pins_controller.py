@@ -23,9 +23,9 @@ import pytest
 from artifactcheck.control.release_pins import ANN_ACCEPT_RELEASE
 from artifactcheck.manifests import native
 from artifactcheck.model.names import CRD_API_VERSION, CRD_KIND
-from artifactcheck.sim.cluster import SimCluster, wait_for
-from artifactcheck.sim.fleet import RELEASES
-from artifactcheck.sim.running import RunningController
+from artifactcheck_sim.cluster import SimCluster, wait_for
+from artifactcheck_sim.fleet import RELEASES
+from artifactcheck_sim.running import RunningController
 
 LABEL = "artifactcheck.io/release-manifests"
 SELECTOR = f"{LABEL}=true"

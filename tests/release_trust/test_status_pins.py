@@ -17,7 +17,7 @@ from artifactcheck.control.crd import crd_manifest
 from artifactcheck.control.release_pins import StatusPins, parse_accept
 from artifactcheck.model.names import CRD_API_VERSION, CRD_KIND
 from artifactcheck.release.pins import PinsError
-from artifactcheck.sim.apiserver import FakeApiServer
+from artifactcheck_sim.apiserver import FakeApiServer
 
 _ticks = itertools.count()
 
