@@ -261,7 +261,7 @@ def test_ctrl_c_ends_the_run_and_its_copies(make_fleet, tmp_path) -> None:
         [*argv, "--processes", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
-        copy = _child_of(proc.pid, timeout=20)
+        copy = _child_of(proc.pid, timeout=120)
         os.kill(proc.pid, signal.SIGINT)
         proc.communicate(timeout=30)
     finally:
@@ -283,7 +283,7 @@ def _signal_a_copy(argv: list[str], signum: int) -> tuple[int, str, str, int, fl
     exists; the exit code, output, errors, the copy's PID, seconds from the signal."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        copy = _child_of(proc.pid, timeout=20)
+        copy = _child_of(proc.pid, timeout=120)
         os.kill(copy, signum)
         started = time.monotonic()
         out, err = proc.communicate(timeout=60)
@@ -294,7 +294,11 @@ def _signal_a_copy(argv: list[str], signum: int) -> tuple[int, str, str, int, fl
 
 
 def _end(proc: subprocess.Popen[str]) -> None:
-    """Kill a ``verify`` still running, and any copy of it still there (a stopped one)."""
+    """Kill a ``verify`` still running, and any copy of it still there (a stopped one);
+    its pipes are closed either way, so a failed test leaks no file into the next."""
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None and proc.poll() is not None:
+            pipe.close()
     if proc.poll() is not None:
         return
     for task in Path(f"/proc/{proc.pid}/task").glob("*"):
@@ -305,7 +309,7 @@ def _end(proc: subprocess.Popen[str]) -> None:
         for child in children:
             os.kill(int(child), signal.SIGKILL)
     proc.kill()
-    proc.wait()
+    proc.communicate()
 
 
 def _child_of(pid: int, *, timeout: float) -> int:
