@@ -34,7 +34,7 @@ from typing import Any
 from artifactcheck.manifests._collect import (
     Collector,
     array_member,
-    at,
+    keyed,
     kind,
     object_member,
     require_object,
@@ -65,8 +65,7 @@ def parse(
     out = Collector(FORMAT, limits, prefix=prefix, entries=len(table) + len(groups))
     index = top.get("index")
     base = _base_href(index, limits)
-    for url, sha1 in table.items():
-        where = at(url, "hashTable")
+    for url, sha1, where in keyed(table, "hashTable"):
         hashes = {"sha1": sha1.lower()} if is_hex(sha1, 40) else None
         _add(out, base, url, where=where, hashes=hashes)
     for number, group in enumerate(groups):

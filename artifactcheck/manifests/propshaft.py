@@ -25,12 +25,11 @@ from __future__ import annotations
 from typing import Any
 
 from artifactcheck.manifests._collect import (
-    Collector,
-    at,
     flat_file_map,
+    keyed,
     kind,
     mostly,
-    require_object,
+    open_table,
 )
 from artifactcheck.manifests.integrity import parse_sri
 from artifactcheck.manifests.limits import ManifestLimits
@@ -55,10 +54,8 @@ def parse(
     doc: Any, *, limits: ManifestLimits, source: str | None = None, prefix: str = ""
 ) -> Manifest:
     """Read a Propshaft manifest, either shape; SRI becomes hex hashes."""
-    top = require_object(doc, FORMAT)
-    out = Collector(FORMAT, limits, prefix=prefix, entries=len(top))
-    for logical, value in top.items():
-        where = at(logical)
+    top, out = open_table(doc, FORMAT, limits, prefix=prefix)
+    for logical, value, where in keyed(top):
         if isinstance(value, str):
             out.add(value, where=where, entry=is_app_bundle(logical), logical=logical)
         elif isinstance(value, dict):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from artifactcheck.manifests._collect import Collector, at, kind, mostly, require_object
+from artifactcheck.manifests._collect import keyed, kind, mostly, open_table
 from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.model.values import Manifest
 
@@ -48,10 +48,8 @@ def parse(
     doc: Any, *, limits: ManifestLimits, source: str | None = None, prefix: str = ""
 ) -> Manifest:
     """Read a Vite manifest; ``isEntry`` chunks and their CSS are entry points."""
-    chunks = require_object(doc, FORMAT)
-    out = Collector(FORMAT, limits, prefix=prefix, entries=len(chunks))
-    for key, chunk in chunks.items():
-        where = at(key)
+    chunks, out = open_table(doc, FORMAT, limits, prefix=prefix)
+    for key, chunk, where in keyed(chunks):
         if not isinstance(chunk, dict):
             out.skip(where, f"expected a chunk object, got {kind(chunk)}")
             continue
