@@ -82,6 +82,15 @@ def mostly(values: Iterable[Any], predicate: Callable[[Any], bool]) -> bool:
     return hits > 0 and hits * 2 > total
 
 
+def mostly_records(values: Iterable[Any], field: str) -> bool:
+    """True when most values are objects whose ``field`` is a string: the formats keyed by
+    record (Propshaft's ``digested_path``, Vite's ``file``) are told apart by the one field
+    each of their records must have, with the same tolerance as :func:`mostly`."""
+    return mostly(
+        values, lambda value: isinstance(value, dict) and isinstance(value.get(field), str)
+    )
+
+
 def flat_file_map(doc: Any) -> bool:
     """The shape ``{logical: "path"}`` shared by several plugins (and nothing else).
 

@@ -28,7 +28,7 @@ from artifactcheck.manifests._collect import (
     flat_file_map,
     keyed,
     kind,
-    mostly,
+    mostly_records,
     open_table,
 )
 from artifactcheck.manifests.integrity import parse_sri
@@ -43,11 +43,7 @@ def looks_like(doc: Any) -> bool:
     """True for records with a string ``digested_path``, or the old flat map."""
     if flat_file_map(doc) and not isinstance(doc.get("entrypoints"), dict):
         return True
-    return isinstance(doc, dict) and mostly(doc.values(), _is_record)
-
-
-def _is_record(value: Any) -> bool:
-    return isinstance(value, dict) and isinstance(value.get("digested_path"), str)
+    return isinstance(doc, dict) and mostly_records(doc.values(), "digested_path")
 
 
 def parse(

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from artifactcheck.manifests._collect import keyed, kind, mostly, open_table
+from artifactcheck.manifests._collect import keyed, kind, mostly_records, open_table
 from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.model.values import Manifest
 
@@ -37,11 +37,7 @@ def looks_like(doc: Any) -> bool:
     """True for an object whose values are mostly chunks with a string ``file``."""
     if not isinstance(doc, dict) or not doc:
         return False
-    return mostly(doc.values(), _is_chunk)
-
-
-def _is_chunk(value: Any) -> bool:
-    return isinstance(value, dict) and isinstance(value.get("file"), str)
+    return mostly_records(doc.values(), "file")
 
 
 def parse(
