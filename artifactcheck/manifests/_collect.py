@@ -338,6 +338,19 @@ def open_table(
     return top, Collector(fmt, limits, prefix=prefix, entries=len(top))
 
 
+def open_sections(
+    doc: Any, fmt: str, limits: ManifestLimits, *, table: str, listed: str, prefix: str = ""
+) -> tuple[dict[str, Any], dict[str, Any], list[Any], Collector]:
+    """The document, its file table, the optional list beside it, and their collector,
+    for the formats built that way (CRA's ``files`` and ``entrypoints``, ngsw's
+    ``hashTable`` and ``assetGroups``): the table is required, the list may be absent,
+    and the two together are refused over the cap before a single entry is read."""
+    top = require_object(doc, fmt)
+    files = object_member(top, table, fmt)
+    items = array_member(top, listed, fmt, default=[])
+    return top, files, items, Collector(fmt, limits, prefix=prefix, entries=len(files) + len(items))
+
+
 def keyed(mapping: Mapping[str, Any], label: str = "") -> Iterator[tuple[str, Any, str]]:
     """``(key, value, where)`` for each member of an object, ``where`` as :func:`at`
     writes it, so that every reader names a bad member the same way."""
