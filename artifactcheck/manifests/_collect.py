@@ -82,6 +82,15 @@ def mostly(values: Iterable[Any], predicate: Callable[[Any], bool]) -> bool:
     return hits > 0 and hits * 2 > total
 
 
+def mostly_records(values: Iterable[Any], field: str) -> bool:
+    """True when most values are objects whose ``field`` is a string: the formats keyed by
+    record (Propshaft's ``digested_path``, Vite's ``file``) are told apart by the one field
+    each of their records must have, with the same tolerance as :func:`mostly`."""
+    return mostly(
+        values, lambda value: isinstance(value, dict) and isinstance(value.get(field), str)
+    )
+
+
 def flat_file_map(doc: Any) -> bool:
     """The shape ``{logical: "path"}`` shared by several plugins (and nothing else).
 
@@ -144,8 +153,7 @@ class Collector:
     ) -> Iterator[tuple[str, str, str]]:
         """``(key, path, where)`` for each string value of a ``{key: "path"}`` object; any
         other value is skipped and counted (see :meth:`skip`)."""
-        for key, value in mapping.items():
-            where = at(key, label)
+        for key, value, where in keyed(mapping, label):
             if not isinstance(value, str):
                 self.skip(where, f"expected a path string, got {kind(value)}")
                 continue
@@ -176,8 +184,7 @@ class Collector:
         the collector's prefix; a root-absolute one (``/static/x.js``) is relative to
         the site root and does not.
         """
-        self._count()
-        path = self._path(raw, where)
+        path = self._counted_path(raw, where)
         if path is None:
             return None
         self._record(raw, path, where, hashes=hashes, size=size, entry=entry, logical=logical)
@@ -191,8 +198,7 @@ class Collector:
         file whose path ends with the reference after one to three leading segments
         matches too, when exactly one does.
         """
-        self._count()
-        path = self._path(raw, where)
+        path = self._counted_path(raw, where)
         if path is None:
             return None
         found = self._find(path)
@@ -204,7 +210,11 @@ class Collector:
         self._record(raw, path, where, entry=True)
         return path
 
-    def _path(self, raw: Any, where: str) -> str | None:
+    def _counted_path(self, raw: Any, where: str) -> str | None:
+        """Count one reference, then its normalised path, or None when it was skipped or
+        rejected: every reference counts towards ``max_entries`` before it is looked at,
+        so a refused one costs as much as a kept one, whichever method recorded it."""
+        self._count()
         if not isinstance(raw, str):
             self._skipped(where, f"expected a path string, got {kind(raw)}")
             return None
@@ -316,6 +326,36 @@ def kind(value: Any) -> str:
     if isinstance(value, dict):
         return "object"
     return type(value).__name__
+
+
+def open_table(
+    doc: Any, fmt: str, limits: ManifestLimits, *, prefix: str = ""
+) -> tuple[dict[str, Any], Collector]:
+    """The document and its collector, for the formats whose whole document is the table
+    of files (Propshaft, Vite, assets-manifest): it must be an object, and its size is
+    refused over the cap before a single entry is read, as for every other format."""
+    top = require_object(doc, fmt)
+    return top, Collector(fmt, limits, prefix=prefix, entries=len(top))
+
+
+def open_sections(
+    doc: Any, fmt: str, limits: ManifestLimits, *, table: str, listed: str, prefix: str = ""
+) -> tuple[dict[str, Any], dict[str, Any], list[Any], Collector]:
+    """The document, its file table, the optional list beside it, and their collector,
+    for the formats built that way (CRA's ``files`` and ``entrypoints``, ngsw's
+    ``hashTable`` and ``assetGroups``): the table is required, the list may be absent,
+    and the two together are refused over the cap before a single entry is read."""
+    top = require_object(doc, fmt)
+    files = object_member(top, table, fmt)
+    items = array_member(top, listed, fmt, default=[])
+    return top, files, items, Collector(fmt, limits, prefix=prefix, entries=len(files) + len(items))
+
+
+def keyed(mapping: Mapping[str, Any], label: str = "") -> Iterator[tuple[str, Any, str]]:
+    """``(key, value, where)`` for each member of an object, ``where`` as :func:`at`
+    writes it, so that every reader names a bad member the same way."""
+    for key, value in mapping.items():
+        yield key, value, at(key, label)
 
 
 def require_object(doc: Any, fmt: str) -> dict[str, Any]:

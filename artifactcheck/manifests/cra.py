@@ -23,13 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from artifactcheck.manifests._collect import (
-    Collector,
-    array_member,
-    mostly,
-    object_member,
-    require_object,
-)
+from artifactcheck.manifests._collect import mostly, open_sections
 from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.manifests.webpack_manifest import strip_auto
 from artifactcheck.model.values import Manifest
@@ -52,10 +46,9 @@ def parse(
     doc: Any, *, limits: ManifestLimits, source: str | None = None, prefix: str = ""
 ) -> Manifest:
     """Read an asset-manifest.json; its ``entrypoints`` are the entry points."""
-    top = require_object(doc, FORMAT)
-    files = object_member(top, "files", FORMAT)
-    entrypoints = array_member(top, "entrypoints", FORMAT, default=[])
-    out = Collector(FORMAT, limits, prefix=prefix, entries=len(files) + len(entrypoints))
+    _, files, entrypoints, out = open_sections(
+        doc, FORMAT, limits, table="files", listed="entrypoints", prefix=prefix
+    )
     for key, value, where in out.path_strings(files, "files"):
         out.add(strip_auto(value), where=where, logical=key)
     for index, raw in enumerate(entrypoints):

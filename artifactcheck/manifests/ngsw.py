@@ -33,11 +33,9 @@ from typing import Any
 
 from artifactcheck.manifests._collect import (
     Collector,
-    array_member,
-    at,
+    keyed,
     kind,
-    object_member,
-    require_object,
+    open_sections,
 )
 from artifactcheck.manifests.integrity import is_hex
 from artifactcheck.manifests.limits import ManifestLimits, normalise_path
@@ -59,14 +57,12 @@ def parse(
     doc: Any, *, limits: ManifestLimits, source: str | None = None, prefix: str = ""
 ) -> Manifest:
     """Read an ngsw.json; SHA-1 hashes from ``hashTable``, ``index`` is the entry."""
-    top = require_object(doc, FORMAT)
-    table = object_member(top, "hashTable", FORMAT)
-    groups = array_member(top, "assetGroups", FORMAT, default=[])
-    out = Collector(FORMAT, limits, prefix=prefix, entries=len(table) + len(groups))
+    top, table, groups, out = open_sections(
+        doc, FORMAT, limits, table="hashTable", listed="assetGroups", prefix=prefix
+    )
     index = top.get("index")
     base = _base_href(index, limits)
-    for url, sha1 in table.items():
-        where = at(url, "hashTable")
+    for url, sha1, where in keyed(table, "hashTable"):
         hashes = {"sha1": sha1.lower()} if is_hex(sha1, 40) else None
         _add(out, base, url, where=where, hashes=hashes)
     for number, group in enumerate(groups):

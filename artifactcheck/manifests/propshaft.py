@@ -25,12 +25,11 @@ from __future__ import annotations
 from typing import Any
 
 from artifactcheck.manifests._collect import (
-    Collector,
-    at,
     flat_file_map,
+    keyed,
     kind,
-    mostly,
-    require_object,
+    mostly_records,
+    open_table,
 )
 from artifactcheck.manifests.integrity import parse_sri
 from artifactcheck.manifests.limits import ManifestLimits
@@ -44,21 +43,15 @@ def looks_like(doc: Any) -> bool:
     """True for records with a string ``digested_path``, or the old flat map."""
     if flat_file_map(doc) and not isinstance(doc.get("entrypoints"), dict):
         return True
-    return isinstance(doc, dict) and mostly(doc.values(), _is_record)
-
-
-def _is_record(value: Any) -> bool:
-    return isinstance(value, dict) and isinstance(value.get("digested_path"), str)
+    return isinstance(doc, dict) and mostly_records(doc.values(), "digested_path")
 
 
 def parse(
     doc: Any, *, limits: ManifestLimits, source: str | None = None, prefix: str = ""
 ) -> Manifest:
     """Read a Propshaft manifest, either shape; SRI becomes hex hashes."""
-    top = require_object(doc, FORMAT)
-    out = Collector(FORMAT, limits, prefix=prefix, entries=len(top))
-    for logical, value in top.items():
-        where = at(logical)
+    top, out = open_table(doc, FORMAT, limits, prefix=prefix)
+    for logical, value, where in keyed(top):
         if isinstance(value, str):
             out.add(value, where=where, entry=is_app_bundle(logical), logical=logical)
         elif isinstance(value, dict):

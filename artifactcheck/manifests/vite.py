@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from artifactcheck.manifests._collect import Collector, at, kind, mostly, require_object
+from artifactcheck.manifests._collect import keyed, kind, mostly_records, open_table
 from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.model.values import Manifest
 
@@ -37,21 +37,15 @@ def looks_like(doc: Any) -> bool:
     """True for an object whose values are mostly chunks with a string ``file``."""
     if not isinstance(doc, dict) or not doc:
         return False
-    return mostly(doc.values(), _is_chunk)
-
-
-def _is_chunk(value: Any) -> bool:
-    return isinstance(value, dict) and isinstance(value.get("file"), str)
+    return mostly_records(doc.values(), "file")
 
 
 def parse(
     doc: Any, *, limits: ManifestLimits, source: str | None = None, prefix: str = ""
 ) -> Manifest:
     """Read a Vite manifest; ``isEntry`` chunks and their CSS are entry points."""
-    chunks = require_object(doc, FORMAT)
-    out = Collector(FORMAT, limits, prefix=prefix, entries=len(chunks))
-    for key, chunk in chunks.items():
-        where = at(key)
+    chunks, out = open_table(doc, FORMAT, limits, prefix=prefix)
+    for key, chunk, where in keyed(chunks):
         if not isinstance(chunk, dict):
             out.skip(where, f"expected a chunk object, got {kind(chunk)}")
             continue

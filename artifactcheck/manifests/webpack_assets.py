@@ -26,12 +26,11 @@ from __future__ import annotations
 from typing import Any
 
 from artifactcheck.manifests._collect import (
-    Collector,
-    at,
     flat_file_map,
+    keyed,
     kind,
     mostly,
-    require_object,
+    open_table,
 )
 from artifactcheck.manifests.integrity import parse_sri
 from artifactcheck.manifests.limits import ManifestLimits
@@ -68,12 +67,10 @@ def parse(
     doc: Any, *, limits: ManifestLimits, source: str | None = None, prefix: str = ""
 ) -> Manifest:
     """Read an assets-manifest.json; SRI strings become per-algorithm hex hashes."""
-    top = require_object(doc, FORMAT)
-    out = Collector(FORMAT, limits, prefix=prefix, entries=len(top))
+    top, out = open_table(doc, FORMAT, limits, prefix=prefix)
     sources: dict[str, str] = {}
     entry_groups: list[Any] = []
-    for key, value in top.items():
-        where = at(key)
+    for key, value, where in keyed(top):
         if _is_entrypoints(key, value):
             entry_groups.extend(value.values() if key == ENTRYPOINTS_KEY else [value])
             continue

@@ -36,21 +36,24 @@ def check_failed(instance: Instance, path: str, exc: BaseException) -> Observati
 
 def unreachable(instance: Instance, path: str, got: Fetched) -> Observation:
     """An instance that did not answer (connect, timeout, TLS): judged unreachable."""
-    return Observation(
-        instance=instance,
-        manifest_path=path,
-        manifest_fetch=got,
-        error=f"{got.url}: {got.error}",
-        error_kind=got.error_kind,
-    )
+    return _stopped_by(got, instance, path, why=got.error, kind=got.error_kind)
 
 
 def unobservable(instance: Instance, path: str, got: Fetched, why: str) -> Observation:
     """An instance that answered, but not with anything that can be judged: inconclusive."""
+    return _stopped_by(got, instance, path, why=why, kind=ErrorKind.STATUS)
+
+
+def _stopped_by(
+    got: Fetched, instance: Instance, path: str, *, why: str | None, kind: ErrorKind | None
+) -> Observation:
+    """The one shape of an observation a fetch stopped: the fetch is kept as evidence and
+    the error names its URL, so an unreachable and an unjudgeable answer read alike and
+    only their ``error_kind`` (what the judge decides on) tells them apart."""
     return Observation(
         instance=instance,
         manifest_path=path,
         manifest_fetch=got,
         error=f"{got.url}: {why}",
-        error_kind=ErrorKind.STATUS,
+        error_kind=kind,
     )
