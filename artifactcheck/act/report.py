@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree as ET
 
+from artifactcheck.judge.answers import short
 from artifactcheck.model.values import (
     Action,
     Coverage,
@@ -416,7 +417,7 @@ def _md_finding_row(instance: str, f: Finding) -> list[str]:
     """instance, kind, severity, message (with the short hashes of a content finding)."""
     text = md_cell(f.message)
     if f.expected and f.actual and f.kind in (FindingKind.CONTENT_DIFFERS, FindingKind.CDN_DIFFERS):
-        text += f" (expected {md_cell(_short(f.expected))}, got {md_cell(_short(f.actual))})"
+        text += f" (expected {md_cell(short(f.expected))}, got {md_cell(short(f.actual))})"
     return [md_cell(instance), md_cell(f.kind.value), md_cell(f.severity.value), text]
 
 
@@ -489,10 +490,6 @@ def render_markdown(report: Report, *, verbose: bool = False) -> str:
 
 
 # --------------------------------------------------------------------------- table
-
-
-def _short(sha: str | None) -> str:
-    return sha[:12] if sha else "-"
 
 
 def _is_sampled(s: SampleInfo) -> bool:
@@ -649,7 +646,7 @@ def _print_finding(console: Console, f: Finding, *, indent: str, with_instance: 
     line = Text(f"{indent}[{f.kind.value}] ", style=SEVERITY_STYLE[f.severity])
     line.append((f"{f.instance}: " if with_instance and f.instance else "") + f.message)
     if f.expected and f.actual and f.kind in (FindingKind.CONTENT_DIFFERS, FindingKind.CDN_DIFFERS):
-        line.append(f" (expected {_short(f.expected)}, got {_short(f.actual)})", style="dim")
+        line.append(f" (expected {short(f.expected)}, got {short(f.actual)})", style="dim")
     console.print(line)
 
 

@@ -160,27 +160,15 @@ def patch_check_status(
     not support): keys set to None are removed, lists are replaced whole.
     """
     api = CustomObjectsApi(api_client)
-    what = f"patch {CRD_PLURAL}/status {namespace}/{name}"
-    patch = {"status": dict(status)}
-    try:
-        written = call_json(
-            what,
-            lambda: api.patch_namespaced_custom_object_status(
-                CRD_GROUP,
-                CRD_VERSION,
-                namespace,
-                CRD_PLURAL,
-                name,
-                patch,
-                _content_type=MERGE_PATCH,
-                **raw(request_timeout),
-            ),
-            passthrough=(404,),
-        )
-    except ApiStatus:
-        _LOG.info("%s: the ArtifactCheck is gone; status not written", what)
-        return None
-    return body.obj(written)
+    return _merge_patch(
+        api.patch_namespaced_custom_object_status,
+        f"patch {CRD_PLURAL}/status {namespace}/{name}",
+        namespace,
+        name,
+        {"status": dict(status)},
+        gone="the ArtifactCheck is gone; status not written",
+        request_timeout=request_timeout,
+    )
 
 
 def patch_check_annotations(
@@ -194,12 +182,33 @@ def patch_check_annotations(
     """Merge-patch an ArtifactCheck's annotations (None removes one, e.g. an accepted
     ``artifactcheck.io/accept-release``); None when the check was deleted."""
     api = CustomObjectsApi(api_client)
-    what = f"patch {CRD_PLURAL} {namespace}/{name} annotations"
-    patch = {"metadata": {"annotations": dict(annotations)}}
+    return _merge_patch(
+        api.patch_namespaced_custom_object,
+        f"patch {CRD_PLURAL} {namespace}/{name} annotations",
+        namespace,
+        name,
+        {"metadata": {"annotations": dict(annotations)}},
+        gone="the ArtifactCheck is gone",
+        request_timeout=request_timeout,
+    )
+
+
+def _merge_patch(
+    send: Callable[..., object],
+    what: str,
+    namespace: str,
+    name: str,
+    patch: JsonObj,
+    *,
+    gone: str,
+    request_timeout: Timeout,
+) -> JsonObj | None:
+    """One merge patch of an ArtifactCheck (object or subresource); a 404 is logged with
+    ``gone`` and answered None: the check was deleted between reading and writing."""
     try:
         written = call_json(
             what,
-            lambda: api.patch_namespaced_custom_object(
+            lambda: send(
                 CRD_GROUP,
                 CRD_VERSION,
                 namespace,
@@ -212,7 +221,7 @@ def patch_check_annotations(
             passthrough=(404,),
         )
     except ApiStatus:
-        _LOG.info("%s: the ArtifactCheck is gone", what)
+        _LOG.info("%s: %s", what, gone)
         return None
     return body.obj(written)
 

@@ -99,6 +99,36 @@ def serve_fleet(
     ]
 
 
+def start_with_cdn(
+    nginx: Any,
+    tmp: Path,
+    fleet: tuple[str, str, list[Path]],
+    cdn: tuple[str, str],
+    cdn_lacks: str | None = None,
+) -> tuple[list[str], str]:
+    """Serve ``fleet`` (subnet, configuration, roots) and a CDN (host, build) holding a
+    copy of that build, less ``cdn_lacks``; start nginx; the instances' URLs and the CDN's."""
+    subnet, template, roots = fleet
+    urls = serve_fleet(nginx, subnet, template, roots)
+    host, name = cdn
+    cdn_root = copy_build(name, tmp / "cdn")
+    if cdn_lacks:
+        (cdn_root / cdn_lacks).unlink()
+    cdn_url = nginx.serve(host, "static", cdn_root)
+    nginx.start()
+    return urls, cdn_url
+
+
+def two_releases(tmp: Path, framework: str, v1: str = "1.0.0", v2: str = "2.0.0") -> list[str]:
+    """``--release-manifest`` of the framework's v1 build as ``v1`` and v2's as ``v2``."""
+    return [
+        "--release-manifest",
+        str(release(build(f"{framework}/v1"), v1, tmp)),
+        "--release-manifest",
+        str(release(build(f"{framework}/v2"), v2, tmp)),
+    ]
+
+
 def ngsw_release(dist: Path, version: str, workdir: Path) -> str:
     """``dist/ngsw.json`` as the release for ``version``: it declares no version, so it
     is given as a ``{version}`` template (README: a template's expansion may declare

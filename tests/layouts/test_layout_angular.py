@@ -12,7 +12,14 @@ import json
 import re
 from pathlib import Path
 
-from layout_cli import build, copy_build, ngsw_release, release, serve_fleet, targets, verify
+from layout_cli import (
+    build,
+    ngsw_release,
+    start_with_cdn,
+    targets,
+    two_releases,
+    verify,
+)
 from layout_nginx import Nginx
 
 SUBNET = "127.64.0"
@@ -23,22 +30,11 @@ POLYFILLS = "polyfills-5CFQRCPP.js"  # the same bytes in v1 and v2
 
 
 def _start(nginx: Nginx, tmp: Path, roots: list[Path], cdn_lacks: str | None = None):
-    urls = serve_fleet(nginx, SUBNET, "spa", roots)
-    cdn_root = copy_build("angular/v1", tmp / "cdn")
-    if cdn_lacks:
-        (cdn_root / cdn_lacks).unlink()
-    cdn = nginx.serve(CDN_HOST, "static", cdn_root)
-    nginx.start()
-    return urls, cdn
+    return start_with_cdn(nginx, tmp, (SUBNET, "spa", roots), (CDN_HOST, "angular/v1"), cdn_lacks)
 
 
 def _releases(tmp: Path) -> list[str]:
-    return [
-        "--release-manifest",
-        str(release(build("angular/v1"), "1.0.0", tmp)),
-        "--release-manifest",
-        str(release(build("angular/v2"), "2.0.0", tmp)),
-    ]
+    return two_releases(tmp, "angular")
 
 
 def test_fixture_is_what_the_tests_say() -> None:

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from layout_cli import build, copy_build, release, serve_fleet, targets, verify
+from layout_cli import (
+    build,
+    start_with_cdn,
+    targets,
+    two_releases,
+    verify,
+)
 from layout_nginx import Nginx
 
 SUBNET = "127.69.0"
@@ -19,22 +25,11 @@ CSS = "_astro/index.D2OaaPnZ.css"
 
 
 def _start(nginx: Nginx, tmp: Path, roots: list[Path], cdn_lacks: str | None = None):
-    urls = serve_fleet(nginx, SUBNET, "pages", roots)
-    cdn_root = copy_build("astro/v1", tmp / "cdn")
-    if cdn_lacks:
-        (cdn_root / cdn_lacks).unlink()
-    cdn = nginx.serve(CDN_HOST, "static", cdn_root)
-    nginx.start()
-    return urls, cdn
+    return start_with_cdn(nginx, tmp, (SUBNET, "pages", roots), (CDN_HOST, "astro/v1"), cdn_lacks)
 
 
 def _releases(tmp: Path) -> list[str]:
-    return [
-        "--release-manifest",
-        str(release(build("astro/v1"), "1.0.0", tmp)),
-        "--release-manifest",
-        str(release(build("astro/v2"), "2.0.0", tmp)),
-    ]
+    return two_releases(tmp, "astro")
 
 
 def test_fixture_is_what_the_tests_say() -> None:

@@ -12,7 +12,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from layout_cli import build, copy_build, release, serve_fleet, targets, verify
+from layout_cli import (
+    build,
+    copy_build,
+    start_with_cdn,
+    targets,
+    two_releases,
+    verify,
+)
 from layout_nginx import Nginx
 
 SUBNET = "127.68.0"
@@ -28,22 +35,13 @@ V1, V2 = _version("sveltekit/v1"), _version("sveltekit/v2")
 
 
 def _start(nginx: Nginx, tmp: Path, roots: list[Path], cdn_lacks: str | None = None):
-    urls = serve_fleet(nginx, SUBNET, "pages", roots)
-    cdn_root = copy_build("sveltekit/v1", tmp / "cdn")
-    if cdn_lacks:
-        (cdn_root / cdn_lacks).unlink()
-    cdn = nginx.serve(CDN_HOST, "static", cdn_root)
-    nginx.start()
-    return urls, cdn
+    return start_with_cdn(
+        nginx, tmp, (SUBNET, "pages", roots), (CDN_HOST, "sveltekit/v1"), cdn_lacks
+    )
 
 
 def _releases(tmp: Path, v1: str = "1.0.0", v2: str = "2.0.0") -> list[str]:
-    return [
-        "--release-manifest",
-        str(release(build("sveltekit/v1"), v1, tmp)),
-        "--release-manifest",
-        str(release(build("sveltekit/v2"), v2, tmp)),
-    ]
+    return two_releases(tmp, "sveltekit", v1, v2)
 
 
 def test_fixture_is_what_the_tests_say() -> None:
