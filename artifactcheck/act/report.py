@@ -116,8 +116,8 @@ class _SharedRows:
     """The report's table of long ``not_compared`` lists: each distinct list stated once.
 
     Sampled instances share their "sampled out" rows (``judge.compare.SampledOutRows``):
-    1,000 instances x ~500 rows stated in every result were 36 MB of a 1,000-instance
-    report, 34 of them the same rows. A list of :attr:`LONG` rows or more goes into
+    stated in every result, the same rows made most of a large report
+    (docs/benchmarks.md, docs/report-json.md). A list of :attr:`LONG` rows or more goes into
     the document's ``not_compared_lists`` under an id, and each instance's coverage
     names that id (``not_compared_ref``); shorter lists stay in place. Equal lists
     share one id whether or not they are the same tuple (identity is the fast path).

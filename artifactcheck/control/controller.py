@@ -372,7 +372,7 @@ class Controller:
         #: The Lease's requests have a thread of their own (client-go's leader election
         #: runs in its own goroutine): in the default executor a renewal queued behind
         #: hundreds of pod actions missed its deadline, and the leader stepped down in
-        #: the middle of a start-up (20,000 pods, 80 checks, docs/scaling.md).
+        #: the middle of a large start-up (docs/scaling.md).
         self._lease_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lease")
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._spawned: set[asyncio.Task[None]] = set()  # refusals, dropped checks
@@ -1080,10 +1080,10 @@ class Controller:
 
         def instance_addresses() -> frozenset[Address]:
             # asked on every new connection: a set, so a lookup is O(1) (a pass over
-            # every pod per connection made a start-up quadratic in the pods: ~57 s
-            # of CPU at 5,000 pods), rebuilt from the kept addresses when the pods
-            # changed (re-parsing 5,000 addresses per new pod was 37% of the event
-            # loop's time while pods came one by one)
+            # every pod per connection made a start-up quadratic in the pods), rebuilt
+            # from the kept addresses only when the pods changed (re-parsing every
+            # address per new pod dominated the event loop while pods came one by one;
+            # docs/perf/history.md)
             if state.hosts is None:
                 state.hosts = frozenset(state.addresses.values())
             return state.hosts

@@ -24,9 +24,10 @@ One module a job, read in this order:
 import sys
 
 # httpx imports its own command line (``httpx._main``: rich, pygments, click) when it is
-# imported: 90-150 ms of every artifactcheck start-up, for a client never run here. A
-# ``None`` in sys.modules makes that import fail as if the extra were not installed,
-# and httpx then defines its stub ``main`` (httpx/__init__.py); nothing else changes.
+# imported: a large part of every start-up (docs/benchmarks.md), for a client never
+# run here. A ``None`` in sys.modules makes that import fail as if the extra were not
+# installed, and httpx then defines its stub ``main`` (httpx/__init__.py); nothing else
+# changes.
 sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 from artifactcheck.fetch.decoders import MAX_CONTENT_CODINGS  # noqa: E402

@@ -135,8 +135,8 @@ def kept_once(value: str) -> str:
     """``value``, or an equal string already kept: one copy of each.
 
     Siblings send the same ETag, Server, Content-Type, Last-Modified and digests for
-    the same file, and a controller holds every pod's latest observation: at 5,000
-    pods x 7 responses that was ~30 MB of equal strings. ``sys.intern`` would do it
+    the same file, and a controller holds every pod's latest observation: one copy per
+    pod and response of equal strings adds up with the fleet. ``sys.intern`` would do it
     for names a program chooses; these come from the network, so the table is
     bounded and a server sending unique values only makes it start over.
     """

@@ -3,9 +3,9 @@
 - ``"http1"`` (the default; ``"auto"`` is its old name):
   :class:`~artifactcheck.fetch.http1.Http1Transport`, our lean HTTP/1.1 keep-alive
   transport, the only one that enforces an egress policy;
-- ``"httpx"``: httpx's own pool over httpcore (about ten times the CPU per request at
-  fleet scale), kept for what the lean transport does not do: a request through an
-  HTTP proxy (:func:`proxy_transport`).
+- ``"httpx"``: httpx's own pool over httpcore (several times the CPU per request at
+  fleet scale: docs/http-stacks.md), kept for what the lean transport does not do: a
+  request through an HTTP proxy (:func:`proxy_transport`).
 
 Each is sized to the fetcher's own limits and never reads proxies or CA files from the
 environment (proxies are chosen by :mod:`artifactcheck.fetch.proxy`).
