@@ -66,6 +66,7 @@ from artifactcheck.discover.sample import draw_seed, sample_instances
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.headers import configured_headers
 from artifactcheck.fetch.proxy import proxies_of
+from artifactcheck.fetch.retry import backoff_delays
 from artifactcheck.judge.compare import CdnView, JudgeCache
 from artifactcheck.judge.decide import Decision, History, InstanceState, held_out_of_traffic
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError, ExpectationUnavailable
@@ -302,14 +303,6 @@ def _renew_deadline(settings: ControllerSettings) -> float:
             f"{settings.lease_duration:g}s: a standby may take over at expiry"
         )
     return deadline
-
-
-def backoff_delays(base: float, cap: float, rng: random.Random) -> Iterator[float]:
-    """Exponential backoff with full jitter, forever (for reconnecting watches)."""
-    attempt = 0
-    while True:
-        yield rng.uniform(0, min(cap, base * 2**attempt))
-        attempt = min(attempt + 1, 30)
 
 
 class Controller:
@@ -1861,4 +1854,4 @@ def _stamp_transitions(
     return transitions
 
 
-__all__ = ["Controller", "ControllerSettings", "backoff_delays"]
+__all__ = ["Controller", "ControllerSettings"]

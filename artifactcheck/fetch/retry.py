@@ -2,19 +2,29 @@
 
 One run shares one :class:`RetryBudget`, so a failing fleet never receives more than
 a small multiple of its normal load (docs/reliability.md); the wait before a retry is
-exponential backoff with full jitter, or the server's ``Retry-After`` (capped).
+exponential backoff with full jitter, never sooner than the server's ``Retry-After``
+(capped). This module is the one home of that rule: the fetcher, the registry client
+and the controller's API-server loops all wait by :func:`retry_wait`.
 """
 
 from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 from artifactcheck.model.settings import RetrySettings
 
-__all__ = ["RetryBudget", "backoff_delay", "parse_retry_after"]
+__all__ = [
+    "RetryBudget",
+    "backoff_delay",
+    "backoff_delays",
+    "full_jitter",
+    "parse_retry_after",
+    "retry_wait",
+]
 
 
 class RetryBudget:
@@ -102,15 +112,54 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
+def full_jitter(attempt: int, base: float, cap: float, rng: random.Random) -> float:
+    """``uniform(0, min(cap, base * 2**attempt))``, ``attempt`` counted from 0.
+
+    Full jitter spreads a fleet's (or a controller's replicas') retries instead of
+    synchronising them into waves; the exponent is bounded so a long outage cannot
+    overflow it.
+    """
+    return rng.uniform(0, min(cap, base * 2 ** min(attempt, 60)))
+
+
+def retry_wait(
+    attempt: int,
+    *,
+    base: float,
+    cap: float,
+    rng: random.Random,
+    retry_after: float | None = None,
+    retry_after_cap: float,
+) -> float:
+    """Seconds before the next try: full jitter, but never sooner than ``Retry-After``.
+
+    The server's ask is honoured up to ``retry_after_cap`` (a hostile or confused server
+    must not park a run for a day); below that, the longer of the two waits wins, so a
+    throttled client both respects the server and stays out of step with its peers.
+    """
+    delay = full_jitter(attempt, base, cap, rng)
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, retry_after_cap))
+    return delay
+
+
 def backoff_delay(
     attempt: int, retry: RetrySettings, rng: random.Random, retry_after: float | None = None
 ) -> float:
-    """Seconds before try ``attempt + 1``: full jitter, or the server's capped Retry-After.
+    """Seconds before try ``attempt + 1`` (``attempt`` from 1), by ``retry``'s settings."""
+    return retry_wait(
+        attempt - 1,
+        base=retry.base_delay,
+        cap=retry.max_delay,
+        rng=rng,
+        retry_after=retry_after,
+        retry_after_cap=retry.max_retry_after,
+    )
 
-    Full jitter (``uniform(0, min(max_delay, base_delay * 2**(attempt-1)))``) spreads a
-    fleet's retries instead of synchronising them into waves.
-    """
-    if retry_after is not None:
-        return min(retry_after, retry.max_retry_after)
-    ceiling = min(retry.max_delay, retry.base_delay * 2 ** (attempt - 1))
-    return rng.uniform(0, ceiling)
+
+def backoff_delays(base: float, cap: float, rng: random.Random) -> Iterator[float]:
+    """Full-jitter waits for attempts 0, 1, 2, ... forever (reconnecting watches)."""
+    attempt = 0
+    while True:
+        yield full_jitter(attempt, base, cap, rng)
+        attempt += 1

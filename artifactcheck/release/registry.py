@@ -62,6 +62,7 @@ from urllib.parse import urlencode, urljoin, urlsplit
 
 import httpx
 
+from artifactcheck.fetch.retry import parse_retry_after, retry_wait
 from artifactcheck.manifests import native
 from artifactcheck.manifests.limits import DEFAULT_LIMITS, ManifestLimits, check_entries
 from artifactcheck.model.errors import ConfigError, ExpectationUnavailable, ManifestError
@@ -452,10 +453,14 @@ class _Session:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _backoff(self, attempt: int, retry_after: str | None) -> None:
-        cap = min(self.options.max_backoff, self.options.backoff * (2**attempt))
-        delay = self.rng.uniform(0, cap)  # full jitter: many checkers do not retry in step
-        if retry_after and retry_after.strip().isdigit():
-            delay = max(delay, min(float(retry_after), self.options.max_backoff))
+        delay = retry_wait(
+            attempt,
+            base=self.options.backoff,
+            cap=self.options.max_backoff,
+            rng=self.rng,
+            retry_after=parse_retry_after(retry_after),
+            retry_after_cap=self.options.max_backoff,
+        )
         self.sleep(min(delay, max(0.0, self.deadline - time.monotonic())))
 
     def _authenticate(self, header: str) -> str:

@@ -374,7 +374,7 @@ def render(records: list[dict[str, Any]]) -> str:
         "double per attempt until the cap.\n",
         jitter(records, "backoff-jitter"),
         "",
-        "The controller's watch-reconnect delays (`controller.backoff_delays`, base 0.5 s, "
+        "The controller's watch-reconnect delays (`fetch.retry.backoff_delays`, base 0.5 s, "
         "cap 30 s, 2,000 sequences):\n",
         jitter(records, "watch-reconnect-jitter"),
         "",

@@ -10,6 +10,7 @@ import pytest
 from fetch_support import UpperBoundRng
 
 from artifactcheck.fetch import RetryBudget, backoff_delay, parse_retry_after
+from artifactcheck.fetch.retry import backoff_delays, retry_wait
 from artifactcheck.model.settings import RetrySettings
 from artifactcheck_sim.web import loopback_hosts
 
@@ -71,3 +72,29 @@ def test_loopback_hosts_are_distinct() -> None:
         "127.0.9.254",
         "127.0.10.1",
     ]
+
+
+def test_retry_wait_is_never_sooner_than_retry_after_and_keeps_jitter() -> None:
+    """The one backoff rule (fetcher, registry, controller): max(jitter, capped Retry-After)."""
+    waits = [
+        retry_wait(5, base=1, cap=30, rng=random.Random(i), retry_after=2, retry_after_cap=10)
+        for i in range(200)
+    ]
+    assert min(waits) == 2 and max(waits) > 2
+    assert (
+        retry_wait(0, base=1, cap=1, rng=random.Random(0), retry_after=99, retry_after_cap=10) == 10
+    )
+    assert [round(next(d), 6) for d in [backoff_delays(0.5, 4, _Top())] for _ in range(5)] == [
+        0.5,
+        1,
+        2,
+        4,
+        4,
+    ]
+
+
+class _Top(random.Random):
+    """A generator that always draws the top of the range: the ceilings themselves."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
