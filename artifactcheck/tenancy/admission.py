@@ -381,6 +381,13 @@ class Limits(_Model):
     )
 
 
+def _names_unique(what: str, names: list[str]) -> None:
+    """A check names an admin's credential or key by name: two with one name is ambiguous."""
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"{what} names must be unique: {', '.join(dupes)}")
+
+
 class AdminConfig(_Model):
     """The cluster admin's tenancy configuration (``--admin-config``, a ConfigMap)."""
 
@@ -393,19 +400,13 @@ class AdminConfig(_Model):
     @field_validator("release_keys")
     @classmethod
     def _unique_keys(cls, v: list[ReleaseKey]) -> list[ReleaseKey]:
-        names = [k.name for k in v]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"release key names must be unique: {', '.join(dupes)}")
+        _names_unique("release key", [k.name for k in v])
         return v
 
     @field_validator("credentials")
     @classmethod
     def _unique(cls, v: list[Credential]) -> list[Credential]:
-        names = [c.name for c in v]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"credential names must be unique: {', '.join(dupes)}")
+        _names_unique("credential", [c.name for c in v])
         return v
 
     def credential(self, name: str) -> Credential | None:

@@ -113,3 +113,12 @@ def test_two_credentials_with_the_same_ca_bundle_are_one_trust_store() -> None:
     result = admit("shop", spec(http={"credentials": ["ca-a", "token"]}), config)
     assert result.accepted and result.spec is not None, result.message
     assert result.spec.http.ca_bundle == "/etc/artifactcheck/ca/a.pem"
+
+
+@pytest.mark.parametrize("field", ["credentials", "release_keys"])
+def test_two_admin_entries_with_one_name_are_refused(field: str) -> None:
+    """A check names the admin's credentials and keys: two under one name are ambiguous."""
+    entry = {"name": "cdn", "namespaces": ["shop"]} | ({"pem": "x"} if "keys" in field else {})
+    with pytest.raises(ValueError, match=r"names must be unique: cdn"):
+        AdminConfig.model_validate({field: [entry, dict(entry)]})
+    AdminConfig.model_validate({field: [entry, {**entry, "name": "other"}]})
