@@ -1,7 +1,9 @@
 """Where the time of a sampled check goes: HTTP client stacks on the same requests.
 
-Not one of the main benchmarks, but the measurement behind the transport choices in
-``artifactcheck/fetch/`` (at 1,000 hosts by default): the same URL list (manifest + 6
+Not one of the main benchmarks (bench/stacks.py is the one behind docs/http-stacks.md),
+but CPU per request at 1,000 hosts by default for the two stacks ``artifactcheck/fetch/``
+keeps (``http.transport``: the lean ``http1`` and ``httpx``), against httpx alone and a
+raw asyncio floor: the same URL list (manifest + 6
 assets for each of N instances), every body sha256-hashed, 64 requests in flight,
 measured in-process (no interpreter start-up), one stack at a time, each in a fresh
 subprocess so they do not share warm state.
@@ -20,20 +22,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from .common import ROOT, fleet_server, log, machine, save
 
-STACKS = (
-    "raw-asyncio",
-    "aiohttp",
-    "httpx-aiohttp-transport",
-    "httpx-aiohttp",
-    "httpx-default",
-    "fetcher",
-    "fetcher-aiohttp",
-)
+STACKS = ("raw-asyncio", "httpx-default", "fetcher", "fetcher-httpx")
 
 
 async def _bounded(urls: list[str], limit: int, get: Any) -> int:
@@ -52,34 +46,10 @@ async def _bounded(urls: list[str], limit: int, get: Any) -> int:
     return total
 
 
-async def run_aiohttp(urls: list[str], per_host: int) -> int:
-    import aiohttp
-
-    conn = aiohttp.TCPConnector(limit=64, limit_per_host=per_host)
-    async with aiohttp.ClientSession(connector=conn, auto_decompress=False) as session:
-
-        async def get(url: str) -> int:
-            async with session.get(url) as resp:
-                h = hashlib.sha256()
-                async for chunk in resp.content.iter_any():
-                    h.update(chunk)
-                return resp.status
-
-        return await _bounded(urls, 64, get)
-
-
-async def run_httpx(urls: list[str], per_host: int, *, aiohttp_transport: bool) -> int:
+async def run_httpx(urls: list[str], per_host: int) -> int:
     import httpx
 
-    if aiohttp_transport:
-        import aiohttp
-        from httpx_aiohttp import AiohttpTransport
-
-        conn = aiohttp.TCPConnector(limit=64, limit_per_host=per_host)
-        session = aiohttp.ClientSession(connector=conn, auto_decompress=False)
-        transport: Any = AiohttpTransport(client=session)
-    else:
-        transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=64))
+    transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=64))
     async with httpx.AsyncClient(transport=transport) as client:
 
         async def get(url: str) -> int:
@@ -92,31 +62,9 @@ async def run_httpx(urls: list[str], per_host: int, *, aiohttp_transport: bool) 
         return await _bounded(urls, 64, get)
 
 
-async def run_transport_direct(urls: list[str], per_host: int) -> int:
-    """httpx.Request -> AiohttpTransport -> httpx.Response, without AsyncClient.send."""
-    import aiohttp
-    import httpx
-    from httpx_aiohttp import AiohttpTransport
-
-    conn = aiohttp.TCPConnector(limit=64, limit_per_host=per_host)
-    session = aiohttp.ClientSession(connector=conn, auto_decompress=False)
-    async with AiohttpTransport(client=session) as transport:
-
-        async def get(url: str) -> int:
-            request = httpx.Request("GET", url)
-            resp = await transport.handle_async_request(request)
-            try:
-                h = hashlib.sha256()
-                async for chunk in resp.aiter_raw():
-                    h.update(chunk)
-            finally:
-                await resp.aclose()
-            return resp.status_code
-
-        return await _bounded(urls, 64, get)
-
-
-async def run_fetcher(urls: list[str], per_host: int, transport: str = "auto") -> int:
+async def run_fetcher(
+    urls: list[str], per_host: int, transport: Literal["http1", "httpx"] = "http1"
+) -> int:
     from artifactcheck.fetch.fetcher import Fetcher
     from artifactcheck.model.settings import HttpSettings, RetrySettings
 
@@ -214,15 +162,11 @@ def child(stack: str, urls_file: str, per_host: int) -> None:
     urls = Path(urls_file).read_text().split()
     runner = {
         "raw-asyncio": lambda: run_raw(urls, per_host),
-        "aiohttp": lambda: run_aiohttp(urls, per_host),
-        "httpx-aiohttp": lambda: run_httpx(urls, per_host, aiohttp_transport=True),
-        "httpx-aiohttp-transport": lambda: run_transport_direct(urls, per_host),
-        "httpx-default": lambda: run_httpx(urls, per_host, aiohttp_transport=False),
+        "httpx-default": lambda: run_httpx(urls, per_host),
         "fetcher": lambda: run_fetcher(urls, per_host),
-        "fetcher-aiohttp": lambda: run_fetcher(urls, per_host, "aiohttp"),
+        "fetcher-httpx": lambda: run_fetcher(urls, per_host, "httpx"),
     }[stack]
     # imports first, so only the requests are timed
-    import aiohttp  # noqa: F401
     import httpx  # noqa: F401
 
     import artifactcheck.fetch.fetcher  # noqa: F401
