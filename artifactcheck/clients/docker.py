@@ -483,6 +483,14 @@ def _explain(exc: docker.errors.APIError) -> str:
     return f"{exc.status_code} {text}" if exc.status_code else text
 
 
+#: What a user can act on, for the socket errors an engine address commonly meets.
+_SOCKET_REASONS: tuple[tuple[type[OSError], str], ...] = (
+    (ConnectionRefusedError, "connection refused"),
+    (FileNotFoundError, "no such socket (is dockerd running?)"),
+    (PermissionError, "permission denied on the socket"),
+)
+
+
 def _reason(exc: BaseException) -> str:
     """The innermost socket-level cause of a connection failure, in a few words."""
     seen: set[int] = set()
@@ -492,12 +500,9 @@ def _reason(exc: BaseException) -> str:
         if id(err) in seen:
             continue
         seen.add(id(err))
-        if isinstance(err, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(err, FileNotFoundError):
-            return "no such socket (is dockerd running?)"
-        if isinstance(err, PermissionError):
-            return "permission denied on the socket"
+        for kind, words in _SOCKET_REASONS:
+            if isinstance(err, kind):
+                return words
         if isinstance(err, OSError) and err.strerror:
             return err.strerror.lower()
         pending.extend(a for a in err.args if isinstance(a, BaseException))
