@@ -187,7 +187,12 @@ class Collector:
         path = self._counted_path(raw, where)
         if path is None:
             return None
-        self._record(raw, path, where, hashes=hashes, size=size, entry=entry, logical=logical)
+        name = text(logical, self.limits, f"{where}: logical name")
+        # a Sha256Hashes is read-only already: kept as it is, not copied into a dict
+        held = hashes if type(hashes) is Sha256Hashes else dict(hashes or {})
+        page = path == "index.html" or path.endswith("/index.html")
+        new = ManifestEntry(path=path, hashes=held, size=size, entry=entry or page, logical=name)
+        self._record(raw, new)
         return path
 
     def add_entry_ref(self, raw: Any, *, where: str) -> str | None:
@@ -207,7 +212,7 @@ class Collector:
         if found is not None:
             self.mark_entry(found)
             return found
-        self._record(raw, path, where, entry=True)
+        self._record(raw, ManifestEntry(path=path, entry=True))
         return path
 
     def _counted_path(self, raw: Any, where: str) -> str | None:
@@ -231,22 +236,9 @@ class Collector:
                 )
         return path
 
-    def _record(
-        self,
-        raw: str,
-        path: str,
-        where: str,
-        *,
-        hashes: Mapping[str, str] | None = None,
-        size: int | None = None,
-        entry: bool = False,
-        logical: Any = None,
-    ) -> None:
-        name = text(logical, self.limits, f"{where}: logical name")
-        page = path == "index.html" or path.endswith("/index.html")
-        # a Sha256Hashes is read-only already: kept as it is, not copied into a dict
-        held = hashes if type(hashes) is Sha256Hashes else dict(hashes or {})
-        new = ManifestEntry(path=path, hashes=held, size=size, entry=entry or page, logical=name)
+    def _record(self, raw: str, new: ManifestEntry) -> None:
+        """Keep one file's entry, merged with an earlier entry for the same path."""
+        path = new.path
         old = self.files.get(path)
         if old is None:
             self.files[path] = new
@@ -311,20 +303,22 @@ def _index(suffixes: dict[str, list[str]], path: str) -> None:
         suffixes.setdefault("/".join(segments[cut:]), []).append(path)
 
 
+# JSON's names for the Python types json.loads makes; bool before int (a bool is an int)
+_JSON_KINDS: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (type(None), "null"),
+    (bool, "boolean"),
+    ((int, float), "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
+)
+
+
 def kind(value: Any) -> str:
     """A JSON type name for messages (never the value itself: it may be huge)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
+    for types, name in _JSON_KINDS:
+        if isinstance(value, types):
+            return name
     return type(value).__name__
 
 

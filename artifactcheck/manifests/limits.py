@@ -91,8 +91,14 @@ def _check_depth(doc: Any, max_depth: int) -> None:
         stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
 
 
-def _unusable(text: str) -> bool:
-    """Control characters (C0, DEL, C1) and lone surrogates have no place in a URL path."""
+def unusable_name(text: str) -> bool:
+    """True when no URL can name ``text``: it holds a control character (C0, DEL, C1)
+    or a lone surrogate (an undecodable byte in a file name).
+
+    The one rule for every name that is to become a URL path: a served manifest's
+    references here, and the files of a release image (:mod:`artifactcheck.release.registry`),
+    so both refuse the same names.
+    """
     return _CONTROL.search(text) is not None
 
 
@@ -111,13 +117,13 @@ def normalise_path(raw: Any, limits: ManifestLimits = DEFAULT_LIMITS) -> str:
         raise ManifestLimitError(f"path longer than the cap of {limits.max_string} characters")
     if _PLAIN.fullmatch(raw):
         return raw  # already normal: nothing below would change or refuse it
-    if not raw or raw.strip() != raw or _unusable(raw):
+    if not raw or raw.strip() != raw or unusable_name(raw):
         raise UnsafeReferenceError(f"unusable path {raw!r}")
     if raw.replace("\\", "/").startswith("//") or _SCHEME.match(raw):
         raise UnsafeReferenceError(f"absolute URL {raw!r} is outside the base URL")
     # no scheme and no authority are left, so the path is everything before ? or #
     path = unquote(re.split("[?#]", raw, maxsplit=1)[0]).replace("\\", "/")
-    if not path or _unusable(path):
+    if not path or unusable_name(path):
         raise UnsafeReferenceError(f"unusable path {raw!r}")
     if _AMBIGUOUS.search(path):
         # decoded, it would decode (or split) again: normalising must be idempotent,

@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import quote
@@ -171,7 +171,35 @@ async def _read(where: str, fetcher: Fetcher | None) -> bytes:
         raise ExpectationUnavailable(f"{where}: {exc.strerror or exc}") from exc
 
 
-class TemplateSource:
+@dataclass(kw_only=True, eq=False)
+class _Vouching:
+    """What every release-manifest source holds the bytes it reads to, declared once.
+
+    A file template, a ConfigMap and a list of files or URLs are the same kind of
+    evidence, so each parses under the same caps, vouches by the same rule (the version
+    declared, content hashes unless names-only is allowed) and hands the result to the
+    same guard (pins, signatures).
+    """
+
+    limits: ManifestLimits
+    allow_names_only: bool = False
+    guard: ReleaseGuard | None = None
+
+    def vouched(self, data: bytes, where: str, version: str) -> tuple[Manifest, bool]:
+        """The manifest parsed from ``data``, if it can stand for ``version``
+        (see :func:`_vouch`); and whether it is a names-only one (allowed)."""
+        manifest = _parse_release(data, where, self.limits)
+        return manifest, _vouch(manifest, version, where, allow_names_only=self.allow_names_only)
+
+    async def admitted(self, version: str, manifest: Manifest, data: bytes, where: str) -> Manifest:
+        """The manifest as the guard admits it, with the bytes it was parsed from."""
+        if self.guard is not None:
+            return await self.guard.admit(version, manifest, data, where)
+        return manifest
+
+
+@dataclass(eq=False)
+class TemplateSource(_Vouching):
     """A release manifest file or URL template; ``{version}`` in it is replaced.
 
     The expansion must declare the version it was expanded for, or declare none (only
@@ -180,33 +208,22 @@ class TemplateSource:
     is the operator's choice, not the instance's.
     """
 
-    def __init__(
-        self,
-        template: str,
-        *,
-        fetcher: Fetcher | None,
-        limits: ManifestLimits,
-        allow_names_only: bool = False,
-        guard: ReleaseGuard | None = None,
-    ) -> None:
-        self.guard = guard
-        self.template = template
-        self.fetcher = fetcher
-        self.limits = limits
-        self.allow_names_only = allow_names_only
-        self.names_only = False
-        self.description = template
+    template: str
+    fetcher: Fetcher | None = field(kw_only=True)
+    names_only: bool = field(default=False, init=False)
+    description: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.description = self.template
 
     async def load(self, version: str) -> Manifest:
         """Read and parse the manifest for one version."""
         where = expand(self.template, version)
         data = await _read(where, self.fetcher)
-        manifest = _parse_release(data, where, self.limits)
-        if _vouch(manifest, version, where, allow_names_only=self.allow_names_only):
+        manifest, hashless = self.vouched(data, where, version)
+        if hashless:
             self.names_only = True
-        if self.guard is not None:
-            return await self.guard.admit(version, manifest, data, where)
-        return manifest
+        return await self.admitted(version, manifest, data, where)
 
 
 def _vouch(manifest: Manifest, version: str, where: str, *, allow_names_only: bool) -> bool:
@@ -246,7 +263,8 @@ class ConfigMapReader(Protocol):
     def close(self, timeout: float = 0.0) -> None: ...
 
 
-class ConfigMapSource:
+@dataclass(eq=False)
+class ConfigMapSource(_Vouching):
     """Release manifests in ConfigMaps, one per version, under the same rules as files.
 
     The ConfigMap's version label plays the file name's part in a template: the manifest
@@ -255,21 +273,13 @@ class ConfigMapSource:
     (:meth:`changed`), so the next check uses the new manifest instead of the cached one.
     """
 
-    def __init__(
-        self,
-        reader: ConfigMapReader,
-        *,
-        limits: ManifestLimits,
-        allow_names_only: bool = False,
-        guard: ReleaseGuard | None = None,
-    ) -> None:
-        self.guard = guard
-        self.reader = reader
-        self.limits = limits
-        self.allow_names_only = allow_names_only
-        self.names_only = False
-        self.description = reader.description
-        self._revisions: dict[str, str] = {}
+    reader: ConfigMapReader
+    names_only: bool = field(default=False, init=False)
+    description: str = field(init=False)
+    _revisions: dict[str, str] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.description = self.reader.description
 
     async def load(self, version: str) -> Manifest:
         """Read, parse and vouch for the manifest of the ConfigMap labelled ``version``."""
@@ -282,13 +292,11 @@ class ConfigMapSource:
             raise
         except ArtifactCheckError as exc:  # API server down, RBAC: no expectation, no verdict
             raise ExpectationUnavailable(f"{self.description}: {exc}") from exc
-        manifest = _parse_release(data, where, self.limits)
-        if _vouch(manifest, version, where, allow_names_only=self.allow_names_only):
+        manifest, hashless = self.vouched(data, where, version)
+        if hashless:
             self.names_only = True
         self._revisions[version] = revision
-        if self.guard is not None:
-            return await self.guard.admit(version, manifest, data, where)
-        return manifest
+        return await self.admitted(version, manifest, data, where)
 
     def changed(self, version: str) -> bool:
         """True when the watched ConfigMap of ``version`` is no longer the one loaded."""
@@ -301,7 +309,8 @@ class ConfigMapSource:
         self.reader.close()
 
 
-class ReleaseSet:
+@dataclass(eq=False)
+class ReleaseSet(_Vouching):
     """Several release manifests: concrete ones by the version they declare, then a template.
 
     A concrete manifest is a release's own description, so it says which version it is
@@ -311,39 +320,50 @@ class ReleaseSet:
     on first use, once each (a release does not change after it is published).
     """
 
-    def __init__(
-        self,
-        *,
-        local: Mapping[str, Manifest],
-        urls: Sequence[str],
-        template: TemplateSource | None,
-        fetcher: Fetcher | None,
-        limits: ManifestLimits,
-        allow_names_only: bool = False,
-        names_only: bool = False,
-        guard: ReleaseGuard | None = None,
-    ) -> None:
-        self.guard = guard
-        self._bytes: dict[str, bytes] = {}  # url -> the bytes parsed, for the guard
-        self.local = dict(local)
-        self.urls = list(urls)
-        self.template = template
-        self.fetcher = fetcher
-        self.limits = limits
-        self.allow_names_only = allow_names_only
-        self._names_only = names_only
-        self._from_urls: dict[str, Manifest] = {}  # url -> manifest, once read
-        self._url_errors: dict[str, str] = {}
-        self._lock = asyncio.Lock()
+    fetcher: Fetcher | None = field(kw_only=True)
+    local: dict[str, Manifest] = field(default_factory=dict, init=False)  # version -> manifest
+    urls: list[str] = field(default_factory=list, init=False)
+    template: TemplateSource | None = field(default=None, init=False)
+    description: str = field(default="", init=False)
+    _hashless: bool = field(default=False, init=False)  # a local one has no content hashes
+    _bytes: dict[str, bytes] = field(default_factory=dict, init=False)  # url -> bytes parsed
+    _from_urls: dict[str, Manifest] = field(default_factory=dict, init=False)  # once read
+    _url_errors: dict[str, str] = field(default_factory=dict, init=False)
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+
+    def add(self, where: str) -> None:
+        """One ``release_manifest`` entry: a template, a URL read on first use, or a
+        local file read and checked now (see :func:`plan_release_manifests`)."""
+        if is_template(where):
+            if self.template is not None:  # also refused by the settings model
+                raise ConfigError(
+                    f"{self.template.template} and {where} are both '{{version}}' templates; "
+                    "give at most one",
+                    field="release_manifest",
+                )
+            _check_template(where)
+            self.template = TemplateSource(
+                where,
+                fetcher=self.fetcher,
+                limits=self.limits,
+                allow_names_only=self.allow_names_only,
+                guard=self.guard,
+            )
+        elif _is_url(where):
+            self.urls.append(where)
+        else:
+            manifest, hashless = _local_release(where, self.limits, self)
+            self._hashless = self._hashless or hashless
+            self.local[str(manifest.version)] = manifest
         parts = [m.source or v for v, m in self.local.items()] + self.urls
-        if template is not None:
-            parts.append(template.template)
+        if self.template is not None:
+            parts.append(self.template.template)
         self.description = ", ".join(parts)
 
     @property
     def names_only(self) -> bool:
         """True once a manifest without content hashes was used (allowed explicitly)."""
-        return self._names_only or (self.template is not None and self.template.names_only)
+        return self._hashless or (self.template is not None and self.template.names_only)
 
     async def _read_urls(self) -> None:
         async with self._lock:
@@ -390,7 +410,7 @@ class ReleaseSet:
             )
         if found:
             if unvouched(found[0]):
-                self._names_only = True
+                self._hashless = True
             if self.guard is not None:
                 return await self._admit(found[0], version)
             return found[0]
@@ -417,7 +437,7 @@ class ReleaseSet:
                 raise ExpectationUnavailable(
                     f"{where}: now declares version {manifest.version}, not {version}"
                 )
-        return await self.guard.admit(version, manifest, data, where)
+        return await self.admitted(version, manifest, data, where)
 
 
 def plan_release_manifests(
@@ -436,42 +456,12 @@ def plan_release_manifests(
     """
     if not spec.release_manifest:
         return None
-    local: dict[str, Manifest] = {}
-    urls: list[str] = []
-    template: TemplateSource | None = None
-    names_only = False
-    for where in spec.release_manifest:
-        if is_template(where):
-            if template is not None:  # also refused by the settings model
-                raise ConfigError(
-                    f"{template.template} and {where} are both '{{version}}' templates; "
-                    "give at most one",
-                    field="release_manifest",
-                )
-            _check_template(where)
-            template = TemplateSource(
-                where,
-                fetcher=fetcher,
-                limits=limits,
-                allow_names_only=spec.allow_names_only,
-                guard=guard,
-            )
-        elif _is_url(where):
-            urls.append(where)
-        else:
-            manifest, hashless = _local_release(spec, where, limits, local)
-            names_only = names_only or hashless
-            local[str(manifest.version)] = manifest
-    return ReleaseSet(
-        local=local,
-        urls=urls,
-        template=template,
-        fetcher=fetcher,
-        limits=limits,
-        allow_names_only=spec.allow_names_only,
-        names_only=names_only,
-        guard=guard,
+    releases = ReleaseSet(
+        fetcher=fetcher, limits=limits, allow_names_only=spec.allow_names_only, guard=guard
     )
+    for where in spec.release_manifest:
+        releases.add(where)
+    return releases
 
 
 def _check_template(where: str) -> None:
@@ -488,13 +478,11 @@ def _check_template(where: str) -> None:
         )
 
 
-def _local_release(
-    spec: CheckSpec, where: str, limits: ManifestLimits, local: Mapping[str, Manifest]
-) -> tuple[Manifest, bool]:
+def _local_release(where: str, limits: ManifestLimits, into: ReleaseSet) -> tuple[Manifest, bool]:
     """A local release manifest, read and checked now; and whether it is hashless."""
     manifest = _read_local(where, limits)
     problem = names_only_problem(manifest, where)
-    if problem is not None and not spec.allow_names_only:
+    if problem is not None and not into.allow_names_only:
         raise ConfigError(problem, field="release_manifest")
     if manifest.version is None:
         raise ConfigError(
@@ -504,7 +492,7 @@ def _local_release(
             + _declare_hint(manifest),
             field="release_manifest",
         )
-    other = local.get(manifest.version)
+    other = into.local.get(manifest.version)
     if other is not None:
         raise ConfigError(
             f"{other.source} and {where} both declare version {manifest.version}; "
@@ -576,27 +564,21 @@ def share_entries(manifest: Manifest, previous: Manifest) -> Manifest:
     return replace(manifest, files=files) if shared else manifest
 
 
+@dataclass(eq=False)
 class Expectations:
     """Expected releases by version: bounded LRU, single flight, last known good."""
 
-    def __init__(
-        self,
-        source: ReleaseSource,
-        *,
-        max_versions: int = 32,
-        refresh_after: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        guard: ReleaseGuard | None = None,
-    ) -> None:
-        self.guard = guard
-        self.source = source
-        self.max_versions = max_versions
-        self.refresh_after = refresh_after
-        self.clock = clock
-        self._cache: OrderedDict[str, tuple[Manifest, float]] = OrderedDict()
-        self._inflight: dict[str, asyncio.Future[Expectation]] = {}
-        self.loads = 0
-        self.failures = 0
+    source: ReleaseSource
+    max_versions: int = field(default=32, kw_only=True)
+    refresh_after: float | None = field(default=None, kw_only=True)
+    clock: Callable[[], float] = field(default=time.monotonic, kw_only=True)
+    guard: ReleaseGuard | None = field(default=None, kw_only=True)
+    loads: int = field(default=0, init=False)
+    failures: int = field(default=0, init=False)
+    _cache: OrderedDict[str, tuple[Manifest, float]] = field(
+        default_factory=OrderedDict, init=False
+    )
+    _inflight: dict[str, asyncio.Future[Expectation]] = field(default_factory=dict, init=False)
 
     def trust_findings(self) -> list[Finding]:
         """Releases found changed (pins) or untrusted (keys) so far, one per version."""

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from artifactcheck.manifests import MD5_PREFIX, parse_manifest
+from artifactcheck.manifests._collect import kind
 from artifactcheck.manifests.django import name_hash
 from artifactcheck.model.errors import ManifestFormatError
 
@@ -159,3 +160,20 @@ def test_cra_entrypoints_match_files_under_a_public_url() -> None:
     manifest = read(doc)
     assert manifest.files["app/static/js/main.1.js"].entry
     assert manifest.files["static/css/missing.css"].entry  # listed only there: kept
+
+
+@pytest.mark.parametrize(
+    ("value", "name"),
+    [
+        (None, "null"),
+        (True, "boolean"),  # a bool is an int to Python, never a number to JSON
+        (0, "number"),
+        (1.5, "number"),
+        ("x", "string"),
+        ([], "array"),
+        ({}, "object"),
+        (b"x", "bytes"),
+    ],
+)
+def test_messages_name_json_types_as_json_does(value: Any, name: str) -> None:
+    assert kind(value) == name

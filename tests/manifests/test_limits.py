@@ -6,7 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from artifactcheck.manifests.limits import DEFAULT_LIMITS, ManifestLimits, load_json, normalise_path
+from artifactcheck.manifests.limits import (
+    DEFAULT_LIMITS,
+    ManifestLimits,
+    load_json,
+    normalise_path,
+    unusable_name,
+)
 from artifactcheck.model.errors import (
     ManifestFormatError,
     ManifestLimitError,
@@ -123,3 +129,22 @@ def test_normalise_path_is_a_fixed_point(raw: str) -> None:
         return
     assert normalise_path(path) == path
     assert not path.startswith("/") and ".." not in path.split("/")
+
+
+# every class of character no URL path can carry: C0, DEL, C1, a lone surrogate
+# (what an undecodable byte in a file name becomes under surrogateescape)
+UNUSABLE = ["\x00", "\x01", "\x1f", "\x7f", "\x80", "\x85", "\x9f", "\ud800", "\udcff"]
+
+
+@pytest.mark.parametrize("char", UNUSABLE)
+def test_unusable_name_is_the_one_rule_for_names_no_url_can_carry(char: str) -> None:
+    """The rule the served manifests' paths and a release image's files share
+    (release.registry.tree uses it): each class refused, in a name and in a path."""
+    assert unusable_name(f"assets/a{char}b.js")
+    with pytest.raises(UnsafeReferenceError):
+        normalise_path(f"assets/a{char}b.js")
+
+
+@pytest.mark.parametrize("name", ["assets/a.js", "a b.js", "ünïcode-ß.js", "\xa0nbsp", "100%.js"])
+def test_usable_names_pass_the_rule(name: str) -> None:
+    assert not unusable_name(name)

@@ -11,11 +11,11 @@ import pytest
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.release.registry import (
     ImageReference,
-    _challenge,
     has_registry_host,
     load_credentials,
     parse_reference,
 )
+from artifactcheck.release.registry.session import challenge
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -119,7 +119,7 @@ def test_missing_credentials_file(tmp_path: Path) -> None:
 
 
 def test_challenge_parsing() -> None:
-    scheme, params = _challenge(
+    scheme, params = challenge(
         'Bearer realm="https://auth.io/token",service="registry.io",'
         'scope="repository:a/b:pull,push",error="insufficient_scope"'
     )
@@ -130,5 +130,5 @@ def test_challenge_parsing() -> None:
         "scope": "repository:a/b:pull,push",
         "error": "insufficient_scope",
     }
-    assert _challenge('Basic realm="Registry Realm"') == ("basic", {"realm": "Registry Realm"})
-    assert _challenge('Bearer realm="a\\"b"')[1]["realm"] == 'a"b'
+    assert challenge('Basic realm="Registry Realm"') == ("basic", {"realm": "Registry Realm"})
+    assert challenge('Bearer realm="a\\"b"')[1]["realm"] == 'a"b'
