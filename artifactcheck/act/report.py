@@ -109,9 +109,14 @@ def schema_path() -> Path:
 # --------------------------------------------------------------------------- JSON
 
 
-def _finding(f: Finding) -> dict[str, Any]:
+_ABOUT = ("path", "expected", "actual")  # a finding's optional members besides its instance
+
+
+def finding_json(f: Finding, *, instance: bool = True) -> dict[str, Any]:
+    """A finding as a JSON object: kind, severity, message, and the optional members
+    it has. ``instance=False`` where the document is about one instance (investigate)."""
     out: dict[str, Any] = {"kind": f.kind.value, "severity": f.severity.value, "message": f.message}
-    for key in ("instance", "path", "expected", "actual"):
+    for key in ("instance", *_ABOUT) if instance else _ABOUT:
         value = getattr(f, key)
         if value is not None:
             out[key] = value
@@ -281,7 +286,7 @@ def _result(r: InstanceResult, shared: _Tables) -> dict[str, Any]:
         "node": inst.node,
         "owner": inst.owner,
         "namespace": inst.namespace,
-        "findings": [_finding(f) for f in r.findings],
+        "findings": [finding_json(f) for f in r.findings],
     }
     if obs is not None:
         doc["manifest"] = {
@@ -325,7 +330,7 @@ def to_json(report: Report) -> dict[str, Any]:
         "header_sets": shared.headers.table,
         "asset_columns": list(ASSET_COLUMNS),
         "results": results,
-        "findings": [_finding(f) for f in report.findings],
+        "findings": [finding_json(f) for f in report.findings],
         "actions": [_action(a) for a in report.actions],
     }
 
