@@ -23,6 +23,7 @@ from artifactcheck.judge.answers import short
 from artifactcheck.model.values import (
     Action,
     Coverage,
+    Fetched,
     Finding,
     FindingKind,
     InstanceResult,
@@ -36,8 +37,23 @@ if TYPE_CHECKING:  # rich is imported by the table's own functions: JSON, JUnit 
     # Markdown reports (every CI run) never load it (~40 ms of start-up).
     from rich.console import Console
 
-REPORT_SCHEMA = "artifactcheck/report/v2"
-SCHEMA_FILE = Path(__file__).parent / "schemas" / "report-v2.schema.json"
+REPORT_SCHEMA = "artifactcheck/report/v3"
+SCHEMA_FILE = Path(__file__).parent / "schemas" / "report-v3.schema.json"
+#: What each item of a result's ``assets`` holds, in order. An asset is one array of
+#: these values and the names are stated once, in the document's ``asset_columns``: a
+#: fleet's report holds thousands of assets, and stated in every one of them the names
+#: were a third of the document (docs/report-json.md).
+ASSET_COLUMNS = (
+    "path",
+    "url",
+    "status",
+    "sha256",
+    "size",
+    "content_encoding",
+    "error",
+    "elapsed_ms",
+    "headers_ref",
+)
 MAX_FINDINGS_PER_INSTANCE = 6
 #: Width of the table when the output is not a terminal: CI logs and files are read
 #: with a pager or a browser, and rich's 80-column default would cut file names.
@@ -86,16 +102,21 @@ _MD_BREAKS = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
 
 
 def schema_path() -> Path:
-    """The JSON Schema file of ``verify --output json`` (``artifactcheck/report/v2``)."""
+    """The JSON Schema file of ``verify --output json`` (``artifactcheck/report/v3``)."""
     return SCHEMA_FILE
 
 
 # --------------------------------------------------------------------------- JSON
 
 
-def _finding(f: Finding) -> dict[str, Any]:
+_ABOUT = ("path", "expected", "actual")  # a finding's optional members besides its instance
+
+
+def finding_json(f: Finding, *, instance: bool = True) -> dict[str, Any]:
+    """A finding as a JSON object: kind, severity, message, and the optional members
+    it has. ``instance=False`` where the document is about one instance (investigate)."""
     out: dict[str, Any] = {"kind": f.kind.value, "severity": f.severity.value, "message": f.message}
-    for key in ("instance", "path", "expected", "actual"):
+    for key in ("instance", *_ABOUT) if instance else _ABOUT:
         value = getattr(f, key)
         if value is not None:
             out[key] = value
@@ -201,6 +222,13 @@ def not_compared(doc: dict[str, Any], coverage: dict[str, Any]) -> list[dict[str
     return list(doc["not_compared_lists"][ref])
 
 
+def assets(doc: dict[str, Any], result: dict[str, Any]) -> list[dict[str, Any]]:
+    """One result's assets from a report document, each an object keyed by the column names
+    (the shape of a v2 asset; :func:`asset_headers` and :func:`asset_url` read it)."""
+    columns = doc["asset_columns"]
+    return [dict(zip(columns, row, strict=True)) for row in result.get("assets", ())]
+
+
 def asset_headers(doc: dict[str, Any], asset: dict[str, Any]) -> dict[str, str]:
     """One asset's evidence headers from a report document."""
     return dict(doc["header_sets"][asset["headers_ref"]])
@@ -210,6 +238,21 @@ def asset_url(result: dict[str, Any], asset: dict[str, Any]) -> str:
     """Where one asset of a result was fetched (``url`` is null at the result's URL + path)."""
     url = asset["url"]
     return str(result["url"] + asset["path"]) if url is None else str(url)
+
+
+def _asset(path: str, f: Fetched, base_url: str, headers: _HeaderSets) -> list[Any]:
+    """One asset as a row of :data:`ASSET_COLUMNS`."""
+    return [
+        path,
+        None if f.url == base_url + path else f.url,  # null: at the result's URL + path
+        f.status,
+        f.sha256,
+        f.size,
+        f.content_encoding,
+        f.error,
+        round(f.elapsed * 1000, 1),
+        headers.ref(f.headers),
+    ]
 
 
 def _sample(s: SampleInfo | None) -> dict[str, Any] | None:
@@ -243,7 +286,7 @@ def _result(r: InstanceResult, shared: _Tables) -> dict[str, Any]:
         "node": inst.node,
         "owner": inst.owner,
         "namespace": inst.namespace,
-        "findings": [_finding(f) for f in r.findings],
+        "findings": [finding_json(f) for f in r.findings],
     }
     if obs is not None:
         doc["manifest"] = {
@@ -260,19 +303,7 @@ def _result(r: InstanceResult, shared: _Tables) -> dict[str, Any]:
         doc["sampled"] = obs.sampled
         doc["encodings"] = list(obs.encodings)
         doc["assets"] = [
-            {
-                "path": path,
-                # null: at the instance's URL + path, where nearly every file is
-                "url": None if f.url == inst.base_url + path else f.url,
-                "status": f.status,
-                "sha256": f.sha256,
-                "size": f.size,
-                "content_encoding": f.content_encoding,
-                "error": f.error,
-                "elapsed_ms": round(f.elapsed * 1000, 1),
-                "headers_ref": shared.headers.ref(f.headers),
-            }
-            for path, f in obs.assets.items()
+            _asset(path, f, inst.base_url, shared.headers) for path, f in obs.assets.items()
         ]
         doc["elapsed_ms"] = round(obs.elapsed * 1000, 1)
     return doc
@@ -297,8 +328,9 @@ def to_json(report: Report) -> dict[str, Any]:
         # before the results, so a reader streaming the document has it first
         "not_compared_lists": shared.rows.table,
         "header_sets": shared.headers.table,
+        "asset_columns": list(ASSET_COLUMNS),
         "results": results,
-        "findings": [_finding(f) for f in report.findings],
+        "findings": [finding_json(f) for f in report.findings],
         "actions": [_action(a) for a in report.actions],
     }
 

@@ -245,7 +245,7 @@ def test_a_name_that_does_not_exist_is_reported(
         "`artifactcheck/judge/compare.py`, `tests/core/test_docs.py::test_readme_commands_exist`",
         "`tests/core/test_docs.py::test_readme_commands_exist[case-1]`, `tests/k8s/`",
         "`bench/results/*.json`, `docs/perf/{verify,cache}.md`, [k8s/rbac.yaml](../k8s/rbac.yaml)",
-        "the schema `artifactcheck/report/v2`; label `artifactcheck.io/version`",
+        "the schema `artifactcheck/report/v3`; label `artifactcheck.io/version`",
         "`artifactcheck.json` and `artifactcheck.xml` are files",
         "`judge/compare.py`, `compare.py`, `artifactcheck.release.sources._parse_release`",
         "`python -m bench.sampled`; https://example.com/artifactcheck/nothing.py; /etc/k8s/x.yaml",

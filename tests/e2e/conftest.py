@@ -1,7 +1,7 @@
 """Fixtures for end-to-end checks: a simulated fleet of real loopback servers.
 
 Every ``--output json`` report produced here is validated against the shipped JSON
-Schema (``artifactcheck/report/v2``), so the schema and the code cannot drift apart.
+Schema (``artifactcheck/report/v3``), so the schema and the code cannot drift apart.
 """
 
 from __future__ import annotations

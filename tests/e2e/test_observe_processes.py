@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from artifactcheck.act.report import assets
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Instance
 from artifactcheck.observe import processes
@@ -91,7 +92,7 @@ def judged(doc: dict[str, Any]) -> dict[str, Any]:
             r["verdict"],
             r["reason"],
             r.get("serves_version"),
-            sorted((a["path"], a.get("sha256"), a.get("status")) for a in r["assets"]),
+            sorted((a["path"], a["sha256"], a["status"]) for a in assets(doc, r)),
         )
         for r in doc["results"]
     }

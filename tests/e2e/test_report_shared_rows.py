@@ -1,4 +1,4 @@
-"""Report v2: each long ``not_compared`` list is stated once, in ``not_compared_lists``,
+"""Report v2 and later: each long ``not_compared`` list is stated once, in ``not_compared_lists``,
 and each coverage that has it names it by id: the same information as stating it in
 every result (v1), a fraction of the bytes at fleet scale (issue 24)."""
 
@@ -13,6 +13,7 @@ import pytest
 from artifactcheck.act.report import (
     asset_headers,
     asset_url,
+    assets,
     not_compared,
     render_json,
     schema_path,
@@ -68,7 +69,7 @@ def test_every_long_list_is_stated_once_and_referenced() -> None:
     text = render_json(report(), pretty=False)
     doc = json.loads(text)
     validate_report(doc)
-    assert doc["schema"] == "artifactcheck/report/v2"
+    assert doc["schema"] == "artifactcheck/report/v3"
     assert text.count('"assets/c7.js"') == 1  # three instances have it, stated once
     assert text.count('"assets/d7.js"') == 1
     assert len(doc["not_compared_lists"]) == 2
@@ -145,7 +146,7 @@ def test_each_header_set_is_stated_once_and_urls_only_where_they_differ() -> Non
     doc = json.loads(text)
     validate_report(doc)
     assert text.count('"abc') == 1 and text.count('"def') == 1
-    a1, (a2, b2) = doc["results"][0]["assets"], doc["results"][1]["assets"]
+    a1, (a2, b2) = assets(doc, doc["results"][0]), assets(doc, doc["results"][1])
     assert a1[0]["headers_ref"] == a2["headers_ref"] != b2["headers_ref"]
     assert asset_headers(doc, b2) == other and asset_headers(doc, a2) == common
     assert a1[0]["url"] is None and a2["url"] is None  # at the instance's URL + path

@@ -75,7 +75,7 @@ def test_junit_counts_outages_as_errors_and_keeps_versions_out_of_packages(
     fleet_cases = [c for c in suite.findall("testcase") if c.get("classname").endswith(".fleet")]
     assert fleet_cases and all(c.find("failure") is None for c in fleet_cases)
     assert all(c.find("error") is not None for c in fleet_cases)
-    assert json.loads(js.read_text())["schema"] == "artifactcheck/report/v2"
+    assert json.loads(js.read_text())["schema"] == "artifactcheck/report/v3"
 
 
 def test_table_and_junit_say_what_was_compared_and_sampled(make_fleet, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from xml.etree import ElementTree as ET
 
 from click.testing import CliRunner
 
+from artifactcheck.act.report import assets
 from artifactcheck.cli.main import main
 from artifactcheck_sim.web import Site, Status
 
@@ -171,7 +172,7 @@ def test_junit_and_json_files(make_fleet, tmp_path) -> None:
     assert suite.tag == "testsuite" and suite.get("tests") == "3"
     failures = suite.findall("testcase/failure")
     assert any(f.get("type") == "mismatch" for f in failures)
-    assert json.loads(js.read_text())["schema"] == "artifactcheck/report/v2"
+    assert json.loads(js.read_text())["schema"] == "artifactcheck/report/v3"
 
 
 def test_sampling_keeps_entry_points(make_fleet) -> None:
@@ -190,7 +191,7 @@ def test_sampling_keeps_entry_points(make_fleet) -> None:
     assert len(doc["results"]) == 2
     sampled = []
     for r in doc["results"]:
-        paths = {a["path"] for a in r["assets"]}
+        paths = {a["path"] for a in assets(doc, r)}
         # entry points (index.html, the entry chunk and its CSS) always, plus one sample
         assert {"index.html", "assets/index-Bfu9pp8v.js", "assets/index-CQbHzygI.css"} <= paths
         assert len(paths) == 4

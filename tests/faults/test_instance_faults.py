@@ -373,7 +373,7 @@ def test_an_exception_in_one_instance_is_its_inconclusive(
         "exception; siblings judged; exit code from the verdicts",
     )
     import artifactcheck.judge.compare as compare
-    import artifactcheck.observe.instance as observing
+    import artifactcheck.observe.served as observing
 
     fleet = planted_fleet(make_fleet)
     url = web.add(_own_manifest_site(fleet.releases["1.4.2"]), f"127.97.{subnet}.100")
@@ -405,7 +405,7 @@ def test_verify_exit_code_is_the_verdicts_when_one_instance_raises(
 ) -> None:
     from click.testing import CliRunner
 
-    import artifactcheck.observe.instance as observing
+    import artifactcheck.observe.served as observing
     from artifactcheck.cli.main import main
 
     fleet = make_fleet(2, version="1.4.2")
