@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from artifactcheck.act.report import assets
+
 from .common import (
     Measured,
     artifactcheck_command,
@@ -67,7 +69,7 @@ def urls_from_report(report: dict[str, Any]) -> list[str]:
     for result in report["results"]:
         base = result["url"]
         out.append(base + result["manifest"]["path"])
-        out += [base + a["path"] for a in result["assets"]]
+        out += [base + a["path"] for a in assets(report, result)]
     return out
 
 
@@ -125,7 +127,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         result["warmup"] = warm.as_dict()
         result["verdicts"] = report["counts"]
         result["exit_code"] = warm.returncode
-        result["asset_sizes"] = sorted({a["size"] for a in report["results"][0]["assets"]})
+        result["asset_sizes"] = sorted({a["size"] for a in assets(report, report["results"][0])})
         run_curl(urls_path, work / "curl.out", args.timeout)  # warm the page cache for curl too
         if args.before is not None:  # its byte-code cache, too
             run_tool(spec, work / "before.json", args.timeout, args.before)
