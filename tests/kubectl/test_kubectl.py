@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -226,13 +227,18 @@ def test_get_pods_table_and_watch_sees_a_change(kubectl: Kubectl, server: FakeAp
     wide = kubectl("get", "pods", "-o", "wide").stdout.splitlines()[0].split()
     assert wide[:7] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
 
+    # The watch is read as it prints and ended once the change shows: waiting for its
+    # request timeout instead cost the test that whole timeout.
     watcher = subprocess.Popen(
-        kubectl.argv("get", "pods", "-w", "--request-timeout=8s"),
+        kubectl.argv("get", "pods", "-w", "--request-timeout=30s"),
         env=kubectl.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+    printed: list[str] = []
+    reader = threading.Thread(target=lambda: printed.extend(watcher.stdout or ()), daemon=True)
+    reader.start()
     try:
         deadline = time.monotonic() + 20
         while server.watch_count == 0 and time.monotonic() < deadline:
@@ -260,11 +266,14 @@ def test_get_pods_table_and_watch_sees_a_change(kubectl: Kubectl, server: FakeAp
                 }
             },
         )
-        out, err = watcher.communicate(timeout=30)
+        deadline = time.monotonic() + 30
+        while "Running" not in "".join(printed) and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
-        if watcher.poll() is None:
-            watcher.kill()
-            watcher.communicate()
+        watcher.kill()
+        reader.join(timeout=10)  # the reader ends at the end of the killed process's output
+        watcher.communicate()
+    out = "".join(printed)
     lines = [line.split() for line in out.splitlines() if line.strip()]
     assert lines[0] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"], out
     assert ["web-2", "0/1", "Pending"] == lines[2][:3], out
