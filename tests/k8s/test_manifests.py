@@ -982,8 +982,6 @@ def test_metrics_service_targets_the_controller() -> None:
 
 # ----------------------------------------------------------- RBAC against the code
 
-# ----------------------------------------------------------- RBAC against the code
-
 
 def test_rbac_covers_code() -> None:
     """Every Kubernetes API call in the package is allowed by the shipped RBAC, and every

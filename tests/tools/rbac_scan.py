@@ -7,9 +7,9 @@ for calls of the official ``kubernetes`` client, each method name is mapped to t
 ClusterRoles bound to the controller's ServiceAccount. Every message names the call or
 the rule and says what to change.
 
-Why a tool module and not a test: the scanner is ~500 lines of its own logic, with its
-own unit tests (tests/tools/test_rbac_scan.py); tests/k8s/test_manifests.py runs it on
-the shipped files. Run it by hand with ``python tests/tools/rbac_scan.py`` (exit status 1
+Why a tool module and not a test: the scanner is a program of its own, with its own
+unit tests (tests/tools/test_rbac_scan.py); tests/k8s/test_manifests.py runs it on the
+shipped files. Run it by hand with ``python tests/tools/rbac_scan.py`` (exit status 1
 and the messages when the RBAC and the code disagree).
 """
 
