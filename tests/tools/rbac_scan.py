@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from artifactcheck.control import crd
+from artifactcheck.model.names import CRD_GROUP, CRD_PLURAL
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "artifactcheck"
@@ -231,8 +231,8 @@ class Need:
 def _module_constants(trees: list[ast.Module]) -> dict[str, set[str]]:
     """Module-level ``NAME = "text"`` constants, to resolve custom-object arguments."""
     table: dict[str, set[str]] = {
-        "GROUP": {crd.GROUP},
-        "PLURAL": {crd.PLURAL},
+        "GROUP": {CRD_GROUP},
+        "PLURAL": {CRD_PLURAL},
     }
     for tree in trees:
         for stmt in tree.body:
@@ -274,8 +274,8 @@ def _custom_target(
     """(group, plural) of a CustomObjectsApi call; artifactchecks when not spelt out."""
     namespaced = "namespaced_" in method
     plural_kw = "resource_plural" if method.endswith("_for_all_namespaces") else "plural"
-    group = _string_arg(call, "group", 0, constants) or crd.GROUP
-    plural = _string_arg(call, plural_kw, 3 if namespaced else 2, constants) or crd.PLURAL
+    group = _string_arg(call, "group", 0, constants) or CRD_GROUP
+    plural = _string_arg(call, plural_kw, 3 if namespaced else 2, constants) or CRD_PLURAL
     return group, plural
 
 
