@@ -362,6 +362,46 @@ def check(rec: Recorder, spec: CheckSpec, *, drifted: Sequence[str] = (), **cycl
     return outcome
 
 
+#: The planted fleet's instances: web-1 really drifted, the others serve what they say.
+DRIFTED = "web-1"
+HEALTHY = ("web-2", "web-3", "web-4")
+
+
+def planted_fleet(make_fleet: Callable[..., Any]) -> Any:
+    """Four instances of 1.4.2; web-1 really serves 1.4.1's bytes.
+
+    Every fault is shown beside a real drift, so a test also shows which evidence
+    survives the fault.
+    """
+    fleet = make_fleet(4, version="1.4.2")
+    fleet.drift(0, serves="1.4.1")
+    return fleet
+
+
+def check_faulty(
+    rec: Recorder,
+    fleet: Any,
+    url: str,
+    *,
+    drifted: Sequence[str] = (DRIFTED,),
+    **overrides: Any,
+) -> tuple[Outcome, Any]:
+    """Check ``fleet`` plus one instance ``faulty`` of 1.4.2 at ``url``.
+
+    Returns the outcome and the faulty instance's result; the record notes its verdict.
+    """
+    target = {"url": url, "version": "1.4.2", "name": "faulty"}
+    outcome = check(rec, fault_spec(fleet, target, **overrides), drifted=drifted)
+    result = outcome.result("faulty")
+    rec.observed = f"{result.verdict.value}: {result.reason}"[:160]
+    return outcome, result
+
+
+def counted(outcome: Outcome) -> str:
+    """The verdict counts of ``outcome``, as the fault matrix shows them."""
+    return ", ".join(f"{v} {k}" for k, v in sorted(outcome.counts().items()))
+
+
 # --------------------------------------------------------------------------- certificates
 
 

@@ -13,8 +13,10 @@ left no task, socket or thread behind.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from faults_support import Recorder
@@ -61,6 +63,17 @@ def stop(rec: Recorder, ctl: RunningController) -> None:
     rec.leaked_tasks = len(asyncio.all_tasks(ctl._loop))
 
 
+@contextlib.contextmanager
+def controller(cluster: SimCluster, rec: Recorder, **kwargs: Any) -> Iterator[RunningController]:
+    """A controller on ``cluster`` under the probe; stopped, and its leftovers counted."""
+    with rec.probe(memory="rss", collect=True):
+        ctl = RunningController(cluster, admin=cluster.lab_admin(), **kwargs).start()
+        try:
+            yield ctl
+        finally:
+            stop(rec, ctl)
+
+
 def judge(rec: Recorder, cluster: SimCluster, pods: list[SimPod], bad: SimPod) -> None:
     """Record gates and counts; the drifted pod alone is out, with one Warning Event."""
     rec.quarantined = sorted(p.name for p in [*pods, bad] if gate(cluster, p) == "False")
@@ -83,21 +96,17 @@ def test_api_server_down(cluster: SimCluster, fault: Recorder) -> None:
     )
     pods, bad = planted(cluster)
     cluster.add_check(interval=0.3, policy=POLICY)
-    with fault.probe(memory="rss", collect=True):
-        ctl = RunningController(cluster, admin=cluster.lab_admin()).start()
-        try:
-            converged(cluster, pods, bad)
-            cluster.api.pause()
-            late = cluster.add_pod()  # created in the store while nobody can watch
-            time.sleep(1.5)
-            assert ctl._thread.is_alive()
-            cluster.api.resume()
-            wait_for(lambda: gate(cluster, late) == "True", timeout=20)
-            pods.append(late)
-            errors = ctl.controller.metrics.api_errors
-            failed = sum(s.value for m in errors.collect() for s in m.samples if "total" in s.name)
-        finally:
-            stop(fault, ctl)
+    with controller(cluster, fault) as ctl:
+        converged(cluster, pods, bad)
+        cluster.api.pause()
+        late = cluster.add_pod()  # created in the store while nobody can watch
+        time.sleep(1.5)
+        assert ctl._thread.is_alive()
+        cluster.api.resume()
+        wait_for(lambda: gate(cluster, late) == "True", timeout=20)
+        pods.append(late)
+        errors = ctl.controller.metrics.api_errors
+        failed = sum(s.value for m in errors.collect() for s in m.samples if "total" in s.name)
     fault.observed = f"{failed:.0f} API calls failed and were retried; new pod verified"
     assert failed >= 1
     judge(fault, cluster, pods, bad)
@@ -113,14 +122,12 @@ def test_api_server_slow(cluster: SimCluster, fault: Recorder) -> None:
     pods, bad = planted(cluster)
     cluster.api.inject("*", r"/pods", 0, times=-1, delay=0.4)
     cluster.add_check(interval=0.3, policy=POLICY)
-    with fault.probe(memory="rss", collect=True):
-        ctl = RunningController(cluster, admin=cluster.lab_admin()).start()
+    with controller(cluster, fault):
         try:
             converged(cluster, pods, bad, timeout=30)
             delayed = len([p for _, p in cluster.api.requests if "/pods" in p])
         finally:
             cluster.api.clear_injections()
-            stop(fault, ctl)
     fault.observed = f"converged; {delayed} pod requests each answered 0.4 s late"
     judge(fault, cluster, pods, bad)
 
@@ -135,13 +142,9 @@ def test_api_server_conflicts(cluster: SimCluster, fault: Recorder) -> None:
     pods, bad = planted(cluster)
     cluster.api.inject("PATCH", r"/namespaces/shop/pods/", 409, times=6)
     cluster.add_check(interval=0.3, policy=POLICY)
-    with fault.probe(memory="rss", collect=True):
-        ctl = RunningController(cluster, admin=cluster.lab_admin()).start()
-        try:
-            converged(cluster, pods, bad)
-            patches = [p for m, p in cluster.api.requests if m == "PATCH" and "/pods/" in p]
-        finally:
-            stop(fault, ctl)
+    with controller(cluster, fault):
+        converged(cluster, pods, bad)
+        patches = [p for m, p in cluster.api.requests if m == "PATCH" and "/pods/" in p]
     fault.observed = f"{len(patches)} pod PATCHes for 6 conflicts and 5 pods"
     assert len(patches) > 6
     judge(fault, cluster, pods, bad)
@@ -157,20 +160,16 @@ def test_watch_gone(cluster: SimCluster, fault: Recorder) -> None:
     )
     pods, bad = planted(cluster)
     cluster.add_check(interval=0.3, policy=POLICY)
-    with fault.probe(memory="rss", collect=True):
-        ctl = RunningController(cluster, admin=cluster.lab_admin(), watch_timeout=1).start()
-        try:
-            converged(cluster, pods, bad)
-            lists = cluster.api.verb_counts["list"]
-            cluster.api.compact()
-            cluster.api.inject("GET", r"watch=(true|1|True)", 410, times=2)
-            late = cluster.add_pod()
-            wait_for(lambda: gate(cluster, late) == "True", timeout=20)
-            pods.append(late)
-            wait_for(lambda: cluster.api.verb_counts["list"] > lists, timeout=10)
-            relists = cluster.api.verb_counts["list"] - lists
-        finally:
-            stop(fault, ctl)
+    with controller(cluster, fault, watch_timeout=1):
+        converged(cluster, pods, bad)
+        lists = cluster.api.verb_counts["list"]
+        cluster.api.compact()
+        cluster.api.inject("GET", r"watch=(true|1|True)", 410, times=2)
+        late = cluster.add_pod()
+        wait_for(lambda: gate(cluster, late) == "True", timeout=20)
+        pods.append(late)
+        wait_for(lambda: cluster.api.verb_counts["list"] > lists, timeout=10)
+        relists = cluster.api.verb_counts["list"] - lists
     fault.observed = f"{relists} relists after 410; the new pod verified"
     assert relists >= 1
     judge(fault, cluster, pods, bad)
@@ -246,16 +245,12 @@ def test_quarantined_pod_that_stops_answering_stays_quarantined(
     )
     pods, bad = planted(cluster)
     cluster.add_check(interval=0.3, policy=POLICY)
-    with fault.probe(memory="rss", collect=True):
-        ctl = RunningController(cluster, admin=cluster.lab_admin()).start()
-        try:
-            converged(cluster, pods, bad)
-            bad.site.fault = Status(503)
-            start = ctl.controller.cycles_completed
-            wait_for(lambda: ctl.controller.cycles_completed >= start + 3, timeout=20)
-            counts = cluster.check_status().get("counts", {})
-        finally:
-            stop(fault, ctl)
+    with controller(cluster, fault) as ctl:
+        converged(cluster, pods, bad)
+        bad.site.fault = Status(503)
+        start = ctl.controller.cycles_completed
+        wait_for(lambda: ctl.controller.cycles_completed >= start + 3, timeout=20)
+        counts = cluster.check_status().get("counts", {})
     fault.observed = (
         f"gate stayed False over 3 inconclusive cycles ({counts.get('inconclusive')} inconclusive)"
     )

@@ -14,13 +14,22 @@ as in a cluster; the CDN is a different host and must be reached under its own n
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from faults_support import CertAuthority, Recorder, check, fault_spec
+from faults_support import (
+    DRIFTED,
+    HEALTHY,
+    CertAuthority,
+    Recorder,
+    check,
+    check_faulty,
+    counted,
+    fault_spec,
+    planted_fleet,
+)
 
 from artifactcheck.model.values import FindingKind, Severity, Verdict
 from artifactcheck.release.sources import Expectations, TemplateSource, limits_of
@@ -28,8 +37,6 @@ from artifactcheck_sim.fleet import SimFleet
 from artifactcheck_sim.web import Site, Status, WebFleet
 
 SITE = "shop.example"
-DRIFTED = "web-1"
-HEALTHY = ("web-2", "web-3", "web-4")
 
 
 @pytest.fixture(scope="module")
@@ -45,12 +52,6 @@ def stranger() -> CertAuthority:
 @pytest.fixture
 def ca_file(ca: CertAuthority, tmp_path: Path) -> str:
     return ca.write(tmp_path / "ca.pem")
-
-
-def planted_fleet(make_fleet: Callable[..., SimFleet]) -> SimFleet:
-    fleet = make_fleet(4, version="1.4.2")
-    fleet.drift(0, serves="1.4.1")
-    return fleet
 
 
 def kinds(findings) -> set[FindingKind]:
@@ -100,14 +101,8 @@ def test_tls_failure_on_an_instance(
     url = web.add(
         Site(root=fleet.releases["1.4.2"], version="1.4.2"), f"127.97.{subnet}.100", ssl_context=ctx
     )
-    spec = fault_spec(
-        fleet,
-        {"url": url, "version": "1.4.2", "name": "faulty"},
-        http={"ca_bundle": ca_file, "host_header": SITE},
-    )
-    outcome = check(fault, spec, drifted=[DRIFTED])
-    result = outcome.result("faulty")
-    fault.observed = f"{result.verdict.value}: {result.reason}"[:160]
+    http = {"ca_bundle": ca_file, "host_header": SITE}
+    outcome, result = check_faulty(fault, fleet, url, http=http)
     assert result.verdict is Verdict.UNREACHABLE
     assert result.observation.error_kind == "tls"
     assert "TLS certificate verification failed" in result.reason
@@ -222,7 +217,7 @@ def test_cdn_fault(
         web.remove(cdn)
     spec = fault_spec(fleet, cdn=cdn, http={"ca_bundle": ca_file, "host_header": SITE})
     outcome = check(fault, spec, drifted=[DRIFTED])
-    fault.observed = ", ".join(f"{v} {k}" for k, v in sorted(outcome.counts().items()))
+    fault.observed = counted(outcome)
     for name in HEALTHY:
         assert outcome.verdict(name) is case.healthy, outcome.result(name).reason
     assert outcome.verdict(DRIFTED) is Verdict.MISMATCH
@@ -279,7 +274,7 @@ def test_release_source_down(
             web.remove(template.removesuffix("{version}.json"))
     spec = fault_spec(fleet, release_manifest=template)
     outcome = check(fault, spec, drifted=[])
-    fault.observed = ", ".join(f"{v} {k}" for k, v in sorted(outcome.counts().items()))
+    fault.observed = counted(outcome)
     for name in HEALTHY:
         assert outcome.verdict(name) is Verdict.INCONCLUSIVE, outcome.result(name).reason
     # the CDN still witnesses against the drifted instance, but cannot quarantine it
@@ -314,7 +309,7 @@ def test_release_source_fails_after_a_good_load(
         fault, spec, drifted=[DRIFTED], cycles=2, expectations=refreshing, between=break_source
     )
     first, second = outcome.reports
-    fault.observed = ", ".join(f"{v} {k}" for k, v in sorted(outcome.counts().items()))
+    fault.observed = counted(outcome)
     assert [r.verdict for r in first.results] == [r.verdict for r in second.results]
     assert outcome.verdict(DRIFTED) is Verdict.MISMATCH
     assert FindingKind.EXPECTATION_STALE in kinds(second.findings)
@@ -341,14 +336,8 @@ def test_expiry_is_read_when_the_instance_is_healthy(
     url = web.add(
         Site(root=fleet.releases["1.4.2"], version="1.4.2"), f"127.97.{subnet}.100", ssl_context=ctx
     )
-    spec = fault_spec(
-        fleet,
-        {"url": url, "version": "1.4.2", "name": "faulty"},
-        http={"ca_bundle": ca_file, "host_header": SITE},
-    )
-    outcome = check(fault, spec, drifted=[DRIFTED])
-    result = outcome.result("faulty")
-    fault.observed = f"{result.verdict.value}: {result.reason}"
+    http = {"ca_bundle": ca_file, "host_header": SITE}
+    outcome, result = check_faulty(fault, fleet, url, http=http)
     assert result.verdict is Verdict.CONSISTENT
     assert result.observation.tls is not None and result.observation.tls.not_after == not_after
     assert FindingKind.TLS_EXPIRING not in kinds(result.findings)

@@ -70,23 +70,18 @@ def cli(*args: str) -> tuple[int, str]:
     return result.exit_code, result.stdout
 
 
-def verify_args(env: dict[str, Any], config: Path | None = None) -> list[str]:
-    args = [
-        "verify",
-        "--release-manifest",
-        env["fleet"].release_template,
-        "--ca-bundle",
-        env["ca_file"],
-        "--host-header",
-        SITE,
-        "--output",
-        "json",
-    ]
+def cli_args(env: dict[str, Any], *command: str) -> list[str]:
+    """``command`` over the https fleet: its release, its CA, the site's name, every target."""
+    args = [*command, "--release-manifest", env["fleet"].release_template]
+    args += ["--ca-bundle", env["ca_file"], "--host-header", SITE]
     for _, url in env["targets"]:
         args += ["--target", f"{url}=1.4.2"]
-    if config is not None:
-        args += ["-c", str(config)]
     return args
+
+
+def verify_args(env: dict[str, Any], config: Path | None = None) -> list[str]:
+    args = cli_args(env, "verify", "--output", "json")
+    return args + ["-c", str(config)] if config is not None else args
 
 
 def expiring(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -142,18 +137,7 @@ def test_investigate_shows_expiry(https_fleet, fault: Recorder) -> None:
     )
     env = https_fleet
     url = dict(env["targets"])["soon"]
-    args = [
-        "investigate",
-        url,
-        "--release-manifest",
-        env["fleet"].release_template,
-        "--ca-bundle",
-        env["ca_file"],
-        "--host-header",
-        SITE,
-    ]
-    for _, other in env["targets"]:
-        args += ["--target", f"{other}=1.4.2"]
+    args = cli_args(env, "investigate", url)
     with fault.probe(memory="none"):
         code_text, text = cli(*args)
         code_json, out = cli(*args, "--output", "json")

@@ -113,6 +113,15 @@ def _canary_seen(gate: Gate) -> None:
     wait_for(lambda: gate.settled(path)["pods"]["selected"] == 2, timeout=20)
 
 
+@pytest.fixture(scope="module")
+def refusing(shared_cluster: GateCluster, shared_gate: Gate) -> Gate:
+    """Flagger's pods and the check on the module's shared controller, for the tests
+    whose requests are refused: they change nothing, so one controller serves them all."""
+    _flagger_pods(shared_cluster)
+    _check(shared_cluster)
+    return shared_gate
+
+
 def test_clean_canary_passes_every_hook(cluster: GateCluster, gate: Gate) -> None:
     _flagger_pods(cluster)
     _check(cluster)
@@ -213,31 +222,25 @@ def test_check_in_the_canary_namespace_by_name(cluster: GateCluster, gate: Gate)
     ],
 )
 def test_bad_payloads_are_refused_with_a_reason(
-    cluster: GateCluster, gate: Gate, body: bytes, status: int, reason: str
+    refusing: Gate, body: bytes, status: int, reason: str
 ) -> None:
-    _flagger_pods(cluster)
-    _check(cluster)
-    accepted, got, doc = call_webhook(gate, _hooks()[0], body)
+    accepted, got, doc = call_webhook(refusing, _hooks()[0], body)
     assert (accepted, got, doc["reason"]) == (False, status, reason), doc
 
 
-def test_body_size_is_bounded(cluster: GateCluster, gate: Gate) -> None:
-    cluster.add_pod()
-    _check(cluster)
+def test_body_size_is_bounded(refusing: Gate) -> None:
     big = b'{"name": "web", "pad": "' + b"x" * MAX_BODY_BYTES + b'"}'
-    accepted, status, doc = call_webhook(gate, _hooks()[0], big)
+    accepted, status, doc = call_webhook(refusing, _hooks()[0], big)
     assert (accepted, status, doc["reason"]) == (False, 413, "BodyTooLarge")
     # no Content-Length at all: refused before reading anything
     answer = raw(
-        gate.server.port,
+        refusing.server.port,
         b"POST /verdicts/v1/flagger HTTP/1.1\r\nHost: x\r\n"
         b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
     )
     assert answer.startswith("HTTP/1.0 411") and '"reason": "LengthRequired"' in answer
 
 
-def test_the_hook_is_a_post(cluster: GateCluster, gate: Gate) -> None:
-    cluster.add_pod()
-    _check(cluster)
-    status, doc = gate.get("/verdicts/v1/flagger")
+def test_the_hook_is_a_post(refusing: Gate) -> None:
+    status, doc = refusing.get("/verdicts/v1/flagger")
     assert (status, doc["reason"]) == (405, "MethodNotAllowed")

@@ -32,6 +32,16 @@ def get(gate: Gate, path: str) -> tuple[int, dict[str, Any]]:
     return status, valid(doc)
 
 
+@pytest.fixture(scope="module")
+def refusing(shared_cluster: GateCluster, shared_gate: Gate) -> Gate:
+    """A checked canary on the module's shared controller, for the tests whose requests
+    are refused: they change nothing, so one controller serves them all."""
+    shared_cluster.add_canary(1)
+    shared_cluster.add_check()
+    shared_gate.settled(CHECK)
+    return shared_gate
+
+
 def test_whole_check_counts_versions_and_quarantine(cluster: GateCluster, gate: Gate) -> None:
     stable = cluster.add_stable(4)
     bad = cluster.add_pod(
@@ -141,22 +151,15 @@ def test_fresh_check_observes_the_pods_again(cluster: GateCluster, gate: Gate) -
         ("/nothing", 404, "NotFound"),
     ],
 )
-def test_errors_are_json_with_a_reason(
-    cluster: GateCluster, gate: Gate, path: str, status: int, reason: str
-) -> None:
-    cluster.add_canary(1)
-    cluster.add_check()
-    gate.settled(CHECK)
-    got, doc = get(gate, path)
+def test_errors_are_json_with_a_reason(refusing: Gate, path: str, status: int, reason: str) -> None:
+    got, doc = get(refusing, path)
     assert (got, doc["reason"]) == (status, reason), doc
 
 
-def test_methods(cluster: GateCluster, gate: Gate) -> None:
-    cluster.add_canary(1)
-    cluster.add_check()
-    status, doc = request("POST", gate.base + CHECK, b"{}")
+def test_methods(refusing: Gate) -> None:
+    status, doc = request("POST", refusing.base + CHECK, b"{}")
     assert (status, valid(doc)["reason"]) == (405, "MethodNotAllowed")
-    status, doc = request("DELETE", gate.base + CHECK)
+    status, doc = request("DELETE", refusing.base + CHECK)
     assert (status, valid(doc)["reason"]) == (501, "NotImplemented")
 
 
@@ -238,17 +241,17 @@ def test_connections_are_bounded(cluster: GateCluster, gate: Gate) -> None:
     assert raw(gate.server.port, b"GET /healthz HTTP/1.0\r\n\r\n").startswith("HTTP/1.0 200")
 
 
-def test_request_line_and_headers_are_bounded(cluster: GateCluster, gate: Gate) -> None:
+def test_request_line_and_headers_are_bounded(refusing: Gate) -> None:
     long_line = b"GET " + CHECK.encode() + b"?selector=" + b"a" * 5000 + b" HTTP/1.1\r\n\r\n"
-    answer = raw(gate.server.port, long_line)
+    answer = raw(refusing.server.port, long_line)
     assert answer.startswith("HTTP/1.0 414") and '"reason": "RequestLineTooLong"' in answer
     headers = b"".join(b"X-Pad-%d: %s\r\n" % (i, b"p" * 1000) for i in range(20))
-    answer = raw(gate.server.port, b"GET /healthz HTTP/1.1\r\n" + headers + b"\r\n")
+    answer = raw(refusing.server.port, b"GET /healthz HTTP/1.1\r\n" + headers + b"\r\n")
     assert answer.startswith("HTTP/1.0 431") and '"reason": "HeadersTooLarge"' in answer
     doc = json.loads(answer.split("\r\n\r\n", 1)[1])
     valid(doc)
     # a selector within bounds but over the selector limit is a 400, not a crash
-    status, doc = get(gate, CHECK + "?selector=" + "a" * 1100)
+    status, doc = get(refusing, CHECK + "?selector=" + "a" * 1100)
     assert (status, doc["reason"]) == (400, "BadSelector")
 
 

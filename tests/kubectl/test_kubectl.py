@@ -14,11 +14,13 @@ discovery or OpenAPI cache leaks between tests.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,37 @@ class Kubectl:
         if ok:
             assert done.returncode == 0, (args, done.stdout, done.stderr)
         return done
+
+    @contextlib.contextmanager
+    def watching(self, *args: str) -> Iterator[list[str]]:
+        """kubectl ``args`` running; the lines it has printed so far, growing as it prints.
+
+        Left, it is killed: a watch ends when the test has seen what it waits for, not
+        at a request timeout (which cost the whole timeout).
+        """
+        watcher = subprocess.Popen(
+            self.argv(*args),
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        printed: list[str] = []
+        reader = threading.Thread(target=lambda: printed.extend(watcher.stdout or ()), daemon=True)
+        reader.start()
+        try:
+            yield printed
+        finally:
+            watcher.kill()
+            reader.join(timeout=10)  # the reader ends with the killed process's output
+            watcher.communicate()
+
+
+def _until(condition: Callable[[], bool], message: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert condition(), message
 
 
 @pytest.fixture
@@ -226,18 +259,8 @@ def test_get_pods_table_and_watch_sees_a_change(kubectl: Kubectl, server: FakeAp
     wide = kubectl("get", "pods", "-o", "wide").stdout.splitlines()[0].split()
     assert wide[:7] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
 
-    watcher = subprocess.Popen(
-        kubectl.argv("get", "pods", "-w", "--request-timeout=8s"),
-        env=kubectl.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while server.watch_count == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.watch_count > 0, "kubectl did not start watching"
+    with kubectl.watching("get", "pods", "-w") as printed:
+        _until(lambda: server.watch_count > 0, "kubectl did not start watching")
         server.create(_pod("web-2"))
         server.patch_status(
             "v1",
@@ -260,11 +283,8 @@ def test_get_pods_table_and_watch_sees_a_change(kubectl: Kubectl, server: FakeAp
                 }
             },
         )
-        out, err = watcher.communicate(timeout=30)
-    finally:
-        if watcher.poll() is None:
-            watcher.kill()
-            watcher.communicate()
+        _until(lambda: "Running" in "".join(printed), "the watch never showed web-2 running")
+    out = "".join(printed)
     lines = [line.split() for line in out.splitlines() if line.strip()]
     assert lines[0] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"], out
     assert ["web-2", "0/1", "Pending"] == lines[2][:3], out
