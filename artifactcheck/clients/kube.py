@@ -8,8 +8,8 @@ the CRD status (:mod:`artifactcheck.control.status`) and the ConfigMap release s
 
 * :func:`load_api_client` builds an ``ApiClient`` from the in-cluster service account
   or a kubeconfig; the API classes (:data:`CoreV1Api` ...) are re-exported so callers
-  bind their receivers to one API group, which is what the RBAC scanner in
-  tests/k8s/test_manifests.py reads;
+  bind their receivers to one API group, which is what the RBAC scanner
+  (tests/tools/rbac_scan.py) reads;
 * :func:`call` runs one request and translates every library error, always
   ``raise ... from exc``: an unreachable, slow or failing API server (connection
   errors, timeouts, 429, 5xx) is a :class:`~artifactcheck.model.errors.DependencyError`,

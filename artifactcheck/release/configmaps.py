@@ -12,7 +12,7 @@ and no ConfigMap approaches the 1 MiB object limit as releases accumulate.
 Only the namespace it is given is ever read, with the check's label selector: a
 namespaced ArtifactCheck names its own ConfigMaps and nobody else's. The calls are
 ``list`` and ``watch`` of ``configmaps`` and nothing else (no get, no write), which is
-what k8s/rbac.yaml grants and the RBAC scanner in tests/k8s/test_manifests.py holds
+what k8s/rbac.yaml grants and the RBAC scanner (tests/tools/rbac_scan.py) holds
 both to.
 
 With ``watch`` (the controller), the first use lists and a daemon thread then follows
