@@ -1,0 +1,404 @@
+"""One ArtifactCheck's life on the leader: watch its pods, then cycle: observe,
+judge, decide, act, record.
+
+Full cycles re-sample every ``interval``; beside them, the gate-mode fast path checks
+a pod whose containers just became ready at once, reusing the other pods' last
+observations so the safety limits still see the whole workload. A cycle that fails
+is that cycle's failure, never the check's end. Each namespace's cycles share its
+slots and request budget (tenancy/admission.py), so a flood waits for itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from artifactcheck.act.kube import cordoned_by_us
+from artifactcheck.act.logs import ContextAdapter
+from artifactcheck.control import pods, wiring
+from artifactcheck.control.accepting import Accepting
+from artifactcheck.control.actions import Acting, undo_failed, withhold_changed
+from artifactcheck.control.health import Heartbeat
+from artifactcheck.control.metrics import Metrics
+from artifactcheck.control.reporting import Reporting
+from artifactcheck.control.settings import ControllerSettings
+from artifactcheck.control.state import CheckState
+from artifactcheck.control.watching import Watching
+from artifactcheck.discover.kube import list_pods_as, watch_pods
+from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.fetch.proxy import proxies_of
+from artifactcheck.fetch.retry import backoff_delays
+from artifactcheck.judge.compare import CdnView
+from artifactcheck.model.errors import ArtifactCheckError
+from artifactcheck.model.values import ActionKind, Expectation, Observation, Report
+from artifactcheck.observe.instance import Observer
+from artifactcheck.pipeline import Started, judge_step, observe_each
+from artifactcheck.tenancy.admission import AdminConfig, RequestBudget
+from artifactcheck.tenancy.egress import AddressRules
+
+__all__ = ["Checking"]
+
+
+@dataclass(slots=True)
+class _Running:
+    """What the cycles of one running check share."""
+
+    state: CheckState
+    observer: Observer
+    fetcher: Fetcher
+    log: logging.LoggerAdapter[logging.Logger]
+    #: The backoff after failed cycles; None: the last cycle succeeded.
+    failures: Iterator[float] | None = None
+
+
+class Checking:
+    """Runs the checks this replica leads for, each in a task of its own."""
+
+    def __init__(
+        self,
+        *,
+        api_client: Any,
+        settings: ControllerSettings,
+        admin: AdminConfig,
+        address_rules: AddressRules,
+        metrics: Metrics,
+        heartbeat: Heartbeat,
+        clock: Callable[[], float],
+        rng: random.Random,
+        stopping: threading.Event,
+        watching: Watching,
+        acting: Acting,
+        reporting: Reporting,
+        accepting: Accepting,
+    ) -> None:
+        self.api = api_client
+        self.settings = settings
+        self.admin = admin
+        self.address_rules = address_rules
+        self.metrics = metrics
+        self.heartbeat = heartbeat
+        self.clock = clock
+        self.rng = rng
+        self._stopping = stopping
+        self.watching = watching
+        self.acting = acting
+        self.reporting = reporting
+        self.accepting = accepting
+        self.budget = RequestBudget(per_minute=admin.limits.requests_per_minute)
+        self._slots: dict[str, asyncio.Semaphore] = {}
+        self.running_cycles: dict[str, int] = {}  # per namespace, now
+        self.peak_cycles: dict[str, int] = {}  # per namespace, the most at once so far
+        self.cycles_completed = 0
+
+    async def run(self, state: CheckState) -> None:
+        """Watch the check's pods and run its cycles until cancelled."""
+        clog = ContextAdapter(logging.getLogger("artifactcheck.check"), {"check": state.key})
+        stop = asyncio.Event()
+        assert state.spec.kubernetes is not None
+        if state.spec.policy.cordon_nodes:  # needs the opt-in node RBAC
+            await self._recover_cordoned(state, clog)
+        watcher = asyncio.create_task(self._watch_pods(state, stop, watching_since=time.time()))
+        try:
+            scope = wiring.credential_scope(state)
+            async with Fetcher(
+                http=state.spec.http,
+                retry=state.spec.retry,
+                logger=clog,
+                egress=wiring.egress_for(state, self.address_rules),
+                scoped_headers=scope or None,
+                proxies=proxies_of(self.admin.egress),  # the admin's, never the environment's
+            ) as fetcher:
+                state.expectations = wiring.expectations_or_unavailable(
+                    state.spec,
+                    fetcher,
+                    clog,
+                    api_client=self.api,
+                    namespace=state.namespace,
+                    trust=functools.partial(wiring.trust_of, state),
+                )
+                if state.pins and state.expectations and not state.spec.release_configmaps:
+                    # a URL's manifest is read again every interval, so a rebuild there
+                    # is caught by its pin (ConfigMaps are watched: seen when edited)
+                    state.expectations.refresh_after = state.spec.interval
+                observer = Observer(
+                    spec=state.spec, fetcher=fetcher, expectations=state.expectations
+                )
+                await self._cycle_forever(_Running(state, observer, fetcher, clog))
+        finally:
+            stop.set()
+            watcher.cancel()
+            try:
+                await watcher
+            except (asyncio.CancelledError, Exception):
+                pass
+            if state.expectations is not None:
+                state.expectations.close()  # stops a ConfigMap watch; never blocks
+
+    async def _recover_cordoned(
+        self, state: CheckState, log_: logging.LoggerAdapter[logging.Logger]
+    ) -> None:
+        """The nodes artifactcheck cordoned before a restart, so they are not repeated."""
+        try:
+            state.history = replace(
+                state.history,
+                cordoned=frozenset(await asyncio.to_thread(cordoned_by_us, self.api)),
+            )
+        except ArtifactCheckError as exc:
+            log_.warning("could not read cordoned nodes: %s", exc)
+
+    async def _watch_pods(
+        self, state: CheckState, stop: asyncio.Event, *, watching_since: float
+    ) -> None:
+        src = state.spec.kubernetes
+        assert src is not None
+        await self.watching.run(
+            stop,
+            name=f"pods {state.key}",
+            # each pod summarised as its page arrives (on the list's thread): the
+            # JSON of every pod is never held at once
+            list_fn=lambda: list_pods_as(
+                self.api,
+                functools.partial(pods.summary, state),
+                namespace=src.namespace,
+                selector=src.selector,
+            ),
+            watch_fn=lambda rv: watch_pods(
+                self.api,
+                namespace=src.namespace,
+                selector=src.selector,
+                resource_version=rv,
+                timeout=self.settings.watch_timeout,
+                stop=self._stopping,
+                opened=self.watching.track,
+            ),
+            on_sync=functools.partial(pods.pods_listed, state, watching_since),
+            on_event=functools.partial(pods.pod_changed, state, watching_since),
+        )
+
+    # -- scheduling ----------------------------------------------------------------
+
+    async def _cycle_forever(self, run: _Running) -> None:
+        """Full cycles every ``interval`` and, beside them, new pods as they come.
+
+        The two run as separate tasks: a pod that just became ready is observed at
+        once even while a full cycle is fetching its sample, and waits at most for
+        the judging and acting of a cycle under way (``state.judging``).
+        """
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._full_cycles(run))
+            tg.create_task(self._new_pod_cycles(run))
+
+    async def _full_cycles(self, run: _Running) -> None:
+        """A full cycle (a fresh sample, judged with every pod's latest observation)
+        every ``interval``. The first one also checks every pod found at start-up."""
+        state = run.state
+        next_full = 0.0
+        while True:
+            self.heartbeat.beat()
+            now = time.monotonic()
+            if state.synced and now >= next_full:
+                wait = self.budget.wait_time(state.namespace)
+                if wait > 0:
+                    await self._throttle(state, wait, run.log)
+                    continue
+                if not await self._budgeted_cycle(run, full=True):
+                    continue  # the first full cycle is retried before the fast path starts
+                next_full = time.monotonic() + state.spec.interval
+                state.started.set()
+            timeout = max(0.0, next_full - time.monotonic()) if state.synced else 0.05
+            await asyncio.sleep(min(timeout, 5.0))
+
+    async def _new_pod_cycles(self, run: _Running) -> None:
+        """The gate-mode fast path: pods that just became ready, observed, judged
+        against the check's current state and acted on, without waiting for a cycle.
+
+        It is the same cycle as a full one over the same observations (only the pods
+        observed differ), so it gives the verdicts a full cycle would
+        (tests/k8s/test_controller.py compares them).
+        """
+        state = run.state
+        await state.started.wait()
+        while True:
+            self.heartbeat.beat()
+            if state.synced and state.pending:
+                await asyncio.sleep(self.settings.new_pod_debounce)
+                wait = self.budget.wait_time(state.namespace)
+                if wait > 0:
+                    await self._throttle(state, wait, run.log)
+                    continue
+                await self._budgeted_cycle(run, full=False)
+                continue
+            state.wake.clear()
+            try:
+                await asyncio.wait_for(state.wake.wait(), timeout=5.0)
+            except TimeoutError:
+                pass
+
+    async def _budgeted_cycle(self, run: _Running, *, full: bool) -> bool:
+        """One cycle in the namespace's slot, its requests spent from the namespace's budget.
+
+        A cycle that raises is that cycle's failure, never the check's end: it is
+        logged and counted (``artifactcheck_cycle_failures_total``, the
+        ArtifactCheckCycleFailing alert), and the next one starts after a backoff
+        (``backoff_base`` doubling to ``backoff_max``, reset by a cycle that succeeds).
+        The new pods it took are pending again. Whether the cycle succeeded.
+        """
+        ns = run.state.namespace
+        async with self._slot(ns):
+            self.running_cycles[ns] = self.running_cycles.get(ns, 0) + 1
+            self.peak_cycles[ns] = max(self.peak_cycles.get(ns, 0), self.running_cycles[ns])
+            requests0 = run.fetcher.stats.requests
+            failed = False
+            try:
+                await self._cycle(run, full=full)
+                run.failures = None
+            except Exception:  # noqa: BLE001 - one cycle never ends the check
+                failed = True
+                self.metrics.cycle_failures.labels(run.state.key).inc()
+                run.log.exception(
+                    "%s cycle failed; the check goes on", "full" if full else "new-pod"
+                )
+            finally:
+                self.running_cycles[ns] -= 1
+                self.budget.spend(ns, run.fetcher.stats.requests - requests0)
+        if failed:
+            if run.failures is None:
+                run.failures = backoff_delays(
+                    self.settings.backoff_base, self.settings.backoff_max, self.rng
+                )
+            await asyncio.sleep(next(run.failures))
+        return not failed
+
+    def _slot(self, namespace: str) -> asyncio.Semaphore:
+        """The namespace's share of concurrent cycles: its flood waits for itself."""
+        slot = self._slots.get(namespace)
+        if slot is None:
+            slot = asyncio.Semaphore(self.admin.limits.concurrent_cycles_per_namespace)
+            self._slots[namespace] = slot
+        return slot
+
+    async def _throttle(
+        self, state: CheckState, wait: float, log_: logging.LoggerAdapter[logging.Logger]
+    ) -> None:
+        """Wait for the namespace's request budget, saying so in the check's status."""
+        limit = self.admin.limits.requests_per_minute
+        reason = (
+            f"namespace {state.namespace!r} spent its request budget ({limit:g} per "
+            "minute, all its checks together); cycles wait until it refills"
+        )
+        if state.throttled is None:
+            log_.warning("throttled for %.1fs: %s", wait, reason)
+        state.throttled = reason
+        await self.reporting.rewrite_status(state, log_)
+        await asyncio.sleep(wait)
+
+    # -- one cycle -----------------------------------------------------------------
+
+    async def _cycle(self, run: _Running, *, full: bool) -> None:
+        """Observe (all pods, or just new ones), then the check step ``verify`` runs too
+        (over every pod's latest observation); act, record, report."""
+        state, observer, fetcher = run.state, run.observer, run.fetcher
+        started = Started.now(fetcher)
+        loaded: dict[str, Expectation] = {}
+        observed: dict[str, Observation] = {}
+        pending = set(state.pending)
+        try:
+            await observe_each(
+                observer,
+                pods.targets(state, observer, full=full),
+                into=observed,
+                loaded=loaded,
+                first=not full,  # new pods wait out of traffic: ahead of a full sample
+            )
+            async with state.judging:
+                # a pod that went away while it was observed is not judged any more
+                state.observations.update((n, o) for n, o in observed.items() if n in state.pods)
+                await self._judge_and_act(run, started, loaded, full=full, observed=observed.keys())
+        except Exception:
+            state.pending |= {n for n in pending if n in state.pods}  # checked again
+            raise
+
+    async def _judge_and_act(
+        self,
+        run: _Running,
+        started: Started,
+        loaded: dict[str, Expectation],
+        *,
+        full: bool,
+        observed: Collection[str],
+    ) -> None:
+        """Judge every pod's latest observation (only what changed is judged again),
+        decide, act, record: one cycle's second half, under ``state.judging``.
+        ``observed``: the pods this cycle observed, the only ones whose verdict is
+        new evidence (a confirmation streak counts observations, not cycles)."""
+        state, observer, fetcher, log_ = run.state, run.observer, run.fetcher, run.log
+        spec = state.spec
+        observations = pods.refreshed(state)
+        checked = await judge_step(
+            spec,
+            observations,
+            observer=observer,
+            fetcher=fetcher,
+            expectations=state.expectations,
+            loaded=loaded,
+            started=started,
+            history=state.history,
+            now=self.clock,
+            instances_total=len(state.pods),
+            gate_mode=True,
+            known_versions=spec.known_versions,
+            cache=state.judged,
+            observed=observed,
+        )
+        state.judged.forget(state.observations)
+        self._export_certificates(state, observations, checked.judgement.cdn)
+        results = checked.judgement.results
+        decision, withheld, held = withhold_changed(state, checked.decision, results)
+        performed, failed = await self.acting.act(state, decision, results, log_)
+        state.opened = {a.target for a in performed if a.kind is ActionKind.RELEASE}
+        state.history = undo_failed(checked.decision.history, state.history, [*failed, *withheld])
+        report = replace(
+            checked.report,
+            actions=tuple(performed),
+            findings=(*checked.report.findings, *held),
+            elapsed=time.perf_counter() - started.clock,
+        )
+        await self._record(state, report, log_)
+        log_.info(
+            "cycle done (%s): %s",
+            "full" if full else "new pods",
+            ", ".join(f"{v} {k}" for k, v in report.counts().items() if v) or "no pods",
+        )
+
+    def _export_certificates(
+        self, state: CheckState, observations: list[Observation], cdn: CdnView | None
+    ) -> None:
+        certs = [o.tls for o in observations] + [cdn.tls if cdn else None]
+        self.metrics.record_tls(
+            state.key, [(c.endpoint, c.not_after.timestamp()) for c in certs if c is not None]
+        )
+
+    async def _record(
+        self, state: CheckState, report: Report, log_: logging.LoggerAdapter[logging.Logger]
+    ) -> None:
+        """Remember the cycle's report; export its metrics; write the check's status."""
+        state.last_report = report
+        state.throttled = None
+        now_mono = time.monotonic()
+        state.cycle_ends = [*state.cycle_ends[-99:], now_mono]
+        for r in report.results:
+            since = state.ready_since.pop(r.instance.name, None)
+            if since is not None:
+                self.metrics.verdict_latency.observe(now_mono - since)
+        quarantined = state.quarantined()
+        self.metrics.record_report(state.key, report, quarantined=quarantined)
+        await self.reporting.write_status(state, report, quarantined, log_)
+        await self.accepting.announce_changes(state)
+        self.cycles_completed += 1
