@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from artifactcheck.act.logs import ContextAdapter
-from artifactcheck.control.metrics import Metrics
+from artifactcheck.control.context import Context
 from artifactcheck.control.release_pins import (
     ANN_ACCEPT_RELEASE,
     PinsError,
@@ -30,21 +31,12 @@ from artifactcheck.model.errors import ArtifactCheckError
 __all__ = ["Accepting", "accept_requested", "annotated_by", "pins_of"]
 
 
+@dataclass(slots=True)
 class Accepting:
     """Adopts the releases annotations accept; announces the changes not accepted."""
 
-    def __init__(
-        self,
-        *,
-        api_client: Any,
-        reporting: Reporting,
-        metrics: Metrics,
-        logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
-    ) -> None:
-        self.api = api_client
-        self.reporting = reporting
-        self.metrics = metrics
-        self.log = logger
+    ctx: Context
+    reporting: Reporting
 
     async def accept(self, state: CheckState, value: str) -> None:
         """Adopt the release the annotation names, record it in the status, then remove
@@ -59,7 +51,7 @@ class Accepting:
             version, digest = parse_accept(value)
             if not state.pins.already_accepted(version, digest):
                 record = state.pins.accept(version, digest, by=annotated_by(obj))
-                self.log.warning(
+                self.ctx.log.warning(
                     "%s: release %s accepted (sha256 %s) by %s",
                     state.key,
                     version,
@@ -82,14 +74,16 @@ class Accepting:
         try:
             await asyncio.to_thread(
                 patch_check_annotations,
-                self.api,
+                self.ctx.api,
                 state.namespace,
                 state.name,
                 {ANN_ACCEPT_RELEASE: None},
             )
         except ArtifactCheckError as exc:
-            self.metrics.api_errors.labels("status").inc()
-            self.log.warning("could not remove %s from %s: %s", ANN_ACCEPT_RELEASE, state.key, exc)
+            self.ctx.metrics.api_errors.labels("status").inc()
+            self.ctx.log.warning(
+                "could not remove %s from %s: %s", ANN_ACCEPT_RELEASE, state.key, exc
+            )
 
     async def announce_changes(self, state: CheckState) -> None:
         """One Warning Event per release change (a version and the digest it changed to),

@@ -13,12 +13,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from artifactcheck.act.kube import KubeActor
 from artifactcheck.clients.kube import Throttled
-from artifactcheck.control.metrics import Metrics
+from artifactcheck.control.context import Context
 from artifactcheck.control.state import CheckState
 from artifactcheck.judge.decide import Decision, History, InstanceState
 from artifactcheck.model.errors import ArtifactCheckError
@@ -64,13 +64,12 @@ class Writes:
             self.not_before = max(self.not_before, until)
 
 
+@dataclass(slots=True)
 class Acting:
     """Performs a cycle's decided actions through the Kubernetes API."""
 
-    def __init__(self, *, api_client: Any, writes: Writes, metrics: Metrics) -> None:
-        self.api = api_client
-        self.writes = writes
-        self.metrics = metrics
+    ctx: Context
+    writes: Writes
 
     async def act(
         self,
@@ -83,7 +82,7 @@ class Acting:
         failed or were not attempted because this replica may not write now). Failures
         are logged, never crash the loop."""
         actor = KubeActor(
-            api_client=self.api,
+            api_client=self.ctx.api,
             policy=state.spec.policy,
             logger=log_,
             may_write=self.writes.may_act,
@@ -149,7 +148,7 @@ class Acting:
                 done[i] = actor.apply(action, result.instance if result else None, result)
             except ArtifactCheckError as exc:
                 self.writes.throttled(exc)
-                self.metrics.api_errors.labels(action.kind.value).inc()
+                self.ctx.metrics.api_errors.labels(action.kind.value).inc()
                 log_.warning("%s of %s failed: %s", action.kind.value, action.target, exc)
                 if failed is not None:
                     failed.add(i)

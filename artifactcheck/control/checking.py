@@ -13,22 +13,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import random
-import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
 
 from artifactcheck.act.kube import cordoned_by_us
 from artifactcheck.act.logs import ContextAdapter
 from artifactcheck.control import pods, wiring
 from artifactcheck.control.accepting import Accepting
 from artifactcheck.control.actions import Acting, undo_failed, withhold_changed
-from artifactcheck.control.health import Heartbeat
-from artifactcheck.control.metrics import Metrics
-from artifactcheck.control.reporting import Reporting
-from artifactcheck.control.settings import ControllerSettings
+from artifactcheck.control.context import Context
 from artifactcheck.control.state import CheckState
 from artifactcheck.control.watching import Watching
 from artifactcheck.discover.kube import list_pods_as, watch_pods
@@ -40,8 +34,7 @@ from artifactcheck.model.errors import ArtifactCheckError
 from artifactcheck.model.values import ActionKind, Expectation, Observation, Report
 from artifactcheck.observe.instance import Observer
 from artifactcheck.pipeline import Started, judge_step, observe_each
-from artifactcheck.tenancy.admission import AdminConfig, RequestBudget
-from artifactcheck.tenancy.egress import AddressRules
+from artifactcheck.tenancy.admission import RequestBudget
 
 __all__ = ["Checking"]
 
@@ -62,36 +55,22 @@ class Checking:
     """Runs the checks this replica leads for, each in a task of its own."""
 
     def __init__(
-        self,
-        *,
-        api_client: Any,
-        settings: ControllerSettings,
-        admin: AdminConfig,
-        address_rules: AddressRules,
-        metrics: Metrics,
-        heartbeat: Heartbeat,
-        clock: Callable[[], float],
-        rng: random.Random,
-        stopping: threading.Event,
-        watching: Watching,
-        acting: Acting,
-        reporting: Reporting,
-        accepting: Accepting,
+        self, ctx: Context, *, watching: Watching, acting: Acting, accepting: Accepting
     ) -> None:
-        self.api = api_client
-        self.settings = settings
-        self.admin = admin
-        self.address_rules = address_rules
-        self.metrics = metrics
-        self.heartbeat = heartbeat
-        self.clock = clock
-        self.rng = rng
-        self._stopping = stopping
+        self.api = ctx.api
+        self.settings = ctx.settings
+        self.admin = ctx.admin
+        self.address_rules = ctx.address_rules
+        self.metrics = ctx.metrics
+        self.heartbeat = ctx.heartbeat
+        self.clock = ctx.clock
+        self.rng = ctx.rng
+        self._stopping = ctx.stopping
         self.watching = watching
         self.acting = acting
-        self.reporting = reporting
         self.accepting = accepting
-        self.budget = RequestBudget(per_minute=admin.limits.requests_per_minute)
+        self.reporting = accepting.reporting
+        self.budget = RequestBudget(per_minute=ctx.admin.limits.requests_per_minute)
         self._slots: dict[str, asyncio.Semaphore] = {}
         self.running_cycles: dict[str, int] = {}  # per namespace, now
         self.peak_cycles: dict[str, int] = {}  # per namespace, the most at once so far

@@ -24,11 +24,9 @@ cordoned nodes), so actions and Events are not repeated.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import os
 import random
-import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -36,12 +34,11 @@ from typing import Any
 from artifactcheck.control import accepting, forward
 from artifactcheck.control.accepting import Accepting
 from artifactcheck.control.actions import Acting, Writes
-from artifactcheck.control.addresses import api_server_addresses, own_addresses
 from artifactcheck.control.api import VerdictApi
 from artifactcheck.control.checking import Checking
-from artifactcheck.control.health import HealthServer, Heartbeat
+from artifactcheck.control.context import Context
+from artifactcheck.control.health import HealthServer
 from artifactcheck.control.leadership import Leadership
-from artifactcheck.control.lease import LeaseLock
 from artifactcheck.control.metrics import CONTENT_TYPE, Metrics
 from artifactcheck.control.registry import Registry
 from artifactcheck.control.reporting import Reporting
@@ -52,8 +49,7 @@ from artifactcheck.control.status import list_checks_raw, watch_checks
 from artifactcheck.control.watching import Watching
 from artifactcheck.discover.kube import default_namespace
 from artifactcheck.model.names import CRD_PLURAL
-from artifactcheck.tenancy.admission import AdminConfig, RequestBudget, load_admin_config
-from artifactcheck.tenancy.egress import AddressRules
+from artifactcheck.tenancy.admission import AdminConfig, load_admin_config
 
 log = logging.getLogger("artifactcheck.control.controller")
 
@@ -86,75 +82,35 @@ class Controller:
         if admin is None:
             admin = settings.admin or self._admin_config(settings.admin_config)
         self.admin = admin
-        self.address_rules = self._address_rules(api_client)
-        self.heartbeat = Heartbeat(max_age=max(30.0, settings.renew_period * 6))
+        ctx = Context(api_client, settings, admin, self.metrics, self.log, clock, self.rng)
+        self.address_rules = ctx.address_rules
+        self.heartbeat = ctx.heartbeat
         self.shard = Shard(settings.shard, settings.total_shards)
-        self._stop = threading.Event()
-        self.leadership = Leadership(
-            api_client=api_client,
-            settings=settings,
-            lease_namespace=settings.lease_namespace or default_namespace(),
-            lease_name=self.shard.lease_name(settings.lease_name),
-            metrics=self.metrics,
-            logger=self.log,
-            heartbeat=self.heartbeat,
-            stopping=self._stop,
-            on_change=self._leadership_changed,
+        self._stop = ctx.stopping
+        lease = (
+            settings.lease_namespace or default_namespace(),
+            self.shard.lease_name(settings.lease_name),
         )
-        self.watching = Watching(
-            settings=settings,
-            rng=self.rng,
-            metrics=self.metrics,
-            logger=self.log,
-            stopping=self._stop,
-        )
+        self.leadership = Leadership(ctx, lease=lease, on_change=self._leadership_changed)
+        self.watching = Watching(ctx)
         self.writes = Writes(self.may_act)
-        self.reporting = Reporting(
-            api_client=api_client, writes=self.writes, metrics=self.metrics, logger=self.log
-        )
-        self.accepting = Accepting(
-            api_client=api_client, reporting=self.reporting, metrics=self.metrics, logger=self.log
-        )
+        self.reporting = Reporting(ctx, self.writes)
+        self.accepting = Accepting(ctx, self.reporting)
+        acting = Acting(ctx, self.writes)
         self.checking = Checking(
-            api_client=api_client,
-            settings=settings,
-            admin=self.admin,
-            address_rules=self.address_rules,
-            metrics=self.metrics,
-            heartbeat=self.heartbeat,
-            clock=clock,
-            rng=self.rng,
-            stopping=self._stop,
-            watching=self.watching,
-            acting=Acting(api_client=api_client, writes=self.writes, metrics=self.metrics),
-            reporting=self.reporting,
-            accepting=self.accepting,
+            ctx, watching=self.watching, acting=acting, accepting=self.accepting
         )
-        self.registry = Registry(
-            admin=self.admin,
-            metrics=self.metrics,
-            logger=self.log,
-            admitted=self._admitted,
-            refused=self._announce_refusal,
-            dropped=self._end_task,
-            running=lambda key: key in self._tasks,
-            changed=self._accept_release_later,
-        )
+        self.registry = Registry(ctx, self)
+        #: The parts' state, shared (never reassigned there): what tests, the verdict
+        #: API and the simulator read of a controller.
+        self.checks = self.registry.checks
+        self.refused = self.registry.refused
+        self.lock = self.leadership.lock
+        self.renew_deadline = self.leadership.renew_deadline
+        self.peak_cycles = self.checking.peak_cycles
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._spawned: set[asyncio.Task[None]] = set()  # refusals, dropped checks
         self._loop: asyncio.AbstractEventLoop | None = None
-
-    def _address_rules(self, api_client: Any) -> AddressRules:
-        """Addresses no check may connect to: the API server's, our own, the denied."""
-        host = getattr(getattr(api_client, "configuration", None), "host", None)
-        return AddressRules(
-            allow_loopback=self.admin.egress.allow_loopback,
-            api_server=api_server_addresses(host),
-            own=own_addresses(),
-            denied=tuple(
-                ipaddress.ip_network(c, strict=False) for c in self.admin.egress.deny_cidrs
-            ),
-        )
 
     def _admin_config(self, path: str | None) -> AdminConfig:
         """The admin configuration file; absent (an optional ConfigMap not created) means
@@ -168,16 +124,6 @@ class Controller:
             return AdminConfig()
         return load_admin_config(path)
 
-    # -- what the parts know, read (and in tests set) here ------------------------
-
-    @property
-    def checks(self) -> dict[str, CheckState]:
-        return self.registry.checks
-
-    @property
-    def refused(self) -> dict[str, RefusedCheck]:
-        return self.registry.refused
-
     @property
     def synced(self) -> bool:
         """Whether the first ArtifactCheck list succeeded."""
@@ -185,55 +131,21 @@ class Controller:
 
     @property
     def is_leader(self) -> bool:
+        """Whether this replica holds the Lease (control/leadership.py)."""
         return self.leadership.is_leader
-
-    @is_leader.setter
-    def is_leader(self, value: bool) -> None:
-        self.leadership.is_leader = value
-
-    @property
-    def acting_until(self) -> float:
-        return self.leadership.acting_until
-
-    @acting_until.setter
-    def acting_until(self, value: float) -> None:
-        self.leadership.acting_until = value
-
-    @property
-    def lock(self) -> LeaseLock:
-        return self.leadership.lock
-
-    @property
-    def renew_deadline(self) -> float:
-        return self.leadership.renew_deadline
-
-    @property
-    def config_error(self) -> str | None:
-        return self.leadership.config_error
-
-    @property
-    def budget(self) -> RequestBudget:
-        return self.checking.budget
 
     @property
     def cycles_completed(self) -> int:
+        """Cycles done by every check so far."""
         return self.checking.cycles_completed
-
-    @property
-    def running_cycles(self) -> dict[str, int]:
-        return self.checking.running_cycles
-
-    @property
-    def peak_cycles(self) -> dict[str, int]:
-        return self.checking.peak_cycles
 
     # -- probes --------------------------------------------------------------------
 
     def ready(self) -> tuple[bool, str]:
         """Ready once the first ArtifactCheck list succeeded (leader or standby), unless
         a configuration error means this replica can never lead."""
-        if self.config_error is not None:
-            return (False, f"configuration error: {self.config_error}\n")
+        if (error := self.leadership.config_error) is not None:
+            return (False, f"configuration error: {error}\n")
         role = "leader" if self.is_leader else "standby"
         return (self.synced, f"{role}; synced={self.synced}; checks={len(self.checks)}\n")
 
@@ -361,9 +273,23 @@ class Controller:
 
     # -- the checks' tasks ----------------------------------------------------------
 
-    def _admitted(self, state: CheckState) -> None:
+    # the registry's news (control/registry.py Runs)
+
+    def on_admitted(self, state: CheckState) -> None:
         if self.is_leader:
             self._start_check(state)
+
+    def on_refused(self, refused: RefusedCheck) -> None:
+        self._announce_refusal(refused)
+
+    def on_dropped(self, key: str) -> None:
+        self._end_task(key)
+
+    def is_running(self, key: str) -> bool:
+        return key in self._tasks
+
+    def on_changed(self, state: CheckState) -> None:
+        self._accept_release_later(state)
 
     def _start_check(self, state: CheckState) -> None:
         if state.key in self._tasks or self._loop is None:

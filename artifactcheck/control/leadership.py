@@ -10,20 +10,17 @@ same time. :meth:`Leadership.may_act` is asked before every write.
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
 
 from artifactcheck.clients.kube import Throttled
 from artifactcheck.control import forward
-from artifactcheck.control.health import Heartbeat
+from artifactcheck.control.context import Context
 from artifactcheck.control.lease import LeaseLock, LeaseNamespaceMissing
-from artifactcheck.control.metrics import Metrics
-from artifactcheck.control.settings import ControllerSettings, renew_deadline
+from artifactcheck.control.settings import renew_deadline
 from artifactcheck.model.errors import ArtifactCheckError
 
 __all__ = ["Leadership"]
@@ -32,30 +29,21 @@ __all__ = ["Leadership"]
 class Leadership:
     """This replica's hold on the Lease: whether it leads, until when it may act.
 
-    ``on_change(held)`` is called after the role changed (the coordinator starts or
-    stops the checks); ``stopping`` is set at shutdown, after which nothing is acted on.
+    ``lease``: (namespace, name) of the Lease; ``on_change(held)`` is called after the
+    role changed (the coordinator starts or stops the checks).
     """
 
     def __init__(
-        self,
-        *,
-        api_client: Any,
-        settings: ControllerSettings,
-        lease_namespace: str,
-        lease_name: str,
-        metrics: Metrics,
-        logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
-        heartbeat: Heartbeat,
-        stopping: threading.Event,
-        on_change: Callable[[bool], None],
+        self, ctx: Context, *, lease: tuple[str, str], on_change: Callable[[bool], None]
     ) -> None:
-        self.settings = settings
-        self.metrics = metrics
-        self.log = logger
-        self.heartbeat = heartbeat
-        self._stopping = stopping
+        self.settings = settings = ctx.settings
+        self.metrics = ctx.metrics
+        self.log = ctx.log
+        self.heartbeat = ctx.heartbeat
+        self._stopping = ctx.stopping
         self._on_change = on_change
-        self.lock = LeaseLock(api_client=api_client, namespace=lease_namespace, name=lease_name)
+        namespace, name = lease
+        self.lock = LeaseLock(api_client=ctx.api, namespace=namespace, name=name)
         self.renew_deadline = renew_deadline(settings)
         self.is_leader = False
         #: time.monotonic() until which this replica may act: the start of its last

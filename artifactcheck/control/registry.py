@@ -9,12 +9,10 @@ oldest check waiting for one.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from artifactcheck.control import accepting
-from artifactcheck.control.metrics import Metrics
+from artifactcheck.control.context import Context
 from artifactcheck.control.state import (
     CheckState,
     RefusedCheck,
@@ -22,39 +20,38 @@ from artifactcheck.control.state import (
     key_of,
     transitions_of,
 )
-from artifactcheck.tenancy.admission import AdminConfig, admit
+from artifactcheck.tenancy.admission import admit
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "Runs"]
+
+
+class Runs(Protocol):
+    """What the registry tells the coordinator, which runs the checks' tasks."""
+
+    def on_admitted(self, state: CheckState) -> None:
+        """A check to run (if leading)."""
+
+    def on_refused(self, refused: RefusedCheck) -> None:
+        """A refusal to report (if leading)."""
+
+    def on_dropped(self, key: str) -> None:
+        """A check whose task is to end."""
+
+    def is_running(self, key: str) -> bool:
+        """Whether the check runs here now."""
+
+    def on_changed(self, state: CheckState) -> None:
+        """The check's object changed (an annotation to act on)."""
 
 
 class Registry:
-    """Admits, re-admits and forgets checks; tells the coordinator what changed.
+    """Admits, re-admits and forgets checks; tells ``runs`` what changed."""
 
-    ``admitted(state)``: a check to run (if leading); ``refused(r)``: a refusal to
-    report (if leading); ``dropped(key)``: a check's task to end; ``running(key)``:
-    whether a check runs here now; ``changed(state)``: a check's object changed.
-    """
-
-    def __init__(
-        self,
-        *,
-        admin: AdminConfig,
-        metrics: Metrics,
-        logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
-        admitted: Callable[[CheckState], None],
-        refused: Callable[[RefusedCheck], None],
-        dropped: Callable[[str], None],
-        running: Callable[[str], bool],
-        changed: Callable[[CheckState], None],
-    ) -> None:
-        self.admin = admin
-        self.metrics = metrics
-        self.log = logger
-        self._admitted = admitted
-        self._refused = refused
-        self._dropped = dropped
-        self._running = running
-        self._changed = changed
+    def __init__(self, ctx: Context, runs: Runs) -> None:
+        self.admin = ctx.admin
+        self.metrics = ctx.metrics
+        self.log = ctx.log
+        self._runs = runs
         self.checks: dict[str, CheckState] = {}
         self.refused: dict[str, RefusedCheck] = {}
         self.synced = False
@@ -82,11 +79,11 @@ class Registry:
             if state is None:
                 return
             state.latest = obj
-            if state.pins is not None and not self._running(key):
+            if state.pins is not None and not self._runs.is_running(key):
                 # not running here (a standby): the leader's pins, as its status says,
                 # are the ones this replica starts from if it takes over
                 state.pins, state.announced = accepting.pins_of(state, obj)
-            self._changed(state)
+            self._runs.on_changed(state)
 
     def upsert(self, obj: dict[str, Any], *, force: bool = False) -> str:
         """Admit a new or changed ArtifactCheck and (re)start it, or record the refusal."""
@@ -112,19 +109,12 @@ class Registry:
                 generation=generation,
                 admission=admission,
             )
-            self._refused(self.refused[key])
+            self._runs.on_refused(self.refused[key])
             return key
         self.refused.pop(key, None)
-        state = CheckState(
-            key=key,
-            namespace=ns,
-            name=name,
-            spec=admission.spec,
-            generation=generation,
-            admission=admission,
-        )
+        spec = admission.spec
+        state = CheckState(key, ns, name, spec, generation, admission=admission, latest=obj)
         state.transitions = transitions_of(obj)
-        state.latest = obj
         if state.spec.release_pins:
             state.pins, state.announced = accepting.pins_of(state, obj)
         if existing is not None:
@@ -136,14 +126,14 @@ class Registry:
                 state.pins, state.announced = existing.pins, existing.announced
             self.drop(key)
         self.checks[key] = state
-        self._admitted(state)
+        self._runs.on_admitted(state)
         return key
 
     def drop(self, key: str, *, readmit: bool = True) -> None:
         """Forget a check (its task ends); a slot freed admits the oldest one waiting."""
         state = self.checks.pop(key, None)
         self.refused.pop(key, None)
-        self._dropped(key)
+        self._runs.on_dropped(key)
         if state is not None and readmit:
             # A slot in the namespace is free: the oldest check refused for want of
             # one is admitted again (the others stay refused).

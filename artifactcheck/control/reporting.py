@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from artifactcheck.control.actions import Writes
-from artifactcheck.control.metrics import Metrics
+from artifactcheck.control.context import Context
 from artifactcheck.control.release_pins import StatusPins
 from artifactcheck.control.state import CheckState, RefusedCheck
 from artifactcheck.control.status import patch_check_status, record_check_event
@@ -26,21 +27,12 @@ from artifactcheck.model.values import Finding, Report, Verdict
 __all__ = ["Reporting", "change_message", "conditions", "stamp_transitions", "top_findings"]
 
 
+@dataclass(slots=True)
 class Reporting:
     """Writes checks' statuses and Warning Events through the Kubernetes API."""
 
-    def __init__(
-        self,
-        *,
-        api_client: Any,
-        writes: Writes,
-        metrics: Metrics,
-        logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
-    ) -> None:
-        self.api = api_client
-        self.writes = writes
-        self.metrics = metrics
-        self.log = logger
+    ctx: Context
+    writes: Writes
 
     async def write_status(
         self,
@@ -80,13 +72,13 @@ class Reporting:
             return  # written by a later cycle (last_status is unchanged)
         try:
             await asyncio.to_thread(
-                patch_check_status, self.api, state.namespace, state.name, status
+                patch_check_status, self.ctx.api, state.namespace, state.name, status
             )
             state.last_status = comparable
             state.transitions = transitions
         except ArtifactCheckError as exc:
             self.writes.throttled(exc)
-            self.metrics.api_errors.labels("status").inc()
+            self.ctx.metrics.api_errors.labels("status").inc()
             log_.warning("could not write status: %s", exc)
 
     async def rewrite_status(
@@ -121,20 +113,20 @@ class Reporting:
         try:
             if not self.writes.may_act():
                 return
-            await asyncio.to_thread(patch_check_status, self.api, ns, name, status)
+            await asyncio.to_thread(patch_check_status, self.ctx.api, ns, name, status)
             if not self.writes.may_act():
                 return
             await asyncio.to_thread(
                 record_check_event,
-                self.api,
+                self.ctx.api,
                 refused.obj,
                 reason=admission.reason,
                 message=admission.message,
-                logger=self.log,
+                logger=self.ctx.log,
             )
         except ArtifactCheckError as exc:
-            self.metrics.api_errors.labels("status").inc()
-            self.log.warning("could not report the refusal of %s: %s", refused.key, exc)
+            self.ctx.metrics.api_errors.labels("status").inc()
+            self.ctx.log.warning("could not report the refusal of %s: %s", refused.key, exc)
 
     async def warn(self, state: CheckState, reason: str, message: str) -> bool:
         """One Warning Event about the ArtifactCheck; whether it was written."""
@@ -143,15 +135,15 @@ class Reporting:
         try:
             await asyncio.to_thread(
                 record_check_event,
-                self.api,
+                self.ctx.api,
                 state.latest,
                 reason=reason,
                 message=message[:1024],
-                logger=self.log,
+                logger=self.ctx.log,
             )
         except ArtifactCheckError as exc:
-            self.metrics.api_errors.labels("event").inc()
-            self.log.warning("could not record %s for %s: %s", reason, state.key, exc)
+            self.ctx.metrics.api_errors.labels("event").inc()
+            self.ctx.log.warning("could not record %s for %s: %s", reason, state.key, exc)
             return False
         return True
 

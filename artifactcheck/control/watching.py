@@ -7,16 +7,13 @@ and is tracked while its response is open, so shutdown can abort them all at onc
 from __future__ import annotations
 
 import asyncio
-import logging
-import random
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from artifactcheck.clients.kube import Throttled, WatchExpired, abort_stream
-from artifactcheck.control.metrics import Metrics
-from artifactcheck.control.settings import ControllerSettings
+from artifactcheck.control.context import Context
 from artifactcheck.fetch.retry import retry_wait
 from artifactcheck.model.errors import ArtifactCheckError
 
@@ -32,20 +29,12 @@ RETRY_AFTER_CAP = 60.0
 class Watching:
     """The watches of one controller: their threads, their open streams, their backoff."""
 
-    def __init__(
-        self,
-        *,
-        settings: ControllerSettings,
-        rng: random.Random,
-        metrics: Metrics,
-        logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
-        stopping: threading.Event,
-    ) -> None:
-        self.settings = settings
-        self.rng = rng
-        self.metrics = metrics
-        self.log = logger
-        self._stopping = stopping
+    def __init__(self, ctx: Context) -> None:
+        self.settings = ctx.settings
+        self.rng = ctx.rng
+        self.metrics = ctx.metrics
+        self.log = ctx.log
+        self._stopping = ctx.stopping
         #: Open watch responses, aborted at shutdown so their threads end at once.
         self._streams: set[Any] = set()
         self._streams_guard = threading.Lock()
