@@ -1,5 +1,5 @@
-"""One ArtifactCheck's life on the leader: watch its pods, then cycle: observe,
-judge, decide, act, record.
+"""One ArtifactCheck's life on the leader: watch its pods, and run its cycles
+(control/cycle.py: observe, judge, decide, act, record) when they are due.
 
 Full cycles re-sample every ``interval``; beside them, the gate-mode fast path checks
 a pod whose containers just became ready at once, reusing the other pods' last
@@ -14,41 +14,26 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Collection, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from artifactcheck.act.kube import cordoned_by_us
 from artifactcheck.act.logs import ContextAdapter
 from artifactcheck.control import pods, wiring
 from artifactcheck.control.accepting import Accepting
-from artifactcheck.control.actions import Acting, undo_failed, withhold_changed
+from artifactcheck.control.actions import Acting
 from artifactcheck.control.context import Context
+from artifactcheck.control.cycle import Cycle, Running
 from artifactcheck.control.state import CheckState
 from artifactcheck.control.watching import Watching
 from artifactcheck.discover.kube import list_pods_as, watch_pods
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.proxy import proxies_of
 from artifactcheck.fetch.retry import backoff_delays
-from artifactcheck.judge.compare import CdnView
 from artifactcheck.model.errors import ArtifactCheckError
-from artifactcheck.model.values import ActionKind, Expectation, Observation, Report
 from artifactcheck.observe.instance import Observer
-from artifactcheck.pipeline import Started, judge_step, observe_each
 from artifactcheck.tenancy.admission import RequestBudget
 
 __all__ = ["Checking"]
-
-
-@dataclass(slots=True)
-class _Running:
-    """What the cycles of one running check share."""
-
-    state: CheckState
-    observer: Observer
-    fetcher: Fetcher
-    log: logging.LoggerAdapter[logging.Logger]
-    #: The backoff after failed cycles; None: the last cycle succeeded.
-    failures: Iterator[float] | None = None
 
 
 class Checking:
@@ -63,18 +48,15 @@ class Checking:
         self.address_rules = ctx.address_rules
         self.metrics = ctx.metrics
         self.heartbeat = ctx.heartbeat
-        self.clock = ctx.clock
         self.rng = ctx.rng
         self._stopping = ctx.stopping
         self.watching = watching
-        self.acting = acting
-        self.accepting = accepting
         self.reporting = accepting.reporting
         self.budget = RequestBudget(per_minute=ctx.admin.limits.requests_per_minute)
         self._slots: dict[str, asyncio.Semaphore] = {}
         self.running_cycles: dict[str, int] = {}  # per namespace, now
         self.peak_cycles: dict[str, int] = {}  # per namespace, the most at once so far
-        self.cycles_completed = 0
+        self.cycle = Cycle(ctx, acting=acting, accepting=accepting)
 
     async def run(self, state: CheckState) -> None:
         """Watch the check's pods and run its cycles until cancelled."""
@@ -109,7 +91,7 @@ class Checking:
                 observer = Observer(
                     spec=state.spec, fetcher=fetcher, expectations=state.expectations
                 )
-                await self._cycle_forever(_Running(state, observer, fetcher, clog))
+                await self._cycle_forever(Running(state, observer, fetcher, clog))
         finally:
             stop.set()
             watcher.cancel()
@@ -163,7 +145,7 @@ class Checking:
 
     # -- scheduling ----------------------------------------------------------------
 
-    async def _cycle_forever(self, run: _Running) -> None:
+    async def _cycle_forever(self, run: Running) -> None:
         """Full cycles every ``interval`` and, beside them, new pods as they come.
 
         The two run as separate tasks: a pod that just became ready is observed at
@@ -174,7 +156,7 @@ class Checking:
             tg.create_task(self._full_cycles(run))
             tg.create_task(self._new_pod_cycles(run))
 
-    async def _full_cycles(self, run: _Running) -> None:
+    async def _full_cycles(self, run: Running) -> None:
         """A full cycle (a fresh sample, judged with every pod's latest observation)
         every ``interval``. The first one also checks every pod found at start-up."""
         state = run.state
@@ -194,7 +176,7 @@ class Checking:
             timeout = max(0.0, next_full - time.monotonic()) if state.synced else 0.05
             await asyncio.sleep(min(timeout, 5.0))
 
-    async def _new_pod_cycles(self, run: _Running) -> None:
+    async def _new_pod_cycles(self, run: Running) -> None:
         """The gate-mode fast path: pods that just became ready, observed, judged
         against the check's current state and acted on, without waiting for a cycle.
 
@@ -220,7 +202,7 @@ class Checking:
             except TimeoutError:
                 pass
 
-    async def _budgeted_cycle(self, run: _Running, *, full: bool) -> bool:
+    async def _budgeted_cycle(self, run: Running, *, full: bool) -> bool:
         """One cycle in the namespace's slot, its requests spent from the namespace's budget.
 
         A cycle that raises is that cycle's failure, never the check's end: it is
@@ -236,7 +218,7 @@ class Checking:
             requests0 = run.fetcher.stats.requests
             failed = False
             try:
-                await self._cycle(run, full=full)
+                await self.cycle.run(run, full=full)
                 run.failures = None
             except Exception:  # noqa: BLE001 - one cycle never ends the check
                 failed = True
@@ -277,107 +259,3 @@ class Checking:
         state.throttled = reason
         await self.reporting.rewrite_status(state, log_)
         await asyncio.sleep(wait)
-
-    # -- one cycle -----------------------------------------------------------------
-
-    async def _cycle(self, run: _Running, *, full: bool) -> None:
-        """Observe (all pods, or just new ones), then the check step ``verify`` runs too
-        (over every pod's latest observation); act, record, report."""
-        state, observer, fetcher = run.state, run.observer, run.fetcher
-        started = Started.now(fetcher)
-        loaded: dict[str, Expectation] = {}
-        observed: dict[str, Observation] = {}
-        pending = set(state.pending)
-        try:
-            await observe_each(
-                observer,
-                pods.targets(state, observer, full=full),
-                into=observed,
-                loaded=loaded,
-                first=not full,  # new pods wait out of traffic: ahead of a full sample
-            )
-            async with state.judging:
-                # a pod that went away while it was observed is not judged any more
-                state.observations.update((n, o) for n, o in observed.items() if n in state.pods)
-                await self._judge_and_act(run, started, loaded, full=full, observed=observed.keys())
-        except Exception:
-            state.pending |= {n for n in pending if n in state.pods}  # checked again
-            raise
-
-    async def _judge_and_act(
-        self,
-        run: _Running,
-        started: Started,
-        loaded: dict[str, Expectation],
-        *,
-        full: bool,
-        observed: Collection[str],
-    ) -> None:
-        """Judge every pod's latest observation (only what changed is judged again),
-        decide, act, record: one cycle's second half, under ``state.judging``.
-        ``observed``: the pods this cycle observed, the only ones whose verdict is
-        new evidence (a confirmation streak counts observations, not cycles)."""
-        state, observer, fetcher, log_ = run.state, run.observer, run.fetcher, run.log
-        spec = state.spec
-        observations = pods.refreshed(state)
-        checked = await judge_step(
-            spec,
-            observations,
-            observer=observer,
-            fetcher=fetcher,
-            expectations=state.expectations,
-            loaded=loaded,
-            started=started,
-            history=state.history,
-            now=self.clock,
-            instances_total=len(state.pods),
-            gate_mode=True,
-            known_versions=spec.known_versions,
-            cache=state.judged,
-            observed=observed,
-        )
-        state.judged.forget(state.observations)
-        self._export_certificates(state, observations, checked.judgement.cdn)
-        results = checked.judgement.results
-        decision, withheld, held = withhold_changed(state, checked.decision, results)
-        performed, failed = await self.acting.act(state, decision, results, log_)
-        state.opened = {a.target for a in performed if a.kind is ActionKind.RELEASE}
-        state.history = undo_failed(checked.decision.history, state.history, [*failed, *withheld])
-        report = replace(
-            checked.report,
-            actions=tuple(performed),
-            findings=(*checked.report.findings, *held),
-            elapsed=time.perf_counter() - started.clock,
-        )
-        await self._record(state, report, log_)
-        log_.info(
-            "cycle done (%s): %s",
-            "full" if full else "new pods",
-            ", ".join(f"{v} {k}" for k, v in report.counts().items() if v) or "no pods",
-        )
-
-    def _export_certificates(
-        self, state: CheckState, observations: list[Observation], cdn: CdnView | None
-    ) -> None:
-        certs = [o.tls for o in observations] + [cdn.tls if cdn else None]
-        self.metrics.record_tls(
-            state.key, [(c.endpoint, c.not_after.timestamp()) for c in certs if c is not None]
-        )
-
-    async def _record(
-        self, state: CheckState, report: Report, log_: logging.LoggerAdapter[logging.Logger]
-    ) -> None:
-        """Remember the cycle's report; export its metrics; write the check's status."""
-        state.last_report = report
-        state.throttled = None
-        now_mono = time.monotonic()
-        state.cycle_ends = [*state.cycle_ends[-99:], now_mono]
-        for r in report.results:
-            since = state.ready_since.pop(r.instance.name, None)
-            if since is not None:
-                self.metrics.verdict_latency.observe(now_mono - since)
-        quarantined = state.quarantined()
-        self.metrics.record_report(state.key, report, quarantined=quarantined)
-        await self.reporting.write_status(state, report, quarantined, log_)
-        await self.accepting.announce_changes(state)
-        self.cycles_completed += 1

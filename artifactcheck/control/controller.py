@@ -137,7 +137,7 @@ class Controller:
     @property
     def cycles_completed(self) -> int:
         """Cycles done by every check so far."""
-        return self.checking.cycles_completed
+        return self.checking.cycle.completed
 
     # -- probes --------------------------------------------------------------------
 
