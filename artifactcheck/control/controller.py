@@ -17,7 +17,7 @@ cordoned nodes), so actions and Events are not repeated.
 - ``leadership``: the Lease (acquire, renew, hand over), who leads, ``may_act``;
 - ``watching``: list-then-watch, relist on 410, reconnect backoff;
 - ``registry``: the ArtifactChecks known, admitted or refused (admission);
-- ``checking`` (with ``pods`` and ``wiring``): one check's pods and cycles;
+- ``checking`` (with ``cycle``, ``pods`` and ``wiring``): one check's pods and cycles;
 - ``actions``, ``reporting``, ``accepting``: the writes a cycle makes.
 """
 
