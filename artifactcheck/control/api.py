@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from artifactcheck.control.forward import ANSWERED_BY, Forwarder
-from artifactcheck.control.health import json_error
+from artifactcheck.control.health import ApiRequest, json_error
 from artifactcheck.judge.decide import History, held_out_of_traffic
 from artifactcheck.model.selectors import LabelSelector, SelectorError
 from artifactcheck.model.values import (
@@ -357,30 +357,23 @@ class VerdictApi:
     def serves(self, path: str) -> bool:
         return path == PREFIX or path.startswith(PREFIX + "/")
 
-    def handle(
-        self,
-        method: str,
-        path: str,
-        query: str,
-        body: bytes | None,
-        *,
-        forwarded_by: str | None = None,
-    ) -> tuple[int, bytes, dict[str, str]]:
-        """One request; ``forwarded_by``: the :data:`FORWARDED_BY` header, if any."""
+    def handle(self, request: ApiRequest) -> tuple[int, bytes, dict[str, str]]:
+        """One request (a standby forwards it to the leader unless another replica did)."""
         if not self._slots.acquire(blocking=False):
             return self._error(
                 ApiError(429, "TooManyRequests", "too many verdict requests", retry_after=1)
             )
+        method, path, query, body = request.method, request.path, request.query, request.body
         try:
-            request = self._route(method, path, query, body)
+            routed = self._route(method, path, query, body)
             if (
                 self.forwarder is not None
-                and forwarded_by is None
+                and request.forwarded_by is None
                 and not self.controller.is_leader
             ):
-                got = self.forwarder.forward(method, path, query, body, wait=request.wait or 0.0)
+                got = self.forwarder.forward(method, path, query, body, wait=routed.wait or 0.0)
                 return got.status, got.body, got.headers
-            status, doc = request.answer()
+            status, doc = routed.answer()
             return status, json.dumps(doc).encode() + b"\n", self._answered({})
         except ApiError as exc:
             return self._error(exc)

@@ -20,6 +20,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
@@ -51,23 +52,26 @@ _REASONS = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class ApiRequest:
+    """One request for the verdict API, as the server read it."""
+
+    method: str
+    path: str
+    query: str
+    body: bytes | None
+    #: The header that marks a request another replica forwarded (None: not forwarded).
+    forwarded_by: str | None = None
+
+
 class Api(Protocol):
     """What the server asks of the verdict API (artifactcheck/control/api.py)."""
 
     def serves(self, path: str) -> bool:
         """Whether ``path`` is one of the API's."""
 
-    def handle(
-        self,
-        method: str,
-        path: str,
-        query: str,
-        body: bytes | None,
-        *,
-        forwarded_by: str | None = None,
-    ) -> tuple[int, bytes, dict[str, str]]:
-        """(status, JSON body, extra headers) for one request; ``forwarded_by`` is the
-        header that marks a request another replica forwarded (None: not forwarded)."""
+    def handle(self, request: ApiRequest) -> tuple[int, bytes, dict[str, str]]:
+        """(status, JSON body, extra headers) for one request."""
 
 
 def json_error(status: int, reason: str, message: str) -> bytes:
@@ -224,9 +228,9 @@ class HealthServer:
 
             def _api(self, path: str, query: str, body: bytes | None) -> None:
                 assert outer.api is not None
-                status, data, headers = outer.api.handle(
-                    self.command, path, query, body, forwarded_by=self.headers.get(FORWARDED_BY)
-                )
+                forwarded_by = self.headers.get(FORWARDED_BY)
+                request = ApiRequest(self.command, path, query, body, forwarded_by)
+                status, data, headers = outer.api.handle(request)
                 self._send(status, data, "application/json", headers)
 
             def send_error(

@@ -211,7 +211,7 @@ def test_leader_that_cannot_renew_stops_acting_by_its_deadline(cluster: TenantCl
 
     def watch_both() -> None:
         while not done.wait(0.005):
-            until = a.controller.acting_until
+            until = a.controller.leadership.acting_until
             a_acts = a.controller.may_act()
             if a_acts:
                 a_until[0] = max(a_until[0], until)
@@ -461,7 +461,8 @@ def test_missing_lease_namespace_is_loud(
         server = ctl.controller.serve_health(host="127.0.0.1", port=0)
         try:
             base = f"http://127.0.0.1:{server.port}"
-            wait_for(lambda: ctl.controller.synced and ctl.controller.config_error, timeout=10)
+            controller = ctl.controller
+            wait_for(lambda: controller.synced and controller.leadership.config_error, timeout=10)
             status, text = _get(base + "/readyz")
             assert status == 503
             assert "namespace 'ops' does not exist" in text
@@ -557,10 +558,10 @@ def test_no_write_is_sent_past_the_deadline(cluster: TenantCluster) -> None:
     try:
         settings = ControllerSettings(lease_namespace="shop", admin=cluster.lab_admin())
         ctl = Controller(api_client=api, settings=settings)
-        ctl.is_leader = True
-        ctl.acting_until = time.monotonic() + 5
+        ctl.leadership.is_leader = True
+        ctl.leadership.acting_until = time.monotonic() + 5
         assert ctl.may_act()
-        ctl.acting_until = time.monotonic() - 0.001  # the lease loop has not woken yet
+        ctl.leadership.acting_until = time.monotonic() - 0.001  # the lease loop has not woken yet
         assert not ctl.may_act()
         actor = KubeActor(api_client=api, policy=PolicySettings(), may_write=ctl.may_act)
         cluster.api.reset_requests()

@@ -497,9 +497,9 @@ def test_a_cycle_that_raises_is_retried_and_the_check_goes_on(
     """A bug that makes a cycle raise (here: judging, three times) is that cycle's
     failure: counted, backed off, retried; the pods it took are checked by the next
     cycle, and the check keeps running (it used to end until the controller restarted)."""
-    import artifactcheck.control.controller as controller_module
+    import artifactcheck.control.cycle as cycle_module
 
-    real = controller_module.judge_step
+    real = cycle_module.judge_step
     calls = {"n": 0, "fail": 3}
 
     async def flaky(*args: object, **kwargs: object) -> object:
@@ -509,7 +509,7 @@ def test_a_cycle_that_raises_is_retried_and_the_check_goes_on(
             raise RuntimeError("a bug in judging")
         return await real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(controller_module, "judge_step", flaky)
+    monkeypatch.setattr(cycle_module, "judge_step", flaky)
     pods = [cluster.add_pod() for _ in range(3)]
     cluster.add_check(interval=30)  # the first full cycle must be retried, not awaited
     with running(cluster) as ctl:

@@ -38,7 +38,7 @@ def test_renewal_is_not_queued_behind_a_busy_default_executor() -> None:
             # every worker of the default executor busy, more queued: a start-up's actions
             busy = [loop.run_in_executor(None, release.wait, 120) for _ in range(64)]
             stop = asyncio.Event()
-            lead = asyncio.create_task(ctl._lead(stop))
+            lead = asyncio.create_task(ctl.leadership.lead(stop))
             started = time.monotonic()
             # the busy workers wait up to 120 s: a renewal queued behind them would get
             # no lease before they are released (after this wait), whatever the speed
@@ -57,7 +57,7 @@ def test_renewal_is_not_queued_behind_a_busy_default_executor() -> None:
         print(f"lease acquired after {became:.3f}s beside a busy default executor")
     finally:
         release.set()
-        ctl._lease_pool.shutdown(wait=True)
-        ctl._watch_pool.shutdown(wait=True)
+        ctl.leadership.pool.shutdown(wait=True)
+        ctl.watching.pool.shutdown(wait=True)
         api.close()  # type: ignore[no-untyped-call]
         server.stop()

@@ -1,0 +1,261 @@
+"""One ArtifactCheck's life on the leader: watch its pods, and run its cycles
+(control/cycle.py: observe, judge, decide, act, record) when they are due.
+
+Full cycles re-sample every ``interval``; beside them, the gate-mode fast path checks
+a pod whose containers just became ready at once, reusing the other pods' last
+observations so the safety limits still see the whole workload. A cycle that fails
+is that cycle's failure, never the check's end. Each namespace's cycles share its
+slots and request budget (tenancy/admission.py), so a flood waits for itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from dataclasses import replace
+
+from artifactcheck.act.kube import cordoned_by_us
+from artifactcheck.act.logs import ContextAdapter
+from artifactcheck.control import pods, wiring
+from artifactcheck.control.accepting import Accepting
+from artifactcheck.control.actions import Acting
+from artifactcheck.control.context import Context
+from artifactcheck.control.cycle import Cycle, Running
+from artifactcheck.control.state import CheckState
+from artifactcheck.control.watching import Watching
+from artifactcheck.discover.kube import list_pods_as, watch_pods
+from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.fetch.proxy import proxies_of
+from artifactcheck.fetch.retry import backoff_delays
+from artifactcheck.model.errors import ArtifactCheckError
+from artifactcheck.observe.instance import Observer
+from artifactcheck.tenancy.admission import RequestBudget
+
+__all__ = ["Checking"]
+
+
+class Checking:
+    """Runs the checks this replica leads for, each in a task of its own."""
+
+    def __init__(
+        self, ctx: Context, *, watching: Watching, acting: Acting, accepting: Accepting
+    ) -> None:
+        self.api = ctx.api
+        self.settings = ctx.settings
+        self.admin = ctx.admin
+        self.address_rules = ctx.address_rules
+        self.metrics = ctx.metrics
+        self.heartbeat = ctx.heartbeat
+        self.rng = ctx.rng
+        self._stopping = ctx.stopping
+        self.watching = watching
+        self.reporting = accepting.reporting
+        self.budget = RequestBudget(per_minute=ctx.admin.limits.requests_per_minute)
+        self._slots: dict[str, asyncio.Semaphore] = {}
+        self.running_cycles: dict[str, int] = {}  # per namespace, now
+        self.peak_cycles: dict[str, int] = {}  # per namespace, the most at once so far
+        self.cycle = Cycle(ctx, acting=acting, accepting=accepting)
+
+    async def run(self, state: CheckState) -> None:
+        """Watch the check's pods and run its cycles until cancelled."""
+        clog = ContextAdapter(logging.getLogger("artifactcheck.check"), {"check": state.key})
+        stop = asyncio.Event()
+        assert state.spec.kubernetes is not None
+        if state.spec.policy.cordon_nodes:  # needs the opt-in node RBAC
+            await self._recover_cordoned(state, clog)
+        watcher = asyncio.create_task(self._watch_pods(state, stop, watching_since=time.time()))
+        try:
+            scope = wiring.credential_scope(state)
+            async with Fetcher(
+                http=state.spec.http,
+                retry=state.spec.retry,
+                logger=clog,
+                egress=wiring.egress_for(state, self.address_rules),
+                scoped_headers=scope or None,
+                proxies=proxies_of(self.admin.egress),  # the admin's, never the environment's
+            ) as fetcher:
+                state.expectations = wiring.expectations_or_unavailable(
+                    state.spec,
+                    fetcher,
+                    clog,
+                    api_client=self.api,
+                    namespace=state.namespace,
+                    trust=functools.partial(wiring.trust_of, state),
+                )
+                if state.pins and state.expectations and not state.spec.release_configmaps:
+                    # a URL's manifest is read again every interval, so a rebuild there
+                    # is caught by its pin (ConfigMaps are watched: seen when edited)
+                    state.expectations.refresh_after = state.spec.interval
+                observer = Observer(
+                    spec=state.spec, fetcher=fetcher, expectations=state.expectations
+                )
+                await self._cycle_forever(Running(state, observer, fetcher, clog))
+        finally:
+            stop.set()
+            watcher.cancel()
+            try:
+                await watcher
+            except (asyncio.CancelledError, Exception):
+                pass
+            if state.expectations is not None:
+                state.expectations.close()  # stops a ConfigMap watch; never blocks
+
+    async def _recover_cordoned(
+        self, state: CheckState, log_: logging.LoggerAdapter[logging.Logger]
+    ) -> None:
+        """The nodes artifactcheck cordoned before a restart, so they are not repeated."""
+        try:
+            state.history = replace(
+                state.history,
+                cordoned=frozenset(await asyncio.to_thread(cordoned_by_us, self.api)),
+            )
+        except ArtifactCheckError as exc:
+            log_.warning("could not read cordoned nodes: %s", exc)
+
+    async def _watch_pods(
+        self, state: CheckState, stop: asyncio.Event, *, watching_since: float
+    ) -> None:
+        src = state.spec.kubernetes
+        assert src is not None
+        await self.watching.run(
+            stop,
+            name=f"pods {state.key}",
+            # each pod summarised as its page arrives (on the list's thread): the
+            # JSON of every pod is never held at once
+            list_fn=lambda: list_pods_as(
+                self.api,
+                functools.partial(pods.summary, state),
+                namespace=src.namespace,
+                selector=src.selector,
+            ),
+            watch_fn=lambda rv: watch_pods(
+                self.api,
+                namespace=src.namespace,
+                selector=src.selector,
+                resource_version=rv,
+                timeout=self.settings.watch_timeout,
+                stop=self._stopping,
+                opened=self.watching.track,
+            ),
+            on_sync=functools.partial(pods.pods_listed, state, watching_since),
+            on_event=functools.partial(pods.pod_changed, state, watching_since),
+        )
+
+    # -- scheduling ----------------------------------------------------------------
+
+    async def _cycle_forever(self, run: Running) -> None:
+        """Full cycles every ``interval`` and, beside them, new pods as they come.
+
+        The two run as separate tasks: a pod that just became ready is observed at
+        once even while a full cycle is fetching its sample, and waits at most for
+        the judging and acting of a cycle under way (``state.judging``).
+        """
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._full_cycles(run))
+            tg.create_task(self._new_pod_cycles(run))
+
+    async def _full_cycles(self, run: Running) -> None:
+        """A full cycle (a fresh sample, judged with every pod's latest observation)
+        every ``interval``. The first one also checks every pod found at start-up."""
+        state = run.state
+        next_full = 0.0
+        while True:
+            self.heartbeat.beat()
+            now = time.monotonic()
+            if state.synced and now >= next_full:
+                wait = self.budget.wait_time(state.namespace)
+                if wait > 0:
+                    await self._throttle(state, wait, run.log)
+                    continue
+                if not await self._budgeted_cycle(run, full=True):
+                    continue  # the first full cycle is retried before the fast path starts
+                next_full = time.monotonic() + state.spec.interval
+                state.started.set()
+            timeout = max(0.0, next_full - time.monotonic()) if state.synced else 0.05
+            await asyncio.sleep(min(timeout, 5.0))
+
+    async def _new_pod_cycles(self, run: Running) -> None:
+        """The gate-mode fast path: pods that just became ready, observed, judged
+        against the check's current state and acted on, without waiting for a cycle.
+
+        It is the same cycle as a full one over the same observations (only the pods
+        observed differ), so it gives the verdicts a full cycle would
+        (tests/k8s/test_controller.py compares them).
+        """
+        state = run.state
+        await state.started.wait()
+        while True:
+            self.heartbeat.beat()
+            if state.synced and state.pending:
+                await asyncio.sleep(self.settings.new_pod_debounce)
+                wait = self.budget.wait_time(state.namespace)
+                if wait > 0:
+                    await self._throttle(state, wait, run.log)
+                    continue
+                await self._budgeted_cycle(run, full=False)
+                continue
+            state.wake.clear()
+            try:
+                await asyncio.wait_for(state.wake.wait(), timeout=5.0)
+            except TimeoutError:
+                pass
+
+    async def _budgeted_cycle(self, run: Running, *, full: bool) -> bool:
+        """One cycle in the namespace's slot, its requests spent from the namespace's budget.
+
+        A cycle that raises is that cycle's failure, never the check's end: it is
+        logged and counted (``artifactcheck_cycle_failures_total``, the
+        ArtifactCheckCycleFailing alert), and the next one starts after a backoff
+        (``backoff_base`` doubling to ``backoff_max``, reset by a cycle that succeeds).
+        The new pods it took are pending again. Whether the cycle succeeded.
+        """
+        ns = run.state.namespace
+        async with self._slot(ns):
+            self.running_cycles[ns] = self.running_cycles.get(ns, 0) + 1
+            self.peak_cycles[ns] = max(self.peak_cycles.get(ns, 0), self.running_cycles[ns])
+            requests0 = run.fetcher.stats.requests
+            failed = False
+            try:
+                await self.cycle.run(run, full=full)
+                run.failures = None
+            except Exception:  # noqa: BLE001 - one cycle never ends the check
+                failed = True
+                self.metrics.cycle_failures.labels(run.state.key).inc()
+                run.log.exception(
+                    "%s cycle failed; the check goes on", "full" if full else "new-pod"
+                )
+            finally:
+                self.running_cycles[ns] -= 1
+                self.budget.spend(ns, run.fetcher.stats.requests - requests0)
+        if failed:
+            if run.failures is None:
+                run.failures = backoff_delays(
+                    self.settings.backoff_base, self.settings.backoff_max, self.rng
+                )
+            await asyncio.sleep(next(run.failures))
+        return not failed
+
+    def _slot(self, namespace: str) -> asyncio.Semaphore:
+        """The namespace's share of concurrent cycles: its flood waits for itself."""
+        slot = self._slots.get(namespace)
+        if slot is None:
+            slot = asyncio.Semaphore(self.admin.limits.concurrent_cycles_per_namespace)
+            self._slots[namespace] = slot
+        return slot
+
+    async def _throttle(
+        self, state: CheckState, wait: float, log_: logging.LoggerAdapter[logging.Logger]
+    ) -> None:
+        """Wait for the namespace's request budget, saying so in the check's status."""
+        limit = self.admin.limits.requests_per_minute
+        reason = (
+            f"namespace {state.namespace!r} spent its request budget ({limit:g} per "
+            "minute, all its checks together); cycles wait until it refills"
+        )
+        if state.throttled is None:
+            log_.warning("throttled for %.1fs: %s", wait, reason)
+        state.throttled = reason
+        await self.reporting.rewrite_status(state, log_)
+        await asyncio.sleep(wait)

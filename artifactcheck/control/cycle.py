@@ -1,0 +1,155 @@
+"""One cycle of one check: observe (every pod of a fresh sample, or just the new
+ones), then judge every pod's latest observation, decide, act and record.
+
+The full cycle and the gate-mode fast path are the same cycle over the same
+observations (only the pods observed differ), so the fast path gives the verdicts a
+full cycle would. Judging, deciding and acting run one cycle at a time per check
+(``CheckState.judging``); observing does not, so a new pod is observed while a full
+cycle still fetches.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, replace
+
+from artifactcheck.control import pods
+from artifactcheck.control.accepting import Accepting
+from artifactcheck.control.actions import Acting, undo_failed, withhold_changed
+from artifactcheck.control.context import Context
+from artifactcheck.control.state import CheckState
+from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.judge.compare import CdnView
+from artifactcheck.model.values import ActionKind, Expectation, Observation, Report
+from artifactcheck.observe.instance import Observer
+from artifactcheck.pipeline import Started, judge_step, observe_each
+
+__all__ = ["Cycle", "Running"]
+
+
+@dataclass(slots=True)
+class Running:
+    """What the cycles of one running check share."""
+
+    state: CheckState
+    observer: Observer
+    fetcher: Fetcher
+    log: logging.LoggerAdapter[logging.Logger]
+    #: The backoff after failed cycles; None: the last cycle succeeded.
+    failures: Iterator[float] | None = None
+
+
+class Cycle:
+    """Runs the cycles of the checks (any of them: a cycle's state is its ``Running``)."""
+
+    def __init__(self, ctx: Context, *, acting: Acting, accepting: Accepting) -> None:
+        self.metrics = ctx.metrics
+        self.clock = ctx.clock
+        self.acting = acting
+        self.accepting = accepting
+        self.reporting = accepting.reporting
+        self.completed = 0  # cycles done, every check together
+
+    async def run(self, run: Running, *, full: bool) -> None:
+        """Observe (all pods, or just new ones), then the check step ``verify`` runs too
+        (over every pod's latest observation); act, record, report."""
+        state, observer, fetcher = run.state, run.observer, run.fetcher
+        started = Started.now(fetcher)
+        loaded: dict[str, Expectation] = {}
+        observed: dict[str, Observation] = {}
+        pending = set(state.pending)
+        try:
+            await observe_each(
+                observer,
+                pods.targets(state, observer, full=full),
+                into=observed,
+                loaded=loaded,
+                first=not full,  # new pods wait out of traffic: ahead of a full sample
+            )
+            async with state.judging:
+                # a pod that went away while it was observed is not judged any more
+                state.observations.update((n, o) for n, o in observed.items() if n in state.pods)
+                await self._judge_and_act(run, started, loaded, full=full, observed=observed.keys())
+        except Exception:
+            state.pending |= {n for n in pending if n in state.pods}  # checked again
+            raise
+
+    async def _judge_and_act(
+        self,
+        run: Running,
+        started: Started,
+        loaded: dict[str, Expectation],
+        *,
+        full: bool,
+        observed: Collection[str],
+    ) -> None:
+        """Judge every pod's latest observation (only what changed is judged again),
+        decide, act, record: one cycle's second half, under ``state.judging``.
+        ``observed``: the pods this cycle observed, the only ones whose verdict is
+        new evidence (a confirmation streak counts observations, not cycles)."""
+        state, observer, fetcher, log_ = run.state, run.observer, run.fetcher, run.log
+        spec = state.spec
+        observations = pods.refreshed(state)
+        checked = await judge_step(
+            spec,
+            observations,
+            observer=observer,
+            fetcher=fetcher,
+            expectations=state.expectations,
+            loaded=loaded,
+            started=started,
+            history=state.history,
+            now=self.clock,
+            instances_total=len(state.pods),
+            gate_mode=True,
+            known_versions=spec.known_versions,
+            cache=state.judged,
+            observed=observed,
+        )
+        state.judged.forget(state.observations)
+        self._export_certificates(state, observations, checked.judgement.cdn)
+        results = checked.judgement.results
+        decision, withheld, held = withhold_changed(state, checked.decision, results)
+        performed, failed = await self.acting.act(state, decision, results, log_)
+        state.opened = {a.target for a in performed if a.kind is ActionKind.RELEASE}
+        state.history = undo_failed(checked.decision.history, state.history, [*failed, *withheld])
+        report = replace(
+            checked.report,
+            actions=tuple(performed),
+            findings=(*checked.report.findings, *held),
+            elapsed=time.perf_counter() - started.clock,
+        )
+        await self._record(state, report, log_)
+        log_.info(
+            "cycle done (%s): %s",
+            "full" if full else "new pods",
+            ", ".join(f"{v} {k}" for k, v in report.counts().items() if v) or "no pods",
+        )
+
+    def _export_certificates(
+        self, state: CheckState, observations: list[Observation], cdn: CdnView | None
+    ) -> None:
+        certs = [o.tls for o in observations] + [cdn.tls if cdn else None]
+        self.metrics.record_tls(
+            state.key, [(c.endpoint, c.not_after.timestamp()) for c in certs if c is not None]
+        )
+
+    async def _record(
+        self, state: CheckState, report: Report, log_: logging.LoggerAdapter[logging.Logger]
+    ) -> None:
+        """Remember the cycle's report; export its metrics; write the check's status."""
+        state.last_report = report
+        state.throttled = None
+        now_mono = time.monotonic()
+        state.cycle_ends = [*state.cycle_ends[-99:], now_mono]
+        for r in report.results:
+            since = state.ready_since.pop(r.instance.name, None)
+            if since is not None:
+                self.metrics.verdict_latency.observe(now_mono - since)
+        quarantined = state.quarantined()
+        self.metrics.record_report(state.key, report, quarantined=quarantined)
+        await self.reporting.write_status(state, report, quarantined, log_)
+        await self.accepting.announce_changes(state)
+        self.completed += 1

@@ -1,0 +1,204 @@
+"""Leader election: acquire and renew the Lease, hand it over, say who leads.
+
+client-go's rules: a leader's renewal must succeed within the renew deadline of its
+last successful one (every request's timeout is cut to what is left); past it, the
+leader stops acting at once and gives up leadership. A standby only takes an
+expired lease (lease duration > renew deadline), so two replicas never act at the
+same time. :meth:`Leadership.may_act` is asked before every write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+from artifactcheck.clients.kube import Throttled
+from artifactcheck.control import forward
+from artifactcheck.control.context import Context
+from artifactcheck.control.lease import LeaseLock, LeaseNamespaceMissing
+from artifactcheck.control.settings import renew_deadline
+from artifactcheck.model.errors import ArtifactCheckError
+
+__all__ = ["Leadership"]
+
+
+class Leadership:
+    """This replica's hold on the Lease: whether it leads, until when it may act.
+
+    ``lease``: (namespace, name) of the Lease; ``on_change(held)`` is called after the
+    role changed (the coordinator starts or stops the checks).
+    """
+
+    def __init__(
+        self, ctx: Context, *, lease: tuple[str, str], on_change: Callable[[bool], None]
+    ) -> None:
+        self.settings = settings = ctx.settings
+        self.metrics = ctx.metrics
+        self.log = ctx.log
+        self.heartbeat = ctx.heartbeat
+        self._stopping = ctx.stopping
+        self._on_change = on_change
+        namespace, name = lease
+        self.lock = LeaseLock(api_client=ctx.api, namespace=namespace, name=name)
+        self.renew_deadline = renew_deadline(settings)
+        self.is_leader = False
+        #: time.monotonic() until which this replica may act: the start of its last
+        #: successful renewal plus the renew deadline (0 while not leading).
+        self.acting_until = 0.0
+        #: Lease requests one at a time: the release at shutdown must not race a renewal.
+        self._guard = threading.Lock()
+        #: A configuration error that keeps this replica from ever leading (e.g. the
+        #: Lease's namespace does not exist): /readyz fails with it.
+        self.config_error: str | None = None
+        #: The Lease's requests have a thread of their own (client-go's leader election
+        #: runs in its own goroutine): in the default executor a renewal queued behind
+        #: hundreds of pod actions missed its deadline, and the leader stepped down in
+        #: the middle of a large start-up (docs/scaling.md).
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lease")
+        #: time.monotonic() before which no Lease request is sent: a throttled renewal
+        #: is not repeated sooner (the renew deadline still ends the leadership in time).
+        self.not_before = 0.0
+        #: Where this replica's verdict API answers (published on the Lease).
+        self.advertised: str | None = settings.advertise_address
+
+    def may_act(self) -> bool:
+        """Whether this replica may write now: it leads, is not shutting down, and its
+        last renewal is younger than the renew deadline. Asked before every write, so
+        a leader whose renewal hangs stops writing at its deadline, not when it
+        notices."""
+        return (
+            self.is_leader and not self._stopping.is_set() and time.monotonic() < self.acting_until
+        )
+
+    def leader(self) -> forward.Leader | None:
+        """The leader's verdict API, by the Lease as last read: None when nobody else
+        holds a running lease (by this replica's clock) or the holder published no
+        usable address."""
+        seen = self.lock.observed
+        address = seen.other_leader(self.settings.identity, datetime.now(UTC)) if seen else None
+        if seen is None or seen.holder is None or address is None:
+            return None
+        parsed = forward.parse_address(address)
+        if parsed is None:
+            return None
+        return forward.Leader(identity=seen.holder, host=parsed[0], port=parsed[1])
+
+    async def lead(self, stop: asyncio.Event) -> None:
+        """Acquire or renew the Lease every renew period; start/stop acting accordingly
+        (the module's rules)."""
+        while not stop.is_set():
+            self.heartbeat.beat()
+            started = time.monotonic()
+            deadline = self.acting_until if self.is_leader else started + self.renew_deadline
+            held = False
+            try:
+                if started < self.not_before:
+                    raise Throttled(
+                        "lease renewal held back: the API server asked to retry later",
+                        retry_after=self.not_before - started,
+                    )
+                renewal = asyncio.get_running_loop().run_in_executor(
+                    self.pool, self._renew, datetime.now(UTC), deadline
+                )
+                held = await asyncio.wait_for(renewal, timeout=max(0.0, deadline - started))
+                self._config_ok()
+            except TimeoutError:
+                self.metrics.api_errors.labels("lease").inc()
+                self.log.warning(
+                    "lease renewal did not finish within the renew deadline (%.1fs)",
+                    self.renew_deadline,
+                )
+            except LeaseNamespaceMissing as exc:
+                self._config_failed("lease-namespace", str(exc))
+            except ArtifactCheckError as exc:
+                if isinstance(exc, Throttled):
+                    self.not_before = max(self.not_before, time.monotonic() + exc.retry_after)
+                self.metrics.api_errors.labels("lease").inc()
+                self.log.warning("lease renewal failed: %s", exc)
+            if held:
+                self.acting_until = started + self.renew_deadline
+                self._set(True)  # even when stopping: then the lease is released
+            elif not self.is_leader or time.monotonic() >= self.acting_until:
+                # Another holder, or no renewal within the deadline: stop acting now.
+                self._set(False)
+            if stop.is_set():
+                break
+            # A leader whose renewal failed retries every renew period, and wakes at
+            # its deadline at the latest, to give leadership up in time.
+            wait = max(self.settings.renew_period, self.not_before - time.monotonic())
+            if self.is_leader and not held:
+                wait = min(wait, max(0.0, self.acting_until - time.monotonic()))
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=wait)
+            except TimeoutError:
+                pass
+
+    async def step_down(self) -> None:
+        """Release the lease if held (client-go's ReleaseOnCancel), within a second."""
+        if not self.is_leader:
+            return
+        self.is_leader = False
+        self.acting_until = 0.0
+        self.metrics.leader.set(0)
+        try:
+            loop = asyncio.get_running_loop()
+            await asyncio.wait_for(loop.run_in_executor(self.pool, self._release), timeout=1.5)
+        except TimeoutError:
+            self.log.warning("could not release the lease within 1.5s; it expires instead")
+
+    async def close(self) -> None:
+        """End the Lease's thread (after :meth:`step_down`) and its client."""
+        await asyncio.to_thread(self.pool.shutdown, wait=True, cancel_futures=True)
+        self.lock.close()
+
+    def _release(self) -> None:
+        # A renewal in flight finishes first (or the release would lose the race to
+        # it with a 409); one that hangs is not waited for: its timeout is bounded.
+        got = self._guard.acquire(timeout=0.5)
+        try:
+            deadline = time.monotonic() + 1.0
+            for _ in range(2):  # a renewal that landed meanwhile: 409, read again
+                if self.lock.release(self.settings.identity, deadline=deadline):
+                    return
+        except ArtifactCheckError as exc:
+            self.log.warning("could not release the lease: %s", exc)
+        finally:
+            if got:
+                self._guard.release()
+
+    def _renew(self, now: datetime, deadline: float) -> bool:
+        with self._guard:
+            return self.lock.try_acquire_or_renew(
+                self.settings.identity,
+                self.settings.lease_duration,
+                now,
+                deadline=deadline,
+                address=self.advertised,
+            )
+
+    def _set(self, held: bool) -> None:
+        if held == self.is_leader:
+            return
+        self.log.info("%s leadership as %s", "acquired" if held else "lost", self.settings.identity)
+        self.is_leader = held
+        self.metrics.leader.set(1 if held else 0)
+        if not held:
+            self.acting_until = 0.0
+        self._on_change(held)
+
+    def _config_failed(self, reason: str, message: str) -> None:
+        """A configuration error this replica cannot lead with: loud, and in /readyz."""
+        if self.config_error != message:
+            self.log.error("configuration error, this replica cannot lead: %s", message)
+        self.config_error = message
+        self.metrics.config_error.labels(reason).set(1)
+
+    def _config_ok(self) -> None:
+        if self.config_error is not None:
+            self.log.info("configuration error resolved")
+            self.config_error = None
+            self.metrics.config_error.clear()

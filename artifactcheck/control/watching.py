@@ -1,0 +1,147 @@
+"""Informer-style watches: list once, then watch; relist on 410 Gone; back off.
+
+Every watch (the ArtifactChecks, each check's pods) runs in a thread of its own pool
+and is tracked while its response is open, so shutdown can abort them all at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from artifactcheck.clients.kube import Throttled, WatchExpired, abort_stream
+from artifactcheck.control.context import Context
+from artifactcheck.fetch.retry import retry_wait
+from artifactcheck.model.errors import ArtifactCheckError
+
+__all__ = ["RETRY_AFTER_CAP", "Watching"]
+
+_Listed = TypeVar("_Listed")
+
+#: The longest Retry-After a watch waits for: the Kubernetes client already cuts a
+#: 429's to this (artifactcheck.clients.kube), the rule here only restates it.
+RETRY_AFTER_CAP = 60.0
+
+
+class Watching:
+    """The watches of one controller: their threads, their open streams, their backoff."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.settings = ctx.settings
+        self.rng = ctx.rng
+        self.metrics = ctx.metrics
+        self.log = ctx.log
+        self._stopping = ctx.stopping
+        #: Open watch responses, aborted at shutdown so their threads end at once.
+        self._streams: set[Any] = set()
+        self._streams_guard = threading.Lock()
+        #: Watches block a thread each for as long as they stream; they get their own
+        #: pool so that many checks (one pod watch each) never starve the default
+        #: executor that status writes and actions run in.
+        self.pool = ThreadPoolExecutor(max_workers=1024, thread_name_prefix="watch")
+
+    def track(self, response: Any, is_open: bool) -> None:
+        """The ``opened`` hook of a watch: remember an open response, forget a closed one
+        (one opened after shutdown began is aborted at once)."""
+        with self._streams_guard:
+            if is_open:
+                self._streams.add(response)
+            else:
+                self._streams.discard(response)
+        if is_open and self._stopping.is_set():
+            abort_stream(response)
+
+    def abort(self) -> None:
+        """Abort every open watch response, so its thread ends now."""
+        with self._streams_guard:
+            streams = list(self._streams)
+        for response in streams:
+            abort_stream(response)
+
+    async def close(self) -> None:
+        """End the watch threads (after :meth:`abort`)."""
+        await asyncio.to_thread(self.pool.shutdown, wait=True, cancel_futures=True)
+
+    def wait_after(self, failures: int, exc: ArtifactCheckError) -> float:
+        """Seconds before the next try after ``failures`` failed ones in a row (from 1):
+        full jitter, but never sooner than a 429's Retry-After asks."""
+        return retry_wait(
+            failures - 1,
+            base=self.settings.backoff_base,
+            cap=self.settings.backoff_max,
+            rng=self.rng,
+            retry_after=exc.retry_after if isinstance(exc, Throttled) else None,
+            retry_after_cap=RETRY_AFTER_CAP,
+        )
+
+    async def run(
+        self,
+        stop: asyncio.Event,
+        *,
+        name: str,
+        list_fn: Callable[[], tuple[list[_Listed], str]],
+        watch_fn: Callable[[str], Iterator[tuple[str, dict[str, Any]]]],
+        on_sync: Callable[[list[_Listed]], None],
+        on_event: Callable[[str, dict[str, Any]], None],
+    ) -> None:
+        """List, then watch from the list's resourceVersion; relist on 410; back off.
+
+        A watch that breaks (cut mid-stream, a 5xx, a 429) resumes from the last
+        resourceVersion it delivered, as client-go's reflector does, instead of listing
+        everything again: under a loaded API server, relisting every pod at every cut
+        is the load that makes it worse. Only a 410 (or a failed list) lists again.
+        The backoff grows with the failures since the last successful list.
+        """
+        failures = 0
+        rv: str | None = None
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            delivered: list[str] = []  # the last resourceVersion the watch delivered
+            try:
+                if rv is None:
+                    items, rv = await asyncio.to_thread(list_fn)
+                    on_sync(items)
+                    failures = 0
+                queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+                current: str = rv or ""
+
+                def pump(
+                    start: str = current,
+                    queue: asyncio.Queue[Any] = queue,
+                    delivered: list[str] = delivered,
+                ) -> str:
+                    last = start
+                    try:
+                        for kind, obj in watch_fn(start):
+                            last = obj.get("metadata", {}).get("resourceVersion") or last
+                            delivered[:] = [last]
+                            loop.call_soon_threadsafe(queue.put_nowait, (kind, obj))
+                            if self._stopping.is_set():
+                                break
+                    finally:
+                        loop.call_soon_threadsafe(queue.put_nowait, None)
+                    return last
+
+                pumping = loop.run_in_executor(self.pool, pump)
+                while (item := await queue.get()) is not None:
+                    if item[0] != "BOOKMARK":
+                        on_event(*item)
+                rv = await pumping
+            except WatchExpired:
+                self.log.info("watch of %s expired (410 Gone); relisting", name)
+                rv = None
+            except ArtifactCheckError as exc:
+                self.metrics.api_errors.labels(name).inc()
+                failures += 1
+                delay = self.wait_after(failures, exc)
+                self.log.warning("watch of %s failed: %s; retrying in %.2fs", name, exc, delay)
+                # resume after what was delivered; a failed list (or a watch that
+                # delivered nothing since the list) starts from the list's version
+                rv = delivered[0] if delivered else rv
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=delay)
+                except TimeoutError:
+                    pass

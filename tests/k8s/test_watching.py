@@ -1,0 +1,135 @@
+"""The controller's watch loop (control/watching.py): when it lists, from where it
+resumes, and how long it waits after a failure.
+
+Driven with list and watch functions that fail on cue, no API server: a watch that
+breaks resumes from the last resourceVersion it delivered, only a 410 (or a failed
+list) lists again, and the waits grow with the failures since the last successful
+list, by the project's one backoff rule (fetch/retry.retry_wait): full jitter, never
+sooner than a 429's Retry-After.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from artifactcheck.clients.kube import Throttled, WatchExpired
+from artifactcheck.control.context import Context
+from artifactcheck.control.metrics import Metrics
+from artifactcheck.control.settings import ControllerSettings
+from artifactcheck.control.watching import Watching
+from artifactcheck.fetch.retry import full_jitter
+from artifactcheck.model.errors import DependencyError
+from artifactcheck.tenancy.admission import AdminConfig
+
+BASE, CAP = 0.5, 30.0
+
+
+def watching(seed: int = 7) -> Watching:
+    settings = ControllerSettings(backoff_base=BASE, backoff_max=CAP)
+    ctx = Context(
+        None, settings, AdminConfig(), Metrics(), logging.getLogger("test"), rng=random.Random(seed)
+    )
+    return Watching(ctx)
+
+
+def test_the_wait_is_full_jitter_growing_with_the_failures() -> None:
+    w, rng = watching(), random.Random(7)
+    for failures in range(1, 10):
+        want = full_jitter(failures - 1, BASE, CAP, rng)
+        assert w.wait_after(failures, DependencyError("cut")) == want
+
+
+def test_the_wait_is_never_sooner_than_retry_after() -> None:
+    w = watching()
+    for failures in range(1, 6):  # ceilings 0.5 .. 8: all below the asked 9 s
+        assert w.wait_after(failures, Throttled("429", retry_after=9.0)) >= 9.0
+    # a late failure's jitter may exceed a short Retry-After: the longer wait wins
+    waits = [w.wait_after(8, Throttled("429", retry_after=0.1)) for _ in range(200)]
+    assert min(waits) >= 0.1 and max(waits) > 1.0
+
+
+def test_breaks_resume_from_the_last_version_and_410_relists() -> None:
+    """List at 10; the watch delivers 11 then breaks: resumed from 11 (no list); then
+    a 410: relisted (at 20), watched from 20; the backoff restarts after that list."""
+    w = watching()
+    lists: list[str] = []
+    watches: list[str] = []
+    failures_seen: list[int] = []
+    stop = asyncio.Event()
+    script: list[Any] = [
+        [("ADDED", {"metadata": {"resourceVersion": "11"}}), DependencyError("cut")],
+        [DependencyError("cut again")],
+        [WatchExpired("410")],
+        [DependencyError("cut after the relist")],
+        [],  # ends normally: the test stops here
+    ]
+
+    def list_fn() -> tuple[list[str], str]:
+        lists.append("list")
+        return ["item"], "10" if len(lists) == 1 else "20"
+
+    def watch_fn(rv: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        watches.append(rv)
+        for step in script.pop(0):
+            if isinstance(step, Exception):
+                raise step
+            yield step
+        if not script:
+            stop.set()
+
+    real = w.wait_after
+
+    def spy(failures: int, exc: Any) -> float:
+        failures_seen.append(failures)
+        return real(failures, exc) / 1000  # the rule, not its wall time, is tested
+
+    w.wait_after = spy  # type: ignore[method-assign]
+    events: list[str] = []
+
+    async def run() -> None:
+        await w.run(
+            stop,
+            name="test",
+            list_fn=list_fn,
+            watch_fn=watch_fn,
+            on_sync=lambda items: events.append("sync"),
+            on_event=lambda kind, obj: events.append(kind),
+        )
+
+    try:
+        asyncio.run(asyncio.wait_for(run(), timeout=30))
+    finally:
+        w.pool.shutdown(wait=True)
+    assert watches == ["10", "11", "11", "20", "20"]
+    assert lists == ["list", "list"]
+    assert events == ["sync", "ADDED", "sync"]
+    assert failures_seen == [1, 2, 1]  # a 410 is no failure; a list resets the count
+
+
+def test_a_stream_opened_after_shutdown_began_is_aborted() -> None:
+    stopping = threading.Event()
+    settings = ControllerSettings()
+    ctx = Context(
+        None, settings, AdminConfig(), Metrics(), logging.getLogger("t"), stopping=stopping
+    )
+    w = Watching(ctx)
+    aborted: list[str] = []
+
+    class Response:
+        def shutdown(self) -> None:
+            aborted.append("shutdown")
+
+        def close(self) -> None:
+            aborted.append("close")
+
+    w.track(Response(), True)
+    assert aborted == []
+    stopping.set()
+    w.track(Response(), True)
+    assert aborted, "a stream opened during shutdown was left open"
+    w.pool.shutdown(wait=True)
