@@ -54,6 +54,7 @@ from artifactcheck.control.status import (
     record_check_event,
     watch_checks,
 )
+from artifactcheck.control.workers import FetchSetup, ObservePool
 from artifactcheck.discover.kube import (
     actionable_copy,
     containers_ready,
@@ -318,8 +319,11 @@ class Controller:
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
         admin: AdminConfig | None = None,
+        workers: ObservePool | None = None,
     ) -> None:
         self.api = api_client
+        #: Processes that observe a large cycle (control/workers.py); None: all here.
+        self.workers = workers
         self.settings = settings
         self.metrics = metrics or Metrics()
         self.log = logger or log
@@ -1360,13 +1364,21 @@ class Controller:
         observed: dict[str, Observation] = {}
         pending = set(state.pending)
         try:
-            await observe_each(
+            targets = self._targets(state, observer, full=full)
+            first = not full  # new pods wait out of traffic: ahead of a full sample
+            if self.workers is None or not await self.workers.observe(
                 observer,
-                self._targets(state, observer, full=full),
+                targets,
                 into=observed,
                 loaded=loaded,
-                first=not full,  # new pods wait out of traffic: ahead of a full sample
-            )
+                first=first,
+                fetch=lambda: FetchSetup(
+                    self._egress_for(state),
+                    self._credential_scope(state) or None,
+                    proxies_of(self.admin.egress),
+                ),
+            ):
+                await observe_each(observer, targets, into=observed, loaded=loaded, first=first)
             async with state.judging:
                 # a pod that went away while it was observed is not judged any more
                 state.observations.update((n, o) for n, o in observed.items() if n in state.pods)
