@@ -510,10 +510,10 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
             result["controller_histogram"] = {
                 k: v for k, v in metrics.items() if k.startswith("artifactcheck_new_pod_verdict")
             }
+            got = result.get("verdict_latency", {"p50": float("nan"), "p99": float("nan")})
             log(
-                f"  new pods: p50 {result['verdict_latency']['p50']:.3f}s "
-                f"p99 {result['verdict_latency']['p99']:.3f}s over {len(lat)} pods; "
-                f"{len(pending)} without verdict"
+                f"  new pods: p50 {got['p50']:.3f}s p99 {got['p99']:.3f}s over {len(lat)} "
+                f"pods; {len(pending)} without verdict"
             )
         finally:
             if proc is not None:
