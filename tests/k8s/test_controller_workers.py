@@ -240,3 +240,36 @@ def test_controller_with_workers_gives_its_verdicts() -> None:
                 assert workers.cycles >= 1
         finally:
             workers.close()
+
+
+def test_a_cycle_cancelled_mid_job_replaces_its_workers(fleet: SimFleet) -> None:
+    """A worker mid-job is never given another job (its late answers would be taken
+    for the next one's): a cancelled cycle (leadership lost) ends it."""
+    spec = spec_of(fleet)
+    instances = instances_from_targets(spec.targets)
+    setup = setup_for(instances, refused="")
+    for inst in fleet.instances:
+        inst.site.overrides["index.html"] = Delay(3.0)
+    pool = ObservePool(2, min_per_process=1).start()
+    try:
+        before = [w for w in pool._workers if w is not None]
+
+        async def cancelled() -> None:
+            task = asyncio.create_task(observed_by(spec, instances, setup, pool))
+            await asyncio.sleep(1.0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(cancelled())
+        assert not any(w.process.is_alive() for w in before)
+        assert not [w for w in pool._workers if any(w is old for old in before)]
+        for inst in fleet.instances:
+            inst.site.overrides.pop("index.html", None)
+        again, _, _, taken = asyncio.run(observed_by(spec, instances, setup, pool))
+        assert taken
+        assert evidence(again) == evidence(
+            asyncio.run(observed_by(spec, instances, setup, None))[0]
+        )
+    finally:
+        pool.close()
