@@ -383,6 +383,11 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
 
             wait_until(first_cycle_done, timeout=args.timeout, interval=0.5)
             cycle_done = [time.perf_counter()]
+            result["cpu_at_first_cycle"] = {
+                "controller": tree_cpu(proc.pid),
+                "bench_and_api_server": time.process_time() - cpu0,
+                "fleet": fleet.server_cpu() - fleet_cpu0,
+            }
 
             def all_verdicts() -> bool:
                 """Every pod has its gate condition (a pod the first cycle could not
