@@ -319,11 +319,11 @@ class Controller:
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
         admin: AdminConfig | None = None,
-        workers: ObservePool | None = None,
     ) -> None:
         self.api = api_client
-        #: Processes that observe a large cycle (control/workers.py); None: all here.
-        self.workers = workers
+        #: Processes that observe a large cycle (control/workers.py), set by the
+        #: process that started them before any thread; None: all here.
+        self.workers: ObservePool | None = None
         self.settings = settings
         self.metrics = metrics or Metrics()
         self.log = logger or log
