@@ -198,7 +198,6 @@ def child(api_url: str, health_port: int) -> int:
         pool = ObservePool(processes).start()
     api_client = k8s.ApiClient(k8s.Configuration(host=api_url))
     ctl = Controller(
-        workers=pool,
         api_client=api_client,
         settings=ControllerSettings(
             namespace=NAMESPACE,
@@ -208,6 +207,7 @@ def child(api_url: str, health_port: int) -> int:
             admin_config=os.environ.get("ACBENCH_ADMIN_CONFIG"),
         ),
     )
+    ctl.workers = pool
     health = ctl.serve_health(host="127.0.0.1", port=health_port)
 
     async def main() -> None:
