@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -34,7 +35,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .common import ROOT, fleet_server, log, machine, peak_rss_mb, peak_rss_of, save, tool_env
+from .common import (
+    ROOT,
+    children_of,
+    fleet_server,
+    log,
+    machine,
+    peak_rss_mb,
+    peak_rss_of,
+    proc_cpu,
+    save,
+    tool_env,
+)
 
 GATE = "artifactcheck.io/content-verified"
 NAMESPACE = "shop"
@@ -171,6 +183,19 @@ def child(api_url: str, health_port: int) -> int:
 
     from artifactcheck.control.controller import Controller, ControllerSettings
 
+    log_file = os.environ.get("ACBENCH_CONTROLLER_LOG")
+    if log_file:  # the controller's own account of its phases, timestamped
+        import logging
+
+        logging.basicConfig(
+            filename=log_file, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
+        )
+    pool = None
+    processes = int(os.environ.get("ACBENCH_OBSERVE_PROCESSES", "0"))
+    if processes:  # started first: no thread of this process runs yet
+        from artifactcheck.control.workers import ObservePool
+
+        pool = ObservePool(processes).start()
     api_client = k8s.ApiClient(k8s.Configuration(host=api_url))
     ctl = Controller(
         api_client=api_client,
@@ -182,6 +207,7 @@ def child(api_url: str, health_port: int) -> int:
             admin_config=os.environ.get("ACBENCH_ADMIN_CONFIG"),
         ),
     )
+    ctl.workers = pool
     health = ctl.serve_health(host="127.0.0.1", port=health_port)
 
     async def main() -> None:
@@ -199,6 +225,8 @@ def child(api_url: str, health_port: int) -> int:
         asyncio.run(main())
     finally:
         health.stop()
+        if pool is not None:
+            pool.close()
         api_client.close()  # type: ignore[no-untyped-call]
         if trace:
             snapshot = tracemalloc.take_snapshot()
@@ -212,12 +240,45 @@ def child(api_url: str, health_port: int) -> int:
     return 0
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a live process and its live descendants (the controller and its
+    observing processes)."""
+    return proc_cpu(pid) + sum(tree_cpu(c) for c in children_of(pid))
+
+
 def free_port() -> int:
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _spy(pid: int, out: str, *, seconds: float) -> subprocess.Popen[bytes]:
+    """py-spy on the controller we started and its worker processes: every thread,
+    idle ones too (a thread waiting on the API server is where the time goes)."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    return subprocess.Popen(  # noqa: S603 - py-spy on the controller we started
+        [
+            spy,
+            "record",
+            "--pid",
+            str(pid),
+            "--subprocesses",
+            "--idle",
+            "--threads",
+            "-f",
+            "raw",
+            "-r",
+            "100",
+            "-o",
+            out,
+            "-d",
+            str(int(seconds)),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def bench(args: argparse.Namespace) -> dict[str, Any]:
@@ -273,6 +334,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
             api.reset_requests()
             log(f"controller: {args.pods} pods created; starting the controller process")
             started = time.perf_counter()
+            cpu0, fleet_cpu0 = time.process_time(), fleet.server_cpu()
             env = tool_env()
             admin = Path(tempfile.mkdtemp(prefix="acbench-admin-")) / "admin.yaml"
             admin.write_text(
@@ -296,6 +358,10 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 encoding="utf-8",
             )
             env["ACBENCH_ADMIN_CONFIG"] = str(admin)
+            result["observe_processes"] = args.observe_processes
+            env["ACBENCH_OBSERVE_PROCESSES"] = str(args.observe_processes)
+            if args.controller_log:
+                env["ACBENCH_CONTROLLER_LOG"] = args.controller_log
             if args.trace_memory:
                 env["ACBENCH_TRACEMALLOC"] = args.trace_memory
             proc = subprocess.Popen(  # noqa: S603
@@ -305,6 +371,10 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 start_new_session=True,
             )
 
+            startup_spy = None
+            if args.profile_startup:
+                startup_spy = _spy(proc.pid, args.profile_startup, seconds=args.timeout)
+
             def first_cycle_done() -> bool:
                 try:
                     return cycles(metrics_url) >= 1
@@ -313,6 +383,11 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
 
             wait_until(first_cycle_done, timeout=args.timeout, interval=0.5)
             cycle_done = [time.perf_counter()]
+            result["cpu_at_first_cycle"] = {
+                "controller": tree_cpu(proc.pid),
+                "bench_and_api_server": time.process_time() - cpu0,
+                "fleet": fleet.server_cpu() - fleet_cpu0,
+            }
 
             def all_verdicts() -> bool:
                 """Every pod has its gate condition (a pod the first cycle could not
@@ -322,11 +397,19 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 gated = sum(1 for n in names if gate_status(api, n) is not None)
                 if gated == len(names):
                     result["all_verdicts_seconds"] = time.perf_counter() - started
+                    result["cpu_at_all_verdicts"] = {
+                        "controller": tree_cpu(proc.pid),
+                        "bench_and_api_server": time.process_time() - cpu0,
+                        "fleet": fleet.server_cpu() - fleet_cpu0,
+                    }
                     result["startup_verbs_at_all_verdicts"] = dict(api.verb_counts)
                     return True
                 return time.perf_counter() > cycle_done[0] + 10
 
             wait_until(all_verdicts, timeout=args.timeout, interval=0.5)
+            if startup_spy is not None:  # py-spy writes its profile when interrupted
+                startup_spy.send_signal(signal.SIGINT)
+                startup_spy.wait(timeout=120)
             result["first_cycle_seconds"] = cycle_done[0] - started
             gated = sum(1 for n in names if gate_status(api, n) is not None)
             result["pods_with_verdict_after_first_cycle"] = gated
@@ -390,24 +473,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
             poller.start()
             spy = None
             if args.profile:
-                spy = subprocess.Popen(  # noqa: S603 - py-spy on the controller we started
-                    [
-                        "py-spy",
-                        "record",
-                        "--pid",
-                        str(proc.pid),
-                        "-f",
-                        "raw",
-                        "-r",
-                        "200",
-                        "-o",
-                        args.profile,
-                        "-d",
-                        str(int(args.new * args.new_every + 5)),
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
+                spy = _spy(proc.pid, args.profile, seconds=args.new * args.new_every + 5)
             timers: list[threading.Timer] = []
 
             def ready_now(name: str) -> None:
@@ -449,10 +515,10 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
             result["controller_histogram"] = {
                 k: v for k, v in metrics.items() if k.startswith("artifactcheck_new_pod_verdict")
             }
+            got = result.get("verdict_latency", {"p50": float("nan"), "p99": float("nan")})
             log(
-                f"  new pods: p50 {result['verdict_latency']['p50']:.3f}s "
-                f"p99 {result['verdict_latency']['p99']:.3f}s over {len(lat)} pods; "
-                f"{len(pending)} without verdict"
+                f"  new pods: p50 {got['p50']:.3f}s p99 {got['p99']:.3f}s over {len(lat)} "
+                f"pods; {len(pending)} without verdict"
             )
         finally:
             if proc is not None:
@@ -511,6 +577,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", nargs=2, metavar=("API_URL", "HEALTH_PORT"))
     parser.add_argument("--trace-memory", metavar="FILE", help="tracemalloc top lines")
     parser.add_argument("--profile", metavar="FILE", help="py-spy the new-pod phase")
+    parser.add_argument(
+        "--observe-processes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the controller observes large cycles from N worker processes (0: in itself)",
+    )
+    parser.add_argument("--controller-log", metavar="FILE", help="the controller's INFO log")
+    parser.add_argument(
+        "--profile-startup", metavar="FILE", help="py-spy the start-up, to all verdicts"
+    )
     args = parser.parse_args(argv)
     if args.child:
         return child(args.child[0], int(args.child[1]))

@@ -47,6 +47,7 @@ from artifactcheck.control.shard import Shard
 from artifactcheck.control.state import CheckState, RefusedCheck
 from artifactcheck.control.status import list_checks_raw, watch_checks
 from artifactcheck.control.watching import Watching
+from artifactcheck.control.workers import ObservePool
 from artifactcheck.discover.kube import default_namespace
 from artifactcheck.model.names import CRD_PLURAL
 from artifactcheck.tenancy.admission import AdminConfig, load_admin_config
@@ -111,6 +112,19 @@ class Controller:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._spawned: set[asyncio.Task[None]] = set()  # refusals, dropped checks
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def workers(self) -> ObservePool | None:
+        """Processes that observe a large cycle (control/workers.py); None: all here.
+
+        Set by the process that started them, before any thread (a fork server's
+        children inherit no lock held by a thread).
+        """
+        return self.checking.cycle.workers
+
+    @workers.setter
+    def workers(self, pool: ObservePool | None) -> None:
+        self.checking.cycle.workers = pool
 
     def _admin_config(self, path: str | None) -> AdminConfig:
         """The admin configuration file; absent (an optional ConfigMap not created) means

@@ -15,12 +15,14 @@ import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, replace
 
-from artifactcheck.control import pods
+from artifactcheck.control import pods, wiring
 from artifactcheck.control.accepting import Accepting
 from artifactcheck.control.actions import Acting, undo_failed, withhold_changed
 from artifactcheck.control.context import Context
 from artifactcheck.control.state import CheckState
+from artifactcheck.control.workers import FetchSetup, ObservePool
 from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.fetch.proxy import proxies_of
 from artifactcheck.judge.compare import CdnView
 from artifactcheck.model.values import ActionKind, Expectation, Observation, Report
 from artifactcheck.observe.instance import Observer
@@ -51,6 +53,11 @@ class Cycle:
         self.accepting = accepting
         self.reporting = accepting.reporting
         self.completed = 0  # cycles done, every check together
+        self.address_rules = ctx.address_rules
+        self.proxies = proxies_of(ctx.admin.egress)  # the admin's, never the environment's
+        #: Processes that observe a large cycle (control/workers.py), set by the
+        #: process that started them before any thread; None: all here.
+        self.workers: ObservePool | None = None
 
     async def run(self, run: Running, *, full: bool) -> None:
         """Observe (all pods, or just new ones), then the check step ``verify`` runs too
@@ -61,13 +68,21 @@ class Cycle:
         observed: dict[str, Observation] = {}
         pending = set(state.pending)
         try:
-            await observe_each(
+            targets = pods.targets(state, observer, full=full)
+            first = not full  # new pods wait out of traffic: ahead of a full sample
+            if self.workers is None or not await self.workers.observe(
                 observer,
-                pods.targets(state, observer, full=full),
+                targets,
                 into=observed,
                 loaded=loaded,
-                first=not full,  # new pods wait out of traffic: ahead of a full sample
-            )
+                first=first,
+                fetch=lambda: FetchSetup(
+                    wiring.egress_for(state, self.address_rules),
+                    wiring.credential_scope(state) or None,
+                    self.proxies,
+                ),
+            ):
+                await observe_each(observer, targets, into=observed, loaded=loaded, first=first)
             async with state.judging:
                 # a pod that went away while it was observed is not judged any more
                 state.observations.update((n, o) for n, o in observed.items() if n in state.pods)
