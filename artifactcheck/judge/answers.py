@@ -14,7 +14,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from artifactcheck.judge import prefix
 from artifactcheck.judge.order import version_key
 from artifactcheck.judge.statuses import MISSING, REFUSED
-from artifactcheck.manifests.integrity import vouching_hash
+from artifactcheck.manifests.integrity import (
+    VOUCHING_ALGORITHMS,
+    vouching_algorithms,
+    vouching_hash,
+)
 from artifactcheck.model.values import (
     Fetched,
     Finding,
@@ -32,12 +36,27 @@ class HashIndex:
         self.by_hash: dict[str, set[str]] = defaultdict(set)
         self.paths: dict[str, frozenset[str]] = {}
         self.releases: Mapping[str, Manifest] = releases
+        self._hashes: dict[str, tuple[str, ...]] = {}
         for version, manifest in releases.items():
             self.paths[version] = frozenset(manifest.files)
+            used: set[str] = set()
             for entry in manifest.files.values():
                 vouched = vouching_hash(entry)  # sha256, or an ngsw.json's sha1
                 if vouched:
                     self.by_hash[vouched[1]].add(version)
+                    used.add(vouched[0])
+            self._hashes[version] = tuple(a for a in VOUCHING_ALGORITHMS if a in used)
+
+    def hashes_of(self, version: str, release: Manifest) -> tuple[str, ...]:
+        """The vouching hashes ``release`` uses, in preference order, sha256 when none.
+
+        Read from the walk over the release that built the index, once per release
+        rather than once per instance judged (a pass over every file of the release);
+        worked out afresh for a release that is not the one indexed under ``version``.
+        """
+        if self.releases.get(version) is release:
+            return self._hashes[version] or ("sha256",)
+        return vouching_algorithms(release) or ("sha256",)
 
     def releases_of(
         self, hashes: Iterable[str], *, exclude: str | None, missing: Iterable[str] = ()

@@ -184,7 +184,10 @@ def _judge_release(case: Case, index: HashIndex) -> None:
             f"release {version} from the last known good copy ({exp.error})",
             severity=Severity.INFO,
         )
-    check = against_release(case.obs, exp.manifest, version, page_shas(case.obs, exp.manifest))
+    pages = page_shas(case.obs, exp.manifest)
+    check = against_release(
+        case.obs, exp.manifest, version, pages, index.hashes_of(version, exp.manifest)
+    )
     case.release_check = check
     case.findings += check.findings
     if check.names_only:

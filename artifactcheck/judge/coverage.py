@@ -13,7 +13,6 @@ from typing import Protocol
 from artifactcheck.judge.answers import documents, few_names, unobserved, why_unobserved
 from artifactcheck.judge.release_check import ReleaseCheck
 from artifactcheck.judge.served import manifest_absent
-from artifactcheck.manifests.integrity import vouching_algorithms
 from artifactcheck.model.values import (
     Coverage,
     Finding,
@@ -73,7 +72,7 @@ def release_coverage(
         total=len(release.files),
         not_compared=not_compared,
         encodings=obs.encodings,
-        hashes=vouching_algorithms(release) or ("sha256",),
+        hashes=check.hashes,
     )
 
 

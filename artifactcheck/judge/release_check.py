@@ -39,20 +39,33 @@ class ReleaseCheck:
     differing: dict[str, str] = field(default_factory=dict)  # path -> sha of other bytes
     names_only: list[str] = field(default_factory=list)  # release has no hash for them
     refused: dict[str, str] = field(default_factory=dict)  # path -> why not compared
+    #: The vouching hashes compared, in preference order (reports name them).
+    hashes: tuple[str, ...] = ("sha256",)
 
 
 def against_release(
-    obs: Observation, release: Manifest, version: str, pages: frozenset[str]
+    obs: Observation,
+    release: Manifest,
+    version: str,
+    pages: frozenset[str],
+    hashes: tuple[str, ...] | None = None,
 ) -> ReleaseCheck:
-    """Each answer from the instance against the release's file of the same path."""
+    """Each answer from the instance against the release's file of the same path.
+
+    ``hashes``: the release's vouching algorithms when the caller knows them already
+    (:meth:`HashIndex.hashes_of`, once per release rather than once per instance);
+    worked out from ``release`` otherwise.
+    """
+    if hashes is None:
+        hashes = vouching_algorithms(release) or ("sha256",)
     against = _Against(
         obs=obs,
         release=release,
         version=version,
         pages=pages,
         listed=obs.manifest.files if obs.manifest is not None else {},
-        check=ReleaseCheck(),
-        algorithm=(vouching_algorithms(release) or ("sha256",))[0],
+        check=ReleaseCheck(hashes=hashes),
+        algorithm=hashes[0],
     )
     docs = documents(obs)
     for path in sorted(docs):
