@@ -13,6 +13,7 @@ import pytest
 from fetch_support import RecordingSleep, UpperBoundRng
 
 from artifactcheck.fetch import RetryBudget
+from artifactcheck.model.settings import RetrySettings
 from artifactcheck_sim.web import Body, Flaky, Reset, Site, Status, WebFleet
 
 LOGGER = "artifactcheck.test.fetch"
@@ -61,18 +62,27 @@ async def test_full_jitter_draws_from_zero_to_the_ceiling(
 
 @pytest.mark.parametrize(
     ("retry_after", "expected"),
-    [("2", 2.0), ("0", 0.0), ("120", 5.0)],  # capped by max_retry_after=5
+    # capped by max_retry_after=5; "0" asks for nothing more than the jittered wait
+    [("2", 2.0), ("0", None), ("120", 5.0)],
 )
 async def test_retry_after_seconds_is_honoured(
-    make_fetcher, fleet: WebFleet, host: Callable[[], str], retry_after: str, expected: float
+    make_fetcher,
+    fleet: WebFleet,
+    host: Callable[[], str],
+    retry_after: str,
+    expected: float | None,
 ) -> None:
+    """Never sooner than Retry-After (capped), never sooner than full jitter either."""
     site = Site(overrides={"/a.js": Flaky(1, Status(429, retry_after=retry_after), Body(b"k"))})
     base = fleet.add(site, host())
     sleep = RecordingSleep()
     async with make_fetcher(retry={"max_retry_after": 5}, sleep=sleep) as f:
         got = await f.get_asset(base, "a.js")
     assert got.ok and got.attempts == 2
-    assert sleep.delays == [expected]
+    if expected is None:
+        assert len(sleep.delays) == 1 and 0 <= sleep.delays[0] <= RetrySettings().base_delay
+    else:
+        assert sleep.delays == [expected]
 
 
 async def test_retry_after_http_date_on_503(
