@@ -24,7 +24,8 @@ import httpx
 from artifactcheck.fetch.connection import Connection, closed_error, read_line, take_line
 from artifactcheck.fetch.egress import approved_address
 from artifactcheck.fetch.errors import HeaderRefused, ProtocolViolation
-from artifactcheck.fetch.headers import FIELD_NAME, FIELD_VALUE_BAD, MAX_DIGITS
+from artifactcheck.fetch.headers import MAX_DIGITS
+from artifactcheck.model.header_rules import FIELD_NAME_BYTES, FIELD_VALUE_BAD_BYTES
 from artifactcheck.tenancy.egress import Egress
 
 __all__ = [
@@ -45,8 +46,6 @@ MAX_INTERIM: Final = 8  # 1xx responses skipped before the final one
 _MERGED = 256 * 1024  # data of consecutive chunks handed on as one piece, at most
 _STATUS_LINE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: ([^\r\n]*))?")
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,15}")
-_TOKEN = re.compile(FIELD_NAME.pattern.encode())
-_VALUE_BAD = re.compile(FIELD_VALUE_BAD.pattern.encode())
 
 
 class _Held:
@@ -85,9 +84,9 @@ def header_block(raw: list[tuple[bytes, bytes]]) -> bytes:
     """
     lines = []
     for name, value in raw:
-        if not _TOKEN.fullmatch(name):
+        if not FIELD_NAME_BYTES.fullmatch(name):
             raise HeaderRefused(f"request header name {name[:60]!r} is not a token; not sent")
-        if _VALUE_BAD.search(value):
+        if FIELD_VALUE_BAD_BYTES.search(value):
             raise HeaderRefused(
                 f"value of request header {name.decode('latin-1')!r} contains CR, LF,"
                 " NUL or another control character; not sent"
@@ -474,7 +473,7 @@ class Http1Transport(httpx.AsyncBaseTransport):
         headers: list[tuple[bytes, bytes]] = []
         for line in lines[1:]:
             name, sep, value = line.partition(b":")
-            if not sep or not _TOKEN.fullmatch(name):
+            if not sep or not FIELD_NAME_BYTES.fullmatch(name):
                 raise httpx.RemoteProtocolError(f"invalid header line {line[:60]!r}")
             headers.append((name, value.strip(b" \t")))
         return int(match[2]), match[3] or b"", headers, match[1] == b"1"
