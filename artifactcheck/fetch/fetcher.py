@@ -41,28 +41,29 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final, Self
-
-import httpx
+from typing import TYPE_CHECKING, Any, Final, Self
 
 from artifactcheck.fetch import response as reading
 from artifactcheck.fetch import urls
 from artifactcheck.fetch.decoders import ACCEPTED_CODINGS, accepted_encodings
 from artifactcheck.fetch.egress import approved_address
-from artifactcheck.fetch.errors import classified, classify, unexpected
+from artifactcheck.fetch.errors import UnsupportedProtocol, classified, classify, unexpected
 from artifactcheck.fetch.headers import USER_AGENT, configured_headers, header_problem, server_name
-from artifactcheck.fetch.http1 import Http1Transport, header_block
+from artifactcheck.fetch.http1 import KEEPALIVE, Http1Transport, header_block
 from artifactcheck.fetch.proxy import Proxies
 from artifactcheck.fetch.response import Attempt
 from artifactcheck.fetch.retry import RetryBudget, backoff_delay, parse_retry_after
+from artifactcheck.fetch.routes import BaseRoute, Route
 from artifactcheck.fetch.stats import FetchStats
 from artifactcheck.fetch.tls import build_ssl_context
-from artifactcheck.fetch.transports import make_transport, proxy_transport
 from artifactcheck.manifests.limits import normalise_path
 from artifactcheck.model.errors import ArtifactCheckError, ErrorKind
 from artifactcheck.model.settings import HttpSettings, RetrySettings
 from artifactcheck.model.values import Fetched
 from artifactcheck.tenancy.egress import Egress
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["MAX_REDIRECTS", "AssetHook", "Fetcher"]
 
@@ -92,48 +93,6 @@ class _Tally:
     url: str = ""
     sent: int = 0
     elapsed: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Route:
-    """Where a request to one URL goes, as the "http1" transport needs it: what
-    ``httpx.URL`` makes of the URL (scheme, host, port, Host value, request target),
-    worked out once per base URL rather than once per request."""
-
-    scheme: str
-    host: str
-    port: int
-    netloc: bytes  # the Host header httpx.Request would add
-    target: bytes  # the request target (path and query) of the URL
-
-    @classmethod
-    def of(cls, url: str) -> _Route:
-        """The route of any URL (a redirect target), parsed as httpx.Request parses it."""
-        parsed = httpx.URL(url)
-        scheme = parsed.scheme
-        port = parsed.port or (443 if scheme == "https" else 80)
-        netloc = parsed.netloc if parsed.host else b""
-        return cls(scheme, parsed.host, port, netloc, parsed.raw_path)
-
-
-@dataclass(frozen=True, slots=True)
-class _BaseUrl:
-    """A base URL parsed once: its directory, and the route of that directory.
-
-    A URL that :meth:`urls.Base.join` builds is the directory followed by a quoted,
-    normalised path (no dot segments; only characters httpx leaves as they are), so
-    its request target is the directory's followed by that same text
-    (tests/fetch/test_fetch_urls.py checks this against ``httpx.URL``).
-    """
-
-    base: urls.Base
-    route: _Route
-
-    def route_of(self, url: str) -> _Route:
-        """The route of a URL joined under this base by ``self.base.join``."""
-        route = self.route
-        suffix = url[len(self.base.directory) :].encode("ascii")
-        return _Route(route.scheme, route.host, route.port, route.netloc, route.target + suffix)
 
 
 def _refused_by_proxy(result: Attempt, proxy: str) -> None:
@@ -263,7 +222,7 @@ class Fetcher:
         self._total = asyncio.Semaphore(http.max_connections)
         self._per_host: dict[str, asyncio.Semaphore] = {}
         self._transport: httpx.AsyncBaseTransport | None = None
-        self._bases: dict[str, _BaseUrl] = {}  # base URL -> parsed once
+        self._bases: dict[str, BaseRoute] = {}  # base URL -> parsed once
         self._heads: dict[tuple[tuple[str, str], ...], tuple[bytes, bool]] = {}
         self._lean: Http1Transport | None = None  # the lean path, for our own transport
         self._hashing: ThreadPoolExecutor | None = None  # large bodies' hashes, while open
@@ -287,7 +246,16 @@ class Fetcher:
             raise RuntimeError("this Fetcher is already open")
         if self._injected is not None:
             self._transport = self._injected
+        elif self._http.transport == "http1":  # ours: httpx is not even imported
+            self._transport = Http1Transport(
+                ssl_context=self.ssl_context,
+                keepalive=KEEPALIVE,
+                max_idle=max(self._http.max_connections * 2, 64),
+                egress=self._egress,
+            )
         else:
+            from artifactcheck.fetch.transports import make_transport
+
             self._transport = make_transport(self._http, self.ssl_context, self._egress)
         # Our own transport is called without httpx.Request/Response objects (their URL
         # and header normalisation were a quarter of the CPU of a small GET); any other
@@ -438,12 +406,12 @@ class Fetcher:
             return self._finish(result, relative, tally.sent, tally.elapsed)
 
     async def _attempts(
-        self, url: str, base_url: _BaseUrl, relative: str, call: _Call, tally: _Tally
+        self, url: str, base_url: BaseRoute, relative: str, call: _Call, tally: _Tally
     ) -> Fetched:
         """Send, follow safe redirects, retry, give up; ``tally`` follows the progress."""
         attempts = self._retry.attempts
         base = base_url.base.directory
-        route: _Route | None = base_url.route_of(url) if self._lean is not None else None
+        route: Route | None = base_url.route_of(url) if self._lean is not None else None
         tries = 0  # tries of the current URL
         hops = 0
         while True:
@@ -538,12 +506,12 @@ class Fetcher:
             body=result.body,
         )
 
-    def _parse_base(self, base_url: str) -> _BaseUrl:
-        """:class:`_BaseUrl` of a base URL, memoised; ValueError for an unusable one."""
+    def _parse_base(self, base_url: str) -> BaseRoute:
+        """:class:`BaseRoute` of a base URL, memoised; ValueError for an unusable one."""
         if len(self._bases) > _MEMO_LIMIT:
             self._bases.clear()
         base = urls.parse_base(base_url)
-        parsed = self._bases[base_url] = _BaseUrl(base, _Route.of(base.directory))
+        parsed = self._bases[base_url] = BaseRoute(base, Route.of(base.directory))
         return parsed
 
     def _proxy_for(self, url: str, *, instance: bool) -> str | None:
@@ -566,7 +534,7 @@ class Fetcher:
 
     # ----------------------------------------------------------------- one request
 
-    async def _exchange(self, url: str, call: _Call, route: _Route | None) -> Attempt:
+    async def _exchange(self, url: str, call: _Call, route: Route | None) -> Attempt:
         """One request under the concurrency slots and the whole-request timeout."""
         key = self._host_key(url)
         per_host = self._per_host.get(key)
@@ -589,9 +557,8 @@ class Fetcher:
                 async with deadline:
                     if call.proxy is not None:
                         if self._egress is not None:  # the destination, not the proxy
-                            target = httpx.URL(url)
-                            port = target.port or (443 if target.scheme == "https" else 80)
-                            await approved_address(target.host, port, self._egress)
+                            target = Route.of(url)
+                            await approved_address(target.host, target.port, self._egress)
                         result = await self._send(url, call, progress, self._via(call.proxy))
                         _refused_by_proxy(result, call.proxy)
                     elif self._lean is not None:
@@ -625,6 +592,8 @@ class Fetcher:
         """httpx's pool through ``proxy``, one per proxy URL, made on first use."""
         pool = self._proxied.get(proxy)
         if pool is None:
+            from artifactcheck.fetch.transports import proxy_transport
+
             pool = self._proxied[proxy] = proxy_transport(self._http, self.ssl_context, proxy)
         return pool
 
@@ -641,6 +610,8 @@ class Fetcher:
         # Straight to the transport (no AsyncClient): its auth and redirect flows, cookie
         # jar and response wrapping would cost about a third of the CPU per request, for
         # nothing: redirects are followed by hand and no cookie is ever sent.
+        import httpx  # any transport but ours takes httpx's requests
+
         request = httpx.Request(
             "GET",
             url,
@@ -656,14 +627,14 @@ class Fetcher:
         url: str,
         call: _Call,
         progress: _Progress,
-        route: _Route | None,
+        route: Route | None,
     ) -> Attempt:
         """:meth:`_send` over our own transport, sending the same bytes without building
         an ``httpx.Request`` or ``httpx.Response``; the response is always closed."""
         if route is None:  # a redirect target: parsed as httpx.Request would
-            route = _Route.of(url)
+            route = Route.of(url)
         if route.scheme not in ("http", "https"):
-            raise httpx.UnsupportedProtocol(f"unsupported URL scheme {route.scheme!r}")
+            raise UnsupportedProtocol(f"unsupported URL scheme {route.scheme!r}")
         scoped = self._scoped_for(url)
         block, has_host = self._head({**scoped, **call.headers} if scoped else call.headers)
         host_line = b"Host: " + route.netloc + b"\r\n" if not has_host and route.netloc else b""

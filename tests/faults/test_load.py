@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import pytest
 from faults_support import Recorder, run_async
 
-from artifactcheck.fetch.retry import backoff_delays
 from artifactcheck.fetch import Fetcher, RetryBudget
+from artifactcheck.fetch.retry import backoff_delays
 from artifactcheck.model.settings import HttpSettings, RetrySettings, load_spec
 from artifactcheck.model.values import Verdict
 from artifactcheck.pipeline import run_check
