@@ -111,7 +111,7 @@ async def _wire(fetcher_kw: dict[str, Any], call: dict[str, Any]) -> list[bytes]
         for lean in (True, False):
             async with Fetcher(http=HttpSettings(**fetcher_kw), retry=RetrySettings()) as f:
                 if not lean:
-                    f._lean = None  # the httpx.Request path, as for an injected transport
+                    f._wire.lean = None  # the httpx.Request path, as for an injected transport
                 result = await f.get_asset(server.url, "a b/c.js", **call)
             assert result.ok, result.error
         heads = server.received.split(b"\r\n\r\n")
