@@ -59,6 +59,7 @@ UNUSED = (
     "artifactcheck.discover.kube",
     "artifactcheck.discover.docker",
     "artifactcheck.control",
+    "artifactcheck.tenancy.admission",  # the admin configuration's models (controller)
     "artifactcheck_sim",
     "importlib.metadata",  # pydantic's plugin loader's, for entry points
 )
@@ -200,3 +201,24 @@ def test_a_plain_verify_imports_no_httpx(make_fleet, tmp_path: Path) -> None:
     seen = _run(tmp_path, [*_verify_args(fleet), "--output", "json"])
     assert json.loads(seen["stdout"])["counts"]["consistent"] == 1
     assert [name for name in HTTPX_STACK if _loaded(seen["modules"], name)] == []
+
+
+def test_a_verify_from_a_spec_file_builds_no_admin_models(make_fleet, tmp_path: Path) -> None:
+    """A ``--config`` file's keys (camelCase here) become field names by reading the
+    settings models alone (model/spelling.py), never the admin configuration's."""
+    fleet = make_fleet(1)
+    inst = fleet.instances[0]
+    spec = tmp_path / "spec.json"  # JSON is YAML: the same reader
+    spec.write_text(
+        json.dumps(
+            {
+                "targets": [{"url": inst.url, "version": inst.version}],
+                "releaseManifest": [fleet.release_template],
+                "http": {"instanceDeadline": 20},
+            }
+        )
+    )
+    seen = _run(tmp_path, ["verify", "--config", str(spec), "--output", "json"])
+    assert json.loads(seen["stdout"])["counts"]["consistent"] == 1
+    loaded = [name for name in UNUSED if _loaded(seen["modules"], name)]
+    assert loaded == []
