@@ -162,8 +162,11 @@ class Context:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One row: exceptions of ``types`` (and of httpx's types named ``httpx_types``, once
-    httpx is imported) are ``kind``, told with ``message``.
+    """One row: exceptions of ``types`` are ``kind``, told with ``message``.
+
+    Once httpx is imported, a row also holds httpx's exception of the same name as each
+    of its lean types, and those named in ``httpx_only`` (httpx's that have no lean
+    twin: our transport never raises them).
 
     ``scope`` "chain" matches any exception in the chain (our own exceptions and ssl
     errors are found under httpcore's wrappers); "error" matches the error itself.
@@ -175,14 +178,15 @@ class Rule:
     message: Callable[[BaseException, Context], str]
     scope: Literal["chain", "error"] = "error"
     phase: Literal["any", "body"] = "any"
-    httpx_types: tuple[str, ...] = ()
+    httpx_only: tuple[str, ...] = ()
 
     def with_httpx(self) -> Rule:
         """This row with httpx's types added (httpx is imported)."""
-        if not self.httpx_types:
-            return self
         httpx = sys.modules["httpx"]
-        added = tuple(getattr(httpx, name) for name in self.httpx_types)
+        names = [t.__name__ for t in self.types if issubclass(t, TransportError)]
+        added = tuple(
+            getattr(httpx, name) for name in (*names, *self.httpx_only) if hasattr(httpx, name)
+        )
         return Rule(self.types + added, self.kind, self.message, self.scope, self.phase)
 
 
@@ -223,47 +227,38 @@ RULES: Final[tuple[Rule, ...]] = (
         (ConnectTimeout,),
         ErrorKind.TIMEOUT,
         lambda e, c: f"connect timed out (connect_timeout={c.http.connect_timeout}s)",
-        httpx_types=("ConnectTimeout", "PoolTimeout"),
+        httpx_only=("PoolTimeout",),
     ),
     Rule(
         (ReadTimeout,),
         ErrorKind.TIMEOUT,
         lambda e, c: f"no data for {c.http.read_timeout}s{c.body} (read_timeout)",
-        httpx_types=("ReadTimeout", "WriteTimeout"),
+        httpx_only=("WriteTimeout",),
     ),
     Rule(
         (TimeoutException,),
         ErrorKind.TIMEOUT,
         lambda e, c: f"timed out: {root_message(e)}",
-        httpx_types=("TimeoutException",),
     ),
     # A body that ended early.
-    Rule(
-        (RemoteProtocolError, ReadError),
-        ErrorKind.TRUNCATED,
-        _lost,
-        phase="body",
-        httpx_types=("RemoteProtocolError", "ReadError"),
-    ),
+    Rule((RemoteProtocolError, ReadError), ErrorKind.TRUNCATED, _lost, phase="body"),
     # No usable connection.
     Rule(
         (),
         ErrorKind.CONNECT,
         lambda e, c: f"the HTTP proxy refused the request: {root_message(e)}",
-        httpx_types=("ProxyError",),  # only httpx's pool goes through a proxy
+        httpx_only=("ProxyError",),  # only httpx's pool goes through a proxy
     ),
-    Rule((ConnectError,), ErrorKind.CONNECT, _cannot_connect, httpx_types=("ConnectError",)),
+    Rule((ConnectError,), ErrorKind.CONNECT, _cannot_connect),
     Rule(
         (RemoteProtocolError,),
         ErrorKind.CONNECT,
         lambda e, c: f"invalid HTTP response: {root_message(e)}",
-        httpx_types=("RemoteProtocolError",),
     ),
     Rule(
         (NetworkError, OSError),
         ErrorKind.CONNECT,
         lambda e, c: f"connection failed: {root_message(e)}",
-        httpx_types=("NetworkError",),
     ),
 )
 _WITH_HTTPX: list[tuple[Rule, ...]] = []  # RULES with httpx's types, made once
