@@ -101,6 +101,12 @@ def output_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[...
     )
 
 
+def out_file_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``-o/--output FILE`` (into ``out``): the one file a manifest or envelope command
+    writes; each command says what happens without it."""
+    return click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help=help_text)
+
+
 def require_instances(spec: Any) -> None:
     """Refuse a spec that selects no instance at all (``verify`` and ``fleet``)."""
     if not spec.targets and spec.docker is None and spec.kubernetes is None:

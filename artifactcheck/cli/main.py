@@ -28,6 +28,7 @@ from artifactcheck.cli.common import (
     console,
     exit_on_error,
     fail,
+    out_file_option,
     output_option,
     require_instances,
     run_quietly,
@@ -343,13 +344,7 @@ def manifest() -> None:
 @manifest.command("build")
 @click.argument("dist", type=click.Path(file_okay=False))
 @click.option("--version", "version", required=True, help="Release version to record.")
-@click.option(
-    "-o",
-    "--output",
-    "out",
-    type=click.Path(dir_okay=False),
-    help="Write here instead of standard output.",
-)
+@out_file_option("Write here instead of standard output.")
 def manifest_build(dist: str, version: str, out: str | None) -> None:
     """Hash every file of a build directory into a native release manifest."""
     from artifactcheck.manifests import native
@@ -465,7 +460,7 @@ def _read_source(source: str) -> tuple[bytes, str]:
     help="Site directory inside the image.",
 )
 @click.option("--version", "version", required=True, help="Release version to record.")
-@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Output file.")
+@out_file_option("Output file.")
 def manifest_from_image(image: str, path: str, version: str, out: str | None) -> None:
     """Hash the files inside a container image into a native release manifest."""
     from artifactcheck.clients.docker import DockerEngine

@@ -192,7 +192,7 @@ def _as_field_names(loaded: dict[str, Any], path: Path) -> dict[str, Any]:
     """The file's keys as field names: a file may spell fields in camelCase (as an
     ArtifactCheck does) or snake_case, and flags overlay field names, so a flag for a
     field the file spelled ``maxConnections`` overrides it instead of clashing."""
-    from artifactcheck.tenancy.admission import spelled_as_fields
+    from artifactcheck.model.spelling import spelled_as_fields
 
     spelling = spelled_as_fields(loaded)
     if spelling.twice:

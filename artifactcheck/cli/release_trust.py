@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from artifactcheck.cli.common import fail
+from artifactcheck.cli.common import fail, out_file_option
 from artifactcheck.model.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -203,13 +203,7 @@ def _declared_version(data: bytes, release: str) -> str:
 @click.option("--commit", help="Source commit [default: from CI variables].")
 @click.option("--builder", help="The build's job or builder URL [default: from CI variables].")
 @click.option("--build-time", help="When it was built [default: now, UTC].")
-@click.option(
-    "-o",
-    "--output",
-    "out",
-    type=click.Path(dir_okay=False),
-    help="Envelope file [default: RELEASE.intoto.jsonl beside it].",
-)
+@out_file_option("Envelope file [default: RELEASE.intoto.jsonl beside it].")
 def manifest_sign(
     release: str,
     key_path: str,

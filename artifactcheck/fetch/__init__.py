@@ -18,14 +18,19 @@ One module a job, read in this order:
   HTTP/1.1 transport on asyncio, and the connection under it;
 - :mod:`~artifactcheck.fetch.egress`: every new connection held to the egress policy;
 - :mod:`~artifactcheck.fetch.tls`: the run's TLS context, and certificates read for expiry;
-- :mod:`~artifactcheck.fetch.urls`: URL safety (only under the base URL, no SSRF).
+- :mod:`~artifactcheck.fetch.urls`: URL safety (only under the base URL, no SSRF);
+- :mod:`~artifactcheck.fetch.routes`: where a URL's request goes, read as httpx reads it.
+
+A run over our own transport never imports httpx (its import is most of what a small
+check's start-up would spend here): only the "httpx" transport, a proxy, httpx's API on
+our transport and URLs too unusual for :mod:`~artifactcheck.fetch.routes` import it.
 """
 
 import sys
 
 # httpx imports its own command line (``httpx._main``: rich, pygments, click) when it is
-# imported: a large part of every start-up (docs/benchmarks.md), for a client never
-# run here. A ``None`` in sys.modules makes that import fail as if the extra were not
+# imported (on the runs that import httpx at all), for a client never run here. A
+# ``None`` in sys.modules makes that import fail as if the extra were not
 # installed, and httpx then defines its stub ``main`` (httpx/__init__.py); nothing else
 # changes.
 sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]

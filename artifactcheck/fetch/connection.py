@@ -4,8 +4,8 @@
 it queues what the socket delivers without copying, pauses the socket at
 :data:`HIGH_WATER` unread bytes, and condemns itself when bytes arrive while no request
 is outstanding (HTTP/1.1 has no request ids: an early response would be taken as the
-answer to the next request). Errors are the httpx exceptions httpcore raises for the
-same events.
+answer to the next request). Errors are the lean transport errors of
+:mod:`artifactcheck.fetch.errors`, named as httpcore's for the same events.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import select
 from collections import deque
 from typing import Final, cast
 
-import httpx
+from artifactcheck.fetch.errors import ReadError, ReadTimeout, RemoteProtocolError, TransportError
 
 __all__ = [
     "HIGH_WATER",
@@ -192,16 +192,16 @@ class Connection(asyncio.Protocol):
 
 def _expire(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
-        waiter.set_exception(httpx.ReadTimeout("timed out waiting for data"))
+        waiter.set_exception(ReadTimeout("timed out waiting for data"))
 
 
-def closed_error(conn: Connection, what: str) -> httpx.HTTPError:
+def closed_error(conn: Connection, what: str) -> TransportError:
     """The error for a connection that ended ``what`` (reset vs orderly close)."""
     if conn.error is not None:
-        err: httpx.HTTPError = httpx.ReadError(str(conn.error) or type(conn.error).__name__)
+        err: TransportError = ReadError(str(conn.error) or type(conn.error).__name__)
         err.__cause__ = conn.error
         return err
-    return httpx.RemoteProtocolError(what)
+    return RemoteProtocolError(what)
 
 
 def take_line(conn: Connection, what: str) -> bytes | None:
@@ -210,7 +210,7 @@ def take_line(conn: Connection, what: str) -> bytes | None:
     if index >= 0:
         return conn.take(index + 2)[:-2]
     if conn.size > MAX_LINE:
-        raise httpx.RemoteProtocolError(f"{what} longer than {MAX_LINE} bytes")
+        raise RemoteProtocolError(f"{what} longer than {MAX_LINE} bytes")
     if conn.eof:
         raise closed_error(conn, f"connection closed while reading the {what}")
     return None

@@ -1,8 +1,13 @@
 """Which :class:`~artifactcheck.model.errors.ErrorKind` a failed request is, and why.
 
-One exception tree reaches the fetcher: httpx's. httpx's pool over httpcore raises it,
-and our own HTTP/1.1 transport raises the same exceptions httpcore raises for the same
-events (docs/http-stacks.md: why there are two transports and not three).
+Two exception trees reach the fetcher: httpx's, raised by httpx's pool over httpcore,
+and the lean one below, raised by our own HTTP/1.1 transport. The lean tree has the
+shape and the names of httpx's (a ``ConnectTimeout`` is a ``TimeoutException`` is a
+``TransportError``) and sits in the same rows of the table, so the same event is the
+same kind and message whichever transport saw it; it exists so that a run over our own
+transport never imports httpx (most of a small check's start-up; docs/http-stacks.md:
+why there are two transports and not three). httpx's types are looked up only once
+httpx is imported: before that, no exception of its can exist.
 
 :data:`RULES` is the one table from exceptions to kinds and messages; the first row
 that matches wins. The messages are what a user reads in a report, so they name the
@@ -12,20 +17,26 @@ setting that ran out (``connect_timeout``, ``read_timeout``).
 from __future__ import annotations
 
 import ssl
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
-
-import httpx
 
 from artifactcheck.model.errors import ErrorKind
 from artifactcheck.model.settings import HttpSettings
 
 __all__ = [
     "RULES",
+    "ConnectError",
+    "ConnectTimeout",
     "EgressRefused",
     "HeaderRefused",
     "ProtocolViolation",
+    "ReadError",
+    "ReadTimeout",
+    "RemoteProtocolError",
+    "TransportError",
+    "UnsupportedProtocol",
     "classified",
     "classify",
     "root_message",
@@ -33,16 +44,63 @@ __all__ = [
 ]
 
 
-class ProtocolViolation(httpx.RemoteProtocolError):
+# --------------------------------------------------------------------------- the lean tree
+
+
+class TransportError(Exception):
+    """Any failure of our own transport (httpx: ``TransportError``)."""
+
+
+class TimeoutException(TransportError):
+    """A timeout of connecting or reading."""
+
+
+class ConnectTimeout(TimeoutException):
+    """No connection within ``connect_timeout``."""
+
+
+class ReadTimeout(TimeoutException):
+    """No data within ``read_timeout``."""
+
+
+class NetworkError(TransportError):
+    """The network failed under a connection."""
+
+
+class ConnectError(NetworkError):
+    """No connection could be made (refused, unreachable, TLS handshake)."""
+
+
+class ReadError(NetworkError):
+    """A read failed on an open connection."""
+
+
+class ProtocolError(TransportError):
+    """The HTTP exchange broke its rules."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The server broke HTTP/1.1 (or closed the connection mid-message)."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We would have broken HTTP/1.1: nothing is sent."""
+
+
+class UnsupportedProtocol(TransportError):
+    """A URL scheme other than http and https."""
+
+
+class ProtocolViolation(RemoteProtocolError):
     """A response no correct server sends (impossible status, framing we refuse to guess
     at, numbers no body has): an error of that response, never retried."""
 
 
-class HeaderRefused(httpx.LocalProtocolError):
+class HeaderRefused(LocalProtocolError):
     """A request header that would corrupt the request on the wire: nothing is sent."""
 
 
-class EgressRefused(httpx.TransportError):
+class EgressRefused(TransportError):
     """The egress policy refused the address a new connection would go to."""
 
 
@@ -106,6 +164,10 @@ class Context:
 class Rule:
     """One row: exceptions of ``types`` are ``kind``, told with ``message``.
 
+    Once httpx is imported, a row also holds httpx's exception of the same name as each
+    of its lean types, and those named in ``httpx_only`` (httpx's that have no lean
+    twin: our transport never raises them).
+
     ``scope`` "chain" matches any exception in the chain (our own exceptions and ssl
     errors are found under httpcore's wrappers); "error" matches the error itself.
     ``phase`` limits a row to errors before or while the body is read.
@@ -116,6 +178,16 @@ class Rule:
     message: Callable[[BaseException, Context], str]
     scope: Literal["chain", "error"] = "error"
     phase: Literal["any", "body"] = "any"
+    httpx_only: tuple[str, ...] = ()
+
+    def with_httpx(self) -> Rule:
+        """This row with httpx's types added (httpx is imported)."""
+        httpx = sys.modules["httpx"]
+        names = [t.__name__ for t in self.types if issubclass(t, TransportError)]
+        added = tuple(
+            getattr(httpx, name) for name in (*names, *self.httpx_only) if hasattr(httpx, name)
+        )
+        return Rule(self.types + added, self.kind, self.message, self.scope, self.phase)
 
 
 def _lost(e: BaseException, c: Context) -> str:
@@ -152,45 +224,61 @@ RULES: Final[tuple[Rule, ...]] = (
     ),
     # Timeouts.
     Rule(
-        (httpx.ConnectTimeout, httpx.PoolTimeout),
+        (ConnectTimeout,),
         ErrorKind.TIMEOUT,
         lambda e, c: f"connect timed out (connect_timeout={c.http.connect_timeout}s)",
+        httpx_only=("PoolTimeout",),
     ),
     Rule(
-        (httpx.ReadTimeout, httpx.WriteTimeout),
+        (ReadTimeout,),
         ErrorKind.TIMEOUT,
         lambda e, c: f"no data for {c.http.read_timeout}s{c.body} (read_timeout)",
+        httpx_only=("WriteTimeout",),
     ),
     Rule(
-        (httpx.TimeoutException,),
+        (TimeoutException,),
         ErrorKind.TIMEOUT,
         lambda e, c: f"timed out: {root_message(e)}",
     ),
     # A body that ended early.
-    Rule((httpx.RemoteProtocolError, httpx.ReadError), ErrorKind.TRUNCATED, _lost, phase="body"),
+    Rule((RemoteProtocolError, ReadError), ErrorKind.TRUNCATED, _lost, phase="body"),
     # No usable connection.
     Rule(
-        (httpx.ProxyError,),
+        (),
         ErrorKind.CONNECT,
         lambda e, c: f"the HTTP proxy refused the request: {root_message(e)}",
+        httpx_only=("ProxyError",),  # only httpx's pool goes through a proxy
     ),
-    Rule((httpx.ConnectError,), ErrorKind.CONNECT, _cannot_connect),
+    Rule((ConnectError,), ErrorKind.CONNECT, _cannot_connect),
     Rule(
-        (httpx.RemoteProtocolError,),
+        (RemoteProtocolError,),
         ErrorKind.CONNECT,
         lambda e, c: f"invalid HTTP response: {root_message(e)}",
     ),
     Rule(
-        (httpx.NetworkError, OSError),
+        (NetworkError, OSError),
         ErrorKind.CONNECT,
         lambda e, c: f"connection failed: {root_message(e)}",
     ),
 )
+_WITH_HTTPX: list[tuple[Rule, ...]] = []  # RULES with httpx's types, made once
+
+
+def _rules() -> tuple[Rule, ...]:
+    """:data:`RULES` as they apply now: with httpx's types once httpx is imported."""
+    if "httpx" not in sys.modules:
+        return RULES
+    if not _WITH_HTTPX:
+        _WITH_HTTPX.append(tuple(rule.with_httpx() for rule in RULES))
+    return _WITH_HTTPX[0]
 
 
 def classified() -> tuple[type[BaseException], ...]:
     """Every exception class the table classifies (what a transport may raise)."""
-    return (httpx.HTTPError, OSError)
+    httpx = sys.modules.get("httpx")
+    if httpx is None:
+        return (TransportError, OSError)
+    return (TransportError, httpx.HTTPError, OSError)
 
 
 def classify(
@@ -200,7 +288,7 @@ def classify(
     :data:`RULES` that matches."""
     context = Context(http, reading_body)
     chain = list(_chain(exc))
-    for rule in RULES:
+    for rule in _rules():
         if rule.phase == "body" and not reading_body:
             continue
         for e in chain if rule.scope == "chain" else (exc,):

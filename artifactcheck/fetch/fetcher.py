@@ -38,31 +38,29 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
-import httpx
-
-from artifactcheck.fetch import response as reading
 from artifactcheck.fetch import urls
 from artifactcheck.fetch.decoders import ACCEPTED_CODINGS, accepted_encodings
-from artifactcheck.fetch.egress import approved_address
 from artifactcheck.fetch.errors import classified, classify, unexpected
 from artifactcheck.fetch.headers import USER_AGENT, configured_headers, header_problem, server_name
-from artifactcheck.fetch.http1 import Http1Transport, header_block
 from artifactcheck.fetch.proxy import Proxies
 from artifactcheck.fetch.response import Attempt
 from artifactcheck.fetch.retry import RetryBudget, backoff_delay, parse_retry_after
+from artifactcheck.fetch.routes import BaseRoute, Route
 from artifactcheck.fetch.stats import FetchStats
 from artifactcheck.fetch.tls import build_ssl_context
-from artifactcheck.fetch.transports import make_transport, proxy_transport
+from artifactcheck.fetch.wire import Call, Progress, Wire
 from artifactcheck.manifests.limits import normalise_path
 from artifactcheck.model.errors import ArtifactCheckError, ErrorKind
 from artifactcheck.model.settings import HttpSettings, RetrySettings
 from artifactcheck.model.values import Fetched
 from artifactcheck.tenancy.egress import Egress
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["MAX_REDIRECTS", "AssetHook", "Fetcher"]
 
@@ -73,18 +71,6 @@ _MEMO_LIMIT = 65_536  # base URLs / hosts memoised before the memo is reset
 AssetHook = Callable[[str, str, Fetched], None]
 
 
-@dataclass(frozen=True, slots=True)
-class _Call:
-    """What one ``get_*`` call asks of every request it sends (retries, redirect hops)."""
-
-    headers: Mapping[str, str]  # on top of the Fetcher's own
-    extensions: Mapping[str, Any]
-    cap: int
-    algorithms: tuple[str, ...]
-    keep_body: bool
-    proxy: str | None = None  # the proxy every request of the call goes through
-
-
 @dataclass(slots=True)
 class _Tally:
     """What one ``get_*`` call did so far, kept for the result of an unexpected error."""
@@ -92,80 +78,6 @@ class _Tally:
     url: str = ""
     sent: int = 0
     elapsed: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Route:
-    """Where a request to one URL goes, as the "http1" transport needs it: what
-    ``httpx.URL`` makes of the URL (scheme, host, port, Host value, request target),
-    worked out once per base URL rather than once per request."""
-
-    scheme: str
-    host: str
-    port: int
-    netloc: bytes  # the Host header httpx.Request would add
-    target: bytes  # the request target (path and query) of the URL
-
-    @classmethod
-    def of(cls, url: str) -> _Route:
-        """The route of any URL (a redirect target), parsed as httpx.Request parses it."""
-        parsed = httpx.URL(url)
-        scheme = parsed.scheme
-        port = parsed.port or (443 if scheme == "https" else 80)
-        netloc = parsed.netloc if parsed.host else b""
-        return cls(scheme, parsed.host, port, netloc, parsed.raw_path)
-
-
-@dataclass(frozen=True, slots=True)
-class _BaseUrl:
-    """A base URL parsed once: its directory, and the route of that directory.
-
-    A URL that :meth:`urls.Base.join` builds is the directory followed by a quoted,
-    normalised path (no dot segments; only characters httpx leaves as they are), so
-    its request target is the directory's followed by that same text
-    (tests/fetch/test_fetch_urls.py checks this against ``httpx.URL``).
-    """
-
-    base: urls.Base
-    route: _Route
-
-    def route_of(self, url: str) -> _Route:
-        """The route of a URL joined under this base by ``self.base.join``."""
-        route = self.route
-        suffix = url[len(self.base.directory) :].encode("ascii")
-        return _Route(route.scheme, route.host, route.port, route.netloc, route.target + suffix)
-
-
-def _refused_by_proxy(result: Attempt, proxy: str) -> None:
-    """Fail ``result`` when its status may be the proxy's own refusal, not an answer.
-
-    Over https the proxy only tunnels (a refused CONNECT is an error already) and TLS
-    proves who answered. Over plain http a 403 is what a proxy's policy answers too, in
-    the same form as the destination's; a 407 is always the proxy's. Judged, either
-    would call every file missing (cdn-missing, exit 1): a fetch error instead.
-    """
-    if result.error is not None or result.status not in (403, 407):
-        return
-    if result.status == 407:
-        message = f"the HTTP proxy {proxy} asks for credentials (407)"
-    elif result.url.startswith("http:"):
-        message = (
-            f"HTTP 403 through the HTTP proxy {proxy}: over plain http the proxy's refusal "
-            "cannot be told from the server's answer; not judged"
-        )
-    else:
-        return
-    result.hashes, result.size = {}, None
-    result.fail(ErrorKind.CONNECT, message)
-
-
-class _Progress:
-    """Which phase a request reached, so an exception can be told apart."""
-
-    __slots__ = ("reading_body",)
-
-    def __init__(self) -> None:
-        self.reading_body = False
 
 
 class Fetcher:
@@ -230,11 +142,7 @@ class Fetcher:
             )
         self._egress = egress
         self._proxies = proxies if proxies else None
-        self._proxied: dict[str, httpx.AsyncBaseTransport] = {}  # proxy URL -> its pool
         self._on_asset = on_asset
-        # Headers only some URLs get (admin credentials scoped to hosts), asked for each
-        # request, redirect hops included (artifactcheck/tenancy/credentials.py).
-        self._scoped = scoped_headers
         self._http = http
         self._retry = retry
         self._log = logger if logger is not None else logging.getLogger(__name__)
@@ -244,29 +152,25 @@ class Fetcher:
         self.stats = FetchStats()
         self.ssl_context = build_ssl_context(http)
         self._secret_headers = configured_headers(http)  # values never logged or shown
-        self._headers = {
+        headers = {
             "user-agent": USER_AGENT,
             "accept": "*/*",
             "accept-encoding": accepted_encodings(http.identity_encoding),
             **self._secret_headers,
         }
-        self._injected = transport
+        self._wire = Wire(
+            http=http,
+            ssl_context=self.ssl_context,
+            headers=headers,
+            stats=self.stats,
+            egress=egress,
+            transport=transport,
+            scoped_headers=scoped_headers,
+        )
         self.transport_name = "injected" if transport is not None else http.transport
-        # Per request, as httpx's transports read it; the pool wait is bounded by our
-        # own semaphores already, so it may take the whole request's time.
-        self._timeout_ext = {
-            "connect": http.connect_timeout,
-            "read": http.read_timeout,
-            "write": http.read_timeout,
-            "pool": http.request_timeout,
-        }
         self._total = asyncio.Semaphore(http.max_connections)
         self._per_host: dict[str, asyncio.Semaphore] = {}
-        self._transport: httpx.AsyncBaseTransport | None = None
-        self._bases: dict[str, _BaseUrl] = {}  # base URL -> parsed once
-        self._heads: dict[tuple[tuple[str, str], ...], tuple[bytes, bool]] = {}
-        self._lean: Http1Transport | None = None  # the lean path, for our own transport
-        self._hashing: ThreadPoolExecutor | None = None  # large bodies' hashes, while open
+        self._bases: dict[str, BaseRoute] = {}  # base URL -> parsed once
         self._keys: dict[str, str] = {}  # "scheme://authority" -> host key
         self._budget_warned = False
 
@@ -283,20 +187,7 @@ class Fetcher:
     # ----------------------------------------------------------------- lifecycle
 
     async def __aenter__(self) -> Self:
-        if self._transport is not None:
-            raise RuntimeError("this Fetcher is already open")
-        if self._injected is not None:
-            self._transport = self._injected
-        else:
-            self._transport = make_transport(self._http, self.ssl_context, self._egress)
-        # Our own transport is called without httpx.Request/Response objects (their URL
-        # and header normalisation were a quarter of the CPU of a small GET); any other
-        # transport, and a subclass that may override handle_async_request, gets them.
-        if type(self._transport) is Http1Transport:
-            self._lean = self._transport
-        # One thread (started on the first large body): hashes of bodies past
-        # response.OFFLOAD_AFTER use the second core while the loop reads on.
-        self._hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fetch-hash")
+        self._wire.open()
         return self
 
     async def __aexit__(
@@ -309,16 +200,7 @@ class Fetcher:
 
     async def aclose(self) -> None:
         """Close the transport and every pooled connection."""
-        transport, self._transport = self._transport, None
-        self._lean = None
-        proxied, self._proxied = list(self._proxied.values()), {}
-        for pool in proxied:
-            await pool.aclose()
-        hashing, self._hashing = self._hashing, None
-        if hashing is not None:
-            hashing.shutdown(wait=True)  # at most a backlog of a cancelled body is left
-        if transport is not None:
-            await transport.aclose()
+        await self._wire.aclose()
 
     # ----------------------------------------------------------------- public API
 
@@ -390,7 +272,7 @@ class Fetcher:
         accept_encoding: str | None = None,
     ) -> Fetched:
         """The one retry loop: validate, send, follow safe redirects, retry, give up."""
-        if self._transport is None:
+        if self._wire.transport is None:
             raise RuntimeError("use the Fetcher as 'async with Fetcher(...) as fetcher'")
         try:
             relative = normalise_path(path)
@@ -426,7 +308,7 @@ class Fetcher:
         if host and url.startswith("https:"):
             extensions["sni_hostname"] = server_name(host)
 
-        call = _Call(headers, extensions, cap, algorithms, keep_body, proxy)
+        call = Call(headers, extensions, cap, algorithms, keep_body, proxy)
         self.budget.record_first_attempt()
         self.stats.first_attempts += 1
         tally = _Tally()
@@ -438,12 +320,12 @@ class Fetcher:
             return self._finish(result, relative, tally.sent, tally.elapsed)
 
     async def _attempts(
-        self, url: str, base_url: _BaseUrl, relative: str, call: _Call, tally: _Tally
+        self, url: str, base_url: BaseRoute, relative: str, call: Call, tally: _Tally
     ) -> Fetched:
         """Send, follow safe redirects, retry, give up; ``tally`` follows the progress."""
         attempts = self._retry.attempts
         base = base_url.base.directory
-        route: _Route | None = base_url.route_of(url) if self._lean is not None else None
+        route: Route | None = base_url.route_of(url) if self._wire.lean is not None else None
         tries = 0  # tries of the current URL
         hops = 0
         while True:
@@ -538,12 +420,12 @@ class Fetcher:
             body=result.body,
         )
 
-    def _parse_base(self, base_url: str) -> _BaseUrl:
-        """:class:`_BaseUrl` of a base URL, memoised; ValueError for an unusable one."""
+    def _parse_base(self, base_url: str) -> BaseRoute:
+        """:class:`BaseRoute` of a base URL, memoised; ValueError for an unusable one."""
         if len(self._bases) > _MEMO_LIMIT:
             self._bases.clear()
         base = urls.parse_base(base_url)
-        parsed = self._bases[base_url] = _BaseUrl(base, _Route.of(base.directory))
+        parsed = self._bases[base_url] = BaseRoute(base, Route.of(base.directory))
         return parsed
 
     def _proxy_for(self, url: str, *, instance: bool) -> str | None:
@@ -566,7 +448,7 @@ class Fetcher:
 
     # ----------------------------------------------------------------- one request
 
-    async def _exchange(self, url: str, call: _Call, route: _Route | None) -> Attempt:
+    async def _exchange(self, url: str, call: Call, route: Route | None) -> Attempt:
         """One request under the concurrency slots and the whole-request timeout."""
         key = self._host_key(url)
         per_host = self._per_host.get(key)
@@ -582,22 +464,12 @@ class Fetcher:
             host_stats.requests += 1
             host_stats.in_flight += 1
             host_stats.peak_in_flight = max(host_stats.peak_in_flight, host_stats.in_flight)
-            progress = _Progress()
+            progress = Progress()
             started = time.monotonic()
             deadline = asyncio.timeout(self._http.request_timeout)
             try:
                 async with deadline:
-                    if call.proxy is not None:
-                        if self._egress is not None:  # the destination, not the proxy
-                            target = httpx.URL(url)
-                            port = target.port or (443 if target.scheme == "https" else 80)
-                            await approved_address(target.host, port, self._egress)
-                        result = await self._send(url, call, progress, self._via(call.proxy))
-                        _refused_by_proxy(result, call.proxy)
-                    elif self._lean is not None:
-                        result = await self._send_lean(self._lean, url, call, progress, route)
-                    else:
-                        result = await self._send(url, call, progress)
+                    result = await self._wire.send(url, call, progress, route)
             except TimeoutError as exc:
                 if deadline.expired():
                     message = (
@@ -621,95 +493,5 @@ class Fetcher:
             result.elapsed = time.monotonic() - started
             return result
 
-    def _via(self, proxy: str) -> httpx.AsyncBaseTransport:
-        """httpx's pool through ``proxy``, one per proxy URL, made on first use."""
-        pool = self._proxied.get(proxy)
-        if pool is None:
-            pool = self._proxied[proxy] = proxy_transport(self._http, self.ssl_context, proxy)
-        return pool
-
-    async def _send(
-        self,
-        url: str,
-        call: _Call,
-        progress: _Progress,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> Attempt:
-        """Send and read; the response is always closed, also when cancelled mid-body."""
-        transport = transport or self._transport
-        assert transport is not None
-        # Straight to the transport (no AsyncClient): its auth and redirect flows, cookie
-        # jar and response wrapping would cost about a third of the CPU per request, for
-        # nothing: redirects are followed by hand and no cookie is ever sent.
-        request = httpx.Request(
-            "GET",
-            url,
-            headers={**self._headers, **self._scoped_for(url), **call.headers},
-            extensions={"timeout": self._timeout_ext, **call.extensions},
-        )
-        response = await transport.handle_async_request(request)
-        return await self._read(response, url, call, progress)
-
-    async def _send_lean(
-        self,
-        transport: Http1Transport,
-        url: str,
-        call: _Call,
-        progress: _Progress,
-        route: _Route | None,
-    ) -> Attempt:
-        """:meth:`_send` over our own transport, sending the same bytes without building
-        an ``httpx.Request`` or ``httpx.Response``; the response is always closed."""
-        if route is None:  # a redirect target: parsed as httpx.Request would
-            route = _Route.of(url)
-        if route.scheme not in ("http", "https"):
-            raise httpx.UnsupportedProtocol(f"unsupported URL scheme {route.scheme!r}")
-        scoped = self._scoped_for(url)
-        block, has_host = self._head({**scoped, **call.headers} if scoped else call.headers)
-        host_line = b"Host: " + route.netloc + b"\r\n" if not has_host and route.netloc else b""
-        payload = b"GET " + route.target + b" HTTP/1.1\r\n" + host_line + block + b"\r\n"
-        key = (route.scheme, route.host, route.port, call.extensions.get("sni_hostname"))
-        http = self._http
-        response = await transport.exchange(
-            key, payload, connect_timeout=http.connect_timeout, read_timeout=http.read_timeout
-        )
-        return await self._read(response, url, call, progress)
-
-    async def _read(
-        self, response: reading.Response, url: str, call: _Call, progress: _Progress
-    ) -> Attempt:
-        """Read the body under the call's cap; the response is always closed."""
-        try:
-            progress.reading_body = True
-            return await reading.read(
-                response,
-                url,
-                cap=call.cap,
-                algorithms=call.algorithms,
-                keep_body=call.keep_body,
-                stats=self.stats,
-                hashing=self._hashing,
-            )
-        finally:
-            await response.aclose()  # closes (not pools) a connection left mid-body
-
-    def _scoped_for(self, url: str) -> Mapping[str, str]:
-        return self._scoped(url) if self._scoped is not None else {}
-
-    def _head(self, extra: Mapping[str, str]) -> tuple[bytes, bool]:
-        """The header lines of a request with ``extra`` on top of the Fetcher's own, as
-        httpx.Request would write them, checked by :func:`header_block`; memoised."""
-        memo = tuple(extra.items())
-        head = self._heads.get(memo)
-        if head is None:
-            merged = {**self._headers, **extra}
-            raw = [(name.encode("ascii"), value.encode("ascii")) for name, value in merged.items()]
-            has_host = any(name.lower() == "host" for name in merged)
-            head = (header_block(raw), has_host)
-            if len(self._heads) > _MEMO_LIMIT:
-                self._heads.clear()
-            self._heads[memo] = head
-        return head
-
-    def _classify(self, exc: BaseException, progress: _Progress) -> tuple[ErrorKind, str]:
+    def _classify(self, exc: BaseException, progress: Progress) -> tuple[ErrorKind, str]:
         return classify(exc, reading_body=progress.reading_body, http=self._http)

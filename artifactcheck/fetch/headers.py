@@ -9,11 +9,11 @@ in an error. Of a response, only the :data:`EVIDENCE_HEADERS` are kept.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, Final, Protocol
 
 from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.header_rules import is_field_name, is_field_value
 from artifactcheck.model.settings import HttpSettings
 
 __all__ = [
@@ -54,11 +54,6 @@ _EVIDENCE = frozenset(EVIDENCE_HEADERS)
 #: A Content-Length longer than this is no real length (and int() refuses 4,300 digits).
 MAX_DIGITS: Final = 18
 
-# RFC 9110 section 5.1 field-name (a token) and section 5.5 field-value: no control
-# characters other than HTAB, so no CR, LF or NUL can end a header line early.
-FIELD_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-FIELD_VALUE_BAD: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-
 
 class Headers(Protocol):
     """What is read of a response's headers: ``httpx.Headers``, or the lean
@@ -73,9 +68,9 @@ class Headers(Protocol):
 def header_problem(name: str, value: str) -> str | None:
     """Why a request header must not be sent (None when it may); never quotes the value,
     which may be a secret."""
-    if not FIELD_NAME.fullmatch(name):
+    if not is_field_name(name):
         return f"request header name {name[:60]!r} is not an RFC 9110 token"
-    if FIELD_VALUE_BAD.search(value):
+    if not is_field_value(value):
         return f"value of request header {name!r} contains CR, LF, NUL or another control"
     return None
 

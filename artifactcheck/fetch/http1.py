@@ -1,4 +1,4 @@
-"""A lean HTTP/1.1 client transport on asyncio, behind the httpx transport API.
+"""A lean HTTP/1.1 client transport on asyncio, also offering the httpx transport API.
 
 Chosen deliberately (docs/http-stacks.md): httpx's own async pool degrades with many
 hosts; this transport does what a GET needs and nothing else, at about a tenth of its
@@ -7,6 +7,10 @@ CPU per request on a loopback fleet. Its parser is hand-written rather than llht
 a response is hostile: impossible statuses, oversized numbers, interim responses
 without end, transfer codings other than one ``chunked`` and heads or lines over their
 limits are refused, never guessed at.
+
+The Fetcher calls :meth:`Http1Transport.exchange` and never imports httpx; httpx is
+imported only when httpx's own API is used (:meth:`Http1Transport.handle_async_request`,
+under an ``httpx.AsyncClient``), as most of a small check's start-up is imports.
 """
 
 from __future__ import annotations
@@ -17,15 +21,28 @@ import ssl
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from typing import Any, Final
-
-import httpx
+from typing import TYPE_CHECKING, Any, Final
 
 from artifactcheck.fetch.connection import Connection, closed_error, read_line, take_line
 from artifactcheck.fetch.egress import approved_address
-from artifactcheck.fetch.errors import HeaderRefused, ProtocolViolation
-from artifactcheck.fetch.headers import FIELD_NAME, FIELD_VALUE_BAD, MAX_DIGITS
+from artifactcheck.fetch.errors import (
+    ConnectError,
+    ConnectTimeout,
+    HeaderRefused,
+    ProtocolViolation,
+    RemoteProtocolError,
+    UnsupportedProtocol,
+)
+from artifactcheck.fetch.headers import MAX_DIGITS
+from artifactcheck.model.header_rules import FIELD_NAME_BYTES, FIELD_VALUE_BAD_BYTES
 from artifactcheck.tenancy.egress import Egress
+
+if TYPE_CHECKING:
+    import httpx
+
+    _TransportBase = httpx.AsyncBaseTransport
+else:  # httpx is imported only when httpx's API is used (handle_async_request)
+    _TransportBase = object
 
 __all__ = [
     "KEEPALIVE",
@@ -45,8 +62,6 @@ MAX_INTERIM: Final = 8  # 1xx responses skipped before the final one
 _MERGED = 256 * 1024  # data of consecutive chunks handed on as one piece, at most
 _STATUS_LINE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: ([^\r\n]*))?")
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,15}")
-_TOKEN = re.compile(FIELD_NAME.pattern.encode())
-_VALUE_BAD = re.compile(FIELD_VALUE_BAD.pattern.encode())
 
 
 class _Held:
@@ -85,9 +100,9 @@ def header_block(raw: list[tuple[bytes, bytes]]) -> bytes:
     """
     lines = []
     for name, value in raw:
-        if not _TOKEN.fullmatch(name):
+        if not FIELD_NAME_BYTES.fullmatch(name):
             raise HeaderRefused(f"request header name {name[:60]!r} is not a token; not sent")
-        if _VALUE_BAD.search(value):
+        if FIELD_VALUE_BAD_BYTES.search(value):
             raise HeaderRefused(
                 f"value of request header {name.decode('latin-1')!r} contains CR, LF,"
                 " NUL or another control character; not sent"
@@ -176,7 +191,7 @@ class Reply:
         await self.stream.aclose()
 
 
-class Body(httpx.AsyncByteStream):
+class Body:
     """A response body read off one connection; back to the pool when read completely."""
 
     def __init__(
@@ -242,7 +257,7 @@ class Body(httpx.AsyncByteStream):
                 line = await read_line(conn, timeout, "chunk size line")
             size_text = line.split(b";", 1)[0].strip(b" \t")
             if not _CHUNK_SIZE.fullmatch(size_text):
-                raise httpx.RemoteProtocolError(f"invalid chunk size {size_text[:20]!r}")
+                raise RemoteProtocolError(f"invalid chunk size {size_text[:20]!r}")
             left = int(size_text, 16)
             if left == 0:
                 if held:
@@ -272,7 +287,7 @@ class Body(httpx.AsyncByteStream):
                     yield held.take()
                 end = await read_line(conn, timeout, "chunk end")
             if end != b"":
-                raise httpx.RemoteProtocolError("chunk data longer than its declared size")
+                raise RemoteProtocolError("chunk data longer than its declared size")
 
     async def aclose(self) -> None:
         if self._closed:
@@ -289,7 +304,7 @@ async def _nothing() -> AsyncIterator[bytes]:
     yield  # an async generator that yields nothing
 
 
-class Http1Transport(httpx.AsyncBaseTransport):
+class Http1Transport(_TransportBase):
     """A lean HTTP/1.1 client transport on asyncio protocols, for fleets of many hosts.
 
     Per request it does what a GET needs and nothing else: one pooled keep-alive
@@ -299,7 +314,8 @@ class Http1Transport(httpx.AsyncBaseTransport):
     async pool degrades with many hosts. The concurrency
     limits are the Fetcher's semaphores; this pool only keeps at most ``max_idle``
     idle connections (least recently used closed first), each for ``keepalive`` s.
-    Errors are raised as the httpx exceptions httpcore raises for the same events.
+    Errors are the lean transport errors of :mod:`artifactcheck.fetch.errors`, named
+    as httpcore's for the same events.
 
     A pooled connection is reused only while its socket is silent (checked with
     ``poll`` right before reuse, as httpcore does): HTTP/1.1 has no request ids, so a
@@ -369,10 +385,16 @@ class Http1Transport(httpx.AsyncBaseTransport):
                     lambda: Connection(loop, key), address, port, **options
                 )
         except TimeoutError as exc:
-            raise httpx.ConnectTimeout(f"connect to {host}:{port} timed out") from exc
+            raise ConnectTimeout(f"connect to {host}:{port} timed out") from exc
         except OSError as exc:  # ssl.SSLError is an OSError
-            raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
+            raise ConnectError(str(exc) or type(exc).__name__) from exc
         return conn
+
+    async def __aenter__(self) -> Http1Transport:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """The httpx transport API over :meth:`exchange` (the Fetcher calls that directly)."""
@@ -381,7 +403,7 @@ class Http1Transport(httpx.AsyncBaseTransport):
         url = request.url
         scheme = url.scheme
         if scheme not in ("http", "https"):
-            raise httpx.UnsupportedProtocol(f"unsupported URL scheme {scheme!r}")
+            raise UnsupportedProtocol(f"unsupported URL scheme {scheme!r}")
         timeouts = request.extensions.get("timeout", {})
         server_name = request.extensions.get("sni_hostname")
         key = (scheme, url.host, url.port or (443 if scheme == "https" else 80), server_name)
@@ -395,10 +417,12 @@ class Http1Transport(httpx.AsyncBaseTransport):
             connect_timeout=timeouts.get("connect"),
             read_timeout=timeouts.get("read"),
         )
+        import httpx
+
         return httpx.Response(
             status_code=reply.status_code,
             headers=reply.headers.raw,
-            stream=reply.stream,
+            stream=_httpx_stream(reply.stream),
             request=request,
             extensions={
                 "http_version": b"HTTP/1.1" if reply.http11 else b"HTTP/1.0",
@@ -438,7 +462,7 @@ class Http1Transport(httpx.AsyncBaseTransport):
             else:  # a stream of 1xx would hold the request until its deadline
                 raise ProtocolViolation(f"more than {MAX_INTERIM} interim (1xx) responses")
             if status == 101:
-                raise httpx.RemoteProtocolError("101 Switching Protocols is not supported")
+                raise RemoteProtocolError("101 Switching Protocols is not supported")
             length, chunked, reusable = framing(method, status, headers, http11)
         except BaseException:
             conn.close()
@@ -457,7 +481,7 @@ class Http1Transport(httpx.AsyncBaseTransport):
             if index >= 0:
                 break
             if conn.size > MAX_HEAD:
-                raise httpx.RemoteProtocolError(f"response head larger than {MAX_HEAD} bytes")
+                raise RemoteProtocolError(f"response head larger than {MAX_HEAD} bytes")
             if conn.eof:
                 if conn.size == 0:
                     raise closed_error(conn, "Server disconnected without sending a response.")
@@ -468,14 +492,14 @@ class Http1Transport(httpx.AsyncBaseTransport):
         if match is None:
             if lines[0].startswith((b"HTTP/1.1 ", b"HTTP/1.0 ")):  # HTTP, but no status
                 raise ProtocolViolation(f"invalid status line {lines[0][:60]!r}")
-            raise httpx.RemoteProtocolError(f"invalid status line {lines[0][:60]!r}")
+            raise RemoteProtocolError(f"invalid status line {lines[0][:60]!r}")
         if not 100 <= int(match[2]) <= 599:  # "099" is no interim response to skip
             raise ProtocolViolation(f"invalid status code {match[2].decode()}")
         headers: list[tuple[bytes, bytes]] = []
         for line in lines[1:]:
             name, sep, value = line.partition(b":")
-            if not sep or not _TOKEN.fullmatch(name):
-                raise httpx.RemoteProtocolError(f"invalid header line {line[:60]!r}")
+            if not sep or not FIELD_NAME_BYTES.fullmatch(name):
+                raise RemoteProtocolError(f"invalid header line {line[:60]!r}")
             headers.append((name, value.strip(b" \t")))
         return int(match[2]), match[3] or b"", headers, match[1] == b"1"
 
@@ -495,6 +519,31 @@ class Http1Transport(httpx.AsyncBaseTransport):
             if not conn.lost and conn.transport is not None:
                 conn.transport.abort()
         await asyncio.sleep(0)  # let the aborted transports run connection_lost
+
+
+_STREAMS: list[type] = []  # the httpx stream class over Body, made on first use
+
+
+def _httpx_stream(body: Body) -> httpx.AsyncByteStream:
+    """``body`` as an ``httpx.AsyncByteStream`` (httpx.Response reads only those)."""
+    if not _STREAMS:
+        import httpx
+
+        class _Stream(httpx.AsyncByteStream):
+            __slots__ = ("body",)
+
+            def __init__(self, body: Body) -> None:
+                self.body = body
+
+            def __aiter__(self) -> AsyncIterator[bytes]:
+                return self.body.__aiter__()
+
+            async def aclose(self) -> None:
+                await self.body.aclose()
+
+        _STREAMS.append(_Stream)
+    stream: httpx.AsyncByteStream = _STREAMS[0](body)
+    return stream
 
 
 def framing(

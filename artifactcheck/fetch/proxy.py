@@ -12,7 +12,7 @@ from the admin configuration, and its egress rules judge the destination.
 
 from __future__ import annotations
 
-import urllib.request
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -38,14 +38,7 @@ class Proxies:
         Raises :class:`ConfigError` naming the variable for a proxy no request could go
         through (another scheme, e.g. ``socks5://``, or no host).
         """
-        if environ is None:
-            found = urllib.request.getproxies_environment()
-        else:
-            found = {}
-            for name, value in environ.items():  # as urllib reads them: lowercase wins
-                lower = name.lower()
-                if value and lower.endswith("_proxy") and (lower == name or lower not in environ):
-                    found[lower[: -len("_proxy")]] = value
+        found = proxy_variables(os.environ if environ is None else environ)
         schemes: dict[str, str] = {}
         for scheme in ("http", "https"):
             key = scheme if found.get(scheme) else "all"
@@ -112,6 +105,29 @@ class _AdminEgress(Protocol):
 
     @property
     def no_proxy(self) -> str: ...
+
+
+def proxy_variables(environ: Mapping[str, str]) -> dict[str, str]:
+    """``<scheme>_proxy`` variables by scheme, read as ``urllib.request.getproxies_environment``
+    reads them (tests/fetch/test_fetch_proxy.py holds the two side by side), without
+    importing urllib.request (http.client, email: a part of every start-up): any case
+    first, then lowercase names win (an empty one removes the scheme); under CGI
+    (``REQUEST_METHOD`` set) an uppercase ``HTTP_PROXY`` may come from a client's
+    ``Proxy:`` header (CVE-2016-1000110) and is ignored."""
+    found: dict[str, str] = {}
+    for name, value in environ.items():
+        lower = name.lower()
+        if value and lower[-6:] == "_proxy":
+            found[lower[:-6]] = value
+    if "REQUEST_METHOD" in environ:
+        found.pop("http", None)
+    for name, value in environ.items():
+        if name[-6:] == "_proxy":
+            if value:
+                found[name.lower()[:-6]] = value
+            else:
+                found.pop(name.lower()[:-6], None)
+    return found
 
 
 def proxies_of(egress: _AdminEgress) -> Proxies | None:

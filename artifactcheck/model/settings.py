@@ -23,26 +23,21 @@ from pydantic import (
 )
 
 from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.header_rules import is_field_name, is_field_value
 from artifactcheck.model.names import DEFAULT_CONDITION_TYPE, RELEASE_CONFIGMAP_SELECTOR
 from artifactcheck.model.versions import version_problem
-
-#: RFC 9110 field-name: a token (tchar+).
-_FIELD_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-#: RFC 9110 field-value: visible characters, spaces and tabs (obs-text allowed); never
-#: CR, LF or NUL, which would end the header line and let a value forge another header.
-_FIELD_VALUE = re.compile(r"^[\t\x20-\x7e\x80-\xff]*$")
 
 
 def header_name_problem(name: str) -> str | None:
     """Why ``name`` cannot be sent as an HTTP header name, or None."""
-    if not _FIELD_NAME.match(name):
+    if not is_field_name(name):
         return f"header name {name!r} is not an RFC 9110 token"
     return None
 
 
 def header_value_problem(value: str) -> str | None:
     """Why ``value`` cannot be sent as an HTTP header value, or None (never echoes it)."""
-    if not _FIELD_VALUE.match(value):
+    if not is_field_value(value):
         return "header value contains a control character (CR, LF, NUL or another)"
     return None
 

@@ -18,8 +18,11 @@ from rawserver import RawConn, RawServer, response
 
 from artifactcheck.fetch import response as reading
 from artifactcheck.fetch import urls
-from artifactcheck.fetch.fetcher import Fetcher, _BaseUrl, _Route
+from artifactcheck.fetch.errors import HeaderRefused
+from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.http1 import RawHeaders, header_block
+from artifactcheck.fetch.routes import BaseRoute as _BaseUrl
+from artifactcheck.fetch.routes import Route as _Route
 from artifactcheck.manifests.limits import normalise_path
 from artifactcheck.model.errors import ArtifactCheckError
 from artifactcheck.model.settings import HttpSettings, RetrySettings
@@ -108,7 +111,7 @@ async def _wire(fetcher_kw: dict[str, Any], call: dict[str, Any]) -> list[bytes]
         for lean in (True, False):
             async with Fetcher(http=HttpSettings(**fetcher_kw), retry=RetrySettings()) as f:
                 if not lean:
-                    f._lean = None  # the httpx.Request path, as for an injected transport
+                    f._wire.lean = None  # the httpx.Request path, as for an injected transport
                 result = await f.get_asset(server.url, "a b/c.js", **call)
             assert result.ok, result.error
         heads = server.received.split(b"\r\n\r\n")
@@ -137,7 +140,7 @@ async def test_the_lean_path_writes_the_bytes_httpx_writes(
 def test_header_block_refuses_what_the_transport_refuses() -> None:
     assert header_block([(b"a", b"1"), (b"b", b"2")]) == b"a: 1\r\nb: 2\r\n"
     for raw in ([(b"x y", b"1")], [(b"x", b"a\r\nb")], [(b"x", b"\x00")]):
-        with pytest.raises(httpx.LocalProtocolError, match="not sent"):
+        with pytest.raises(HeaderRefused, match="not sent"):
             header_block(raw)
 
 

@@ -92,9 +92,9 @@ async def test_the_transport_setting_names_the_transport_requests_go_through(
     fetcher = Fetcher(http=settings(name), retry=RetrySettings())
     assert fetcher.transport_name == expected
     async with fetcher:
-        made = type(fetcher._transport)
+        made = type(fetcher._wire.transport)
         assert made is kind
-    assert fetcher._transport is None  # closed with the Fetcher
+    assert fetcher._wire.transport is None  # closed with the Fetcher
 
 
 async def test_on_asset_sees_every_asset_answer_and_no_document() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ import pytest
 import trustme
 from click.testing import CliRunner
 from fetch_support import server_context
+from hypothesis import example, given
+from hypothesis import strategies as st
 from proxy_support import LoggingProxy
 from pydantic import ValidationError
 from rawserver import RawServer, response, serve_each
@@ -293,3 +296,27 @@ def test_verify_with_an_unusable_proxy_exits_2_naming_the_variable(
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 2, result.output
     assert "HTTPS_PROXY" in result.stderr
+
+
+_NAMES = st.sampled_from(
+    ["HTTP_PROXY", "http_proxy", "Http_Proxy", "HTTP_proxy", "HTTPS_PROXY", "https_proxy",
+     "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy", "REQUEST_METHOD", "PATH", "_proxy"]
+)  # fmt: skip
+
+
+@given(st.dictionaries(_NAMES, st.sampled_from(["", "http://p:3128", "q:8080", "GET"])))
+@example({"REQUEST_METHOD": "GET", "HTTP_PROXY": "http://p:3128"})  # CGI: ignored
+@example({"REQUEST_METHOD": "GET", "http_proxy": "http://p:3128"})  # lowercase: kept
+@example({"HTTP_PROXY": "http://p:3128", "http_proxy": ""})  # an empty lowercase removes
+@example({"Http_Proxy": "http://p:3128"})
+def test_proxy_variables_are_read_as_urllib_reads_them(environ: dict[str, str]) -> None:
+    """fetch/proxy.py reads the variables itself (no urllib.request import): the same
+    result as the standard library's reading of the same environment."""
+    import urllib.request
+    from unittest import mock
+
+    from artifactcheck.fetch.proxy import proxy_variables
+
+    with mock.patch.dict(os.environ, environ, clear=True):
+        expected = urllib.request.getproxies_environment()
+    assert proxy_variables(environ) == expected

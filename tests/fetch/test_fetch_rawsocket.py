@@ -23,7 +23,7 @@ from rawserver import RawConn, RawServer, response, serve_each
 
 from artifactcheck.fetch import MAX_CONTENT_CODINGS, Fetcher, build_ssl_context, urls
 from artifactcheck.fetch.connection import Connection
-from artifactcheck.fetch.errors import ProtocolViolation
+from artifactcheck.fetch.errors import HeaderRefused, ProtocolViolation
 from artifactcheck.fetch.http1 import Body, Http1Transport, framing
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import HttpSettings, RetrySettings
@@ -450,7 +450,7 @@ async def test_the_transport_never_writes_an_invalid_header(
         pool = Http1Transport(ssl_context=build_ssl_context(HttpSettings()))
         request = httpx.Request("GET", server.url + "a.js", headers={name: value})
         try:
-            with pytest.raises(httpx.LocalProtocolError, match="not sent"):
+            with pytest.raises(HeaderRefused, match="not sent"):
                 await pool.handle_async_request(request)
         finally:
             await pool.aclose()
