@@ -19,7 +19,6 @@ from artifactcheck.model.values import Manifest
 from artifactcheck.release import sources
 from artifactcheck.release.registry import (
     RegistryOptions,
-    RegistryReader,
     default_docker_config,
     has_registry_host,
 )
@@ -98,6 +97,8 @@ def _image_reader(spec: CheckSpec) -> Callable[[str, str, str], Manifest]:
         named = bool(spec.release_image) and has_registry_host(spec.release_image or "")
         source = "registry" if named else "docker"
     if source == "registry":
+        from artifactcheck.release.registry import RegistryReader  # imports httpx
+
         return RegistryReader(
             RegistryOptions(
                 docker_config=spec.registry_auth or default_docker_config(),

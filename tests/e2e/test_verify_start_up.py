@@ -19,8 +19,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 #: Runs at interpreter exit, after ``sys.exit`` in the command: which modules were
 #: loaded, and whether pydantic looked for plugins (its cache is filled when it did).
 PROBE = """
@@ -196,11 +194,6 @@ def test_fetching_over_our_own_transport_never_imports_httpx(make_fleet) -> None
     assert [name for name in unused if _loaded(seen["modules"], name)] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="release/registry.py imports httpx at module level (release.wiring imports it "
-    "on every run): once httpx is imported only where the registry is read, this passes",
-)
 def test_a_plain_verify_imports_no_httpx(make_fleet, tmp_path: Path) -> None:
     fleet = make_fleet(1)
     seen = _run(tmp_path, [*_verify_args(fleet), "--output", "json"])

@@ -41,38 +41,80 @@ The rules live one seam a module: :mod:`.reference` (references), :mod:`.options
 :mod:`.session` (HTTP: retries, auth challenges, redirects, TLS), :mod:`.manifest`
 (manifests and indexes), :mod:`.layers` (blob streams, decompression, the budget),
 :mod:`.tree` (tar members, whiteouts, site files) and :mod:`.reader` (the whole read).
-httpx is imported in this package only (and in fetch).
+httpx is imported in this package only (and in fetch), and only when a registry is read:
+the names of the modules that import it are loaded on first use.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from artifactcheck.release.registry.credentials import (
     Credentials,
     default_docker_config,
     load_credentials,
 )
-from artifactcheck.release.registry.layers import CHUNK
-from artifactcheck.release.registry.manifest import (
-    ACCEPT,
-    DOCKER_LIST,
-    DOCKER_MANIFEST,
-    DOCKER_SCHEMA1,
-    IMAGE_TYPES,
-    INDEX_TYPES,
-    LAYER_TYPES,
-    OCI_INDEX,
-    OCI_MANIFEST,
-    Descriptor,
-)
 from artifactcheck.release.registry.options import ImageLimits, RegistryOptions
-from artifactcheck.release.registry.reader import RegistryReader, logger, read_image
 from artifactcheck.release.registry.reference import (
     ImageReference,
     has_registry_host,
     parse_reference,
 )
-from artifactcheck.release.registry.session import RETRY_STATUSES
-from artifactcheck.release.registry.tree import OPAQUE, WHITEOUT
+
+if TYPE_CHECKING:
+    from artifactcheck.release.registry.layers import CHUNK
+    from artifactcheck.release.registry.manifest import (
+        ACCEPT,
+        DOCKER_LIST,
+        DOCKER_MANIFEST,
+        DOCKER_SCHEMA1,
+        IMAGE_TYPES,
+        INDEX_TYPES,
+        LAYER_TYPES,
+        OCI_INDEX,
+        OCI_MANIFEST,
+        Descriptor,
+    )
+    from artifactcheck.release.registry.reader import RegistryReader, logger, read_image
+    from artifactcheck.release.registry.session import RETRY_STATUSES
+    from artifactcheck.release.registry.tree import OPAQUE, WHITEOUT
+
+#: The names whose modules import httpx, loaded on first use (PEP 562): every run
+#: wires a release source, few read an image from a registry, and httpx's stack is a
+#: large part of a small check's start-up (docs/benchmarks.md).
+_LAZY = {
+    "CHUNK": "layers",
+    **dict.fromkeys(
+        (
+            "ACCEPT",
+            "DOCKER_LIST",
+            "DOCKER_MANIFEST",
+            "DOCKER_SCHEMA1",
+            "IMAGE_TYPES",
+            "INDEX_TYPES",
+            "LAYER_TYPES",
+            "OCI_INDEX",
+            "OCI_MANIFEST",
+            "Descriptor",
+        ),
+        "manifest",
+    ),
+    **dict.fromkeys(("RegistryReader", "logger", "read_image"), "reader"),
+    "RETRY_STATUSES": "session",
+    "OPAQUE": "tree",
+    "WHITEOUT": "tree",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ACCEPT",
