@@ -58,11 +58,9 @@ from artifactcheck.model.settings import (
     check_headers,
     format_validation_error,
     load_spec,
-    loc_part,
 )
+from artifactcheck.model.spelling import Spelling, spelled_as_fields
 from artifactcheck.tenancy.egress import HostRule
-
-_FieldPath = tuple[str, ...]
 
 #: ``spec`` fields only the CLI honours; the CRD does not offer them and admission
 #: refuses them (a fake or old API server may not enforce the schema). Paths are
@@ -492,109 +490,6 @@ class Admission:
         return "; ".join(str(r) for r in self.refusals)
 
 
-@dataclass
-class _Spelling:
-    """A spec mapping with its keys turned into field names, and how the object spelled them.
-
-    An ArtifactCheck spells fields in camelCase (the CRD's names), a YAML file or an old
-    object may use snake_case, and the model accepts both: every admission rule works on
-    field names, so a ``headerFiles`` is refused exactly as a ``header_files``, and each
-    refusal names the field as the object wrote it (``spec.http.headerFiles``).
-    """
-
-    spec: dict[str, Any]
-    #: field-name path -> the keys the object used, e.g. ("http", "header_files") ->
-    #: ("http", "headerFiles")
-    written: dict[_FieldPath, _FieldPath]
-    #: fields given under both names, as the object wrote them
-    twice: list[tuple[str, str]]
-
-    def name(self, *path: str) -> str:
-        """``spec.``-prefixed path of a field as the object spelled it (field names
-        where it did not, e.g. for a field it left out)."""
-        for cut in range(len(path), 0, -1):
-            if path[:cut] in self.written:
-                return ".".join(("spec", *self.written[path[:cut]], *path[cut:]))
-        return ".".join(("spec", *path))
-
-    def name_of(self, loc: tuple[str | int, ...]) -> str | None:
-        """A validation error's location as the object spelled it, without ``spec.``."""
-        parts = tuple(str(p) for p in loc)
-        for cut in range(len(parts), 0, -1):
-            if parts[:cut] in self.written and parts[:cut] != self.written[parts[:cut]]:
-                return ".".join((*self.written[parts[:cut]], *(loc_part(p) for p in loc[cut:])))
-        return None  # spelled as the field names: the usual rendering
-
-
-def _sub_models(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
-    """The model a field holds (directly, optionally or as list items), and whether in a list.
-
-    Dicts are never entered: their keys are user data (header names), not field names.
-    """
-    import typing
-
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation, False
-    origin = typing.get_origin(annotation)
-    if origin is dict:
-        return None, False
-    args = typing.get_args(annotation)
-    if origin is list and args:
-        inner, _ = _sub_models(args[0])
-        return inner, True
-    for arg in args:  # X | None
-        inner, listed = _sub_models(arg)
-        if inner is not None:
-            return inner, listed
-    return None, False
-
-
-def _field_names(
-    data: Mapping[str, Any],
-    model: type[BaseModel],
-    field_path: _FieldPath,
-    written_path: _FieldPath,
-    out: _Spelling,
-) -> dict[str, Any]:
-    by_key: dict[str, str] = {}
-    for field_name, info in model.model_fields.items():
-        by_key[field_name] = field_name
-        if info.alias:
-            by_key[info.alias] = field_name
-    result: dict[str, Any] = {}
-    seen: dict[str, str] = {}
-    for key, value in data.items():
-        name = by_key.get(key) if isinstance(key, str) else None
-        if name is None:
-            result[key] = value  # unknown: load_spec names it ("unknown field")
-            continue
-        if name in seen:
-            where = ".".join(("spec", *written_path))
-            out.twice.append((f"{where}.{seen[name]}", f"{where}.{key}"))
-            continue
-        seen[name] = key
-        here, spelled = (*field_path, name), (*written_path, key)
-        out.written[here] = spelled
-        sub, listed = _sub_models(model.model_fields[name].annotation)
-        if sub is not None and not listed and isinstance(value, Mapping):
-            value = _field_names(value, sub, here, spelled, out)
-        elif sub is not None and listed and isinstance(value, list):
-            value = [
-                _field_names(item, sub, here, spelled, out) if isinstance(item, Mapping) else item
-                for item in value
-            ]
-        result[name] = value
-    return result
-
-
-def spelled_as_fields(spec: Mapping[str, Any]) -> _Spelling:
-    """``spec`` with CheckSpec's own keys (camelCase or snake_case) as field names, recursively;
-    keys of dict-valued fields (``http.headers``) are left as they are."""
-    out = _Spelling({}, {}, [])
-    out.spec = _field_names(spec, CheckSpec, (), (), out)
-    return out
-
-
 def _present(spec: Mapping[str, Any], path: tuple[str, ...]) -> bool:
     node: Any = spec
     for name in path:
@@ -708,7 +603,7 @@ def admit(
     return Admission(resolved, (), urls, credentials, release_keys)
 
 
-def _field_refusals(spec: Mapping[str, Any], spelling: _Spelling) -> list[Refusal]:
+def _field_refusals(spec: Mapping[str, Any], spelling: Spelling) -> list[Refusal]:
     """Fields given under both of their names, and fields only the CLI honours."""
     refusals = [
         Refusal(second, "DuplicateField", f"the same field as {first}, given twice")
@@ -724,7 +619,7 @@ def _own_namespace(
     parsed: CheckSpec,
     spec: Mapping[str, Any],
     namespace: str,
-    spelling: _Spelling,
+    spelling: Spelling,
     refusals: list[Refusal],
 ) -> KubernetesSource:
     """The pod source, always in the check's own namespace; another one is refused."""
@@ -744,7 +639,7 @@ def _own_namespace(
 
 
 def _egress_refusals(
-    parsed: CheckSpec, namespace: str, config: AdminConfig, spelling: _Spelling
+    parsed: CheckSpec, namespace: str, config: AdminConfig, spelling: Spelling
 ) -> list[Refusal]:
     """Release-manifest and CDN URLs that are not on the admin's allow-list."""
     rules = config.egress_rules(namespace)
@@ -764,7 +659,7 @@ def _egress_refusals(
 
 
 def _limit_refusals(
-    parsed: CheckSpec, namespace: str, limits: Limits, spelling: _Spelling
+    parsed: CheckSpec, namespace: str, limits: Limits, spelling: Spelling
 ) -> list[Refusal]:
     """What the check asks beyond the admin's limits: interval, sampling, cordoning."""
     refusals = []
@@ -812,7 +707,7 @@ def _granted_credentials(
     parsed: CheckSpec,
     namespace: str,
     config: AdminConfig,
-    spelling: _Spelling,
+    spelling: Spelling,
     refusals: list[Refusal],
 ) -> tuple[dict[str, Any], tuple[Credential, ...]]:
     """The ``http`` fields the check's credentials fill in (the CA bundle: their
@@ -861,7 +756,7 @@ def _granted_release_keys(
     parsed: CheckSpec,
     namespace: str,
     config: AdminConfig,
-    spelling: _Spelling,
+    spelling: Spelling,
     refusals: list[Refusal],
 ) -> tuple[ReleaseKey, ...]:
     """The release keys the check names, each granted to its namespace; an unknown or
