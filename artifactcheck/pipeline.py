@@ -15,6 +15,7 @@ the run.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -152,11 +153,34 @@ async def judge(
 
     # each coverage names the codings compared: the observation's (the spec's, set by
     # the observer), so nothing is copied per result afterwards
-    results = _compare_isolated(observations, compare)
+    results = await _off_the_loop(functools.partial(_compare_isolated, observations, compare))
     if any(r.unconfirmed for r in results):
         observations = await _confirm(observer, observations, results)
-        results = _compare_isolated(observations, compare)
+        results = await _off_the_loop(functools.partial(_compare_isolated, observations, compare))
     return Judgement(results=results, findings=tuple(fleet), cdn=cdn_view)
+
+
+async def _off_the_loop(work: Callable[[], list[InstanceResult]]) -> list[InstanceResult]:
+    """Judging on a thread of its own, so the event loop keeps answering meanwhile.
+
+    Comparing thousands of pods is seconds of pure computation; on the loop it would
+    hold up everything else the loop does, the controller's leadership among it (a
+    leader that cannot confirm its Lease in time stops acting, and the cycle's verdicts
+    were never written). The thread ends with the work: a process with a thread
+    running never forks its observers (:func:`~artifactcheck.observe.processes.can_fork`).
+    A cancelled caller still waits for the work to end, since it holds the check's
+    judge cache: no second judgement may start over it while it runs.
+    """
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge")
+    try:
+        done = asyncio.get_running_loop().run_in_executor(pool, work)
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            await asyncio.wait([done])
+            raise
+    finally:
+        pool.shutdown(wait=True)  # the work is over: its idle thread ends at once
 
 
 async def _confirm(
