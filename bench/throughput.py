@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from artifactcheck.act.report import assets
+
 from .common import (
     Measured,
     artifactcheck_command,
@@ -128,12 +130,13 @@ def run_tool(
         measured = run_measured(argv, stdout=fh, timeout=timeout, env=tool_env(overlay))
     report = json.loads(out.read_text())
     result = report["results"][0]
+    rows = assets(report, result)
     measured.extra = {
         "verdict": result["verdict"],
-        "assets": len(result["assets"]),
-        "bytes": sum(a["size"] or 0 for a in result["assets"]),
+        "assets": len(rows),
+        "bytes": sum(a["size"] or 0 for a in rows),
         "report_elapsed_s": report["elapsed_s"],
-        "errors": sum(1 for a in result["assets"] if a["error"]),
+        "errors": sum(1 for a in rows if a["error"]),
     }
     return measured, report
 
@@ -159,7 +162,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         "tool_command": " ".join(artifactcheck_command())
         + " verify --config spec-NAME.yaml --output json",
         "bound": "python: hashlib.sha256 over each file, read 1 MiB at a time",
-        "transport": args.transport or "auto (default)",
+        "transport": args.transport or "http1 (default)",
         "runs": [],
     }
     reuse = args.data is not None and (args.data / "site").is_dir()
@@ -272,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="throughput")
     parser.add_argument("--data", type=Path, help="keep (and reuse) the files in this dir")
     parser.add_argument("--overlay", type=Path, help="run the tool from this package copy")
-    parser.add_argument("--transport", choices=("auto", "aiohttp", "httpx"), help="http.transport")
+    parser.add_argument("--transport", choices=("http1", "httpx"), help="http.transport")
     args = parser.parse_args(argv)
     result = bench(args)
     path = save(args.name, result)
