@@ -552,6 +552,16 @@ def manifest_from_image(image: str, path: str, version: str, out: str | None) ->
     help="How many shards split the ArtifactChecks; each has its own Lease "
     "[env ARTIFACTCHECK_TOTAL_SHARDS].",
 )
+@click.option(
+    "--observe-processes",
+    type=click.IntRange(min=0),
+    envvar="ARTIFACTCHECK_OBSERVE_PROCESSES",
+    default=0,
+    show_default=True,
+    help="Worker processes that observe a large cycle's pods (0: the controller "
+    "observes them itself). Pays only where cores are free (docs/scaling.md) "
+    "[env ARTIFACTCHECK_OBSERVE_PROCESSES].",
+)
 def controller(**opts: Any) -> None:
     """Run the in-cluster controller: watch ArtifactChecks, check pods, act safely."""
     import signal
@@ -561,6 +571,12 @@ def controller(**opts: Any) -> None:
     from artifactcheck.control.controller import Controller, ControllerSettings
     from artifactcheck.control.shard import parse_shard
 
+    pool = None
+    if opts["observe_processes"] > 1:  # one worker is the controller itself, with pickling
+        from artifactcheck.control.workers import ObservePool
+
+        # started before any thread: the fork server's children inherit no held lock
+        pool = ObservePool(opts["observe_processes"]).start()
     _setup_logging(1, json_logs=opts["json_logs"])
     scope = opts["namespace_scope"]
     identity = opts["identity"] or socket.gethostname()
@@ -588,6 +604,7 @@ def controller(**opts: Any) -> None:
         ctl = Controller(api_client=api, settings=settings)
     except ConfigError as exc:  # an invalid --admin-config names its file and field
         fail(str(exc))
+    ctl.workers = pool
     # Probes and metrics on separate ports, each serving only its own endpoints (the
     # metrics port is often reachable from further away than kubelet's probes).
     separate = opts["metrics_port"] and opts["metrics_port"] != opts["health_port"]
@@ -607,6 +624,8 @@ def controller(**opts: Any) -> None:
     finally:
         for server in servers:
             server.stop()
+        if pool is not None:
+            pool.close()
 
 
 @main.command()
