@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TypeVar
 
-from artifactcheck.act.kube_events import EventRecorder, truncate
+from artifactcheck.act.kube_events import Episodes, EventRecorder, truncate
 from artifactcheck.clients import kube_bodies as body
 from artifactcheck.clients.kube import (
     DEFAULT_TIMEOUT,
@@ -163,6 +163,8 @@ class KubeActor:
             log=self.log,
             guard=self._guard,
         )
+        #: The flag episodes this process recorded an Event for (see :meth:`flag`).
+        self._episodes = Episodes()
 
     # ---- plumbing
 
@@ -393,6 +395,10 @@ class KubeActor:
         The Event is emitted once per episode: a pod already flagged with this verdict
         gets its reason/streak annotations refreshed, if they changed, and no new Event.
         After :meth:`unflag`, a new episode aggregates into the same Event (count + 1).
+        The pod is marked first (its ``flagged-at`` names the episode), then the Event
+        counts that episode: a replica killed in between leaves a flagged pod whose
+        Event its successor records once, on first sight (one read of the Event per
+        flagged pod and process), never twice (:mod:`artifactcheck.act.kube_events`).
         """
         what = f"flag pod {pod_ns}/{pod_name}"
         if self._dry(what):
@@ -400,27 +406,35 @@ class KubeActor:
         verdict_value = verdict or "inconsistent"
         event_reason = reason or event_reason_for(verdict)
         text = _with_files(message, files)
-        evented = False
+
+        def record(pod: Pod, episode: str, *, maybe_recorded: bool) -> bool:
+            wrote = self.events.record(
+                involved=_ref("Pod", pod),
+                event_type="Warning",
+                reason=event_reason,
+                message=text,
+                episode=episode,
+                maybe_recorded=maybe_recorded,
+            )
+            self._episodes.remember((pod_ns, pod_name), episode)
+            return wrote
 
         def step(pod: Pod) -> bool:
-            nonlocal evented
             current = body.annotations_of(pod)
             same_episode = current.get(ANN_VERDICT) == verdict_value and ANN_FLAGGED_AT in current
             wanted: dict[str, str | None] = {ANN_VERDICT: verdict_value, ANN_REASON: text}
             if streak is not None:
                 wanted[ANN_STREAK] = str(streak)
             if same_episode:
-                return self._set_annotations(pod, pod_ns, pod_name, wanted) is not None
-            if not evented:
-                self.events.record(
-                    involved=_ref("Pod", pod),
-                    event_type="Warning",
-                    reason=event_reason,
-                    message=text,
-                )
-                evented = True
-            wanted[ANN_FLAGGED_AT] = rfc3339(self.clock())
-            self._set_annotations(pod, pod_ns, pod_name, wanted)
+                changed = self._set_annotations(pod, pod_ns, pod_name, wanted) is not None
+                episode = current[ANN_FLAGGED_AT]
+                if self._episodes.get((pod_ns, pod_name)) != episode:
+                    changed |= record(pod, episode, maybe_recorded=True)
+                return changed
+            episode = rfc3339(self.clock())
+            wanted[ANN_FLAGGED_AT] = episode
+            latest = self._set_annotations(pod, pod_ns, pod_name, wanted)
+            record(latest if latest is not None else pod, episode, maybe_recorded=False)
             self.log.warning("flagged pod %s/%s: %s: %s", pod_ns, pod_name, event_reason, text)
             return True
 
@@ -434,6 +448,7 @@ class KubeActor:
 
         def step(pod: Pod) -> bool:
             changed = self._set_annotations(pod, pod_ns, pod_name, dict.fromkeys(FLAG_ANNOTATIONS))
+            self._episodes.forget((pod_ns, pod_name))
             if changed is not None:
                 self.log.info("unflagged pod %s/%s", pod_ns, pod_name)
             return changed is not None
