@@ -24,7 +24,9 @@ child rewrites): its asyncio tasks and Python threads; from the API server: writ
 Verdicts at the end, after the faults and churn stop: every drifted pod is quarantined
 (gate ``False``) and no clean pod is.
 
-    python -m bench.soak [--pods 1000] [--minutes 60] [--name soak-1h]
+    python -m bench.soak [--pods 1000] [--minutes 60] [--name soak-1h] [--out FILE]
+
+``python -m bench.soak --summarize FILE`` recomputes the summary of a saved run.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import json
 import os
 import random
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -534,11 +537,16 @@ def _max_of(samples: Sequence[dict[str, Any]], key: str) -> float:
     return max(values) if values else float("nan")
 
 
+def _median_of(samples: Sequence[dict[str, Any]], key: str) -> float:
+    values = _series(samples, key)
+    return statistics.median(values) if values else float("nan")
+
+
 def summarize(samples: Sequence[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     """RSS after warm-up vs at the end; the most threads/fds/connections/tasks in the
     first and the second half after warm-up (flat: the second no higher than the first
-    plus a margin for in-flight work); writes per cycle in each half (bounded: the
-    same shape, so the second no larger than the first allows)."""
+    plus a margin for in-flight work), and the median (a leak raises it);
+    writes per cycle in each half (bounded: the same churn, so the same rate)."""
     soak = [s for s in samples if s["phase"] != "warm-up"]
     if len(soak) < 4:
         return {"error": "too few samples after warm-up"}
@@ -558,6 +566,9 @@ def summarize(samples: Sequence[dict[str, Any]], args: argparse.Namespace) -> di
         out[key] = {
             "first_half_max": _max_of(first, key),
             "second_half_max": _max_of(second, key),
+            # the level between bursts of work (a median: pools also empty at times)
+            "first_half_median": _median_of(first, key),
+            "second_half_median": _median_of(second, key),
             "end": float(soak[-1].get(key, float("nan"))),
         }
 
@@ -610,12 +621,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="to the first cycle")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--name", default="soak")
+    parser.add_argument("--out", type=Path, help="write the JSON here, not bench/results/NAME")
     parser.add_argument("--child", nargs=3, metavar=("API_URL", "HEALTH_PORT", "STATS"))
+    parser.add_argument("--summarize", type=Path, metavar="FILE", help="of a saved run")
     args = parser.parse_args(argv)
+    if args.summarize is not None:
+        saved = json.loads(args.summarize.read_text(encoding="utf-8"))
+        saved["summary"] = summarize(saved["samples"], argparse.Namespace(**saved["args"]))
+        args.summarize.write_text(json.dumps(saved, indent=2, default=str) + "\n")
+        print(describe(saved))
+        return 0
     if args.child:
         return child(args.child[0], int(args.child[1]), args.child[2])
     result = Soak(args).run()
-    path = save(args.name, result)
+    if args.out is not None:
+        path = args.out
+        path.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
+    else:
+        path = save(args.name, result)
     print(describe(result))
     log(f"raw figures: {path}")
     return 0
