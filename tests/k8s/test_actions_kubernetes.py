@@ -161,6 +161,22 @@ def test_quarantine_sets_only_the_gate_condition(server, api, make_pod, writes, 
     assert instance(api, "web-1").gate_status == "False"
 
 
+def test_quarantine_warns_and_release_informs(server, api, make_pod, caplog) -> None:
+    make_pod("web-1", gate_status="True")
+    kube = actor(api)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        kube.quarantine("default", "web-1", message="differs")
+        kube.release("default", "web-1")
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == LOGGER]
+    assert said == [
+        ("WARNING", "quarantined pod default/web-1: ContentMismatch: differs"),
+        (
+            "INFO",
+            "released pod default/web-1: ContentVerified: content matches the expected release",
+        ),
+    ]
+
+
 def test_quarantine_twice_writes_nothing(server, api, make_pod, writes, clock) -> None:
     make_pod("web-1", gate_status="True")
     kube = actor(api, clock)
