@@ -588,14 +588,15 @@ def describe(r: dict[str, Any]) -> str:
     v = r.get("verdicts", {})
     a = r["args"]
     flat = ", ".join(
-        f"{k} {s[k]['first_half_max']:g}->{s[k]['second_half_max']:g}"
+        f"{k} {s[k]['first_half_median']:g}->{s[k]['second_half_median']:g} "
+        f"(max {s[k]['first_half_max']:g}->{s[k]['second_half_max']:g})"
         for k in ("threads", "fds", "tcp", "asyncio_tasks")
     )
     w = s["writes_per_cycle"]
     return (
         f"soak, {a['pods']} pods, {a['minutes']} min: RSS {s['rss_after_warmup_mb']:.0f} MB "
         f"after warm-up -> {s['rss_end_mb']:.0f} MB at the end (x{s['rss_ratio']:.3f}); "
-        f"max per half {flat}; writes per cycle {w['first_half']:.1f} -> "
+        f"level per half {flat}; writes per cycle {w['first_half']:.1f} -> "
         f"{w['second_half']:.1f} over {s['cycles']} cycles; verdicts "
         f"{'right' if v.get('right') else 'WRONG'} ({v.get('drifted_quarantined')}/"
         f"{v.get('drifted')} drifted quarantined, {v.get('clean_quarantined')} clean)"
