@@ -16,33 +16,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TypeVar
 
-from artifactcheck.act.kube_events import EventRecorder, truncate
+from artifactcheck.act.kube_events import Episodes, EventRecorder, truncate
+from artifactcheck.act.kube_nodes import NodeActor, cordoned_by_us, object_ref
+from artifactcheck.act.kube_writes import KubeWriter, NotLeader
 from artifactcheck.clients import kube_bodies as body
 from artifactcheck.clients.kube import (
     DEFAULT_TIMEOUT,
-    MERGE_PATCH,
-    STRATEGIC_MERGE_PATCH,
     ApiClient,
-    ApiStatus,
-    CoreV1Api,
     Logger,
-    Send,
     Timeout,
-    call_json,
-    mutate,
-    raw,
     rfc3339,
     utcnow,
 )
-from artifactcheck.clients.kube_bodies import JsonObj, Node, ObjectReference, Pod
-from artifactcheck.discover.kube import actionable_copy
-from artifactcheck.model.errors import ConfigError, DependencyError
+from artifactcheck.clients.kube_bodies import Pod
+from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.names import (
-    ANN_CHECKED_AT,
-    ANN_CORDON_REASON,
-    ANN_CORDONED,
     ANN_FLAGGED_AT,
     ANN_QUARANTINED,
     ANN_REASON,
@@ -74,11 +63,6 @@ _EVENT_REASONS: Mapping[str, str] = {
 }
 
 _LOG = logging.getLogger(__name__)
-Obj = TypeVar("Obj", Pod, Node)
-
-
-class NotLeader(DependencyError):
-    """A write refused locally: this replica may no longer act (its lease lapsed)."""
 
 
 def event_reason_for(verdict: str | None) -> str:
@@ -98,17 +82,6 @@ def _with_files(message: str, files: Sequence[str]) -> str:
     more = len(files) - _MAX_FILES_NAMED
     suffix = f"files: {named}" + (f" (+{more} more)" if more > 0 else "")
     return truncate(f"{message}; {suffix}" if message else suffix)
-
-
-def _ref(kind: str, obj: Mapping[str, object], *, namespaced: bool = True) -> ObjectReference:
-    """The ``involvedObject`` of an Event about ``obj``."""
-    meta = body.meta(obj)
-    return {
-        "kind": kind,
-        "name": meta.get("name", ""),
-        "namespace": meta.get("namespace") if namespaced else None,
-        "uid": meta.get("uid"),
-    }
 
 
 class KubeActor:
@@ -135,152 +108,37 @@ class KubeActor:
         may_write: Callable[[], bool] | None = None,
         cached_pod: Callable[[str, str], Pod | None] | None = None,
     ) -> None:
-        self.api_client = api_client
-        #: The informer's copy of a pod (namespace, name), read instead of a GET before
-        #: the first write: a controller watching its pods already holds it. A stale
-        #: copy is safe: every write carries its resourceVersion, and a 409 re-reads
-        #: from the API server (the retry never uses the copy).
-        self.cached_pod = cached_pod
-        #: Pods as this actor's own last write returned them: a second action on the
-        #: same pod starts from there, not from the (now stale) cached copy.
-        self._written: dict[tuple[str, str], Pod] = {}
         self.policy = policy
-        #: Asked right before every write: a leader whose lease could not be renewed
-        #: in time must not write, even in the middle of an action it began.
-        self.may_write = may_write
         self.component = component
         self.controller_name = controller_name or component
         self.log: Logger = logger or _LOG
-        self.timeout = request_timeout
         self.clock = clock
-        self._core = CoreV1Api(api_client)
+        #: The requests every action shares (:mod:`artifactcheck.act.kube_writes`).
+        self.w = KubeWriter(
+            api_client=api_client,
+            policy=policy,
+            logger=self.log,
+            request_timeout=request_timeout,
+            clock=lambda: self.clock(),
+            may_write=may_write,
+            cached_pod=cached_pod,
+        )
         self.events = EventRecorder(
-            core=self._core,
+            core=self.w.core,
             component=component,
             instance=self.controller_name,
             timeout=request_timeout,
             clock=lambda: self.clock(),
             log=self.log,
-            guard=self._guard,
+            guard=self.w.guard,
         )
-
-    # ---- plumbing
-
-    def _guard(self, what: str) -> None:
-        if self.may_write is not None and not self.may_write():
-            raise NotLeader(f"{what}: not sent, this replica is no longer the leader")
-
-    def _dry(self, what: str) -> bool:
-        if self.policy.dry_run:
-            self.log.info("dry-run: would %s", what)
-            return True
-        return False
-
-    def _write(self, what: str, send: Send) -> JsonObj:
-        """One guarded write; 404 and 409 are left to :meth:`_on`."""
-        self._guard(what)
-        return body.obj(call_json(what, send, passthrough=(404, 409)))
-
-    def _on(
-        self, what: str, label: str, read: Callable[[], Obj], step: Callable[[Obj], bool]
-    ) -> bool:
-        """Read the object and run ``step`` on it, with one retry on conflict; an object
-        that is gone is logged and reported as "nothing changed", not as an error."""
-        try:
-            return mutate(what, lambda: step(read()), logger=self.log)
-        except ApiStatus as st:
-            if st.status == 404:
-                self.log.warning("%s: %s is gone; nothing to do", what, label)
-                return False
-            raise DependencyError(f"{what}: unexpected status {st.status}: {st.message}") from st
+        self.nodes = NodeActor(
+            api_client=api_client, writer=self.w, events=self.events, component=component
+        )
+        #: The flag episodes this process recorded an Event for (see :meth:`flag`).
+        self._episodes = Episodes()
 
     # ---- pods
-
-    def _get_pod(self, ns: str, name: str) -> Pod:
-        return body.typed(
-            call_json(
-                f"get pod {ns}/{name}",
-                lambda: self._core.read_namespaced_pod(name, ns, **raw(self.timeout)),
-                passthrough=(404,),
-            ),
-            Pod,
-        )
-
-    def _on_pod(self, what: str, ns: str, name: str, step: Callable[[Pod], bool]) -> bool:
-        attempts = 0
-
-        def read() -> Pod:
-            nonlocal attempts
-            attempts += 1
-            if attempts == 1:
-                cached = self._written.get((ns, name))
-                if cached is None and self.cached_pod is not None:
-                    cached = self.cached_pod(ns, name)
-                if cached is not None:
-                    return cached
-            return self._get_pod(ns, name)
-
-        return self._on(what, f"pod {ns}/{name}", read, step)
-
-    def _patch_pod(self, ns: str, name: str, patch: JsonObj, *, status: bool) -> Pod:
-        """Merge-patch the pod, or strategic-merge ``pods/status`` (where conditions are
-        merged by ``type``, so kubelet's are kept)."""
-        if status:
-            what = f"patch pods/status {ns}/{name}"
-            method, kind = self._core.patch_namespaced_pod_status, STRATEGIC_MERGE_PATCH
-        else:
-            what = f"patch pod {ns}/{name}"
-            method, kind = self._core.patch_namespaced_pod, MERGE_PATCH
-        sent = body.typed(
-            self._write(
-                what, lambda: method(name, ns, patch, _content_type=kind, **raw(self.timeout))
-            ),
-            Pod,
-        )
-        if self.cached_pod is not None:
-            self._written[(ns, name)] = actionable_copy(sent, self.policy.condition_type)
-        return sent
-
-    def _set_condition(
-        self, pod: Pod, ns: str, name: str, *, status: str, reason: str, message: str
-    ) -> Pod | None:
-        """Strategic-merge the gate condition (merged by ``type``, others untouched)."""
-        ctype = self.policy.condition_type
-        current = body.condition(pod, ctype)
-        if current and (current.get("status"), current.get("reason"), current.get("message")) == (
-            status,
-            reason,
-            message,
-        ):
-            return None
-        transition = (
-            current.get("lastTransitionTime")
-            if current and current.get("status") == status and current.get("lastTransitionTime")
-            else rfc3339(self.clock())
-        )
-        cond = {
-            "type": ctype,
-            "status": status,
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": transition,
-        }
-        patch: JsonObj = {
-            "metadata": {"resourceVersion": body.meta(pod).get("resourceVersion")},
-            "status": {"conditions": [cond]},
-        }
-        return self._patch_pod(ns, name, patch, status=True)
-
-    def _set_annotations(
-        self, obj: Pod, ns: str, name: str, changes: Mapping[str, str | None]
-    ) -> Pod | None:
-        """Merge-patch only the annotations that differ (None removes one)."""
-        current = body.annotations_of(obj)
-        diff = {k: v for k, v in changes.items() if current.get(k) != v}
-        if not diff:
-            return None
-        meta = {"resourceVersion": body.meta(obj).get("resourceVersion"), "annotations": diff}
-        return self._patch_pod(ns, name, {"metadata": meta}, status=False)
 
     def quarantine(
         self,
@@ -301,7 +159,7 @@ class KubeActor:
         not remove it from traffic, so only a flag can be applied.
         """
         what = f"quarantine pod {pod_ns}/{pod_name}"
-        if self._dry(what):
+        if self.w.dry(what):
             return False
         text = _with_files(message, files)
 
@@ -313,27 +171,11 @@ class KubeActor:
                     self.policy.condition_type,
                 )
                 return False
-            after = self._set_condition(
-                pod, pod_ns, pod_name, status="False", reason=reason, message=text
-            )
-            latest = after if after is not None else pod
-            wanted: dict[str, str | None] = {
-                ANN_QUARANTINED: "true",
-                ANN_VERDICT: verdict,
-                ANN_REASON: text,
-            }
-            current = body.annotations_of(latest)
-            if any(current.get(k) != v for k, v in wanted.items()):
-                wanted[ANN_CHECKED_AT] = rfc3339(self.clock())
-                self._set_annotations(latest, pod_ns, pod_name, wanted)
-                changed = True
-            else:
-                changed = after is not None
-            if changed:
-                self.log.warning("quarantined pod %s/%s: %s: %s", pod_ns, pod_name, reason, text)
-            return changed
+            marks = {ANN_QUARANTINED: "true", ANN_VERDICT: verdict, ANN_REASON: text}
+            where = (pod_ns, pod_name)
+            return self.w.gate_then_mark(pod, where, "False", reason, text, marks, "quarantined")
 
-        return self._on_pod(what, pod_ns, pod_name, step)
+        return self.w.on_pod(what, pod_ns, pod_name, step)
 
     def release(
         self,
@@ -350,32 +192,20 @@ class KubeActor:
         to verify is down.
         """
         what = f"release pod {pod_ns}/{pod_name}"
-        if self._dry(what):
+        if self.w.dry(what):
             return False
         text = truncate(message)
         ctype = self.policy.condition_type
 
         def step(pod: Pod) -> bool:
-            after = None
-            if body.has_gate(pod, ctype) or body.condition(pod, ctype):
-                after = self._set_condition(
-                    pod, pod_ns, pod_name, status="True", reason=reason, message=text
-                )
-            latest = after if after is not None else pod
-            marked = ANN_QUARANTINED in body.annotations_of(latest)
-            if marked:
-                self._set_annotations(
-                    latest,
-                    pod_ns,
-                    pod_name,
-                    {ANN_QUARANTINED: None, ANN_CHECKED_AT: rfc3339(self.clock())},
-                )
-            if after is not None or marked:
-                self.log.info("released pod %s/%s: %s: %s", pod_ns, pod_name, reason, text)
-                return True
-            return False
+            gated = body.has_gate(pod, ctype) or body.condition(pod, ctype)
+            status = "True" if gated else None  # no gate, no condition: only the mark
+            marks = {ANN_QUARANTINED: None}
+            return self.w.gate_then_mark(
+                pod, (pod_ns, pod_name), status, reason, text, marks, "released"
+            )
 
-        return self._on_pod(what, pod_ns, pod_name, step)
+        return self.w.on_pod(what, pod_ns, pod_name, step)
 
     def flag(
         self,
@@ -393,52 +223,65 @@ class KubeActor:
         The Event is emitted once per episode: a pod already flagged with this verdict
         gets its reason/streak annotations refreshed, if they changed, and no new Event.
         After :meth:`unflag`, a new episode aggregates into the same Event (count + 1).
+        The pod is marked first (its ``flagged-at`` names the episode), then the Event
+        counts that episode: a replica killed in between leaves a flagged pod whose
+        Event its successor records once, on first sight (one read of the Event per
+        flagged pod and process), never twice (:mod:`artifactcheck.act.kube_events`).
         """
         what = f"flag pod {pod_ns}/{pod_name}"
-        if self._dry(what):
+        if self.w.dry(what):
             return False
         verdict_value = verdict or "inconsistent"
         event_reason = reason or event_reason_for(verdict)
         text = _with_files(message, files)
-        evented = False
+
+        def record(pod: Pod, episode: str, *, maybe_recorded: bool) -> bool:
+            wrote = self.events.record(
+                involved=object_ref("Pod", pod),
+                event_type="Warning",
+                reason=event_reason,
+                message=text,
+                episode=episode,
+                maybe_recorded=maybe_recorded,
+            )
+            self._episodes.remember((pod_ns, pod_name), episode)
+            return wrote
 
         def step(pod: Pod) -> bool:
-            nonlocal evented
             current = body.annotations_of(pod)
             same_episode = current.get(ANN_VERDICT) == verdict_value and ANN_FLAGGED_AT in current
             wanted: dict[str, str | None] = {ANN_VERDICT: verdict_value, ANN_REASON: text}
             if streak is not None:
                 wanted[ANN_STREAK] = str(streak)
             if same_episode:
-                return self._set_annotations(pod, pod_ns, pod_name, wanted) is not None
-            if not evented:
-                self.events.record(
-                    involved=_ref("Pod", pod),
-                    event_type="Warning",
-                    reason=event_reason,
-                    message=text,
-                )
-                evented = True
-            wanted[ANN_FLAGGED_AT] = rfc3339(self.clock())
-            self._set_annotations(pod, pod_ns, pod_name, wanted)
+                changed = self.w.set_annotations(pod, pod_ns, pod_name, wanted) is not None
+                episode = current[ANN_FLAGGED_AT]
+                if self._episodes.get((pod_ns, pod_name)) != episode:
+                    changed |= record(pod, episode, maybe_recorded=True)
+                return changed
+            episode = rfc3339(self.clock())
+            wanted[ANN_FLAGGED_AT] = episode
+            latest = self.w.set_annotations(pod, pod_ns, pod_name, wanted)
+            record(latest if latest is not None else pod, episode, maybe_recorded=False)
             self.log.warning("flagged pod %s/%s: %s: %s", pod_ns, pod_name, event_reason, text)
             return True
 
-        return self._on_pod(what, pod_ns, pod_name, step)
+        return self.w.on_pod(what, pod_ns, pod_name, step)
 
     def unflag(self, pod_ns: str, pod_name: str) -> bool:
         """Remove the flag annotations of a pod that is consistent again (no Event)."""
         what = f"unflag pod {pod_ns}/{pod_name}"
-        if self._dry(what):
+        if self.w.dry(what):
             return False
 
         def step(pod: Pod) -> bool:
-            changed = self._set_annotations(pod, pod_ns, pod_name, dict.fromkeys(FLAG_ANNOTATIONS))
+            changed = self.w.set_annotations(pod, pod_ns, pod_name, dict.fromkeys(FLAG_ANNOTATIONS))
+            self._episodes.forget((pod_ns, pod_name))
             if changed is not None:
                 self.log.info("unflagged pod %s/%s", pod_ns, pod_name)
             return changed is not None
 
-        return self._on_pod(what, pod_ns, pod_name, step)
+        return self.w.on_pod(what, pod_ns, pod_name, step)
 
     def record_streak(self, instance: Instance, streak: int) -> bool:
         """Persist a pod's confirmation streak, so a restarted controller recovers it.
@@ -455,136 +298,28 @@ class KubeActor:
             return False
         ns, name = _pod_target(instance.name, instance)
         what = f"record streak {streak} on pod {ns}/{name}"
-        if self._dry(what):
+        if self.w.dry(what):
             return False
-        return self._on_pod(
+        return self.w.on_pod(
             what,
             ns,
             name,
-            lambda pod: self._set_annotations(pod, ns, name, {ANN_STREAK: wanted}) is not None,
+            lambda pod: self.w.set_annotations(pod, ns, name, {ANN_STREAK: wanted}) is not None,
         )
 
-    # ---- nodes
+    # ---- nodes (:class:`~artifactcheck.act.kube_nodes.NodeActor`)
 
     def cordoned_by_us(self) -> set[str]:
         """Names of the nodes carrying artifactcheck's cordon annotation."""
-        return cordoned_by_us(self.api_client, request_timeout=self.timeout)
-
-    def _get_node(self, node: str) -> Node:
-        return body.typed(
-            call_json(
-                f"get node {node}",
-                lambda: self._core.read_node(node, **raw(self.timeout)),
-                passthrough=(404,),
-            ),
-            Node,
-        )
-
-    def _set_node(
-        self, name: str, obj: Node, annotations: Mapping[str, str | None], *, unschedulable: bool
-    ) -> None:
-        """Merge-patch the node's cordon and its annotations, conditional on the
-        resourceVersion read."""
-        meta = {
-            "resourceVersion": body.meta(obj).get("resourceVersion"),
-            "annotations": annotations,
-        }
-        patch = {"metadata": meta, "spec": {"unschedulable": unschedulable}}
-        self._write(
-            f"patch node {name}",
-            lambda: self._core.patch_node(
-                name, patch, _content_type=MERGE_PATCH, **raw(self.timeout)
-            ),
-        )
-
-    def _on_node(self, what: str, node: str, step: Callable[[Node], bool]) -> bool:
-        return self._on(what, f"node {node}", lambda: self._get_node(node), step)
+        return self.nodes.cordoned_by_us()
 
     def cordon(self, node: str, *, reason: str) -> bool:
-        """Mark a node unschedulable so no new pod lands on its stale image cache.
-
-        Refused (logged, False) when node cordon is off in the policy, when the cap of
-        nodes cordoned by artifactcheck is reached, or when someone else already
-        cordoned the node: claiming a foreign cordon would let artifactcheck later
-        uncordon what it did not cordon.
-        """
-        what = f"cordon node {node}"
-        if self._dry(what):
-            return False
-        if not self.policy.cordon_nodes:
-            self.log.warning("%s refused: node cordon is off (policy.cordon_nodes)", what)
-            return False
-        ours = self.cordoned_by_us()
-        if node not in ours and len(ours) >= self.policy.max_cordoned_nodes:
-            self.log.warning(
-                "%s refused: %d node(s) already cordoned by artifactcheck (cap %d): %s",
-                what,
-                len(ours),
-                self.policy.max_cordoned_nodes,
-                ", ".join(sorted(ours)),
-            )
-            return False
-        text = truncate(reason)
-        evented = False
-
-        def step(obj: Node) -> bool:
-            nonlocal evented
-            spec = obj.get("spec")
-            cordoned = isinstance(spec, Mapping) and bool(spec.get("unschedulable"))
-            mine = body.annotations_of(obj).get(ANN_CORDONED) == "true"
-            if cordoned and not mine:
-                self.log.warning(
-                    "%s refused: already cordoned, not by artifactcheck; leaving it alone", what
-                )
-                return False
-            if cordoned and mine:
-                return False
-            marks = {ANN_CORDONED: "true", ANN_CORDON_REASON: text}
-            self._set_node(node, obj, marks, unschedulable=True)
-            if not evented:
-                self.events.record(
-                    involved=_ref("Node", obj, namespaced=False),
-                    event_type="Warning",
-                    reason="NodeCordoned",
-                    message=f"cordoned by {self.component}: {text}",
-                )
-                evented = True
-            self.log.warning("cordoned node %s: %s", node, text)
-            return True
-
-        return self._on_node(what, node, step)
+        """See :meth:`NodeActor.cordon <artifactcheck.act.kube_nodes.NodeActor.cordon>`."""
+        return self.nodes.cordon(node, reason=reason)
 
     def uncordon(self, node: str) -> bool:
-        """Make a node schedulable again, only if artifactcheck cordoned it.
-
-        A node without the ``artifactcheck.io/cordoned`` annotation is refused (logged,
-        False): artifactcheck never uncordons what it did not cordon.
-        """
-        what = f"uncordon node {node}"
-        if self._dry(what):
-            return False
-
-        def step(obj: Node) -> bool:
-            if body.annotations_of(obj).get(ANN_CORDONED) != "true":
-                self.log.warning(
-                    "%s refused: artifactcheck did not cordon it (no %s annotation)",
-                    what,
-                    ANN_CORDONED,
-                )
-                return False
-            self._set_node(
-                node, obj, {ANN_CORDONED: None, ANN_CORDON_REASON: None}, unschedulable=False
-            )
-            self.events.record(
-                involved=_ref("Node", obj, namespaced=False),
-                event_type="Normal",
-                reason="NodeUncordoned",
-                message=f"uncordoned by {self.component}: its pods are consistent again",
-            )
-            self.log.info("uncordoned node %s", node)
-            return True
-
-        return self._on_node(what, node, step)
+        """See :meth:`NodeActor.uncordon <artifactcheck.act.kube_nodes.NodeActor.uncordon>`."""
+        return self.nodes.uncordon(node)
 
     # ---- dispatch
 
@@ -663,17 +398,3 @@ def _pod_target(target: str, instance: Instance | None) -> tuple[str, str]:
     if not slash or not ns or not name:
         raise ConfigError(f"pod action target must be 'namespace/name', got {target!r}")
     return ns, name
-
-
-def cordoned_by_us(
-    api_client: ApiClient, *, request_timeout: Timeout = DEFAULT_TIMEOUT
-) -> set[str]:
-    """Nodes carrying ``artifactcheck.io/cordoned: "true"``, to recover after a restart."""
-    core = CoreV1Api(api_client)
-    doc = call_json("list nodes", lambda: core.list_node(**raw(request_timeout)))
-    nodes, _ = body.items(doc, Node)
-    return {
-        str(body.meta(n).get("name"))
-        for n in nodes
-        if body.annotations_of(n).get(ANN_CORDONED) == "true"
-    }

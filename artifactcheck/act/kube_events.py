@@ -6,14 +6,21 @@ Event through 409 AlreadyExists and PATCHes its ``count`` and ``lastTimestamp``
 instead of creating another one: no event storm. Used by
 :class:`~artifactcheck.act.kube.KubeActor` (pods, nodes) and by
 :func:`artifactcheck.control.status.record_check_event` (ArtifactChecks).
+
+An Event may name the *episode* it counts (``episode=``, kept in its
+``artifactcheck.io/episode`` annotation): recording the same episode again counts
+nothing. A replica killed after an Event but before the pod's annotation said so is
+succeeded by one that records the episode again; the annotation makes that second
+recording a no-op, where the count alone would have counted the episode twice.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from artifactcheck.clients import kube_bodies as body
@@ -32,12 +39,15 @@ from artifactcheck.clients.kube import (
 )
 from artifactcheck.clients.kube_bodies import Event, ObjectReference
 from artifactcheck.model.errors import DependencyError
+from artifactcheck.model.names import GROUP
 
-__all__ = ["MAX_TEXT", "EventRecorder", "truncate"]
+__all__ = ["ANN_EPISODE", "MAX_TEXT", "Episodes", "EventRecorder", "truncate"]
 
 MAX_TEXT = 1024  # annotation reason, condition and event messages, characters
 #: Where kubectl records the Events of cluster-scoped objects (Nodes).
 EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS = "default"
+#: On an Event: the last episode it counted (see the module's docstring).
+ANN_EPISODE = f"{GROUP}/episode"
 
 
 def truncate(text: str, limit: int = MAX_TEXT) -> str:
@@ -70,9 +80,23 @@ class EventRecorder:
     guard: Callable[[str], None] = lambda what: None
 
     def record(
-        self, *, involved: ObjectReference, event_type: str, reason: str, message: str
-    ) -> None:
-        """Record one Event per (object, reason), or count a repeat into it."""
+        self,
+        *,
+        involved: ObjectReference,
+        event_type: str,
+        reason: str,
+        message: str,
+        episode: str | None = None,
+        maybe_recorded: bool = False,
+    ) -> bool:
+        """Record one Event per (object, reason), or count a repeat into it; True when
+        an Event was written.
+
+        ``episode``: what this recording counts; an Event that already counted it is
+        left alone. ``maybe_recorded``: the episode may be counted already (a replica
+        before this one may have recorded it), so the Event is read before anything is
+        created; one without an episode mark counted it (Events from before the mark).
+        """
         target = self._target(involved, reason)
         now = self.clock().replace(microsecond=0)
         text = truncate(message)
@@ -87,18 +111,25 @@ class EventRecorder:
             component=self.component,
             instance=self.instance,
         )
+        if episode is not None:
+            new.metadata.annotations = {ANN_EPISODE: episode}
         summary = f"{event_type} {reason} on {target.about}"
-        if self._create(target, new, summary, text):
-            return
+        if not maybe_recorded and self._create(target, new, summary, text):
+            return True
         what = f"patch event {target.namespace}/{target.name}"
         try:
-            mutate(what, lambda: self._bump(target, now, text, summary), logger=self.log)
+            return mutate(
+                what,
+                lambda: self._bump(target, now, text, summary, episode, maybe_recorded),
+                logger=self.log,
+            )
         except ApiStatus as st:
             if st.status != 404:
                 raise DependencyError(
                     f"event {target.namespace}/{target.name}: {st.message}"
                 ) from st
-            self._create(target, new, summary, text)  # expired (event TTL) meanwhile: anew
+            # not there: never recorded, or expired (event TTL) meanwhile: anew
+            return self._create(target, new, summary, text)
 
     def _target(self, involved: ObjectReference, reason: str) -> _Target:
         """The Event's namespace and its name: the object's, and a digest of the
@@ -128,9 +159,18 @@ class EventRecorder:
         self.log.info("event %s: %s", summary, text)
         return True
 
-    def _bump(self, target: _Target, now: datetime, text: str, summary: str) -> bool:
+    def _bump(
+        self,
+        target: _Target,
+        now: datetime,
+        text: str,
+        summary: str,
+        episode: str | None,
+        unmarked_counted: bool,
+    ) -> bool:
         """Aggregate into the existing Event (count + 1, conditional on the
-        resourceVersion read); 404 when it expired meanwhile."""
+        resourceVersion read), unless it counted ``episode`` already; 404 when it is
+        not there (expired meanwhile, or never recorded)."""
         existing = body.typed(
             call_json(
                 f"get event {target.namespace}/{target.name}",
@@ -141,10 +181,18 @@ class EventRecorder:
             ),
             Event,
         )
+        meta = body.meta(existing)
+        if episode is not None:
+            mark = body.annotations_of(existing).get(ANN_EPISODE)
+            if mark == episode or (mark is None and unmarked_counted):
+                return False  # counted by a replica before this one
         seen = existing.get("count")
         count = seen if isinstance(seen, int) else 1
+        patch_meta: dict[str, object] = {"resourceVersion": meta.get("resourceVersion")}
+        if episode is not None:
+            patch_meta["annotations"] = {ANN_EPISODE: episode}
         patch = {
-            "metadata": {"resourceVersion": body.meta(existing).get("resourceVersion")},
+            "metadata": patch_meta,
             "count": count + 1,
             "lastTimestamp": rfc3339(now),
             "message": text,
@@ -164,3 +212,28 @@ class EventRecorder:
         )
         self.log.info("event %s repeated (count %d)", summary, count + 1)
         return True
+
+
+@dataclass
+class Episodes:
+    """The episode each pod's Event was last recorded for by this process, at most
+    ``limit`` pods (the least recently recorded forgotten first): forgetting costs
+    one read of an Event, while pods that come and go must not grow it for ever."""
+
+    limit: int = 4096
+    _seen: OrderedDict[tuple[str, str], str] = field(default_factory=OrderedDict)
+
+    def get(self, key: tuple[str, str]) -> str | None:
+        return self._seen.get(key)
+
+    def remember(self, key: tuple[str, str], episode: str) -> None:
+        self._seen[key] = episode
+        self._seen.move_to_end(key)
+        while len(self._seen) > self.limit:
+            self._seen.popitem(last=False)
+
+    def forget(self, key: tuple[str, str]) -> None:
+        self._seen.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._seen)

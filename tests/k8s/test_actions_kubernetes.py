@@ -7,7 +7,10 @@ counts, node spec), and counts the write requests to prove idempotence and dry-r
 Event deduplication, as implemented: one Event object per (object, reason). Flagging an
 already-flagged pod again writes nothing; a new episode (flag, unflag, flag) reuses the
 same Event and bumps its ``count`` (2) and ``lastTimestamp``, as client-go's correlator
-does. A restarted controller finds the flag annotations and emits nothing.
+does. A restarted controller finds the flag annotations and emits nothing: it reads
+the pod's Event once, which names the episode it counted (the pod's ``flagged-at``), so
+a replica killed between marking the pod and recording the Event is followed by one
+that records it, once.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import pytest
 from kubernetes import client as k8s
 
 from artifactcheck.act.kube import KubeActor, cordoned_by_us
+from artifactcheck.act.kube_events import ANN_EPISODE, Episodes
 from artifactcheck.control.lease import LeaseLock
 from artifactcheck.discover.kube import discover_pods
 from artifactcheck.judge.decide import History, decide, recover_state
@@ -30,6 +34,7 @@ from artifactcheck.model.errors import ConfigError, DependencyError
 from artifactcheck.model.names import (
     ANN_CORDON_REASON,
     ANN_CORDONED,
+    ANN_FLAGGED_AT,
     ANN_QUARANTINED,
     ANN_REASON,
     ANN_STREAK,
@@ -154,6 +159,22 @@ def test_quarantine_sets_only_the_gate_condition(server, api, make_pod, writes, 
     # what a restarted controller recovers from the cluster
     assert state(api, "web-1").quarantined is True
     assert instance(api, "web-1").gate_status == "False"
+
+
+def test_quarantine_warns_and_release_informs(server, api, make_pod, caplog) -> None:
+    make_pod("web-1", gate_status="True")
+    kube = actor(api)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        kube.quarantine("default", "web-1", message="differs")
+        kube.release("default", "web-1")
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == LOGGER]
+    assert said == [
+        ("WARNING", "quarantined pod default/web-1: ContentMismatch: differs"),
+        (
+            "INFO",
+            "released pod default/web-1: ContentVerified: content matches the expected release",
+        ),
+    ]
 
 
 def test_quarantine_twice_writes_nothing(server, api, make_pod, writes, clock) -> None:
@@ -330,6 +351,95 @@ def test_restarted_controller_repeats_no_event(server, api, make_pod, writes) ->
     assert restarted.flag("default", "web-1", verdict="mismatch", message="differs") is False
     assert writes() == []
     assert len(events(server, reason="ContentMismatch")) == 1
+
+
+def _flag(kube: KubeActor, message: str = "differs") -> bool:
+    return kube.flag("default", "web-1", verdict="mismatch", message=message)
+
+
+def test_killed_after_marking_the_pod_its_successor_records_the_event(
+    server, api, make_pod, writes
+) -> None:
+    """The pod is marked first; a replica gone before its Event (here: the POST fails)
+    leaves a flagged pod whose Event the next replica records once, on first sight."""
+    make_pod("web-1")
+    server.inject("POST", r"/events", 500)
+    with pytest.raises(DependencyError):
+        _flag(actor(api))
+    assert annotations(pod(server, "web-1"))[ANN_FLAGGED_AT]
+    assert events(server, reason="ContentMismatch") == []
+    successor = actor(api)  # a new process: no memory but the cluster's
+    assert _flag(successor) is True
+    (event,) = events(server, reason="ContentMismatch")
+    assert event["count"] == 1
+    flagged_at = annotations(pod(server, "web-1"))[ANN_FLAGGED_AT]
+    assert event["metadata"]["annotations"] == {ANN_EPISODE: flagged_at}
+    server.reset_requests()
+    assert _flag(successor) is False  # recorded by this process: the Event not read again
+    assert [p for _m, p in server.requests if "/events" in p] == []
+    assert _flag(actor(api)) is False  # a third process reads the Event once, writes nothing
+    assert writes() == []
+    assert events(server, reason="ContentMismatch")[0]["count"] == 1
+
+
+def test_killed_before_marking_the_pod_no_event_is_counted_twice(
+    server, api, make_pod, clock
+) -> None:
+    """A replica gone before it marked the pod (the annotation PATCH fails) has posted
+    no Event yet: the successor's flag, seconds later, is the episode's only Event."""
+    make_pod("web-1")
+    server.inject("PATCH", r"/pods/web-1(\?|$)", 500)
+    with pytest.raises(DependencyError):
+        _flag(actor(api, clock))
+    assert events(server, reason="ContentMismatch") == []
+    clock.advance(5)
+    assert _flag(actor(api, clock)) is True
+    (event,) = events(server, reason="ContentMismatch")
+    assert event["count"] == 1
+
+
+def test_an_episode_counted_before_a_crash_is_not_counted_again(
+    server, api, make_pod, clock
+) -> None:
+    """Second episode: the Event's count was bumped, then the replica died before it
+    knew; its successor finds the episode mark on the Event and leaves the count at 2."""
+    make_pod("web-1")
+    first = actor(api, clock)
+    _flag(first)
+    clock.advance(600)
+    first.unflag("default", "web-1")
+    clock.advance(600)
+    assert _flag(first, "again") is True
+    assert events(server, reason="ContentMismatch")[0]["count"] == 2
+    assert _flag(actor(api, clock), "again") is False
+    (event,) = events(server, reason="ContentMismatch")
+    assert event["count"] == 2
+    assert event["metadata"]["annotations"][ANN_EPISODE] == "2024-06-01T12:20:00Z"
+
+
+def test_an_event_without_an_episode_mark_counted_its_pods_episode(
+    server, api, make_pod, writes
+) -> None:
+    """Events written before the mark existed were posted before their pod's flag: a
+    flagged pod's unmarked Event counted the episode (no bump after an upgrade)."""
+    make_pod("web-1")
+    _flag(actor(api))
+    (event,) = events(server, reason="ContentMismatch")
+    del event["metadata"]["annotations"]
+    server.update(event)
+    server.reset_requests()
+    assert _flag(actor(api)) is False
+    assert writes() == []
+    assert events(server, reason="ContentMismatch")[0]["count"] == 1
+
+
+def test_episodes_remembered_are_bounded() -> None:
+    memo = Episodes(limit=2)
+    for i in range(3):
+        memo.remember(("default", f"web-{i}"), "t")
+    assert len(memo) == 2 and memo.get(("default", "web-0")) is None
+    memo.forget(("default", "web-2"))
+    assert memo.get(("default", "web-2")) is None and memo.get(("default", "web-1")) == "t"
 
 
 def test_unflag_keeps_other_annotations(server, api, make_pod, writes) -> None:

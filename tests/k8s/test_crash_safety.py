@@ -5,8 +5,9 @@ server. Ten times (seeded moments), new pods arrive (gates to open, one drifted 
 to quarantine) and the leader is killed with SIGKILL shortly after: no lease release,
 no step-down, its writes cut wherever they were. The standby takes over; after its
 first completed cycle no consistent pod's gate is False, no drifted pod's is True, and
-every Event is one object written once (count 1). The killed identity comes back as
-the next standby.
+every Event is one object written once (count 1), marked with the episode its pod's
+``flagged-at`` names (a kill between the pod's mark and its Event is followed by one
+recording, not two). The killed identity comes back as the next standby.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import pytest
 from launch import controller_process
 from tenant_support import TenantCluster
 
-from artifactcheck.model.names import LEASE_NAME
+from artifactcheck.act.kube_events import ANN_EPISODE
+from artifactcheck.model.names import ANN_FLAGGED_AT, LEASE_NAME
 from artifactcheck_sim.cluster import free_port, wait_for
 
 KILLS = 10
@@ -130,6 +132,12 @@ def test_kill_9_the_leader_during_action_batches(tmp_path: Path) -> None:
             assert len(about) == len(set(about))
             warned = {e["involvedObject"]["name"] for e in events if e["type"] == "Warning"}
             assert warned == set(bad)
+            # each Warning counted the episode its pod is flagged for, and no other
+            for e in events:
+                if e["type"] == "Warning":
+                    flagged = tc.api.get("v1", "Pod", "shop", e["involvedObject"]["name"])
+                    at = ((flagged or {}).get("metadata") or {}).get("annotations") or {}
+                    assert e["metadata"]["annotations"] == {ANN_EPISODE: at[ANN_FLAGGED_AT]}
         finally:
             for replica in replicas.values():
                 replica.kill()

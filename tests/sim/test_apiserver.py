@@ -284,6 +284,29 @@ def test_duplicate_create_is_409_already_exists(core: client.CoreV1Api) -> None:
     assert status_of(info.value)["message"] == 'pods "dup" already exists'
 
 
+def test_an_event_name_taken_is_409_already_exists_and_the_event_unchanged(
+    core: client.CoreV1Api, server: FakeApiServer
+) -> None:
+    """As a real API server: Events are objects like any other, so a deterministic
+    Event name posted twice is refused (the recorder's aggregation relies on it)."""
+    event = {
+        "metadata": {"name": "web-1.abc"},
+        "involvedObject": {"kind": "Pod", "name": "web-1", "namespace": "default"},
+        "reason": "ContentMismatch",
+        "message": "first",
+        "type": "Warning",
+        "count": 1,
+    }
+    core.create_namespaced_event("default", event)
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_event("default", {**event, "message": "second", "count": 7})
+    assert info.value.status == 409
+    assert status_of(info.value)["reason"] == "AlreadyExists"
+    assert status_of(info.value)["message"] == 'events "web-1.abc" already exists'
+    stored = server.get("v1", "Event", "default", "web-1.abc") or {}
+    assert (stored["message"], stored["count"]) == ("first", 1)
+
+
 def test_missing_name_is_422_invalid_with_a_cause(core: client.CoreV1Api) -> None:
     body = pod("")
     body["metadata"] = {}
