@@ -43,3 +43,28 @@ def tool(name: str, hint: str, *, also: tuple[str, ...] = ()) -> str:
     if found is None:
         unmet(f"{name} is not installed ({hint})")
     return found
+
+
+#: Variables from the developer's shell that must never reach a test: a proxy would
+#: send loopback traffic elsewhere, and SSL_CERT_FILE would change what verifies.
+LEAKY_ENV = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "KUBECONFIG",
+)
+
+
+def hermetic_environment() -> dict[str, str]:
+    """This process's environment without :data:`LEAKY_ENV`: for what a test starts
+    outside a test function (the autouse fixture cleans the environment of each test)."""
+    return {k: v for k, v in os.environ.items() if k not in LEAKY_ENV}

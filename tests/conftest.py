@@ -11,31 +11,32 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from ci_support import LEAKY_ENV, hermetic_environment
 
 # One private Docker engine per session, whichever suites need it (tests/docker,
 # tests/image, tests/registry): a plugin module, so its session fixtures exist once.
 pytest_plugins = ("docker_engine",)
 
-_LEAKY_ENV = (
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-    "no_proxy",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE",
-    "KUBECONFIG",
-)
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Give a head start to the long tests that wait on their own clock: a test module
+    with a ``start_early(config, env)`` function has it called once, as soon as the run
+    knows it will run one of its tests (tests/k8s/test_soak.py: five minutes that then
+    overlap the rest of the suite instead of adding to it)."""
+    if session.config.option.collectonly:
+        return
+    started: set[str] = set()
+    for item in session.items:
+        module = getattr(item, "module", None)
+        start = getattr(module, "start_early", None)
+        if callable(start) and module.__name__ not in started:
+            started.add(module.__name__)
+            start(session.config, hermetic_environment())
 
 
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in _LEAKY_ENV:
+    for name in LEAKY_ENV:
         monkeypatch.delenv(name, raising=False)
 
 
