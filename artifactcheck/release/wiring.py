@@ -97,7 +97,7 @@ def _image_reader(spec: CheckSpec) -> Callable[[str, str, str], Manifest]:
         named = bool(spec.release_image) and has_registry_host(spec.release_image or "")
         source = "registry" if named else "docker"
     if source == "registry":
-        from artifactcheck.release.registry import RegistryReader  # imports httpx
+        from artifactcheck.release.registry.reader import RegistryReader  # imports httpx
 
         return RegistryReader(
             RegistryOptions(

@@ -48,7 +48,7 @@ the names of the modules that import it are loaded on first use.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from artifactcheck.release.registry.credentials import (
     Credentials,
@@ -62,49 +62,28 @@ from artifactcheck.release.registry.reference import (
     parse_reference,
 )
 
-if TYPE_CHECKING:
-    from artifactcheck.release.registry.layers import CHUNK
-    from artifactcheck.release.registry.manifest import (
-        ACCEPT,
-        DOCKER_LIST,
-        DOCKER_MANIFEST,
-        DOCKER_SCHEMA1,
-        IMAGE_TYPES,
-        INDEX_TYPES,
-        LAYER_TYPES,
-        OCI_INDEX,
-        OCI_MANIFEST,
-        Descriptor,
-    )
-    from artifactcheck.release.registry.reader import RegistryReader, logger, read_image
-    from artifactcheck.release.registry.session import RETRY_STATUSES
-    from artifactcheck.release.registry.tree import OPAQUE, WHITEOUT
-
-#: The names whose modules import httpx, loaded on first use (PEP 562): every run
-#: wires a release source, few read an image from a registry, and httpx's stack is a
-#: large part of a small check's start-up (docs/benchmarks.md).
-_LAZY = {
-    "CHUNK": "layers",
-    **dict.fromkeys(
-        (
-            "ACCEPT",
-            "DOCKER_LIST",
-            "DOCKER_MANIFEST",
-            "DOCKER_SCHEMA1",
-            "IMAGE_TYPES",
-            "INDEX_TYPES",
-            "LAYER_TYPES",
-            "OCI_INDEX",
-            "OCI_MANIFEST",
-            "Descriptor",
-        ),
-        "manifest",
+#: The names whose modules import httpx, by module, loaded on first use (PEP 562):
+#: every run wires a release source, few read an image from a registry, and httpx's
+#: stack is a large part of a small check's start-up (docs/benchmarks.md).
+_LAZY_MODULES = {
+    "layers": ("CHUNK",),
+    "manifest": (
+        "ACCEPT",
+        "DOCKER_LIST",
+        "DOCKER_MANIFEST",
+        "DOCKER_SCHEMA1",
+        "IMAGE_TYPES",
+        "INDEX_TYPES",
+        "LAYER_TYPES",
+        "OCI_INDEX",
+        "OCI_MANIFEST",
+        "Descriptor",
     ),
-    **dict.fromkeys(("RegistryReader", "logger", "read_image"), "reader"),
-    "RETRY_STATUSES": "session",
-    "OPAQUE": "tree",
-    "WHITEOUT": "tree",
+    "reader": ("RegistryReader", "logger", "read_image"),
+    "session": ("RETRY_STATUSES",),
+    "tree": ("OPAQUE", "WHITEOUT"),
 }
+_LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
@@ -117,29 +96,13 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "ACCEPT",
-    "CHUNK",
-    "DOCKER_LIST",
-    "DOCKER_MANIFEST",
-    "DOCKER_SCHEMA1",
-    "IMAGE_TYPES",
-    "INDEX_TYPES",
-    "LAYER_TYPES",
-    "OCI_INDEX",
-    "OCI_MANIFEST",
-    "OPAQUE",
-    "RETRY_STATUSES",
-    "WHITEOUT",
     "Credentials",
-    "Descriptor",
     "ImageLimits",
     "ImageReference",
     "RegistryOptions",
-    "RegistryReader",
     "default_docker_config",
     "has_registry_host",
     "load_credentials",
-    "logger",
     "parse_reference",
-    "read_image",
+    *_LAZY,
 ]
