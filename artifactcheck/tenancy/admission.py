@@ -53,6 +53,8 @@ from pydantic import (
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import (
     CheckSpec,
+    HeaderEnv,
+    HeaderFiles,
     KubernetesSource,
     SamplingSettings,
     check_headers,
@@ -141,14 +143,8 @@ class Credential(_Model):
     namespaces: list[str] = Field(
         description="Namespaces (globs, e.g. 'team-*') whose checks may use it."
     )
-    header_files: dict[str, str] = Field(
-        default_factory=dict,
-        description="Request headers whose value is read from a file (a mounted Secret).",
-    )
-    header_env: dict[str, str] = Field(
-        default_factory=dict,
-        description="Request headers whose value is read from the controller's environment.",
-    )
+    header_files: HeaderFiles
+    header_env: HeaderEnv  # the controller's environment
     ca_bundle: str | None = Field(None, description="PEM file of extra trusted CAs.")
     hosts: list[str] = Field(
         default_factory=list,
