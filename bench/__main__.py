@@ -26,6 +26,7 @@ FULL = {
     "controller": ["--pods", "5000", "--new", "50", "--ip-first", "1", "--timeout", "600"],
     "cache": ["--entries", "20000", "--versions", "50", "--churn", "0.05"],
     "clients": ["--instances", "1000", "--per-host", "1"],
+    "soak": ["--pods", "1000", "--minutes", "60", "--name", "soak-1h"],
     "shards": [
         "--pods",
         "20000",
@@ -69,6 +70,7 @@ QUICK = {
     ],
     "cache": ["--entries", "20000", "--versions", "5", "--name", "cache-quick"],
     "clients": ["--instances", "200", "--per-host", "1", "--name", "clients-quick"],
+    "soak": ["--pods", "200", "--minutes", "3", "--warmup", "1", "--name", "soak-quick"],
     "shards": ["--pods", "2000", "--workloads", "8", "--shards", "2", "--name", "shards-quick"],
 }
 TIMEOUT = {
@@ -80,6 +82,7 @@ TIMEOUT = {
     "controller": 1800,
     "cache": 900,
     "clients": 900,
+    "soak": 4800,
     "shards": 1200,
 }
 
