@@ -18,6 +18,13 @@ from ci_support import LEAKY_ENV, hermetic_environment
 pytest_plugins = ("docker_engine",)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of a module with ``start_early`` run last: the longest overlap."""
+    early = [i for i in items if callable(getattr(getattr(i, "module", None), "start_early", 0))]
+    if early:
+        items[:] = [i for i in items if i not in early] + early
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Give a head start to the long tests that wait on their own clock: a test module
     with a ``start_early(config, env)`` function has it called once, as soon as the run

@@ -57,12 +57,14 @@ def start_early(config: pytest.Config, env: dict[str, str] | None = None) -> Non
     if shutil.which("nginx") is None or _STARTED in config.stash:
         return
     out = Path(tempfile.mkdtemp(prefix="acsoak-test-")) / "soak.json"
-    proc = subprocess.Popen(  # noqa: S603 - our own benchmark
-        [sys.executable, "-m", "bench.soak", *SMALL, "--out", str(out)],
-        cwd=ROOT,
-        env=env if env is not None else dict(os.environ),
-        stdout=subprocess.DEVNULL,
-    )
+    with (out.parent / "soak.log").open("wb") as log:  # its progress, shown if it fails
+        proc = subprocess.Popen(  # noqa: S603 - our own benchmark
+            [sys.executable, "-m", "bench.soak", *SMALL, "--out", str(out)],
+            cwd=ROOT,
+            env=env if env is not None else dict(os.environ),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
     config.stash[_STARTED] = (proc, out)
 
     def stop() -> None:
@@ -83,7 +85,8 @@ def start_early(config: pytest.Config, env: dict[str, str] | None = None) -> Non
 def test_five_minutes_of_churn_and_faults_leak_nothing(request: pytest.FixtureRequest) -> None:
     start_early(request.config, hermetic_environment())  # no-op when started already
     proc, out = request.config.stash[_STARTED]
-    assert proc.wait(timeout=900) == 0
+    if proc.wait(timeout=900) != 0:
+        pytest.fail((out.parent / "soak.log").read_text(errors="replace")[-4000:])
     result = json.loads(out.read_text())
     s = result["summary"]
     assert result["controller"]["exit"] == 0
