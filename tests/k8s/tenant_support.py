@@ -10,6 +10,7 @@ the CDN (and loopback, since every simulated pod lives on 127.x), and
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -135,3 +136,19 @@ def running(
     """The real controller over HTTP against the cluster, reading ``admin`` from a file."""
     config = admin if admin is not None else admin_config(cluster)
     return RunningController(cluster, admin_config=write_admin_config(config), **settings)
+
+
+_numbers: dict[int, itertools.count[int]] = {}
+
+
+def numbered_cluster(octet: int, **kw: Any) -> TenantCluster:
+    """A cluster on loopback addresses no other test module uses: pods from
+    127.OCTET.N.1, the release server at 127.OCTET.(100+N).1, the CDN at
+    127.OCTET.(200+N).1, N counted per ``octet`` (one octet per test module)."""
+    n = next(_numbers.setdefault(octet, itertools.count(1)))
+    return TenantCluster(
+        first_host=f"127.{octet}.{n}.1",
+        cdn_host=f"127.{octet}.{200 + n}.1",
+        release_host=f"127.{octet}.{100 + n}.1",
+        **kw,
+    )

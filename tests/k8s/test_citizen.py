@@ -8,7 +8,6 @@ out of traffic show in the status; probes and metrics are on their own ports.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import re
 import signal
@@ -23,7 +22,7 @@ from typing import Any
 
 import pytest
 from launch import controller_process
-from tenant_support import TenantCluster, running
+from tenant_support import TenantCluster, numbered_cluster, running
 
 from artifactcheck.model.errors import ConfigError
 from artifactcheck_sim.apiserver import FakeApiServer
@@ -31,18 +30,12 @@ from artifactcheck_sim.cluster import GATE, SimCluster, free_port, wait_for
 from artifactcheck_sim.fleet import RELEASES
 from artifactcheck_sim.web import Site
 
-_net = itertools.count(1)
 LEASE = ("coordination.k8s.io/v1", "Lease")
 
 
 @pytest.fixture
 def cluster():
-    n = next(_net)
-    with TenantCluster(
-        first_host=f"127.83.{n}.1",
-        cdn_host=f"127.83.{200 + n}.1",
-        release_host=f"127.83.{100 + n}.1",
-    ) as c:
+    with numbered_cluster(83) as c:
         yield c
 
 
@@ -50,15 +43,9 @@ def cluster():
 def quiet_cluster():
     """A cluster whose API server sends watch bookmarks once a minute, as a real one
     does, so a watch thread blocked in a read gets no event to notice a stop flag by."""
-    n = next(_net)
     api = FakeApiServer(namespaces=("default", "shop"), bookmark_interval=60.0).start()
     try:
-        with TenantCluster(
-            first_host=f"127.83.{n}.1",
-            cdn_host=f"127.83.{200 + n}.1",
-            release_host=f"127.83.{100 + n}.1",
-            api=api,
-        ) as c:
+        with numbered_cluster(83, api=api) as c:
             yield c
     finally:
         api.stop()

@@ -7,27 +7,19 @@ tests/k8s/test_controller_workers.py; this is the command that starts one.
 
 from __future__ import annotations
 
-import itertools
 import signal
 from pathlib import Path
 
 import pytest
 from launch import controller_process
-from tenant_support import TenantCluster
+from tenant_support import TenantCluster, numbered_cluster
 
 from artifactcheck_sim.cluster import free_port, wait_for
-
-_net = itertools.count(1)
 
 
 @pytest.fixture
 def cluster():
-    n = next(_net)
-    with TenantCluster(
-        first_host=f"127.84.{n}.1",
-        cdn_host=f"127.84.{200 + n}.1",
-        release_host=f"127.84.{100 + n}.1",
-    ) as c:
+    with numbered_cluster(87) as c:
         yield c
 
 

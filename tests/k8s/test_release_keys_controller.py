@@ -11,31 +11,23 @@ gate on its account. A key name that is unknown or not granted is a refused fiel
 from __future__ import annotations
 
 import hashlib
-import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from release_keys import make_key
-from tenant_support import TenantCluster, admin_config, running
+from tenant_support import TenantCluster, admin_config, numbered_cluster, running
 
 from artifactcheck.manifests import native
 from artifactcheck.release import dsse
 from artifactcheck_sim.cluster import wait_for
 from artifactcheck_sim.fleet import RELEASES
 
-_net = itertools.count(1)
-
 
 @pytest.fixture
 def cluster() -> Iterator[TenantCluster]:
-    n = next(_net)
-    with TenantCluster(
-        first_host=f"127.84.{n}.1",
-        cdn_host=f"127.84.{200 + n}.1",
-        release_host=f"127.84.{100 + n}.1",
-    ) as c:
+    with numbered_cluster(84) as c:
         yield c
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import itertools
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -13,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from click.testing import CliRunner
-from tenant_support import TenantCluster, running
+from tenant_support import TenantCluster, numbered_cluster, running
 
 from artifactcheck.cli.main import main
 from artifactcheck.control.shard import (
@@ -145,17 +144,9 @@ def test_controller_command_rejects_a_bad_shard() -> None:
     assert "ordinal" in result.output
 
 
-_net = itertools.count(1)
-
-
 @pytest.fixture
 def cluster():
-    n = next(_net)
-    with TenantCluster(
-        first_host=f"127.81.{n}.1",
-        cdn_host=f"127.81.{200 + n}.1",
-        release_host=f"127.81.{100 + n}.1",
-    ) as c:
+    with numbered_cluster(81) as c:
         yield c
 
 
