@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from artifactcheck.discover.sample import sample_instances
 from artifactcheck.fetch import urls
@@ -66,6 +66,7 @@ from artifactcheck.release.wiring import build_expectations
 if TYPE_CHECKING:  # cryptography loads only when a run asks for release trust
     from artifactcheck.release.guard import ReleaseTrust
 
+T = TypeVar("T")
 log = logging.getLogger("artifactcheck")
 
 
@@ -153,34 +154,15 @@ async def judge(
 
     # each coverage names the codings compared: the observation's (the spec's, set by
     # the observer), so nothing is copied per result afterwards
-    results = await _off_the_loop(functools.partial(_compare_isolated, observations, compare))
+    results = await _on_own_thread(
+        functools.partial(_compare_isolated, observations, compare), holds_state=True
+    )
     if any(r.unconfirmed for r in results):
         observations = await _confirm(observer, observations, results)
-        results = await _off_the_loop(functools.partial(_compare_isolated, observations, compare))
+        results = await _on_own_thread(
+            functools.partial(_compare_isolated, observations, compare), holds_state=True
+        )
     return Judgement(results=results, findings=tuple(fleet), cdn=cdn_view)
-
-
-async def _off_the_loop(work: Callable[[], list[InstanceResult]]) -> list[InstanceResult]:
-    """Judging on a thread of its own, so the event loop keeps answering meanwhile.
-
-    Comparing thousands of pods is seconds of pure computation; on the loop it would
-    hold up everything else the loop does, the controller's leadership among it (a
-    leader that cannot confirm its Lease in time stops acting, and the cycle's verdicts
-    were never written). The thread ends with the work: a process with a thread
-    running never forks its observers (:func:`~artifactcheck.observe.processes.can_fork`).
-    A cancelled caller still waits for the work to end, since it holds the check's
-    judge cache: no second judgement may start over it while it runs.
-    """
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge")
-    try:
-        done = asyncio.get_running_loop().run_in_executor(pool, work)
-        try:
-            return await asyncio.shield(done)
-        except asyncio.CancelledError:
-            await asyncio.wait([done])
-            raise
-    finally:
-        pool.shutdown(wait=True)  # the work is over: its idle thread ends at once
 
 
 async def _confirm(
@@ -572,15 +554,29 @@ async def discover_all(
     return instances
 
 
-async def _on_own_thread(work: Callable[[], list[Instance]]) -> list[Instance]:
-    """``work`` on a thread that ends with it: the default executor's threads would
-    outlive discovery, and a process with a thread running never forks its observers
-    (:func:`~artifactcheck.observe.processes.can_fork`)."""
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="discover")
+async def _on_own_thread(work: Callable[[], T], *, holds_state: bool = False) -> T:
+    """``work`` on a thread that ends with it, so the event loop keeps answering
+    meanwhile: discovery's blocking client calls, and judging, which for thousands of
+    pods is seconds of pure computation (on the loop it held up the controller's Lease,
+    and a leader that cannot confirm it in time stops acting). The default executor's
+    threads would outlive the work, and a process with a thread running never forks its
+    observers (:func:`~artifactcheck.observe.processes.can_fork`).
+
+    A cancelled caller returns at once, leaving the thread to finish alone, unless the
+    work ``holds_state`` (judging holds the check's judge cache: no second judgement
+    may start over it while it runs); then it waits for the work to end.
+    """
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="work")
+    done = asyncio.get_running_loop().run_in_executor(pool, work)
     try:
-        found = await asyncio.get_running_loop().run_in_executor(pool, work)
-    except BaseException:
+        found = await (asyncio.shield(done) if holds_state else done)
+    except asyncio.CancelledError:
+        if holds_state:
+            await asyncio.wait([done])
         pool.shutdown(wait=False)  # cancelled mid-call: never block the loop on it
+        raise
+    except BaseException:
+        pool.shutdown(wait=False)
         raise
     pool.shutdown(wait=True)  # done: the thread is idle and ends at once
     return found

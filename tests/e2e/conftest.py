@@ -7,31 +7,17 @@ Schema (``artifactcheck/report/v3``), so the schema and the code cannot drift ap
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Iterator
 from typing import Any
 
-import jsonschema
 import pytest
+from report_support import validate_report
 
 from artifactcheck.act import report as report_module
 from artifactcheck_sim.fleet import SimFleet
 from artifactcheck_sim.web import WebFleet
 
 _subnet = itertools.count(10)
-_VALIDATOR: jsonschema.Draft202012Validator | None = None
-
-
-def validate_report(doc: dict[str, Any]) -> None:
-    """Raise jsonschema.ValidationError when ``doc`` breaks the shipped report schema."""
-    global _VALIDATOR
-    if _VALIDATOR is None:
-        schema = json.loads(report_module.schema_path().read_text(encoding="utf-8"))
-        jsonschema.Draft202012Validator.check_schema(schema)
-        _VALIDATOR = jsonschema.Draft202012Validator(
-            schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
-        )
-    _VALIDATOR.validate(doc)
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from report_support import validate_report
 
 from artifactcheck.act.report import (
     ASSET_COLUMNS,
@@ -16,7 +17,6 @@ from artifactcheck.act.report import (
     asset_url,
     assets,
     render_json,
-    schema_path,
     to_json,
 )
 from artifactcheck.model.values import (
@@ -27,12 +27,6 @@ from artifactcheck.model.values import (
     Report,
     Verdict,
 )
-
-
-def validate_report(doc: dict[str, Any]) -> None:
-    schema = json.loads(schema_path().read_text(encoding="utf-8"))
-    jsonschema.Draft202012Validator(schema).validate(doc)
-
 
 BASE = "http://web-1/"
 #: Every column with a value of its own, so a value in the wrong column shows.

@@ -5,10 +5,10 @@ every result (v1), a fraction of the bytes at fleet scale (issue 24)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import jsonschema
 import pytest
+from report_support import validate_report
 
 from artifactcheck.act.report import (
     asset_headers,
@@ -16,7 +16,6 @@ from artifactcheck.act.report import (
     assets,
     not_compared,
     render_json,
-    schema_path,
     to_json,
 )
 from artifactcheck.judge.compare import SAMPLED_OUT
@@ -29,11 +28,6 @@ from artifactcheck.model.values import (
     Report,
     Verdict,
 )
-
-
-def validate_report(doc: dict[str, Any]) -> None:
-    schema = json.loads(schema_path().read_text(encoding="utf-8"))
-    jsonschema.Draft202012Validator(schema).validate(doc)
 
 
 def result(name: str, rows: tuple[tuple[str, str], ...], reason: str = "ok") -> InstanceResult:

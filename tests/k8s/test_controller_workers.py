@@ -176,13 +176,23 @@ def test_each_worker_gets_a_share_of_the_limits(fleet: SimFleet) -> None:
         assert job.fetch.egress.rules == setup.egress.rules  # type: ignore[union-attr]
 
 
-def test_a_worker_that_dies_fails_its_pods_only_and_is_replaced(fleet: SimFleet) -> None:
+def slow_job(fleet: SimFleet) -> tuple[CheckSpec, list[Instance], FetchSetup, ObservePool]:
+    """A job still running when the test acts (every index.html answers after 3 s),
+    and a started pool of two workers that takes it."""
     spec = spec_of(fleet)
     instances = instances_from_targets(spec.targets)
-    setup = setup_for(instances, refused="")
     for inst in fleet.instances:
         inst.site.overrides["index.html"] = Delay(3.0)
-    pool = ObservePool(2, min_per_process=1).start()
+    return (
+        spec,
+        instances,
+        setup_for(instances, refused=""),
+        ObservePool(2, min_per_process=1).start(),
+    )
+
+
+def test_a_worker_that_dies_fails_its_pods_only_and_is_replaced(fleet: SimFleet) -> None:
+    spec, instances, setup, pool = slow_job(fleet)
     try:
         pids = [w.process.pid for w in pool._workers if w is not None]
         victim = pids[0]
@@ -245,12 +255,7 @@ def test_controller_with_workers_gives_its_verdicts() -> None:
 def test_a_cycle_cancelled_mid_job_replaces_its_workers(fleet: SimFleet) -> None:
     """A worker mid-job is never given another job (its late answers would be taken
     for the next one's): a cancelled cycle (leadership lost) ends it."""
-    spec = spec_of(fleet)
-    instances = instances_from_targets(spec.targets)
-    setup = setup_for(instances, refused="")
-    for inst in fleet.instances:
-        inst.site.overrides["index.html"] = Delay(3.0)
-    pool = ObservePool(2, min_per_process=1).start()
+    spec, instances, setup, pool = slow_job(fleet)
     try:
         before = [w for w in pool._workers if w is not None]
 
