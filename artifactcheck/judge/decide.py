@@ -56,6 +56,10 @@ class InstanceState:
     last: Verdict | None = None
     quarantined: bool = False
     flagged: bool = False
+    #: Flagged by an earlier process (as the pod's annotations show): its Event may
+    #: not have been written if that process died between the mark and the Event, so
+    #: this one flags it once more, which records the Event only if it is missing.
+    inherited_flag: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +116,9 @@ def recover_state(result: InstanceResult) -> InstanceState:
         streak = int(inst.annotations.get(ANN_STREAK, "0"))
     except ValueError:
         streak = 0
-    return InstanceState(streak=streak, quarantined=quarantined, flagged=flagged)
+    return InstanceState(
+        streak=streak, quarantined=quarantined, flagged=flagged, inherited_flag=flagged
+    )
 
 
 #: Findings that speak against an instance's bytes: a pod carrying one is never let
@@ -324,7 +330,7 @@ def _unflag(r: InstanceResult, st: InstanceState, out: _Pass) -> InstanceState:
     if out.policy.mode == "report":
         return st
     if out.take(ActionKind.UNFLAG, r, RELEASE_REASON) and not out.dry:
-        st = replace(st, flagged=False)
+        st = replace(st, flagged=False, inherited_flag=False)
     return st
 
 
@@ -333,7 +339,13 @@ def _flag(r: InstanceResult, st: InstanceState, room: _Room, out: _Pass) -> Inst
     policy = out.policy
     if r.verdict not in FLAGGABLE or st.streak < policy.confirmations or room.suspect:
         return st
-    if policy.mode == "report" or st.flagged:
+    if policy.mode == "report":
+        return st
+    if st.flagged:
+        # A predecessor's flag is made once more (its Event may be missing; the
+        # actor writes it only then), within the rate limit like any other write.
+        if st.inherited_flag and not out.dry and out.take(ActionKind.FLAG, r, r.reason):
+            st = replace(st, inherited_flag=False)
         return st
     if out.take(ActionKind.FLAG, r, r.reason) and not out.dry:
         st = replace(st, flagged=True)

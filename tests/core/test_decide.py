@@ -774,6 +774,54 @@ def test_unflag_state(
     assert d.history.instances["pod-0"].flagged is still_flagged
 
 
+@pytest.mark.parametrize(
+    ("policy", "reflagged"),
+    [
+        pytest.param(PolicySettings(mode="flag"), True, id="flag"),
+        pytest.param(PolicySettings(mode="flag", dry_run=True), False, id="dry-run"),
+        pytest.param(PolicySettings(mode="report"), False, id="report"),
+    ],
+)
+def test_a_predecessors_flag_is_made_once_more(policy: PolicySettings, reflagged: bool) -> None:
+    """A replica killed between marking a pod and writing its Event leaves a flagged
+    pod with no Event: its successor, knowing only the annotations, flags it once more
+    (the actor writes the Event only if it is missing), then never again."""
+    marked = {"artifactcheck.io/verdict": "mismatch", "artifactcheck.io/streak": "2"}
+    results = [result(replace(pod(gate="True"), annotations=marked), M)]
+    results += [result(pod(f"p{n}", gate="True"), C) for n in range(7)]
+    first = one_cycle(results, policy)
+    assert [a.target for a in first.actions if a.kind is ActionKind.FLAG] == (
+        ["pod-0"] if reflagged else []
+    )
+    second = one_cycle(results, policy, history=first.history)
+    assert [a for a in second.actions if a.kind is ActionKind.FLAG] == []
+
+
+def test_a_predecessors_flag_waits_for_the_rate_limit() -> None:
+    marked = {"artifactcheck.io/verdict": "mismatch", "artifactcheck.io/streak": "2"}
+    results = [result(replace(pod(gate="True"), annotations=marked), M)]
+    results += [result(pod(f"p{n}", gate="True"), C) for n in range(7)]
+    full = History(action_times=(1.0,) * 10)
+    held = one_cycle(results, PolicySettings(mode="flag", max_actions_per_minute=10), history=full)
+    assert [a for a in held.actions if a.kind is ActionKind.FLAG] == []
+    assert any("rate limit" in f.message for f in held.findings)
+    later = decide(results, policy=PolicySettings(mode="flag"), history=held.history, now=120)
+    assert [a.target for a in later.actions if a.kind is ActionKind.FLAG] == ["pod-0"]
+
+
+def test_a_predecessors_flag_cleared_is_not_made_again() -> None:
+    """Unflagged on its first cycle, a predecessor's flag is gone: a later episode is
+    flagged once, like any other."""
+    marked = replace(pod(gate="True"), annotations={"artifactcheck.io/verdict": "mismatch"})
+    others = [result(pod(f"p{n}", gate="True"), C) for n in range(7)]
+    history, flags = History(), []
+    for verdict in (C, M, M, M):
+        d = one_cycle([result(marked, verdict, verified=True), *others], history=history)
+        history = d.history
+        flags += [a.kind for a in d.actions if a.kind in (ActionKind.FLAG, ActionKind.UNFLAG)]
+    assert flags == [ActionKind.UNFLAG, ActionKind.FLAG]
+
+
 def test_flag_reason_is_the_verdict_reason() -> None:
     d = one_cycle(
         [result(pod(gate="True"), M), *[result(pod(f"p{n}", gate="True"), C) for n in range(7)]]
@@ -802,7 +850,7 @@ def test_recover_state(
 
     inst = replace(pod(), gate_status=gate, annotations=notes)
     assert recover_state(result(inst, C)) == InstanceState(
-        streak=streak, quarantined=quarantined, flagged=flagged
+        streak=streak, quarantined=quarantined, flagged=flagged, inherited_flag=flagged
     )
 
 
