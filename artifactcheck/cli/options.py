@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from artifactcheck.clients.files import unwritable
 from artifactcheck.model.errors import ConfigError
 
 if TYPE_CHECKING:  # pydantic loads when a spec is built, not for --help
@@ -145,18 +146,6 @@ class FlagNames:
         renamed = ConfigError(f"{flag}: {exc.detail}")
         renamed.__cause__ = exc.__cause__
         return renamed
-
-
-def unwritable(path: Path) -> str | None:
-    """Why a report file cannot be written, or None (checked without creating it)."""
-    if path.is_dir():
-        return "is a directory"
-    parent = path.parent
-    if not parent.is_dir():
-        return f"directory {parent} does not exist"
-    if path.exists():
-        return None if os.access(path, os.W_OK) else "is not writable"
-    return None if os.access(parent, os.W_OK | os.X_OK) else f"directory {parent} is not writable"
 
 
 def check_destinations(outs: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:

@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from artifactcheck.clients.files import unwritable
 from artifactcheck.model.errors import ConfigError
 
 SCHEMA = "artifactcheck/pins"
@@ -227,7 +228,7 @@ class FilePins:
 
     def check(self) -> PinsDoc:
         """Read the file now: PinsError (exit 2) when it cannot be read, parsed or written."""
-        problem = _unwritable(self.path)
+        problem = unwritable(self.path, replaced=True)
         if problem is not None:
             raise PinsError(f"{self.path}: {problem}")
         return self.read()
@@ -300,20 +301,6 @@ class FilePins:
         except OSError:
             return None
         return data if hashlib.sha256(data).hexdigest() == sha256 else None
-
-
-def _unwritable(path: Path) -> str | None:
-    """Why the pins file cannot be replaced in place (temp file + rename), or None."""
-    if path.is_dir():
-        return "is a directory"
-    parent = path.parent
-    if not parent.is_dir():
-        return f"directory {parent} does not exist"
-    if path.exists() and not os.access(path, os.W_OK):
-        return "is not writable"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"directory {parent} is not writable (the file is replaced, never truncated)"
-    return None
 
 
 def write_atomically(target: Path, data: bytes) -> None:
