@@ -17,7 +17,6 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from xml.etree import ElementTree as ET
 
 from artifactcheck.judge.answers import short
 from artifactcheck.model.values import (
@@ -370,6 +369,8 @@ def render_junit(report: Report, *, suite: str = "artifactcheck") -> str:
     is in ``<system-out>``, also for passing cases. The suite's counts are those of
     its test cases.
     """
+    from xml.etree import ElementTree as ET  # only a JUnit report needs it (~20 ms)
+
     root = ET.Element("testsuite", name=suite)
     notes = _notes(report)
     for r in report.results:
