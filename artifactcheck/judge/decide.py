@@ -202,15 +202,17 @@ class _Pass:
         reason: str,
         *,
         fail_open: bool = False,
+        inherited: bool = False,
     ) -> bool:
         """Record an action on a pod (its result) or a node if the rate limit allows.
 
         Undoing actions (release, unflag, uncordon) are never limited: holding them
-        back would keep a safety measure in place longer than the evidence does. True
+        back would keep a safety measure in place longer than the evidence does; nor is
+        an ``inherited`` flag, which repeats one a predecessor's limit counted. True
         when the action is decided (and, outside dry-run, will be performed).
         """
         name = target if isinstance(target, str) else target.instance.name
-        if kind not in UNDOING:
+        if kind not in UNDOING and not inherited:
             if self.budget <= 0:
                 self.hold(name, f"rate limit reached: {kind.value} of {name} postponed")
                 return False
@@ -219,7 +221,15 @@ class _Pass:
                 self.times.append(self.now)
         files = () if isinstance(target, str) else _files(target)
         self.actions.append(
-            Action(kind, name, reason, dry_run=self.dry, files=files, fail_open=fail_open)
+            Action(
+                kind,
+                name,
+                reason,
+                dry_run=self.dry,
+                files=files,
+                fail_open=fail_open,
+                inherited=inherited,
+            )
         )
         return True
 
@@ -342,9 +352,10 @@ def _flag(r: InstanceResult, st: InstanceState, room: _Room, out: _Pass) -> Inst
     if policy.mode == "report":
         return st
     if st.flagged:
-        # A predecessor's flag is made once more (its Event may be missing; the
-        # actor writes it only then), within the rate limit like any other write.
-        if st.inherited_flag and not out.dry and out.take(ActionKind.FLAG, r, r.reason):
+        # A predecessor's flag is made once more: its Event may be missing (the actor
+        # writes it only then). Not limited: the predecessor counted it (Action.inherited).
+        if st.inherited_flag and not out.dry:
+            out.take(ActionKind.FLAG, r, r.reason, inherited=True)
             st = replace(st, inherited_flag=False)
         return st
     if out.take(ActionKind.FLAG, r, r.reason) and not out.dry:

@@ -428,6 +428,11 @@ class Action:
     #: A release that opens a gate without verification, by the fail-open policy (the
     #: actor writes ``VerificationUnavailable`` rather than ``ContentVerified``).
     fail_open: bool = False
+    #: A flag an earlier leader made (the pod's annotations show it), made once more so
+    #: that its Event is written if that leader died before writing it. The earlier
+    #: leader's rate limit counted it, so this one's does not: a new leader's budget
+    #: goes to new quarantines, not to repeating old flags.
+    inherited: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -797,16 +797,28 @@ def test_a_predecessors_flag_is_made_once_more(policy: PolicySettings, reflagged
     assert [a for a in second.actions if a.kind is ActionKind.FLAG] == []
 
 
-def test_a_predecessors_flag_waits_for_the_rate_limit() -> None:
-    marked = {"artifactcheck.io/verdict": "mismatch", "artifactcheck.io/streak": "2"}
-    results = [result(replace(pod(gate="True"), annotations=marked), M)]
-    results += [result(pod(f"p{n}", gate="True"), C) for n in range(7)]
-    full = History(action_times=(1.0,) * 10)
-    held = one_cycle(results, PolicySettings(mode="flag", max_actions_per_minute=10), history=full)
-    assert [a for a in held.actions if a.kind is ActionKind.FLAG] == []
-    assert any("rate limit" in f.message for f in held.findings)
-    later = decide(results, policy=PolicySettings(mode="flag"), history=held.history, now=120)
-    assert [a.target for a in later.actions if a.kind is ActionKind.FLAG] == ["pod-0"]
+def test_a_predecessors_flag_takes_no_new_quarantines_budget() -> None:
+    """A new leader with ten flagged pods and a full rate limit still repeats their
+    flags (counted by the leader that made them), and the limit still holds back a
+    new quarantine."""
+    marked = {
+        "artifactcheck.io/verdict": "mismatch",
+        "artifactcheck.io/streak": "2",
+        "artifactcheck.io/quarantined": "true",
+    }
+    old = [result(replace(pod(f"old-{n}", gate="False"), annotations=marked), M) for n in range(10)]
+    new = [result(pod("new", gate="True", streak=2), M)]
+    clean = [result(pod(f"p{n}", gate="True"), C) for n in range(40)]
+    policy = PolicySettings(mode="quarantine", max_actions_per_minute=10)
+    d = one_cycle([*old, *new, *clean], policy, history=History(action_times=(1.0,) * 10))
+    flags = [a for a in d.actions if a.kind is ActionKind.FLAG]
+    assert sorted(a.target for a in flags) == [f"old-{n}" for n in range(10)]
+    assert all(a.inherited for a in flags)
+    assert quarantined(d) == []
+    assert any("rate limit reached: quarantine of new" in f.message for f in d.findings)
+    fresh = one_cycle([*old, *new, *clean], policy)
+    assert quarantined(fresh) == ["new"]
+    assert not any(a.inherited for a in fresh.actions if a.target == "new")
 
 
 def test_a_predecessors_flag_cleared_is_not_made_again() -> None:

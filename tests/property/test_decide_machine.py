@@ -326,7 +326,8 @@ class SafetyMachine(RuleBasedStateMachine):
             assert not any(s.quarantined or s.flagged for s in after.values())
             assert decision.history.cordoned == before.cordoned
         else:
-            writes = [a for a in decision.actions if a.kind in WRITES]
+            # an inherited flag repeats a write its maker's limit counted
+            writes = [a for a in decision.actions if a.kind in WRITES and not a.inherited]
             self.write_times += [self.now] * len(writes)
             recent = [t for t in self.write_times if self.now - t < 60.0]
             assert len(recent) <= math.floor(policy.max_actions_per_minute), recent
