@@ -88,11 +88,21 @@ install() {
     printf '%s\n' "$want" >"$stamp"
 }
 
+# Byte-compile the checkout's own modules, as pip does for a package it installs (an
+# editable install leaves them as source): on a machine that sets
+# PYTHONDONTWRITEBYTECODE, every process would otherwise compile them again, 0.3-0.7 s
+# for each controller or CLI the tests start. Only missing or stale files are written.
+compile_sources() {
+    "$venv/bin/python" -m compileall -q -j 0 artifactcheck sim/artifactcheck_sim >/dev/null \
+        || say "note: byte-compiling the sources failed (they run from source)"
+}
+
 cmd=${1:-install}
 [ $# -gt 0 ] && shift
 case $cmd in
     demo)
         install ""
+        compile_sources
         exec "$venv/bin/artifactcheck" demo "$@"
         ;;
     test)
@@ -102,6 +112,7 @@ case $cmd in
             say "not root and no sudo: no Docker engine installed (the Docker tests skip)"
         fi
         install dev
+        compile_sources
         exec "$venv/bin/python" -m pytest -q "$@"
         ;;
     install)
