@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,8 +81,33 @@ def tags(suite: str) -> tuple[str, str]:
     return f"artifactcheck-base:{suite}-build-{k}", f"artifactcheck-base:{suite}-runtime-{k}"
 
 
+#: One mmdebstrap at a time in this process: a call waits for one started early.
+_MAKING = threading.Lock()
+
+
+def start_making_tars(suite: str, log: Path | None = None) -> threading.Thread:
+    """Make the tars in the cache on a thread of their own (about 75 s of downloads and
+    unpacking) while other work goes on; :func:`make_tars` then waits for it. Errors are
+    left for that later call to raise, with its own log."""
+
+    def run() -> None:
+        try:
+            make_tars(suite, cache_dir(), log=log)
+        except (OSError, RuntimeError, subprocess.SubprocessError):
+            pass  # raised again, and reported, by the fixture's own call
+
+    thread = threading.Thread(target=run, name="base-image-tars", daemon=True)
+    thread.start()
+    return thread
+
+
 def make_tars(suite: str, out: Path, *, log: Path | None = None) -> tuple[Path, Path]:
     """Run mmdebstrap (as root) once; return (build tar, runtime tar) in ``out``."""
+    with _MAKING:
+        return _make_tars(suite, out, log=log)
+
+
+def _make_tars(suite: str, out: Path, *, log: Path | None) -> tuple[Path, Path]:
     if shutil.which("mmdebstrap") is None:
         raise RuntimeError("mmdebstrap not installed (apt-get install mmdebstrap; .ci/docker.sh)")
     out.mkdir(parents=True, exist_ok=True)

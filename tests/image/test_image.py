@@ -15,7 +15,9 @@ privileges: as ``k8s/deployment.yaml`` runs it.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import shutil
 import socket
 import ssl
 import time
@@ -33,9 +35,25 @@ from artifactcheck_sim.apiserver import FakeApiServer
 from artifactcheck_sim.cluster import SimCluster, wait_for
 from artifactcheck_sim.web import Site
 
-from .conftest import RUN_ID, TEST_LABEL, Built, pyproject_version
+from .conftest import RUN_ID, SUITE_ENV, TEST_LABEL, Built, baseimage, pyproject_version
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def start_early(config: pytest.Config, env: dict[str, str] | None = None) -> None:
+    """Make the base images' root file systems as soon as the run has collected these
+    tests (tests/conftest.py calls this): mmdebstrap's minute and more of downloads
+    then overlaps the rest of the suite, and the ``base_images`` fixture waits for it.
+    Only where the fixture would make them (root, mmdebstrap, Docker not skipped)."""
+    del env  # mmdebstrap needs nothing of the tests' environment
+    needs = ("mmdebstrap", "docker")
+    if os.geteuid() != 0 or not all(map(shutil.which, needs)) or config.stash.get(_EARLY, False):
+        return
+    config.stash[_EARLY] = True
+    baseimage.start_making_tars(os.environ.get(SUITE_ENV, baseimage.DEFAULT_SUITE))
+
+
+_EARLY = pytest.StashKey[bool]()
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 ADMIN_DIR = "/etc/artifactcheck"  # the admin configuration, as its ConfigMap is mounted
