@@ -162,6 +162,41 @@ def test_restart_does_not_repeat_actions_or_events(cluster: SimCluster) -> None:
     assert pod_writes == [], pod_writes
 
 
+def test_a_flag_whose_event_a_stopped_leader_never_wrote_gets_it_once(
+    cluster: SimCluster,
+) -> None:
+    """The leader marks a drifted pod, then its Event POSTs fail until it stops: the pod
+    is flagged (``flagged-at``) with no Event. The next leader, knowing only the
+    cluster, writes that Event once, and a third writes nothing."""
+    for _ in range(5):
+        cluster.add_pod()
+    bad = cluster.add_pod(serves="1.4.1")
+    cluster.add_check(interval=0.4, policy={"mode": "flag"})
+    cluster.api.inject("POST", r"/events", 500, times=-1)
+    with running(cluster):
+        wait_for(
+            lambda: "artifactcheck.io/flagged-at" in annotations(cluster, bad.name), timeout=20
+        )
+    cluster.api.clear_injections()
+    assert cluster.events(bad.name) == []
+    with running(cluster, identity="ctl-next") as ctl:
+        wait_for(lambda: cluster.events(bad.name), timeout=20)
+        settled = ctl.controller.cycles_completed + 2
+        wait_for(lambda: ctl.controller.cycles_completed >= settled, timeout=20)
+    (event,) = cluster.events(bad.name)
+    assert (event["type"], event.get("count", 1)) == ("Warning", 1)
+    cluster.api.reset_requests()
+    with running(cluster, identity="ctl-third") as ctl:
+        wait_for(lambda: ctl.controller.cycles_completed >= 3, timeout=20)
+    assert [p for m, p in cluster.api.requests if m != "GET" and "/events" in p] == []
+    assert len(cluster.events(bad.name)) == 1
+
+
+def annotations(cluster: SimCluster, name: str) -> dict[str, str]:
+    pod = cluster.api.get("v1", "Pod", cluster.namespace, name) or {}
+    return dict((pod.get("metadata") or {}).get("annotations") or {})
+
+
 def _kubeconfig(cluster: SimCluster, tmp_path) -> str:
     path = tmp_path / "kubeconfig"
     path.write_text(
