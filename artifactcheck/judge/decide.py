@@ -528,11 +528,8 @@ def _stale_nodes(
 
     Workloads whose expectation is suspect are left out: acting on a node because most
     of a workload disagrees with a wrong release manifest would be acting on the
-    expectation's error. A node that serves any pod consistently (of any version: the
-    new one of a rollout, say) is not cordoned: a cordon holds back every new pod there,
-    and its stale pods are quarantined anyway.
+    expectation's error.
     """
-    serving = {r.instance.node for r in results if r.verdict is Verdict.CONSISTENT}
     by_version: dict[str, list[InstanceResult]] = defaultdict(list)
     for r in results:
         if r.reported_version and r.instance.node and _workload(r) not in suspect:
@@ -547,8 +544,9 @@ def _stale_nodes(
         good = [r for r in members if r.verdict is Verdict.CONSISTENT]
         if not bad or not good:
             continue
+        good_nodes = {r.instance.node for r in good}
         good_images = {r.instance.image_id for r in good}
-        for node in sorted({r.instance.node or "" for r in bad} - serving - {""}):
+        for node in sorted({r.instance.node or "" for r in bad} - good_nodes - {""}):
             on_node = [r for r in bad if r.instance.node == node]
             if all(r.instance.image_id not in good_images for r in on_node):
                 stale[node] = (
