@@ -526,20 +526,23 @@ def _stale_nodes(
     """Nodes whose pods of a version serve stale content while others are fine: a
     stale image cached under a mutable tag shows as another imageID on one node.
 
-    Workloads whose expectation is suspect are left out: acting on a node because most
-    of a workload disagrees with a wrong release manifest would be acting on the
-    expectation's error.
+    The mismatches of workloads whose expectation is suspect are left out: acting on a
+    node because most of a workload disagrees with a wrong release manifest would be
+    acting on the expectation's error. Their consistent pods still count: a node that
+    serves the version right for any workload is not the node that is behind.
     """
     by_version: dict[str, list[InstanceResult]] = defaultdict(list)
     for r in results:
-        if r.reported_version and r.instance.node and _workload(r) not in suspect:
+        if r.reported_version and r.instance.node:
             by_version[r.reported_version].append(r)
     stale: dict[str, str] = {}
     for version, members in sorted(by_version.items()):
         bad = [
             r
             for r in members
-            if r.verdict in QUARANTINABLE and states[r.instance.name].streak >= policy.confirmations
+            if r.verdict in QUARANTINABLE
+            and states[r.instance.name].streak >= policy.confirmations
+            and _workload(r) not in suspect
         ]
         good = [r for r in members if r.verdict is Verdict.CONSISTENT]
         if not bad or not good:

@@ -591,6 +591,21 @@ def test_stale_nodes_of_every_version() -> None:
     assert cordons(d) == ["n0"]
 
 
+def test_a_suspect_workloads_consistent_pod_still_vouches_for_its_node() -> None:
+    """Most of api-rs disagrees with its release (its expectation is suspect, so its
+    mismatches count for no node), but its one consistent pod on n0 serves the version
+    right there: n0 is not the node that is behind, whatever web-rs's pods on it say."""
+    api = [
+        result(pod(f"api-{n}", gate="True", node=f"n{n + 1}", owner="api-rs"), M) for n in range(2)
+    ]
+    api.append(result(pod("api-2", gate="True", node="n0", owner="api-rs"), C))
+    d = decide(stale_fleet() + api, policy=CORDON, history=History(), now=1)
+    assert cordons(d) == []
+    assert cordons(decide(stale_fleet() + api[:2], policy=CORDON, history=History(), now=1)) == [
+        "n0"
+    ]
+
+
 def test_uncordon_looks_at_the_node_itself() -> None:
     policy = cordon_policy(confirmations=2)  # n0's mismatches are not confirmed yet
     d = decide(stale_fleet(), policy=policy, history=History(cordoned=frozenset({"n0"})), now=1)

@@ -248,13 +248,17 @@ class SafetyMachine(RuleBasedStateMachine):
                 # a node of confirmed mismatches, never one we already hold
                 assert policy.cordon_nodes and policy.mode != "report", action
                 assert action.target not in before.cordoned, action
+                # and of a version no pod on the node serves right (a stale image is of
+                # one version's tag: a consistent pod of another says nothing of it)
                 on_node = [r for r in results if r.instance.node == action.target]
-                assert any(
-                    r.verdict is Verdict.MISMATCH
-                    and after[r.instance.name].streak >= policy.confirmations
+                stale = {
+                    r.reported_version
                     for r in on_node
-                ), action
-                assert not any(r.verdict is Verdict.CONSISTENT for r in on_node), action
+                    if r.verdict is Verdict.MISMATCH
+                    and after[r.instance.name].streak >= policy.confirmations
+                }
+                served = {r.reported_version for r in on_node if r.verdict is Verdict.CONSISTENT}
+                assert stale - served, (action, stale, served)
                 continue
             if action.kind is ActionKind.UNCORDON:
                 # only ever what artifactcheck cordoned, once its pods are right again
