@@ -197,8 +197,15 @@ class Checking:
                 await self._budgeted_cycle(run, full=False)
                 continue
             state.wake.clear()
+            # asyncio.timeout, not asyncio.wait_for: on Python 3.11, wait_for returns
+            # the result of a wait that finished in the loop turn before a cancellation
+            # and drops the cancellation. A pod event (the wake) just before the check
+            # was rebuilt (its spec changed) left this loop running for ever: the old
+            # check's fetcher, pod watch, state and cycles lived on beside the new
+            # check's, and shutdown waited for it (issue 25's soak).
             try:
-                await asyncio.wait_for(state.wake.wait(), timeout=5.0)
+                async with asyncio.timeout(5.0):
+                    await state.wake.wait()
             except TimeoutError:
                 pass
 
