@@ -130,6 +130,7 @@ class Cycle:
         performed, failed = await self.acting.act(state, decision, results, log_)
         state.opened = {a.target for a in performed if a.kind is ActionKind.RELEASE}
         state.history = undo_failed(checked.decision.history, state.history, [*failed, *withheld])
+        pods.forget_gone(state)  # the memory of pods gone meanwhile (it grew with churn)
         report = replace(
             checked.report,
             actions=tuple(performed),

@@ -20,7 +20,15 @@ from artifactcheck.discover.sample import draw_seed, sample_instances
 from artifactcheck.model.values import Instance, Observation
 from artifactcheck.observe.instance import Observer
 
-__all__ = ["candidate", "pod_changed", "pods_listed", "refreshed", "summary", "targets"]
+__all__ = [
+    "candidate",
+    "forget_gone",
+    "pod_changed",
+    "pods_listed",
+    "refreshed",
+    "summary",
+    "targets",
+]
 
 
 def candidate(state: CheckState, obj: dict[str, Any]) -> tuple[Instance | None, datetime | None]:
@@ -74,7 +82,10 @@ def pod_changed(state: CheckState, watching_since: float, kind: str, obj: dict[s
         state.objects.pop(name, None)
         state.observations.pop(name, None)
         state.ready_since.pop(name, None)
+        if kind == "DELETED":
+            state.gone.add(name)  # its policy memory is dropped after the next cycle
         return
+    state.gone.discard(name)  # the same name again (a StatefulSet's pod): kept
     if name not in state.pods:
         _mark_new(state, name, ready_at, watching_since)
     old = state.pods.get(name)
@@ -107,6 +118,36 @@ def _mark_new(
     elif ready_at.timestamp() >= watching_since - 1.0:  # stamps have 1s precision
         state.ready_since.setdefault(name, mono - max(0.0, wall - ready_at.timestamp()))
     state.wake.set()
+
+
+def forget_gone(state: CheckState) -> None:
+    """Drop the policy memory (``history.instances``) of pods that went away.
+
+    The policy carries every instance it ever judged into the next History, so under
+    churn (a replaced pod comes back under a new name) that memory grew by every pod
+    ever seen, never dropped (issue 25's soak: +20 entries a minute at 1,000 pods).
+    Forgotten here: a pod deleted since the last call, and a pod that is no candidate
+    now (gone, or not ready) whose memory holds nothing (no streak, flag or quarantine;
+    its last verdict only), which also covers pods deleted while the watch was down
+    (a relist names only candidates). A pod that returns with nothing remembered is
+    recovered from its annotations and conditions as after a restart, as before.
+
+    Called at the end of a cycle, under ``state.judging``: a cycle's decision starts
+    from the History before it, so a pod forgotten while it ran would come back.
+    """
+    history, present = state.history, state.pods
+    keep = {
+        name: st
+        for name, st in history.instances.items()
+        if name in present
+        or (
+            name not in state.gone
+            and (st.streak or st.quarantined or st.flagged or st.inherited_flag)
+        )
+    }
+    state.gone.clear()
+    if len(keep) != len(history.instances):
+        state.history = replace(history, instances=keep)
 
 
 def refreshed(state: CheckState) -> list[Observation]:

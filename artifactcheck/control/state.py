@@ -61,6 +61,9 @@ class CheckState:
     started: asyncio.Event = field(default_factory=asyncio.Event)
     ready_since: dict[str, float] = field(default_factory=dict)
     pending: set[str] = field(default_factory=set)
+    #: Pods deleted since the last cycle: their policy memory is dropped at its end
+    #: (:func:`artifactcheck.control.pods.forget_gone`).
+    gone: set[str] = field(default_factory=set)
     last_status: dict[str, Any] | None = None
     last_report: Report | None = None
     expectations: Expectations | None = None

@@ -26,6 +26,9 @@ from typing import Any
 
 import pytest
 from ci_support import hermetic_environment
+from tenant_support import numbered_cluster, running
+
+from artifactcheck_sim.cluster import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,3 +107,83 @@ def test_five_minutes_of_churn_and_faults_leak_nothing(request: pytest.FixtureRe
     assert v["right"], v
     assert v["drifted_quarantined"] == v["drifted"] == 4
     assert v["clean_quarantined"] == 0
+
+
+def test_replaced_pods_leave_no_policy_memory_behind() -> None:
+    """What the soak's churn found (issue 25): the policy's memory of each pod
+    (``history.instances``) kept every pod ever judged, so replacing pods grew it
+    without end. After pods are replaced, a clean one and a quarantined one, it
+    holds the pods there are and no other."""
+    with numbered_cluster(125) as cluster:
+        pods = [cluster.add_pod() for _ in range(4)]
+        bad = cluster.add_pod(serves="1.4.1")
+        cluster.add_check(interval=0.5, policy={"mode": "quarantine"})
+
+        def gate(name: str) -> str | None:
+            c = cluster.condition(name)
+            return c["status"] if c else None
+
+        with running(cluster) as ctl:
+            wait_for(lambda: gate(bad.name) == "False", timeout=30)
+            wait_for(lambda: all(gate(p.name) == "True" for p in pods), timeout=30)
+            history = lambda: ctl.controller.checks["shop/web"].history  # noqa: E731
+            assert history().instances[f"shop/{bad.name}"].quarantined
+            for _ in range(3):
+                cluster.delete_pod(pods.pop(0).name)
+                pods.append(cluster.add_pod())
+            cluster.delete_pod(bad.name)
+            wait_for(lambda: all(gate(p.name) == "True" for p in pods), timeout=30)
+            names = {f"shop/{p.name}" for p in pods}
+            try:
+                wait_for(lambda: set(history().instances) == names, timeout=20, interval=0.2)
+            except TimeoutError:
+                pytest.fail(f"remembered {sorted(history().instances)}; pods {sorted(names)}")
+
+
+def test_a_rebuilt_check_ends_even_when_a_pod_woke_it_just_before() -> None:
+    """What the soak's release change found (issue 25): the check's spec changed (the
+    old check cancelled, a new one built) one loop turn after a pod event woke the old
+    check's new-pod loop. Python 3.11's ``asyncio.wait_for`` returns the result of a
+    wait that finished in that turn and drops the cancellation, so the old check lived
+    on: its fetcher's connections, its pod watch thread, its state and its cycles,
+    beside the new check's, and the process did not stop on SIGTERM."""
+    import copy
+
+    with numbered_cluster(125) as cluster:
+        for _ in range(3):
+            cluster.add_pod()
+        cluster.add_check(interval=60, policy={"mode": "quarantine"})
+        with running(cluster) as ctl:
+            controller = ctl.controller
+            wait_for(
+                lambda: (
+                    "shop/web" in controller.checks
+                    and controller.checks["shop/web"].started.is_set()
+                    and controller.checks["shop/web"].last_report is not None
+                ),
+                timeout=30,
+            )
+            old = controller.checks["shop/web"]
+            task = controller._tasks["shop/web"]
+            changed = copy.deepcopy(old.latest)
+            assert changed is not None
+            changed["metadata"]["generation"] = old.generation + 1
+            changed["spec"]["interval"] = 75
+            loop = ctl._loop
+
+            def woken_then_rebuilt() -> None:
+                old.wake.set()  # a pod came (pods._mark_new) ...
+                # ... and in the next turn, after the wait woken returned, the spec change
+                loop.call_soon(controller.registry.event, "MODIFIED", changed)
+
+            wait_for(lambda: not old.pending and not old.judging.locked(), timeout=10)
+            loop.call_soon_threadsafe(woken_then_rebuilt)
+            wait_for(lambda: controller.checks["shop/web"] is not old, timeout=10)
+            try:
+                wait_for(task.done, timeout=10)
+            except TimeoutError:
+                loop.call_soon_threadsafe(task.cancel)  # a second chance, so it stops
+                pytest.fail("the old check's task was cancelled but is still running")
+            assert task.cancelled()
+            new = controller.checks["shop/web"]
+            wait_for(lambda: new.last_report is not None, timeout=30)
