@@ -46,6 +46,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .common import ROOT, fleet_server, log, machine, peak_rss_mb, save, tool_env
 from .controller import (
@@ -66,9 +67,10 @@ NEW_RS = "web-5d2a"
 # -- what is sampled -------------------------------------------------------------------
 
 
-def _tcp_inodes() -> dict[str, str]:
-    """Socket inode -> TCP state (hex, ``01`` established), from this network namespace."""
-    out: dict[str, str] = {}
+def _tcp_inodes() -> dict[str, tuple[str, str]]:
+    """Socket inode -> (TCP state (hex, ``01`` established), remote ``IP:port`` in the
+    table's hex), from this network namespace."""
+    out: dict[str, tuple[str, str]] = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]
@@ -77,12 +79,29 @@ def _tcp_inodes() -> dict[str, str]:
         for line in lines:
             cols = line.split()
             if len(cols) > 9:
-                out[cols[9]] = cols[3]
+                out[cols[9]] = (cols[3], cols[2])
     return out
 
 
-def proc_sample(pid: int) -> dict[str, Any]:
-    """RSS, threads, fds, TCP connections (all and established) of a live process."""
+def _peer(remote: str, api_port: int | None) -> str:
+    """Which peer a socket talks to: ``fleet`` (the pods' 127.212.x.y), ``api`` (the API
+    server's port), ``listen`` (no peer), else ``other:PORT``."""
+    addr, _, port_hex = remote.partition(":")
+    port = int(port_hex, 16)
+    if port == 0:
+        return "listen"
+    if api_port is not None and port == api_port:
+        return "api"
+    if len(addr) == 8:  # IPv4, little-endian hex
+        octets = bytes.fromhex(addr)[::-1]
+        if octets[:2] == bytes([127, 212]):
+            return "fleet"
+    return f"other:{port}"
+
+
+def proc_sample(pid: int, api_port: int | None = None) -> dict[str, Any]:
+    """RSS, threads, fds, TCP connections (all, established, and by peer: the fleet,
+    the API server, other) of a live process."""
     rss_kb = 0
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -100,13 +119,18 @@ def proc_sample(pid: int) -> dict[str, Any]:
             sockets.append(target[8:-1])
     tcp = _tcp_inodes()
     mine = [tcp[s] for s in sockets if s in tcp]
+    by_peer: dict[str, int] = {}
+    for _state, remote in mine:
+        peer = _peer(remote, api_port)
+        by_peer[peer] = by_peer.get(peer, 0) + 1
     return {
         "rss_mb": rss_kb / 1024,
         "threads": threads,
         "fds": fds,
         "sockets": len(sockets),
         "tcp": len(mine),
-        "tcp_established": sum(1 for state in mine if state == "01"),
+        "tcp_established": sum(1 for state, _ in mine if state == "01"),
+        "tcp_by_peer": by_peer,
     }
 
 
@@ -141,7 +165,11 @@ def child(api_url: str, health_port: int, stats: str) -> int:
     )
     health = ctl.serve_health(host="127.0.0.1", port=health_port)
 
+    census_every = float(os.environ.get("ACSOAK_CENSUS_EVERY") or 0)
+    next_census = time.monotonic() + census_every
+
     async def report(stop: asyncio.Event) -> None:
+        nonlocal next_census
         tmp = stats + ".tmp"
         while not stop.is_set():
             doc = {
@@ -149,6 +177,10 @@ def child(api_url: str, health_port: int, stats: str) -> int:
                 "asyncio_tasks": len(asyncio.all_tasks()) - 1,  # not this one
                 "python_threads": threading.active_count(),
             }
+            if census_every and time.monotonic() >= next_census:
+                next_census += census_every
+                with open(stats + ".census", "a", encoding="utf-8") as out:
+                    out.write(json.dumps(census()) + "\n")
             Path(tmp).write_text(json.dumps(doc), encoding="utf-8")
             os.replace(tmp, stats)
             try:
@@ -170,6 +202,26 @@ def child(api_url: str, health_port: int, stats: str) -> int:
         health.stop()
         api_client.close()  # type: ignore[no-untyped-call]
     return 0
+
+
+def census(top: int = 40) -> dict[str, Any]:
+    """Live objects by type (gc), the most numerous ``top``, and the controller's own
+    classes (``artifactcheck.*``) all: what a leak is made of (``--census``)."""
+    import gc
+
+    counts: dict[str, int] = {}
+    for obj in gc.get_objects():
+        t = type(obj)
+        name = f"{t.__module__}.{t.__qualname__}"
+        counts[name] = counts.get(name, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+    ours = {k: v for k, v in counts.items() if k.startswith("artifactcheck.")}
+    return {
+        "at": time.time(),
+        "objects": sum(counts.values()),
+        "top": dict(ranked[:top]),
+        "artifactcheck": ours,
+    }
 
 
 # -- the cluster's side ----------------------------------------------------------------
@@ -325,7 +377,7 @@ class Soak:
         sample = {
             "t": round(time.monotonic() - t0, 1),
             "phase": phase,
-            **proc_sample(pid),
+            **proc_sample(pid, urlsplit(api.url).port),
             **inner_sample(stats),
             "cycles": n_cycles,
             "writes": writes,
@@ -374,6 +426,8 @@ class Soak:
                 port = free_port()
                 metrics_url = f"http://127.0.0.1:{port}/metrics"
                 env = tool_env()
+                if args.census:
+                    env["ACSOAK_CENSUS_EVERY"] = str(args.census)
                 env["ACBENCH_ADMIN_CONFIG"] = str(
                     admin_config(str(Path(info["release_template"]).parent))
                 )
@@ -464,6 +518,11 @@ class Soak:
                 if proc is not None:
                     result["controller"] = _stop(proc)
                 api.stop()
+        census_file = Path(str(stats) + ".census")
+        if census_file.exists():
+            result["census"] = [
+                json.loads(line) for line in census_file.read_text().splitlines() if line
+            ]
         result["samples"] = self.samples
         result["events"] = self.events
         result["verbs_total"] = self.verbs_total
@@ -621,6 +680,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verdict-timeout", type=float, default=180.0)
     parser.add_argument("--timeout", type=float, default=600.0, help="to the first cycle")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--census",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="every SECONDS, the child's live objects by type (gc), into the JSON",
+    )
     parser.add_argument("--name", default="soak")
     parser.add_argument("--out", type=Path, help="write the JSON here, not bench/results/NAME")
     parser.add_argument("--child", nargs=3, metavar=("API_URL", "HEALTH_PORT", "STATS"))
