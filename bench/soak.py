@@ -6,11 +6,15 @@ loopback (``bench.fleet_server``), the controller in a child process talking to 
 API server over HTTP. Then, for ``--minutes``:
 
 - churn: every ``--churn-every`` seconds ``--churn`` clean pods are deleted and as many
-  created (on the addresses freed), as a rolling ReplicaSet does;
-- a release change once, half-way: from then on new pods belong to another ReplicaSet
-  (a rollout: a new pod-template hash; the fleet serves one build, so the version and
-  the bytes stay), and the ArtifactCheck's spec changes (its ``interval``), which makes
-  the controller rebuild the check;
+  created (on the addresses freed), as pods die and are replaced;
+- ``--releases`` release changes, evenly spaced over the churn: each is a rollout to a
+  new ReplicaSet (a new pod-template hash; the fleet serves one build, so the version
+  and the bytes stay) that drains the old ones completely within ``--rollout-minutes``,
+  as a Deployment does (every churn tick replaces a share of the old ReplicaSets' pods,
+  drifted ones too, each on its own address), and the ArtifactCheck's spec changes
+  (its ``interval``), which makes the controller rebuild the check. Several of them
+  tell a plateau (each rebuild costs the same, then nothing) from growth (each leaves
+  something behind);
 - faults: every ``--faults-every`` seconds the API server throttles (429 +
   Retry-After), fails (500), answers slowly, cuts watches and answers resumed watches
   with 410 Gone, for ``--faults-for`` seconds (``apiserver_faults.Faults``).
@@ -43,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -61,7 +66,8 @@ from .controller import (
 
 CHECK = "web"
 OLD_RS = "web-7f9c"
-NEW_RS = "web-5d2a"
+#: The ReplicaSets of the rollouts, in turn (their pod-template hashes).
+NEW_RS = ("web-5d2a", "web-3b8e", "web-9c41", "web-6f07", "web-2a9d", "web-8e53")
 
 
 # -- what is sampled -------------------------------------------------------------------
@@ -276,7 +282,7 @@ def add_rs_pod(api: Any, host: str, index: int, replicaset: str) -> str:
     """:func:`bench.controller.add_pod`, the pod in ``replicaset``."""
     if replicaset == OLD_RS:
         return add_pod(api, host, index)
-    view = _InReplicaSet(api, replicaset, "5f0c1b9e-0000-4000-8000-000000000002")
+    view = _InReplicaSet(api, replicaset, str(uuid.uuid5(uuid.NAMESPACE_DNS, replicaset)))
     return view.names[add_pod(view, host, index)]
 
 
@@ -356,6 +362,8 @@ class Soak:
         self.writes_total = 0
         self.verbs_total: dict[str, int] = {}
         self.rng = random.Random(args.seed)
+        self.released = 0  # release changes so far
+        self.rollout_batch = 0  # old pods replaced per churn tick in the rollout
 
     def note(self, t0: float, what: str, **extra: Any) -> None:
         self.events.append({"t": round(time.monotonic() - t0, 1), "event": what, **extra})
@@ -461,12 +469,14 @@ class Soak:
                 end = t0 + args.minutes * 60
                 churn_end = end - args.settle * 60
                 warm = t0 + args.warmup * 60
-                release_at = t0 + (churn_end - t0) / 2
+                releases = [
+                    t0 + (churn_end - t0) * k / (args.releases + 1)
+                    for k in range(1, args.releases + 1)
+                ]
                 next_sample = t0
                 next_churn = t0 + args.churn_every
                 next_faults = t0 + args.faults_every / 2
                 faults_off_at: float | None = None
-                released = False
                 replicaset = OLD_RS
                 windows = 0
                 while True:
@@ -489,15 +499,15 @@ class Soak:
                         faults_off_at = now + args.faults_for
                         next_faults += args.faults_every
                         self.note(t0, "faults on", window=windows)
-                    if not released and now >= release_at:
-                        released = True
-                        replicaset = NEW_RS
-                        obj = api.get(
-                            "artifactcheck.io/v1alpha1", "ArtifactCheck", NAMESPACE, CHECK
-                        )
-                        obj["spec"]["interval"] = args.interval * 1.25
-                        api.update(obj)
-                        self.note(t0, "release change", replicaset=NEW_RS)
+                    if releases and now >= releases[0]:
+                        releases.pop(0)
+                        replicaset = NEW_RS[self.released % len(NEW_RS)]
+                        self.released += 1
+                        self.change_release(api)
+                        old = sum(1 for n in pods if not n.startswith(replicaset + "-"))
+                        ticks = max(1.0, args.rollout_minutes * 60 / args.churn_every)
+                        self.rollout_batch = -(-old // int(ticks))  # ceil
+                        self.note(t0, "release change", replicaset=replicaset, old_pods=old)
                     if now >= next_churn and now < churn_end:
                         next_churn += args.churn_every
                         next_index = self.churn(api, pods, free, drifted, next_index, replicaset)
@@ -530,10 +540,10 @@ class Soak:
         return result
 
     def change_release(self, api: Any) -> None:
-        """The check's spec changes with the rollout (its interval): the controller
-        rebuilds the check."""
+        """The check's spec changes with the rollout (its interval, 1.25x and back in
+        turn): the controller rebuilds the check."""
         obj = api.get("artifactcheck.io/v1alpha1", "ArtifactCheck", NAMESPACE, CHECK)
-        obj["spec"]["interval"] = self.args.interval * 1.25
+        obj["spec"]["interval"] = self.args.interval * (1.25 if self.released % 2 else 1.0)
         api.update(obj)
 
     def churn(
@@ -545,12 +555,18 @@ class Soak:
         next_index: int,
         replicaset: str,
     ) -> int:
-        """Delete ``--churn`` clean pods (the old ReplicaSet's first, as a rollout does)
-        and create as many on the addresses freed."""
+        """One churn tick: the rollout's share of the old ReplicaSets' pods replaced by
+        pods of ``replicaset``, each on its address (drifted ones too: the address
+        drifts, so its new pod must be quarantined again); then ``--churn`` clean pods
+        deleted and as many created on the addresses freed."""
+        old = [n for n in pods if not n.startswith(replicaset + "-")]
+        for name in self.rng.sample(old, min(self.rollout_batch, len(old))):
+            api.delete("v1", "Pod", NAMESPACE, name)
+            host = pods.pop(name)
+            pods[add_rs_pod(api, host, next_index, replicaset)] = host
+            next_index += 1
         clean = [n for n, h in pods.items() if h not in drifted]
-        old = [n for n in clean if n.startswith(OLD_RS)] if replicaset != OLD_RS else []
-        pool = old if len(old) >= self.args.churn else clean
-        for name in self.rng.sample(pool, min(self.args.churn, len(pool))):
+        for name in self.rng.sample(clean, min(self.args.churn, len(clean))):
             api.delete("v1", "Pod", NAMESPACE, name)
             free.append(pods.pop(name))
         for _ in range(self.args.churn):
@@ -674,6 +690,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drift", type=float, default=0.01)
     parser.add_argument("--churn", type=int, default=10, help="pods replaced per churn")
     parser.add_argument("--churn-every", type=float, default=30.0)
+    parser.add_argument("--releases", type=int, default=3, help="release changes (rollouts)")
+    parser.add_argument(
+        "--rollout-minutes", type=float, default=5.0, help="to drain the old ReplicaSets"
+    )
     parser.add_argument("--faults-every", type=float, default=300.0)
     parser.add_argument("--faults-for", type=float, default=60.0)
     parser.add_argument("--sample-every", type=float, default=10.0)

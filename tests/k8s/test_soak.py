@@ -37,7 +37,7 @@ SMALL = [
     "--pods", "200", "--drift", "0.02", "--interval", "5", "--sample-instances", "100",
     "--assets", "50", "--churn", "5", "--churn-every", "10", "--faults-every", "60",
     "--faults-for", "20", "--sample-every", "5", "--minutes", "4.5", "--warmup", "1.5",
-    "--settle", "0.75", "--verdict-timeout", "120", "--timeout", "300",
+    "--settle", "0.75", "--verdict-timeout", "120", "--timeout", "300", "--rollout-minutes", "0.5",
 ]  # fmt: skip
 
 
