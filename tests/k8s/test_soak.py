@@ -127,7 +127,8 @@ def test_replaced_pods_leave_no_policy_memory_behind() -> None:
             wait_for(lambda: gate(bad.name) == "False", timeout=30)
             wait_for(lambda: all(gate(p.name) == "True" for p in pods), timeout=30)
             history = lambda: ctl.controller.checks["shop/web"].history  # noqa: E731
-            assert history().instances[f"shop/{bad.name}"].quarantined
+            # the gate is written during the cycle, the policy's memory at its end
+            wait_for(lambda: history().instances[f"shop/{bad.name}"].quarantined, timeout=10)
             for _ in range(3):
                 cluster.delete_pod(pods.pop(0).name)
                 pods.append(cluster.add_pod())
