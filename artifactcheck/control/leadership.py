@@ -104,10 +104,7 @@ class Leadership:
                 renewal = asyncio.get_running_loop().run_in_executor(
                     self.pool, self._renew, datetime.now(UTC), deadline
                 )
-                # asyncio.timeout, never wait_for, in control/: on Python 3.11 wait_for
-                # can drop a cancellation (control/checking.py says how)
-                async with asyncio.timeout(max(0.0, deadline - started)):
-                    held = await renewal
+                held = await asyncio.wait_for(renewal, timeout=max(0.0, deadline - started))
                 self._config_ok()
             except TimeoutError:
                 self.metrics.api_errors.labels("lease").inc()
@@ -136,8 +133,7 @@ class Leadership:
             if self.is_leader and not held:
                 wait = min(wait, max(0.0, self.acting_until - time.monotonic()))
             try:
-                async with asyncio.timeout(wait):
-                    await stop.wait()
+                await asyncio.wait_for(stop.wait(), timeout=wait)
             except TimeoutError:
                 pass
 
@@ -150,8 +146,7 @@ class Leadership:
         self.metrics.leader.set(0)
         try:
             loop = asyncio.get_running_loop()
-            async with asyncio.timeout(1.5):
-                await loop.run_in_executor(self.pool, self._release)
+            await asyncio.wait_for(loop.run_in_executor(self.pool, self._release), timeout=1.5)
         except TimeoutError:
             self.log.warning("could not release the lease within 1.5s; it expires instead")
 

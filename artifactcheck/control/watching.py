@@ -142,7 +142,6 @@ class Watching:
                 # delivered nothing since the list) starts from the list's version
                 rv = delivered[0] if delivered else rv
                 try:
-                    async with asyncio.timeout(delay):
-                        await stop.wait()
+                    await asyncio.wait_for(stop.wait(), timeout=delay)
                 except TimeoutError:
                     pass

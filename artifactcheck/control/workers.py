@@ -302,8 +302,7 @@ class ObservePool:
             silence = job.spec.http.instance_deadline + STUCK_AFTER
             while True:
                 try:
-                    async with asyncio.timeout(silence):
-                        message = await queue.get()
+                    message = await asyncio.wait_for(queue.get(), timeout=silence)
                 except TimeoutError:
                     why = RuntimeError(f"the observing process sent nothing for {silence:.0f}s")
                     break

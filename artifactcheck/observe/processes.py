@@ -272,8 +272,7 @@ async def _collect(
     silence = observer.spec.http.instance_deadline + STUCK_AFTER
     while True:
         try:
-            async with asyncio.timeout(silence):
-                message = await queue.get()
+            message = await asyncio.wait_for(queue.get(), timeout=silence)
         except TimeoutError:
             log.warning("observing process %d sent nothing for %.0fs; ended", copy.pid, silence)
             _reap(copy, kill=True)
