@@ -142,7 +142,7 @@ def forget_gone(state: CheckState) -> None:
         if name in present
         or (
             name not in state.gone
-            and (st.streak or st.quarantined or st.flagged or st.inherited_flag)
+            and (st.streak or st.quarantined or st.flagged)  # an inherited flag is a flag
         )
     }
     state.gone.clear()
