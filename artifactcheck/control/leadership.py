@@ -104,7 +104,10 @@ class Leadership:
                 renewal = asyncio.get_running_loop().run_in_executor(
                     self.pool, self._renew, datetime.now(UTC), deadline
                 )
-                held = await asyncio.wait_for(renewal, timeout=max(0.0, deadline - started))
+                # asyncio.timeout, never wait_for, in control/: on Python 3.11 wait_for
+                # can drop a cancellation (control/checking.py says how)
+                async with asyncio.timeout(max(0.0, deadline - started)):
+                    held = await renewal
                 self._config_ok()
             except TimeoutError:
                 self.metrics.api_errors.labels("lease").inc()
@@ -133,7 +136,8 @@ class Leadership:
             if self.is_leader and not held:
                 wait = min(wait, max(0.0, self.acting_until - time.monotonic()))
             try:
-                await asyncio.wait_for(stop.wait(), timeout=wait)
+                async with asyncio.timeout(wait):
+                    await stop.wait()
             except TimeoutError:
                 pass
 
@@ -146,7 +150,8 @@ class Leadership:
         self.metrics.leader.set(0)
         try:
             loop = asyncio.get_running_loop()
-            await asyncio.wait_for(loop.run_in_executor(self.pool, self._release), timeout=1.5)
+            async with asyncio.timeout(1.5):
+                await loop.run_in_executor(self.pool, self._release)
         except TimeoutError:
             self.log.warning("could not release the lease within 1.5s; it expires instead")
 

@@ -142,6 +142,7 @@ class Watching:
                 # delivered nothing since the list) starts from the list's version
                 rv = delivered[0] if delivered else rv
                 try:
-                    await asyncio.wait_for(stop.wait(), timeout=delay)
+                    async with asyncio.timeout(delay):
+                        await stop.wait()
                 except TimeoutError:
                     pass

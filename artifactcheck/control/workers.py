@@ -302,7 +302,8 @@ class ObservePool:
             silence = job.spec.http.instance_deadline + STUCK_AFTER
             while True:
                 try:
-                    message = await asyncio.wait_for(queue.get(), timeout=silence)
+                    async with asyncio.timeout(silence):
+                        message = await queue.get()
                 except TimeoutError:
                     why = RuntimeError(f"the observing process sent nothing for {silence:.0f}s")
                     break

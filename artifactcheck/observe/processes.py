@@ -272,7 +272,8 @@ async def _collect(
     silence = observer.spec.http.instance_deadline + STUCK_AFTER
     while True:
         try:
-            message = await asyncio.wait_for(queue.get(), timeout=silence)
+            async with asyncio.timeout(silence):
+                message = await queue.get()
         except TimeoutError:
             log.warning("observing process %d sent nothing for %.0fs; ended", copy.pid, silence)
             _reap(copy, kill=True)
