@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -42,6 +43,10 @@ class Watching:
         #: pool so that many checks (one pod watch each) never starve the default
         #: executor that status writes and actions run in.
         self.pool = ThreadPoolExecutor(max_workers=1024, thread_name_prefix="watch")
+        #: When each watch (by name) may ask again after a 429: the server's ask binds
+        #: the watch, not one run of its loop, so a check started again (leadership
+        #: regained, spec rebuilt) waits out its predecessor's Retry-After too.
+        self._held_until: dict[str, float] = {}
 
     def track(self, response: Any, is_open: bool) -> None:
         """The ``opened`` hook of a watch: remember an open response, forget a closed one
@@ -99,6 +104,8 @@ class Watching:
         rv: str | None = None
         loop = asyncio.get_running_loop()
         while not stop.is_set():
+            if await self._held(name, stop):
+                return
             delivered: list[str] = []  # the last resourceVersion the watch delivered
             try:
                 if rv is None:
@@ -137,12 +144,41 @@ class Watching:
                 self.metrics.api_errors.labels(name).inc()
                 failures += 1
                 delay = self.wait_after(failures, exc)
+                if isinstance(exc, Throttled):
+                    self._hold(name, exc.retry_after)
                 self.log.warning("watch of %s failed: %s; retrying in %.2fs", name, exc, delay)
                 # resume after what was delivered; a failed list (or a watch that
                 # delivered nothing since the list) starts from the list's version
                 rv = delivered[0] if delivered else rv
-                try:
-                    async with asyncio.timeout(delay):
-                        await stop.wait()
-                except TimeoutError:
-                    pass
+                await _sleep(stop, delay)
+
+    def _hold(self, name: str, retry_after: float) -> None:
+        now = time.monotonic()
+        # the holds that passed go (a deleted check's would stay for ever otherwise)
+        self._held_until = {k: t for k, t in self._held_until.items() if t > now}
+        self._held_until[name] = now + min(retry_after, RETRY_AFTER_CAP)
+
+    async def _held(self, name: str, stop: asyncio.Event) -> bool:
+        """Wait out a 429's Retry-After that a previous run of watch ``name`` got;
+        whether ``stop`` was set meanwhile."""
+        until = self._held_until.get(name)
+        if until is not None:
+            if (left := until - time.monotonic()) > 0:
+                await _sleep(stop, left)
+            else:
+                del self._held_until[name]
+        return stop.is_set()
+
+
+async def _sleep(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep ``seconds``, or until ``stop`` is set.
+
+    ``asyncio.timeout``, not ``asyncio.wait_for``: on Python 3.11, a ``wait_for`` whose
+    wait finished in the loop turn before a cancellation returns and drops it, and a
+    cancelled watch loop would then run on (control/checking.py has the case).
+    """
+    try:
+        async with asyncio.timeout(seconds):
+            await stop.wait()
+    except TimeoutError:
+        pass

@@ -4,8 +4,9 @@ One check (quarantine, three confirmations) over seven pods, one of them drifted
 the fake API server over HTTP. The same cluster is built twice in one test: once
 fault-free, once with the seeded fault mode (sim/artifactcheck_sim/apiserver_faults.py)
 on: 429 with Retry-After, 500s, slow answers, watches cut mid-stream and 410 Gone on
-resume. Both runs last the same number of completed cycles, so requests and writes
-are compared per cycle of work, not per second. Then the faults end and the
+resume. Both runs last at least the same number of completed cycles (the faulted one
+until every kind of fault happened several times), and requests and writes are
+compared per completed cycle of work, not per second. Then the faults end and the
 controller must converge within one interval (counted in cycles, not seconds).
 
 Figures printed (``-s``) and recorded in docs/reliability.md.
@@ -26,7 +27,8 @@ from artifactcheck_sim.cluster import wait_for
 
 _net = itertools.count(1)
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-CYCLES = 30  # completed cycles per run
+CYCLES = 30  # completed cycles per run (at least: see enough_faults)
+KINDS = ("throttle", "error", "slow", "cut", "gone")
 CLEAN = 6
 SEED = 25
 
@@ -41,6 +43,16 @@ CHAOS = (
 )
 
 
+def enough_faults(faults: Faults | None) -> bool:
+    """Whether every kind of fault happened several times: the faulted run goes on
+    until it did, since how many requests 30 cycles make depends on the machine's load
+    (a 410 comes only on a resumed watch, so few cuts mean few)."""
+    if faults is None:
+        return True
+    injected = Counter(kind for kind, _, _ in faults.injected.elements())
+    return all(injected[k] >= 3 for k in KINDS)
+
+
 def gate(cluster: TenantCluster, name: str) -> str | None:
     c = cluster.condition(name)
     return c["status"] if c else None
@@ -52,6 +64,7 @@ class Run:
 
     requests: int = 0
     writes: int = 0
+    cycles: int = 0  # completed when requests and writes were counted
     by_verb: Counter[str] = field(default_factory=Counter)
     quarantined_at_cycle: int | None = None
     clean_false: set[str] = field(default_factory=set)  # clean pods ever seen gated False
@@ -107,9 +120,10 @@ def run(faults: Faults | None) -> tuple[Run, Faults | None, dict[str, Any]]:
             def progressed() -> bool:
                 if result.quarantined_at_cycle is None and gate(cluster, bad) == "False":
                     result.quarantined_at_cycle = c.cycles_completed
-                return c.cycles_completed >= CYCLES
+                return c.cycles_completed >= CYCLES and enough_faults(faults)
 
             wait_for(progressed, timeout=240, interval=0.05)
+            result.cycles = c.cycles_completed
             methods = [m for m, _ in list(cluster.api.requests)]
             result.requests = len(methods)
             result.writes = sum(1 for m in methods if m in WRITES)
@@ -161,15 +175,15 @@ def test_api_server_faults_change_nothing() -> None:
     assert faults is not None
     injected = Counter(kind for kind, _, _ in faults.injected.elements())
     print(
-        f"\nfault-free: {calm.requests} requests, {calm.writes} writes, "
+        f"\nfault-free: {calm.cycles} cycles, {calm.requests} requests, {calm.writes} writes, "
         f"{calm.pod_lists} pod lists, quarantined by cycle {calm.quarantined_at_cycle}"
-        f"\nchaos:      {chaos.requests} requests, {chaos.writes} writes, "
+        f"\nchaos:      {chaos.cycles} cycles, {chaos.requests} requests, {chaos.writes} writes, "
         f"{chaos.pod_lists} pod lists, quarantined by cycle {chaos.quarantined_at_cycle}"
         f"\ninjected:   {dict(injected)} of {len(faults.log)} requests"
         f"\nverbs calm  {dict(calm.by_verb)}\nverbs chaos {dict(chaos.by_verb)}"
     )
     # Every kind of fault happened, several times.
-    assert all(injected[k] >= 3 for k in ("throttle", "error", "slow", "cut", "gone")), injected
+    assert all(injected[k] >= 3 for k in KINDS), injected
 
     # The drifted pod is still quarantined; no clean pod ever is.
     assert chaos.quarantined_at_cycle is not None
@@ -216,9 +230,13 @@ def test_api_server_faults_change_nothing() -> None:
     errors = [g for g, _, _ in gaps_after(faults, "error")]
     assert len({round(g, 3) for g in errors}) > 1, errors
 
-    # The same work costs a small multiple of the fault-free requests and writes.
-    assert chaos.requests <= 3 * calm.requests, (chaos.requests, calm.requests)
-    assert chaos.writes <= 3 * calm.writes, (chaos.writes, calm.writes)
+    # The same work costs a small multiple of the fault-free requests and writes (per
+    # completed cycle: the faulted run may last longer, see enough_faults).
+    per_cycle = {
+        "requests": (chaos.requests / chaos.cycles, calm.requests / calm.cycles),
+        "writes": (chaos.writes / chaos.cycles, calm.writes / calm.cycles),
+    }
+    assert all(faulted <= 3 * free for faulted, free in per_cycle.values()), per_cycle
 
 
 def test_confirmation_streaks_survive_relists() -> None:

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import random
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -133,3 +134,57 @@ def test_a_stream_opened_after_shutdown_began_is_aborted() -> None:
     w.track(Response(), True)
     assert aborted, "a stream opened during shutdown was left open"
     w.pool.shutdown(wait=True)
+
+
+def test_a_watch_started_again_waits_out_its_predecessors_retry_after() -> None:
+    """A check's loop ended while a 429's Retry-After was running (leadership lost, spec
+    rebuilt), and started again at once: its first request still waits for the rest of
+    the server's ask. Another watch is not held."""
+    w = watching()
+    asked: list[tuple[str, float]] = []
+
+    def lister(name: str, fail: bool) -> Any:
+        def list_fn() -> tuple[list[str], str]:
+            asked.append((name, time.monotonic()))
+            if fail:
+                raise Throttled("429", retry_after=0.6)
+            raise DependencyError("stop here")
+
+        return list_fn
+
+    async def one(name: str, fail: bool, stop: asyncio.Event) -> None:
+        await w.run(
+            stop,
+            name=name,
+            list_fn=lister(name, fail),
+            watch_fn=lambda rv: iter(()),
+            on_sync=lambda items: None,
+            on_event=lambda kind, obj: None,
+        )
+
+    async def scenario() -> None:
+        first = asyncio.create_task(one("pods a", True, asyncio.Event()))
+        while not asked:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        first.cancel()  # ended while waiting out the 429
+        again, other = asyncio.Event(), asyncio.Event()
+        tasks = [
+            asyncio.create_task(one("pods a", False, again)),
+            asyncio.create_task(one("pods b", False, other)),
+        ]
+        while [n for n, _ in asked[1:]].count("pods a") < 1 or len(asked) < 3:
+            await asyncio.sleep(0.01)
+        again.set()
+        other.set()
+        await asyncio.gather(*tasks, first, return_exceptions=True)
+
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), timeout=30))
+    finally:
+        w.pool.shutdown(wait=True)
+    throttled_at = asked[0][1]
+    a_at = next(t for n, t in asked[1:] if n == "pods a")
+    b_at = next(t for n, t in asked[1:] if n == "pods b")
+    assert a_at - throttled_at >= 0.6
+    assert b_at - throttled_at < 0.5
