@@ -25,6 +25,10 @@ from artifactcheck.model.errors import ArtifactCheckError
 
 __all__ = ["Leadership"]
 
+#: How many times a failed renewal is tried within the renew deadline (client-go's
+#: defaults: a RetryPeriod of 2 s in a RenewDeadline of 10 s).
+RETRIES_PER_DEADLINE = 5
+
 
 class Leadership:
     """This replica's hold on the Lease: whether it leads, until when it may act.
@@ -130,11 +134,17 @@ class Leadership:
                 self._set(False)
             if stop.is_set():
                 break
-            # A leader whose renewal failed retries every renew period, and wakes at
-            # its deadline at the latest, to give leadership up in time.
-            wait = max(self.settings.renew_period, self.not_before - time.monotonic())
+            # A leader whose renewal failed tries again every fifth of the deadline
+            # (client-go's RetryPeriod, 2 s of 10 s), so one failed write under a
+            # loaded API server costs nothing; never sooner than a 429 asked, and
+            # waking at its deadline at the latest, to give leadership up in time.
+            now = time.monotonic()
+            period = self.settings.renew_period
             if self.is_leader and not held:
-                wait = min(wait, max(0.0, self.acting_until - time.monotonic()))
+                period = min(period, self.renew_deadline / RETRIES_PER_DEADLINE)
+            wait = max(period, self.not_before - now)
+            if self.is_leader and not held:
+                wait = min(wait, max(0.0, self.acting_until - now))
             try:
                 async with asyncio.timeout(wait):
                     await stop.wait()

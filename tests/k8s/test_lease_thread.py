@@ -15,6 +15,10 @@ import time
 from artifactcheck.control.controller import Controller, ControllerSettings
 from artifactcheck.tenancy.admission import AdminConfig
 from artifactcheck_sim.apiserver import FakeApiServer
+from artifactcheck_sim.apiserver_faults import FaultRule, Faults
+
+WRITE_VERBS = frozenset({"create", "update", "patch"})
+LEASES = frozenset({"leases"})
 
 
 def test_renewal_is_not_queued_behind_a_busy_default_executor() -> None:
@@ -57,6 +61,58 @@ def test_renewal_is_not_queued_behind_a_busy_default_executor() -> None:
         print(f"lease acquired after {became:.3f}s beside a busy default executor")
     finally:
         release.set()
+        ctl.leadership.pool.shutdown(wait=True)
+        ctl.watching.pool.shutdown(wait=True)
+        api.close()  # type: ignore[no-untyped-call]
+        server.stop()
+
+
+def test_one_failed_renewal_is_tried_again_within_the_deadline() -> None:
+    """client-go retries a failed renewal every RetryPeriod (2 s of a 10 s deadline), so
+    one 500 costs nothing. Renewing every renew period and retrying only after another
+    (5 s of 10 s here by default) left one try before the deadline, and a single failed
+    write under a loaded API server gave leadership up (seen in the soak's fault windows).
+    """
+    server = FakeApiServer(namespaces=("ops",))
+    server.start()
+    api = server.api_client()
+    try:
+        # the CLI's proportions: renew every third of the lease, deadline two thirds
+        settings = ControllerSettings(
+            namespace="ops",
+            identity="a",
+            lease_namespace="ops",
+            lease_duration=3.0,
+            renew_period=1.0,
+            admin=AdminConfig(),
+        )
+        ctl = Controller(api_client=api, settings=settings)
+
+        async def run() -> tuple[list[float], Faults]:
+            stop = asyncio.Event()
+            lead = asyncio.create_task(ctl.leadership.lead(stop))
+            while not ctl.is_leader:
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.2)  # a renewal period under way
+            # the next Lease write fails (500), and only that one
+            faults = Faults([FaultRule("error", 1.0, verbs=WRITE_VERBS, resources=LEASES)])
+            server.faults = faults
+            lost: list[float] = []
+            started = time.monotonic()
+            while time.monotonic() - started < 4.0:
+                if server.faults is not None and faults.injected:
+                    server.faults = None
+                if not ctl.is_leader:
+                    lost.append(time.monotonic() - started)
+                await asyncio.sleep(0.01)
+            stop.set()
+            await lead
+            return lost, faults
+
+        lost, faults = asyncio.run(run())
+        assert sum(faults.injected.values()) == 1, faults.injected
+        assert lost == [], f"leadership lost {lost[0]:.2f}s after one failed renewal"
+    finally:
         ctl.leadership.pool.shutdown(wait=True)
         ctl.watching.pool.shutdown(wait=True)
         api.close()  # type: ignore[no-untyped-call]
