@@ -157,8 +157,10 @@ def child(api_url: str, health_port: int, stats: str) -> int:
     metrics have no gauge for them)."""
     from kubernetes import client as k8s
 
+    from artifactcheck.clients.libc import limit_malloc_arenas
     from artifactcheck.control.controller import Controller, ControllerSettings
 
+    limit_malloc_arenas()  # as `artifactcheck controller` does, before any thread
     api_client = k8s.ApiClient(k8s.Configuration(host=api_url))
     ctl = Controller(
         api_client=api_client,

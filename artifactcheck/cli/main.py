@@ -567,10 +567,13 @@ def controller(**opts: Any) -> None:
     import signal
     import socket
 
+    from artifactcheck.clients import libc
     from artifactcheck.clients.kube import load_api_client
     from artifactcheck.control.controller import Controller, ControllerSettings
     from artifactcheck.control.shard import parse_shard
 
+    # before any thread or worker: a long-running process's memory stays in few arenas
+    libc.limit_malloc_arenas()
     pool = None
     if opts["observe_processes"] > 1:  # one worker is the controller itself, with pickling
         from artifactcheck.control.workers import ObservePool
