@@ -2,7 +2,7 @@
 # Set up artifactcheck in a virtual environment in this checkout, then run something.
 #
 #   sh scripts/setup.sh demo [DEMO OPTIONS]    # the simulated fleet, checked and explained
-#   sh scripts/setup.sh test [PYTEST ARGS]     # the test needs, then python -m pytest -q
+#   sh scripts/setup.sh test [PYTEST ARGS]     # the test needs, then python -m pytest -q -n auto
 #   sh scripts/setup.sh install [dev]          # only the virtual environment
 #   sh scripts/setup.sh run CMD [ARGS]         # CMD from the virtual environment
 #
@@ -113,7 +113,9 @@ case $cmd in
         fi
         install dev
         compile_sources
-        exec "$venv/bin/python" -m pytest -q "$@"
+        # one worker per core (pytest-xdist): each test module, and every test of
+        # the Docker engine, stays on one worker (tests/conftest.py)
+        exec "$venv/bin/python" -m pytest -q -n auto --dist loadgroup "$@"
         ;;
     install)
         install "${1:-}"

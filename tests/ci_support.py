@@ -61,6 +61,10 @@ LEAKY_ENV = (
     "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE",
     "KUBECONFIG",
+    # a terminal's size: tables a test reads as piped output would be cut to it
+    # (pytest-xdist's workers run with COLUMNS=80)
+    "COLUMNS",
+    "LINES",
 )
 
 

@@ -18,19 +18,40 @@ from ci_support import LEAKY_ENV, hermetic_environment
 pytest_plugins = ("docker_engine",)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests of a module with ``start_early`` run last: the longest overlap."""
-    early = [i for i in items if callable(getattr(getattr(i, "module", None), "start_early", 0))]
-    if early:
-        items[:] = [i for i in items if i not in early] + early
+def _early(item: pytest.Item) -> bool:
+    return callable(getattr(getattr(item, "module", None), "start_early", None))
+
+
+def _in_worker(config: pytest.Config) -> bool:
+    """Whether this is one of pytest-xdist's worker processes (``-n``)."""
+    return hasattr(config, "workerinput")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests of a module with ``start_early`` run last: the longest overlap.
+
+    Under ``-n`` (pytest-xdist, ``--dist loadgroup``) each module is one group, run by
+    one worker, so a module's fixtures are made once; every test that needs the Docker
+    engine is one group, so one worker starts one engine; and the long modules come
+    first, each started by its own test, while the other workers take the rest."""
+    if not _in_worker(config):
+        early = [i for i in items if _early(i)]
+        if early:
+            items[:] = [i for i in items if not _early(i)] + early
+        return
+    items.sort(key=lambda i: (not _early(i), i.get_closest_marker("docker") is None))
+    for item in items:
+        group = "docker" if item.get_closest_marker("docker") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Give a head start to the long tests that wait on their own clock: a test module
     with a ``start_early(config, env)`` function has it called once, as soon as the run
     knows it will run one of its tests (tests/k8s/test_soak.py: five minutes that then
-    overlap the rest of the suite instead of adding to it)."""
-    if session.config.option.collectonly:
+    overlap the rest of the suite instead of adding to it). Not under ``-n``: every
+    worker collects every test, and which one runs a module is known only then."""
+    if session.config.option.collectonly or _in_worker(session.config):
         return
     started: set[str] = set()
     for item in session.items:
