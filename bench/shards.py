@@ -67,6 +67,7 @@ def child(api_url: str, health_port: int, shard: int, total: int, lease: float) 
     from kubernetes import client as k8s
 
     from artifactcheck.control.controller import Controller, ControllerSettings
+    from artifactcheck.control.settings import renew_period_for
 
     api_client = k8s.ApiClient(k8s.Configuration(host=api_url))
     ctl = Controller(
@@ -79,7 +80,7 @@ def child(api_url: str, health_port: int, shard: int, total: int, lease: float) 
             shard=shard,
             total_shards=total,
             lease_duration=lease,
-            renew_period=max(1.0, lease / 3),
+            renew_period=renew_period_for(lease),
         ),
     )
     health = ctl.serve_health(host="127.0.0.1", port=health_port)

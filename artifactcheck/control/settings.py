@@ -12,7 +12,7 @@ from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.names import LEASE_NAME
 from artifactcheck.tenancy.admission import AdminConfig
 
-__all__ = ["ControllerSettings", "renew_deadline"]
+__all__ = ["ControllerSettings", "renew_deadline", "renew_period_for"]
 
 
 @dataclass
@@ -26,7 +26,8 @@ class ControllerSettings:
     lease_namespace: str | None = None
     lease_name: str = LEASE_NAME
     lease_duration: float = 15.0
-    renew_period: float = 5.0
+    #: How often the Lease is renewed (or, by a standby, tried): client-go's RetryPeriod.
+    renew_period: float = 2.0
     #: client-go's renewDeadline: a leader that could not renew for this long stops
     #: acting and gives up leadership, before a standby may take the lease over
     #: (lease_duration). None: two thirds of lease_duration, as client-go's defaults.
@@ -62,3 +63,11 @@ def renew_deadline(settings: ControllerSettings) -> float:
             f"{settings.lease_duration:g}s: a standby may take over at expiry"
         )
     return deadline
+
+
+def renew_period_for(lease_duration: float) -> float:
+    """client-go's RetryPeriod in its default proportion to the lease duration (2 s of
+    15 s), and at least a second: how often a leader renews. A renewal every third of
+    the lease left a leader, after one failure, too few tries before its deadline, and
+    a few failed writes in a row under a loaded API server cost it the lease."""
+    return max(1.0, lease_duration * 2 / 15)

@@ -13,6 +13,7 @@ import threading
 import time
 
 from artifactcheck.control.controller import Controller, ControllerSettings
+from artifactcheck.control.settings import renew_deadline, renew_period_for
 from artifactcheck.tenancy.admission import AdminConfig
 from artifactcheck_sim.apiserver import FakeApiServer
 from artifactcheck_sim.apiserver_faults import FaultRule, Faults
@@ -69,15 +70,17 @@ def test_renewal_is_not_queued_behind_a_busy_default_executor() -> None:
 
 def test_one_failed_renewal_is_tried_again_within_the_deadline() -> None:
     """client-go retries a failed renewal every RetryPeriod (2 s of a 10 s deadline), so
-    one 500 costs nothing. Renewing every renew period and retrying only after another
-    (5 s of 10 s here by default) left one try before the deadline, and a single failed
-    write under a loaded API server gave leadership up (seen in the soak's fault windows).
+    one 500 costs nothing. Retrying only after another renew period (5 s of 10 s with
+    the CLI's former renew period, a third of the lease) left one try before the
+    deadline, and a single failed write under a loaded API server gave leadership up
+    (seen in the soak's fault windows). The renew period here is that third.
     """
     server = FakeApiServer(namespaces=("ops",))
     server.start()
     api = server.api_client()
     try:
-        # the CLI's proportions: renew every third of the lease, deadline two thirds
+        # renew every third of the lease (the longest period a user may set), deadline
+        # two thirds
         settings = ControllerSettings(
             namespace="ops",
             identity="a",
@@ -117,3 +120,12 @@ def test_one_failed_renewal_is_tried_again_within_the_deadline() -> None:
         ctl.watching.pool.shutdown(wait=True)
         api.close()  # type: ignore[no-untyped-call]
         server.stop()
+
+
+def test_the_controller_command_renews_as_client_go_does() -> None:
+    """client-go's defaults: LeaseDuration 15 s, RenewDeadline 10 s, RetryPeriod 2 s, so
+    a leader renews every 2 s and has five tries within its deadline."""
+    period = renew_period_for(15.0)
+    deadline = renew_deadline(ControllerSettings(lease_duration=15.0, renew_period=period))
+    assert (period, deadline) == (2.0, 10.0)
+    assert renew_period_for(2.0) == 1.0  # never below a second
