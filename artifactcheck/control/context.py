@@ -8,6 +8,7 @@ of a long argument list each.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import ipaddress
 import logging
@@ -25,7 +26,7 @@ from artifactcheck.control.settings import ControllerSettings
 from artifactcheck.tenancy.admission import AdminConfig
 from artifactcheck.tenancy.egress import AddressRules
 
-__all__ = ["Context"]
+__all__ = ["Context", "sleep_unless_stopped"]
 
 
 @dataclass(frozen=True)
@@ -59,3 +60,17 @@ class Context:
                 ipaddress.ip_network(c, strict=False) for c in self.admin.egress.deny_cidrs
             ),
         )
+
+
+async def sleep_unless_stopped(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep ``seconds``, or until ``stop`` is set.
+
+    ``asyncio.timeout``, not ``asyncio.wait_for``: on Python 3.11, a ``wait_for`` whose
+    wait finished in the loop turn before a cancellation returns and drops it, and a
+    cancelled loop would then run on (control/checking.py has the case).
+    """
+    try:
+        async with asyncio.timeout(seconds):
+            await stop.wait()
+    except TimeoutError:
+        pass

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from artifactcheck.clients.kube import Throttled
 from artifactcheck.control import forward
-from artifactcheck.control.context import Context
+from artifactcheck.control.context import Context, sleep_unless_stopped
 from artifactcheck.control.lease import LeaseLock, LeaseNamespaceMissing
 from artifactcheck.control.settings import renew_deadline
 from artifactcheck.model.errors import ArtifactCheckError
@@ -145,11 +145,7 @@ class Leadership:
             wait = max(period, self.not_before - now)
             if self.is_leader and not held:
                 wait = min(wait, max(0.0, self.acting_until - now))
-            try:
-                async with asyncio.timeout(wait):
-                    await stop.wait()
-            except TimeoutError:
-                pass
+            await sleep_unless_stopped(stop, wait)
 
     async def step_down(self) -> None:
         """Release the lease if held (client-go's ReleaseOnCancel), within a second."""

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from artifactcheck.clients.kube import Throttled, WatchExpired, abort_stream
-from artifactcheck.control.context import Context
+from artifactcheck.control.context import Context, sleep_unless_stopped
 from artifactcheck.fetch.retry import retry_wait
 from artifactcheck.model.errors import ArtifactCheckError
 
@@ -150,7 +150,7 @@ class Watching:
                 # resume after what was delivered; a failed list (or a watch that
                 # delivered nothing since the list) starts from the list's version
                 rv = delivered[0] if delivered else rv
-                await _sleep(stop, delay)
+                await sleep_unless_stopped(stop, delay)
 
     def _hold(self, name: str, retry_after: float) -> None:
         now = time.monotonic()
@@ -164,21 +164,7 @@ class Watching:
         until = self._held_until.get(name)
         if until is not None:
             if (left := until - time.monotonic()) > 0:
-                await _sleep(stop, left)
+                await sleep_unless_stopped(stop, left)
             else:
                 del self._held_until[name]
         return stop.is_set()
-
-
-async def _sleep(stop: asyncio.Event, seconds: float) -> None:
-    """Sleep ``seconds``, or until ``stop`` is set.
-
-    ``asyncio.timeout``, not ``asyncio.wait_for``: on Python 3.11, a ``wait_for`` whose
-    wait finished in the loop turn before a cancellation returns and drops it, and a
-    cancelled watch loop would then run on (control/checking.py has the case).
-    """
-    try:
-        async with asyncio.timeout(seconds):
-            await stop.wait()
-    except TimeoutError:
-        pass

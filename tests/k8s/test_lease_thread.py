@@ -9,8 +9,10 @@ election runs in its own goroutine; here it has its own thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 
 from artifactcheck.control.controller import Controller, ControllerSettings
 from artifactcheck.control.settings import renew_deadline, renew_period_for
@@ -22,21 +24,34 @@ WRITE_VERBS = frozenset({"create", "update", "patch"})
 LEASES = frozenset({"leases"})
 
 
-def test_renewal_is_not_queued_behind_a_busy_default_executor() -> None:
+@contextlib.contextmanager
+def lease_only(renew_period: float) -> Iterator[tuple[FakeApiServer, Controller]]:
+    """A fake API server and a controller on it whose Lease a test drives itself
+    (``ctl.leadership.lead``); a 3 s lease. Both ended afterwards."""
     server = FakeApiServer(namespaces=("ops",))
     server.start()
     api = server.api_client()
-    release = threading.Event()
+    settings = ControllerSettings(
+        namespace="ops",
+        identity="a",
+        lease_namespace="ops",
+        lease_duration=3.0,
+        renew_period=renew_period,
+        admin=AdminConfig(),
+    )
+    ctl = Controller(api_client=api, settings=settings)
     try:
-        settings = ControllerSettings(
-            namespace="ops",
-            identity="a",
-            lease_namespace="ops",
-            lease_duration=3.0,
-            renew_period=0.2,
-            admin=AdminConfig(),
-        )
-        ctl = Controller(api_client=api, settings=settings)
+        yield server, ctl
+    finally:
+        ctl.leadership.pool.shutdown(wait=True)
+        ctl.watching.pool.shutdown(wait=True)
+        api.close()  # type: ignore[no-untyped-call]
+        server.stop()
+
+
+def test_renewal_is_not_queued_behind_a_busy_default_executor() -> None:
+    release = threading.Event()
+    with lease_only(renew_period=0.2) as (_, ctl):
 
         async def run() -> tuple[bool, float]:
             loop = asyncio.get_running_loop()
@@ -57,15 +72,12 @@ def test_renewal_is_not_queued_behind_a_busy_default_executor() -> None:
             await asyncio.gather(*busy)
             return leader, became
 
-        leader, became = asyncio.run(run())
+        try:
+            leader, became = asyncio.run(run())
+        finally:
+            release.set()  # the busy workers end even when run() failed
         assert leader, "no lease while the default executor was busy"
         print(f"lease acquired after {became:.3f}s beside a busy default executor")
-    finally:
-        release.set()
-        ctl.leadership.pool.shutdown(wait=True)
-        ctl.watching.pool.shutdown(wait=True)
-        api.close()  # type: ignore[no-untyped-call]
-        server.stop()
 
 
 def test_one_failed_renewal_is_tried_again_within_the_deadline() -> None:
@@ -75,21 +87,9 @@ def test_one_failed_renewal_is_tried_again_within_the_deadline() -> None:
     deadline, and a single failed write under a loaded API server gave leadership up
     (seen in the soak's fault windows). The renew period here is that third.
     """
-    server = FakeApiServer(namespaces=("ops",))
-    server.start()
-    api = server.api_client()
-    try:
-        # renew every third of the lease (the longest period a user may set), deadline
-        # two thirds
-        settings = ControllerSettings(
-            namespace="ops",
-            identity="a",
-            lease_namespace="ops",
-            lease_duration=3.0,
-            renew_period=1.0,
-            admin=AdminConfig(),
-        )
-        ctl = Controller(api_client=api, settings=settings)
+    # renew every third of the lease (the longest period a user may set), deadline two
+    # thirds
+    with lease_only(renew_period=1.0) as (server, ctl):
 
         async def run() -> tuple[list[float], Faults]:
             stop = asyncio.Event()
@@ -115,11 +115,6 @@ def test_one_failed_renewal_is_tried_again_within_the_deadline() -> None:
         lost, faults = asyncio.run(run())
         assert sum(faults.injected.values()) == 1, faults.injected
         assert lost == [], f"leadership lost {lost[0]:.2f}s after one failed renewal"
-    finally:
-        ctl.leadership.pool.shutdown(wait=True)
-        ctl.watching.pool.shutdown(wait=True)
-        api.close()  # type: ignore[no-untyped-call]
-        server.stop()
 
 
 def test_the_controller_command_renews_as_client_go_does() -> None:
