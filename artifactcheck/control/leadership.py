@@ -139,11 +139,12 @@ class Leadership:
             # loaded API server costs nothing; never sooner than a 429 asked, and
             # waking at its deadline at the latest, to give leadership up in time.
             now = time.monotonic()
+            retrying = self.is_leader and not held
             period = self.settings.renew_period
-            if self.is_leader and not held:
+            if retrying:
                 period = min(period, self.renew_deadline / RETRIES_PER_DEADLINE)
             wait = max(period, self.not_before - now)
-            if self.is_leader and not held:
+            if retrying:
                 wait = min(wait, max(0.0, self.acting_until - now))
             await sleep_unless_stopped(stop, wait)
 
