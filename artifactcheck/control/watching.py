@@ -21,10 +21,16 @@ from artifactcheck.model.errors import ArtifactCheckError
 __all__ = ["RETRY_AFTER_CAP", "Watching"]
 
 _Listed = TypeVar("_Listed")
+_Asked = TypeVar("_Asked")
 
 #: The longest Retry-After a watch waits for: the Kubernetes client already cuts a
 #: 429's to this (artifactcheck.clients.kube), the rule here only restates it.
 RETRY_AFTER_CAP = 60.0
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 class Watching:
@@ -47,6 +53,7 @@ class Watching:
         #: the watch, not one run of its loop, so a check started again (leadership
         #: regained, spec rebuilt) waits out its predecessor's Retry-After too.
         self._held_until: dict[str, float] = {}
+        self._held_guard = threading.Lock()
 
     def track(self, response: Any, is_open: bool) -> None:
         """The ``opened`` hook of a watch: remember an open response, forget a closed one
@@ -109,7 +116,7 @@ class Watching:
             delivered: list[str] = []  # the last resourceVersion the watch delivered
             try:
                 if rv is None:
-                    items, rv = await asyncio.to_thread(list_fn)
+                    items, rv = await asyncio.to_thread(self._asking, name, list_fn)
                     on_sync(items)
                     failures = 0
                 queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
@@ -122,7 +129,7 @@ class Watching:
                 ) -> str:
                     last = start
                     try:
-                        for kind, obj in watch_fn(start):
+                        for kind, obj in self._streaming(name, watch_fn, start):
                             last = obj.get("metadata", {}).get("resourceVersion") or last
                             delivered[:] = [last]
                             loop.call_soon_threadsafe(queue.put_nowait, (kind, obj))
@@ -133,6 +140,9 @@ class Watching:
                     return last
 
                 pumping = loop.run_in_executor(self.pool, pump)
+                # a run cancelled meanwhile never awaits it: its error is retrieved
+                # here, not logged by asyncio as "never retrieved"
+                pumping.add_done_callback(_retrieved)
                 while (item := await queue.get()) is not None:
                     if item[0] != "BOOKMARK":
                         on_event(*item)
@@ -144,27 +154,60 @@ class Watching:
                 self.metrics.api_errors.labels(name).inc()
                 failures += 1
                 delay = self.wait_after(failures, exc)
-                if isinstance(exc, Throttled):
-                    self._hold(name, exc.retry_after)
                 self.log.warning("watch of %s failed: %s; retrying in %.2fs", name, exc, delay)
                 # resume after what was delivered; a failed list (or a watch that
                 # delivered nothing since the list) starts from the list's version
                 rv = delivered[0] if delivered else rv
                 await sleep_unless_stopped(stop, delay)
 
+    def _asking(self, name: str, fn: Callable[..., _Asked], *args: Any) -> _Asked:
+        """``fn(*args)``, a request of watch ``name``, on its thread: first the rest of a
+        429's hold is waited out, and a 429 it gets holds the watch at once.
+
+        Both happen here, on the thread, not in the loop that awaits it: a run cancelled
+        while its request was in flight (leadership lost, spec rebuilt) never sees the
+        answer, and the run started in its place may already be past its own wait when
+        the answer comes. Client-go's reflector has one goroutine per watch; here a
+        cancelled run's thread can outlive it, so the hold binds the name.
+        """
+        self._wait_hold(name)
+        try:
+            return fn(*args)
+        except Throttled as exc:
+            self._hold(name, exc.retry_after)
+            raise
+
+    def _streaming(
+        self, name: str, watch_fn: Callable[[str], Iterator[_Asked]], start: str
+    ) -> Iterator[_Asked]:
+        """:meth:`_asking` for a watch, whose request is made as it is iterated."""
+        self._wait_hold(name)
+        try:
+            yield from watch_fn(start)
+        except Throttled as exc:
+            self._hold(name, exc.retry_after)
+            raise
+
+    def _wait_hold(self, name: str) -> None:
+        """On a request's thread: the rest of watch ``name``'s hold (or until shutdown)."""
+        with self._held_guard:
+            until = self._held_until.get(name, 0.0)
+        if (left := until - time.monotonic()) > 0:
+            self._stopping.wait(left)
+
     def _hold(self, name: str, retry_after: float) -> None:
         now = time.monotonic()
-        # the holds that passed go (a deleted check's would stay for ever otherwise)
-        self._held_until = {k: t for k, t in self._held_until.items() if t > now}
-        self._held_until[name] = now + min(retry_after, RETRY_AFTER_CAP)
+        with self._held_guard:
+            # the holds that passed go (a deleted check's would stay for ever otherwise)
+            held = {k: t for k, t in self._held_until.items() if t > now}
+            held[name] = max(held.get(name, 0.0), now + min(retry_after, RETRY_AFTER_CAP))
+            self._held_until = held
 
     async def _held(self, name: str, stop: asyncio.Event) -> bool:
         """Wait out a 429's Retry-After that a previous run of watch ``name`` got;
         whether ``stop`` was set meanwhile."""
-        until = self._held_until.get(name)
-        if until is not None:
-            if (left := until - time.monotonic()) > 0:
-                await sleep_unless_stopped(stop, left)
-            else:
-                del self._held_until[name]
+        with self._held_guard:
+            until = self._held_until.get(name)
+        if until is not None and (left := until - time.monotonic()) > 0:
+            await sleep_unless_stopped(stop, left)
         return stop.is_set()

@@ -188,3 +188,62 @@ def test_a_watch_started_again_waits_out_its_predecessors_retry_after() -> None:
     b_at = next(t for n, t in asked[1:] if n == "pods b")
     assert a_at - throttled_at >= 0.6
     assert b_at - throttled_at < 0.5
+
+
+def test_a_429_answered_after_its_run_was_cancelled_still_holds_the_watch() -> None:
+    """The run is cancelled while its watch request is in flight (leadership lost); the
+    server answers 429 only afterwards, to a thread nobody awaits, while a new run is
+    listing, past its own wait. The new run's watch still waits out the Retry-After."""
+    w = watching()
+    asked: list[tuple[str, float]] = []
+    answer = threading.Event()
+    throttled_at: list[float] = []
+    answered = threading.Event()
+
+    def first_watch(rv: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        asked.append(("watch", time.monotonic()))
+        answer.wait(10)
+        throttled_at.append(time.monotonic())
+        threading.Timer(0.05, answered.set).start()
+        raise Throttled("429", retry_after=0.6)
+        yield  # a generator, as the client's watch is
+
+    def later_watch(rv: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        asked.append(("watch again", time.monotonic()))
+        raise DependencyError("stop here")
+        yield
+
+    def slow_list() -> tuple[list[str], str]:
+        answered.wait(10)
+        return [], "1"
+
+    def one(watch_fn: Any, stop: asyncio.Event, list_fn: Any = lambda: ([], "1")) -> Any:
+        return w.run(
+            stop,
+            name="pods a",
+            list_fn=list_fn,
+            watch_fn=watch_fn,
+            on_sync=lambda items: None,
+            on_event=lambda kind, obj: None,
+        )
+
+    async def scenario() -> None:
+        first = asyncio.create_task(one(first_watch, asyncio.Event()))
+        while not asked:
+            await asyncio.sleep(0.01)
+        first.cancel()
+        again = asyncio.Event()
+        second = asyncio.create_task(one(later_watch, again, slow_list))
+        await asyncio.sleep(0.05)  # the new run is past its own wait, listing
+        answer.set()
+        while len(asked) < 2:
+            await asyncio.sleep(0.01)
+        again.set()
+        await asyncio.gather(first, second, return_exceptions=True)
+
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), timeout=30))
+    finally:
+        w.pool.shutdown(wait=True)
+    assert asked[1][0] == "watch again"
+    assert asked[1][1] - throttled_at[0] >= 0.6, asked[1][1] - throttled_at[0]
