@@ -313,6 +313,15 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "anything else is `inconclusive`",
         ("tests/e2e/test_release_trust.py::test_only_a_release_signed_by_a_known_key_is_trusted",),
     ),
+    (
+        "a drifted pod the controller's fixed sample missed after its first look: "
+        "observed once, never confirmed, never quarantined (the soak's 9 of 10)",
+        "a sampled full cycle also observes, up to the sample's size, every pod whose "
+        "last verdicts were bad, until it is confirmed or cleared",
+        (
+            "tests/k8s/test_controller.py::test_a_suspect_the_fixed_sample_misses_is_followed_up_until_quarantined",
+        ),
+    ),
 ]
 
 

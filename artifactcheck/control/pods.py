@@ -22,6 +22,7 @@ from artifactcheck.observe.instance import Observer
 
 __all__ = [
     "candidate",
+    "followed_up",
     "forget_gone",
     "pod_changed",
     "pods_listed",
@@ -166,8 +167,32 @@ def refreshed(state: CheckState) -> list[Observation]:
     return observations
 
 
+def followed_up(state: CheckState, sampled: set[str]) -> list[Instance]:
+    """The pods a sampled full cycle observes besides its sample: those whose last
+    verdicts are bad (a streak, quarantined or flagged), at most as many as the sample.
+
+    A confirmation streak counts observations, so a suspect left to the sample waits
+    for the draw to fall on it again (never, with a fixed seed and a fleet that stopped
+    changing: the suspect stays half-confirmed, its drift unacted on), and a
+    quarantined pod that recovered waits as long to be released. Longest streaks
+    first, so a mass of suspects cannot starve the ones nearly confirmed.
+    """
+    memory = state.history.instances
+    suspects = [
+        (st.streak, name)
+        for name, st in memory.items()
+        if name in state.pods
+        and name not in sampled
+        and (st.streak or st.quarantined or st.flagged)
+    ]
+    suspects.sort(key=lambda s: (-s[0], s[1]))
+    limit = state.spec.sampling.instances or 0
+    return [state.pods[name] for _, name in suspects[:limit]]
+
+
 def targets(state: CheckState, observer: Observer, *, full: bool) -> list[Instance]:
-    """The pods to observe this cycle: a full one's (fresh) sample, the new ones.
+    """The pods to observe this cycle: a full one's (fresh) sample and the suspects
+    it follows up (:func:`followed_up`), the new ones.
 
     New pods are the fast path's, except before the first full cycle, which checks
     every pod found at start-up itself.
@@ -180,7 +205,8 @@ def targets(state: CheckState, observer: Observer, *, full: bool) -> list[Instan
         # reaches every pod and file over time instead of the same ones forever
         observer.seed = draw_seed()
     if full and spec.sampling.instances:
-        found = sample_instances(found, spec.sampling.instances, seed=observer.seed)
+        sampled = sample_instances(found, spec.sampling.instances, seed=observer.seed)
+        found = sampled + followed_up(state, {i.name for i in sampled})
     if take_new:
         found += [state.pods[n] for n in state.pending if n in state.pods]
         state.pending.clear()

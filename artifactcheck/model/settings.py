@@ -252,7 +252,14 @@ class HttpSettings(_Model):
 class SamplingSettings(_Model):
     """How much of the fleet and of each instance's files is checked."""
 
-    instances: int | None = Field(None, ge=1, description="Instances checked; null = all.")
+    instances: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Instances checked; null = all. The controller also checks again, up to as "
+            "many, the pods whose last verdicts were bad, until confirmed or cleared."
+        ),
+    )
     assets_per_instance: int | None = Field(
         None, ge=0, description="Assets fetched per instance, entry points always; null = all."
     )

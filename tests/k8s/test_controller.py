@@ -578,3 +578,26 @@ def test_new_pods_do_not_confirm_an_old_mismatch(cluster: SimCluster) -> None:
         warnings = [e for e in cluster.events(bad.name) if e.get("type") == "Warning"]
         assert warnings == [], warnings
         assert all(not cluster.events(p.name) for p in good)
+
+
+def test_a_suspect_the_fixed_sample_misses_is_followed_up_until_quarantined(
+    cluster: SimCluster,
+) -> None:
+    """A full cycle samples one pod (a fixed seed: always the newest); a drifted pod
+    that came earlier is observed once, by the fast path. The sampled cycles follow
+    it up (its streak is open) until it is confirmed and quarantined."""
+    for _ in range(4):
+        cluster.add_pod()
+    cluster.add_check(
+        interval=0.3,
+        sampling={"instances": 1, "seed": 1},
+        policy={"mode": "quarantine", "confirmations": 3},
+    )
+    with running(cluster) as ctl:
+        wait_for(lambda: ctl.controller.cycles_completed >= 1, timeout=20)
+        bad = cluster.add_pod(serves="1.4.1")
+        old = {"status": {"startTime": "2020-01-01T00:00:00Z"}}  # never the newest
+        cluster.api.patch_status("v1", "Pod", cluster.namespace, bad.name, old)
+        newest = cluster.add_pod()
+        wait_for(lambda: gate(cluster, bad.name) == "False", timeout=20)
+        assert gate(cluster, newest.name) == "True"
