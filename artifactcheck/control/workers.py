@@ -62,12 +62,13 @@ from artifactcheck.observe.instance import Observer
 from artifactcheck.observe.processes import (
     MAX_AUTO,
     MIN_PER_PROCESS,
-    STUCK_AFTER,
     _AskParent,
     cores,
+    next_message,
     processes_for,
     shares,
     split_by_host,
+    stuck_after,
 )
 from artifactcheck.tenancy.credentials import CredentialScope
 from artifactcheck.tenancy.egress import Address, EgressPolicy
@@ -298,14 +299,12 @@ class ObservePool:
             # sent from a thread: a large job must not block the loop
             await asyncio.to_thread(worker.send, ("job", job))
             reading = loop.run_in_executor(None, read)
-            # one instance finishes at least every instance deadline: longer is stuck
-            silence = job.spec.http.instance_deadline + STUCK_AFTER
             while True:
                 try:
-                    async with asyncio.timeout(silence):
-                        message = await queue.get()
+                    message = await next_message(queue, job.spec)
                 except TimeoutError:
-                    why = RuntimeError(f"the observing process sent nothing for {silence:.0f}s")
+                    silent = stuck_after(job.spec)
+                    why = RuntimeError(f"the observing process sent nothing for {silent:.0f}s")
                     break
                 if message is None:
                     why = RuntimeError("the observing process ended early")

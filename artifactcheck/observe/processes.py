@@ -62,6 +62,8 @@ __all__ = [
     "MIN_PER_PROCESS",
     "Shares",
     "can_fork",
+    "next_message",
+    "stuck_after",
     "observe_in_processes",
     "processes_for",
     "shares",
@@ -77,6 +79,22 @@ MAX_AUTO = 4
 _FAILED = 70
 #: Seconds past the instance deadline a copy may stay silent before it is ended.
 STUCK_AFTER = 30.0
+
+
+def stuck_after(spec: CheckSpec) -> float:
+    """Seconds of silence after which an observing process is stuck: while instances
+    remain, one finishes at least every instance deadline (each runs within it once
+    started)."""
+    return spec.http.instance_deadline + STUCK_AFTER
+
+
+async def next_message(
+    queue: asyncio.Queue[tuple[Any, ...] | None], spec: CheckSpec
+) -> tuple[Any, ...] | None:
+    """An observing process's next message as its reader thread queued it (None: its
+    stream ended); TimeoutError when it stayed silent :func:`stuck_after` seconds."""
+    async with asyncio.timeout(stuck_after(spec)):
+        return await queue.get()
 
 
 # -- how many, and what each may use -------------------------------------------------------
@@ -267,15 +285,12 @@ async def _collect(
 
     reading = loop.run_in_executor(None, read)
     stats: FetchStats | None = None
-    # While instances remain, one finishes at least every instance deadline (each runs
-    # within it once started): a copy silent for longer is stuck, and is ended.
-    silence = observer.spec.http.instance_deadline + STUCK_AFTER
     while True:
         try:
-            async with asyncio.timeout(silence):
-                message = await queue.get()
+            message = await next_message(queue, observer.spec)
         except TimeoutError:
-            log.warning("observing process %d sent nothing for %.0fs; ended", copy.pid, silence)
+            silent = stuck_after(observer.spec)
+            log.warning("observing process %d sent nothing for %.0fs; ended", copy.pid, silent)
             _reap(copy, kill=True)
             message = await queue.get()  # the reader's end, after the kill
             while message is not None:
