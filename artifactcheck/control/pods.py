@@ -140,11 +140,7 @@ def forget_gone(state: CheckState) -> None:
     keep = {
         name: st
         for name, st in history.instances.items()
-        if name in present
-        or (
-            name not in state.gone
-            and (st.streak or st.quarantined or st.flagged)  # an inherited flag is a flag
-        )
+        if name in present or (name not in state.gone and st.held_against)
     }
     state.gone.clear()
     if len(keep) != len(history.instances):
@@ -177,13 +173,10 @@ def followed_up(state: CheckState, sampled: set[str]) -> list[Instance]:
     quarantined pod that recovered waits as long to be released. Longest streaks
     first, so a mass of suspects cannot starve the ones nearly confirmed.
     """
-    memory = state.history.instances
     suspects = [
         (st.streak, name)
-        for name, st in memory.items()
-        if name in state.pods
-        and name not in sampled
-        and (st.streak or st.quarantined or st.flagged)
+        for name, st in state.history.instances.items()
+        if st.held_against and name in state.pods and name not in sampled
     ]
     suspects.sort(key=lambda s: (-s[0], s[1]))
     limit = state.spec.sampling.instances or 0

@@ -299,12 +299,12 @@ class ObservePool:
             # sent from a thread: a large job must not block the loop
             await asyncio.to_thread(worker.send, ("job", job))
             reading = loop.run_in_executor(None, read)
+            silence = stuck_after(job.spec)
             while True:
                 try:
-                    message = await next_message(queue, job.spec)
+                    message = await next_message(queue, silence)
                 except TimeoutError:
-                    silent = stuck_after(job.spec)
-                    why = RuntimeError(f"the observing process sent nothing for {silent:.0f}s")
+                    why = RuntimeError(f"the observing process sent nothing for {silence:.0f}s")
                     break
                 if message is None:
                     why = RuntimeError("the observing process ended early")

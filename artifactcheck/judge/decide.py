@@ -61,6 +61,12 @@ class InstanceState:
     #: this one flags it once more, which records the Event only if it is missing.
     inherited_flag: bool = False
 
+    @property
+    def held_against(self) -> bool:
+        """Whether policy holds something against the instance: a streak of bad
+        verdicts, a quarantine or a flag (an inherited flag is a flag)."""
+        return bool(self.streak or self.quarantined or self.flagged)
+
 
 @dataclass(frozen=True, slots=True)
 class History:

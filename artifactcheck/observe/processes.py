@@ -63,11 +63,11 @@ __all__ = [
     "Shares",
     "can_fork",
     "next_message",
-    "stuck_after",
     "observe_in_processes",
     "processes_for",
     "shares",
     "split_by_host",
+    "stuck_after",
 ]
 
 #: Fewer instances than this per process and a fork does not pay (judging, the CDN and
@@ -89,11 +89,12 @@ def stuck_after(spec: CheckSpec) -> float:
 
 
 async def next_message(
-    queue: asyncio.Queue[tuple[Any, ...] | None], spec: CheckSpec
+    queue: asyncio.Queue[tuple[Any, ...] | None], silence: float
 ) -> tuple[Any, ...] | None:
     """An observing process's next message as its reader thread queued it (None: its
-    stream ended); TimeoutError when it stayed silent :func:`stuck_after` seconds."""
-    async with asyncio.timeout(stuck_after(spec)):
+    stream ended); TimeoutError when it stayed silent ``silence`` seconds (its
+    :func:`stuck_after`)."""
+    async with asyncio.timeout(silence):
         return await queue.get()
 
 
@@ -285,12 +286,12 @@ async def _collect(
 
     reading = loop.run_in_executor(None, read)
     stats: FetchStats | None = None
+    silence = stuck_after(observer.spec)
     while True:
         try:
-            message = await next_message(queue, observer.spec)
+            message = await next_message(queue, silence)
         except TimeoutError:
-            silent = stuck_after(observer.spec)
-            log.warning("observing process %d sent nothing for %.0fs; ended", copy.pid, silent)
+            log.warning("observing process %d sent nothing for %.0fs; ended", copy.pid, silence)
             _reap(copy, kill=True)
             message = await queue.get()  # the reader's end, after the kill
             while message is not None:
