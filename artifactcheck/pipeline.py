@@ -52,14 +52,7 @@ from artifactcheck.model.values import (
 from artifactcheck.observe.cdn import observe_cdn
 from artifactcheck.observe.failures import CHECK_FAILED, describe
 from artifactcheck.observe.instance import Observer
-from artifactcheck.observe.processes import (
-    Shares,
-    can_fork,
-    observe_in_processes,
-    processes_for,
-    shares,
-    split_by_host,
-)
+from artifactcheck.observe.spread import Shares, can_fork, processes_for, shares, split_by_host
 from artifactcheck.release.sources import Expectations
 from artifactcheck.release.wiring import build_expectations
 
@@ -468,6 +461,8 @@ async def check_once(
 
     try:
         if spread is not None and spread.count > 1:
+            from artifactcheck.observe.processes import observe_in_processes  # forks: pickle
+
             await observe_in_processes(
                 observer,
                 split_by_host(chosen, spread.count),
@@ -560,7 +555,7 @@ async def _on_own_thread(work: Callable[[], T], *, holds_state: bool = False) ->
     pods is seconds of pure computation (on the loop it held up the controller's Lease,
     and a leader that cannot confirm it in time stops acting). The default executor's
     threads would outlive the work, and a process with a thread running never forks its
-    observers (:func:`~artifactcheck.observe.processes.can_fork`).
+    observers (:func:`~artifactcheck.observe.spread.can_fork`).
 
     A cancelled caller returns at once, leaving the thread to finish alone, unless the
     work ``holds_state`` (judging holds the check's judge cache: no second judgement
@@ -599,7 +594,7 @@ async def run_check(
     (:mod:`artifactcheck.release.guard`).
 
     ``processes``: how many processes observe (None: one per core for a large fleet,
-    :func:`~artifactcheck.observe.processes.processes_for`; 1: this one only).
+    :func:`~artifactcheck.observe.spread.processes_for`; 1: this one only).
 
     With a Docker action configured (``docker.on_mismatch``), the action is how a
     container leaves traffic: it plays the gate's role, so the check runs in

@@ -8,7 +8,7 @@ interpreter that imported the observing code once, and forks each worker), so a 
 never inherits the controller's threads, locks or connections, whenever it is started.
 
 A cycle large enough (:meth:`ObservePool.observe`) is split by host between the
-workers (:func:`~artifactcheck.observe.processes.split_by_host`); each worker observes
+workers (:func:`~artifactcheck.observe.spread.split_by_host`); each worker observes
 its share with its own Fetcher and Observer and sends every observation back as it
 completes. Judging, deciding, acting and the status stay in the controller, on all the
 observations together, exactly as when the cycle is observed in one process. What
@@ -21,7 +21,7 @@ keeps the verdicts the same is what keeps them the same for ``verify --processes
   cache, its pins, its last known good) and sends the same release to every worker.
 - **The same limits**: a host belongs to one worker, so ``max_per_host`` holds as it
   is; ``max_connections`` and the retry budget's minimum are shared out
-  (:func:`~artifactcheck.observe.processes.shares`); the controller itself does not
+  (:func:`~artifactcheck.observe.spread.shares`); the controller itself does not
   observe while its workers do, so together they never exceed one process's load.
 - **The same egress rules and credentials**: each job carries the check's egress
   policy and credential scope with the pods' addresses as they are when it starts.
@@ -59,16 +59,14 @@ from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Expectation, Instance, Observation
 from artifactcheck.observe.failures import check_failed, describe
 from artifactcheck.observe.instance import Observer
-from artifactcheck.observe.processes import (
+from artifactcheck.observe.processes import _AskParent, next_message, stuck_after
+from artifactcheck.observe.spread import (
     MAX_AUTO,
     MIN_PER_PROCESS,
-    _AskParent,
     cores,
-    next_message,
     processes_for,
     shares,
     split_by_host,
-    stuck_after,
 )
 from artifactcheck.tenancy.credentials import CredentialScope
 from artifactcheck.tenancy.egress import Address, EgressPolicy
@@ -153,7 +151,7 @@ class ObservePool:
     """Worker processes that observe a large cycle's pods (see the module doc).
 
     ``processes``: how many (default: one per core, at most
-    :data:`~artifactcheck.observe.processes.MAX_AUTO`). ``min_per_process``: fewer pods
+    :data:`~artifactcheck.observe.spread.MAX_AUTO`). ``min_per_process``: fewer pods
     than this per worker and a cycle is observed in the controller. Call :meth:`start`
     early (it starts the fork server and the workers) and :meth:`close` at the end.
     """

@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+from typing import TYPE_CHECKING
 
 from artifactcheck.fetch.errors import EgressRefused
-from artifactcheck.tenancy.egress import Egress
+
+if TYPE_CHECKING:  # a tenant's policy module (its address sets) loads where one is made
+    from artifactcheck.tenancy.egress import Egress
 
 __all__ = ["approved_address"]
 

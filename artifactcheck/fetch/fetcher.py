@@ -57,10 +57,11 @@ from artifactcheck.manifests.limits import normalise_path
 from artifactcheck.model.errors import ArtifactCheckError, ErrorKind
 from artifactcheck.model.settings import HttpSettings, RetrySettings
 from artifactcheck.model.values import Fetched
-from artifactcheck.tenancy.egress import Egress
 
 if TYPE_CHECKING:
     import httpx
+
+    from artifactcheck.tenancy.egress import Egress
 
 __all__ = ["MAX_REDIRECTS", "AssetHook", "Fetcher"]
 

@@ -35,10 +35,11 @@ from artifactcheck.fetch.errors import (
 )
 from artifactcheck.fetch.headers import MAX_DIGITS
 from artifactcheck.model.header_rules import FIELD_NAME_BYTES, FIELD_VALUE_BAD_BYTES
-from artifactcheck.tenancy.egress import Egress
 
 if TYPE_CHECKING:
     import httpx
+
+    from artifactcheck.tenancy.egress import Egress
 
     _TransportBase = httpx.AsyncBaseTransport
 else:  # httpx is imported only when httpx's API is used (handle_async_request)

@@ -13,7 +13,6 @@ import random
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 
 from artifactcheck.model.settings import RetrySettings
 
@@ -103,6 +102,8 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
         pass
     else:
         return seconds if seconds >= 0 and seconds == seconds else None  # NaN-safe
+    from email.utils import parsedate_to_datetime  # an HTTP-date: rare, and 3 ms to import
+
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError):

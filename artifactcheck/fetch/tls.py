@@ -23,6 +23,7 @@ import ssl
 import sys
 import threading
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from artifactcheck.fetch.egress import approved_address
 from artifactcheck.fetch.errors import EgressRefused
@@ -35,7 +36,9 @@ from artifactcheck.model.errors import (
 )
 from artifactcheck.model.settings import HttpSettings
 from artifactcheck.model.values import CertInfo
-from artifactcheck.tenancy.egress import Egress
+
+if TYPE_CHECKING:
+    from artifactcheck.tenancy.egress import Egress
 
 __all__ = ["build_ssl_context", "days_left", "probe_certificate", "unverified_context"]
 

@@ -15,13 +15,16 @@ docs/http-stacks.md has the measurements behind the two.
 from __future__ import annotations
 
 import ssl
+from typing import TYPE_CHECKING
 
 import httpcore
 import httpx
 
 from artifactcheck.fetch.http1 import KEEPALIVE, Http1Transport
 from artifactcheck.model.settings import HttpSettings
-from artifactcheck.tenancy.egress import Egress
+
+if TYPE_CHECKING:
+    from artifactcheck.tenancy.egress import Egress
 
 __all__ = ["make_transport", "proxy_transport"]
 

@@ -25,12 +25,13 @@ from artifactcheck.fetch.routes import Route
 from artifactcheck.fetch.stats import FetchStats
 from artifactcheck.model.errors import ErrorKind
 from artifactcheck.model.settings import HttpSettings
-from artifactcheck.tenancy.egress import Egress
 
 if TYPE_CHECKING:
     import ssl
 
     import httpx
+
+    from artifactcheck.tenancy.egress import Egress
 
 __all__ = ["Call", "Progress", "Wire"]
 

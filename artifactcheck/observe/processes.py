@@ -48,20 +48,31 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 
-from artifactcheck.fetch import urls
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.stats import FetchStats
-from artifactcheck.model.settings import CheckSpec, HttpSettings, RetrySettings
+from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Expectation, Instance, Observation
 from artifactcheck.observe.failures import check_failed, describe
 from artifactcheck.observe.instance import Observer
+from artifactcheck.observe.spread import (
+    MAX_AUTO,
+    MIN_PER_PROCESS,
+    Shares,
+    can_fork,
+    cores,
+    processes_for,
+    shares,
+    split_by_host,
+)
 
 log = logging.getLogger("artifactcheck")
 
-__all__ = [
+__all__ = [  # the plan (how many, what each may use) lives in .spread
+    "MAX_AUTO",
     "MIN_PER_PROCESS",
     "Shares",
     "can_fork",
+    "cores",
     "next_message",
     "observe_in_processes",
     "processes_for",
@@ -70,11 +81,6 @@ __all__ = [
     "stuck_after",
 ]
 
-#: Fewer instances than this per process and a fork does not pay (judging, the CDN and
-#: the report stay in one process whatever the split).
-MIN_PER_PROCESS = 100
-#: Processes used at most when the number is not given.
-MAX_AUTO = 4
 #: Exit status of a copy whose own code failed (not an instance's fault).
 _FAILED = 70
 #: Seconds past the instance deadline a copy may stay silent before it is ended.
@@ -96,72 +102,6 @@ async def next_message(
     :func:`stuck_after`)."""
     async with asyncio.timeout(silence):
         return await queue.get()
-
-
-# -- how many, and what each may use -------------------------------------------------------
-
-
-def cores() -> int:
-    """The CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def can_fork() -> tuple[bool, str]:
-    """Whether observing may fork now, and why not."""
-    if not hasattr(os, "fork"):
-        return False, "this platform cannot fork"
-    if threading.active_count() > 1:
-        return False, f"{threading.active_count() - 1} other thread(s) run in this process"
-    return True, ""
-
-
-def processes_for(instances: int, hosts: int, *, asked: int | None) -> int:
-    """How many processes observe ``instances`` on ``hosts`` distinct hosts.
-
-    ``asked``: the user's number (1: this process only), else one per core, at most
-    :data:`MAX_AUTO`, and only with :data:`MIN_PER_PROCESS` instances for each. Never
-    more processes than hosts: a host is observed by one process only.
-    """
-    if asked is not None:
-        wanted = asked
-    else:
-        wanted = min(cores(), MAX_AUTO, instances // MIN_PER_PROCESS)
-    return max(1, min(wanted, hosts))
-
-
-@dataclass(frozen=True, slots=True)
-class Shares:
-    """What each of ``count`` processes may use of the run's limits."""
-
-    count: int
-    http: HttpSettings  # max_connections shared out
-    retry: RetrySettings  # the budget's minimum shared out (its ratio is per request)
-
-
-def shares(spec: CheckSpec, count: int) -> Shares:
-    """Each process's share of the run's limits: together, never more than one process."""
-    http = spec.http.model_copy(
-        update={"max_connections": max(1, spec.http.max_connections // count)}
-    )
-    retry = spec.retry.model_copy(update={"budget_min": spec.retry.budget_min // count})
-    return Shares(count=count, http=http, retry=retry)
-
-
-def split_by_host(instances: Sequence[Instance], count: int) -> list[list[Instance]]:
-    """``count`` slices, each host's instances in one, the largest hosts placed first
-    on the slice with the fewest instances (so slices are as even as hosts allow).
-    A host is what the fetcher limits per host (:func:`urls.host_key`: ``http://a/``
-    and ``http://a:80/`` are one host)."""
-    by_host: dict[str, list[Instance]] = {}
-    for instance in instances:
-        by_host.setdefault(urls.host_key(instance.base_url), []).append(instance)
-    slices: list[list[Instance]] = [[] for _ in range(count)]
-    for group in sorted(by_host.values(), key=len, reverse=True):
-        min(slices, key=len).extend(group)
-    return slices
 
 
 # -- this process's side ---------------------------------------------------------------------

@@ -17,11 +17,6 @@ from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Manifest
 from artifactcheck.release import sources
-from artifactcheck.release.registry import (
-    RegistryOptions,
-    default_docker_config,
-    has_registry_host,
-)
 from artifactcheck.release.sources import ConfigMapReader, Expectations, limits_of
 
 if TYPE_CHECKING:  # cryptography loads only when a run asks for release trust
@@ -93,9 +88,17 @@ def _listed_configmaps(
 def _image_reader(spec: CheckSpec) -> Callable[[str, str, str], Manifest]:
     """How a release image is read: from its registry, or through the local engine."""
     source = spec.release_image_source
+    if source == "auto" and not spec.release_image:
+        return _from_docker_engine  # no release image: the reader is never asked
+    # the registry modules load only for a run that names a release image
+    from artifactcheck.release.registry import (
+        RegistryOptions,
+        default_docker_config,
+        has_registry_host,
+    )
+
     if source == "auto":
-        named = bool(spec.release_image) and has_registry_host(spec.release_image or "")
-        source = "registry" if named else "docker"
+        source = "registry" if has_registry_host(spec.release_image or "") else "docker"
     if source == "registry":
         from artifactcheck.release.registry.reader import RegistryReader  # imports httpx
 

@@ -61,6 +61,10 @@ UNUSED = (
     "artifactcheck_sim",
     "importlib.metadata",  # pydantic's plugin loader's, for entry points
     "xml.etree",  # a JUnit report's
+    "artifactcheck.release.registry",  # only when a release image is named
+    "artifactcheck.observe.processes",  # only when the run forks (pickle, the copies)
+    "artifactcheck.tenancy",  # a tenant's egress policy and credentials (controller)
+    "email",  # the HTTP-date parser, only for a Retry-After date
 )
 
 
