@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from artifactcheck.judge.statuses import MISSING
-from artifactcheck.model.values import Fetched, Layout, Manifest
+from artifactcheck.model.values import Fetched, Layout, Manifest, is_entry_page
 
 #: Prefixes tried, after the evidence (the served manifest's listing, the version
 #: endpoint's directory), when a release's files are not where they were looked for:
@@ -43,17 +43,15 @@ def is_page(path: str) -> bool:
     return not path or path.endswith("/") or path.lower().endswith((".html", ".htm"))
 
 
-def page_path(path: str) -> bool:
-    """An entry page (``index.html`` anywhere): the bytes a fallback serves."""
-    return path == "index.html" or path.endswith("/index.html")
+page_path = is_entry_page  # an entry page (``index.html`` anywhere): what a fallback serves
 
 
 def page_hashes(assets: Mapping[str, Fetched], release: Manifest | None) -> frozenset[str]:
     """sha256 of the site's HTML entry pages: what an SPA fallback answers with."""
-    found: set[str | None] = {f.sha256 for p, f in assets.items() if page_path(p) and f.ok}
-    if release is not None:
-        found |= {e.hashes.get("sha256") for p, e in release.files.items() if page_path(p)}
-    return frozenset(s for s in found if s)
+    found = {f.sha256 for p, f in assets.items() if page_path(p) and f.ok and f.sha256}
+    if release is None:
+        return frozenset(found)
+    return release.page_hashes.union(found) if found else release.page_hashes
 
 
 def is_fallback(got: Fetched, path: str, pages: Collection[str]) -> bool:

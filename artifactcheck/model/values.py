@@ -202,6 +202,11 @@ class Sha256Hashes(Mapping[str, str]):
         return (Sha256Hashes, (self.digest,))
 
 
+def is_entry_page(path: str) -> bool:
+    """An entry page (``index.html`` anywhere): the bytes a fallback serves."""
+    return path == "index.html" or path.endswith("/index.html")
+
+
 @dataclass(frozen=True, slots=True)
 class ManifestEntry:
     """One file a manifest promises, with whatever hashes the format carries."""
@@ -223,6 +228,20 @@ class Manifest:
     source: str | None = None  # file path or URL it was read from
     image_id: str | None = None  # when built from a container image
     rejected: tuple[tuple[str, str], ...] = ()  # (raw path, why) refused as unsafe
+    _pages: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def page_hashes(self) -> frozenset[str]:
+        """sha256 of the entry pages listed (``index.html`` anywhere): the bytes an SPA
+        fallback answers with. Worked out once per manifest, not once per instance
+        judged against it (a walk over every file of the release each time)."""
+        if self._pages is None:
+            found = {
+                e.hashes.get("sha256") for p, e in self.files.items() if is_entry_page(p)
+            }
+            object.__setattr__(self, "_pages", frozenset(s for s in found if s))
+        assert self._pages is not None
+        return self._pages
 
     @property
     def has_hashes(self) -> bool:
