@@ -7,6 +7,7 @@ Each test is one rule of :mod:`artifactcheck.judge.prefix` or of the layout and
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -417,3 +418,19 @@ def test_a_misplaced_pod_never_fails_its_gate_open() -> None:
         p: Fetched(url="", path=p, error="timeout", error_kind="timeout") for p in DJANGO.files
     }
     assert ActionKind.RELEASE in gate(timeouts)  # the contrast: the rule is not vacuous
+
+
+def test_a_releases_entry_pages_are_worked_out_once_and_joined_with_the_served_ones() -> None:
+    """``page_hashes`` of a release: its ``index.html`` anywhere, kept on the manifest
+    (every sibling judged against it asks); the instance's own pages join them."""
+    rel = release("1.0.0", {"index.html": I1, "app/index.html": I2, "a.js": A1})
+    assert rel.page_hashes == {I1, I2}
+    assert rel.page_hashes is rel.page_hashes  # kept, not walked again
+    served = {"index.html": got("index.html", LOGIN), "b.js": got("b.js", B2)}
+    assert prefix.page_hashes(served, rel) == {I1, I2, LOGIN}
+    assert prefix.page_hashes(served, None) == {LOGIN}
+    assert prefix.page_hashes({}, rel) == {I1, I2}
+    # a manifest made from another works its own out; the memo is never compared
+    other = replace(rel, files={"index.html": ManifestEntry("index.html", {"sha256": B1})})
+    assert other.page_hashes == {B1}
+    assert replace(other) == other
