@@ -54,10 +54,20 @@ class Watching:
         #: regained, spec rebuilt) waits out its predecessor's Retry-After too.
         self._held_until: dict[str, float] = {}
         self._held_guard = threading.Lock()
+        #: One request of each watch (by name) in flight at a time, until its answer's
+        #: status is known: a cancelled run's request may still be answered 429 after
+        #: the run started in its place has looked for a hold, and that run must not
+        #: be asking meanwhile (client-go's reflector, one goroutine per watch, cannot).
+        self._asking_locks: dict[str, threading.Lock] = {}
+        #: The asking lock a watch request of this thread holds until its stream opens.
+        self._opening = threading.local()
 
     def track(self, response: Any, is_open: bool) -> None:
         """The ``opened`` hook of a watch: remember an open response, forget a closed one
-        (one opened after shutdown began is aborted at once)."""
+        (one opened after shutdown began is aborted at once). An open stream's status
+        is known, so its watch may ask again (:meth:`_streaming`)."""
+        if is_open:
+            self._opened()
         with self._streams_guard:
             if is_open:
                 self._streams.add(response)
@@ -161,32 +171,60 @@ class Watching:
                 await sleep_unless_stopped(stop, delay)
 
     def _asking(self, name: str, fn: Callable[..., _Asked], *args: Any) -> _Asked:
-        """``fn(*args)``, a request of watch ``name``, on its thread: first the rest of a
-        429's hold is waited out, and a 429 it gets holds the watch at once.
+        """``fn(*args)``, a request of watch ``name``, on its thread: first the request
+        of ``name`` still in flight is answered and the rest of a 429's hold waited out,
+        and a 429 it gets holds the watch at once.
 
-        Both happen here, on the thread, not in the loop that awaits it: a run cancelled
-        while its request was in flight (leadership lost, spec rebuilt) never sees the
-        answer, and the run started in its place may already be past its own wait when
-        the answer comes. Client-go's reflector has one goroutine per watch; here a
-        cancelled run's thread can outlive it, so the hold binds the name.
+        All of this happens here, on the thread, not in the loop that awaits it: a run
+        cancelled while its request was in flight (leadership lost, spec rebuilt) never
+        sees the answer, and the run started in its place must neither ask before that
+        answer is in nor miss the hold it brings. Client-go's reflector has one
+        goroutine per watch; here a cancelled run's thread can outlive it, so the
+        asking lock and the hold bind the name.
         """
-        self._wait_hold(name)
+        lock = self._acquire(name)
         try:
+            self._wait_hold(name)
             return fn(*args)
         except Throttled as exc:
             self._hold(name, exc.retry_after)
             raise
+        finally:
+            if lock is not None:
+                lock.release()
 
     def _streaming(
         self, name: str, watch_fn: Callable[[str], Iterator[_Asked]], start: str
     ) -> Iterator[_Asked]:
-        """:meth:`_asking` for a watch, whose request is made as it is iterated."""
-        self._wait_hold(name)
+        """:meth:`_asking` for a watch, whose request is made as it is iterated: the
+        asking lock is held until the stream opens (:meth:`track`) or the request
+        fails, not while the stream lasts."""
+        self._opening.lock = self._acquire(name)
         try:
+            self._wait_hold(name)
             yield from watch_fn(start)
         except Throttled as exc:
             self._hold(name, exc.retry_after)
             raise
+        finally:
+            self._opened()
+
+    def _acquire(self, name: str) -> threading.Lock | None:
+        """Watch ``name``'s asking lock, acquired; None at shutdown (a request then
+        ends at once anyway, its stream aborted)."""
+        with self._held_guard:
+            lock = self._asking_locks.setdefault(name, threading.Lock())
+        while not lock.acquire(timeout=0.1):
+            if self._stopping.is_set():
+                return None
+        return lock
+
+    def _opened(self) -> None:
+        """Release the asking lock this thread's watch request holds, if it still does."""
+        lock = getattr(self._opening, "lock", None)
+        self._opening.lock = None
+        if lock is not None:
+            lock.release()
 
     def _wait_hold(self, name: str) -> None:
         """On a request's thread: the rest of watch ``name``'s hold (or until shutdown)."""

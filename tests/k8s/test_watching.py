@@ -247,3 +247,165 @@ def test_a_429_answered_after_its_run_was_cancelled_still_holds_the_watch() -> N
         w.pool.shutdown(wait=True)
     assert asked[1][0] == "watch again"
     assert asked[1][1] - throttled_at[0] >= 0.6, asked[1][1] - throttled_at[0]
+
+
+def test_a_new_runs_list_waits_for_the_cancelled_runs_list_to_be_answered() -> None:
+    """The run is cancelled while its list is in flight; the run started in its place
+    lists at once, before that list is answered. The answer is a 429: the new run's
+    list is asked only after it, and after its Retry-After (the CI failure: a list
+    0.52 s after a 429 asking for 1 s)."""
+    w = watching()
+    asked: list[tuple[str, float]] = []
+    answer = threading.Event()
+    throttled_at: list[float] = []
+
+    def throttled_list() -> tuple[list[str], str]:
+        asked.append(("list", time.monotonic()))
+        answer.wait(10)
+        throttled_at.append(time.monotonic())
+        raise Throttled("429", retry_after=0.6)
+
+    def later_list() -> tuple[list[str], str]:
+        asked.append(("list again", time.monotonic()))
+        raise DependencyError("stop here")
+
+    def one(list_fn: Any, stop: asyncio.Event) -> Any:
+        return w.run(
+            stop,
+            name="pods a",
+            list_fn=list_fn,
+            watch_fn=lambda rv: iter(()),
+            on_sync=lambda items: None,
+            on_event=lambda kind, obj: None,
+        )
+
+    async def scenario() -> None:
+        first = asyncio.create_task(one(throttled_list, asyncio.Event()))
+        while not asked:
+            await asyncio.sleep(0.01)
+        first.cancel()
+        again = asyncio.Event()
+        second = asyncio.create_task(one(later_list, again))
+        await asyncio.sleep(0.1)  # the new run is past its own wait, asking
+        answer.set()
+        while len(asked) < 2:
+            await asyncio.sleep(0.01)
+        again.set()
+        await asyncio.gather(first, second, return_exceptions=True)
+
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), timeout=30))
+    finally:
+        w.pool.shutdown(wait=True)
+    assert asked[1][0] == "list again"
+    assert asked[1][1] - throttled_at[0] >= 0.6, asked[1][1] - throttled_at[0]
+
+
+def test_a_new_runs_watch_waits_for_the_cancelled_runs_watch_to_open() -> None:
+    """The same for a watch request: while a cancelled run's watch is not answered yet
+    the new run asks nothing; a 429 that answers it holds the new run's list too; a
+    stream that opened lets the new run ask at once."""
+    w = watching()
+    asked: list[tuple[str, float]] = []
+    answer = threading.Event()
+    throttled_at: list[float] = []
+
+    def throttled_watch(rv: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        asked.append(("watch", time.monotonic()))
+        answer.wait(10)
+        throttled_at.append(time.monotonic())
+        raise Throttled("429", retry_after=0.6)
+        yield
+
+    def later_list() -> tuple[list[str], str]:
+        asked.append(("list again", time.monotonic()))
+        raise DependencyError("stop here")
+
+    def one(list_fn: Any, watch_fn: Any, stop: asyncio.Event) -> Any:
+        return w.run(
+            stop,
+            name="pods a",
+            list_fn=list_fn,
+            watch_fn=watch_fn,
+            on_sync=lambda items: None,
+            on_event=lambda kind, obj: None,
+        )
+
+    async def scenario() -> None:
+        first = asyncio.create_task(one(lambda: ([], "1"), throttled_watch, asyncio.Event()))
+        while not asked:
+            await asyncio.sleep(0.01)
+        first.cancel()
+        again = asyncio.Event()
+        second = asyncio.create_task(one(later_list, lambda rv: iter(()), again))
+        await asyncio.sleep(0.1)
+        answer.set()
+        while len(asked) < 2:
+            await asyncio.sleep(0.01)
+        again.set()
+        await asyncio.gather(first, second, return_exceptions=True)
+
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), timeout=30))
+    finally:
+        w.pool.shutdown(wait=True)
+    assert asked[1][0] == "list again"
+    assert asked[1][1] - throttled_at[0] >= 0.6, asked[1][1] - throttled_at[0]
+
+
+def test_an_open_stream_does_not_keep_its_watch_from_asking() -> None:
+    """A stream that opened (the client's ``opened`` hook: track) releases the asking
+    lock while it goes on streaming: a new run of the same watch lists at once."""
+    w = watching()
+    streaming = threading.Event()
+    done = threading.Event()
+    listed: list[float] = []
+
+    def open_watch(rv: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        w.track(object(), True)
+        streaming.set()
+        done.wait(10)
+        yield from ()
+
+    def later_list() -> tuple[list[str], str]:
+        listed.append(time.monotonic())
+        raise DependencyError("stop here")
+
+    async def scenario() -> None:
+        first = asyncio.create_task(
+            w.run(
+                asyncio.Event(),
+                name="pods a",
+                list_fn=lambda: ([], "1"),
+                watch_fn=open_watch,
+                on_sync=lambda items: None,
+                on_event=lambda kind, obj: None,
+            )
+        )
+        await asyncio.to_thread(streaming.wait, 10)
+        first.cancel()
+        again = asyncio.Event()
+        started = time.monotonic()
+        second = asyncio.create_task(
+            w.run(
+                again,
+                name="pods a",
+                list_fn=later_list,
+                watch_fn=lambda rv: iter(()),
+                on_sync=lambda items: None,
+                on_event=lambda kind, obj: None,
+            )
+        )
+        while not listed:
+            await asyncio.sleep(0.01)
+        assert listed[0] - started < 1.0
+        again.set()
+        done.set()
+        await asyncio.gather(first, second, return_exceptions=True)
+
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), timeout=30))
+    finally:
+        done.set()
+        w.pool.shutdown(wait=True)
+    assert listed
