@@ -1,5 +1,5 @@
 """``python -m artifactcheck``: the same CLI as the console script."""
 
-from artifactcheck.cli.main import main
+from artifactcheck.cli.entry import run
 
-main()
+run()

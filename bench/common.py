@@ -224,16 +224,32 @@ def save(name: str, data: dict[str, Any]) -> Path:
     return path
 
 
-def artifactcheck_command() -> list[str]:
+def artifactcheck_command(overlay: str | Path | None = None) -> list[str]:
     """The installed console script (what users run), else ``python -m artifactcheck``.
 
     The pyenv shim in PATH is a bash script that forks pyenv itself; it is skipped so
-    the start-up measured is the program's, not the shim's.
+    the start-up measured is the program's, not the shim's. For a baseline copy of the
+    package (``overlay``, on ``PYTHONPATH``) from before the console script's entry
+    point was ``artifactcheck.cli.entry:run``, the console script that tree installed
+    (a file beside no package, so the copy on ``PYTHONPATH`` is the one imported).
     """
+    if overlay is not None and not (Path(overlay) / "artifactcheck/cli/entry.py").exists():
+        return [sys.executable, str(_old_console_script())]
     script = Path(sys.executable).parent / "artifactcheck"
     if script.exists():
         return [str(script)]
     return [sys.executable, "-m", "artifactcheck"]
+
+
+def _old_console_script() -> Path:
+    """The console script of a tree whose entry point was ``artifactcheck.cli.main:main``."""
+    path = Path(tempfile.gettempdir()) / "acbench-old-console" / "artifactcheck"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(
+        "import sys\nfrom artifactcheck.cli.main import main\nif __name__ == '__main__':\n"
+        "    sys.exit(main())\n"
+    )
+    return path
 
 
 PYCACHE = Path(tempfile.gettempdir()) / "acbench-pycache"

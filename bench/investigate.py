@@ -69,11 +69,14 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         result["exit_code"] = warm.returncode
         result["files_per_instance"] = len(doc.get("assets", []))
         if args.before is not None:
-            run_measured(argv, timeout=args.timeout, env=tool_env(args.before))
+            before = [*artifactcheck_command(args.before), *argv[len(artifactcheck_command()) :]]
+            run_measured(before, timeout=args.timeout, env=tool_env(args.before))
         for i in range(args.runs):
             row = {"tool": run_measured(argv, timeout=args.timeout, env=tool_env())}
             if args.before is not None:
-                row["before"] = run_measured(argv, timeout=args.timeout, env=tool_env(args.before))
+                row["before"] = run_measured(
+                    before, timeout=args.timeout, env=tool_env(args.before)
+                )
             log(
                 f"  run {i + 1}: "
                 + ", ".join(f"{n} {m.wall:.3f}s (cpu {m.cpu:.3f}s)" for n, m in row.items())

@@ -74,7 +74,7 @@ def urls_from_report(report: dict[str, Any]) -> list[str]:
 
 
 def run_tool(spec: Path, out: Path, timeout: float, overlay: Path | None = None) -> Measured:
-    argv = [*artifactcheck_command(), "verify", "--config", str(spec), "--output", "json"]
+    argv = [*artifactcheck_command(overlay), "verify", "--config", str(spec), "--output", "json"]
     with out.open("wb") as fh:
         return run_measured(argv, stdout=fh, timeout=timeout, env=tool_env(overlay))
 

@@ -59,7 +59,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
             "import_cli": ([sys.executable, "-c", "import artifactcheck.cli.main"], None),
         }
         if args.before is not None:
-            commands["before"] = (verify, args.before)
+            before = [*artifactcheck_command(args.before), *verify[len(artifactcheck_command()) :]]
+            commands["before"] = (before, args.before)
         for argv, overlay in commands.values():  # warm-up: byte-code caches
             run_measured(argv, timeout=args.timeout, env=tool_env(overlay))
         with out.open("wb") as fh:

@@ -125,7 +125,7 @@ def write_spec(
 def run_tool(
     spec: Path, out: Path, timeout: float, overlay: Path | None = None
 ) -> tuple[Measured, dict[str, Any]]:
-    argv = [*artifactcheck_command(), "verify", "--config", str(spec), "--output", "json"]
+    argv = [*artifactcheck_command(overlay), "verify", "--config", str(spec), "--output", "json"]
     with out.open("wb") as fh:
         measured = run_measured(argv, stdout=fh, timeout=timeout, env=tool_env(overlay))
     report = json.loads(out.read_text())

@@ -15,6 +15,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from artifactcheck.cli.collector import loaded
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
@@ -52,6 +53,7 @@ def run_quietly(coro: Coroutine[Any, Any, T]) -> T:
     while restoring the SIGINT handler; for a fleet's Report that is a large share of the
     run's time and memory (docs/benchmarks.md). Keeping the result out of the task avoids it.
     """
+    loaded()  # the command's modules are in: the collector back on (cli/collector.py)
     box: list[T] = []
 
     async def main() -> None:

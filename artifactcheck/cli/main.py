@@ -23,6 +23,7 @@ from typing import Any
 import click
 
 from artifactcheck.act.logs import JsonFormatter, PlainFormatter
+from artifactcheck.cli.collector import loaded
 from artifactcheck.cli.common import (
     EXIT_INCONCLUSIVE,
     console,
@@ -97,6 +98,8 @@ def main(verbose: int) -> None:
     """Verify that deployed instances serve the content their version says they do."""
     _setup_logging(verbose)
     _without_pydantic_plugins()
+    if click.get_current_context().invoked_subcommand not in LOADS_ON_THE_WAY:
+        loaded()
 
 
 def _without_pydantic_plugins() -> None:
@@ -127,6 +130,10 @@ def _without_pydantic_plugins() -> None:
     stub.__getattr__ = real  # type: ignore[method-assign]
     sys.modules[name] = stub
 
+
+#: Commands that load most of their modules after parsing and say when they are
+#: loaded (``run_quietly``); every other command's are in once its group has run.
+LOADS_ON_THE_WAY = frozenset({"verify", "investigate"})
 
 OUTPUT_KINDS = ("table", "json", "junit", "markdown")
 

@@ -22,9 +22,24 @@ from typing import Any
 #: Runs at interpreter exit, after ``sys.exit`` in the command: which modules were
 #: loaded, and whether pydantic looked for plugins (its cache is filled when it did).
 PROBE = """
-import atexit, json, runpy, sys
+import asyncio, atexit, gc, json, runpy, sys
 
 DUMP = sys.argv[1]
+GC = {"collections_before_run": 0, "gc_at_run": None}
+
+def _collected(phase, info):
+    if phase == "start" and GC["gc_at_run"] is None:
+        GC["collections_before_run"] += 1
+
+gc.callbacks.append(_collected)
+_asyncio_run = asyncio.run
+
+def _run(*args, **kwargs):
+    if GC["gc_at_run"] is None:
+        GC["gc_at_run"] = gc.isenabled()
+    return _asyncio_run(*args, **kwargs)
+
+asyncio.run = _run
 
 def _dump():
     modules = sorted(m for m, v in sys.modules.items() if v is not None)
@@ -33,6 +48,9 @@ def _dump():
         json.dump({
             "modules": modules,
             "plugins_scanned": getattr(loader, "_plugins", None) is not None,
+            "gc_at_exit": gc.isenabled(),
+            "frozen": gc.get_freeze_count(),
+            **GC,
         }, fh)
 
 atexit.register(_dump)
@@ -111,6 +129,49 @@ def test_a_plain_verify_imports_only_what_it_uses(make_fleet, tmp_path: Path) ->
     loaded = [name for name in UNUSED if _loaded(seen["modules"], name)]
     assert loaded == []
     assert seen["plugins_scanned"] is False
+
+
+def test_the_collector_is_held_back_while_loading_and_on_for_the_run(
+    make_fleet, tmp_path: Path
+) -> None:
+    """No collection while the command's modules load (cli/collector.py); before the check
+    runs they are frozen out of later collections and the collector is back on, so a
+    long run (or a controller) collects as usual."""
+    fleet = make_fleet(1)
+    seen = _run(tmp_path, [*_verify_args(fleet), "--output", "json"])
+    assert json.loads(seen["stdout"])["counts"]["consistent"] == 1
+    assert seen["collections_before_run"] == 0
+    assert seen["gc_at_run"] is True
+    assert seen["frozen"] > 10_000  # the modules, classes and validators loaded
+    assert seen["gc_at_exit"] is True
+
+
+def test_a_command_that_loads_before_its_work_collects_during_it(tmp_path: Path) -> None:
+    """Commands other than verify and investigate (the controller among them, whose
+    worker processes fork from it) have the collector back once the group has run."""
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    (dist / "index.html").write_text("<!doctype html>")
+    out = tmp_path / "release.json"
+    seen = _run(tmp_path, ["manifest", "build", str(dist), "--version", "1.0.0", "-o", str(out)])
+    assert json.loads(out.read_text())["version"] == "1.0.0"
+    assert seen["gc_at_exit"] is True and seen["frozen"] > 0
+
+
+def test_the_collector_is_left_alone_when_the_cli_is_called_from_another_program() -> None:
+    """Only the console script's own hold is lifted: a program that turned its
+    collector off and calls the CLI's code keeps it off."""
+    probe = (
+        "import gc\n"
+        "from artifactcheck.cli.collector import loaded\n"
+        "gc.disable()\n"
+        "loaded()\n"
+        "print(gc.isenabled(), gc.get_freeze_count())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split()
+    assert out == ["False", "0"]
 
 
 def test_a_table_report_loads_rich_and_the_probe_sees_it(make_fleet, tmp_path: Path) -> None:
