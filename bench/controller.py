@@ -176,9 +176,16 @@ def wait_until(predicate: Any, timeout: float, interval: float = 0.2) -> Any:
 
 
 def child(api_url: str, health_port: int) -> int:
-    """The controller process: run until SIGTERM, then report its own figures."""
+    """The controller process: run until SIGTERM, then report its own figures.
+
+    It starts as ``artifactcheck controller`` does: the collector held back while the
+    modules load and handed back, start-up frozen, before the work (cli/entry.py).
+    """
     import asyncio
 
+    from artifactcheck.cli.collector import hold_back, loaded
+
+    hold_back()
     from kubernetes import client as k8s
 
     from artifactcheck.control.controller import Controller, ControllerSettings
@@ -190,6 +197,7 @@ def child(api_url: str, health_port: int) -> int:
         logging.basicConfig(
             filename=log_file, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
         )
+    loaded()  # as the CLI's group callback does, before the workers fork
     pool = None
     processes = int(os.environ.get("ACBENCH_OBSERVE_PROCESSES", "0"))
     if processes:  # started first: no thread of this process runs yet
