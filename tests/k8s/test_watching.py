@@ -190,35 +190,50 @@ def test_a_watch_started_again_waits_out_its_predecessors_retry_after() -> None:
     assert b_at - throttled_at < 0.5
 
 
-def test_a_429_answered_after_its_run_was_cancelled_still_holds_the_watch() -> None:
-    """The run is cancelled while its watch request is in flight (leadership lost); the
-    server answers 429 only afterwards, to a thread nobody awaits, while a new run is
-    listing, past its own wait. The new run's watch still waits out the Retry-After."""
-    w = watching()
-    asked: list[tuple[str, float]] = []
-    answer = threading.Event()
-    throttled_at: list[float] = []
-    answered = threading.Event()
+class Relay:
+    """A run cancelled while its request is in flight (leadership lost), a new run of
+    the same watch started in its place, and only then the first request answered 429
+    (``retry_after=0.6``), on a thread nobody awaits any more.
 
-    def first_watch(rv: str) -> Iterator[tuple[str, dict[str, Any]]]:
-        asked.append(("watch", time.monotonic()))
-        answer.wait(10)
-        throttled_at.append(time.monotonic())
-        threading.Timer(0.05, answered.set).start()
-        raise Throttled("429", retry_after=0.6)
-        yield  # a generator, as the client's watch is
+    The first run's list or watch (``first``) blocks until :meth:`play` answers it; the
+    new run's requests record when they are asked and end the run. ``asked`` holds
+    (what, monotonic time) in order; ``throttled_at`` when the 429 was raised.
+    """
 
-    def later_watch(rv: str) -> Iterator[tuple[str, dict[str, Any]]]:
-        asked.append(("watch again", time.monotonic()))
-        raise DependencyError("stop here")
-        yield
+    RETRY_AFTER = 0.6
 
-    def slow_list() -> tuple[list[str], str]:
-        answered.wait(10)
-        return [], "1"
+    def __init__(self) -> None:
+        self.w = watching()
+        self.asked: list[tuple[str, float]] = []
+        self.answer = threading.Event()
+        self.throttled_at = 0.0
+        #: Set 0.05 s after the 429 is raised.
+        self.answered = threading.Event()
 
-    def one(watch_fn: Any, stop: asyncio.Event, list_fn: Any = lambda: ([], "1")) -> Any:
-        return w.run(
+    def _throttled(self, what: str) -> None:
+        self.asked.append((what, time.monotonic()))
+        self.answer.wait(10)
+        self.throttled_at = time.monotonic()
+        threading.Timer(0.05, self.answered.set).start()
+        raise Throttled("429", retry_after=self.RETRY_AFTER)
+
+    def throttled_list(self) -> tuple[list[str], str]:
+        self._throttled("list")
+        raise AssertionError("unreachable")
+
+    def throttled_watch(self, rv: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        self._throttled("watch")
+        yield ("unreachable", {})
+
+    def later(self, what: str) -> Any:
+        def ask(*_: Any) -> Any:
+            self.asked.append((what, time.monotonic()))
+            raise DependencyError("stop here")
+
+        return ask
+
+    def run(self, stop: asyncio.Event, list_fn: Any, watch_fn: Any) -> Any:
+        return self.w.run(
             stop,
             name="pods a",
             list_fn=list_fn,
@@ -227,130 +242,64 @@ def test_a_429_answered_after_its_run_was_cancelled_still_holds_the_watch() -> N
             on_event=lambda kind, obj: None,
         )
 
-    async def scenario() -> None:
-        first = asyncio.create_task(one(first_watch, asyncio.Event()))
-        while not asked:
-            await asyncio.sleep(0.01)
-        first.cancel()
-        again = asyncio.Event()
-        second = asyncio.create_task(one(later_watch, again, slow_list))
-        await asyncio.sleep(0.05)  # the new run is past its own wait, listing
-        answer.set()
-        while len(asked) < 2:
-            await asyncio.sleep(0.01)
-        again.set()
-        await asyncio.gather(first, second, return_exceptions=True)
+    def play(self, first: tuple[Any, Any], second: tuple[Any, Any]) -> tuple[str, float]:
+        """Play the scenario; what the new run asked first, and how long after the 429."""
 
-    try:
-        asyncio.run(asyncio.wait_for(scenario(), timeout=30))
-    finally:
-        w.pool.shutdown(wait=True)
-    assert asked[1][0] == "watch again"
-    assert asked[1][1] - throttled_at[0] >= 0.6, asked[1][1] - throttled_at[0]
+        async def scenario() -> None:
+            one = asyncio.create_task(self.run(asyncio.Event(), *first))
+            while not self.asked:
+                await asyncio.sleep(0.01)
+            one.cancel()
+            again = asyncio.Event()
+            two = asyncio.create_task(self.run(again, *second))
+            await asyncio.sleep(0.1)  # the new run is past its own wait, asking
+            self.answer.set()
+            while len(self.asked) < 2:
+                await asyncio.sleep(0.01)
+            again.set()
+            await asyncio.gather(one, two, return_exceptions=True)
+
+        try:
+            asyncio.run(asyncio.wait_for(scenario(), timeout=30))
+        finally:
+            self.w.pool.shutdown(wait=True)
+        what, at = self.asked[1]
+        return what, at - self.throttled_at
+
+
+def test_a_429_answered_after_its_run_was_cancelled_still_holds_the_watch() -> None:
+    """The cancelled run's watch is answered 429 while the new run lists: the new run's
+    watch still waits out the Retry-After."""
+    r = Relay()
+
+    def slow_list() -> tuple[list[str], str]:  # answered just after the 429
+        r.answered.wait(10)
+        return [], "1"
+
+    first = (lambda: ([], "1"), r.throttled_watch)
+    what, after = r.play(first, (slow_list, r.later("watch again")))
+    assert what == "watch again"
+    assert after >= Relay.RETRY_AFTER, after
 
 
 def test_a_new_runs_list_waits_for_the_cancelled_runs_list_to_be_answered() -> None:
-    """The run is cancelled while its list is in flight; the run started in its place
-    lists at once, before that list is answered. The answer is a 429: the new run's
-    list is asked only after it, and after its Retry-After (the CI failure: a list
-    0.52 s after a 429 asking for 1 s)."""
-    w = watching()
-    asked: list[tuple[str, float]] = []
-    answer = threading.Event()
-    throttled_at: list[float] = []
-
-    def throttled_list() -> tuple[list[str], str]:
-        asked.append(("list", time.monotonic()))
-        answer.wait(10)
-        throttled_at.append(time.monotonic())
-        raise Throttled("429", retry_after=0.6)
-
-    def later_list() -> tuple[list[str], str]:
-        asked.append(("list again", time.monotonic()))
-        raise DependencyError("stop here")
-
-    def one(list_fn: Any, stop: asyncio.Event) -> Any:
-        return w.run(
-            stop,
-            name="pods a",
-            list_fn=list_fn,
-            watch_fn=lambda rv: iter(()),
-            on_sync=lambda items: None,
-            on_event=lambda kind, obj: None,
-        )
-
-    async def scenario() -> None:
-        first = asyncio.create_task(one(throttled_list, asyncio.Event()))
-        while not asked:
-            await asyncio.sleep(0.01)
-        first.cancel()
-        again = asyncio.Event()
-        second = asyncio.create_task(one(later_list, again))
-        await asyncio.sleep(0.1)  # the new run is past its own wait, asking
-        answer.set()
-        while len(asked) < 2:
-            await asyncio.sleep(0.01)
-        again.set()
-        await asyncio.gather(first, second, return_exceptions=True)
-
-    try:
-        asyncio.run(asyncio.wait_for(scenario(), timeout=30))
-    finally:
-        w.pool.shutdown(wait=True)
-    assert asked[1][0] == "list again"
-    assert asked[1][1] - throttled_at[0] >= 0.6, asked[1][1] - throttled_at[0]
+    """The cancelled run's list is in flight when the new run would list: the new run
+    asks only after that list's answer, a 429, and after its Retry-After (the CI
+    failure: a list 0.52 s after a 429 asking for 1 s)."""
+    r = Relay()
+    what, after = r.play((r.throttled_list, r.later("-")), (r.later("list again"), r.later("-")))
+    assert what == "list again"
+    assert after >= Relay.RETRY_AFTER, after
 
 
 def test_a_new_runs_watch_waits_for_the_cancelled_runs_watch_to_open() -> None:
     """The same for a watch request: while a cancelled run's watch is not answered yet
-    the new run asks nothing; a 429 that answers it holds the new run's list too; a
-    stream that opened lets the new run ask at once."""
-    w = watching()
-    asked: list[tuple[str, float]] = []
-    answer = threading.Event()
-    throttled_at: list[float] = []
-
-    def throttled_watch(rv: str) -> Iterator[tuple[str, dict[str, Any]]]:
-        asked.append(("watch", time.monotonic()))
-        answer.wait(10)
-        throttled_at.append(time.monotonic())
-        raise Throttled("429", retry_after=0.6)
-        yield
-
-    def later_list() -> tuple[list[str], str]:
-        asked.append(("list again", time.monotonic()))
-        raise DependencyError("stop here")
-
-    def one(list_fn: Any, watch_fn: Any, stop: asyncio.Event) -> Any:
-        return w.run(
-            stop,
-            name="pods a",
-            list_fn=list_fn,
-            watch_fn=watch_fn,
-            on_sync=lambda items: None,
-            on_event=lambda kind, obj: None,
-        )
-
-    async def scenario() -> None:
-        first = asyncio.create_task(one(lambda: ([], "1"), throttled_watch, asyncio.Event()))
-        while not asked:
-            await asyncio.sleep(0.01)
-        first.cancel()
-        again = asyncio.Event()
-        second = asyncio.create_task(one(later_list, lambda rv: iter(()), again))
-        await asyncio.sleep(0.1)
-        answer.set()
-        while len(asked) < 2:
-            await asyncio.sleep(0.01)
-        again.set()
-        await asyncio.gather(first, second, return_exceptions=True)
-
-    try:
-        asyncio.run(asyncio.wait_for(scenario(), timeout=30))
-    finally:
-        w.pool.shutdown(wait=True)
-    assert asked[1][0] == "list again"
-    assert asked[1][1] - throttled_at[0] >= 0.6, asked[1][1] - throttled_at[0]
+    the new run asks nothing, and the 429 that answers it holds the new run's list."""
+    r = Relay()
+    first = (lambda: ([], "1"), r.throttled_watch)
+    what, after = r.play(first, (r.later("list again"), r.later("-")))
+    assert what == "list again"
+    assert after >= Relay.RETRY_AFTER, after
 
 
 def test_an_open_stream_does_not_keep_its_watch_from_asking() -> None:
