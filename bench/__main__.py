@@ -166,7 +166,9 @@ def main(argv: list[str] | None = None) -> int:
                 lines.append(f"{label}: failed (exit {out.returncode})")
                 failed += 1
                 continue
-            lines.append(f"{text[-1]}  [{time.monotonic() - started:.0f} s]")
+            # the figure, and the baseline's own line where a benchmark prints one
+            shown = text[-2:] if text[-1].startswith("baseline") else text[-1:]
+            lines.append(f"{' / '.join(shown)}  [{time.monotonic() - started:.0f} s]")
     print("\nsummary")
     for line in lines:
         print(f"- {line}")
