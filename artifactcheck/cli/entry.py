@@ -9,7 +9,7 @@ more over everything at exit, for nothing it could free. So the collector is off
 the command's modules are loaded; then :func:`~artifactcheck.cli.collector.loaded`
 freezes what exists (``gc.freeze``: out of every later collection, the one at exit
 included, so a long run or a controller never walks its start-up objects again) and
-turns the collector back on with its usual thresholds: 0.203 -> 0.173 s for that
+turns the collector back on with its usual thresholds: 0.201 -> 0.170 s for that
 command, paired runs. CPython documents the same pair for a server that forks
 (disable early, freeze before forking).
 

@@ -33,6 +33,16 @@ def _retrieved(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
+def _release(held: list[threading.Lock] | None) -> None:
+    """Release the asking lock in ``held`` unless it was released already."""
+    try:
+        lock = held.pop() if held is not None else None
+    except IndexError:  # released already (list.pop is atomic: one release only)
+        return
+    if lock is not None:
+        lock.release()
+
+
 class Watching:
     """The watches of one controller: their threads, their open streams, their backoff."""
 
@@ -59,7 +69,8 @@ class Watching:
         #: the run started in its place has looked for a hold, and that run must not
         #: be asking meanwhile (client-go's reflector, one goroutine per watch, cannot).
         self._asking_locks: dict[str, threading.Lock] = {}
-        #: The asking lock a watch request of this thread holds until its stream opens.
+        #: The asking lock a watch request of this thread holds until its stream opens
+        #: (``_opening.held``: a one-item list, emptied when the lock is released).
         self._opening = threading.local()
 
     def track(self, response: Any, is_open: bool) -> None:
@@ -67,7 +78,7 @@ class Watching:
         (one opened after shutdown began is aborted at once). An open stream's status
         is known, so its watch may ask again (:meth:`_streaming`)."""
         if is_open:
-            self._opened()
+            _release(getattr(self._opening, "held", None))
         with self._streams_guard:
             if is_open:
                 self._streams.add(response)
@@ -199,7 +210,8 @@ class Watching:
         """:meth:`_asking` for a watch, whose request is made as it is iterated: the
         asking lock is held until the stream opens (:meth:`track`) or the request
         fails, not while the stream lasts."""
-        self._opening.lock = self._acquire(name)
+        lock = self._acquire(name)
+        held = self._opening.held = [lock] if lock is not None else []
         try:
             self._wait_hold(name)
             yield from watch_fn(start)
@@ -207,7 +219,7 @@ class Watching:
             self._hold(name, exc.retry_after)
             raise
         finally:
-            self._opened()
+            _release(held)  # this request's own, whichever thread closes the generator
 
     def _acquire(self, name: str) -> threading.Lock | None:
         """Watch ``name``'s asking lock, acquired; None at shutdown (a request then
@@ -218,13 +230,6 @@ class Watching:
             if self._stopping.is_set():
                 return None
         return lock
-
-    def _opened(self) -> None:
-        """Release the asking lock this thread's watch request holds, if it still does."""
-        lock = getattr(self._opening, "lock", None)
-        self._opening.lock = None
-        if lock is not None:
-            lock.release()
 
     def _wait_hold(self, name: str) -> None:
         """On a request's thread: the rest of watch ``name``'s hold (or until shutdown)."""

@@ -15,7 +15,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 from artifactcheck.clients.kube import Throttled, WatchExpired
@@ -36,6 +36,23 @@ def watching(seed: int = 7) -> Watching:
         None, settings, AdminConfig(), Metrics(), logging.getLogger("test"), rng=random.Random(seed)
     )
     return Watching(ctx)
+
+
+def drive(w: Watching, scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run a test's scenario (30 s at most), then end its watch threads. Shutdown is
+    announced before the loop closes, so a request still waiting for its turn or a
+    hold (a test that failed) gives up instead of hanging the loop's executor."""
+
+    async def bounded() -> None:
+        try:
+            await asyncio.wait_for(scenario(), timeout=30)
+        finally:
+            w._stopping.set()
+
+    try:
+        asyncio.run(bounded())
+    finally:
+        w.pool.shutdown(wait=True)
 
 
 def test_the_wait_is_full_jitter_growing_with_the_failures() -> None:
@@ -102,10 +119,7 @@ def test_breaks_resume_from_the_last_version_and_410_relists() -> None:
             on_event=lambda kind, obj: events.append(kind),
         )
 
-    try:
-        asyncio.run(asyncio.wait_for(run(), timeout=30))
-    finally:
-        w.pool.shutdown(wait=True)
+    drive(w, run)
     assert watches == ["10", "11", "11", "20", "20"]
     assert lists == ["list", "list"]
     assert events == ["sync", "ADDED", "sync"]
@@ -179,10 +193,7 @@ def test_a_watch_started_again_waits_out_its_predecessors_retry_after() -> None:
         other.set()
         await asyncio.gather(*tasks, first, return_exceptions=True)
 
-    try:
-        asyncio.run(asyncio.wait_for(scenario(), timeout=30))
-    finally:
-        w.pool.shutdown(wait=True)
+    drive(w, scenario)
     throttled_at = asked[0][1]
     a_at = next(t for n, t in asked[1:] if n == "pods a")
     b_at = next(t for n, t in asked[1:] if n == "pods b")
@@ -259,10 +270,7 @@ class Relay:
             again.set()
             await asyncio.gather(one, two, return_exceptions=True)
 
-        try:
-            asyncio.run(asyncio.wait_for(scenario(), timeout=30))
-        finally:
-            self.w.pool.shutdown(wait=True)
+        drive(self.w, scenario)
         what, at = self.asked[1]
         return what, at - self.throttled_at
 
@@ -353,8 +361,7 @@ def test_an_open_stream_does_not_keep_its_watch_from_asking() -> None:
         await asyncio.gather(first, second, return_exceptions=True)
 
     try:
-        asyncio.run(asyncio.wait_for(scenario(), timeout=30))
+        drive(w, scenario)
     finally:
         done.set()
-        w.pool.shutdown(wait=True)
     assert listed
