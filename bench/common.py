@@ -241,6 +241,12 @@ def artifactcheck_command(overlay: str | Path | None = None) -> list[str]:
     return [sys.executable, "-m", "artifactcheck"]
 
 
+def from_baseline(argv: list[str], overlay: str | Path) -> list[str]:
+    """``argv`` (an :func:`artifactcheck_command` and its arguments) run from the
+    baseline copy ``overlay`` instead, through that tree's own console script."""
+    return [*artifactcheck_command(overlay), *argv[len(artifactcheck_command()) :]]
+
+
 def _old_console_script() -> Path:
     """The console script of a tree whose entry point was ``artifactcheck.cli.main:main``."""
     path = Path(tempfile.gettempdir()) / "acbench-old-console" / "artifactcheck"

@@ -24,6 +24,7 @@ from typing import Any
 from .common import (
     artifactcheck_command,
     fleet_server,
+    from_baseline,
     log,
     machine,
     run_measured,
@@ -69,7 +70,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         result["exit_code"] = warm.returncode
         result["files_per_instance"] = len(doc.get("assets", []))
         if args.before is not None:
-            before = [*artifactcheck_command(args.before), *argv[len(artifactcheck_command()) :]]
+            before = from_baseline(argv, args.before)
             run_measured(before, timeout=args.timeout, env=tool_env(args.before))
         for i in range(args.runs):
             row = {"tool": run_measured(argv, timeout=args.timeout, env=tool_env())}

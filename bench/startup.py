@@ -24,6 +24,7 @@ from typing import Any
 from .common import (
     artifactcheck_command,
     fleet_server,
+    from_baseline,
     log,
     machine,
     run_measured,
@@ -59,8 +60,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
             "import_cli": ([sys.executable, "-c", "import artifactcheck.cli.main"], None),
         }
         if args.before is not None:
-            before = [*artifactcheck_command(args.before), *verify[len(artifactcheck_command()) :]]
-            commands["before"] = (before, args.before)
+            commands["before"] = (from_baseline(verify, args.before), args.before)
         for argv, overlay in commands.values():  # warm-up: byte-code caches
             run_measured(argv, timeout=args.timeout, env=tool_env(overlay))
         with out.open("wb") as fh:
