@@ -102,6 +102,13 @@ def _run(tmp_path: Path, args: list[str], env: dict[str, str] | None = None) -> 
     return seen
 
 
+def _python(probe: str) -> str:
+    """What ``python -c probe`` prints (it must exit 0)."""
+    return subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+
+
 def _verify_args(fleet: Any) -> list[str]:
     inst = fleet.instances[0]
     return [
@@ -168,10 +175,7 @@ def test_the_collector_is_left_alone_when_the_cli_is_called_from_another_program
         "loaded()\n"
         "print(gc.isenabled(), gc.get_freeze_count())\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
-    ).stdout.split()
-    assert out == ["False", "0"]
+    assert _python(probe).split() == ["False", "0"]
 
 
 def test_a_table_report_loads_rich_and_the_probe_sees_it(make_fleet, tmp_path: Path) -> None:
@@ -213,10 +217,7 @@ def test_the_plugin_loader_stub_hands_other_names_to_the_real_loader() -> None:
         "    x: int\n"
         "print(M(x=1).x)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
-    ).stdout.split("\n")
-    assert out[:3] == ["() False", "pydantic False", "1"]
+    assert _python(probe).split("\n")[:3] == ["() False", "pydantic False", "1"]
 
 
 #: httpx's stack: our own transport runs without any of it (fetch/routes.py,
