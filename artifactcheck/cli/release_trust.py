@@ -264,11 +264,16 @@ def _pins_file(path: str) -> Any:
 @click.option(
     "--digest",
     metavar="SHA256",
-    help="The manifest's sha256 to adopt [default: the changed one last seen].",
+    help="The manifest's sha256 to adopt [default: the changed one, when exactly one was "
+    "recorded; with several, exit 2 listing them].",
 )
 @click.option("--pins", "pins_path", required=True, metavar="FILE", help="The pins file.")
 def pins_accept(version: str, digest: str | None, pins_path: str) -> None:
-    """Adopt a new release manifest for VERSION: the only way a pin changes."""
+    """Adopt a new release manifest for VERSION: the only way a pin changes.
+
+    Without --digest, the changed release recorded for VERSION is adopted only when it
+    is the only one; when several were seen, exit 2 lists their digests to choose from.
+    """
     from artifactcheck.model.versions import version_problem
     from artifactcheck.release.pins import PinsError, is_sha256
 
@@ -293,8 +298,6 @@ def pins_show(pins_path: str) -> None:
     doc = _pins_file(pins_path).read()
     for version, entry in sorted(doc.versions.items()):
         line = f"{version}  {entry.pinned.sha256}  {entry.pinned.source}  {entry.pinned.at}"
-        if entry.changed is not None:
-            line += (
-                f"\n  changed: {entry.changed.sha256}  {entry.changed.source}  {entry.changed.at}"
-            )
+        for change in entry.changes:
+            line += f"\n  changed: {change.sha256}  {change.source}  {change.at}"
         click.echo(line)

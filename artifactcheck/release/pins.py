@@ -20,6 +20,15 @@ The file is shared state and may be written by two runs at once: every update ho
 exclusive ``fcntl.flock`` on ``FILE.lock``, re-reads the file, merges, and writes a
 temporary file in the same directory that is fsynced and renamed over it (the file is
 never truncated, and a reader sees the old or the new document, never half of one).
+
+Its directory may be shared too (a CI workspace, ``/tmp``), so nothing here is ever
+opened through a symbolic link someone else planted: temporary files get a random name
+and are created with ``O_CREAT | O_EXCL | O_NOFOLLOW``; the lock file, the pins file and
+everything in ``FILE.releases/`` are opened with ``O_NOFOLLOW``; ``FILE.releases`` is
+used only when it is a real directory. A pins file that *is* a link is refused (exit 2,
+naming it) rather than followed: following it would let a link planted where the pins
+are written redirect the write to any file the run may write, and whoever made the link
+on purpose loses nothing by giving the path it points to (docs/release-trust.md).
 """
 
 from __future__ import annotations
@@ -36,17 +45,33 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from artifactcheck.clients.files import unwritable
+from artifactcheck.clients import files
 from artifactcheck.model.errors import ConfigError
 
 SCHEMA = "artifactcheck/pins"
 FORMAT = 1
 MAX_PINS_BYTES = 16 << 20
+#: Distinct changed releases a version remembers (the most recent; more than one
+#: already means ``pins accept`` needs ``--digest``).
+MAX_CHANGES = 16
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class PinsError(ConfigError):
-    """A pins file that cannot be used: not JSON, a newer format, not writable."""
+    """A pins file that cannot be used: not JSON, a newer format, not writable, a link."""
+
+
+class AmbiguousAccept(PinsError):
+    """Accepting without a digest while more than one changed release was recorded."""
+
+    def __init__(self, version: str, digests: tuple[str, ...]) -> None:
+        self.version = version
+        self.digests = digests
+        listed = ", ".join(digests)
+        super().__init__(
+            f"version {version}: {len(digests)} different changed releases were seen "
+            f"({listed}); name the one you reviewed with --digest SHA256"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +85,21 @@ class Seen:
 
 @dataclass(frozen=True, slots=True)
 class VersionPins:
-    """A version's pinned release and, when another was seen since, the latest other."""
+    """A version's pinned release and the other releases seen for it since.
+
+    ``changed`` is the latest other one; ``earlier`` holds the other distinct ones seen
+    before it (oldest first), so accepting without a digest can tell a single reviewed
+    change from several (:func:`accept`).
+    """
 
     pinned: Seen
     changed: Seen | None = None
+    earlier: tuple[Seen, ...] = ()
+
+    @property
+    def changes(self) -> tuple[Seen, ...]:
+        """Every distinct changed release recorded, oldest first (the latest last)."""
+        return () if self.changed is None else (*self.earlier, self.changed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,9 +165,16 @@ def parse_pins(data: bytes, where: str) -> PinsDoc:
             if not isinstance(entry, dict):
                 raise ValueError(f"versions.{version}: not an object")
             changed = entry.get("changed")
+            earlier = entry.get("earlier", [])
+            if not isinstance(earlier, list) or (earlier and changed is None):
+                raise ValueError(f"versions.{version}.earlier: a list, only beside changed")
             versions[version] = VersionPins(
                 pinned=_seen(entry.get("pinned"), f"versions.{version}.pinned"),
                 changed=None if changed is None else _seen(changed, f"versions.{version}.changed"),
+                earlier=tuple(
+                    _seen(item, f"versions.{version}.earlier[{i}]")
+                    for i, item in enumerate(earlier)
+                ),
             )
     except ValueError as exc:
         raise PinsError(f"{where}: {exc}") from exc
@@ -150,6 +193,8 @@ def dump_pins(doc: PinsDoc) -> bytes:
         out: dict[str, Any] = {"pinned": _seen_doc(entry.pinned)}
         if entry.changed is not None:
             out["changed"] = _seen_doc(entry.changed)
+        if entry.earlier:
+            out["earlier"] = [_seen_doc(seen) for seen in entry.earlier]
         versions[version] = out
     body = {"schema": SCHEMA, "format": FORMAT, "versions": versions}
     return json.dumps(body, indent=2, sort_keys=True).encode() + b"\n"
@@ -160,34 +205,40 @@ def observe(doc: PinsDoc, version: str, seen: Seen) -> tuple[PinsDoc, Observed]:
 
     The first manifest seen for a version is pinned; the pinned one again changes
     nothing (and clears no recorded change: only :func:`accept` does); another one is
-    recorded as the version's latest change, for ``pins accept`` to adopt.
+    recorded as the version's latest change, for ``pins accept`` to adopt, and the
+    change it replaces as latest is kept in ``earlier`` (each digest once, the most
+    recent :data:`MAX_CHANGES`).
     """
     current = doc.versions.get(version)
     if current is None:
         pins = VersionPins(pinned=seen)
         return _with(doc, version, pins), Observed(pins=pins, new=True)
     if current.pinned.sha256 == seen.sha256:
-        return doc, Observed(pins=replace(current, changed=None), new=False)
-    pins = replace(current, changed=seen)
+        return doc, Observed(pins=replace(current, changed=None, earlier=()), new=False)
+    others = [c for c in current.changes if c.sha256 != seen.sha256]
+    pins = replace(current, changed=seen, earlier=tuple(others[-(MAX_CHANGES - 1) :]))
     return _with(doc, version, pins), Observed(pins=pins, new=False)
 
 
 def accept(doc: PinsDoc, version: str, sha256: str | None, *, at: str) -> tuple[PinsDoc, Seen]:
-    """Adopt a release for ``version``: the digest given, else the change last seen.
+    """Adopt a release for ``version``: the digest given, else the one change recorded.
 
-    Raises PinsError when there is nothing to adopt (no digest and no change seen).
+    Without a digest, only a single recorded change is adopted: when several different
+    releases were seen since the pin, the one a person reviewed may not be the latest
+    (a rebuild recorded after the review), so :class:`AmbiguousAccept` lists them and
+    the digest must be named. PinsError when there is nothing to adopt.
     """
     current = doc.versions.get(version)
+    changes = () if current is None else current.changes
     if sha256 is None:
-        if current is None or current.changed is None:
+        if not changes:
             raise PinsError(f"version {version}: no changed release was seen; give --digest SHA256")
-        chosen = replace(current.changed, at=at)
+        if len(changes) > 1:
+            raise AmbiguousAccept(version, tuple(c.sha256 for c in changes))
+        chosen = replace(changes[0], at=at)
     else:
-        source = "accepted by hand"
-        if current is not None and current.changed is not None:
-            if current.changed.sha256 == sha256:
-                source = current.changed.source
-        chosen = Seen(sha256=sha256, source=source, at=at)
+        sources = [c.source for c in changes if c.sha256 == sha256]
+        chosen = Seen(sha256=sha256, source=sources[-1] if sources else "accepted by hand", at=at)
     return _with(doc, version, VersionPins(pinned=chosen)), chosen
 
 
@@ -227,8 +278,22 @@ class FilePins:
     # -- checked before any request ------------------------------------------------
 
     def check(self) -> PinsDoc:
-        """Read the file now: PinsError (exit 2) when it cannot be read, parsed or written."""
-        problem = unwritable(self.path, replaced=True)
+        """Read the file now: PinsError (exit 2) when it cannot be read, parsed or written,
+        or when it, its lock or its releases directory is a symbolic link."""
+        if self.path.is_symlink():
+            raise PinsError(
+                f"{self.path}: {files.LinkRefused(self.path).strerror}: pins are never "
+                "written through a link; give the path it points to"
+            )
+        for beside in (self._lock_path, self.releases):
+            if beside.is_symlink():
+                raise PinsError(
+                    f"{beside}: {files.LinkRefused(beside).strerror}: remove it (the pins "
+                    "beside it are never written through a link)"
+                )
+        if self.releases.exists() and not self.releases.is_dir():
+            raise PinsError(f"{self.releases}: not a directory (it keeps pinned manifests)")
+        problem = files.unwritable(self.path, replaced=True)
         if problem is not None:
             raise PinsError(f"{self.path}: {problem}")
         return self.read()
@@ -236,8 +301,7 @@ class FilePins:
     def read(self) -> PinsDoc:
         """The document as the file holds it now (empty when there is no file yet)."""
         try:
-            with self.path.open("rb") as f:
-                data = f.read(MAX_PINS_BYTES + 1)
+            data = files.read_limited(self.path, MAX_PINS_BYTES + 1)
         except FileNotFoundError:
             return PinsDoc()
         except OSError as exc:
@@ -251,7 +315,7 @@ class FilePins:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         try:
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = files.open_lock(self._lock_path)
         except OSError as exc:
             raise PinsError(f"{self._lock_path}: cannot lock: {exc.strerror or exc}") from exc
         try:
@@ -283,41 +347,36 @@ class FilePins:
         return result
 
     def keep_bytes(self, sha256: str, data: bytes) -> None:
-        """Keep a manifest's bytes under their digest (once; the name is the check)."""
+        """Keep a manifest's bytes under their digest (once; the name is the check), in
+        ``FILE.releases`` only when it is a real directory, never through a link."""
         if hashlib.sha256(data).hexdigest() != sha256:
             raise ValueError("the bytes kept must be the ones digested")
-        target = self.releases / sha256
-        if target.exists():
-            return
-        self.releases.mkdir(exist_ok=True)
-        write_atomically(target, data)
+        try:
+            with files.directory(self.releases, follow=False, create=True) as fd:
+                if files.is_regular_at(fd, sha256):
+                    return
+                files.replace_at(fd, sha256, data, shown=self.releases / sha256)
+        except OSError as exc:
+            where = exc.filename or self.releases
+            raise PinsError(f"{where}: cannot write: {exc.strerror or exc}") from exc
 
     def release_bytes(self, sha256: str) -> bytes | None:
-        """The kept bytes of ``sha256``, or None when missing or no longer matching it."""
+        """The kept bytes of ``sha256``, or None when missing, reached through a link, or
+        no longer matching it."""
         if not is_sha256(sha256):
             return None
         try:
-            data = (self.releases / sha256).read_bytes()
+            with files.directory(self.releases, follow=False) as fd:
+                data = files.read_limited(Path(sha256), -1, dir_fd=fd)
         except OSError:
             return None
         return data if hashlib.sha256(data).hexdigest() == sha256 else None
 
 
 def write_atomically(target: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``target``, fsync it, rename it over."""
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+    """Replace ``target`` with ``data`` all at once, never through a link
+    (:func:`artifactcheck.clients.files.write_atomically`); PinsError naming it when not."""
     try:
-        with tmp.open("wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
+        files.write_atomically(target, data)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise PinsError(f"{target}: cannot write: {exc.strerror or exc}") from exc
-    with contextlib.suppress(OSError):  # the rename itself made durable
-        fd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
