@@ -274,3 +274,21 @@ def test_a_signature_envelope_is_never_written_through_a_link(tmp_path: Path, vi
     code, out = run("manifest", "sign", str(release), "--key", str(pair.private_pem))
     assert code == 2, out
     assert "is a symbolic link" in out
+
+
+def test_a_pins_file_swapped_for_a_link_after_the_check_is_never_read(
+    shared: Path, tmp_path: Path
+) -> None:
+    """The attacker's own pins (their digest pinned), linked in after the check before any
+    request: read, they would be believed; the run refuses them instead."""
+    theirs = tmp_path / "theirs.json"
+    FilePins(theirs).accept("1.0.0", "e" * 64)
+    store = FilePins(shared / "pins.json")
+    store.check()
+    plant(shared / "pins.json", theirs)
+    with pytest.raises(PinsError, match="pins.json: cannot read: is a symbolic link"):
+        store.read()
+    data = b"the real release"
+    with pytest.raises(PinsError, match="is a symbolic link"):
+        store.observe("1.0.0", hashlib.sha256(data).hexdigest(), "here", data)
+    assert pinned_digest(theirs) == "e" * 64
