@@ -165,3 +165,70 @@ def test_no_pins_file_crashes_the_reader(data: bytes) -> None:
         pins.parse_pins(data, "p.json")
     except PinsError as exc:
         assert str(exc).startswith("p.json: ")
+
+
+D = hashlib.sha256(b"d").hexdigest()
+
+
+def recorded(*digests: str) -> PinsDoc:
+    """The document after loading each digest in turn for 1.0.0 (the first is pinned)."""
+    doc = PinsDoc()
+    for i, digest in enumerate(digests):
+        doc, _ = pins.observe(doc, "1.0.0", seen(digest, source=f"run{i}", at=f"t{i}"))
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("loads", "adopted", "choices"),
+    [
+        ((A, B), B, None),
+        ((A, B, B), B, None),  # the same change seen again is still one change
+        ((A, B, A), B, None),  # the pinned one again forgets nothing
+        ((A, B, C), None, (B, C)),  # reviewed B, then a run recorded C
+        ((A, B, C, B), None, (C, B)),
+        ((A, B, C, A, D), None, (B, C, D)),
+    ],
+    ids=["one", "one-twice", "one-then-pinned", "two", "two-revisited", "three"],
+)
+def test_accept_without_a_digest_needs_exactly_one_recorded_change(
+    loads: tuple[str, ...], adopted: str | None, choices: tuple[str, ...] | None
+) -> None:
+    doc = recorded(*loads)
+    if choices is None:
+        after, chosen = pins.accept(doc, "1.0.0", None, at="t9")
+        assert chosen.sha256 == adopted and after.versions["1.0.0"].pinned == chosen
+        assert after.versions["1.0.0"].changes == ()
+        return
+    with pytest.raises(pins.AmbiguousAccept) as caught:
+        pins.accept(doc, "1.0.0", None, at="t9")
+    assert caught.value.digests == choices
+    assert isinstance(caught.value, pins.ConfigError)  # exit 2 wherever it is raised
+    assert all(d in str(caught.value) for d in choices) and "--digest" in str(caught.value)
+    for digest in choices:  # each may be named, and keeps where it was seen
+        after, chosen = pins.accept(doc, "1.0.0", digest, at="t9")
+        assert after.versions["1.0.0"].pinned.sha256 == digest
+        last_seen = len(loads) - 1 - loads[::-1].index(digest)
+        assert chosen.source == f"run{last_seen}"
+
+
+def test_every_change_recorded_round_trips_and_stays_bounded() -> None:
+    doc = recorded(A, B, C, D)
+    assert [c.sha256 for c in doc.versions["1.0.0"].changes] == [B, C, D]
+    assert pins.parse_pins(pins.dump_pins(doc), "p.json") == doc
+    many = recorded(A, *(hashlib.sha256(str(i).encode()).hexdigest() for i in range(40)))
+    changes = many.versions["1.0.0"].changes
+    assert len(changes) == pins.MAX_CHANGES
+    assert changes[-1].sha256 == hashlib.sha256(b"39").hexdigest()  # the latest kept
+
+
+def test_earlier_changes_without_a_latest_one_are_refused() -> None:
+    entry = {"sha256": A, "source": "s", "at": "t"}
+    data = json.dumps(
+        {
+            "schema": pins.SCHEMA,
+            "format": 1,
+            "versions": {"1": {"pinned": entry, "earlier": [entry]}},
+        }
+    ).encode()
+    with pytest.raises(PinsError, match="versions.1.earlier"):
+        pins.parse_pins(data, "p.json")

@@ -3,6 +3,7 @@ before any request is sent; and the build metadata ``manifest sign`` records."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -183,3 +184,49 @@ def test_build_metadata_comes_from_options_then_ci_variables(
     env: dict[str, str], given: dict[str, str | None], expected: dict[str, str]
 ) -> None:
     assert build_metadata(env, given) == expected
+
+
+def test_pins_accept_without_a_digest_adopts_only_a_single_recorded_change(
+    tmp_path: Path,
+) -> None:
+    """Runs record B, then C, for 1.0.0 (pinned A); a person reviewed B. Accepting
+    without --digest is exit 2 listing both, the pins unchanged; naming B adopts B."""
+    pins = tmp_path / "pins.json"
+    digests = []
+    for body in ("build A", "build B", "build C"):
+        dist = tmp_path / "dist"
+        (dist / "index.html").parent.mkdir(exist_ok=True)
+        (dist / "index.html").write_text(body)
+        release = tmp_path / "1.0.0.json"
+        release.write_bytes(native.dump(native.build(dist, version="1.0.0")))
+        digests.append(hashlib.sha256(release.read_bytes()).hexdigest())
+        code, out = run("verify", *TARGET, "--release-manifest", str(release), "--pins", str(pins))
+        assert code in (1, 3), out  # unreachable; changed from the second run on
+        if body == "build B":
+            code, out = run("pins", "show", "--pins", str(pins))
+            assert out.count("changed:") == 1 and digests[1] in out, out
+    a, b, c = digests
+    code, out = run("pins", "show", "--pins", str(pins))
+    assert code == 0 and out.count("changed:") == 2 and b in out and c in out, out
+    before = pins.read_bytes()
+    code, out = run("pins", "accept", "1.0.0", "--pins", str(pins))
+    assert code == 2, out
+    assert "2 different changed releases" in out and b in out and c in out, out
+    assert pins.read_bytes() == before
+    code, out = run("pins", "accept", "1.0.0", "--digest", b, "--pins", str(pins))
+    assert code == 0 and f"pinned 1.0.0 to sha256 {b}" in out, out
+    entry = json.loads(pins.read_text())["versions"]["1.0.0"]
+    assert set(entry) == {"pinned"} and entry["pinned"]["sha256"] == b  # no change left
+    assert a not in pins.read_text()
+
+
+def test_pins_accept_without_a_digest_prints_the_one_change_it_adopts(tmp_path: Path) -> None:
+    from artifactcheck.release.pins import FilePins
+
+    pins = tmp_path / "pins.json"
+    store = FilePins(pins)
+    for data in (b"A", b"B"):
+        store.observe("1.0.0", hashlib.sha256(data).hexdigest(), f"https://r/{data.decode()}", data)
+    code, out = run("pins", "accept", "1.0.0", "--pins", str(pins))
+    b = hashlib.sha256(b"B").hexdigest()
+    assert code == 0 and f"pinned 1.0.0 to sha256 {b} (https://r/B)" in out, out
