@@ -45,7 +45,8 @@ def trust_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             multiple=True,
             metavar="PUBLIC.pem",
             help="Trust only release manifests signed by this key (PEM public key: ECDSA "
-            "P-256 or Ed25519, e.g. cosign.pub); repeatable, any one key suffices.",
+            "P-256 or Ed25519, e.g. cosign.pub; every key in the file is used); repeatable, "
+            "any one key suffices.",
         ),
         click.option(
             "--release-signature",
@@ -90,7 +91,7 @@ def trust_from_options(opts: Mapping[str, Any], spec: CheckSpec) -> ReleaseTrust
         )
     return ReleaseTrust(
         pins=_pins(pins_path) if pins_path else None,
-        keys=tuple(_public_key(path) for path in key_paths),
+        keys=tuple(key for path in key_paths for key in _public_keys(path)),
         signature=signature or None,
     )
 
@@ -106,7 +107,8 @@ def _pins(path: str) -> Any:
     return store
 
 
-def _public_key(path: str) -> Any:
+def _public_keys(path: str) -> tuple[Any, ...]:
+    """Every key in the file (a rotation ships two), or ConfigError naming it."""
     from artifactcheck.release import dsse
 
     try:
@@ -114,7 +116,7 @@ def _public_key(path: str) -> Any:
     except OSError as exc:
         raise ConfigError(f"--release-key {path}: cannot read: {exc.strerror or exc}") from exc
     try:
-        return dsse.load_public_key(data, path)
+        return dsse.load_public_keys(data, path)
     except dsse.KeyFileError as exc:
         raise ConfigError(f"--release-key {exc}") from exc
 

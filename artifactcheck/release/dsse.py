@@ -21,6 +21,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -97,19 +98,55 @@ def _supported(key: object, where: str) -> None:
     raise KeyFileError(f"{where}: a {type(key).__name__}; supported: ECDSA P-256 and Ed25519")
 
 
-def load_public_key(data: bytes, where: str) -> PublicKey:
-    """A PEM SubjectPublicKeyInfo key (what ``cosign generate-key-pair`` writes as cosign.pub)."""
+#: One PEM object: its label, and the text between its BEGIN and END lines.
+_PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", flags=re.DOTALL)
+_PEM_MARKER = re.compile(rb"-----(BEGIN|END) ")
+MAX_KEYS = 32  # per key file
+
+
+def load_public_keys(data: bytes, where: str) -> tuple[PublicKey, ...]:
+    """Every PEM SubjectPublicKeyInfo key in ``data`` (what ``cosign generate-key-pair``
+    writes as cosign.pub; a key rotation ships the old and the new key in one file).
+
+    Every key is used, or KeyFileError names the file and the block: a file whose
+    second key were ignored would reject every release signed by it with no word why.
+    ``cryptography`` reads one PEM object per call, so the blocks are found here (one
+    regular expression: every BEGIN line must meet its END line, or the file is refused).
+    """
     if len(data) > 64 * 1024:
         raise KeyFileError(f"{where}: {len(data)} bytes is not a public key file")
     if b"PRIVATE KEY" in data:
         raise KeyFileError(f"{where}: a private key; give the public key (PEM 'PUBLIC KEY')")
-    try:
-        key = serialization.load_pem_public_key(data)
-    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
-        raise KeyFileError(f"{where}: not a PEM public key (SubjectPublicKeyInfo): {exc}") from exc
-    _supported(key, where)
-    assert isinstance(key, ed25519.Ed25519PublicKey | ec.EllipticCurvePublicKey)
-    return PublicKey(key=key, keyid=keyid_of(key), where=where)
+    blocks = [m.group(0) for m in _PEM_BLOCK.finditer(data)]
+    markers = len(_PEM_MARKER.findall(data))
+    if not blocks or markers != 2 * len(blocks):
+        why = "no PEM block" if not blocks else "a PEM block without its matching END line"
+        raise KeyFileError(f"{where}: not a PEM public key (SubjectPublicKeyInfo): {why}")
+    if len(blocks) > MAX_KEYS:
+        raise KeyFileError(f"{where}: {len(blocks)} keys; at most {MAX_KEYS} in one file")
+    keys: dict[str, PublicKey] = {}
+    for n, block in enumerate(blocks, 1):
+        which = where if len(blocks) == 1 else f"{where}: key {n} of {len(blocks)}"
+        try:
+            key = serialization.load_pem_public_key(block)
+        except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+            raise KeyFileError(
+                f"{which}: not a PEM public key (SubjectPublicKeyInfo): {exc}"
+            ) from exc
+        _supported(key, which)
+        assert isinstance(key, ed25519.Ed25519PublicKey | ec.EllipticCurvePublicKey)
+        keyid = keyid_of(key)
+        keys.setdefault(keyid, PublicKey(key=key, keyid=keyid, where=where))
+    return tuple(keys.values())
+
+
+def load_public_key(data: bytes, where: str) -> PublicKey:
+    """The one public key in ``data`` (:func:`load_public_keys`); KeyFileError when the
+    file holds several, so a caller expecting one never drops the others unsaid."""
+    keys = load_public_keys(data, where)
+    if len(keys) > 1:
+        raise KeyFileError(f"{where}: holds {len(keys)} keys where one is expected")
+    return keys[0]
 
 
 def load_private_key(data: bytes, where: str, passphrase: bytes | None = None) -> PrivateKeyType:
