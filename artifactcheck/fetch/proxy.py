@@ -147,7 +147,7 @@ def _in_range(address: ipaddress.IPv4Address | ipaddress.IPv6Address, entry: str
     network = _address(text)
     if network is None or network.version != address.version:
         return False
-    prefix = network.max_prefixlen
+    prefix: int = network.max_prefixlen
     if slash:
         if not bits.isdigit() or int(bits) > network.max_prefixlen:
             return False
