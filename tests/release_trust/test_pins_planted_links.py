@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from release_keys import make_key
 
 from artifactcheck.cli.main import main
 from artifactcheck.clients import files
@@ -170,9 +171,7 @@ def test_when_every_name_drawn_is_taken_the_write_fails_and_nothing_is_followed(
 # -- row: the lock file and FILE.releases ------------------------------------------------
 
 
-def test_a_link_at_the_lock_file_is_exit_2_naming_it(
-    shared: Path, victim: Path, tmp_path: Path
-) -> None:
+def test_a_link_at_the_lock_file_is_exit_2_naming_it(shared: Path, victim: Path) -> None:
     pins = shared / "pins.json"
     plant(shared / "pins.json.lock", victim)
     code, out = run(*verify_args(shared, "--pins", str(pins)))
@@ -266,8 +265,6 @@ def test_a_pins_file_that_is_a_link_is_exit_2_naming_it_and_both_are_left_alone(
 
 
 def test_a_signature_envelope_is_never_written_through_a_link(tmp_path: Path, victim: Path) -> None:
-    from release_keys import make_key
-
     pair = make_key("ed25519", tmp_path)
     release = release_file(tmp_path / "rel")
     plant(Path(f"{release}.intoto.jsonl"), victim)
