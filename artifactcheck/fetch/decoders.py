@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Final, Protocol
 
 from artifactcheck.model.errors import ErrorKind
+from artifactcheck.model.values import STORED_CODINGS
 
 __all__ = [
     "ACCEPTED_CODINGS",
@@ -23,6 +24,8 @@ __all__ = [
     "Decoder",
     "accepted_encodings",
     "decoder_for",
+    "labels_stored",
+    "stored_coding",
 ]
 
 PIECE: Final = 256 * 1024  # largest decoded piece held at once
@@ -181,6 +184,28 @@ class _Chain:
     def flush(self) -> Iterator[bytes]:
         for index, decoder in enumerate(self._decoders):
             yield from self._through(decoder.flush(), index + 1)
+
+
+_SAME_CODING: Final = {"x-gzip": "gzip"}
+
+
+def stored_coding(path: str) -> str | None:
+    """The content coding a file is stored in, by its name (``.gz``: gzip), else None."""
+    name = path.split("?", 1)[0].rsplit("/", 1)[-1].lower()
+    return next((c for end, c in STORED_CODINGS.items() if name.endswith(end)), None)
+
+
+def labels_stored(content_encoding: str | None, stored: str) -> bool:
+    """True when a Content-Encoding names exactly the coding the file is stored in.
+
+    A server that labels a precompressed file with its own coding (Apache configured as
+    the Rails guides show: ``x.css.gz`` with ``Content-Encoding: gzip``, whatever the
+    client accepts) sends the file as stored. Its bytes are judged undecoded, as the
+    file the build wrote (a release hashes ``x.css.gz`` as it lies on disk), not as
+    decoded content that no release lists under that name.
+    """
+    codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
+    return [_SAME_CODING.get(c, c) for c in codings] == [stored]
 
 
 def decoder_for(content_encoding: str | None) -> tuple[Decoder, str | None]:

@@ -43,7 +43,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
 
 from artifactcheck.fetch import urls
-from artifactcheck.fetch.decoders import ACCEPTED_CODINGS, accepted_encodings
+from artifactcheck.fetch.decoders import ACCEPTED_CODINGS, accepted_encodings, stored_coding
 from artifactcheck.fetch.errors import classified, classify, unexpected
 from artifactcheck.fetch.headers import USER_AGENT, configured_headers, header_problem, server_name
 from artifactcheck.fetch.proxy import Proxies
@@ -309,7 +309,9 @@ class Fetcher:
         if host and url.startswith("https:"):
             extensions["sni_hostname"] = server_name(host)
 
-        call = Call(headers, extensions, cap, algorithms, keep_body, proxy)
+        call = Call(
+            headers, extensions, cap, algorithms, keep_body, proxy, stored=stored_coding(relative)
+        )
         self.budget.record_first_attempt()
         self.stats.first_attempts += 1
         tally = _Tally()

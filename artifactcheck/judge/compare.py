@@ -49,6 +49,7 @@ from artifactcheck.judge.consensus import (
     consensus_groups,
     image_findings,
 )
+from artifactcheck.judge.codings import coding_views
 from artifactcheck.judge.coverage import (
     SAMPLED_OUT,
     coverage_findings,
@@ -437,10 +438,12 @@ def compare_fleet(
     sizes: dict[str, int] = {}
     agreement: dict[str, int] = {}
     if expectations is None:
-        for name, found in consensus_findings(observations).items():
-            extra[name] += found
+        for view in coding_views(observations):  # siblings agree in every coding or not
+            for name, found in consensus_findings(view).items():
+                extra[name] += [f for f in found if f not in extra[name]]
+            for name, agreeing in consensus_agreement(view).items():
+                agreement[name] = min(agreeing, agreement.get(name, agreeing))
         sizes = {v: len(m) for v, m in consensus_groups(observations).items()}
-        agreement = consensus_agreement(observations)
     results = []
     rows = cache.rows if cache is not None else SampledOutRows()
     if cache is not None:
