@@ -10,7 +10,9 @@ A precompressed sibling (``x.css.gz``, ``.br``, ``.zst`` beside ``x.css``, as Ra
 file (``files["x.css"].encodings.gzip: {sha256, size}`` of the stored bytes), not as a
 file of its own: servers hand it out as ``x.css`` to clients that accept the coding,
 and its content is judged there, decoded, against ``x.css``'s hash
-(``--compare-encoding gzip``). Manifests without ``encodings`` read as before.
+(``--compare-encoding gzip``). Read back, each sibling is also a file of the release
+under its own name, so asked for by name its stored bytes are judged too. Manifests
+without ``encodings`` read as before.
 """
 
 from __future__ import annotations
@@ -108,7 +110,10 @@ def _encodings(raw_path: str, value: Any) -> dict[str, tuple[bytes, int]]:
 def _with_encodings(
     files: Mapping[str, ManifestEntry], coded: Mapping[str, Mapping[str, tuple[bytes, int]]]
 ) -> dict[str, ManifestEntry]:
-    """``files`` with each recorded encoding attached to its (accepted) file."""
+    """``files`` with each recorded encoding attached to its (accepted) file, and each
+    sibling a file too: a client that asks for ``x.css.gz`` itself gets its stored
+    bytes, and they are the release's (a stale ``.gz`` differs even when only identity
+    is compared)."""
     ending = {c: e for e, c in STORED_CODINGS.items()}
     out = dict(files)
     for path, codings in coded.items():
@@ -120,7 +125,9 @@ def _with_encodings(
             for c, (d, n) in sorted(codings.items())
         }
         out[path] = replace(entry, encodings=siblings)
-    return out
+        for sibling in siblings.values():  # still judged where it is asked for by name
+            out.setdefault(sibling.path, sibling)
+    return dict(sorted(out.items()))
 
 
 def _digest(value: Any) -> bytes | None:
@@ -186,24 +193,22 @@ class Builder:
 
 
 def fold_precompressed(files: Mapping[str, ManifestEntry]) -> dict[str, ManifestEntry]:
-    """``x.css.gz`` (``.br``, ``.zst``) beside ``x.css``: an encoding of ``x.css``, not a
-    file. A compressed file with no original beside it (a download's ``.tar.gz``) stays
-    a file of its own."""
+    """``x.css.gz`` (``.br``, ``.zst``) beside ``x.css``: an encoding of ``x.css``.
+
+    The sibling stays a file in memory (asked for by name, its stored bytes are judged)
+    and is written only under its file's ``encodings`` (:func:`to_document`), the
+    shape :func:`parse` reads back. A compressed file with no original beside it (a
+    download's ``.tar.gz``) is a file like any other.
+    """
     siblings: dict[str, dict[str, ManifestEntry]] = {}
     for path, entry in files.items():
         for ending, coding in STORED_CODINGS.items():
             original = path[: -len(ending)]
             if path.endswith(ending) and original in files:
                 siblings.setdefault(original, {})[coding] = entry
-    folded = {p for codings in siblings.values() for p in (e.path for e in codings.values())}
-    out: dict[str, ManifestEntry] = {}
-    for path in sorted(files):
-        if path in folded:
-            continue
-        entry = files[path]
-        if path in siblings:
-            entry = replace(entry, encodings=dict(sorted(siblings[path].items())))
-        out[path] = entry
+    out = dict(sorted(files.items()))
+    for path, codings in siblings.items():
+        out[path] = replace(out[path], encodings=dict(sorted(codings.items())))
     return out
 
 
@@ -250,8 +255,11 @@ def build(dist: str | Path, *, version: str, exclude: Iterable[str] = ()) -> Man
 def to_document(manifest: Manifest) -> dict[str, Any]:
     """The JSON-ready native document for a manifest (hashes must include sha256)."""
     files: dict[str, dict[str, Any]] = {}
+    siblings = {e.path for f in manifest.files.values() for e in f.encodings.values()}
     for path in sorted(manifest.files):
         entry = manifest.files[path]
+        if path in siblings:  # written under its file's "encodings"
+            continue
         sha = entry.hashes.get("sha256")
         if sha is None or entry.size is None:
             raise ManifestError(f"{path}: no sha256/size, cannot write a native manifest")
