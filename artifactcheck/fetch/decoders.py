@@ -13,7 +13,6 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Final, Protocol
 
 from artifactcheck.model.errors import ErrorKind
-from artifactcheck.model.values import STORED_CODINGS
 
 __all__ = [
     "ACCEPTED_CODINGS",
@@ -25,7 +24,6 @@ __all__ = [
     "accepted_encodings",
     "decoder_for",
     "labels_stored",
-    "stored_coding",
 ]
 
 PIECE: Final = 256 * 1024  # largest decoded piece held at once
@@ -187,12 +185,6 @@ class _Chain:
 
 
 _SAME_CODING: Final = {"x-gzip": "gzip"}
-
-
-def stored_coding(path: str) -> str | None:
-    """The content coding a file is stored in, by its name (``.gz``: gzip), else None."""
-    name = path.split("?", 1)[0].rsplit("/", 1)[-1].lower()
-    return next((c for end, c in STORED_CODINGS.items() if name.endswith(end)), None)
 
 
 def labels_stored(content_encoding: str | None, stored: str) -> bool:

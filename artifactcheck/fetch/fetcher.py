@@ -43,7 +43,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
 
 from artifactcheck.fetch import urls
-from artifactcheck.fetch.decoders import ACCEPTED_CODINGS, accepted_encodings, stored_coding
+from artifactcheck.fetch.decoders import ACCEPTED_CODINGS, accepted_encodings
 from artifactcheck.fetch.errors import classified, classify, unexpected
 from artifactcheck.fetch.headers import USER_AGENT, configured_headers, header_problem, server_name
 from artifactcheck.fetch.proxy import Proxies
@@ -53,6 +53,7 @@ from artifactcheck.fetch.routes import BaseRoute, Route
 from artifactcheck.fetch.stats import FetchStats
 from artifactcheck.fetch.tls import build_ssl_context
 from artifactcheck.fetch.wire import Call, Progress, Wire
+from artifactcheck.judge.codings import stored_coding
 from artifactcheck.manifests.limits import normalise_path
 from artifactcheck.model.errors import ArtifactCheckError, ErrorKind
 from artifactcheck.model.settings import HttpSettings, RetrySettings

@@ -13,13 +13,27 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from artifactcheck.model.values import Fetched, Observation
+from artifactcheck.model.values import STORED_CODINGS, Fetched, Observation
 
 
 def canonical_codings(codings: Iterable[str]) -> tuple[str, ...]:
     """The codings in the one order they are fetched, kept and reported in: identity
     first, then by name, whatever order they were given in."""
     return tuple(sorted(set(codings), key=lambda c: (c != "identity", c)))
+
+
+def stored_coding(path: str) -> str | None:
+    """The content coding a file is stored in, by its name (``.gz``: gzip), else None."""
+    name = path.split("?", 1)[0].rsplit("/", 1)[-1].lower()
+    return next((c for end, c in STORED_CODINGS.items() if name.endswith(end)), None)
+
+
+def decoded(got: Fetched) -> bool:
+    """True when the bytes judged are a coding's, undone: labelled with a coding that is
+    not the one the file is stored in (a stored ``x.css.gz`` labelled gzip is hashed
+    as stored, :func:`artifactcheck.fetch.decoders.labels_stored`)."""
+    coding = got.content_encoding
+    return coding not in (None, "identity") and coding != stored_coding(got.path)
 
 
 def distinguishable(a: Fetched, b: Fetched) -> bool:

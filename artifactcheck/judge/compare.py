@@ -43,13 +43,13 @@ from artifactcheck.judge.cdn_check import (
     cdn_paths,
     located_on_cdn,
 )
+from artifactcheck.judge.codings import coding_views
 from artifactcheck.judge.consensus import (
     consensus_agreement,
     consensus_findings,
     consensus_groups,
     image_findings,
 )
-from artifactcheck.judge.codings import coding_views
 from artifactcheck.judge.coverage import (
     SAMPLED_OUT,
     coverage_findings,

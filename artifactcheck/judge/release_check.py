@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from artifactcheck.judge.answers import documents, few_names, unobserved
-from artifactcheck.judge.codings import answers_of
+from artifactcheck.judge.codings import answers_of, decoded
 from artifactcheck.judge.prefix import FALLBACK, is_fallback
 from artifactcheck.judge.statuses import MISSING, REFUSED
 from artifactcheck.manifests import verify_integrity
@@ -168,8 +168,10 @@ class _Against:
         what = f"{path} differs from release {self.version}"
         if "sha256" not in expected.hashes:  # e.g. an ngsw.json release: say which hash
             what += f" ({next((a for a, v in expected.hashes.items() if v == want), 'sha1')})"
-        if got.content_encoding not in (None, "identity"):  # e.g. a stale precompressed .gz
+        if decoded(got):  # e.g. a stale precompressed .gz, served for the plain file
             what += f" when served {got.content_encoding}-encoded (its bytes once decoded)"
+        elif got.content_encoding not in (None, "identity"):  # x.css.gz labelled gzip
+            what += f" (its stored {got.content_encoding} bytes)"
         what += " (same size)" if same_size else ""
         self._other_bytes(FindingKind.CONTENT_DIFFERS, what, path, want, sha)
 

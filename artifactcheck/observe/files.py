@@ -118,4 +118,3 @@ class Files:
             for job in jobs:
                 tg.create_task(bounded(job))
         return results
-
