@@ -18,7 +18,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, cast
 
-from artifactcheck.fetch.decoders import DecodeError, Decoder, decoder_for, labels_stored
+from artifactcheck.fetch.decoders import DecodeError, Decoder, beyond_stored, decoder_for
 from artifactcheck.fetch.errors import classified
 from artifactcheck.fetch.headers import Headers, content_length, evidence, kept_once
 from artifactcheck.fetch.http1 import Reply
@@ -210,7 +210,7 @@ async def read(
     With ``hashing`` (an executor with one worker thread), the bytes of a body past
     :data:`OFFLOAD_AFTER` are hashed there, while the next pieces are read. ``stored``:
     the coding the file is stored in, whose label alone is not undone
-    (:func:`~artifactcheck.fetch.decoders.labels_stored`).
+    (:func:`~artifactcheck.fetch.decoders.beyond_stored`).
     """
     status = response.status_code
     result = Attempt(url, status=status, headers=evidence(response.headers))
@@ -224,12 +224,14 @@ async def read(
         return result
 
     header = response.headers.get("content-encoding")
-    as_stored = stored is not None and labels_stored(header, stored)
-    try:  # a file labelled with the coding it is stored in: its bytes as stored
-        decoder, encoding = decoder_for(None if as_stored else header)
+    beyond = beyond_stored(header, stored) if stored is not None else None
+    try:  # a file labelled with the coding it is stored in: undone down to its bytes
+        decoder, encoding = decoder_for(header if beyond is None else beyond)
     except DecodeError as exc:
         return result.fail(exc.kind, str(exc))
-    result.content_encoding = stored if as_stored else encoding
+    result.content_encoding = (
+        encoding if beyond is None else ", ".join(filter(None, [stored, beyond]))
+    )
     # A 204 has no body and a chunked body no length, whatever Content-Length says
     # (RFC 9112 6.3): read as a promise, it made a complete response "truncated".
     declared = None if status == 204 or _chunked(response) else content_length(response.headers)

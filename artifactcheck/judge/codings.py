@@ -31,7 +31,7 @@ def stored_coding(path: str) -> str | None:
 def decoded(got: Fetched) -> bool:
     """True when the bytes judged are a coding's, undone: labelled with a coding that is
     not the one the file is stored in (a stored ``x.css.gz`` labelled gzip is hashed
-    as stored, :func:`artifactcheck.fetch.decoders.labels_stored`)."""
+    as stored, :func:`artifactcheck.fetch.decoders.beyond_stored`)."""
     coding = got.content_encoding
     return coding not in (None, "identity") and coding != stored_coding(got.path)
 
