@@ -441,8 +441,8 @@ def compare_fleet(
         for view in coding_views(observations):  # siblings agree in every coding or not
             for name, found in consensus_findings(view).items():
                 extra[name] += [f for f in found if f not in extra[name]]
-            for name, agreeing in consensus_agreement(view).items():
-                agreement[name] = min(agreeing, agreement.get(name, agreeing))
+            for name, count in consensus_agreement(view).items():
+                agreement[name] = min(count, agreement.get(name, count))
         sizes = {v: len(m) for v, m in consensus_groups(observations).items()}
     results = []
     rows = cache.rows if cache is not None else SampledOutRows()
