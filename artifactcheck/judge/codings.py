@@ -49,6 +49,8 @@ def kept_answer(answers: Mapping[str, Fetched]) -> Fetched:
     it: a stale ``.gz``); a failure of the first coding stays in view. Judging reads
     every coding's answer (:func:`answers_of`), never only the shown one.
     """
+    if len(answers) == 1:  # the usual case: one coding compared
+        return next(iter(answers.values()))
     ordered = [answers[c] for c in canonical_codings(answers)]
     first = ordered[0]
     others = [a for a in ordered[1:] if distinguishable(first, a)]

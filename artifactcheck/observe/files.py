@@ -4,8 +4,8 @@ The last step of an observation (:class:`~artifactcheck.observe.instance.Observe
 apart from the others because its concern is the run's connections, not what the
 instance serves: how many of one instance's files are asked for at once (one
 kept-alive connection each when many instances are in flight, wide for a pod waiting
-out of traffic), which host name each request carries, and which of a path's answers
-in several codings is kept.
+out of traffic), which host name each request carries, and that every coding's
+answer for a path is kept (:mod:`artifactcheck.judge.codings` judges each).
 """
 
 from __future__ import annotations
