@@ -154,3 +154,27 @@ def test_r2_css_under_r1_is_flagged_naming_the_file(apache: Apache, tmp_path: Pa
     assert "its stored gzip bytes" in differs[f"{R1_CSS}.gz"]["message"], run.explain()
     assert "once decoded" not in differs[f"{R1_CSS}.gz"]["message"], run.explain()
     assert R1_CSS in run.table, run.explain()
+
+
+def test_a_stale_gz_is_caught_in_every_coding_order(apache: Apache, tmp_path: Path) -> None:
+    """r1 with its stylesheet right but its ``.gz`` left from r2: browsers get r2's
+    CSS. Asked for by name, the ``.gz`` differs as stored; compared in gzip, the
+    stylesheet differs as browsers get it; the same in both orders of the codings."""
+    stale = tmp_path / "stale"
+    shutil.copytree(build("rails/r1"), stale)
+    shutil.copyfile(_assets("r2") / f"{R2_CSS}.gz", stale / "assets" / f"{R1_CSS}.gz")
+    urls, cdn = _start(apache, [build("rails/r1")] * 2 + [stale])
+    base = [*targets(urls, "1.0.0"), *_release(tmp_path), "--prefix", "/assets/", "--cdn", cdn]
+    plain = verify(tmp_path / "identity", *base)
+    assert plain.exit_code == 1, plain.explain()
+    differs = [f["path"] for f in plain.findings("content-differs")]
+    assert differs == [f"{R1_CSS}.gz"], plain.explain()
+    for order in (("identity", "gzip"), ("gzip", "identity")):
+        flags = [arg for coding in order for arg in ("--compare-encoding", coding)]
+        run = verify(tmp_path / "-".join(order), *base, *flags)
+        assert run.exit_code == 1, run.explain()
+        assert run.verdicts()[urls[2]] == "mismatch", run.explain()
+        assert run.verdicts()[urls[0]] == "consistent", run.explain()
+        found = {f["path"]: f["message"] for f in run.findings("content-differs")}
+        assert sorted(found) == [R1_CSS, f"{R1_CSS}.gz"], run.explain()
+        assert "gzip-encoded" in found[R1_CSS], run.explain()
