@@ -353,7 +353,11 @@ def manifest() -> None:
 @click.option("--version", "version", required=True, help="Release version to record.")
 @out_file_option("Write here instead of standard output.")
 def manifest_build(dist: str, version: str, out: str | None) -> None:
-    """Hash every file of a build directory into a native release manifest."""
+    """Hash every file of a build directory into a native release manifest.
+
+    A precompressed sibling (x.css.gz, .br, .zst beside x.css, as Rails'
+    assets:precompile writes them) is recorded as an encoding of its file.
+    """
     from artifactcheck.manifests import native
 
     try:

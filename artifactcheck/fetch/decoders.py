@@ -23,6 +23,7 @@ __all__ = [
     "Decoder",
     "accepted_encodings",
     "decoder_for",
+    "beyond_stored",
 ]
 
 PIECE: Final = 256 * 1024  # largest decoded piece held at once
@@ -181,6 +182,27 @@ class _Chain:
     def flush(self) -> Iterator[bytes]:
         for index, decoder in enumerate(self._decoders):
             yield from self._through(decoder.flush(), index + 1)
+
+
+_SAME_CODING: Final = {"x-gzip": "gzip"}
+
+
+def beyond_stored(content_encoding: str | None, stored: str) -> str | None:
+    """The codings to undo to reach a file's stored bytes, when its label starts with
+    the coding the file is stored in (``""``: none); None when it does not.
+
+    A server that labels a precompressed file with its own coding (Apache configured as
+    the Rails guides show: ``x.css.gz`` with ``Content-Encoding: gzip``, whatever the
+    client accepts) sends the file as stored. Its bytes are judged as the file the build
+    wrote (a release hashes ``x.css.gz`` as it lies on disk), not as decoded content
+    that no release lists under that name; a coding applied on top of it in transit
+    (``gzip, br``: the stored gzip, then br) is still undone.
+    """
+    codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
+    codings = [_SAME_CODING.get(c, c) for c in codings if c != "identity"]
+    if not codings or codings[0] != stored:
+        return None
+    return ", ".join(codings[1:])
 
 
 def decoder_for(content_encoding: str | None) -> tuple[Decoder, str | None]:

@@ -53,6 +53,7 @@ from artifactcheck.fetch.routes import BaseRoute, Route
 from artifactcheck.fetch.stats import FetchStats
 from artifactcheck.fetch.tls import build_ssl_context
 from artifactcheck.fetch.wire import Call, Progress, Wire
+from artifactcheck.judge.codings import stored_coding
 from artifactcheck.manifests.limits import normalise_path
 from artifactcheck.model.errors import ArtifactCheckError, ErrorKind
 from artifactcheck.model.settings import HttpSettings, RetrySettings
@@ -309,7 +310,9 @@ class Fetcher:
         if host and url.startswith("https:"):
             extensions["sni_hostname"] = server_name(host)
 
-        call = Call(headers, extensions, cap, algorithms, keep_body, proxy)
+        call = Call(
+            headers, extensions, cap, algorithms, keep_body, proxy, stored=stored_coding(relative)
+        )
         self.budget.record_first_attempt()
         self.stats.first_attempts += 1
         tally = _Tally()

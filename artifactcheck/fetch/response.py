@@ -18,7 +18,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, cast
 
-from artifactcheck.fetch.decoders import DecodeError, Decoder, decoder_for
+from artifactcheck.fetch.decoders import DecodeError, Decoder, beyond_stored, decoder_for
 from artifactcheck.fetch.errors import classified
 from artifactcheck.fetch.headers import Headers, content_length, evidence, kept_once
 from artifactcheck.fetch.http1 import Reply
@@ -203,11 +203,14 @@ async def read(
     keep_body: bool,
     stats: FetchStats,
     hashing: Executor | None = None,
+    stored: str | None = None,
 ) -> Attempt:
     """Hash (and keep, for documents) the decoded body piece by piece under the cap.
 
     With ``hashing`` (an executor with one worker thread), the bytes of a body past
-    :data:`OFFLOAD_AFTER` are hashed there, while the next pieces are read.
+    :data:`OFFLOAD_AFTER` are hashed there, while the next pieces are read. ``stored``:
+    the coding the file is stored in, whose label alone is not undone
+    (:func:`~artifactcheck.fetch.decoders.beyond_stored`).
     """
     status = response.status_code
     result = Attempt(url, status=status, headers=evidence(response.headers))
@@ -220,11 +223,15 @@ async def read(
         await drain(response)
         return result
 
-    try:
-        decoder, encoding = decoder_for(response.headers.get("content-encoding"))
+    header = response.headers.get("content-encoding")
+    beyond = beyond_stored(header, stored) if stored is not None else None
+    try:  # a file labelled with the coding it is stored in: undone down to its bytes
+        decoder, encoding = decoder_for(header if beyond is None else beyond)
     except DecodeError as exc:
         return result.fail(exc.kind, str(exc))
-    result.content_encoding = encoding
+    result.content_encoding = (
+        encoding if beyond is None else ", ".join(filter(None, [stored, beyond]))
+    )
     # A 204 has no body and a chunked body no length, whatever Content-Length says
     # (RFC 9112 6.3): read as a promise, it made a complete response "truncated".
     declared = None if status == 204 or _chunked(response) else content_length(response.headers)

@@ -48,6 +48,7 @@ class Call:
     algorithms: tuple[str, ...]
     keep_body: bool
     proxy: str | None = None  # the proxy every request of the call goes through
+    stored: str | None = None  # the coding the file asked for is stored in (``.gz``)
 
 
 class Progress:
@@ -245,6 +246,7 @@ class Wire:
                 keep_body=call.keep_body,
                 stats=self._stats,
                 hashing=self._hashing,
+                stored=call.stored,
             )
         finally:
             await response.aclose()  # closes (not pools) a connection left mid-body

@@ -43,6 +43,7 @@ from artifactcheck.judge.cdn_check import (
     cdn_paths,
     located_on_cdn,
 )
+from artifactcheck.judge.codings import coding_views
 from artifactcheck.judge.consensus import (
     consensus_agreement,
     consensus_findings,
@@ -437,10 +438,12 @@ def compare_fleet(
     sizes: dict[str, int] = {}
     agreement: dict[str, int] = {}
     if expectations is None:
-        for name, found in consensus_findings(observations).items():
-            extra[name] += found
+        for view in coding_views(observations):  # siblings agree in every coding or not
+            for name, found in consensus_findings(view).items():
+                extra[name] += [f for f in found if f not in extra[name]]
+            for name, count in consensus_agreement(view).items():
+                agreement[name] = min(count, agreement.get(name, count))
         sizes = {v: len(m) for v, m in consensus_groups(observations).items()}
-        agreement = consensus_agreement(observations)
     results = []
     rows = cache.rows if cache is not None else SampledOutRows()
     if cache is not None:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from artifactcheck.judge.answers import documents, few_names, unobserved
+from artifactcheck.judge.codings import answers_of, decoded
 from artifactcheck.judge.prefix import FALLBACK, is_fallback
 from artifactcheck.judge.statuses import MISSING, REFUSED
 from artifactcheck.manifests import verify_integrity
@@ -92,17 +93,19 @@ class _Against:
         check = self.check
         expected = self.release.files.get(path)
         known = expected is not None or path in self.listed
-        if unobserved(got):
+        vouched = vouching_hash(expected) if expected is not None else None
+        want = vouched[1] if vouched is not None else None
+        algorithm = vouched[0] if vouched is not None else self.algorithm
+        got = _judged_answer(got, algorithm, want)
+        if unobserved(got):  # an answer (in any coding) that says nothing: not judged
             return
         if got.status in REFUSED:
             if known:
                 check.refused[path] = f"the instance refuses it (HTTP {got.status})"
             return
-        vouched = vouching_hash(expected) if expected is not None else None
         # the served bytes in the release's own hash (sha1 for an ngsw.json release), so
         # they can be looked up among the known releases' hashes
-        sha = got.hashes.get(vouched[0] if vouched is not None else self.algorithm)
-        want = vouched[1] if vouched is not None else None
+        sha = got.hashes.get(algorithm)
         if got.status not in MISSING and want is not None and want == sha:
             check.compared.add(path)
             check.served_hashes.append(want)
@@ -165,8 +168,10 @@ class _Against:
         what = f"{path} differs from release {self.version}"
         if "sha256" not in expected.hashes:  # e.g. an ngsw.json release: say which hash
             what += f" ({next((a for a, v in expected.hashes.items() if v == want), 'sha1')})"
-        if got.content_encoding not in (None, "identity"):  # e.g. a stale precompressed .gz
+        if decoded(got):  # e.g. a stale precompressed .gz, served for the plain file
             what += f" when served {got.content_encoding}-encoded (its bytes once decoded)"
+        elif got.content_encoding not in (None, "identity"):  # x.css.gz labelled gzip
+            what += f" (its stored {got.content_encoding} bytes)"
         what += " (same size)" if same_size else ""
         self._other_bytes(FindingKind.CONTENT_DIFFERS, what, path, want, sha)
 
@@ -199,15 +204,29 @@ class _Against:
             self.check.bad.append(unexpected[0])
 
 
+def _judged_answer(got: Fetched, algorithm: str, want: str | None) -> Fetched:
+    """The answer a path is judged by: among its compared codings' answers (canonical
+    order), the first that is not the release's bytes, so a file is right only when
+    every coding asked for is; ``got`` itself when every one is right."""
+    for one in answers_of(got):
+        if unobserved(one) or one.status in MISSING or one.hashes.get(algorithm) != want:
+            return one
+    return got
+
+
 def integrity_findings(obs: Observation) -> list[Finding]:
     """Served bytes against the hashes the served manifest itself declares (SRI, SHA-1)."""
     if obs.manifest is None:
         return []
     findings = []
-    for path, got in sorted(obs.assets.items()):
+    for path, shown in sorted(obs.assets.items()):
         entry = obs.manifest.files.get(path)
-        if entry is None or not entry.hashes or not got.ok:
+        if entry is None or not entry.hashes:
             continue
+        failing = [a for a in answers_of(shown) if a.ok and verify_integrity(entry, a.hashes)]
+        if not failing:
+            continue
+        got = failing[0]
         bad = verify_integrity(entry, got.hashes)
         if bad:
             findings.append(

@@ -4,6 +4,15 @@ This is what CI writes with ``artifactcheck manifest build DIST --version V`` an
 ``manifest from-image`` writes from a container image. Both go through
 :class:`Builder` / :func:`dump`, so the two are equal byte for byte for the same tree.
 The output is deterministic: sorted keys, fixed separators, a trailing newline.
+
+A precompressed sibling (``x.css.gz``, ``.br``, ``.zst`` beside ``x.css``, as Rails'
+``assets:precompile`` and ``gzip -k`` write them) is recorded as an encoding of its
+file (``files["x.css"].encodings.gzip: {sha256, size}`` of the stored bytes), not as a
+file of its own: servers hand it out as ``x.css`` to clients that accept the coding,
+and its content is judged there, decoded, against ``x.css``'s hash
+(``--compare-encoding gzip``). Read back, each sibling is also a file of the release
+under its own name, so asked for by name its stored bytes are judged too. Manifests
+without ``encodings`` read as before.
 """
 
 from __future__ import annotations
@@ -11,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
@@ -19,7 +28,7 @@ from typing import IO, Any
 from artifactcheck.manifests._collect import Collector
 from artifactcheck.manifests.limits import ManifestLimits, check_entries
 from artifactcheck.model.errors import ManifestError, ManifestFormatError
-from artifactcheck.model.values import Manifest, ManifestEntry, Sha256Hashes
+from artifactcheck.model.values import STORED_CODINGS, Manifest, ManifestEntry, Sha256Hashes
 from artifactcheck.model.versions import version_problem
 
 SCHEMA = "artifactcheck/release-manifest/v1"
@@ -50,6 +59,7 @@ def parse(
         raise ManifestFormatError("native manifest: 'version' must be a string")
     entries = _entrypoints(doc.get("entrypoints"))
     out = Collector("native", limits, prefix=prefix)
+    coded: dict[str, dict[str, tuple[bytes, int]]] = {}
     for raw_path, meta in files.items():
         if not isinstance(meta, dict):
             raise ManifestFormatError(f"native manifest: files[{raw_path!r}] must be an object")
@@ -66,14 +76,58 @@ def parse(
             size=size,
             entry=raw_path in entries,
         )
+        if "encodings" in meta:
+            coded[raw_path] = _encodings(raw_path, meta["encodings"])
     for path in entries:  # index.html pages were flagged as they were recorded
         out.mark_entry(path)
     image_id = doc.get("image_id")
+    manifest = out.manifest(source=source)
+    if coded:
+        manifest = replace(manifest, files=_with_encodings(manifest.files, coded))
     return replace(
-        out.manifest(source=source),
+        manifest,
         version=version,
         image_id=image_id if isinstance(image_id, str) else None,
     )
+
+
+def _encodings(raw_path: str, value: Any) -> dict[str, tuple[bytes, int]]:
+    """A file's ``encodings`` object: coding -> {sha256, size} of its stored sibling."""
+    where = f"native manifest: files[{raw_path!r}].encodings"
+    if not isinstance(value, dict):
+        raise ManifestFormatError(f"{where} must be an object")
+    out: dict[str, tuple[bytes, int]] = {}
+    for coding, meta in value.items():
+        if coding not in STORED_CODINGS.values() or not isinstance(meta, dict):
+            raise ManifestFormatError(f"{where}[{coding!r}] invalid")
+        digest, size = _digest(meta.get("sha256")), meta.get("size")
+        if digest is None or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ManifestFormatError(f"{where}[{coding!r}]: sha256/size invalid")
+        out[coding] = (digest, size)
+    return out
+
+
+def _with_encodings(
+    files: Mapping[str, ManifestEntry], coded: Mapping[str, Mapping[str, tuple[bytes, int]]]
+) -> dict[str, ManifestEntry]:
+    """``files`` with each recorded encoding attached to its (accepted) file, and each
+    sibling a file too: a client that asks for ``x.css.gz`` itself gets its stored
+    bytes, and they are the release's (a stale ``.gz`` differs even when only identity
+    is compared)."""
+    ending = {c: e for e, c in STORED_CODINGS.items()}
+    out = dict(files)
+    for path, codings in coded.items():
+        entry = out.get(path)
+        if entry is None:  # the path itself was refused as unsafe
+            continue
+        siblings = {
+            c: ManifestEntry(path=path + ending[c], hashes=Sha256Hashes(d), size=n)
+            for c, (d, n) in sorted(codings.items())
+        }
+        out[path] = replace(entry, encodings=siblings)
+        for sibling in siblings.values():  # still judged where it is asked for by name
+            out.setdefault(sibling.path, sibling)
+    return dict(sorted(out.items()))
 
 
 def _digest(value: Any) -> bytes | None:
@@ -128,14 +182,34 @@ class Builder:
         )
 
     def manifest(self, *, source: str | None = None) -> Manifest:
-        """The finished manifest."""
+        """The finished manifest, precompressed siblings folded into their files."""
         return Manifest(
             format="native",
-            files=dict(sorted(self.files.items())),
+            files=fold_precompressed(self.files),
             version=self.version,
             source=source,
             image_id=self.image_id,
         )
+
+
+def fold_precompressed(files: Mapping[str, ManifestEntry]) -> dict[str, ManifestEntry]:
+    """``x.css.gz`` (``.br``, ``.zst``) beside ``x.css``: an encoding of ``x.css``.
+
+    The sibling stays a file in memory (asked for by name, its stored bytes are judged)
+    and is written only under its file's ``encodings`` (:func:`to_document`), the
+    shape :func:`parse` reads back. A compressed file with no original beside it (a
+    download's ``.tar.gz``) is a file like any other.
+    """
+    siblings: dict[str, dict[str, ManifestEntry]] = {}
+    for path, entry in files.items():
+        for ending, coding in STORED_CODINGS.items():
+            original = path[: -len(ending)]
+            if path.endswith(ending) and original in files:
+                siblings.setdefault(original, {})[coding] = entry
+    out = dict(sorted(files.items()))
+    for path, codings in siblings.items():
+        out[path] = replace(out[path], encodings=dict(sorted(codings.items())))
+    return out
 
 
 def walk_files(root: Path) -> Iterator[tuple[str, Path]]:
@@ -181,12 +255,21 @@ def build(dist: str | Path, *, version: str, exclude: Iterable[str] = ()) -> Man
 def to_document(manifest: Manifest) -> dict[str, Any]:
     """The JSON-ready native document for a manifest (hashes must include sha256)."""
     files: dict[str, dict[str, Any]] = {}
+    siblings = {e.path for f in manifest.files.values() for e in f.encodings.values()}
     for path in sorted(manifest.files):
         entry = manifest.files[path]
+        if path in siblings:  # written under its file's "encodings"
+            continue
         sha = entry.hashes.get("sha256")
         if sha is None or entry.size is None:
             raise ManifestError(f"{path}: no sha256/size, cannot write a native manifest")
         files[path] = {"sha256": sha, "size": entry.size}
+        coded = {
+            coding: {"sha256": e.hashes.get("sha256"), "size": e.size}
+            for coding, e in sorted(entry.encodings.items())
+        }
+        if coded:
+            files[path]["encodings"] = coded
     doc: dict[str, Any] = {"schema": SCHEMA, "version": manifest.version, "files": files}
     if manifest.image_id:
         doc["image_id"] = manifest.image_id

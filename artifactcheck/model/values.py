@@ -207,6 +207,11 @@ def is_entry_page(path: str) -> bool:
     return path == "index.html" or path.endswith("/index.html")
 
 
+#: A file name's ending -> the content coding its bytes are stored in: a precompressed
+#: sibling (Sprockets' ``x-<digest>.css.gz``, ``gzip -k``, ``brotli``, ``zstd``).
+STORED_CODINGS: Mapping[str, str] = {".gz": "gzip", ".br": "br", ".zst": "zstd"}
+
+
 @dataclass(frozen=True, slots=True)
 class ManifestEntry:
     """One file a manifest promises, with whatever hashes the format carries."""
@@ -216,6 +221,9 @@ class ManifestEntry:
     size: int | None = None
     entry: bool = False  # an entry point: always sampled
     logical: str | None = None  # source name, e.g. "src/main.ts"
+    #: Precompressed siblings (``x.css.gz`` beside ``x.css``): content coding -> the
+    #: sibling's own entry (its path, the hashes and size of its stored bytes).
+    encodings: Mapping[str, ManifestEntry] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +295,9 @@ class Fetched:
     attempts: int = 1
     content_encoding: str | None = None  # what the server sent, before decoding
     body: bytes | None = None  # only kept for small documents (manifests, /version)
+    #: Every compared coding's answer (coding asked for -> answer) when a client could
+    #: tell them apart; empty when one coding was compared or all answered alike.
+    codings: Mapping[str, Fetched] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -4,8 +4,8 @@ The last step of an observation (:class:`~artifactcheck.observe.instance.Observe
 apart from the others because its concern is the run's connections, not what the
 instance serves: how many of one instance's files are asked for at once (one
 kept-alive connection each when many instances are in flight, wide for a pod waiting
-out of traffic), which host name each request carries, and which of a path's answers
-in several codings is kept.
+out of traffic), which host name each request carries, and that every coding's
+answer for a path is kept (:mod:`artifactcheck.judge.codings` judges each).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import contextvars
 from collections.abc import Mapping, Sequence
 
 from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.judge.codings import canonical_codings, kept_answer
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Fetched
 
@@ -35,8 +36,9 @@ class Files:
 
     @property
     def encodings(self) -> tuple[str, ...]:
-        """The content codings every asset is fetched in and compared, identity first."""
-        return tuple(self.spec.http.compare_encodings)
+        """The content codings every asset is fetched in and compared, identity first
+        then by name: the order of ``--compare-encoding`` never changes a verdict."""
+        return canonical_codings(self.spec.http.compare_encodings)
 
     @property
     def parallelism(self) -> int:
@@ -69,11 +71,12 @@ class Files:
         on_cdn: Mapping[str, str] | None = None,
         prefix: str = "",
     ) -> dict[str, Fetched]:
-        """Every planned path, in every compared coding; what differs between codings wins.
+        """Every planned path, in every compared coding, each coding's answer kept.
 
-        A path whose bytes depend on the coding asked for is recorded with the answer
-        that differs from the identity one (browsers get it), so a stale ``.gz`` is
-        compared, not hidden behind a correct uncompressed file.
+        A path whose bytes depend on the coding asked for carries every coding's answer
+        (:func:`~artifactcheck.judge.codings.kept_answer`), so a stale ``.gz`` is judged
+        beside a correct uncompressed file, and a replaced plain file beside a stale
+        ``.gz``, whichever order the codings were given in.
         """
         located = on_cdn or {}
         encodings = self.encodings
@@ -85,17 +88,7 @@ class Files:
                 else:  # the release's path, under the prefix it is served at
                     jobs.append((coding, base_url, path, prefix + path))
         results = await self._run_jobs(jobs, algorithms)
-        out: dict[str, Fetched] = {}
-        for path in paths:
-            first = results[(encodings[0], path)]
-            chosen = first
-            if first.ok:  # a failure already makes the file unjudged: keep it in view
-                for coding in encodings[1:]:
-                    other = results[(coding, path)]
-                    if _differs(first, other):
-                        chosen = other
-                        break
-            out[path] = chosen
+        out = {path: kept_answer({c: results[(c, path)] for c in encodings}) for path in paths}
         return dict(sorted(out.items()))
 
     async def _run_jobs(
@@ -125,8 +118,3 @@ class Files:
             for job in jobs:
                 tg.create_task(bounded(job))
         return results
-
-
-def _differs(a: Fetched, b: Fetched) -> bool:
-    """Two answers for one path that a client could tell apart (status, bytes, failure)."""
-    return (a.status, a.sha256, a.error_kind) != (b.status, b.sha256, b.error_kind)
