@@ -22,7 +22,6 @@ removed.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -74,8 +73,7 @@ def requested(obj: Mapping[str, Any]) -> tuple[str, str | None]:
         return version.strip(), None
     if not isinstance(digest, str) or not is_sha256(digest):
         raise ValueError(
-            "spec.sha256 must be 64 lowercase hex digits (as the ReleaseChanged "
-            "condition names it)"
+            "spec.sha256 must be 64 lowercase hex digits (as the ReleaseChanged condition names it)"
         )
     return version.strip(), digest
 
@@ -102,7 +100,8 @@ class Accepting:
 
     async def follow(self, state: CheckState, stop: asyncio.Event) -> None:
         """Act on the ReleaseAcceptances naming the check, one at a time, until ``stop``."""
-        assert self.watching is not None
+        watching = self.watching
+        assert watching is not None
         queue: asyncio.Queue[JsonObj] = asyncio.Queue()
 
         def listed(items: list[JsonObj]) -> None:
@@ -115,7 +114,7 @@ class Accepting:
 
         async with asyncio.TaskGroup() as tg:
             tg.create_task(
-                self.watching.run(
+                watching.run(
                     stop,
                     name=f"acceptances {state.key}",
                     list_fn=lambda: list_acceptances(self.ctx.api, state.namespace),
@@ -125,7 +124,7 @@ class Accepting:
                         resource_version=rv,
                         timeout=self.ctx.settings.watch_timeout,
                         stop=self.ctx.stopping,
-                        opened=self.watching.track,
+                        opened=watching.track,
                     ),
                     on_sync=listed,
                     on_event=changed,

@@ -350,8 +350,7 @@ def _release_trust_schema() -> _Schema:
         },
         "acceptedReleases": {
             "type": "array",
-            "description": "The most recent changed releases accepted (by a "
-            "ReleaseAcceptance).",
+            "description": "The most recent changed releases accepted (by a ReleaseAcceptance).",
             "maxItems": 20,
             "items": {
                 "type": "object",

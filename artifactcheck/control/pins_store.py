@@ -35,8 +35,10 @@ from artifactcheck.clients.kube import (
     ApiClient,
     ApiStatus,
     CoreV1Api,
+    NewConfigMap,
     Timeout,
     call_json,
+    configmap_model,
     raw,
     watch,
     watch_timeout,
@@ -114,25 +116,29 @@ def watch_store(
 
 def write_store(
     api_client: ApiClient,
-    configmap: JsonObj,
+    configmap: NewConfigMap,
     *,
     request_timeout: Timeout = DEFAULT_TIMEOUT,
 ) -> JsonObj | int:
     """Create the pins ConfigMap (no resourceVersion) or replace it at its
     resourceVersion; the object written, or the status code of a 404 or 409."""
     core = CoreV1Api(api_client)
-    meta = body.meta(configmap)
-    namespace, name = str(meta.get("namespace")), str(meta.get("name"))
-    if meta.get("resourceVersion"):
+    meta = configmap.metadata
+    assert meta is not None
+    namespace, name = str(meta.namespace), str(meta.name)
+    if meta.resource_version:
         what = f"replace ConfigMap {namespace}/{name}"
-        send: Callable[[], object] = lambda: core.replace_namespaced_config_map(  # noqa: E731
-            name, namespace, configmap, **raw(request_timeout)
-        )
+
+        def send() -> object:
+            return core.replace_namespaced_config_map(
+                name, namespace, configmap, **raw(request_timeout)
+            )
     else:
         what = f"create ConfigMap {namespace}/{name}"
-        send = lambda: core.create_namespaced_config_map(  # noqa: E731
-            namespace, configmap, **raw(request_timeout)
-        )
+
+        def send() -> object:
+            return core.create_namespaced_config_map(namespace, configmap, **raw(request_timeout))
+
     try:
         return body.obj(call_json(what, send, passthrough=(404, 409)))
     except ApiStatus as st:
@@ -336,18 +342,14 @@ class PinsKeeper:
             return False
 
     async def _write(self, state: CheckState, pins: StatusPins) -> JsonObj | int:
-        configmap: JsonObj = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": store_name(state.namespace, state.name),
-                "namespace": self.namespace,
-                "labels": {PINS_LABEL: "true", "app.kubernetes.io/part-of": "artifactcheck"},
-                "annotations": {ANN_PINS_NAMESPACE: state.namespace, ANN_PINS_NAME: state.name},
-                **({"resourceVersion": pins.stored} if pins.stored else {}),
-            },
-            "data": pins.to_data(),
-        }
+        configmap = configmap_model(
+            store_name(state.namespace, state.name),
+            self.namespace,
+            data=pins.to_data(),
+            labels={PINS_LABEL: "true", "app.kubernetes.io/part-of": "artifactcheck"},
+            annotations={ANN_PINS_NAMESPACE: state.namespace, ANN_PINS_NAME: state.name},
+            resource_version=pins.stored,
+        )
         try:
             return await asyncio.to_thread(write_store, self.api, configmap)
         except ArtifactCheckError as exc:
@@ -375,4 +377,3 @@ class PinsKeeper:
     def forget(self, key: str) -> None:
         """A check gone: its save lock goes too."""
         self._saving.pop(key, None)
-

@@ -170,8 +170,7 @@ def list_acceptances(
         )
     except ApiStatus as st:
         raise ConfigError(
-            f"{what}: the ReleaseAcceptance CRD is not installed (apply k8s/crd.yaml): "
-            f"{st.message}"
+            f"{what}: the ReleaseAcceptance CRD is not installed (apply k8s/crd.yaml): {st.message}"
         ) from st
     return body.items(doc, JsonObj)
 
