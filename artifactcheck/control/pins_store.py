@@ -268,11 +268,15 @@ class PinsKeeper:
                     f"ConfigMap {self.where(state)} holds no pins document: delete it to "
                     "erase the check's pins, or restore it"
                 )
-            if pins.stored is None:  # kept in memory since the last load: newer
-                pins.adopt(stored)
+            # The store wins (another leader may have written it since this replica
+            # last led); a version only this replica pinned meanwhile is kept too (and
+            # a change it saw is seen again: a started check loads its manifests anew).
+            saved = stored.to_status()
+            stored.merge_missing(pins)
+            pins.adopt(stored)
             version = body.meta(found).get("resourceVersion")
             pins.stored = str(version) if version else ""
-            pins.saved = stored.to_status() if pins.saved is None else pins.saved
+            pins.saved = saved
             return
         status = (state.latest or {}).get("status") or {}
         named = isinstance(status, Mapping) and status.get(STORE_STATUS_KEY)

@@ -206,6 +206,8 @@ class StatusPins:
         back), in place: the release guard keeps this object."""
         with other._lock:
             doc, accepted = other._doc, other._accepted
+        if other is self:
+            return
         with self._lock:
             self._doc = self._bounded(doc)
             self._accepted = accepted
@@ -213,6 +215,8 @@ class StatusPins:
     def merge_missing(self, other: StatusPins) -> None:
         """Add the versions ``other`` pins and this document does not (another writer's,
         read back after a conflict): a pin is never lost to a race."""
+        if other is self:
+            return
         with other._lock:
             theirs = dict(other._doc.versions)
         with self._lock:
