@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from artifactcheck.act.logs import ContextAdapter
@@ -95,6 +95,8 @@ class Accepting:
     reporting: Reporting
     #: The controller's watches (set by control/checking.py, which follows with them).
     watching: Watching | None = None
+    #: (acceptance, digest) whose Normal Event was written: one each, retries or not.
+    announced: set[tuple[str, str]] = field(default_factory=set)
 
     # -- ReleaseAcceptances ------------------------------------------------------------
 
@@ -147,12 +149,12 @@ class Accepting:
         by = acceptance_by(state.namespace, name)
         try:
             version, digest = requested(obj)
-            # recorded already (its status not written yet), when it is the same ask
+            # recorded already (its status not written yet): the same ask, still pinned
             record = state.pins.accepted_by(by)
             if (
                 record is None
                 or (record.version, digest or record.sha256) != (version, record.sha256)
-                or version in state.pins.changed()
+                or state.pins.pinned(version) != record.sha256
             ):
                 record = state.pins.accept(version, digest, by=by)
             else:
@@ -173,12 +175,13 @@ class Accepting:
             state.announced = {a for a in state.announced if a[0] != record.version}
         if not await self._recorded(state):
             return False
-        await self.reporting.warn(
+        if (by, record.sha256) not in self.announced and await self.reporting.warn(
             state,
             "ReleaseAccepted",
             f"release {record.version} accepted by {by}: sha256 {record.sha256} is pinned",
             event_type="Normal",
-        )
+        ):
+            self.announced.add((by, record.sha256))
         state.wake.set()
         return await self._mark(state, name, obj, accepted=record)
 

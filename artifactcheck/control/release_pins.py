@@ -195,6 +195,12 @@ class StatusPins:
             self._accepted = (*self._accepted, record)[-MAX_ACCEPTED:]
         return record
 
+    def pinned(self, version: str) -> str | None:
+        """The digest ``version`` is pinned to (None: not pinned)."""
+        with self._lock:
+            entry = self._doc.versions.get(version)
+        return entry.pinned.sha256 if entry is not None else None
+
     def accepted_by(self, by: str) -> Accepted | None:
         """The acceptance recorded for ``by`` (a ReleaseAcceptance seen again after it
         was recorded), if it is still remembered."""

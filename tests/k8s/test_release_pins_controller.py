@@ -399,3 +399,31 @@ def test_an_acceptance_with_nothing_to_adopt_is_refused(cluster: SimCluster) -> 
         assert "ReleaseAcceptance shop/too-soon" in refused["message"]
     assert not cluster.check_status().get("acceptedReleases")
     assert stored_pins(cluster)["1.4.2"]["pinned"]["sha256"] == sha(manifest("1.4.2"))
+
+
+def test_an_acceptance_whose_status_write_fails_is_recorded_once(cluster: SimCluster) -> None:
+    """The acceptance's status is written last: when that write fails, it is tried
+    again, and the release is not accepted (nor recorded, nor announced) twice."""
+    original, rebuilt = manifest("1.4.2"), manifest("1.4.1")
+    publish(cluster, original)
+    cluster.add_pod()
+    add_check(cluster)
+    with controller(cluster):
+        wait_for(lambda: stored_pins(cluster).get("1.4.2"), timeout=20)
+        publish(cluster, rebuilt)
+        cluster.add_pod(serves="1.4.1")
+        wait_for(lambda: condition(cluster, "ReleaseChanged").get("status") == "True", timeout=20)
+        cluster.api.inject("PATCH", r"/releaseacceptances/rebuild/status", 500, times=2)
+        accept(cluster, "rebuild", "1.4.2", sha(rebuilt))
+        wait_for(
+            lambda: acceptance_status(cluster, "rebuild").get("phase") == "Accepted", timeout=20
+        )
+        assert stored_pins(cluster)["1.4.2"] == {
+            "version": "1.4.2",
+            "pinned": {**stored_pins(cluster)["1.4.2"]["pinned"], "sha256": sha(rebuilt)},
+        }
+        wait_for(lambda: len(cluster.check_status().get("acceptedReleases") or []) == 1)
+    status = cluster.check_status()
+    assert [a["by"] for a in status["acceptedReleases"]] == ["ReleaseAcceptance shop/rebuild"]
+    (normal,) = check_events(cluster, "ReleaseAccepted")
+    assert normal.get("count", 1) == 1, "announced once"
