@@ -92,7 +92,7 @@ def allowed(
     ``objects(kind, namespace)`` lists stored RBAC objects of a kind (every namespace
     when ``namespace`` is None).
     """
-    roles = {
+    roles: dict[tuple[object, object, object], dict[str, Any]] = {
         (kind, (o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name")): o
         for kind in ("Role", "ClusterRole")
         for o in objects(kind, None)
