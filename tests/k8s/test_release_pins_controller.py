@@ -385,8 +385,11 @@ def test_pins_in_an_old_status_are_carried_into_the_store_once(cluster: SimClust
         assert stored_pins(cluster)["1.4.2"]["changed"]["sha256"] == sha(rebuilt)
 
 
-def test_an_acceptance_with_nothing_to_adopt_is_refused(cluster: SimCluster) -> None:
-    """No digest and no change recorded: Refused, with a Warning Event; no record."""
+def test_an_acceptance_without_a_digest_adopts_only_a_recorded_change(
+    cluster: SimCluster,
+) -> None:
+    """No digest and no change recorded: Refused, with a Warning Event, no record (and
+    not acted on again later); no digest and one change recorded: that one adopted."""
     publish(cluster, manifest("1.4.2"))
     cluster.add_pod()
     add_check(cluster)
@@ -397,8 +400,18 @@ def test_an_acceptance_with_nothing_to_adopt_is_refused(cluster: SimCluster) -> 
         assert "no changed release" in acceptance_status(cluster, "too-soon")["message"]
         (refused,) = wait_for(lambda: check_events(cluster, "ReleaseAcceptRefused"))
         assert "ReleaseAcceptance shop/too-soon" in refused["message"]
-    assert not cluster.check_status().get("acceptedReleases")
-    assert stored_pins(cluster)["1.4.2"]["pinned"]["sha256"] == sha(manifest("1.4.2"))
+        assert not cluster.check_status().get("acceptedReleases")
+        assert stored_pins(cluster)["1.4.2"]["pinned"]["sha256"] == sha(manifest("1.4.2"))
+        # one change recorded: an acceptance without a digest adopts it
+        publish(cluster, manifest("1.4.1"))
+        cluster.add_pod(serves="1.4.1")
+        wait_for(lambda: condition(cluster, "ReleaseChanged").get("status") == "True", timeout=20)
+        accept(cluster, "the-one", "1.4.2", None)
+        wait_for(lambda: acceptance_status(cluster, "the-one").get("phase") == "Accepted")
+        assert acceptance_status(cluster, "the-one")["sha256"] == sha(manifest("1.4.1"))
+        wait_for(lambda: condition(cluster, "ReleaseChanged").get("status") == "False")
+    assert stored_pins(cluster)["1.4.2"]["pinned"]["sha256"] == sha(manifest("1.4.1"))
+    assert acceptance_status(cluster, "too-soon")["phase"] == "Refused", "acted on once"
 
 
 def test_an_acceptance_whose_status_write_fails_is_recorded_once(cluster: SimCluster) -> None:
