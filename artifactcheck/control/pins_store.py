@@ -228,9 +228,7 @@ class PinsKeeper:
         """A list of the store: the load (first), or a relist that finds it gone."""
         found = items[0] if items else None
         if not following.loaded.is_set():
-            self._load(state, found)
-            following.present = found is not None
-            following.loaded.set()
+            self._first(state, following, found)
         elif found is None and following.present:
             self._erased(state, following)
         elif found is not None:
@@ -240,12 +238,27 @@ class PinsKeeper:
     def _changed(
         self, state: CheckState, following: _Following, kind: str, obj: dict[str, Any]
     ) -> None:
-        if kind == "DELETED":
+        if not following.loaded.is_set():  # waiting for a store that can be read
+            self._first(state, following, None if kind == "DELETED" else obj)
+        elif kind == "DELETED":
             if following.present:
                 self._erased(state, following)
         elif kind in ("ADDED", "MODIFIED"):
             following.present = True
             self._seen(state, obj)
+
+    def _first(
+        self, state: CheckState, following: _Following, found: Mapping[str, Any] | None
+    ) -> None:
+        """Load the pins, unless the store holds none: then the check waits (logged)
+        for the admin to restore or delete it, and the watch says when."""
+        try:
+            self._load(state, found)
+        except StoreUnusable as exc:
+            self.log.warning("%s: %s; the check waits", state.key, exc)
+            return
+        following.present = found is not None
+        following.loaded.set()
 
     def _seen(self, state: CheckState, obj: Mapping[str, Any]) -> None:
         """Our own write echoed (or an admin's edit): the version to replace at next."""

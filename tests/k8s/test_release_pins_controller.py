@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -440,3 +441,31 @@ def test_an_acceptance_whose_status_write_fails_is_recorded_once(cluster: SimClu
     assert [a["by"] for a in status["acceptedReleases"]] == ["ReleaseAcceptance shop/rebuild"]
     (normal,) = check_events(cluster, "ReleaseAccepted")
     assert normal.get("count", 1) == 1, "announced once"
+
+
+def test_a_store_that_holds_no_pins_stops_the_check_until_the_admin_acts(
+    cluster: SimCluster,
+) -> None:
+    """A pins ConfigMap edited into something else is not taken for "no pins" (the
+    rebuilt release would then be pinned as first seen): the check does not run, so no
+    gate opens, until the admin restores or deletes it."""
+    publish(cluster, manifest("1.4.2"))
+    pod = cluster.add_pod()
+    cluster.api.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": STORE, "namespace": HOME},
+            "data": {PINS_KEY: "edited by hand"},
+        }
+    )
+    add_check(cluster)
+    with controller(cluster) as ctl:
+        wait_for(lambda: "shop/web" in ctl.controller.checks and ctl.controller.is_leader)
+        time.sleep(2)
+        assert ctl.controller.cycles_completed == 0
+        assert gate(cluster, pod.name) is None and not cluster.check_status()
+        cluster.api.delete("v1", "ConfigMap", HOME, STORE)  # the admin erases
+        wait_for(lambda: stored_pins(cluster).get("1.4.2"), timeout=30)
+        assert stored_pins(cluster)["1.4.2"]["pinned"]["sha256"] == sha(manifest("1.4.2"))
+        wait_for(lambda: gate(cluster, pod.name) == "True", timeout=20)
