@@ -86,8 +86,9 @@ What it does not do (be aware when a test passes here)
 No authentication and no admission webhooks; authorization only when
 :attr:`~FakeApiServer.rbac` is set, for requests that name a user with
 ``Impersonate-User`` (RBAC, as sim/artifactcheck_sim/apiserver_rbac.py says); TLS
-only when given an ``ssl_context`` (served as a real API server is, with the caller's certificate; no
-client certificates are asked for and bearer tokens are not checked); no protobuf,
+only when given an ``ssl_context`` (served as a real API server is, with the caller's
+certificate; no client certificates are asked for and bearer tokens are not checked);
+no protobuf,
 CBOR or YAML output, no v1beta1 Tables, and no protobuf or YAML request bodies
 (415: ``kubectl create deployment``/``create configmap`` send protobuf and fail;
 ``kubectl apply`` sends JSON and works); no OpenAPI v2 (``/openapi/v2`` is 404;
