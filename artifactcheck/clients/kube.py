@@ -37,7 +37,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal, TypedDict, TypeVar, cast
 
@@ -64,6 +64,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "MERGE_PATCH",
     "NewEvent",
+    "NewConfigMap",
     "NewLease",
     "STRATEGIC_MERGE_PATCH",
     "Send",
@@ -105,6 +106,7 @@ CustomObjectsApi = k8s.CustomObjectsApi
 #: Bodies of the two creates, built by :func:`event_model` and :func:`lease_model`.
 NewEvent = k8s.CoreV1Event
 NewLease = k8s.V1Lease
+NewConfigMap = k8s.V1ConfigMap
 
 #: (connect, read) seconds for every API request: a hung API server must turn into a
 #: DependencyError within a bounded time, never a controller thread stuck forever.
@@ -522,4 +524,29 @@ def lease_model(name: str, namespace: str) -> NewLease:
         kind="Lease",
         metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
         spec=k8s.V1LeaseSpec(lease_transitions=0),
+    )
+
+
+def configmap_model(
+    name: str,
+    namespace: str,
+    *,
+    data: Mapping[str, str],
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    resource_version: str | None = None,
+) -> NewConfigMap:
+    """A ConfigMap as the client's model, for ``create`` (no resourceVersion) or
+    ``replace`` (at the resourceVersion read)."""
+    return k8s.V1ConfigMap(
+        api_version="v1",
+        kind="ConfigMap",
+        metadata=k8s.V1ObjectMeta(
+            name=name,
+            namespace=namespace,
+            labels=dict(labels),
+            annotations=dict(annotations),
+            resource_version=resource_version or None,
+        ),
+        data=dict(data),
     )

@@ -23,6 +23,7 @@ from artifactcheck.control.accepting import Accepting
 from artifactcheck.control.actions import Acting
 from artifactcheck.control.context import Context
 from artifactcheck.control.cycle import Cycle, Running
+from artifactcheck.control.pins_store import PinsKeeper
 from artifactcheck.control.state import CheckState
 from artifactcheck.control.watching import Watching
 from artifactcheck.discover.kube import list_pods_as, watch_pods
@@ -52,6 +53,11 @@ class Checking:
         self._stopping = ctx.stopping
         self.watching = watching
         self.reporting = accepting.reporting
+        self.accepting = accepting
+        accepting.watching = watching
+        #: The pins' store (control/pins_store.py), written before each status write.
+        self.keeper = PinsKeeper(ctx, reporting=self.reporting, watching=watching)
+        self.reporting.save_pins = self.keeper.sync
         self.budget = RequestBudget(per_minute=ctx.admin.limits.requests_per_minute)
         self._slots: dict[str, asyncio.Semaphore] = {}
         self.running_cycles: dict[str, int] = {}  # per namespace, now
@@ -66,7 +72,13 @@ class Checking:
         if state.spec.policy.cordon_nodes:  # needs the opt-in node RBAC
             await self._recover_cordoned(state, clog)
         watcher = asyncio.create_task(self._watch_pods(state, stop, watching_since=time.time()))
+        followers: list[asyncio.Task[None]] = []
         try:
+            if state.pins is not None:
+                # the store's pins, read before anything is loaded or judged; then the
+                # ReleaseAcceptances that name the check (control/accepting.py)
+                followers.append(await self.keeper.follow(state, stop))
+                followers.append(asyncio.create_task(self.accepting.follow(state, stop)))
             scope = wiring.credential_scope(state)
             async with Fetcher(
                 http=state.spec.http,
@@ -94,11 +106,13 @@ class Checking:
                 await self._cycle_forever(Running(state, observer, fetcher, clog))
         finally:
             stop.set()
-            watcher.cancel()
-            try:
-                await watcher
-            except (asyncio.CancelledError, Exception):
-                pass
+            for task in (watcher, *followers):
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
+            self.keeper.forget(state.key)
             if state.expectations is not None:
                 state.expectations.close()  # stops a ConfigMap watch; never blocks
 

@@ -1,23 +1,27 @@
-"""Pins in an ArtifactCheck's status: a version's release is immutable, in the cluster too.
+"""Pins in the controller: a version's release is immutable, in the cluster too.
 
 ``verify --pins FILE`` keeps the first release manifest seen for each version in a
-file; the controller keeps the same document in the ArtifactCheck's status
-(``status.releasePins``), so the pins survive restarts and leader changes: a new
-leader (or a restarted one) reads them back from the object before its first cycle.
-The rules are those of :mod:`artifactcheck.release.pins` (pure functions over the
-document); this is only where the document lives.
+file; the controller keeps the same document in a ConfigMap of its own namespace, one
+per check (:func:`store_name`), written only by the controller and never by whoever
+writes the ArtifactCheck: deleting and re-creating the check finds the pins again
+(control/pins_store.py reads and writes it). The check's status mirrors the document
+(``status.releasePins``, ``status.acceptedReleases``) for ``kubectl`` readers, and names
+the ConfigMap (``status.releasePinsStore``). The rules are those of
+:mod:`artifactcheck.release.pins` (pure functions over the document); this module is
+only the document as the controller holds it, and its encodings.
 
 What differs from the file:
 
-- the status is bounded: past ``cacheVersions`` versions, the oldest pins are dropped
+- the document is bounded: past ``cacheVersions`` versions, the oldest pins are dropped
   (versions whose release is unchanged first: a changed one is what must not be lost);
-- no manifest bytes are kept (a status is no place for them), so a changed version has
-  no pinned copy at hand: its instances are ``inconclusive`` until the change is
-  accepted, and while they are, the controller opens no gate and lifts no quarantine
-  on their account;
-- accepting is ``kubectl annotate artifactcheck NAME
-  artifactcheck.io/accept-release=VERSION@sha256:DIGEST`` (:func:`parse_accept`),
-  recorded in ``status.acceptedReleases`` (what, when, and by which field manager).
+- no manifest bytes are kept (a ConfigMap or a status is no place for them), so a
+  changed version has no pinned copy at hand: its instances are ``inconclusive`` until
+  the change is accepted, and while they are, the controller opens no gate and lifts
+  no quarantine on their account;
+- accepting is creating a ``ReleaseAcceptance`` naming the check, the version and the
+  digest (control/accepting.py): a permission RBAC grants apart from editing the check
+  (the ``artifactcheck-release-approver`` ClusterRole). It is recorded in
+  ``acceptedReleases`` with the acceptance's namespace and name (``by``).
 
 Every method is safe to call from the guard's thread while the event loop reads the
 document for a status write: one lock guards it.
@@ -25,6 +29,8 @@ document for a status write: one lock guards it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -42,12 +48,22 @@ from artifactcheck.release.pins import (
     observe,
 )
 
-#: The annotation that accepts a changed release: ``VERSION@sha256:DIGEST`` (the
-#: digest the ``ReleaseChanged`` condition names), or ``VERSION`` alone for the
-#: change last seen.
+#: The annotation that accepted a changed release before acceptance became a resource
+#: of its own: it accepts nothing now (whoever edits the check could set it); the
+#: controller answers it with a Warning Event naming the ReleaseAcceptance to create.
 ANN_ACCEPT_RELEASE = "artifactcheck.io/accept-release"
 #: Acceptances the status remembers (the most recent).
 MAX_ACCEPTED = 20
+#: Label of the ConfigMaps that keep pins, in the controller's namespace.
+PINS_LABEL = "artifactcheck.io/release-pins"
+#: Annotations naming the check a pins ConfigMap belongs to (for the admin who reads it).
+ANN_PINS_NAMESPACE = "artifactcheck.io/check-namespace"
+ANN_PINS_NAME = "artifactcheck.io/check-name"
+#: The key of the pins document in the ConfigMap's data.
+PINS_KEY = "pins.json"
+_PREFIX = "artifactcheck-pins."
+#: A ConfigMap's name is a DNS subdomain: at most 253 characters.
+_MAX_NAME = 253
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,25 +76,17 @@ class Accepted:
     by: str = ""
 
 
-def parse_accept(value: str) -> tuple[str, str | None]:
-    """``VERSION@sha256:DIGEST`` (or ``VERSION``) as (version, digest or None).
+def store_name(namespace: str, name: str) -> str:
+    """The pins ConfigMap of check ``namespace/name``: ``artifactcheck-pins.NS.NAME``.
 
-    ValueError says what is wrong, for the Warning Event.
+    Deterministic, so a re-created check finds its predecessor's pins, and unambiguous
+    (a namespace has no dot). A name too long for a ConfigMap's is replaced by its
+    sha256 (the annotations still name the check).
     """
-    text = value.strip()
-    version, at, digest = text.partition("@")
-    version = version.strip()
-    if not version:
-        raise ValueError(f"{ANN_ACCEPT_RELEASE}={value!r}: give VERSION@sha256:DIGEST")
-    if not at:
-        return version, None
-    algo, colon, hexdigest = digest.strip().partition(":")
-    if algo != "sha256" or not colon or not is_sha256(hexdigest):
-        raise ValueError(
-            f"{ANN_ACCEPT_RELEASE}={value!r}: the digest must be sha256: and 64 lowercase "
-            "hex digits (as the ReleaseChanged condition names it)"
-        )
-    return version, hexdigest
+    full = f"{_PREFIX}{namespace}.{name}"
+    if len(full) <= _MAX_NAME:
+        return full
+    return f"{_PREFIX}{namespace}.{hashlib.sha256(name.encode()).hexdigest()}"
 
 
 def _seen(raw: object) -> Seen | None:
@@ -97,7 +105,7 @@ def _seen_status(seen: Seen) -> dict[str, str]:
 class StatusPins:
     """A :class:`~artifactcheck.release.pins.PinStore` whose document is the status's."""
 
-    description = "the ArtifactCheck's status.releasePins"
+    description = "the controller's pins of the ArtifactCheck"
 
     def __init__(
         self,
@@ -114,6 +122,10 @@ class StatusPins:
         self.clock = clock
         self.check = check
         self._lock = threading.Lock()
+        #: The pins ConfigMap's resourceVersion as last read or written (None: not read
+        #: from the store yet), and the document as last written there.
+        self.stored: str | None = None
+        self.saved: dict[str, Any] | None = None
 
     @classmethod
     def from_status(cls, status: object, *, max_versions: int, check: str = "NAME") -> StatusPins:
@@ -167,8 +179,8 @@ class StatusPins:
     def accept_hint(self, version: str, digest: str) -> str:
         """How to adopt a changed release, for the finding and the condition."""
         return (
-            f"kubectl annotate artifactcheck {self.check} "
-            f"{ANN_ACCEPT_RELEASE}={version}@sha256:{digest}"
+            f"a ReleaseAcceptance naming check {self.check}, version {version} and "
+            f"sha256 {digest} (granted by the artifactcheck-release-approver ClusterRole)"
         )
 
     # -- the controller's side ----------------------------------------------------------
@@ -183,14 +195,53 @@ class StatusPins:
             self._accepted = (*self._accepted, record)[-MAX_ACCEPTED:]
         return record
 
-    def already_accepted(self, version: str, sha256: str | None) -> bool:
-        """The pin of ``version`` is this digest and nothing changed since (an
-        annotation seen again after its acceptance was recorded)."""
+    def pinned(self, version: str) -> str | None:
+        """The digest ``version`` is pinned to (None: not pinned)."""
         with self._lock:
-            current = self._doc.versions.get(version)
-        if current is None or current.changed is not None:
-            return False
-        return sha256 is None or current.pinned.sha256 == sha256
+            entry = self._doc.versions.get(version)
+        return entry.pinned.sha256 if entry is not None else None
+
+    def accepted_by(self, by: str) -> Accepted | None:
+        """The acceptance recorded for ``by`` (a ReleaseAcceptance seen again after it
+        was recorded), if it is still remembered."""
+        with self._lock:
+            return next((a for a in reversed(self._accepted) if a.by == by), None)
+
+    def adopt(self, other: StatusPins) -> None:
+        """Hold ``other``'s document and acceptances from now on (the store's, read
+        back), in place: the release guard keeps this object."""
+        with other._lock:
+            doc, accepted = other._doc, other._accepted
+        if other is self:
+            return
+        with self._lock:
+            self._doc = self._bounded(doc)
+            self._accepted = accepted
+
+    def merge_missing(self, other: StatusPins) -> None:
+        """Add the versions ``other`` pins and this document does not (another writer's,
+        read back after a conflict): a pin is never lost to a race."""
+        if other is self:
+            return
+        with other._lock:
+            theirs = dict(other._doc.versions)
+        with self._lock:
+            versions = {**theirs, **self._doc.versions}
+            self._doc = self._bounded(PinsDoc(versions=versions))
+
+    def erase(self) -> list[str]:
+        """Forget every pin (the admin deleted the store); the versions forgotten."""
+        with self._lock:
+            versions = list(self._doc.versions)
+            self._doc = PinsDoc()
+            self._accepted = ()
+        self.stored = self.saved = None
+        return versions
+
+    def empty(self) -> bool:
+        """No pin and no acceptance recorded."""
+        with self._lock:
+            return not self._doc.versions and not self._accepted
 
     def changed(self) -> dict[str, VersionPins]:
         """Versions whose release changed and is not accepted."""
@@ -214,6 +265,25 @@ class StatusPins:
             ],
         }
 
+    def to_data(self) -> dict[str, str]:
+        """The document as the pins ConfigMap's ``data`` holds it (the status's form)."""
+        return {PINS_KEY: json.dumps(self.to_status(), sort_keys=True)}
+
+    @classmethod
+    def from_data(
+        cls, data: object, *, max_versions: int, check: str = "NAME"
+    ) -> StatusPins | None:
+        """The pins a ConfigMap's ``data`` holds; None when it holds no pins document
+        (not JSON, not an object): the caller says so instead of starting afresh."""
+        raw = data.get(PINS_KEY) if isinstance(data, Mapping) else None
+        try:
+            doc = json.loads(raw) if isinstance(raw, str) else None
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict):
+            return None
+        return cls.from_status(doc, max_versions=max_versions, check=check)
+
     def _bounded(self, doc: PinsDoc) -> PinsDoc:
         """At most ``max_versions`` pins: the oldest unchanged ones dropped first."""
         excess = len(doc.versions) - self.max_versions
@@ -227,4 +297,14 @@ class StatusPins:
         return PinsDoc(versions={v: p for v, p in doc.versions.items() if v not in gone})
 
 
-__all__ = ["ANN_ACCEPT_RELEASE", "Accepted", "PinsError", "StatusPins", "parse_accept"]
+__all__ = [
+    "ANN_ACCEPT_RELEASE",
+    "ANN_PINS_NAME",
+    "ANN_PINS_NAMESPACE",
+    "PINS_KEY",
+    "PINS_LABEL",
+    "Accepted",
+    "PinsError",
+    "StatusPins",
+    "store_name",
+]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -33,6 +33,9 @@ class Reporting:
 
     ctx: Context
     writes: Writes
+    #: Called before every status write of a check with pins: their store is written
+    #: first (control/pins_store.py), so the status never shows pins the store lacks.
+    save_pins: Callable[[CheckState], Awaitable[None]] | None = None
 
     async def write_status(
         self,
@@ -61,7 +64,11 @@ class Reporting:
             ],
         }
         if state.pins is not None:
+            if self.save_pins is not None:
+                await self.save_pins(state)
             body.update(state.pins.to_status())
+            if state.pins_store is not None:
+                body["releasePinsStore"] = state.pins_store
         comparable = {**body, "conditions": [dict(c) for c in conds]}
         if state.last_status == comparable:
             return
@@ -128,8 +135,11 @@ class Reporting:
             self.ctx.metrics.api_errors.labels("status").inc()
             self.ctx.log.warning("could not report the refusal of %s: %s", refused.key, exc)
 
-    async def warn(self, state: CheckState, reason: str, message: str) -> bool:
-        """One Warning Event about the ArtifactCheck; whether it was written."""
+    async def warn(
+        self, state: CheckState, reason: str, message: str, *, event_type: str = "Warning"
+    ) -> bool:
+        """One Event (a Warning unless told) about the ArtifactCheck; whether it was
+        written."""
         if not self.writes.may_act() or state.latest is None:
             return False
         try:
@@ -139,6 +149,7 @@ class Reporting:
                 state.latest,
                 reason=reason,
                 message=message[:1024],
+                event_type=event_type,
                 logger=self.ctx.log,
             )
         except ArtifactCheckError as exc:

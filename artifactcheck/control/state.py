@@ -76,14 +76,19 @@ class CheckState:
     #: the object at start-up), so a transition time changes only with its status.
     transitions: dict[str, tuple[str, str]] = field(default_factory=dict)
     opened: set[str] = field(default_factory=set)  # gates opened by the last cycle
-    #: ``releasePins``: the check's pins, kept in its status (control/release_pins.py);
-    #: None without ``releasePins: true``.
+    #: ``releasePins``: the check's pins, kept in a ConfigMap of the controller's
+    #: namespace and mirrored in the status (control/release_pins.py,
+    #: control/pins_store.py); None without ``releasePins: true``.
     pins: StatusPins | None = None
     #: (version, sha256) of the release changes a Warning Event was written for (those
     #: already in the status at start-up count as announced: no repeat after a restart).
     announced: set[tuple[str, str]] = field(default_factory=set)
-    #: The object as last seen (its annotations: a release to accept).
+    #: The object as last seen (its annotations, its status at start-up).
     latest: dict[str, Any] | None = None
+    #: ``NAMESPACE/NAME`` of the ConfigMap that keeps the pins (control/pins_store.py),
+    #: once read; the versions an erasure of it forgot, until its Event is written.
+    pins_store: str | None = None
+    erased: list[str] | None = None
 
     def quarantined(self) -> int:
         """How many of the check's pods the policy holds in quarantine."""

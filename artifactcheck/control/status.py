@@ -35,6 +35,7 @@ from artifactcheck.clients.kube import (
 from artifactcheck.clients.kube_bodies import Event, JsonObj
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.names import (
+    ACCEPTANCE_PLURAL,
     COMPONENT,
     CRD_API_VERSION,
     CRD_GROUP,
@@ -44,12 +45,15 @@ from artifactcheck.model.names import (
 )
 
 __all__ = [
+    "list_acceptances",
     "list_checks",
     "list_checks_raw",
     "list_pod_events",
     "patch_check_annotations",
+    "patch_acceptance_status",
     "patch_check_status",
     "record_check_event",
+    "watch_acceptances",
     "watch_checks",
 ]
 
@@ -144,6 +148,93 @@ def watch_checks(
         )
 
     return watch(f"watch {CRD_PLURAL}.{CRD_GROUP} {_where(namespace)}", send, stop, opened)
+
+
+def list_acceptances(
+    api_client: ApiClient, namespace: str, *, request_timeout: Timeout = DEFAULT_TIMEOUT
+) -> tuple[list[JsonObj], str]:
+    """The ReleaseAcceptances of one namespace, with the list's resourceVersion.
+
+    A 404 means the ReleaseAcceptance CRD is not installed: a ConfigError saying so
+    (no changed release can be accepted without it).
+    """
+    api = CustomObjectsApi(api_client)
+    what = f"list {ACCEPTANCE_PLURAL}.{CRD_GROUP}/{CRD_VERSION} in {namespace}"
+    try:
+        doc = call_json(
+            what,
+            lambda: api.list_namespaced_custom_object(
+                CRD_GROUP, CRD_VERSION, namespace, ACCEPTANCE_PLURAL, **raw(request_timeout)
+            ),
+            passthrough=(404,),
+        )
+    except ApiStatus as st:
+        raise ConfigError(
+            f"{what}: the ReleaseAcceptance CRD is not installed (apply k8s/crd.yaml): {st.message}"
+        ) from st
+    return body.items(doc, JsonObj)
+
+
+def watch_acceptances(
+    api_client: ApiClient,
+    namespace: str,
+    *,
+    resource_version: str | None,
+    timeout: int,
+    stop: threading.Event | None,
+    opened: Callable[[object, bool], None] | None,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> Iterator[tuple[str, JsonObj]]:
+    """Watch the ReleaseAcceptances of one namespace from ``resource_version``."""
+    api = CustomObjectsApi(api_client)
+    seconds = max(1, math.ceil(timeout))
+
+    def send() -> object:
+        return api.list_namespaced_custom_object(
+            CRD_GROUP,
+            CRD_VERSION,
+            namespace,
+            ACCEPTANCE_PLURAL,
+            watch=True,
+            allow_watch_bookmarks=True,
+            resource_version=resource_version or None,
+            timeout_seconds=seconds,
+            **raw(watch_timeout(request_timeout, seconds)),
+        )
+
+    return watch(f"watch {ACCEPTANCE_PLURAL}.{CRD_GROUP} in {namespace}", send, stop, opened)
+
+
+def patch_acceptance_status(
+    api_client: ApiClient,
+    namespace: str,
+    name: str,
+    status: Mapping[str, object],
+    *,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> JsonObj | None:
+    """Merge-patch a ReleaseAcceptance's status (what became of it); None when gone."""
+    api = CustomObjectsApi(api_client)
+    what = f"patch {ACCEPTANCE_PLURAL}/status {namespace}/{name}"
+    try:
+        written = call_json(
+            what,
+            lambda: api.patch_namespaced_custom_object_status(
+                CRD_GROUP,
+                CRD_VERSION,
+                namespace,
+                ACCEPTANCE_PLURAL,
+                name,
+                {"status": dict(status)},
+                _content_type=MERGE_PATCH,
+                **raw(request_timeout),
+            ),
+            passthrough=(404,),
+        )
+    except ApiStatus:
+        _LOG.info("%s: the ReleaseAcceptance is gone", what)
+        return None
+    return body.obj(written)
 
 
 def patch_check_status(

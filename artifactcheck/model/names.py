@@ -22,6 +22,9 @@ CRD_VERSION = "v1alpha1"
 CRD_PLURAL = "artifactchecks"
 CRD_KIND = "ArtifactCheck"
 CRD_API_VERSION = f"{CRD_GROUP}/{CRD_VERSION}"
+#: The ReleaseAcceptance custom resource: a changed release accepted for one check.
+ACCEPTANCE_KIND = "ReleaseAcceptance"
+ACCEPTANCE_PLURAL = "releaseacceptances"
 
 # --- pods: the readiness gate and the marks artifactcheck leaves on them
 #: Readiness-gate condition type a pod spec lists to let artifactcheck hold it back.
@@ -49,6 +52,8 @@ RELEASE_VERSION_LABEL = f"{GROUP}/version"
 RELEASE_CONFIGMAP_SELECTOR = f"{GROUP}/release-manifests=true"
 
 __all__ = [
+    "ACCEPTANCE_KIND",
+    "ACCEPTANCE_PLURAL",
     "ANNOTATION_PREFIX",
     "ANN_CHECKED_AT",
     "ANN_CORDONED",

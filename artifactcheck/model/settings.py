@@ -540,10 +540,11 @@ class CheckSpec(_Model):
     )
     release_pins: bool = Field(
         False,
-        description="Controller: pin each version's first release manifest in the status "
-        "(status.releasePins, at most cache_versions); a different one later is "
-        "ReleaseChanged and its instances inconclusive until accepted "
-        "(annotation artifactcheck.io/accept-release). The CLI's equivalent is --pins FILE.",
+        description="Controller: pin each version's first release manifest in a ConfigMap "
+        "of the controller's namespace (mirrored in status.releasePins, at most "
+        "cache_versions); a different one later is ReleaseChanged and its instances "
+        "inconclusive until a ReleaseAcceptance accepts it. The CLI's equivalent is "
+        "--pins FILE.",
     )
     release_keys: list[str] = Field(
         default_factory=_empty,

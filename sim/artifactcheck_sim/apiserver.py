@@ -83,9 +83,12 @@ What it covers
 
 What it does not do (be aware when a test passes here)
 ------------------------------------------------------
-No authentication, authorization or admission webhooks; TLS only when given an
-``ssl_context`` (served as a real API server is, with the caller's certificate; no
-client certificates are asked for and bearer tokens are not checked); no protobuf,
+No authentication and no admission webhooks; authorization only when
+:attr:`~FakeApiServer.rbac` is set, for requests that name a user with
+``Impersonate-User`` (RBAC, as sim/artifactcheck_sim/apiserver_rbac.py says); TLS
+only when given an ``ssl_context`` (served as a real API server is, with the caller's
+certificate; no client certificates are asked for and bearer tokens are not checked);
+no protobuf,
 CBOR or YAML output, no v1beta1 Tables, and no protobuf or YAML request bodies
 (415: ``kubectl create deployment``/``create configmap`` send protobuf and fail;
 ``kubectl apply`` sends JSON and works); no OpenAPI v2 (``/openapi/v2`` is 404;
@@ -136,6 +139,7 @@ from aiohttp import web
 from multidict import CIMultiDict, MultiMapping
 
 from artifactcheck.model.selectors import LabelSelector, SelectorError
+from artifactcheck_sim import apiserver_rbac
 from artifactcheck_sim.apiserver_crds import CRDS, custom_resources
 from artifactcheck_sim.apiserver_errors import ApiError
 from artifactcheck_sim.apiserver_faults import Faults
@@ -430,6 +434,10 @@ class FakeApiServer:
         #: Seeded faults by verb and resource (sim/artifactcheck_sim/apiserver_faults.py);
         #: None (the default): none.
         self.faults: Faults | None = None
+        #: Authorise requests that name a user (``Impersonate-User``) by the stored
+        #: RBAC objects, as a real server does (sim/artifactcheck_sim/apiserver_rbac.py);
+        #: off (the default): every request is allowed.
+        self.rbac = False
         self._inject_lock = threading.Lock()
         self._thread = LoopThread("FakeApiServer", join_timeout=30, drain=True)
         self._runner: web.AppRunner | None = None
@@ -980,6 +988,8 @@ class FakeApiServer:
             injected = await self._inject_fault(faults, request, route)
             if injected is not None:
                 return injected
+        if self.rbac:
+            self._authorize(request, route)
         call = _Call.of(request, route)
         if route.name is None:
             return await self._serve_collection(call)
@@ -991,6 +1001,35 @@ class FakeApiServer:
         if verb is None or (request.method == "DELETE" and route.subresource is not None):
             raise ApiError.method_not_allowed()
         return await verb(self, call, route.name)
+
+    def _authorize(self, request: web.Request, route: _Route) -> None:
+        """403 unless the request's user (if it names one) is allowed by RBAC."""
+        subject = apiserver_rbac.subject_of(
+            request.headers, request.headers.getall("Impersonate-Group", [])
+        )
+        if subject is None:
+            return
+        verb = _verb_of(request, route)
+        resource = route.resource.plural + (f"/{route.subresource}" if route.subresource else "")
+        group = route.resource.group
+        rbac_api = "rbac.authorization.k8s.io/v1"
+        if not apiserver_rbac.allowed(
+            subject,
+            verb=verb,
+            group=group,
+            resource=resource,
+            namespace=route.namespace,
+            name=route.name,
+            objects=lambda kind, ns: self.list(rbac_api, kind, ns),
+        ):
+            raise ApiError.forbidden(
+                route.resource.plural,
+                group,
+                route.name,
+                apiserver_rbac.forbidden_message(
+                    subject, verb, group, resource, route.namespace, route.name
+                ),
+            )
 
     async def _inject_fault(
         self, faults: Faults, request: web.Request, route: _Route

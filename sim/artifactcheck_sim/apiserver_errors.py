@@ -172,6 +172,11 @@ class ApiError(Exception):
         return cls._about(404, "NotFound", (resource, group, name), " not found")
 
     @classmethod
+    def forbidden(cls, resource: str, group: str, name: str | None, message: str) -> ApiError:
+        """403 Forbidden: RBAC allows no such request (sim/artifactcheck_sim/apiserver_rbac.py)."""
+        return cls(403, "Forbidden", message, details=cls._details(resource, group, name))
+
+    @classmethod
     def no_route(cls) -> ApiError:
         return cls(404, "NotFound", _GENERIC_MESSAGES[404], details={})
 

@@ -21,7 +21,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
-from artifactcheck.control.crd import CRD_NAME, crd_manifest
+from artifactcheck.control.crd import (
+    ACCEPTANCE_CRD_NAME,
+    CRD_NAME,
+    acceptance_crd_manifest,
+    crd_manifest,
+)
 from artifactcheck.model.names import CRD_API_VERSION, CRD_KIND, DEFAULT_CONDITION_TYPE
 from artifactcheck.tenancy.admission import AdminConfig
 from artifactcheck_sim.apiserver import FakeApiServer
@@ -85,6 +90,13 @@ class SimCluster(Lifecycle):
             is None
         ):
             self.api.create(crd_manifest())
+        if (
+            self.api.get(
+                "apiextensions.k8s.io/v1", "CustomResourceDefinition", None, ACCEPTANCE_CRD_NAME
+            )
+            is None
+        ):
+            self.api.create(acceptance_crd_manifest())
         self._tmp = tempfile.TemporaryDirectory(prefix="artifactcheck-cluster-")
         self.release_template = write_releases(RELEASES, Path(self._tmp.name))
 

@@ -207,6 +207,23 @@ def test_validator_is_not_vacuous(bad: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------------ the CRD
 
 
+def test_release_acceptance_crd_yaml_is_up_to_date() -> None:
+    """k8s/crd-releaseacceptance.yaml is what the generator prints for it."""
+    out = subprocess.run(
+        [sys.executable, "-m", "artifactcheck.control.crd", "releaseacceptance"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    assert out == (K8S / "crd-releaseacceptance.yaml").read_text(encoding="utf-8"), (
+        "run `python -m artifactcheck.control.crd releaseacceptance > "
+        "k8s/crd-releaseacceptance.yaml` and commit it"
+    )
+    assert yaml.safe_load(out) == crd.acceptance_crd_manifest()
+
+
 def test_crd_yaml_is_up_to_date() -> None:
     """k8s/crd.yaml is exactly what ``python -m artifactcheck.control.crd`` prints."""
     out = subprocess.run(
@@ -790,10 +807,16 @@ def _rules() -> Iterator[tuple[Doc, dict[str, Any]]]:
             yield role, rule
 
 
+#: ClusterRoles for people, bound by the admin (k8s/rbac-roles.yaml): an editor deletes
+#: ArtifactChecks, an approver its own ReleaseAcceptances; the controller never deletes.
+PEOPLE_ROLES = {"artifactcheck-editor", "artifactcheck-release-approver"}
+
+
 def test_rbac_never_deletes_never_reads_secrets_no_wildcards() -> None:
     assert _roles(), "no Role or ClusterRole found"
     for role, rule in _rules():
-        assert not set(rule.get("verbs", [])) & FORBIDDEN_VERBS, f"{role}: {rule}"
+        forbidden = FORBIDDEN_VERBS - {"delete"} if role.name in PEOPLE_ROLES else FORBIDDEN_VERBS
+        assert not set(rule.get("verbs", [])) & forbidden, f"{role}: {rule}"
         assert "nonResourceURLs" not in rule, f"{role}: {rule}"
         assert "*" not in rule.get("apiGroups", []), f"{role}: {rule}"
         for resource in rule.get("resources", []):
@@ -836,6 +859,8 @@ def test_controller_cluster_role_grants_what_the_issue_lists() -> None:
     assert _allowed(rules, "", "pods/status") == {"patch"}
     assert _allowed(rules, "artifactcheck.io", "artifactchecks") == {"list", "watch", "patch"}
     assert _allowed(rules, "artifactcheck.io", "artifactchecks/status") == {"patch"}
+    assert _allowed(rules, "artifactcheck.io", "releaseacceptances") == {"list", "watch"}
+    assert _allowed(rules, "artifactcheck.io", "releaseacceptances/status") == {"patch"}
     assert _allowed(rules, "", "events") == {"create", "get", "list", "patch"}
     assert _allowed(rules, "events.k8s.io", "events") == set(), "no call uses events.k8s.io"
     # the ConfigMap release source lists and watches; nothing reads one by name
