@@ -345,6 +345,14 @@ def _release_trust_schema() -> _Schema:
                         "A different manifest seen since (ReleaseChanged): not used until "
                         "a ReleaseAcceptance accepts it."
                     ),
+                    "earlier": {
+                        "type": "array",
+                        "description": "Other different manifests seen before the changed "
+                        "one: a ReleaseAcceptance without sha256 is refused while any is "
+                        "recorded.",
+                        "maxItems": 16,
+                        "items": _seen_schema("A different manifest seen earlier."),
+                    },
                 },
             },
         },

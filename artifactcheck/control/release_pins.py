@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from artifactcheck.release.pins import (
+    MAX_CHANGES,
     Observed,
     PinsDoc,
     PinsError,
@@ -139,8 +140,16 @@ class StatusPins:
                     continue
                 pinned = _seen(raw.get("pinned"))
                 if pinned is not None:
+                    changed = _seen(raw.get("changed"))
+                    earlier = raw.get("earlier") if changed is not None else None
                     versions[raw["version"]] = VersionPins(
-                        pinned=pinned, changed=_seen(raw.get("changed"))
+                        pinned=pinned,
+                        changed=changed,
+                        earlier=tuple(
+                            seen
+                            for seen in (_seen(item) for item in (earlier or [])[-MAX_CHANGES:])
+                            if seen is not None
+                        ),
                     )
             for raw in status.get("acceptedReleases") or []:
                 if isinstance(raw, Mapping) and is_sha256(str(raw.get("sha256"))):
@@ -257,6 +266,10 @@ class StatusPins:
             item: dict[str, Any] = {"version": version, "pinned": _seen_status(entry.pinned)}
             if entry.changed is not None:
                 item["changed"] = _seen_status(entry.changed)
+            if entry.earlier:
+                # the other changes seen: an acceptance without a digest must still
+                # find them ambiguous after a restart or a leader change
+                item["earlier"] = [_seen_status(seen) for seen in entry.earlier]
             pins.append(item)
         return {
             "releasePins": pins,

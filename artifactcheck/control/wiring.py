@@ -133,7 +133,7 @@ def trust_of(state: CheckState) -> ReleaseTrust | None:
     for key in keys:
         try:
             data, where = key.read()
-            loaded.append(dsse.load_public_key(data, where))
+            loaded.extend(dsse.load_public_keys(data, where))
         except OSError as exc:
             raise ConfigError(f"admin release key {key.name!r}: {exc.strerror or exc}") from exc
         except dsse.KeyFileError as exc:

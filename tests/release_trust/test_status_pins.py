@@ -56,6 +56,24 @@ def test_status_round_trip_keeps_pins_changes_and_acceptances() -> None:
     assert StatusPins.from_data({}, max_versions=8) is None
 
 
+def test_an_acceptance_without_a_digest_stays_ambiguous_after_a_restart() -> None:
+    """Two changes seen (B, then C): read back from the status or the store, the pins
+    still hold both, so an acceptance without a digest adopts neither."""
+    pins = StatusPins(max_versions=8, clock=clock)
+    pins.observe("1.0", digest("a"), "cm/a", b"a")
+    pins.observe("1.0", digest("b"), "cm/a", b"b")
+    pins.observe("1.0", digest("c"), "cm/a", b"c")
+    for again in (
+        StatusPins.from_status(pins.to_status(), max_versions=8),
+        StatusPins.from_data(pins.to_data(), max_versions=8),
+    ):
+        assert again is not None
+        with pytest.raises(PinsError) as refused:
+            again.accept("1.0", None)
+        assert digest("b") in str(refused.value) and digest("c") in str(refused.value)
+        assert again.accept("1.0", digest("b")).sha256 == digest("b")
+
+
 def test_the_store_is_named_after_the_check() -> None:
     """Deterministic (a re-created check finds it), one per check, a valid name."""
     assert store_name("shop", "web") == "artifactcheck-pins.shop.web"
@@ -123,6 +141,13 @@ def test_the_crd_refuses_a_status_whose_pins_are_not_digests() -> None:
             CRD_API_VERSION, CRD_KIND, "shop", "web", {"status": good.to_status()}
         )
         assert written["status"]["releasePins"][0]["pinned"]["sha256"] == digest("a")
+        good.observe("1.0", digest("b"), "cm/a", b"b")
+        good.observe("1.0", digest("c"), "cm/a", b"c")
+        written = server.patch_status(
+            CRD_API_VERSION, CRD_KIND, "shop", "web", {"status": good.to_status()}
+        )
+        kept = written["status"]["releasePins"][0]
+        assert [e["sha256"] for e in kept["earlier"]] == [digest("b")], "earlier is in the schema"
         bad = good.to_status()
         bad["releasePins"][0]["pinned"]["sha256"] = "not-a-digest"
         with pytest.raises(Exception, match="sha256"):
