@@ -61,9 +61,9 @@ BODY_DEADLINE = 10.0
 WRITE_DEADLINE = 10.0
 #: Connections open at once; a new one beyond closes the oldest still sending its head.
 MAX_CONNECTIONS = 512
-#: Verdict API requests in threads at once (above the API's own 16, so its 429 is the
-#: answer a client sees); more are answered 503 at once.
-API_THREADS = 32
+#: Verdict API requests in threads at once (the API itself serves 16 and answers the
+#: rest 429; a thread refusing one is short-lived); more are answered 429 here.
+API_THREADS = 64
 #: /metrics expositions in threads at once; more are answered 503 at once.
 METRICS_THREADS = 2
 
@@ -130,8 +130,11 @@ class _Refused(Exception):
         self.answer = _error(status, message)
 
 
-def _error(status: int, message: str, *, retry_after: bool = False) -> _Answer:
-    reason = _REASONS.get(status) or http.HTTPStatus(status).phrase.title().replace(" ", "")
+def _error(
+    status: int, message: str, *, reason: str | None = None, retry_after: bool = False
+) -> _Answer:
+    reason = reason or _REASONS.get(status) or http.HTTPStatus(status).phrase.title()
+    reason = reason.replace(" ", "")
     headers = (("Retry-After", "1"),) if retry_after else ()
     return _Answer(status, json_error(status, reason, message), headers=headers)
 
@@ -363,7 +366,9 @@ class HealthServer:
             api = self.api
             got = await self._in_thread("api", API_THREADS, lambda: api.handle(request))
             if got is None:
-                return _error(503, "too many verdict requests in progress", retry_after=True)
+                return _error(
+                    429, "too many verdict requests", reason="TooManyRequests", retry_after=True
+                )
             status, data, headers = got
             return _Answer(status, data, headers=tuple(headers.items()))
         if head.method != "GET":
@@ -377,7 +382,7 @@ class HealthServer:
         if path == "/metrics" and self.metrics is not None:
             got_metrics = await self._in_thread("metrics", METRICS_THREADS, self.metrics)
             if got_metrics is None:
-                return _error(503, "too many scrapes in progress", retry_after=True)
+                return _error(503, "too many scrapes at once", reason="Busy", retry_after=True)
             return _Answer(200, got_metrics[0], got_metrics[1])
         return _Answer(404, json_error(404, "NotFound", "not found"))
 
