@@ -225,7 +225,9 @@ def test_connections_are_bounded_and_the_slowest_make_room(refusing: Gate) -> No
     that sends its request at once is answered; the idle ones are closed at the head
     deadline with a 408."""
     port = refusing.server.port
-    idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(MAX_CONNECTIONS)]
+    idle = [
+        socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(MAX_CONNECTIONS)
+    ]
     try:
         wait_for(lambda: refusing.server.connections == MAX_CONNECTIONS, timeout=10)
         assert raw(port, b"GET /healthz HTTP/1.0\r\n\r\n").startswith("HTTP/1.0 200")

@@ -189,7 +189,9 @@ def test_trickling_clients_never_starve_probes_nor_the_control_loop(tmp_path: Pa
             with Trickler(port) as attack:
                 wait_for(lambda: attack.opened >= TRICKLERS, timeout=30, interval=0.1)
                 quarantine: list[float] = []
-                bad_pod = threading.Thread(target=lambda: quarantine.append(_quarantine_seconds(tc)))
+                bad_pod = threading.Thread(
+                    target=lambda: quarantine.append(_quarantine_seconds(tc))
+                )
                 end = time.monotonic() + ATTACK_SECONDS
                 bad_pod.start()
                 while time.monotonic() < end:
