@@ -36,6 +36,7 @@ import http
 import http.client
 import io
 import json
+import logging
 import socket
 import threading
 import time
@@ -77,12 +78,14 @@ _REASONS = {
     413: "BodyTooLarge",
     414: "RequestLineTooLong",
     431: "HeadersTooLarge",
+    500: "InternalError",
     501: "NotImplemented",
     503: "TooManyConnections",
     505: "HTTPVersionNotSupported",
 }
 
 _T = TypeVar("_T")
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +151,7 @@ class _Head:
     headers: Any  # http.client.HTTPMessage
 
 
-def _encode(answer: _Answer, *, with_body: bool = True) -> bytes:
+def _encode(answer: _Answer) -> bytes:
     """The answer as HTTP/1.0 bytes: one request per connection, then close."""
     try:
         phrase = http.HTTPStatus(answer.status).phrase
@@ -163,7 +166,7 @@ def _encode(answer: _Answer, *, with_body: bool = True) -> bytes:
         *(f"{name}: {value}" for name, value in answer.headers),
         "Connection: close",
     ]
-    return "\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + (answer.body if with_body else b"")
+    return "\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + answer.body
 
 
 async def _read_head(reader: asyncio.StreamReader) -> _Head:
@@ -331,18 +334,19 @@ class HealthServer:
             except (asyncio.IncompleteReadError, ConnectionError):
                 writer.transport.abort()  # the client went away
                 return
-            await self._send(writer, answer, with_body=True)
+            except Exception:  # an endpoint's bug: this request's 500, never the server's end
+                _LOG.exception("the HTTP server's endpoint failed")
+                answer = _error(500, "internal error")
+            await self._send(writer, answer)
         except asyncio.CancelledError:
             writer.transport.abort()  # evicted, or the server stops
             raise
 
-    async def _send(
-        self, writer: asyncio.StreamWriter, answer: _Answer, *, with_body: bool = True
-    ) -> None:
+    async def _send(self, writer: asyncio.StreamWriter, answer: _Answer) -> None:
         """Write the answer within WRITE_DEADLINE, then close (abort if it does not go)."""
         try:
             async with asyncio.timeout(WRITE_DEADLINE):
-                writer.write(_encode(answer, with_body=with_body))
+                writer.write(_encode(answer))
                 await writer.drain()
                 writer.close()
                 await writer.wait_closed()
