@@ -8,8 +8,8 @@ different clients (kubelet, Prometheus).
 
 The port is reachable from inside the cluster, so a client is hostile until its request
 is read, and every connection is bounded in bytes (request line, headers, body) and in
-*total* time: its request line and headers within :data:`HEAD_DEADLINE`, its body within
-:data:`BODY_DEADLINE`, the answer written within :data:`WRITE_DEADLINE`. A deadline per
+*total* time (:class:`Deadlines`): its request line and headers within 5 s, its body
+within 10 s, its answer computed within 75 s and written within 10 s. A deadline per
 read would let a client that trickles one byte every few seconds hold its connection
 forever; with a thread per connection, a few hundred such clients held every thread and
 ``/healthz`` answered 503 (docs/reliability.md, "Slow and hostile clients"). Here a
@@ -58,6 +58,9 @@ MAX_BODY_BYTES = 64 * 1024
 HEAD_DEADLINE = 5.0
 #: Seconds a client has for its whole body.
 BODY_DEADLINE = 10.0
+#: Seconds an endpoint has to compute its answer: above the verdict API's own longest
+#: wait (a fresh check of at most 60 s, plus 5 s, plus a forward's 2 s of margin).
+ANSWER_DEADLINE = 75.0
 #: Seconds a client has to take the whole answer.
 WRITE_DEADLINE = 10.0
 #: Connections open at once; a new one beyond closes the oldest still sending its head.
@@ -86,6 +89,17 @@ _REASONS = {
 
 _T = TypeVar("_T")
 _LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Deadlines:
+    """Seconds each part of one connection may take, whatever the client does; their
+    sum bounds how long any connection stays open."""
+
+    head: float = HEAD_DEADLINE
+    body: float = BODY_DEADLINE
+    answer: float = ANSWER_DEADLINE
+    write: float = WRITE_DEADLINE
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,8 +249,10 @@ class HealthServer:
         ready: Callable[[], tuple[bool, str]] | None,
         metrics: Callable[[], tuple[bytes, str]] | None,
         api: Api | None = None,
+        deadlines: Deadlines = Deadlines(),  # noqa: B008 - a frozen value
     ) -> None:
         self.live, self.ready, self.metrics, self.api = live, ready, metrics, api
+        self.deadlines = deadlines
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.create_server((host, port), family=family, backlog=512)
         self.thread = threading.Thread(target=self._run, name="health", daemon=True)
@@ -316,17 +332,17 @@ class HealthServer:
     async def _connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, task: asyncio.Task[None]
     ) -> None:
-        """One request: its head within HEAD_DEADLINE, its body within BODY_DEADLINE."""
+        """One request, each part within its deadline (:class:`Deadlines`)."""
         try:
             try:
-                async with asyncio.timeout(HEAD_DEADLINE):
+                async with asyncio.timeout(self.deadlines.head):
                     head = await _read_head(reader)
                 self._connections[task] = False
                 body = None
                 if head.method == "POST" and self._serves_api(head):
-                    async with asyncio.timeout(BODY_DEADLINE):
+                    async with asyncio.timeout(self.deadlines.body):
                         body = await _read_body(reader, head)
-                answer = await self._answer(head, body)
+                answer = await self._answer_within(head, body)
             except _Refused as refused:
                 answer = refused.answer
             except TimeoutError:
@@ -343,9 +359,9 @@ class HealthServer:
             raise
 
     async def _send(self, writer: asyncio.StreamWriter, answer: _Answer) -> None:
-        """Write the answer within WRITE_DEADLINE, then close (abort if it does not go)."""
+        """Write the answer within its deadline, then close (abort if it does not go)."""
         try:
-            async with asyncio.timeout(WRITE_DEADLINE):
+            async with asyncio.timeout(self.deadlines.write):
                 writer.write(_encode(answer))
                 await writer.drain()
                 writer.close()
@@ -362,6 +378,17 @@ class HealthServer:
     def _path(head: _Head) -> tuple[str, str]:
         path, _, query = head.target.partition("?")
         return path.rstrip("/"), query
+
+    async def _answer_within(self, head: _Head, body: bytes | None) -> _Answer:
+        """The endpoint's answer, or a 503 when it takes longer than its deadline (its
+        thread, if any, still counts against the bound until it ends)."""
+        try:
+            async with asyncio.timeout(self.deadlines.answer):
+                return await self._answer(head, body)
+        except TimeoutError:
+            return _error(
+                503, "the answer took too long", reason="ControllerBusy", retry_after=True
+            )
 
     async def _answer(self, head: _Head, body: bytes | None) -> _Answer:
         path, query = self._path(head)

@@ -3,12 +3,16 @@ it refuses before any endpoint sees a request, and an endpoint's bug kept to one
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 from gate_support import raw
 
-from artifactcheck.control.health import ApiRequest, HealthServer
+from artifactcheck.control.api import MAX_WAIT
+from artifactcheck.control.forward import CONNECT_TIMEOUT, READ_MARGIN
+from artifactcheck.control.health import ApiRequest, Deadlines, HealthServer
 
 
 class _Api:
@@ -80,3 +84,39 @@ def test_the_servers_own_answers(port: int, sent: bytes, status: int, reason: st
         assert f'"reason": "{reason}"' in answer, answer
     # whatever the last request did, the next probe is answered
     assert raw(port, b"GET /healthz HTTP/1.0\r\n\r\n").startswith("HTTP/1.0 200")
+
+
+def test_the_answer_deadline_covers_the_apis_longest_wait() -> None:
+    """A verdict request may wait MAX_WAIT for a fresh check, plus 5 s for the loop, plus
+    the forward's connect and margin: the server's answer deadline leaves it that time."""
+    longest = MAX_WAIT + 5.0 + CONNECT_TIMEOUT + READ_MARGIN
+    assert Deadlines().answer > longest
+
+
+def test_an_answer_past_its_deadline_is_a_503_and_the_server_goes_on() -> None:
+    release = threading.Event()
+
+    class Slow(_Api):
+        def handle(self, request: ApiRequest) -> tuple[int, bytes, dict[str, str]]:
+            release.wait(timeout=10)
+            return 200, b"{}\n", {}
+
+    server = HealthServer(
+        host="127.0.0.1",
+        port=0,
+        live=lambda: (True, "ok\n"),
+        ready=None,
+        metrics=None,
+        api=Slow(),
+        deadlines=Deadlines(answer=0.5),
+    ).start()
+    try:
+        t0 = time.monotonic()
+        answer = raw(server.port, b"GET /verdicts/x HTTP/1.0\r\n\r\n")
+        took = time.monotonic() - t0
+        assert answer.startswith("HTTP/1.0 503 ") and '"reason": "ControllerBusy"' in answer
+        assert 0.4 <= took < 2.0, took
+        assert raw(server.port, b"GET /healthz HTTP/1.0\r\n\r\n").startswith("HTTP/1.0 200")
+    finally:
+        release.set()
+        server.stop()
