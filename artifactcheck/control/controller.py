@@ -175,9 +175,11 @@ class Controller:
     def serve_health(
         self, *, host: str, port: int, probes: bool = True, metrics: bool = True
     ) -> HealthServer:
-        """Start /healthz and /readyz (``probes``), /metrics (``metrics``) and the verdict
-        API (docs/verdict-api.md) in a thread. A standby's API forwards to the leader;
-        the server that serves /metrics is the one this replica advertises."""
+        """Start /healthz and /readyz (``probes``), /metrics and the verdict API
+        (``metrics``; docs/verdict-api.md) in a thread. A standby's API forwards to the
+        leader; the server that serves /metrics is the one this replica advertises. A
+        probes-only port serves no API, so a NetworkPolicy that lets kubelet (any
+        source) reach it lets nobody reach the API (k8s/README.md)."""
         forwarder = forward.Forwarder(
             identity=self.settings.identity,
             leader=self.leader,
@@ -191,7 +193,9 @@ class Controller:
             metrics=(lambda: (self.metrics.exposition(), CONTENT_TYPE)) if metrics else None,
             api=VerdictApi(
                 self, loop=lambda: self._loop, forwarder=forwarder, identity=self.settings.identity
-            ),
+            )
+            if metrics
+            else None,
         )
         if metrics and self.settings.advertise_address is None:
             own = os.environ.get("POD_IP", "").strip() or host

@@ -20,7 +20,8 @@ What it covers
   generic semantics and nothing acting on them (what ``kubectl apply -k k8s/``
   creates): ``services``, ``serviceaccounts``, ``apps/v1`` ``deployments``,
   ``rbac.authorization.k8s.io/v1`` roles, cluster roles and their bindings,
-  ``policy/v1`` ``poddisruptionbudgets``.  More can be added with
+  ``policy/v1`` ``poddisruptionbudgets``, ``networking.k8s.io/v1``
+  ``networkpolicies``.  More can be added with
   :meth:`FakeApiServer.register_resource`.
 * ``apiextensions.k8s.io/v1`` CustomResourceDefinitions
   (:mod:`~artifactcheck_sim.apiserver_crds`): creating one serves its resource

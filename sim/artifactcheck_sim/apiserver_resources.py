@@ -17,6 +17,7 @@ they fail on a cluster, not a reimplementation of ``pkg/apis/core/validation``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ __all__ = [
     "NAMESPACES",
     "NODES",
     "PODDISRUPTIONBUDGETS",
+    "NETWORKPOLICIES",
     "PODS",
     "ROLEBINDINGS",
     "ROLES",
@@ -1020,6 +1022,11 @@ PODDISRUPTIONBUDGETS = builtin(
     merge={"status": _CONDITIONS},
 )
 
+NETWORKPOLICIES = dataclasses.replace(
+    builtin("networking.k8s.io/v1", "NetworkPolicy", "netpol", track_generation=True),
+    plural="networkpolicies",
+)
+
 BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     PODS,
     NODES,
@@ -1037,4 +1044,5 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     ROLES,
     ROLEBINDINGS,
     PODDISRUPTIONBUDGETS,
+    NETWORKPOLICIES,
 )

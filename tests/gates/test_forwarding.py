@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ import pytest
 from gate_support import Gate, GateCluster, started, valid
 
 from artifactcheck.clients.kube import micro_time
+from artifactcheck.control.api import MAX_CONCURRENT
 from artifactcheck.control.forward import ANSWERED_BY, FORWARDED_BY, format_address, parse_address
 from artifactcheck.control.lease import LEADER_ADDRESS, LeaseRecord
 from artifactcheck.model.names import LEASE_NAME
@@ -340,3 +342,44 @@ def test_the_address_leaves_with_the_leader(cluster: GateCluster) -> None:
     lease = lease_api(cluster).read_namespaced_lease(LEASE_NAME, cluster.namespace)
     assert lease.spec.holder_identity is None
     assert published(cluster) is None
+
+
+def test_a_slow_leader_never_blocks_the_standbys_own_probes(
+    cluster: GateCluster, listener: Listener
+) -> None:
+    """Fifty gates ask a standby whose leader accepts and never answers: at most
+    MAX_CONCURRENT forwards wait on the leader at once (the rest are answered 429 at
+    once), and meanwhile the standby's /healthz, /readyz and /metrics answer within 1 s."""
+    cluster.add_canary(1)
+    cluster.add_check()
+    hold_lease(cluster, f"127.0.0.1:{listener.port}")
+    with started(cluster, identity="ctl-b", lead=False) as standby:
+        wait_for(lambda: standby.running.controller.leader() is not None, timeout=10)
+        wait_for(lambda: standby.running.controller.synced, timeout=10)
+        answers: list[tuple[int, str, float]] = []
+
+        def gate() -> None:
+            t0 = time.monotonic()
+            status, doc, _ = call(standby.base, CHECK)
+            answers.append((status, doc["reason"], time.monotonic() - t0))
+
+        gates = [threading.Thread(target=gate) for _ in range(50)]
+        for t in gates:
+            t.start()
+        wait_for(lambda: listener.connections >= MAX_CONCURRENT, timeout=10)
+        slowest = 0.0
+        for _ in range(10):  # while the forwards hang (the leader's bound: 6 s)
+            for path in ("/healthz", "/readyz", "/metrics"):
+                t0 = time.monotonic()
+                with urllib.request.urlopen(standby.base + path, timeout=5) as resp:  # noqa: S310
+                    assert resp.status == 200
+                slowest = max(slowest, time.monotonic() - t0)
+            time.sleep(0.1)
+        for t in gates:
+            t.join(timeout=30)
+    assert slowest < 1.0, slowest
+    assert listener.connections == MAX_CONCURRENT
+    refused = [seconds for status, _, seconds in answers if status == 429]
+    assert len(refused) == 50 - MAX_CONCURRENT and max(refused) < 1.0
+    waited = [(status, reason) for status, reason, _ in answers if status != 429]
+    assert waited == [(503, "LeaderUnreachable")] * MAX_CONCURRENT

@@ -18,7 +18,7 @@ import pytest
 from gate_support import CANARY, STABLE, Gate, GateCluster, raw, request, started, valid
 
 from artifactcheck.control.api import MAX_CONCURRENT, VerdictApi
-from artifactcheck.control.health import MAX_CONNECTIONS, HealthServer
+from artifactcheck.control.health import HEAD_DEADLINE, MAX_CONNECTIONS, HealthServer
 from artifactcheck.judge.decide import History
 from artifactcheck.model.selectors import LabelSelector, SelectorError
 from artifactcheck.model.values import Instance, Report
@@ -219,26 +219,49 @@ def test_concurrent_requests_are_bounded_and_probes_keep_room(cluster: GateClust
         assert get(gate, CHECK)[0] == 200
 
 
-def test_connections_are_bounded(cluster: GateCluster, gate: Gate) -> None:
+def test_connections_are_bounded_and_the_slowest_make_room(refusing: Gate) -> None:
     """Clients that connect and say nothing hold a connection each, up to the limit;
-    the next one is refused at once, and the server recovers when they go."""
+    the next one closes the oldest of them (it is still sending its head), so a probe
+    that sends its request at once is answered; the idle ones are closed at the head
+    deadline with a 408."""
+    port = refusing.server.port
     idle = [
-        socket.create_connection(("127.0.0.1", gate.server.port), timeout=5)
-        for _ in range(MAX_CONNECTIONS)
+        socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(MAX_CONNECTIONS)
     ]
     try:
-        slots = gate.server.server.slots  # type: ignore[attr-defined]
-        wait_for(lambda: slots._value == 0, timeout=10)
-        # refused at once: a request that waited for a slot would have been served
-        # (200) when one came free; the 503 is only sent while every slot is held
-        answer = raw(gate.server.port, b"GET /healthz HTTP/1.0\r\n\r\n")
-        assert answer.startswith("HTTP/1.1 503") and "TooManyConnections" in answer
-        assert slots._value == 0  # the idle clients still hold every slot
+        wait_for(lambda: refusing.server.connections == MAX_CONNECTIONS, timeout=10)
+        assert raw(port, b"GET /healthz HTTP/1.0\r\n\r\n").startswith("HTTP/1.0 200")
+        assert idle[0].recv(1024) == b""  # the oldest was closed to make room, unanswered
+        t0 = time.monotonic()
+        answer = idle[-1].recv(4096).decode()
+        assert answer.startswith("HTTP/1.0 408") and "RequestTimeout" in answer
+        assert time.monotonic() - t0 <= HEAD_DEADLINE + 1
     finally:
         for s in idle:
             s.close()
-    wait_for(lambda: slots._value == MAX_CONNECTIONS, timeout=15)
-    assert raw(gate.server.port, b"GET /healthz HTTP/1.0\r\n\r\n").startswith("HTTP/1.0 200")
+    wait_for(lambda: refusing.server.connections == 0, timeout=15)
+
+
+def test_a_trickled_head_is_cut_at_its_deadline(refusing: Gate) -> None:
+    """One header byte a second keeps every read short, but not the whole head: the
+    connection is answered 408 at the head deadline, not after the client's last byte."""
+    head = b"GET /healthz HTTP/1.1\r\nX-Slow: " + b"a" * 100
+    with socket.create_connection(("127.0.0.1", refusing.server.port), timeout=0.5) as s:
+        t0 = time.monotonic()
+        answer = b""
+        for byte in head:
+            try:
+                s.sendall(bytes([byte]))
+                answer = s.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            if answer:
+                break
+        held = time.monotonic() - t0
+    assert answer.startswith(b"HTTP/1.0 408"), answer
+    assert HEAD_DEADLINE - 0.5 <= held <= HEAD_DEADLINE + 1
 
 
 def test_request_line_and_headers_are_bounded(refusing: Gate) -> None:

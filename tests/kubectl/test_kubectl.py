@@ -142,6 +142,7 @@ def test_apply_kustomization_then_reapply_is_unchanged(
         "clusterrolebinding.rbac.authorization.k8s.io/artifactcheck created",
         "deployment.apps/artifactcheck-controller created",
         "poddisruptionbudget.policy/artifactcheck-controller created",
+        "networkpolicy.networking.k8s.io/artifactcheck-controller created",
     ):
         assert line in first.stdout, first.stdout
     assert "Warning" not in first.stderr, first.stderr

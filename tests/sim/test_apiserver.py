@@ -1048,6 +1048,7 @@ def test_discovery_endpoints(api: ApiClient) -> None:
         GROUP: VERSION,
         "apps": "v1",
         "policy": "v1",
+        "networking.k8s.io": "v1",
         "rbac.authorization.k8s.io": "v1",
         "apiextensions.k8s.io": "v1",
     }
