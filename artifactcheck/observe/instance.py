@@ -229,7 +229,10 @@ class Observer:
             below = prefix_rules.manifest_directory(obs.manifest_path, obs.manifest)
             if below is not None:
                 self._learned_prefix = looked + below
-                again = await self._observe_under(instance, looked + below, reported, None, version)
+                moved = self._manifests.moved(instance, served, looked + below)
+                again = await self._observe_under(
+                    instance, looked + below, reported, None, version, moved
+                )
                 if again.error is not None:
                     return again, None
                 layout = Layout(prefix=looked + below, detected=True)
@@ -250,7 +253,9 @@ class Observer:
             layout = Layout(prefix=looked, detected=learned, found_at=found, tried=tuple(tried))
             return replace(obs, layout=layout), expectation
         self._learned_prefix = found
-        again = await self._observe_under(instance, found, reported, expected, version)
+        # a configured manifest found where it was asked for stays there
+        kept = self._manifests.moved(instance, served, found) if self.spec.manifest_path else None
+        again = await self._observe_under(instance, found, reported, expected, version, kept)
         if again.error is not None:
             return again, None
         return replace(again, layout=Layout(prefix=found, detected=bool(found))), expectation

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from urllib.parse import unquote, urlsplit
 
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.judge.statuses import NOT_HERE
@@ -31,12 +32,13 @@ Unreachable = Callable[[Instance, str, Fetched], Awaitable[Observation]]
 class Served:
     """What probing the manifest names found: the manifest, or why there is none."""
 
-    path: str = ""
+    path: str = ""  # as the release's files are named (see release_path)
     manifest: Manifest | None = None
     fetch: Fetched | None = None
     error: str | None = None
     not_here: dict[str, Fetched] = field(default_factory=dict)  # probed names not served
     not_manifests: list[str] = field(default_factory=list)  # served, but no build manifest
+    location: str = ""  # where it was found, relative to the target's URL
 
     @property
     def key(self) -> object:
@@ -64,6 +66,24 @@ class Served:
         return "no served manifest at any well-known name: " + "; ".join(tried)
 
 
+def site_path(base_url: str) -> str:
+    """Where the target's URL sits on its origin, as a directory without slashes
+    (``https://shop/app/`` -> ``app``, the origin's root -> ``""``): a host-absolute
+    reference in a served manifest resolves against the origin, not against it."""
+    return unquote(urlsplit(base_url).path).strip("/")
+
+
+def release_path(location: str, prefix: str) -> str:
+    """A served manifest's path as the release's files are named (below ``prefix``);
+    one outside the prefix, from the target's root with a leading ``/`` (never a
+    release path)."""
+    return location[len(prefix) :] if location.startswith(prefix) else "/" + location
+
+
+def _joined(*parts: str) -> str:
+    return "/".join(p.strip("/") for p in parts if p.strip("/"))
+
+
 def _few(paths: Sequence[str], limit: int = 3) -> str:
     shown = ", ".join(paths[:limit])
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
@@ -86,7 +106,7 @@ class ServedManifests:
         self._unreachable = unreachable
         self._found: dict[str, str] = {}  # the manifest name found under each prefix
         # keys hold the body's sha256; values the result or the error
-        self._parsed: dict[tuple[str, str], Manifest | ManifestError] = {}
+        self._parsed: dict[tuple[str, ...], Manifest | ManifestError] = {}
         self._bodies: dict[str, bytes] = {}  # sha256 -> one copy of a served manifest
 
     async def served(
@@ -101,10 +121,11 @@ class ServedManifests:
         """
         configured = bool(self.spec.manifest_path)
         found = Served()
-        for path in self._candidates(prefix):
+        for location in self._candidates(prefix):
+            path = release_path(location, prefix)
             got = self._shared_body(
                 await self.fetcher.get_document(
-                    instance.base_url, prefix + path, host_header=self.spec.http.host_header
+                    instance.base_url, location, host_header=self.spec.http.host_header
                 )
             )
             if got.error is not None:
@@ -120,7 +141,8 @@ class ServedManifests:
                 found.not_here[path] = got
                 if configured:
                     found.path, found.fetch = path, got
-                    found.error = f"served manifest {path} answers HTTP {got.status}"
+                    asked = urlsplit(got.url).path or "/" + location
+                    found.error = f"served manifest {asked} answers HTTP {got.status}"
                     return found
                 continue
             if not got.ok or got.body is None:
@@ -128,9 +150,9 @@ class ServedManifests:
                 # evidence of a mismatch
                 return unobservable(instance, path, got, f"HTTP {got.status}")
             try:
-                found.manifest = self._parse(got, path)
+                found.manifest = self._parse(got, location, site_path(instance.base_url), prefix)
                 self._found[prefix] = path
-                found.path, found.fetch = path, got
+                found.path, found.fetch, found.location = path, got, location
             except ManifestError as exc:
                 if not configured and self.spec.manifest_format == "auto":
                     found.not_manifests.append(path)
@@ -158,14 +180,35 @@ class ServedManifests:
         return None
 
     def _candidates(self, prefix: str) -> list[str]:
-        if self.spec.manifest_path:
-            return [normalise_path(self.spec.manifest_path)]
+        """Where to look, relative to the target's URL: the configured manifest path
+        (from the target's root when it starts with ``/``, else under the prefix), or
+        each well-known name under the prefix, the one siblings served first."""
+        configured = self.spec.manifest_path
+        if configured:
+            path = normalise_path(configured)
+            return [path if configured.startswith("/") else prefix + path]
         paths = list(WELL_KNOWN_PATHS)
         known = self._found.get(prefix)
         if known in paths:
             paths.remove(known)
             paths.insert(0, known)
-        return paths
+        return [prefix + p for p in paths]
+
+    def moved(self, instance: Instance, served: Served, prefix: str) -> Served | None:
+        """The manifest ``served`` found, read again for the release's files under
+        ``prefix`` (detected after it was found): the same document at the same place,
+        its paths made relative to the new prefix. A manifest's own location is never
+        looked for again under a prefix learned from it, where it is not. None when
+        no manifest was found: then it is looked for under ``prefix``."""
+        got = served.fetch
+        if served.manifest is None or got is None or got.body is None:
+            return None
+        try:
+            manifest = self._parse(got, served.location, site_path(instance.base_url), prefix)
+        except ManifestError:
+            return None
+        path = release_path(served.location, prefix)
+        return Served(path=path, manifest=manifest, fetch=got, location=served.location)
 
     def _shared_body(self, got: Fetched) -> Fetched:
         """``got`` holding the run's one copy of its body: observations keep their
@@ -180,20 +223,23 @@ class ServedManifests:
             shared = self._bodies[sha] = got.body
         return got if shared is got.body else replace(got, body=shared)
 
-    def _parse(self, got: Fetched, path: str) -> Manifest:
-        """The served manifest, parsed once per distinct body; ManifestError if unusable."""
+    def _parse(self, got: Fetched, location: str, site: str, prefix: str) -> Manifest:
+        """The served manifest at ``location`` (relative to the target's URL, whose path
+        on its origin is ``site``), its paths relative to the target's URL plus
+        ``prefix``; parsed once per distinct body and place; ManifestError if unusable."""
         assert got.body is not None
-        key = (got.sha256 or "", path)
+        key = (got.sha256 or "", location, site, prefix)
         cached = self._parsed.get(key) if key[0] else None
         if cached is None:
             try:
                 cached = parse_manifest(
                     got.body,
                     format=self.spec.manifest_format,
-                    path_hint=path,
-                    location=path,
+                    path_hint=location,
+                    location="/" + _joined(site, location),
                     limits=self.limits,
                     source=got.url,
+                    mount=_joined(site, prefix),
                 )
             except ManifestError as exc:
                 cached = exc
