@@ -118,9 +118,7 @@ def test_a_cdn_lacking_an_encore_file_is_cdn_missing(nginx: Nginx, tmp_path: Pat
 
 
 @pytest.mark.parametrize("with_cdn", [False, True], ids=["instances", "cdn"])
-def test_an_instance_serving_r2s_css_is_named(
-    nginx: Nginx, tmp_path: Path, with_cdn: bool
-) -> None:
+def test_an_instance_serving_r2s_css_is_named(nginx: Nginx, tmp_path: Path, with_cdn: bool) -> None:
     urls, cdn = _fleet(nginx, tmp_path, swap_css=True)
     more = ["--cdn", cdn] if with_cdn else []
     run = verify(
