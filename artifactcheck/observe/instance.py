@@ -312,6 +312,12 @@ class Observer:
             if isinstance(probed, Observation):
                 return probed
             served = probed
+        if expected is not None and served.fetch is None and not self.spec.manifest_path:
+            # none at a well-known name: the release names its own (Sprockets 3/4)
+            probed = await self._manifests.from_release(instance, prefix, expected, served)
+            if isinstance(probed, Observation):
+                return probed
+            served = probed
         on_cdn, unsafe = cdn_references(served.manifest, self.spec.cdn, self.limits)
         paths, algorithms, sampled = self._plans.plan(
             served.manifest,
@@ -322,7 +328,7 @@ class Observer:
             frozenset(on_cdn),
             seed=self.seed,
         )
-        reused = {p: served.not_here[p] for p in paths if p in served.not_here}
+        reused = {p: served.answered[p] for p in paths if p in served.answered}
         assets = await self._files.fetch_all(
             instance.base_url,
             [p for p in paths if p not in reused],

@@ -16,13 +16,22 @@ from urllib.parse import unquote, urlsplit
 
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.judge.statuses import NOT_HERE
-from artifactcheck.manifests import WELL_KNOWN_PATHS, parse_manifest
+from artifactcheck.manifests import WELL_KNOWN_PATHS, formats_for_name, parse_manifest
 from artifactcheck.manifests.limits import ManifestLimits, normalise_path
-from artifactcheck.model.errors import ErrorKind, ManifestError
+from artifactcheck.model.errors import (
+    ErrorKind,
+    ManifestError,
+    ManifestLimitError,
+    UnsafeReferenceError,
+)
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Fetched, Instance, Manifest, Observation
 from artifactcheck.observe.failures import unobservable
 from artifactcheck.observe.plan import MEMO_LIMIT
+
+#: Errors that make a served manifest evidence against the instance (it is hostile),
+#: where any other reading error only says it is no build manifest artifactcheck reads.
+_HOSTILE = (ManifestLimitError, UnsafeReferenceError)
 
 #: How an instance that does not answer is observed (with the certificate it presented).
 Unreachable = Callable[[Instance, str, Fetched], Awaitable[Observation]]
@@ -36,7 +45,10 @@ class Served:
     manifest: Manifest | None = None
     fetch: Fetched | None = None
     error: str | None = None
-    not_here: dict[str, Fetched] = field(default_factory=dict)  # probed names not served
+    # probed names not served, and files that are no build manifest artifactcheck reads:
+    # their answers are reused as the files' own when the plan asks for them
+    answered: dict[str, Fetched] = field(default_factory=dict)
+    not_here: list[str] = field(default_factory=list)  # probed names answering 404/403/410
     not_manifests: list[str] = field(default_factory=list)  # served, but no build manifest
     location: str = ""  # where it was found, relative to the target's URL
 
@@ -57,13 +69,33 @@ class Served:
             return self.path
         return None
 
+    def lacking(self) -> list[str]:
+        """The names probed that are not served: 404/403/410, or a page standing in for
+        them (HTML); a JSON document that is no build manifest (a PWA's manifest.json)
+        is served, whatever it is."""
+        pages = [
+            p
+            for p in self.not_manifests
+            if self.answered[p].headers.get("content-type", "").startswith("text/html")
+        ]
+        return self.not_here + pages
+
     def nothing_found(self) -> str:
-        """What each well-known name answered; the names answering a page that is not
-        a build manifest (a login page, the SPA's index.html) are one clause, not nine."""
-        tried = [f"{p} answers HTTP {f.status}" for p, f in self.not_here.items()]
+        """What the names probed answered, in one line: the names by status, a few
+        of each, then the ones answering a page that is not a build manifest."""
+        by_status: dict[int | None, list[str]] = {}
+        for path in self.not_here:
+            by_status.setdefault(self.answered[path].status, []).append(path)
+        tried = [f"{_few(paths)} answer HTTP {status}" for status, paths in by_status.items()]
         if self.not_manifests:
             tried.append(f"{_few(self.not_manifests)} answer a page that is not a build manifest")
-        return "no served manifest at any well-known name: " + "; ".join(tried)
+        return "no served manifest: " + "; ".join(tried)
+
+
+def release_manifest_names(release: Manifest) -> list[str]:
+    """The files of a release named as a build manifest is (``manifest.json``,
+    ``.sprockets-manifest-<hex>.json``, ``.vite/manifest.json``...), well-known or not."""
+    return [p for p in release.files if p.endswith(".json") and formats_for_name(p)]
 
 
 def site_path(base_url: str) -> str:
@@ -110,7 +142,12 @@ class ServedManifests:
         self._bodies: dict[str, bytes] = {}  # sha256 -> one copy of a served manifest
 
     async def served(
-        self, instance: Instance, prefix: str, *, answered: bool
+        self,
+        instance: Instance,
+        prefix: str,
+        *,
+        answered: bool,
+        names: Sequence[str] | None = None,
     ) -> Served | Observation:
         """The served manifest under ``prefix``, probing the well-known names unless
         configured; an Observation when the instance could not be observed.
@@ -121,7 +158,8 @@ class ServedManifests:
         """
         configured = bool(self.spec.manifest_path)
         found = Served()
-        for location in self._candidates(prefix):
+        candidates = [prefix + n for n in names] if names else self._candidates(prefix)
+        for location in candidates:
             path = release_path(location, prefix)
             got = self._shared_body(
                 await self.fetcher.get_document(
@@ -138,7 +176,8 @@ class ServedManifests:
             if got.status in NOT_HERE:
                 # 403 as well as 404: nginx denies dot-paths (.vite/), S3 answers 403
                 # for any missing key; either way this name is not the manifest
-                found.not_here[path] = got
+                found.answered[path] = got
+                found.not_here.append(path)
                 if configured:
                     found.path, found.fetch = path, got
                     asked = urlsplit(got.url).path or "/" + location
@@ -154,14 +193,47 @@ class ServedManifests:
                 self._found[prefix] = path
                 found.path, found.fetch, found.location = path, got, location
             except ManifestError as exc:
-                if not configured and self.spec.manifest_format == "auto":
-                    found.not_manifests.append(path)
-                    continue  # e.g. a PWA manifest.json: try the next well-known name
-                found.path, found.fetch, found.error = path, got, str(exc)
+                if self.spec.manifest_format != "auto" or isinstance(exc, _HOSTILE):
+                    found.path, found.fetch, found.error = path, got, str(exc)
+                    return found  # what the user said is a manifest, or a hostile one
+                # no build manifest artifactcheck reads (a PWA manifest.json, Rsbuild's
+                # output.manifest): a file like any other, never a finding against content
+                found.answered[path] = got
+                found.not_manifests.append(path)
+                if configured:
+                    asked = urlsplit(got.url).path or "/" + location
+                    found.path, found.location = path, location
+                    found.error = (
+                        f"served manifest {asked} is not a build manifest artifactcheck "
+                        f"reads ({exc})"
+                    )
+                    return found
+                continue  # try the next well-known name
             return found
         if not configured:
             found.error = found.nothing_found()
         return found
+
+    async def from_release(
+        self, instance: Instance, prefix: str, release: Manifest, served: Served
+    ) -> Served | Observation:
+        """The served manifest found by the names the release lists (Sprockets 3/4's
+        ``.sprockets-manifest-<hex>.json``), after none of the well-known names held one;
+        ``served`` (with no error) when the release lists no build manifest at all, so a
+        site without one carries no warning about it."""
+        names = [p for p in release_manifest_names(release) if p not in served.answered]
+        probed = served
+        if names:
+            probed = await self.served(instance, prefix, answered=True, names=names)
+            if isinstance(probed, Observation) or probed.manifest is not None:
+                return probed
+            probed.not_here[:0] = served.not_here
+            probed.not_manifests[:0] = served.not_manifests
+            probed.answered = {**served.answered, **probed.answered}
+            probed.error = probed.nothing_found()
+        if not any(p in release.files for p in probed.lacking()):
+            probed.error = None  # the release has no manifest this instance lacks
+        return probed
 
     async def _failed_probe(
         self, instance: Instance, path: str, got: Fetched, *, answered: bool
@@ -189,8 +261,9 @@ class ServedManifests:
             return [path if configured.startswith("/") else prefix + path]
         paths = list(WELL_KNOWN_PATHS)
         known = self._found.get(prefix)
-        if known in paths:
-            paths.remove(known)
+        if known is not None:  # a well-known name, or one a release listed
+            if known in paths:
+                paths.remove(known)
             paths.insert(0, known)
         return [prefix + p for p in paths]
 
