@@ -227,8 +227,8 @@ class ServedManifests:
             probed = await self.served(instance, prefix, answered=True, names=names)
             if isinstance(probed, Observation) or probed.manifest is not None:
                 return probed
-            probed.not_here[:0] = served.not_here
-            probed.not_manifests[:0] = served.not_manifests
+            probed.not_here += served.not_here  # the release's own names said first
+            probed.not_manifests += served.not_manifests
             probed.answered = {**served.answered, **probed.answered}
             probed.error = probed.nothing_found()
         if not any(p in release.files for p in probed.lacking()):

@@ -116,3 +116,91 @@ def test_an_encore_manifest_named_from_the_root_without_a_release(
     assert set(run.verdicts().values()) == {"consistent"}, run.explain()
     assert "404" not in run.table, run.explain()
     assert not [line for line in nginx_log(nginx) if "/build/build/" in line]
+
+
+def test_an_unknown_served_manifest_named_by_path_is_compared_as_a_file(
+    nginx: Nginx, tmp_path: Path
+) -> None:
+    """Encore's ``entrypoints.json`` is no build manifest artifactcheck reads: named with
+    ``--manifest-path`` it is a file of the release like any other, equal here, and
+    the report says it was not read (today: exit 1, "content differs")."""
+    urls = _encore(nginx, tmp_path, count=2)
+    rel = release(build("encore/r1"), "1.0.0", tmp_path)
+    run = verify(
+        tmp_path,
+        *targets(urls, "1.0.0"),
+        "--release-manifest",
+        str(rel),
+        "--prefix",
+        "/build/",
+        "--manifest-path",
+        "/build/entrypoints.json",
+    )
+    assert run.exit_code == 0, run.explain()
+    assert set(run.verdicts().values()) == {"consistent"}, run.explain()
+    for url in urls:
+        result = run.result(url)
+        assert "content-differs" not in {f["kind"] for f in result["findings"]}
+        (note,) = [f["message"] for f in result["findings"] if f["kind"] == "manifest-missing"]
+        assert note.startswith("served manifest /build/entrypoints.json is not a build manifest")
+    assert nginx.requests_for("/build/entrypoints.json") == 2  # read once, compared as read
+
+
+def test_a_sprockets_manifest_is_found_by_the_name_the_release_lists(
+    nginx: Nginx, tmp_path: Path
+) -> None:
+    """Sprockets 3/4 names its manifest ``.sprockets-manifest-<hex>.json``: no well-known
+    name holds it, the release lists it (today: never discovered)."""
+    urls = _rails(nginx, tmp_path)
+    rel = release(SPROCKETS, "1.0.0", tmp_path)
+    run = verify(
+        tmp_path, *targets(urls, "1.0.0"), "--release-manifest", str(rel), "--prefix", "/assets/"
+    )
+    assert run.exit_code == 0, run.explain()
+    for url in urls:
+        manifest = run.result(url)["manifest"]
+        assert (manifest["format"], manifest["status"]) == ("sprockets", 200), run.explain()
+        assert manifest["path"] == _sprockets_name()
+    assert not run.findings("manifest-missing"), run.explain()
+
+
+def test_a_missing_sprockets_manifest_is_one_line_naming_it(nginx: Nginx, tmp_path: Path) -> None:
+    urls = _rails(nginx, tmp_path)
+    name = _sprockets_name()
+    for i in (1, 2):
+        (tmp_path / f"rails{i}" / "assets" / name).unlink()
+    rel = release(SPROCKETS, "1.0.0", tmp_path)
+    run = verify(
+        tmp_path, *targets(urls, "1.0.0"), "--release-manifest", str(rel), "--prefix", "/assets/"
+    )
+    assert run.exit_code != 0, run.explain()  # a file of the release is missing
+    for url in urls:
+        (line,) = [
+            f["message"] for f in run.result(url)["findings"] if f["kind"] == "manifest-missing"
+        ]
+        assert "\n" not in line and len(line) < 300, line
+        assert line.startswith(f"no served manifest: {name}, "), line
+
+
+def test_a_release_without_a_build_manifest_gets_no_manifest_warning(
+    nginx: Nginx, tmp_path: Path
+) -> None:
+    """Encore's build less its two JSON files: nothing to miss, nothing said."""
+    dist = tmp_path / "dist"
+    shutil.copytree(build("encore/r1"), dist)
+    for name in ("manifest.json", "entrypoints.json"):
+        (dist / name).unlink()
+    roots = []
+    for i in (1, 2):
+        shutil.copytree(dist, tmp_path / f"public{i}" / "build")
+        roots.append(tmp_path / f"public{i}")
+    urls = serve_fleet(nginx, SUBNET, "encore", roots)
+    nginx.start()
+    rel = release(dist, "1.0.0", tmp_path)
+    run = verify(
+        tmp_path, *targets(urls, "1.0.0"), "--release-manifest", str(rel), "--prefix", "/build/"
+    )
+    assert run.exit_code == 0, run.explain()
+    assert set(run.verdicts().values()) == {"consistent"}, run.explain()
+    assert not run.findings("manifest-missing"), run.explain()
+    assert "manifest" not in run.table, run.explain()
