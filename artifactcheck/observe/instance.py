@@ -245,6 +245,7 @@ class Observer:
             prefix_rules.directory_of(self.spec.version_endpoint.path)
             if self.spec.version_endpoint is not None
             else None,
+            await self._redirected(instance),
         )
         tried = prefix_rules.candidates(looked, *evidence)
         pages = prefix_rules.page_hashes(obs.assets, expected)
@@ -259,6 +260,15 @@ class Observer:
         if again.error is not None:
             return again, None
         return replace(again, layout=Layout(prefix=found, detected=bool(found))), expectation
+
+    async def _redirected(self, instance: Instance) -> str | None:
+        """Where the target's own URL redirects, as a prefix (a root answering
+        ``302 /app/``): evidence of where the site lives. One request, made only when
+        the release's files were not found where they were looked for."""
+        got = await self.fetcher.get_document(
+            instance.base_url, "", host_header=self.spec.http.host_header
+        )
+        return prefix_rules.redirect_prefix(instance.base_url, got.url) if got.url else None
 
     def _listing_prefix(self, obs: Observation, expected: Manifest, looked: str) -> str | None:
         """The prefix the served manifest lists the release's files under (a Django

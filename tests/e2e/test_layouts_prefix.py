@@ -295,7 +295,9 @@ def test_nothing_of_the_release_anywhere_is_inconclusive_naming_what_was_tried(
     code, doc = verify(*django_args(layouts, "empty"))
     r = one(doc)
     assert code == 3, r["reason"]
-    assert "nor under /static/, /assets/" in r["reason"] and "--prefix PATH" in r["reason"]
+    # the root's redirect (to /login/) is tried first, as evidence of where the site lives
+    assert "nor under /login/, /static/, /assets/" in r["reason"], r["reason"]
+    assert "--prefix PATH" in r["reason"]
 
 
 def test_the_version_endpoint_resolves_against_the_target_not_the_prefix(
