@@ -224,13 +224,14 @@ class ServedManifests:
         names = [p for p in release_manifest_names(release) if p not in served.answered]
         probed = served
         if names:
-            probed = await self.served(instance, prefix, answered=True, names=names)
-            if isinstance(probed, Observation) or probed.manifest is not None:
-                return probed
-            probed.not_here += served.not_here  # the release's own names said first
-            probed.not_manifests += served.not_manifests
-            probed.answered = {**served.answered, **probed.answered}
-            probed.error = probed.nothing_found()
+            found = await self.served(instance, prefix, answered=True, names=names)
+            if isinstance(found, Observation) or found.fetch is not None:
+                return found  # a manifest, a hostile one, or an instance gone quiet
+            found.not_here += served.not_here  # the release's own names said first
+            found.not_manifests += served.not_manifests
+            found.answered = {**served.answered, **found.answered}
+            found.error = found.nothing_found()
+            probed = found
         if not any(p in release.files for p in probed.lacking()):
             probed.error = None  # the release has no manifest this instance lacks
         return probed
