@@ -11,12 +11,16 @@ public/build --version V``, then ``verify --prefix /build/``; the CDN holds
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from layout_cli import build, copy_build, release, serve_fleet, targets, verify
 from layout_nginx import Nginx
+
+from artifactcheck.cli.main import main
 
 SUBNET = "127.74.0"
 CDN_HOST = "127.74.1.1"
@@ -133,3 +137,28 @@ def test_an_instance_serving_r2s_css_is_named(nginx: Nginx, tmp_path: Path, with
     paths = {f.get("path") for f in run.result(urls[2])["findings"]}
     assert R1_CSS in paths, run.explain()
     assert R1_CSS in run.table, run.explain()
+
+
+def test_investigate_on_an_encore_instance_says_what_it_serves(
+    nginx: Nginx, tmp_path: Path
+) -> None:
+    """Today ``investigate`` says the instance "answers 404" for files it serves."""
+    urls, cdn = _fleet(nginx, tmp_path)
+    out = CliRunner(env={"COLUMNS": "200"}).invoke(
+        main,
+        [
+            "investigate",
+            f"{urls[0]}=1.0.0",
+            *_releases(tmp_path),
+            "--prefix",
+            "/build/",
+            "--cdn",
+            cdn,
+            "-o",
+            "json",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    assert "404" not in out.stdout, out.stdout
+    doc = json.loads(out.stdout)
+    assert doc["verdict"] == "consistent", out.stdout
