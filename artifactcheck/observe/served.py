@@ -140,6 +140,7 @@ class ServedManifests:
         # keys hold the body's sha256; values the result or the error
         self._parsed: dict[tuple[str, ...], Manifest | ManifestError] = {}
         self._bodies: dict[str, bytes] = {}  # sha256 -> one copy of a served manifest
+        self._names: dict[int, tuple[Manifest, list[str]]] = {}  # a release's manifest names
 
     async def served(
         self,
@@ -221,7 +222,7 @@ class ServedManifests:
         ``.sprockets-manifest-<hex>.json``), after none of the well-known names held one;
         ``served`` (with no error) when the release lists no build manifest at all, so a
         site without one carries no warning about it."""
-        names = [p for p in release_manifest_names(release) if p not in served.answered]
+        names = [p for p in self._release_names(release) if p not in served.answered]
         probed = served
         if names:
             found = await self.served(instance, prefix, answered=True, names=names)
@@ -235,6 +236,16 @@ class ServedManifests:
         if not any(p in release.files for p in probed.lacking()):
             probed.error = None  # the release has no manifest this instance lacks
         return probed
+
+    def _release_names(self, release: Manifest) -> list[str]:
+        """:func:`release_manifest_names`, once per release and run (a walk over every
+        file of the release, else once per instance)."""
+        memo = self._names.get(id(release))
+        if memo is None or memo[0] is not release:  # id() alone could be reused
+            if len(self._names) >= MEMO_LIMIT:
+                self._names.clear()
+            memo = self._names[id(release)] = (release, release_manifest_names(release))
+        return memo[1]
 
     async def _failed_probe(
         self, instance: Instance, path: str, got: Fetched, *, answered: bool

@@ -162,3 +162,17 @@ def test_investigate_on_an_encore_instance_says_what_it_serves(
     assert "404" not in out.stdout, out.stdout
     doc = json.loads(out.stdout)
     assert doc["verdict"] == "consistent", out.stdout
+
+
+def test_without_a_prefix_the_fleet_is_inconclusive_asking_for_one(
+    nginx: Nginx, tmp_path: Path
+) -> None:
+    """No ``--prefix``, and no evidence of ``/build/`` at the root (no redirect, no
+    well-known manifest name there; the entry page's links are not read): inconclusive,
+    asking for ``--prefix``, never a mismatch, even for the instance serving r2's CSS."""
+    urls, cdn = _fleet(nginx, tmp_path, swap_css=True)
+    run = verify(tmp_path, *targets(urls, "1.0.0"), *_releases(tmp_path), "--cdn", cdn)
+    assert run.exit_code == 3, run.explain()
+    assert set(run.verdicts().values()) == {"inconclusive"}, run.explain()
+    assert all("give --prefix" in run.result(u)["reason"] for u in urls), run.explain()
+    assert nginx.requests_for(f"/build/build/{R1_JS}") == 0
