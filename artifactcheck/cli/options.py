@@ -425,7 +425,10 @@ def _served_options() -> list[Decorator]:
             "--manifest-path",
             cls=one,
             metavar="PATH",
-            help="Path of the manifest the instances serve (default: try the well-known names).",
+            help="Path of the manifest the instances serve: from the target's root when it "
+            "starts with '/' (/assets/.sprockets-manifest-<hex>.json), else under the prefix "
+            "(manifest.json with --prefix /build/). Default: the well-known names, then the "
+            "manifest names the release lists.",
         ),
         click.option(
             "--manifest-format",

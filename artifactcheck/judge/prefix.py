@@ -16,6 +16,7 @@ from __future__ import annotations
 import posixpath
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from urllib.parse import unquote, urlsplit
 
 from artifactcheck.judge.statuses import MISSING
 from artifactcheck.model.values import Fetched, Layout, Manifest, is_entry_page
@@ -145,13 +146,29 @@ def directory_of(path: str) -> str | None:
     return "".join(f"{s}/" for s in parts) or None
 
 
-def candidates(looked: str, *evidence: str | None) -> list[str]:
+def redirect_prefix(base_url: str, final_url: str) -> str | None:
+    """The directory the target's own URL redirected to, as a prefix (a site whose root
+    answers ``302 /app/`` serves its app under ``app/``); None when it was not
+    redirected, or not to a directory below the target, or to a page asking where to
+    come back to (``/login/?next=/``: a login page says nothing of where files are)."""
+    base = urlsplit(base_url).path
+    base = base if base.endswith("/") else base.rpartition("/")[0] + "/"
+    final = urlsplit(final_url)
+    target = final.path
+    if final.query or not target.startswith(base) or target == base:
+        return None
+    rest = unquote(target[len(base) :])
+    return directory_of(rest if not rest.endswith("/") else rest + "index.html")
+
+
+def candidates(looked: str, *evidence: str | None, linked: Iterable[str | None] = ()) -> list[str]:
     """The prefixes to look under after ``looked`` found nothing, best evidence first:
-    the given ones (learned from a sibling, the served manifest, the version endpoint),
-    then :data:`COMMON_PREFIXES`, then the instance's own URL; each once, never
-    ``looked`` itself."""
+    the given ones (learned from a sibling, the served manifest, the version endpoint,
+    where the target's URL redirects), then ``linked`` (the directories the entry page
+    links to, as prefixes, most linked first), then :data:`COMMON_PREFIXES`, then the
+    instance's own URL; each once, never ``looked`` itself."""
     out: list[str] = []
-    for prefix in (*evidence, *COMMON_PREFIXES, ""):
+    for prefix in (*evidence, *linked, *COMMON_PREFIXES, ""):
         if prefix is not None and prefix != looked and prefix not in out:
             out.append(prefix)
     return out

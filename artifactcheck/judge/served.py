@@ -82,17 +82,15 @@ def served_manifest_findings(obs: Observation) -> list[Finding]:
     findings: list[Finding] = []
     if manifest_absent(obs):
         status = obs.manifest_fetch.status if obs.manifest_fetch is not None else None
-        what = f"answers {status}" if status is not None else "was not found"
-        detail = f" ({obs.manifest_error})" if obs.manifest_error else ""
-        head = (
-            f"served manifest {obs.manifest_path} {what}"
-            if obs.manifest_path
-            else "the instance serves no manifest at any well-known name"
-        )
+        if status is not None:
+            detail = f" ({obs.manifest_error})" if obs.manifest_error else ""
+            said = f"served manifest {obs.manifest_path} answers {status}"
+        else:  # what the names probed answered, or why the one found is not read: one line
+            detail, said = "", obs.manifest_error or "no served manifest"
         findings.append(
             Finding(
                 FindingKind.MANIFEST_MISSING,
-                f"{head}: judged by the release's file list{detail}",
+                f"{said}: judged by the release's file list{detail}",
                 instance=name,
                 path=obs.manifest_path or None,
                 actual=str(status) if status is not None else None,

@@ -30,6 +30,15 @@ sprockets, propshaft      ``public/assets``, served at ``/assets/``
 Give ``location`` (the manifest's path relative to the base URL, e.g.
 ``static/staticfiles.json``) and the relative paths are rebased onto the base URL,
 so a Django or Rails manifest probed from the site root resolves correctly.
+
+Give ``mount`` (where the base URL sits on its origin: the target's path plus the
+prefix, e.g. ``build`` for ``https://shop/`` with ``--prefix /build/``; a ``location``
+is then relative to it, or to the origin when it starts with ``/``) and every
+reference resolves as a browser resolves it (RFC 3986): a relative one against the
+manifest's own URL, a host-absolute one (``/build/app.2c3f04b6.js``, Encore's and
+CRA's public path) against the origin, never against the prefix; both are then made
+relative to the base URL, and a host-absolute one outside it lands in
+``Manifest.rejected`` (never fetched: only paths under the base URL are).
 """
 
 from __future__ import annotations
@@ -194,6 +203,7 @@ def parse_manifest(
     source: str | None = None,
     version: str | None = None,
     location: str | None = None,
+    mount: str = "",
 ) -> Manifest:
     """Parse manifest bytes of a given format, or of the detected one, into a Manifest.
 
@@ -202,7 +212,8 @@ def parse_manifest(
     paths onto that base (and serves as the hint when none is given). ``version`` is
     recorded only when the document declares none (only the native format carries
     one): a declared version is never overwritten, because it is what keeps a release
-    manifest from being applied to another release.
+    manifest from being applied to another release. ``mount``: see the module
+    docstring; ``""`` (the base URL is the origin's root) changes nothing.
     """
     doc = load_json(data, limits)
     hint = path_hint if path_hint is not None else location
@@ -215,8 +226,11 @@ def parse_manifest(
         raise ManifestFormatError(
             f"unknown manifest format {format[:40]!r}; known: auto, {', '.join(FORMATS)}"
         )
-    prefix = _prefix(name, location, limits) if location else ""
+    root = _mount(mount, limits)
+    prefix = _prefix(name, _on_origin(location, root), limits) if location else root
     manifest = FORMATS[name].parse(doc, limits=limits, source=source, prefix=prefix)
+    if root:
+        manifest = _below(manifest, root)
     if version is None or manifest.version is not None:
         return manifest
     return replace(manifest, version=version)
@@ -242,6 +256,41 @@ def _check_requested(name: str, doc: Any) -> None:
             f"{name}: the document is not a {name} manifest; it has the shape of "
             f"{', '.join(others)}"
         )
+
+
+def _mount(mount: str, limits: ManifestLimits) -> str:
+    """The mount as a normalised directory (``/build/`` -> ``build``), ``""`` for the root."""
+    if not mount.strip("/"):
+        return ""
+    try:
+        return normalise_path(mount, limits)
+    except UnsafeReferenceError as exc:
+        raise ManifestFormatError(f"manifest mount {mount[:200]!r}: {exc}") from exc
+
+
+def _on_origin(location: str, mount: str) -> str:
+    """A manifest's location as a path from the origin: one starting with ``/`` is
+    already, any other is relative to the mount."""
+    path = _path_of(location)
+    if path.startswith("/"):
+        return path.lstrip("/")
+    return f"{mount}/{path}" if mount else path
+
+
+def _below(manifest: Manifest, mount: str) -> Manifest:
+    """``manifest`` with its paths (relative to the origin) made relative to ``mount``;
+    a path outside it is rejected: the base URL is the boundary of what is fetched."""
+    head = mount + "/"
+    files = {}
+    rejected = list(manifest.rejected)
+    for path, entry in manifest.files.items():
+        if path.startswith(head):
+            files[path[len(head) :]] = replace(entry, path=path[len(head) :])
+        else:
+            rejected.append(
+                (f"/{path}", f"outside /{head}, where the target's files are served: not fetched")
+            )
+    return replace(manifest, files=files, rejected=tuple(rejected))
 
 
 def _prefix(name: str, location: str, limits: ManifestLimits) -> str:

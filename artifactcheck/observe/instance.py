@@ -229,7 +229,10 @@ class Observer:
             below = prefix_rules.manifest_directory(obs.manifest_path, obs.manifest)
             if below is not None:
                 self._learned_prefix = looked + below
-                again = await self._observe_under(instance, looked + below, reported, None, version)
+                moved = self._manifests.moved(instance, served, looked + below)
+                again = await self._observe_under(
+                    instance, looked + below, reported, None, version, moved
+                )
                 if again.error is not None:
                     return again, None
                 layout = Layout(prefix=looked + below, detected=True)
@@ -242,6 +245,7 @@ class Observer:
             prefix_rules.directory_of(self.spec.version_endpoint.path)
             if self.spec.version_endpoint is not None
             else None,
+            await self._redirected(instance),
         )
         tried = prefix_rules.candidates(looked, *evidence)
         pages = prefix_rules.page_hashes(obs.assets, expected)
@@ -250,10 +254,21 @@ class Observer:
             layout = Layout(prefix=looked, detected=learned, found_at=found, tried=tuple(tried))
             return replace(obs, layout=layout), expectation
         self._learned_prefix = found
-        again = await self._observe_under(instance, found, reported, expected, version)
+        # a configured manifest found where it was asked for stays there
+        kept = self._manifests.moved(instance, served, found) if self.spec.manifest_path else None
+        again = await self._observe_under(instance, found, reported, expected, version, kept)
         if again.error is not None:
             return again, None
         return replace(again, layout=Layout(prefix=found, detected=bool(found))), expectation
+
+    async def _redirected(self, instance: Instance) -> str | None:
+        """Where the target's own URL redirects, as a prefix (a root answering
+        ``302 /app/``): evidence of where the site lives. One request, made only when
+        the release's files were not found where they were looked for."""
+        got = await self.fetcher.get_document(
+            instance.base_url, "", host_header=self.spec.http.host_header
+        )
+        return prefix_rules.redirect_prefix(instance.base_url, got.url) if got.url else None
 
     def _listing_prefix(self, obs: Observation, expected: Manifest, looked: str) -> str | None:
         """The prefix the served manifest lists the release's files under (a Django
@@ -307,6 +322,12 @@ class Observer:
             if isinstance(probed, Observation):
                 return probed
             served = probed
+        if expected is not None and served.fetch is None and not self.spec.manifest_path:
+            # none at a well-known name: the release names its own (Sprockets 3/4)
+            probed = await self._manifests.from_release(instance, prefix, expected, served)
+            if isinstance(probed, Observation):
+                return probed
+            served = probed
         on_cdn, unsafe = cdn_references(served.manifest, self.spec.cdn, self.limits)
         paths, algorithms, sampled = self._plans.plan(
             served.manifest,
@@ -317,7 +338,7 @@ class Observer:
             frozenset(on_cdn),
             seed=self.seed,
         )
-        reused = {p: served.not_here[p] for p in paths if p in served.not_here}
+        reused = {p: served.answered[p] for p in paths if p in served.answered}
         assets = await self._files.fetch_all(
             instance.base_url,
             [p for p in paths if p not in reused],

@@ -36,6 +36,7 @@ from artifactcheck.model.errors import (
     ConfigError,
     ExpectationUnavailable,
     ManifestError,
+    ManifestFormatError,
 )
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Expectation, Finding, Manifest, ManifestEntry
@@ -144,7 +145,22 @@ def _parse_release(data: bytes, where: str, limits: ManifestLimits) -> Manifest:
     try:
         return parse_manifest(data, limits=limits, source=where, path_hint=where)
     except ManifestError as exc:
-        raise ExpectationUnavailable(f"{where}: not a usable release manifest: {exc}") from exc
+        raise ExpectationUnavailable(_unusable(where, exc)) from exc
+
+
+#: The way out for a build tool's file that is no release manifest (Nuxt's
+#: ``builds/latest.json``, Rsbuild's ``manifest.json``, Encore's ``entrypoints.json``).
+WAY_OUT = (
+    "write a release manifest from the build's output directory with "
+    "`artifactcheck manifest build DIST --version V`"
+)
+
+
+def _unusable(where: str, exc: ManifestError) -> str:
+    """Why a release file cannot be used; for a document of no known format (not one
+    over a cap), with the command that writes one that can."""
+    said = f"{where}: not a usable release manifest: {exc}"
+    return f"{said}; {WAY_OUT}" if isinstance(exc, ManifestFormatError) else said
 
 
 async def read_release_bytes(where: str, fetcher: Fetcher | None) -> bytes:
@@ -523,9 +539,7 @@ def _read_local(where: str, limits: ManifestLimits) -> Manifest:
     try:
         return parse_manifest(data, limits=limits, source=where, path_hint=where)
     except ManifestError as exc:
-        raise ConfigError(
-            f"{where}: not a usable release manifest: {exc}", field="release_manifest"
-        ) from exc
+        raise ConfigError(_unusable(where, exc), field="release_manifest") from exc
 
 
 class CallableSource:

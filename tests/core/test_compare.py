@@ -1670,11 +1670,14 @@ def test_manifest_missing_messages() -> None:
         == "served manifest artifactcheck.json answers 404: judged by the release's file list"
     )
     assert f.severity is Severity.WARNING
-    nowhere = judge(serving(CLEAN), manifest_error="tried 4 names", manifest_path="")
+    nowhere = judge(
+        serving(CLEAN),
+        manifest_error="no served manifest: 4 names answer HTTP 404",
+        manifest_path="",
+    )
     (g,) = [f for f in nowhere.findings if f.kind is K.MANIFEST_MISSING]
     assert g.message == (
-        "the instance serves no manifest at any well-known name: judged by the release's "
-        "file list (tried 4 names)"
+        "no served manifest: 4 names answer HTTP 404: judged by the release's file list"
     )
 
 

@@ -69,7 +69,8 @@ def test_a_served_manifest_answering_404_is_recorded_and_the_release_still_fetch
         obs = r.observation
         assert obs.manifest is None
         assert obs.manifest_error and "no served manifest" in obs.manifest_error
-        assert ".vite/manifest.json answers HTTP 404" in obs.manifest_error
+        assert ".vite/manifest.json" in obs.manifest_error
+        assert obs.manifest_error.endswith("answer HTTP 404")  # one line, by status
         assert set(release["files"]) <= set(obs.assets)
     assert by_name(report)["web-2"].verdict is Verdict.MISMATCH
 
@@ -95,7 +96,7 @@ def test_a_403_probe_is_not_here_and_the_next_name_is_tried(make_fleet, web) -> 
     results = by_name(report)
     for r in results.values():
         assert r.verdict is not Verdict.UNREACHABLE, r.reason
-        assert "answers HTTP 403" in (r.observation.manifest_error or "")
+        assert "answer HTTP 403" in (r.observation.manifest_error or "")
     assert results["web-2"].verdict is Verdict.MISMATCH, results["web-2"].reason
     assert set(drifted) <= {f.path for f in results["web-2"].findings if f.path}
     assert report.exit_code == 1
