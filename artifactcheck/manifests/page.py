@@ -65,6 +65,8 @@ class PageLimits:
     """Caps applied while reading one page (and its stylesheets)."""
 
     max_bytes: int = 2 * 1024 * 1024
+    # tinycss2 is pure Python (about 5 microseconds a byte here): a smaller cap than pages
+    max_stylesheet_bytes: int = 1024 * 1024
     max_references: int = 2_000
     max_depth: int = 1_024  # open elements; browsers flatten beyond 512
     max_attributes: int = 256  # per tag
@@ -265,6 +267,7 @@ class _Collector(HTMLParser):
         self.base_seen = False
         self.references: list[PageReference] = []
         self.seen: set[tuple[str, str, str | None]] = set()
+        self.resolved: dict[str, str | None] = {}  # raw -> URL, under the current base
         self.styles: list[str] = []
         self.open: list[str] = []
         self.template_depth = 0  # inside <template>: inert, nothing is fetched
@@ -367,6 +370,7 @@ class _Collector(HTMLParser):
         resolved = resolve_reference(values["href"], self.page_url)
         if resolved is not None:
             self.base_url = resolved
+            self.resolved.clear()
 
     def _script(self, values: dict[str, str]) -> None:
         kind_of = values.get("type", "").strip(_ASCII_WS).lower()
@@ -392,7 +396,10 @@ class _Collector(HTMLParser):
     def _add(
         self, raw: str, kind: ReferenceKind, values: dict[str, str], *, integrity: bool = False
     ) -> None:
-        url = resolve_reference(raw, self.base_url)
+        if raw in self.resolved:
+            url = self.resolved[raw]
+        else:
+            url = self.resolved[raw] = resolve_reference(raw, self.base_url)
         if url is None:
             return
         sri = values.get("integrity") if integrity else None

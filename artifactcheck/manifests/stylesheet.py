@@ -16,7 +16,7 @@ never an exception.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,11 +55,12 @@ def parse_stylesheet(
     UTF-8, as CSS Syntax says) or the text of an inline ``<style>``.
     """
     size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
-    if size > limits.max_bytes:
+    if size > limits.max_stylesheet_bytes:
+        cap = limits.max_stylesheet_bytes
         return ParsedStylesheet(
-            url=sheet_url,
-            problem=f"stylesheet of {size} bytes, more than the cap of {limits.max_bytes}",
+            url=sheet_url, problem=f"stylesheet of {size} bytes, more than the cap of {cap}"
         )
+    rules: Sequence[Any]
     if isinstance(data, bytes):
         rules, _encoding = tinycss2.parse_stylesheet_bytes(
             data, skip_comments=True, skip_whitespace=True
@@ -68,9 +69,12 @@ def parse_stylesheet(
         rules = tinycss2.parse_stylesheet(data, skip_comments=True, skip_whitespace=True)
     found: list[PageReference] = []
     seen: set[tuple[str, str]] = set()
+    resolved: dict[str, str | None] = {}
     try:
         for kind, raw in _references(rules, limits.max_depth):
-            url = resolve_reference(raw, sheet_url)
+            if raw not in resolved:
+                resolved[raw] = resolve_reference(raw, sheet_url)
+            url = resolved[raw]
             if url is None or (kind.value, url) in seen:
                 continue
             if len(found) >= limits.max_references:
