@@ -161,9 +161,6 @@ _VOID = frozenset(
     "html head body".split()
 )
 
-# Schemes whose URLs are never fetched from the network (inline or local content).
-_NOT_FETCHED = frozenset({"data", "javascript", "blob", "about", "mailto", "tel"})
-
 # ASCII whitespace as the URL parser strips it around, and tab/newline it drops within.
 _ASCII_WS = "\t\n\f\r "
 _SRI_LIMITS = ManifestLimits()
@@ -235,16 +232,14 @@ def _clean_url(raw: str) -> str:
 
 
 def resolve_reference(raw: str, base: str) -> str | None:
-    """The absolute URL a browser fetches for ``raw``; None when it fetches nothing
-    (empty, a fragment alone, an inline scheme such as ``data:``) or the value is no URL."""
+    """The absolute URL a browser fetches for ``raw`` from the network; None when it
+    fetches nothing there (empty, a fragment alone, ``data:``, ``javascript:``, ``blob:``:
+    any scheme but http and https) or the value is no URL."""
     cleaned = _clean_url(raw)
     if not cleaned or cleaned.startswith("#"):
         return None
     try:
-        scheme = urlsplit(cleaned).scheme.lower()
-        if scheme in _NOT_FETCHED:
-            return None
-        if not scheme:
+        if not urlsplit(cleaned).scheme:
             # browsers read "\" as "/" in http(s) URLs: "\\evil.example\x" is another host
             cleaned = cleaned.replace("\\", "/")
         url = urljoin(base, cleaned)
