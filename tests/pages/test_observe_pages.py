@@ -60,6 +60,7 @@ def site_files(instance: str, cdn: str, other: str) -> dict[str, str | bytes]:
 <link rel="modulepreload" href="/assets/chunk.js">
 <link rel="icon" href="/favicon.ico">
 <link rel="manifest" href="/site.webmanifest">
+<link rel="stylesheet" href="{cdn}static/cdn.css">
 <link rel="preconnect" href="{other}">
 <style>body{{background:url(/assets/inline-bg.png)}}</style>
 </head><body>
@@ -88,7 +89,7 @@ async def test_a_site_read_as_a_browser_reads_it(
     instance_url = site.serve(SITE_HOST, "pages", site_root)
     cdn_url = site.serve(CDN_HOST, "static", cdn_root)
     write(site_root, site_files(instance_url, cdn_url, other_url))
-    write(cdn_root, {"static/logo.png": "png"})
+    write(cdn_root, {"static/logo.png": "png", "static/cdn.css": "a{background:url(icons.png)}"})
     site.start()
     other.start()
     spec = CheckSpec(pages=["/", "/login"], cdn=cdn_url + "static/")
@@ -109,6 +110,8 @@ async def test_a_site_read_as_a_browser_reads_it(
         ("instance", "site.webmanifest"): ("/",),
         ("instance", "assets/inline-bg.png"): ("/",),
         ("cdn", "logo.png"): ("/",),
+        ("cdn", "cdn.css"): ("/",),
+        ("cdn", "icons.png"): ("/",),
         ("cdn", "logo@2x.png"): ("/",),
         ("instance", "assets/base.css"): ("/",),
         ("instance", "assets/img/bg.png"): ("/",),
@@ -136,10 +139,12 @@ async def test_a_site_read_as_a_browser_reads_it(
     assert {d.url for d in seen.stylesheets} == {
         f"{instance_url}assets/site.css?v=2",
         f"{instance_url}assets/base.css",
+        f"{cdn_url}static/cdn.css",
     }
     assert site.requests_for("/assets/site.css") == 1
     assert site.requests_for("/assets/base.css") == 1
     assert site.requests_for("/assets/app.js") == 0
+    assert site.requests_for("/static/cdn.css") == 1  # from the CDN (one nginx logs both)
 
 
 async def test_css_import_depth_is_capped(
