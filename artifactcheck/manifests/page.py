@@ -23,6 +23,7 @@ a problem must not be judged as complete.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 from html.parser import HTMLParser
@@ -56,6 +57,7 @@ class ReferenceKind(StrEnum):
     MANIFEST = "manifest"  # the web app manifest
     IMAGE = "image"  # <img src/srcset>
     SOURCE = "source"  # <source src/srcset> in <picture>, <video>, <audio>
+    IMPORT_MAP = "importmap"  # a module named in <script type=importmap>: a dynamic import()
     IMPORT = "import"  # a stylesheet's @import (artifactcheck.manifests.stylesheet)
     CSS_URL = "css-url"  # a stylesheet's url(...)
 
@@ -267,6 +269,8 @@ class _Collector(HTMLParser):
         self.open: list[str] = []
         self.template_depth = 0  # inside <template>: inert, nothing is fetched
         self.in_style = False
+        self.in_import_map = False
+        self.import_maps: list[str] = []
         self.tokens = 0
 
     # ------------------------------------------------------------------ tokens
@@ -290,6 +294,7 @@ class _Collector(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._count()
+        self.in_import_map = False
         self._element(tag, attrs)
         if tag not in _VOID:
             self.open.append(tag)
@@ -307,7 +312,7 @@ class _Collector(HTMLParser):
 
     def handle_endtag(self, tag: str) -> None:
         self._count()
-        self.in_style = False
+        self.in_style = self.in_import_map = False
         if tag in self.open:
             while self.open:
                 closed = self.open.pop()
@@ -324,6 +329,12 @@ class _Collector(HTMLParser):
                     f"more than the cap of {self.limits.max_inline_styles} inline styles"
                 )
             self.styles.append(data)
+        elif self.in_import_map:
+            if len(self.import_maps) >= self.limits.max_inline_styles:
+                raise _PageLimitExceeded(
+                    f"more than the cap of {self.limits.max_inline_styles} import maps"
+                )
+            self.import_maps.append(data)
 
     # ------------------------------------------------------------------ elements
 
@@ -369,6 +380,9 @@ class _Collector(HTMLParser):
 
     def _script(self, values: dict[str, str]) -> None:
         kind_of = values.get("type", "").strip(_ASCII_WS).lower()
+        if kind_of == "importmap" and "src" not in values:
+            self.in_import_map = True  # its JSON follows as the element's text
+            return
         if "src" not in values or kind_of not in _JS_TYPES:
             return  # a data block (type=text/template, importmap): never fetched
         kind = ReferenceKind.MODULE if kind_of == "module" else ReferenceKind.SCRIPT
@@ -387,6 +401,13 @@ class _Collector(HTMLParser):
                 )
                 self._add(values["href"], kind, values, integrity=subresource)
                 return
+
+    def add_import_maps(self) -> None:
+        """The modules the page's import maps name (``imports`` and ``scopes``): files a
+        browser loads when a script imports them, such as a bundler's lazy chunks."""
+        for text in self.import_maps:
+            for address in import_map_addresses(text):
+                self._add(address, ReferenceKind.IMPORT_MAP, {})
 
     def _add(
         self, raw: str, kind: ReferenceKind, values: dict[str, str], *, integrity: bool = False
@@ -416,6 +437,42 @@ class _Collector(HTMLParser):
                 crossorigin=values.get("crossorigin"),
             )
         )
+
+
+def import_map_addresses(text: str) -> list[str]:
+    """The module addresses of an import map's JSON, as the HTML standard reads them.
+
+    An address must be URL-like (absolute, or starting with ``/``, ``./`` or ``../``);
+    one ending in ``/`` maps a prefix, a directory rather than a file, and names nothing
+    to fetch. A map that is not valid JSON is ignored, as browsers ignore it.
+    """
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return []
+    if not isinstance(doc, dict):
+        return []
+    tables = [doc.get("imports")]
+    scopes = doc.get("scopes")
+    if isinstance(scopes, dict):
+        tables.extend(scopes.values())
+    found: list[str] = []
+    for table in tables:
+        if not isinstance(table, dict):
+            continue
+        for address in table.values():
+            if isinstance(address, str) and _url_like(address) and not address.endswith("/"):
+                found.append(address)
+    return found
+
+
+def _url_like(address: str) -> bool:
+    if address.startswith(("/", "./", "../")):
+        return True
+    try:
+        return bool(urlsplit(address).scheme)
+    except ValueError:
+        return False
 
 
 def decode_page(data: bytes) -> str:
@@ -473,6 +530,7 @@ def parse_page(
     problem: str | None = None
     try:
         _tokenize(collector, decode_page(data), limits)
+        collector.add_import_maps()
     except _PageLimitExceeded as exc:
         problem = str(exc)
     except (AssertionError, ValueError, IndexError, RecursionError) as exc:

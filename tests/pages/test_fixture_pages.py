@@ -40,8 +40,8 @@ SITES: dict[str, tuple[list[str], set[str]]] = {
             "sitemap.xml.gz",
         },
     ),
-    # lazy.js is loaded by app.js's import(), named only in the page's import map (JSON)
-    "parcel": (["/", "/login.html"], {"lazy.{}.js"}),
+    # lazy.js (app.js's import()) is named by the page's import map
+    "parcel": (["/", "/login.html"], set()),
 }
 
 

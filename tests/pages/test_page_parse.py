@@ -232,3 +232,15 @@ def test_long_inline_script_is_not_a_pending_construct() -> None:
     page = parse_page(html, PAGE)
     assert page.problem is None
     assert [r.url for r in page.references] == ["http://10.0.0.5:8080/shop/a.png"]
+
+
+def test_import_map_modules_are_loaded_files() -> None:
+    html = """<script type="importmap">{"imports": {"lazy": "/lazy.1234.js", "dir/": "/dir/",
+    "bare": "not-url-like.js", "n": 3}, "scopes": {"/admin/": {"x": "./x.js"}}}</script>
+    <script type="importmap">not json</script>
+    <script type="importmap" src="map.json"></script>
+    <template><script type="importmap">{"imports": {"t": "/inert.js"}}</script></template>"""
+    assert refs(html) == [
+        ("importmap", "http://10.0.0.5:8080/lazy.1234.js"),
+        ("importmap", "http://10.0.0.5:8080/shop/x.js"),
+    ]
