@@ -3,7 +3,8 @@
 Every site has a page, while only some builds leave a manifest artifactcheck can read; the
 page names every file a user's browser asks for (docs/architecture.md, "the page as a
 source"). This module reads one page's bytes and returns the references a browser would
-fetch, each resolved against the page URL and the first ``<base href>`` (RFC 3986, as
+fetch (scripts, stylesheets, preloads, icons, the web app manifest, images, and the modules
+an import map names, which scripts load with ``import()``), each resolved against the page URL and the first ``<base href>`` (RFC 3986, as
 ``urllib.parse.urljoin`` does), with its ``integrity=`` hashes and ``crossorigin``.
 
 The tokenizer is the standard library's :class:`html.parser.HTMLParser`: it follows the
