@@ -9,6 +9,7 @@ build.sh beside them); each test compares what the pages load with the build's f
 from __future__ import annotations
 
 import hashlib
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -17,7 +18,11 @@ from layout_nginx import Nginx
 
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.manifests.page import parse_page
-from artifactcheck.manifests.subresource import IntegrityVerdict, check_integrity
+from artifactcheck.manifests.subresource import (
+    IntegrityVerdict,
+    check_integrity,
+    strongest_hashes,
+)
 from artifactcheck.model.settings import CheckSpec, HttpSettings, RetrySettings
 from artifactcheck.model.values import Instance
 from artifactcheck.observe.pages import observe_pages
@@ -113,3 +118,37 @@ def test_hugo_integrity_holds_for_its_own_bytes_and_not_for_the_other_release() 
             # v1's script under v2's page: the browser refuses it
             stale = {a: hashlib.new(a, v1_js).hexdigest() for a in ("sha384", "sha512")}
             assert check_integrity(ref.integrity, stale) is IntegrityVerdict.MISMATCH
+
+
+@pytest.mark.parametrize("swapped", [False, True])
+async def test_hugo_integrity_over_http(
+    swapped: bool, tmp_path: Path, nginx: Nginx, fetcher: Fetcher
+) -> None:
+    """The bytes nginx serves satisfy Hugo's integrity= values; a script rebuilt under the
+    same name (v1's bytes at v2's name, the rebuilt artifact) does not."""
+    root = tmp_path / "site"
+    shutil.copytree(FRAMEWORKS / "hugo" / "v2", root)
+    if swapped:
+        (js,) = root.glob("js/app.min.*.js")
+        js.write_bytes(next((FRAMEWORKS / "hugo" / "v1").glob("js/app.min.*.js")).read_bytes())
+    url = nginx.serve(HOST, "pages", root)
+    nginx.start()
+    seen = await observe_pages(
+        Instance(name="hugo", base_url=url), spec=CheckSpec(), fetcher=fetcher
+    )
+    verdicts = {}
+    for loaded in seen.files:
+        (ref,) = loaded.references
+        if not ref.integrity:
+            continue
+        strongest = strongest_hashes(ref.integrity)
+        assert strongest is not None
+        got = await fetcher.get_asset(
+            url, loaded.placement.request_path or "", algorithms=[strongest[0]]
+        )
+        verdicts[loaded.placement.release_path] = check_integrity(ref.integrity, got.hashes)
+    script = next(p for p in verdicts if p and p.endswith(".js"))
+    sheet = next(p for p in verdicts if p and p.endswith(".css"))
+    assert verdicts[sheet] is IntegrityVerdict.OK
+    expected = IntegrityVerdict.MISMATCH if swapped else IntegrityVerdict.OK
+    assert verdicts[script] is expected
