@@ -4,8 +4,9 @@ Every site has a page, while only some builds leave a manifest artifactcheck can
 page names every file a user's browser asks for (docs/architecture.md, "the page as a
 source"). This module reads one page's bytes and returns the references a browser would
 fetch (scripts, stylesheets, preloads, icons, the web app manifest, images, and the modules
-an import map names, which scripts load with ``import()``), each resolved against the page URL and the first ``<base href>`` (RFC 3986, as
-``urllib.parse.urljoin`` does), with its ``integrity=`` hashes and ``crossorigin``.
+an import map names, which scripts load with ``import()``), each resolved against the
+page URL and the first ``<base href>`` (RFC 3986, as ``urllib.parse.urljoin`` does), with
+its ``integrity=`` hashes and ``crossorigin``.
 
 The tokenizer is the standard library's :class:`html.parser.HTMLParser`: it follows the
 HTML tokenizer closely enough for start tags and attributes (unquoted values, duplicate
@@ -13,7 +14,10 @@ attributes, ``<script>``/``<style>`` raw text, unclosed tags at the end), needs 
 dependency, never builds a tree (so nesting cannot exhaust the stack), and accepts any
 text without raising for malformed markup. Regular expressions over HTML would misread
 comments, raw text and attribute quoting; a tree builder (html5lib, lxml) would add a
-dependency for a tree this module never uses.
+dependency for a tree this module never uses. Python 3.11's tokenizer rescans an
+unfinished construct for every later ``<`` (quadratic on hostile input), so
+:func:`_tokenize` feeds it in slices and caps what it holds unparsed; each hostile case of
+tests/pages/test_page_hostile.py ends within seconds.
 
 The page comes from an instance and is hostile: its size, references, open elements,
 attributes per tag and attribute length are capped (:class:`PageLimits`). Exceeding a cap,
