@@ -35,7 +35,7 @@ from artifactcheck.manifests.page import (
 )
 from artifactcheck.manifests.placement import Placement, Where, place_reference
 from artifactcheck.manifests.stylesheet import parse_stylesheet
-from artifactcheck.model.settings import CheckSpec
+from artifactcheck.model.settings import MAX_PAGES, CheckSpec
 from artifactcheck.model.values import Fetched, Instance
 
 __all__ = [
@@ -55,7 +55,7 @@ _Take = Callable[[Iterable[PageReference], str, int], None]
 class PageLimitsPerInstance:
     """How much of one instance's pages is read: pages, stylesheets, ``@import`` depth."""
 
-    max_pages: int = 16
+    max_pages: int = MAX_PAGES
     max_stylesheets: int = 64
     max_css_depth: int = 3  # a page's stylesheet is depth 1; what it @imports, depth 2...
 
