@@ -111,6 +111,7 @@ FLAG_OF_FIELD: Mapping[str, str] = {
     "policy.confirmations": "--confirmations",
     "policy.max_quarantine_fraction": "--max-fraction",
     "policy.dry_run": "--dry-run",
+    "pages": "--page",
 }
 
 
@@ -194,7 +195,8 @@ def _as_field_names(loaded: dict[str, Any], path: Path) -> dict[str, Any]:
 
 #: List fields whose flags add to the field's default when the file does not set it:
 #: ``--cdn-exclude '*.map'`` keeps HTML pages off the CDN check as before.
-_FLAGS_ADD_TO_DEFAULT = frozenset({"cdn_exclude"})
+#: ``--page /login`` reads /login beside the target's own page.
+_FLAGS_ADD_TO_DEFAULT = frozenset({"cdn_exclude", "pages"})
 
 
 def _field_default(key: str) -> Any:
@@ -443,6 +445,16 @@ def _served_options() -> list[Decorator]:
             help="Read the version over HTTP, e.g. /version#/version; the path is resolved "
             "against the target URL, never against --prefix.",
         ),
+        click.option(
+            "--page",
+            "pages",
+            multiple=True,
+            metavar="PATH",
+            help="Another entry page to read as a browser does (what it loads), e.g. /login, "
+            "resolved against the target URL like --version-endpoint; repeatable. The "
+            "target's own page (/) is always read unless a --config file's pages: says "
+            "otherwise.",
+        ),
     ]
 
 
@@ -582,6 +594,7 @@ def spec_from_options(
             "http.compare_encodings": list(opts.get("compare_encodings") or ()) or None,
             "http.instance_deadline": opts["deadline"],
             "http.max_connections": opts["concurrency"],
+            "pages": list(opts.get("pages") or ()) or None,
             **(extra or {}),
         },
         flags,

@@ -277,7 +277,8 @@ class Fetcher:
         if self._wire.transport is None:
             raise RuntimeError("use the Fetcher as 'async with Fetcher(...) as fetcher'")
         try:
-            relative = normalise_path(path) if path != "" else ""  # "": the base itself
+            # "" is the base URL itself (an entry page); any other path is normalised
+            relative = "" if path == "" else normalise_path(path)
             base = self._bases.get(base_url) or self._parse_base(base_url)
             url = base.base.join(relative)
         except (ArtifactCheckError, ValueError) as exc:

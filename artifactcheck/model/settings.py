@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -445,6 +446,27 @@ class ReleaseConfigMaps(_Model):
         return v
 
 
+#: Entry pages read per instance at most (``pages``): each costs one request per instance.
+MAX_PAGES = 16
+
+
+def check_page(page: str) -> str:
+    """An entry page path as ``pages`` takes it: it starts with one ``/`` and stays under
+    the instance's URL (no host, no ``.`` or ``..``, no query or fragment, printable)."""
+    if len(page) > 2048:
+        raise ValueError(f"a page path of {len(page)} characters, more than 2048")
+    if not page.startswith("/") or page.startswith("//"):
+        raise ValueError(f"each page is a path starting with one '/', got {page!r}")
+    if any(c in page for c in "?#\\ ") or not page.isprintable():
+        raise ValueError(f"each page is a plain path (no query, fragment or space), got {page!r}")
+    if any(part in (".", "..") for part in page.split("/")):
+        raise ValueError(f"a page may not climb with '.' or '..', got {page!r}")
+    return page
+
+
+PagePath = Annotated[str, AfterValidator(check_page)]
+
+
 class CheckSpec(_Model):
     """A whole check: which instances, what they should serve, and what to do."""
 
@@ -529,6 +551,14 @@ class CheckSpec(_Model):
     )
     version_endpoint: VersionEndpoint | None = Field(
         None, description="Read the version from the instance over HTTP."
+    )
+    pages: list[PagePath] = Field(
+        default_factory=lambda: ["/"],
+        max_length=MAX_PAGES,
+        description="Entry pages read from each instance, as paths resolved against the "
+        "instance's URL like version_endpoint ('/' = the URL itself; add '/login' and the "
+        f"like; at most {MAX_PAGES}, no query): a browser's view of what the site loads "
+        "(scripts, stylesheets, preloads, icons, images). An empty list reads no page.",
     )
     interval: float = Field(60.0, gt=0, description="Controller re-sampling period, seconds.")
     sampling: SamplingSettings = Field(default_factory=SamplingSettings)
@@ -627,6 +657,13 @@ class CheckSpec(_Model):
             raise ValueError("must not be empty")
         if v is not None and not re.match(r"^https?://[^/\s]+", v):
             raise ValueError(f"must be an http:// or https:// URL, got {v!r}")
+        return v
+
+    @field_validator("pages")
+    @classmethod
+    def _pages(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("names the same page twice")
         return v
 
     @field_validator("desired_version")
@@ -823,6 +860,7 @@ def _type_name(annotation: Any) -> str:
     text = str(annotation).replace("typing.", "")
     text = re.sub(r"\b(?:artifactcheck\.model\.settings|__main__)\.", "", text)
     text = re.sub(r"<class '([^']+)'>", r"\1", text)
+    text = re.sub(r"Annotated\[(\w+), [^\]]*\]", r"\1", text)  # validators are no type
     return "`" + text.replace("|", "or") + "`"
 
 

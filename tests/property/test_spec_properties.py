@@ -93,6 +93,9 @@ SPECIAL: dict[tuple[str, str], st.SearchStrategy[Any]] = {
         NAME.map("x-{}".format),
         st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=12),
     ),
+    ("CheckSpec", "pages"): st.lists(
+        st.just("/") | NAME.map("/{}".format), max_size=4, unique=True
+    ),
     ("VersionEndpoint", "pointer"): st.just("") | NAME.map("/{}".format),
     ("ReleaseConfigMaps", "selector"): NAME.map("{}=true".format),
     ("DockerSource", "on_mismatch"): st.sampled_from([None, "stop", "pause", "disconnect=web"]),

@@ -1,0 +1,159 @@
+"""What a browser loads from a stylesheet: its ``@import`` rules and ``url(...)`` values.
+
+A page's stylesheets name fonts, images and further stylesheets; a browser fetches them
+as it applies the sheet, so they belong to the set of files a page loads
+(:mod:`artifactcheck.manifests.page`). Each reference is resolved against the
+stylesheet's own URL, as browsers do (not the page's).
+
+CSS is read with tinycss2, a tokenizer and parser that follows CSS Syntax Level 3:
+``url(`` tokens unquoted and quoted, escapes, comments and strings are its job, and
+regular expressions get each of them wrong (a ``url(`` inside a comment or a string is
+no reference). ``data:`` URLs and fragment-only URLs (``url(#clip)``) fetch nothing and
+are skipped. The sheet comes from an instance, so its size, its references and the
+nesting of its blocks are capped; exceeding a cap is a ``problem`` in the result,
+never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import tinycss2
+
+from artifactcheck.manifests.page import (
+    DEFAULT_PAGE_LIMITS,
+    PageLimits,
+    PageReference,
+    ReferenceKind,
+    resolve_reference,
+)
+
+__all__ = ["ParsedStylesheet", "parse_stylesheet"]
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedStylesheet:
+    """The references of one stylesheet and why it could not be read wholly (``problem``)."""
+
+    url: str
+    references: tuple[PageReference, ...] = ()
+    problem: str | None = None
+
+
+class _StylesheetLimitExceeded(Exception):
+    """A cap was exceeded while walking the sheet."""
+
+
+def parse_stylesheet(
+    data: bytes | str, sheet_url: str, *, limits: PageLimits = DEFAULT_PAGE_LIMITS
+) -> ParsedStylesheet:
+    """The ``@import`` and ``url(...)`` references of a stylesheet served at ``sheet_url``.
+
+    ``data`` is the sheet's bytes (decoded by the sheet's ``@charset`` or BOM, else
+    UTF-8, as CSS Syntax says) or the text of an inline ``<style>``.
+    """
+    size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
+    if size > limits.max_stylesheet_bytes:
+        cap = limits.max_stylesheet_bytes
+        return ParsedStylesheet(
+            url=sheet_url, problem=f"stylesheet of {size} bytes, more than the cap of {cap}"
+        )
+    rules: Sequence[Any]
+    if isinstance(data, bytes):
+        rules, _encoding = tinycss2.parse_stylesheet_bytes(
+            data, skip_comments=True, skip_whitespace=True
+        )
+    else:
+        rules = tinycss2.parse_stylesheet(data, skip_comments=True, skip_whitespace=True)
+    found: list[PageReference] = []
+    seen: set[tuple[str, str]] = set()
+    resolved: dict[str, str | None] = {}
+    try:
+        for kind, raw in _references(rules, limits.max_depth):
+            if raw not in resolved:
+                resolved[raw] = resolve_reference(raw, sheet_url)
+            url = resolved[raw]
+            if url is None or (kind.value, url) in seen:
+                continue
+            if len(found) >= limits.max_references:
+                raise _StylesheetLimitExceeded(
+                    f"more than the cap of {limits.max_references} references"
+                )
+            seen.add((kind.value, url))
+            found.append(PageReference(raw=raw, url=url, kind=kind))
+    except _StylesheetLimitExceeded as exc:
+        return ParsedStylesheet(url=sheet_url, references=tuple(found), problem=str(exc))
+    return ParsedStylesheet(url=sheet_url, references=tuple(found))
+
+
+def _references(rules: Iterable[Any], max_depth: int) -> Iterator[tuple[ReferenceKind, str]]:
+    """``(kind, raw URL)`` of every reference, walking nested blocks with a stack (a
+    sheet of 100,000 nested ``{`` must not recurse 100,000 deep)."""
+    stack: list[tuple[Iterator[Any], int]] = [(iter(rules), 0)]
+    while stack:
+        nodes, depth = stack[-1]
+        node = next(nodes, None)
+        if node is None:
+            stack.pop()
+            continue
+        if node.type == "at-rule" and node.lower_at_keyword == "import":
+            target = _import_target(node.prelude)
+            if target is not None:
+                yield ReferenceKind.IMPORT, target
+            continue
+        if node.type == "url":
+            yield ReferenceKind.CSS_URL, node.value
+            continue
+        if node.type == "function" and node.lower_name in ("url", "src"):
+            target = _string_argument(node.arguments)
+            if target is not None:
+                yield ReferenceKind.CSS_URL, target
+                continue
+        if node.type == "function" and node.lower_name in ("image-set", "-webkit-image-set"):
+            # image-set("a.png" 1x, url(b.png) 2x): its strings are URLs too
+            for argument in node.arguments:
+                if argument.type == "string":
+                    yield ReferenceKind.CSS_URL, argument.value
+        children = _children(node)
+        if children:
+            if depth + 1 > max_depth:
+                raise _StylesheetLimitExceeded(f"blocks nested deeper than the cap of {max_depth}")
+            stack.append((iter(children), depth + 1))
+
+
+def _children(node: Any) -> list[Any]:
+    """The component values inside a rule, block or function."""
+    kind = node.type
+    if kind == "qualified-rule":
+        return [*node.prelude, *(node.content or ())]
+    if kind == "at-rule":
+        return [*node.prelude, *(node.content or ())]
+    if kind in ("() block", "[] block", "{} block"):
+        return list(node.content)
+    if kind == "function":
+        return list(node.arguments)
+    return []
+
+
+def _import_target(prelude: list[Any]) -> str | None:
+    """The URL of ``@import "x.css"``, ``@import url(x.css)`` or ``@import url("x.css")``."""
+    for token in prelude:
+        if token.type in ("whitespace", "comment"):
+            continue
+        if token.type in ("string", "url"):
+            return str(token.value)
+        if token.type == "function" and token.lower_name == "url":
+            return _string_argument(token.arguments)
+        return None
+    return None
+
+
+def _string_argument(arguments: list[Any]) -> str | None:
+    """The one string argument of ``url("x")`` (tinycss2 reads ``url(x)`` unquoted as
+    a url token, but a quoted one as a function)."""
+    values = [a for a in arguments if a.type not in ("whitespace", "comment")]
+    if len(values) == 1 and values[0].type == "string":
+        return str(values[0].value)
+    return None

@@ -1,0 +1,290 @@
+"""What an instance's pages make a browser load: entry pages, their stylesheets, the rest.
+
+Every site serves pages, while only some builds leave a manifest artifactcheck can read;
+the files a user's browser asks for are named by the pages (docs/architecture.md, "the
+page as a source"). For one instance this module fetches each configured entry page
+(``pages``: the target itself by default), reads it with
+:func:`~artifactcheck.manifests.page.parse_page`, fetches the stylesheets it loads (and
+the ones those ``@import``) to a bounded depth, and returns one frozen
+:class:`PagesObservation`: every reference with the entry pages that load it, where it
+is fetched from (:func:`~artifactcheck.manifests.placement.place_reference`), and every
+problem as a value.
+
+Only the instance (under its base URL) and the configured CDN are ever requested; a
+reference to any other origin, or moved to one by ``<base href>``, is listed and never
+requested. Asset bytes are not fetched here: the references are handed on, so a file
+named by a page and by a manifest can be fetched once.
+
+The query string of a reference is part of its request path; the fetcher requests the
+path without it (:func:`artifactcheck.manifests.limits.normalise_path` drops queries),
+so ``site.css?v=2`` and ``site.css?v=3`` are one file here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.manifests.page import (
+    DEFAULT_PAGE_LIMITS,
+    PageLimits,
+    PageReference,
+    ReferenceKind,
+    parse_page,
+)
+from artifactcheck.manifests.placement import Placement, Where, place_reference
+from artifactcheck.manifests.stylesheet import parse_stylesheet
+from artifactcheck.model.settings import MAX_PAGES, CheckSpec
+from artifactcheck.model.values import Fetched, Instance
+
+__all__ = [
+    "LoadedReference",
+    "PageLimitsPerInstance",
+    "PagesObservation",
+    "ReadDocument",
+    "observe_pages",
+]
+
+
+#: ``take(references, page, depth)``: record the references found for an entry page.
+_Take = Callable[[Iterable[PageReference], str, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class PageLimitsPerInstance:
+    """How much of one instance's pages is read: pages, stylesheets, ``@import`` depth."""
+
+    max_pages: int = MAX_PAGES
+    max_stylesheets: int = 64
+    max_css_depth: int = 3  # a page's stylesheet is depth 1; what it @imports, depth 2...
+
+
+@dataclass(frozen=True, slots=True)
+class ReadDocument:
+    """One page or stylesheet fetched and read: where, by whom, and what went wrong.
+
+    ``loaded_by`` names the entry pages (as configured, e.g. ``/login``) that lead to it;
+    ``problem`` is why it could not be read wholly (an HTTP status, a cap, an
+    unreachable instance); ``None`` when it was.
+    """
+
+    url: str
+    loaded_by: tuple[str, ...]
+    fetch: Fetched | None = None
+    problem: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedReference:
+    """One file a browser loads from the instance's pages, merged over pages.
+
+    ``placement`` says where it is fetched from (or why it is not); ``references`` are
+    the occurrences (kind, integrity, crossorigin as written), and ``loaded_by`` the
+    entry pages whose loading leads to it, in the order the pages are configured.
+    """
+
+    placement: Placement
+    references: tuple[PageReference, ...]
+    loaded_by: tuple[str, ...]
+
+    @property
+    def url(self) -> str:
+        """The absolute URL a browser requests."""
+        return self.placement.url
+
+
+@dataclass(frozen=True, slots=True)
+class PagesObservation:
+    """What one instance's pages load: files requested from the instance or the CDN,
+    files of other origins (listed, never requested), and the documents read."""
+
+    instance: Instance
+    pages: tuple[ReadDocument, ...]
+    stylesheets: tuple[ReadDocument, ...]
+    files: tuple[LoadedReference, ...]  # requested: on the instance or the CDN
+    not_requested: tuple[LoadedReference, ...]  # other origins, outside the base, unusable
+    problems: tuple[str, ...] = ()  # caps of this observation (pages or stylesheets cut)
+
+    @property
+    def complete(self) -> bool:
+        """True when every page and stylesheet was read wholly and no cap was reached:
+        only then may a file missing from ``files`` be said not to be loaded."""
+        documents = (*self.pages, *self.stylesheets)
+        return not self.problems and all(d.problem is None for d in documents)
+
+
+_SHEETS = (ReferenceKind.STYLESHEET, ReferenceKind.IMPORT)
+
+
+class _Merged:
+    """References merged by where they are requested, in first-seen order."""
+
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, str], tuple[Placement, list[PageReference], list[str]]] = {}
+
+    def add(self, placement: Placement, reference: PageReference, page: str) -> bool:
+        """Record one occurrence; True when the file is new."""
+        key = (placement.where.value, placement.request_path or placement.url)
+        found = self.items.get(key)
+        if found is None:
+            self.items[key] = (placement, [reference], [page])
+            return True
+        if reference not in found[1]:
+            found[1].append(reference)
+        if page not in found[2]:
+            found[2].append(page)
+        return False
+
+    def loaded(self, requested: bool) -> tuple[LoadedReference, ...]:
+        return tuple(
+            LoadedReference(placement, tuple(refs), tuple(pages))
+            for placement, refs, pages in self.items.values()
+            if placement.requested == requested
+        )
+
+
+@dataclass(slots=True)
+class _Sheet:
+    """A stylesheet to read: where it is requested, by whom, how deep."""
+
+    placement: Placement
+    loaded_by: list[str]
+    depth: int
+
+
+async def observe_pages(
+    instance: Instance,
+    *,
+    spec: CheckSpec,
+    fetcher: Fetcher,
+    prefix: str = "",
+    limits: PageLimits = DEFAULT_PAGE_LIMITS,
+    per_instance: PageLimitsPerInstance | None = None,
+) -> PagesObservation:
+    """Fetch and read the instance's entry pages and the stylesheets they load.
+
+    ``prefix`` is where the release's files are served under the instance (``static/``),
+    so each file's release path can be named. Never raises for anything an instance
+    serves: each failure is a ``problem`` of the document it concerns.
+    """
+    bounds = per_instance or PageLimitsPerInstance()
+    merged = _Merged()
+    problems: list[str] = []
+    pages: list[ReadDocument] = []
+    sheets: dict[tuple[str, str], _Sheet] = {}
+    paths = spec.pages[: bounds.max_pages]
+    if len(spec.pages) > bounds.max_pages:
+        problems.append(f"{len(spec.pages)} pages, more than the cap of {bounds.max_pages}")
+
+    def place(reference: PageReference) -> Placement:
+        return place_reference(
+            reference.url,
+            instance_base=instance.base_url,
+            cdn_base=spec.cdn,
+            prefix=prefix,
+            host_header=spec.http.host_header,
+        )
+
+    def take(references: Iterable[PageReference], page: str, depth: int) -> None:
+        for reference in references:
+            placement = place(reference)
+            merged.add(placement, reference, page)
+            if placement.requested and reference.kind in _SHEETS:
+                key = (placement.where.value, placement.request_path or "")
+                if key not in sheets and depth > bounds.max_css_depth:
+                    deep = f"stylesheets @import-ed deeper than the cap of {bounds.max_css_depth}"
+                    if deep not in problems:
+                        problems.append(deep)
+                    continue
+                sheet = sheets.setdefault(key, _Sheet(placement, [], depth))
+                if page not in sheet.loaded_by:
+                    sheet.loaded_by.append(page)
+
+    for path in paths:
+        read, references, inline = await _read_page(instance, path, spec, fetcher, limits)
+        pages.append(read)
+        take(references, path, 1)
+        for style in inline:
+            parsed = parse_stylesheet(style, read.url, limits=limits)
+            take(parsed.references, path, 1)
+
+    stylesheets = await _read_stylesheets(
+        sheets, take, spec=spec, instance=instance, fetcher=fetcher, limits=limits, bounds=bounds
+    )
+    if len(sheets) > bounds.max_stylesheets:
+        problems.append(f"{len(sheets)} stylesheets, more than the cap of {bounds.max_stylesheets}")
+    return PagesObservation(
+        instance=instance,
+        pages=tuple(pages),
+        stylesheets=stylesheets,
+        files=merged.loaded(requested=True),
+        not_requested=merged.loaded(requested=False),
+        problems=tuple(problems),
+    )
+
+
+async def _read_page(
+    instance: Instance, path: str, spec: CheckSpec, fetcher: Fetcher, limits: PageLimits
+) -> tuple[ReadDocument, tuple[PageReference, ...], tuple[str, ...]]:
+    """One entry page: its read, its references, its inline styles."""
+    got = await fetcher.get_document(
+        instance.base_url,
+        path.removeprefix("/"),  # "/" is the instance's URL itself, "/login" under it
+        max_bytes=limits.max_bytes,
+        host_header=spec.http.host_header,
+    )
+    problem = _fetch_problem(got, f"page {path}")
+    if problem is not None or got.body is None:
+        return ReadDocument(got.url, (path,), got, problem or f"page {path}: no body"), (), ()
+    parsed = parse_page(got.body, got.url, limits=limits)
+    problem = f"page {path}: {parsed.problem}" if parsed.problem else None
+    read = ReadDocument(got.url, (path,), got, problem)
+    return read, parsed.references, parsed.inline_styles
+
+
+async def _read_stylesheets(
+    sheets: dict[tuple[str, str], _Sheet],
+    take: _Take,
+    *,
+    spec: CheckSpec,
+    instance: Instance,
+    fetcher: Fetcher,
+    limits: PageLimits,
+    bounds: PageLimitsPerInstance,
+) -> tuple[ReadDocument, ...]:
+    """Read the stylesheets found so far, and those they ``@import``, breadth first."""
+    done: list[ReadDocument] = []
+    read_keys: set[tuple[str, str]] = set()
+    while len(read_keys) < bounds.max_stylesheets:
+        pending = [(k, s) for k, s in sheets.items() if k not in read_keys]
+        if not pending:
+            break
+        key, sheet = min(pending, key=lambda item: item[1].depth)
+        read_keys.add(key)
+        request = sheet.placement.request_path or ""
+        base = instance.base_url if sheet.placement.where is Where.INSTANCE else spec.cdn or ""
+        host = spec.http.host_header if sheet.placement.where is Where.INSTANCE else ""
+        got = await fetcher.get_document(
+            base, request, max_bytes=limits.max_stylesheet_bytes, host_header=host
+        )
+        loaded_by = tuple(sheet.loaded_by)
+        problem = _fetch_problem(got, f"stylesheet {sheet.placement.url}")
+        if problem is not None or got.body is None:
+            done.append(ReadDocument(sheet.placement.url, loaded_by, got, problem or "no body"))
+            continue
+        parsed = parse_stylesheet(got.body, sheet.placement.url, limits=limits)
+        problem = f"stylesheet {sheet.placement.url}: {parsed.problem}" if parsed.problem else None
+        done.append(ReadDocument(sheet.placement.url, loaded_by, got, problem))
+        for page in loaded_by:
+            take(parsed.references, page, sheet.depth + 1)
+    return tuple(done)
+
+
+def _fetch_problem(got: Fetched, what: str) -> str | None:
+    """Why a fetched page or stylesheet cannot be read, or None when it can."""
+    if got.error is not None:
+        return f"{what}: {got.error}"
+    if not got.ok:
+        return f"{what} answers HTTP {got.status}"
+    return None
