@@ -16,6 +16,7 @@ never an exception.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,14 @@ def parse_stylesheet(
         return ParsedStylesheet(
             url=sheet_url, problem=f"stylesheet of {size} bytes, more than the cap of {cap}"
         )
+    deepest = _nesting_bound(data)
+    if deepest > limits.max_depth:
+        # tinycss2 builds every nested block before the walk below could stop it: a
+        # megabyte of "a{" costs it seconds, so a sheet that must exceed the cap is
+        # refused from a linear scan first
+        return ParsedStylesheet(
+            url=sheet_url, problem=f"blocks nested deeper than the cap of {limits.max_depth}"
+        )
     rules: Sequence[Any]
     if isinstance(data, bytes):
         rules, _encoding = tinycss2.parse_stylesheet_bytes(
@@ -86,6 +95,31 @@ def parse_stylesheet(
     except _StylesheetLimitExceeded as exc:
         return ParsedStylesheet(url=sheet_url, references=tuple(found), problem=str(exc))
     return ParsedStylesheet(url=sheet_url, references=tuple(found))
+
+
+#: Comments and strings (whose brackets nest nothing) and the brackets that open or
+#: close a block. Not a tokenizer: only a bound on how deep tinycss2 would nest.
+_BRACKETS = re.compile(
+    rb"/\*.*?(?:\*/|\Z)|\"(?:\\.|[^\"\\\n])*\"?|'(?:\\.|[^'\\\n])*'?|[{(\[]|[})\]]",
+    re.DOTALL,
+)
+_OPENERS = frozenset(b"{([")
+
+
+def _nesting_bound(data: bytes | str) -> int:
+    """How deep the sheet's blocks nest, comments and strings skipped (linear time)."""
+    raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+    depth = deepest = 0
+    for match in _BRACKETS.finditer(raw):
+        token = match.group()
+        if len(token) != 1:
+            continue  # a comment or a string
+        if token[0] in _OPENERS:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif depth:
+            depth -= 1
+    return deepest
 
 
 def _references(rules: Iterable[Any], max_depth: int) -> Iterator[tuple[ReferenceKind, str]]:

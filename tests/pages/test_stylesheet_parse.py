@@ -79,3 +79,14 @@ def test_bytes_decoded_by_charset() -> None:
 def test_caps_end_in_a_reason(css: bytes, limits: PageLimits, reason: str) -> None:
     sheet = parse_stylesheet(css, SHEET, limits=limits)
     assert sheet.problem is not None and reason in sheet.problem
+
+
+def test_brackets_in_comments_and_strings_nest_nothing() -> None:
+    """The linear pre-scan that refuses a too-deep sheet skips comments and strings: a
+    sheet whose only deep "nesting" is text still has its references read."""
+    text = b"/* " + b"{" * 2000 + b' */ a{content:"' + b"(" * 2000 + b'"} b{c:url(x.png)}'
+    parsed = parse_stylesheet(text, "https://shop.example/css/site.css")
+    assert parsed.problem is None
+    assert [r.raw for r in parsed.references] == ["x.png"]
+    deep = parse_stylesheet(b"a{" * 2000, "https://shop.example/css/site.css")
+    assert deep.problem is not None and "nested deeper" in deep.problem
