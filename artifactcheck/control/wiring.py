@@ -129,7 +129,7 @@ def trust_of(state: CheckState) -> ReleaseTrust | None:
     from artifactcheck.release import dsse
     from artifactcheck.release.guard import ReleaseTrust
 
-    loaded = []
+    loaded: list[dsse.PublicKey] = []
     for key in keys:
         try:
             data, where = key.read()
