@@ -44,10 +44,12 @@ from artifactcheck.judge.cdn_check import (
     located_on_cdn,
 )
 from artifactcheck.judge.consensus import (
+    Agreement,
     consensus_agreement,
     consensus_findings,
     consensus_groups,
     image_findings,
+    without_release,
 )
 from artifactcheck.judge.coverage import (
     SAMPLED_OUT,
@@ -99,6 +101,7 @@ from artifactcheck.model.versions import version_problem
 #: What other packages and the tests import from here: the judge's one front door.
 __all__ = [
     "CONTENT_KINDS",
+    "Agreement",
     "CdnView",
     "DEFAULT_CDN_EXCLUDE",
     "FALLBACK",
@@ -353,13 +356,14 @@ def judge_instance(
     tls_warn_days: float = 14.0,
     peers: int | None = None,
     shared_rows: SampledOutRows | None = None,
-    agreeing: int | None = None,
+    agreement: Agreement | None = None,
 ) -> InstanceResult:
     """The verdict for one instance from its observation and what it should serve.
 
     ``expectation=None`` is consensus mode: ``peers`` is how many observed instances
     (this one included) report the same version; fewer than two is no consensus;
-    ``agreeing`` how many of the others hold the same bytes (:func:`consensus_agreement`).
+    ``agreement`` what the others share with it (:func:`consensus_agreement`); without
+    one, nothing was compared with a sibling and the instance is never ``consistent``.
     ``shared_rows`` lets instances judged together share equal coverage rows.
     """
     version = reported_version(obs)
@@ -373,10 +377,12 @@ def judge_instance(
         failed=failed,
         expectation=expectation,
         peers=peers,
-        agreeing=agreeing,
+        agreement=agreement,
         desired=desired_version,
         shared_rows=shared_rows,
     )
+    if case.consensus:
+        case.findings = without_release(case.findings, obs)
     _judge_version(case)
     _judge_release(case, index)
     _judge_layout(case)
@@ -435,12 +441,12 @@ def compare_fleet(
     for name, found in image_findings([o.instance for o in observations]).items():
         extra[name] += found
     sizes: dict[str, int] = {}
-    agreement: dict[str, int] = {}
+    agreements: dict[str, Agreement] = {}
     if expectations is None:
         for name, found in consensus_findings(observations).items():
             extra[name] += found
         sizes = {v: len(m) for v, m in consensus_groups(observations).items()}
-        agreement = consensus_agreement(observations)
+        agreements = consensus_agreement(observations)
     results = []
     rows = cache.rows if cache is not None else SampledOutRows()
     if cache is not None:
@@ -457,7 +463,7 @@ def compare_fleet(
         name = obs.instance.name
         fleet = tuple(extra.get(name, ()))
         peers = sizes.get(version or "", 0) if expectations is None else None
-        agreeing = agreement.get(name) if expectations is None else None
+        agreement = agreements.get(name) if expectations is None else None
         key: tuple[object, ...] = ()
         if cache is not None:
             # the only use of ``now``: a certificate's expiry findings
@@ -465,7 +471,7 @@ def compare_fleet(
             if obs.tls is not None and now is not None:
                 tls = tuple(tls_findings(obs.tls, now=now, warn_days=tls_warn_days, instance=name))
             key = (expectation_key(expectation), desired_version, tls_warn_days)
-            key += (peers, agreeing, fleet, tls)
+            key += (peers, agreement, fleet, tls)
             hit = cache.reused(obs, key, index, cdn)
             if hit is not None:
                 results.append(hit)
@@ -481,7 +487,7 @@ def compare_fleet(
             tls_warn_days=tls_warn_days,
             peers=peers,
             shared_rows=rows,
-            agreeing=agreeing,
+            agreement=agreement,
         )
         if cache is not None:
             cache.keep(obs, expectation, key, index, cdn, result)
