@@ -182,6 +182,26 @@ ROWS = [
         peers=1,
         cdn=CDN_MISSING,
     ),
+    Row(
+        "consensus-nothing-shared-under-cdn-missing",  # siblings agreeing on nothing served
+        CLEAN,
+        Verdict.CDN_MISSING,
+        False,
+        expectation=None,
+        peers=2,
+        cdn=CDN_MISSING,
+        agreement=Agreement(agreeing=0, compared=()),
+    ),
+    Row(
+        "consensus-agreeing-with-none-under-cdn-missing",
+        CLEAN,
+        Verdict.CDN_MISSING,
+        False,
+        expectation=None,
+        peers=3,
+        cdn=CDN_MISSING,
+        agreement=Agreement(agreeing=0, compared=("assets/a.js",)),
+    ),
     # never verified, and not a verdict under which the bytes may be right
     Row(
         "names-only",
