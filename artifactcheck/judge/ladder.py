@@ -148,8 +148,8 @@ def _content_reason(case: Case, content: Sequence[Finding]) -> str:
     if case.partial_of is not None:
         return f"reports {reported} but content differs: " + _partial(case)
     if case.serves:
-        what = f"serves {case.serves}'s content"
-    elif case.mix_of is not None and case.release_check is not None:
+        return f"reports {reported} but " + _serves_other(case, files)
+    if case.mix_of is not None and case.release_check is not None:
         other = len(case.release_check.differing)
         what = (
             f"serves a mix: {other} file(s) are release {case.mix_of}'s, "
@@ -167,6 +167,20 @@ NO_VERSION_HINT = (
     "give one with the target (URL=VERSION), a version label or annotation, "
     "or a version endpoint (--version-endpoint PATH#POINTER)"
 )
+
+
+def _serves_other(case: Case, files: Sequence[str]) -> str:
+    """Another release served whole: its files named as its, and apart from them the
+    files the instance lacks (a release's file answering 404 is not the other's)."""
+    check = case.release_check
+    missing = sorted(set(check.missing)) if check is not None else []
+    theirs = [p for p in files if p not in missing]
+    said = f"serves {case.serves}'s content" + (f": {few_names(theirs)}" if theirs else "")
+    if not missing:
+        return said
+    return f"{said}; {len(missing)} file(s) it lacks (404 or the fallback page): " + few_names(
+        missing
+    )
 
 
 def _partial(case: Case) -> str:

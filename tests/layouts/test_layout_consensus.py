@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from layout_cli import build, serve_fleet, targets, verify
+from layout_cli import build, release, serve_fleet, targets, verify
 from layout_nginx import Nginx
 
 BUILDS = Path(__file__).resolve().parents[1] / "fixtures" / "builds"
@@ -23,6 +23,7 @@ SUBNET = "127.64.0"
 CSS = "static/css/main.138366f0.css"
 R2_CSS = BUILDS / "webpack-r2" / "static" / "css" / "main.5b9d8667.css"
 JS = "static/js/main.ca16dfb6.js"
+V2_CSS = "static/css/main.5b9d8667.css"
 NOTHING = "nothing it serves was compared with a sibling"
 
 
@@ -151,3 +152,23 @@ def test_zero_config_without_a_known_manifest_says_what_to_give(
         assert "no release was given" in missing["message"], missing
     assert "release's file list" not in run.table, run.explain()
     assert "release's file list" not in json.dumps(run.doc), run.explain()
+
+
+def test_another_release_served_whole_is_said_as_it_is(nginx: Nginx, tmp_path: Path) -> None:
+    """webpack: the third instance serves r2's build whole while reporting 1.0.0, and
+    1.0.0's entry script answers 404 there. The reason lists 2.0.0's files as 2.0.0's
+    and 1.0.0's missing files apart: before, "serves 2.0.0's content:" listed 1.0.0's
+    ``main.ca16dfb6.js`` among them."""
+    roots = [BUILDS / "webpack-r1"] * 2 + [BUILDS / "webpack-r2"]
+    releases: list[str] = []
+    for name, version in (("webpack-r1", "1.0.0"), ("webpack-r2", "2.0.0")):
+        releases += ["--release-manifest", str(release(BUILDS / name, version, tmp_path))]
+    urls, run = _verify(nginx, tmp_path, "static", roots, *releases)
+    assert run.exit_code == 1, run.explain()
+    assert run.result(urls[2])["serves_version"] == "2.0.0", run.explain()
+    reason = run.result(urls[2])["reason"]
+    head, _, lacks = reason.partition("; ")
+    assert head.startswith("reports 1.0.0 but serves 2.0.0's content: "), reason
+    assert JS not in head and CSS not in head and V2_CSS in head, reason
+    assert lacks.startswith("4 file(s) it lacks (404 or the fallback page): "), reason
+    assert CSS in lacks and JS in lacks and V2_CSS not in lacks, reason
