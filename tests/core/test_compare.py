@@ -896,7 +896,7 @@ def test_cdn_differs_orientation_and_message() -> None:
     r = judge(serving(CLEAN), cdn=cdn_of({**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", A2)}))
     (f,) = [f for f in r.findings if f.kind is K.CDN_DIFFERS]
     assert (f.expected, f.actual) == (A1, A2)  # the release's hash, what the CDN served
-    assert f"expected (release) {A1[:12]}, the CDN serves {A2[:12]}" in f.message
+    assert f"the release has {A1[:12]}, the CDN serves {A2[:12]}" in f.message
 
 
 def test_cdn_differs_without_a_release_names_both_sides() -> None:
@@ -1346,7 +1346,7 @@ def test_referenced_on_the_cdn_is_judged_after_the_view() -> None:
             K.CDN_DIFFERS,
             A1,
             A2,
-            f"assets/a.js on the CDN differs from release 1.0: expected (release) {A1[:12]}, "
+            f"assets/a.js on the CDN differs from release 1.0: the release has {A1[:12]}, "
             f"the CDN serves {A2[:12]}",
             id="differs",
         ),
@@ -1528,8 +1528,7 @@ def test_consensus_ignores_answers_without_a_digest() -> None:
     (f,) = found["d"]
     assert f.kind is K.MINORITY_CONTENT and f.expected == A1 and f.actual == "answers 404"
     assert (
-        f.message
-        == "assets/a.js is missing here (it answers 404) while 2 of its 2 siblings "
+        f.message == "assets/a.js is missing here (it answers 404) while 2 of its 2 siblings "
         "reporting 1.0 serve it"
     )
 

@@ -10,7 +10,9 @@ serving another release's CSS there must never pass as "agrees with its 2 siblin
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -172,3 +174,40 @@ def test_another_release_served_whole_is_said_as_it_is(nginx: Nginx, tmp_path: P
     assert JS not in head and CSS not in head and V2_CSS in head, reason
     assert lacks.startswith("4 file(s) it lacks (404 or the fallback page): "), reason
     assert CSS in lacks and JS in lacks and V2_CSS not in lacks, reason
+
+
+def test_a_cdn_difference_says_each_hash_once(nginx: Nginx, tmp_path: Path) -> None:
+    """A CDN holding other bytes for the stylesheet: the table and the Markdown summary
+    say the release's hash and the CDN's once each. Before: "expected (release) X, the
+    CDN serves Y (expected X, got Y)"."""
+    cdn_root = tmp_path / "cdn"
+    shutil.copytree(BUILDS / "webpack-r1", cdn_root)
+    shutil.copyfile(R2_CSS, cdn_root / CSS)
+    want = hashlib.sha256((BUILDS / "webpack-r1" / CSS).read_bytes()).hexdigest()[:12]
+    got = hashlib.sha256(R2_CSS.read_bytes()).hexdigest()[:12]
+    urls = serve_fleet(nginx, SUBNET, "static", [BUILDS / "webpack-r1"])
+    cdn = nginx.serve("127.64.1.1", "static", cdn_root)
+    nginx.start()
+    summary = tmp_path / "summary.md"
+    run = verify(
+        tmp_path / "run",
+        *targets(urls, "1.0.0"),
+        "--release-manifest",
+        str(release(BUILDS / "webpack-r1", "1.0.0", tmp_path)),
+        "--cdn",
+        cdn,
+        "-o",
+        f"markdown={summary}",
+    )
+    assert run.exit_code == 1 and run.verdicts()[urls[0]] == "cdn-mismatch", run.explain()
+    (finding,) = [f for f in run.findings("cdn-differs") if f["path"] == CSS]
+    assert finding["message"] == (
+        f"{CSS} on the CDN differs from release 1.0.0: the release has {want}, the CDN serves {got}"
+    )
+    flat = " ".join(run.table.split())  # the table wraps long lines
+    (line,) = [s for s in re.split(r"\[\w[\w-]*\]", flat) if "on the CDN differs" in s]
+    markdown = summary.read_text()
+    (row,) = [s for s in markdown.splitlines() if "on the CDN differs" in s]
+    for shown in (line, row):
+        assert shown.count(want) == 1 and shown.count(got) == 1, shown
+        assert "expected" not in shown, shown
