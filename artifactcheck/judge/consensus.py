@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from artifactcheck.judge import prefix
 from artifactcheck.judge.answers import documents, few_names
-from artifactcheck.judge.served import reported_version
+from artifactcheck.judge.served import manifest_fell_back, reported_version
 from artifactcheck.judge.statuses import MISSING
 from artifactcheck.model.values import (
     Finding,
@@ -215,12 +215,14 @@ def without_release(findings: Sequence[Finding], obs: Observation) -> list[Findi
         if f.kind is not FindingKind.MANIFEST_MISSING:
             out.append(f)
             continue
+        fell_back = manifest_fell_back(obs)
         head = (
-            f"served manifest {obs.manifest_path} answers {f.actual}"
+            f"served manifest {obs.manifest_path} "
+            + (prefix.FALLBACK if fell_back else f"answers {f.actual}")
             if obs.manifest_path and f.actual is not None
             else "the instance serves no manifest at any well-known name"
         )
-        detail = f" ({obs.manifest_error})" if obs.manifest_error else ""
+        detail = f" ({obs.manifest_error})" if obs.manifest_error and not fell_back else ""
         out.append(
             replace(
                 f,

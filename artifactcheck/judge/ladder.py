@@ -17,7 +17,7 @@ from artifactcheck.judge.cdn_check import CdnCheck
 from artifactcheck.judge.consensus import Agreement, nothing_compared
 from artifactcheck.judge.coverage import SharedRows
 from artifactcheck.judge.release_check import NAMES_ONLY_NOTE, ReleaseCheck
-from artifactcheck.judge.served import NO_MANIFEST_NOTE, manifest_absent
+from artifactcheck.judge.served import NO_MANIFEST_NOTE, manifest_absent, manifest_fell_back
 from artifactcheck.model.values import (
     Coverage,
     Expectation,
@@ -338,9 +338,12 @@ def _nothing_served(case: Case) -> str:
     if case.consensus and obs.assets:  # files were asked for, and none was served
         return nothing_compared(case.agreement)
     got = obs.manifest_fetch
-    if got is None or got.ok:
+    if got is not None and manifest_fell_back(obs):
+        why = prefix.FALLBACK.removeprefix("answers ")
+    elif got is None or got.ok:
         return _nothing_fetched(case, "nothing was fetched to judge by")
-    why = got.error or f"HTTP {got.status}"
+    else:
+        why = got.error or f"HTTP {got.status}"
     at = obs.manifest_path or "the manifest"
     return _nothing_fetched(case, f"nothing was fetched to judge by: {at} answers {why}")
 

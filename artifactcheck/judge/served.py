@@ -17,6 +17,7 @@ from artifactcheck.judge.answers import (
     warn_files,
     why_unobserved,
 )
+from artifactcheck.judge.prefix import FALLBACK, is_fallback
 from artifactcheck.judge.statuses import NOT_HERE
 from artifactcheck.model.values import (
     CertInfo,
@@ -72,7 +73,15 @@ def manifest_absent(obs: Observation) -> bool:
         return False
     if obs.manifest_fetch is None:
         return obs.manifest_error is not None
-    return obs.manifest_fetch.status in NOT_HERE
+    return obs.manifest_fetch.status in NOT_HERE or manifest_fell_back(obs)
+
+
+def manifest_fell_back(obs: Observation) -> bool:
+    """The manifest's path answered the site's HTML page (an SPA's ``try_files``,
+    lighttpd's ``error-handler-404``): no manifest there, as a 404 says, never an
+    unusable one (a wrong ``--manifest-path`` is no evidence against the content)."""
+    got = obs.manifest_fetch
+    return got is not None and obs.manifest is None and is_fallback(got, obs.manifest_path, ())
 
 
 def served_manifest_findings(obs: Observation) -> list[Finding]:
@@ -84,6 +93,8 @@ def served_manifest_findings(obs: Observation) -> list[Finding]:
         status = obs.manifest_fetch.status if obs.manifest_fetch is not None else None
         what = f"answers {status}" if status is not None else "was not found"
         detail = f" ({obs.manifest_error})" if obs.manifest_error else ""
+        if manifest_fell_back(obs):
+            what, detail = FALLBACK, ""
         head = (
             f"served manifest {obs.manifest_path} {what}"
             if obs.manifest_path
