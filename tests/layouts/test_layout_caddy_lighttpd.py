@@ -175,4 +175,4 @@ def test_a_wrong_base_url_on_lighttpd_agrees_on_nothing(lighttpd: Lighttpd, tmp_
     run = verify(tmp_path, *args)
     assert run.exit_code == 3, run.explain()
     assert set(run.verdicts().values()) == {"inconclusive"}, run.explain()
-    assert all(HINT in run.result(url)["reason"] for url in urls), run.explain()
+    assert all(HINT in run.result(f"{url}app/")["reason"] for url in urls), run.explain()
