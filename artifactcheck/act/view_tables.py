@@ -164,6 +164,8 @@ def _facts(inv: values.Investigation, console: Console) -> Table:
         + (
             "this one's content could not be observed"
             if inv.fingerprint is None
+            else "it serves no file to compare with them (404s, refusals or the fallback page)"
+            if not sib.content_served
             else f"{sib.same_version_same_content} of those "
             f"{'serves' if sib.same_version_same_content == 1 else 'serve'} this content"
         ),

@@ -49,6 +49,7 @@ from artifactcheck.judge.consensus import (
     consensus_findings,
     consensus_groups,
     image_findings,
+    serves_content,
     without_release,
 )
 from artifactcheck.judge.coverage import (
@@ -121,6 +122,7 @@ __all__ = [
     "judge_instance",
     "observed_fingerprint",
     "reported_version",
+    "serves_content",
     "tls_findings",
     "version_key",
 ]

@@ -151,6 +151,12 @@ def _countable(obs: Observation, path: str) -> bool:
     return path != obs.manifest_path and not prefix.page_path(path)
 
 
+def serves_content(obs: Observation) -> bool:
+    """Some file it served counts for agreement: a 2xx body, not the fallback page, not
+    the served manifest nor the entry page. Without one, no sibling "serves the same"."""
+    return any(sha != ABSENT and _countable(obs, p) for p, sha in held(obs).items())
+
+
 def consensus_agreement(observations: Sequence[Observation]) -> dict[str, Agreement]:
     """For each instance, what its siblings reporting its version share with it.
 

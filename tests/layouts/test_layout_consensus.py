@@ -17,8 +17,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from layout_cli import build, release, serve_fleet, targets, verify
 from layout_nginx import Nginx
+
+from artifactcheck.cli.main import main
 
 BUILDS = Path(__file__).resolve().parents[1] / "fixtures" / "builds"
 SUBNET = "127.64.0"
@@ -211,3 +214,31 @@ def test_a_cdn_difference_says_each_hash_once(nginx: Nginx, tmp_path: Path) -> N
     for shown in (line, row):
         assert shown.count(want) == 1 and shown.count(got) == 1, shown
         assert "expected" not in shown, shown
+
+
+def test_investigate_never_counts_shared_404s_as_the_same_content(
+    nginx: Nginx, tmp_path: Path
+) -> None:
+    """``investigate`` on the fleet of the first test: its siblings answer the same
+    404s, which is no content served alike. Before: "3 of those serve this content"."""
+    urls = serve_fleet(nginx, SUBNET, "static", _fleet(tmp_path, under="build"))
+    nginx.start()
+    args = ["investigate", f"{urls[0]}=1.0.0", *targets(urls[1:], "1.0.0"), "-o", "json"]
+    r = CliRunner(env={"COLUMNS": "200"}).invoke(main, args)
+    assert r.exit_code == 3, r.output
+    doc = json.loads(r.output)
+    assert doc["siblings"]["same_version"] == 3, doc["siblings"]
+    assert doc["siblings"]["same_version_same_content"] == 0, doc["siblings"]
+    table = CliRunner(env={"COLUMNS": "200"}).invoke(main, args[:-2])
+    flat = " ".join(table.output.split())
+    assert "it serves no file to compare with them" in flat, table.output
+    assert "serve this content" not in flat, table.output
+
+
+def test_investigate_counts_siblings_serving_the_same_files(nginx: Nginx, tmp_path: Path) -> None:
+    urls = serve_fleet(nginx, SUBNET, "static", [_site(tmp_path, f"i{n}") for n in range(3)])
+    nginx.start()
+    args = ["investigate", f"{urls[0]}=1.0.0", *targets(urls[1:], "1.0.0"), "-o", "json"]
+    r = CliRunner(env={"COLUMNS": "200"}).invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["siblings"]["same_version_same_content"] == 3, r.output
