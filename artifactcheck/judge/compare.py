@@ -29,7 +29,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from artifactcheck.judge import prefix
-from artifactcheck.judge.answers import HashIndex, documents, is_off_host, page_shas
+from artifactcheck.judge.answers import HashIndex, documents, is_off_host, page_shas, short
 from artifactcheck.judge.cache import (
     JudgeCache,
     SampledOutRows,
@@ -290,6 +290,55 @@ def _judge_layout(case: Case) -> None:
     )
 
 
+def _one_answer(
+    obs: Observation, release: Manifest, index: HashIndex
+) -> tuple[str, int | None] | None:
+    """The one body every release file asked for answered, the entry page among them,
+    where the release holds different files and no known release holds that body:
+    (its sha256, its size); None otherwise.
+
+    Caddy answers a request for a site it does not serve (an instance reached by IP, its
+    site named by host) with 200 and an empty body, whatever the path; a parked or
+    catch-all page does the same. That is no build of the site, so it is never read as
+    the release's files holding other bytes.
+    """
+    answers = [(p, f) for p, f in documents(obs).items() if p in release.files]
+    if len(answers) < 2 or not any(prefix.page_path(p) for p, _ in answers):
+        return None
+    bodies = {f.sha256 if f.ok else None for _, f in answers}  # a 404 among them: judged
+    wanted = {release.files[p].hashes.get("sha256") for p, _ in answers}
+    sha = bodies.pop() if len(bodies) == 1 else None
+    if sha is None or len(wanted) < 2 or sha in wanted or sha in index.by_hash:
+        return None  # another release's page standing in for every file is the site's
+    return sha, answers[0][1].size
+
+
+def _judge_one_answer(case: Case, index: HashIndex) -> None:
+    """Every file answering the same body that is none of them: the target is not the
+    site (a wrong Host header or base URL), inconclusive naming both, not a mismatch."""
+    check, release = case.release_check, case.release
+    if check is None or release is None or case.misplaced is not None:
+        return
+    one = _one_answer(case.obs, release, index)
+    if one is None:
+        return
+    sha, size = one
+    case.misplaced = (
+        f"every file of release {case.version} asked for answers the same {size}-byte body "
+        f"({short(sha)}), the entry page included: not the site's content; a wrong Host "
+        "header (--host-header NAME) or base URL?"
+    )
+    own = {id(f) for f in check.findings}
+    kept = next((f for f in check.findings if f.kind in CONTENT_KINDS), None)
+    case.misplaced_file = kept
+    case.findings = [
+        f for f in case.findings if f is kept or not (id(f) in own and f.kind in CONTENT_KINDS)
+    ]
+    case.serves, case.partial_of, case.mix_of, case.candidates = None, None, None, ()
+    case.findings = [f for f in case.findings if f.kind is not FindingKind.SERVES_OTHER_RELEASE]
+    case.add(FindingKind.LAYOUT, case.misplaced, severity=Severity.WARNING)
+
+
 def _judge_cdn(case: Case, cdn: CdnView | None) -> None:
     """The CDN's answers: for what the instance served, and for what its manifest
     references on the CDN (fetched there, whether or not the CDN view has it)."""
@@ -388,6 +437,7 @@ def judge_instance(
     _judge_version(case)
     _judge_release(case, index)
     _judge_layout(case)
+    _judge_one_answer(case, index)
     _judge_cdn(case, cdn)
     _judge_coverage(case)
     verdict, reason = choose_verdict(case)

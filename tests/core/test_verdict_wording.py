@@ -48,3 +48,63 @@ def test_another_release_served_whole_lists_its_files_and_the_missing_apart() ->
         "index.html; 1 file(s) it lacks (404 or the fallback page): assets/app-1.js"
     )
     assert {f.kind for f in r.findings} >= {K.FILE_MISSING, K.SERVES_OTHER_RELEASE}
+
+
+EMPTY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def test_one_body_for_every_path_is_not_the_site() -> None:
+    """Caddy reached by IP for a site named by host: 200 and no body, whatever the path."""
+    r = judge_instance(
+        obs("i1", "1.0.0", {p: fetched(p, EMPTY) for p in ("index.html", OLD_JS, CSS)}),
+        expectation=Expectation("1.0.0", V1),
+        index=HashIndex({"1.0.0": V1}),
+    )
+    assert r.verdict is Verdict.INCONCLUSIVE, r.reason
+    assert r.reason.startswith(
+        "every file of release 1.0.0 asked for answers the same 10-byte body (e3b0c44298fc)"
+    ), r.reason
+    assert "--host-header" in r.reason
+
+
+def test_one_body_that_is_the_release_s_entry_page_is_still_missing_files() -> None:
+    """The right index.html answering for every missing asset is the site with its
+    assets missing: a mismatch, as before."""
+    r = judge_instance(
+        obs(
+            "i1",
+            "1.0.0",
+            {p: fetched(p, IDX1, content_type="text/html") for p in ("index.html", OLD_JS, CSS)},
+        ),
+        expectation=Expectation("1.0.0", V1),
+        index=HashIndex({"1.0.0": V1}),
+    )
+    assert r.verdict is Verdict.MISMATCH, r.reason
+
+
+def test_empty_files_beside_a_right_entry_page_are_a_mismatch() -> None:
+    """A deploy that wrote empty assets: the bodies differ from the page, so judged."""
+    assets = {"index.html": fetched("index.html", IDX1)}
+    assets |= {p: fetched(p, EMPTY) for p in (OLD_JS, CSS)}
+    r = judge_instance(
+        obs("i1", "1.0.0", assets), expectation=Expectation("1.0.0", V1), index=HashIndex({})
+    )
+    assert r.verdict is Verdict.MISMATCH, r.reason
+
+
+def test_one_body_with_a_404_among_the_answers_is_judged_as_before() -> None:
+    assets = {p: fetched(p, EMPTY) for p in ("index.html", CSS)}
+    assets[OLD_JS] = fetched(OLD_JS, status=404)
+    r = judge_instance(
+        obs("i1", "1.0.0", assets), expectation=Expectation("1.0.0", V1), index=HashIndex({})
+    )
+    assert r.verdict is Verdict.MISMATCH, r.reason
+
+
+def test_assets_alike_without_the_entry_page_are_judged_as_before() -> None:
+    """Only the entry page answering like everything else marks a catch-all answer."""
+    assets = {p: fetched(p, EMPTY) for p in (OLD_JS, CSS)}
+    r = judge_instance(
+        obs("i1", "1.0.0", assets), expectation=Expectation("1.0.0", V1), index=HashIndex({})
+    )
+    assert r.verdict is Verdict.MISMATCH, r.reason

@@ -79,12 +79,13 @@ class Caddy(_Process):
         super().__init__(workdir)
         self._blocks: list[str] = []
 
-    def serve(self, host: str, root: Path, *, spa: bool = False) -> str:
-        """A site on ``host``; ``spa``: unknown paths answer ``/index.html`` (``try_files``)."""
+    def serve(self, host: str, root: Path, *, spa: bool = False, name: str | None = None) -> str:
+        """A site on ``host``; ``spa``: unknown paths answer ``/index.html`` (``try_files``);
+        ``name``: the site is that host name (as Caddy's docs write sites), not the address."""
         host, port = self._add(host)
         fallback = "\ttry_files {path} /index.html\n" if spa else ""
         self._blocks.append(
-            f"http://{host}:{port} {{\n\tbind {host}\n\troot * {root}\n{fallback}"
+            f"http://{name or host}:{port} {{\n\tbind {host}\n\troot * {root}\n{fallback}"
             "\tfile_server {\n\t\tprecompressed gzip\n\t}\n}\n"
         )
         return f"http://{host}:{port}/"

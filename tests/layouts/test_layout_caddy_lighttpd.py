@@ -176,3 +176,25 @@ def test_a_wrong_base_url_on_lighttpd_agrees_on_nothing(lighttpd: Lighttpd, tmp_
     assert run.exit_code == 3, run.explain()
     assert set(run.verdicts().values()) == {"inconclusive"}, run.explain()
     assert all(HINT in run.result(f"{url}app/")["reason"] for url in urls), run.explain()
+
+
+def test_a_site_named_by_host_reached_by_ip_is_not_a_mismatch(caddy: Caddy, tmp_path: Path) -> None:
+    """Caddy's site is ``http://shop.example:PORT``, the instances are reached by IP:
+    Caddy answers every path with 200 and an empty body. Before: both instances of a
+    correct fleet "content differs", exit 1. Now: exit 3 naming ``--host-header``;
+    with it, consistent."""
+    urls = [caddy.serve(f"127.66.9.{n}", build("hugo/v1"), name="shop.example") for n in (1, 2)]
+    caddy.start()
+    assert _get(urls[0], "/index.html")[::2] == (200, b"")
+    hugo = ["--release-manifest", str(release(build("hugo/v1"), "1.0.0", tmp_path))]
+    run = verify(tmp_path / "by-ip", *targets(urls, "1.0.0"), *hugo)
+    assert run.exit_code == 3, run.explain()
+    for url in urls:
+        result = run.result(url)
+        assert result["verdict"] == "inconclusive", run.explain()
+        assert "answers the same 0-byte body" in result["reason"], result["reason"]
+        assert "--host-header" in result["reason"], result["reason"]
+    run = verify(
+        tmp_path / "named", *targets(urls, "1.0.0"), *hugo, "--host-header", "shop.example"
+    )
+    assert run.exit_code == 0, run.explain()
