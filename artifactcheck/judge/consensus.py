@@ -6,7 +6,7 @@ A strict majority is taken as the truth and a minority is evidence; a tie blames
 Siblings agree only on content they serve: a 2xx body that is not the site's fallback
 page. Two instances answering 404, 403, a 5xx, a redirect or the fallback page for a
 file agree on nothing about it (an Encore manifest's files asked under the wrong prefix
-answer 404 everywhere, and the fleet once passed on those 404s). The served manifest and
+answer 404 everywhere: agreeing on those would pass any fleet). The served manifest and
 the entry page are compared too, but agreeing on them alone vouches for no file: an
 instance whose served content was never compared with a sibling's is not "agreeing".
 """
@@ -14,7 +14,7 @@ instance whose served content was never compared with a sibling's is not "agreei
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from artifactcheck.judge import prefix
@@ -164,40 +164,31 @@ def consensus_agreement(observations: Sequence[Observation]) -> dict[str, Agreem
     against content, or content against absence, is a difference) and shares at least
     one file served by both (:func:`_countable`). "Agrees with its N siblings" counts
     these, not every instance of the version: of three instances where one is the
-    minority, each of the other two agrees with one.
+    minority, each of the other two agrees with one. Sets of names per answer keep this
+    linear in the files of a large fleet, not quadratic in its instances' pairs.
     """
     out: dict[str, Agreement] = {}
     for members in consensus_groups(observations).values():
         answers = {o.instance.name: held(o) for o in members}
-        by_name = {o.instance.name: o for o in members}
-        served_by: dict[str, set[str]] = defaultdict(set)
+        same: dict[tuple[str, str], set[str]] = defaultdict(set)  # (path, answer) -> names
+        answered: dict[str, set[str]] = defaultdict(set)  # path -> names holding any answer
         for name, docs in answers.items():
-            for path, sha in docs.items():
-                if sha != ABSENT:
-                    served_by[path].add(name)
-        for name, docs in answers.items():
-            obs = by_name[name]
-            agree = [
-                other for other in answers if other != name and _agrees(obs, docs, answers[other])
-            ]
-            compared = tuple(
-                sorted(
-                    p
-                    for p, sha in docs.items()
-                    if sha != ABSENT and _countable(obs, p) and served_by[p] - {name}
-                )
+            for item in docs.items():
+                same[item].add(name)
+                answered[item[0]].add(name)
+        for obs in members:
+            name, docs = obs.instance.name, answers[obs.instance.name]
+            shared = {(p, sha) for p, sha in docs.items() if sha != ABSENT and _countable(obs, p)}
+            agree: set[str] = set().union(*(same[item] for item in shared))
+            differ: set[str] = set().union(*(answered[p] - same[(p, v)] for p, v in docs.items()))
+            served_by_others = {p for p, _ in shared if answered[p] - same[(p, ABSENT)] - {name}}
+            nowhere = {p for p in docs if _countable(obs, p) and answered[p] == same[(p, ABSENT)]}
+            out[name] = Agreement(
+                len(agree - differ - {name}),
+                tuple(sorted(served_by_others)),
+                tuple(sorted(nowhere)),
             )
-            nowhere = tuple(sorted(p for p in docs if _countable(obs, p) and not served_by[p]))
-            out[name] = Agreement(len(agree), compared, nowhere)
     return out
-
-
-def _agrees(obs: Observation, mine: Mapping[str, str], theirs: Mapping[str, str]) -> bool:
-    """The same bytes on every path both answered, and one file served by both."""
-    shared = [p for p in mine.keys() & theirs.keys() if ABSENT not in (mine[p], theirs[p])]
-    if any(mine[p] != theirs[p] for p in mine.keys() & theirs.keys()):
-        return False
-    return any(_countable(obs, p) for p in shared)
 
 
 def nothing_compared(agreement: Agreement | None) -> str:
