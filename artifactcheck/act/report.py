@@ -446,11 +446,25 @@ def _md_table(header: list[str], rows: list[list[str]], *, what: str) -> list[st
     return lines
 
 
+#: Findings whose message names a file but not its hashes: a rendering adds them once,
+#: "(expected X, got Y)". A CDN difference says both hashes in its own message (which
+#: side holds which), so adding them again would say each twice.
+HASHES_UNSAID = frozenset({FindingKind.CONTENT_DIFFERS})
+
+
+def hashes_note(f: Finding) -> str | None:
+    """ "(expected X, got Y)" for a finding whose message does not say its hashes."""
+    if f.kind in HASHES_UNSAID and f.expected and f.actual:
+        return f"(expected {short(f.expected)}, got {short(f.actual)})"
+    return None
+
+
 def _md_finding_row(instance: str, f: Finding) -> list[str]:
     """instance, kind, severity, message (with the short hashes of a content finding)."""
     text = md_cell(f.message)
-    if f.expected and f.actual and f.kind in (FindingKind.CONTENT_DIFFERS, FindingKind.CDN_DIFFERS):
-        text += f" (expected {md_cell(short(f.expected))}, got {md_cell(short(f.actual))})"
+    note = hashes_note(f)
+    if note is not None:
+        text += f" {md_cell(note)}"
     return [md_cell(instance), md_cell(f.kind.value), md_cell(f.severity.value), text]
 
 
@@ -678,8 +692,9 @@ def _print_finding(console: Console, f: Finding, *, indent: str, with_instance: 
 
     line = Text(f"{indent}[{f.kind.value}] ", style=SEVERITY_STYLE[f.severity])
     line.append((f"{f.instance}: " if with_instance and f.instance else "") + f.message)
-    if f.expected and f.actual and f.kind in (FindingKind.CONTENT_DIFFERS, FindingKind.CDN_DIFFERS):
-        line.append(f" (expected {short(f.expected)}, got {short(f.actual)})", style="dim")
+    note = hashes_note(f)
+    if note is not None:
+        line.append(f" {note}", style="dim")
     console.print(line)
 
 

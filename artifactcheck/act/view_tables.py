@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from artifactcheck.act.investigate import age, clock, short, values
-from artifactcheck.act.report import SEVERITY_STYLE, VERDICT_STYLE
+from artifactcheck.act.report import SEVERITY_STYLE, VERDICT_STYLE, hashes_note
 from artifactcheck.model.names import ANNOTATION_PREFIX
 from artifactcheck.model.values import Finding, Verdict
 
@@ -164,6 +164,8 @@ def _facts(inv: values.Investigation, console: Console) -> Table:
         + (
             "this one's content could not be observed"
             if inv.fingerprint is None
+            else "it serves no file to compare with them (404s, refusals or the fallback page)"
+            if not sib.content_served
             else f"{sib.same_version_same_content} of those "
             f"{'serves' if sib.same_version_same_content == 1 else 'serve'} this content"
         ),
@@ -373,8 +375,9 @@ def _findings(findings: tuple[Finding, ...]) -> Text:
     for f in findings:
         text.append(f"  [{f.kind.value}] ", style=SEVERITY_STYLE[f.severity])
         text.append(f.message)
-        if f.expected and f.actual and f.kind.value in ("content-differs", "cdn-differs"):
-            text.append(f" (expected {short(f.expected)}, got {short(f.actual)})", style="dim")
+        note = hashes_note(f)
+        if note is not None:
+            text.append(f" {note}", style="dim")
         text.append("\n")
     text.rstrip()
     return text

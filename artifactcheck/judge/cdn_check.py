@@ -117,7 +117,7 @@ class _CdnAnswers:
         assert got is not None  # unobserved() refused a 2xx without a digest
         if want is not None:
             message = (
-                f"{shown} on the CDN differs from release {self.version}: expected (release) "
+                f"{shown} on the CDN differs from release {self.version}: the release has "
                 f"{short(want)}, the CDN serves {short(got)}"
             )
         else:

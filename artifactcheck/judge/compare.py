@@ -29,7 +29,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from artifactcheck.judge import prefix
-from artifactcheck.judge.answers import HashIndex, documents, is_off_host, page_shas
+from artifactcheck.judge.answers import HashIndex, documents, is_off_host, page_shas, short
 from artifactcheck.judge.cache import (
     JudgeCache,
     SampledOutRows,
@@ -45,10 +45,13 @@ from artifactcheck.judge.cdn_check import (
 )
 from artifactcheck.judge.codings import coding_views
 from artifactcheck.judge.consensus import (
+    Agreement,
     consensus_agreement,
     consensus_findings,
     consensus_groups,
     image_findings,
+    serves_content,
+    without_release,
 )
 from artifactcheck.judge.coverage import (
     SAMPLED_OUT,
@@ -100,6 +103,7 @@ from artifactcheck.model.versions import version_problem
 #: What other packages and the tests import from here: the judge's one front door.
 __all__ = [
     "CONTENT_KINDS",
+    "Agreement",
     "CdnView",
     "DEFAULT_CDN_EXCLUDE",
     "FALLBACK",
@@ -119,6 +123,7 @@ __all__ = [
     "judge_instance",
     "observed_fingerprint",
     "reported_version",
+    "serves_content",
     "tls_findings",
     "version_key",
 ]
@@ -286,6 +291,55 @@ def _judge_layout(case: Case) -> None:
     )
 
 
+def _one_answer(
+    obs: Observation, release: Manifest, index: HashIndex
+) -> tuple[str, int | None] | None:
+    """The one body every release file asked for answered, the entry page among them,
+    where the release holds different files and no known release holds that body:
+    (its sha256, its size); None otherwise.
+
+    Caddy answers a request for a site it does not serve (an instance reached by IP, its
+    site named by host) with 200 and an empty body, whatever the path; a parked or
+    catch-all page does the same. That is no build of the site, so it is never read as
+    the release's files holding other bytes.
+    """
+    answers = [(p, f) for p, f in documents(obs).items() if p in release.files]
+    if len(answers) < 2 or not any(prefix.page_path(p) for p, _ in answers):
+        return None
+    bodies = {f.sha256 if f.ok else None for _, f in answers}  # a 404 among them: judged
+    wanted = {release.files[p].hashes.get("sha256") for p, _ in answers}
+    sha = bodies.pop() if len(bodies) == 1 else None
+    if sha is None or len(wanted) < 2 or sha in wanted or sha in index.by_hash:
+        return None  # another release's page standing in for every file is the site's
+    return sha, answers[0][1].size
+
+
+def _judge_one_answer(case: Case, index: HashIndex) -> None:
+    """Every file answering the same body that is none of them: the target is not the
+    site (a wrong Host header or base URL), inconclusive naming both, not a mismatch."""
+    check, release = case.release_check, case.release
+    if check is None or release is None or case.misplaced is not None:
+        return
+    one = _one_answer(case.obs, release, index)
+    if one is None:
+        return
+    sha, size = one
+    case.misplaced = (
+        f"every file of release {case.version} asked for answers the same {size}-byte body "
+        f"({short(sha)}), the entry page included: not the site's content; a wrong Host "
+        "header (--host-header NAME) or base URL?"
+    )
+    own = {id(f) for f in check.findings}
+    kept = next((f for f in check.findings if f.kind in CONTENT_KINDS), None)
+    case.misplaced_file = kept
+    case.findings = [
+        f for f in case.findings if f is kept or not (id(f) in own and f.kind in CONTENT_KINDS)
+    ]
+    case.serves, case.partial_of, case.mix_of, case.candidates = None, None, None, ()
+    case.findings = [f for f in case.findings if f.kind is not FindingKind.SERVES_OTHER_RELEASE]
+    case.add(FindingKind.LAYOUT, case.misplaced, severity=Severity.WARNING)
+
+
 def _judge_cdn(case: Case, cdn: CdnView | None) -> None:
     """The CDN's answers: for what the instance served, and for what its manifest
     references on the CDN (fetched there, whether or not the CDN view has it)."""
@@ -354,13 +408,14 @@ def judge_instance(
     tls_warn_days: float = 14.0,
     peers: int | None = None,
     shared_rows: SampledOutRows | None = None,
-    agreeing: int | None = None,
+    agreement: Agreement | None = None,
 ) -> InstanceResult:
     """The verdict for one instance from its observation and what it should serve.
 
     ``expectation=None`` is consensus mode: ``peers`` is how many observed instances
     (this one included) report the same version; fewer than two is no consensus;
-    ``agreeing`` how many of the others hold the same bytes (:func:`consensus_agreement`).
+    ``agreement`` what the others share with it (:func:`consensus_agreement`); without
+    one, nothing was compared with a sibling and the instance is never ``consistent``.
     ``shared_rows`` lets instances judged together share equal coverage rows.
     """
     version = reported_version(obs)
@@ -374,13 +429,16 @@ def judge_instance(
         failed=failed,
         expectation=expectation,
         peers=peers,
-        agreeing=agreeing,
+        agreement=agreement,
         desired=desired_version,
         shared_rows=shared_rows,
     )
+    if case.consensus:
+        case.findings = without_release(case.findings, obs)
     _judge_version(case)
     _judge_release(case, index)
     _judge_layout(case)
+    _judge_one_answer(case, index)
     _judge_cdn(case, cdn)
     _judge_coverage(case)
     verdict, reason = choose_verdict(case)
@@ -436,13 +494,15 @@ def compare_fleet(
     for name, found in image_findings([o.instance for o in observations]).items():
         extra[name] += found
     sizes: dict[str, int] = {}
-    agreement: dict[str, int] = {}
+    agreements: dict[str, Agreement] = {}
     if expectations is None:
         for view in coding_views(observations):  # siblings agree in every coding or not
             for name, found in consensus_findings(view).items():
                 extra[name] += [f for f in found if f not in extra[name]]
-            for name, count in consensus_agreement(view).items():
-                agreement[name] = min(count, agreement.get(name, count))
+            for name, seen in consensus_agreement(view).items():
+                kept = agreements.get(name)  # the least agreement over the codings
+                if kept is None or seen.agreeing < kept.agreeing:
+                    agreements[name] = seen
         sizes = {v: len(m) for v, m in consensus_groups(observations).items()}
     results = []
     rows = cache.rows if cache is not None else SampledOutRows()
@@ -460,7 +520,7 @@ def compare_fleet(
         name = obs.instance.name
         fleet = tuple(extra.get(name, ()))
         peers = sizes.get(version or "", 0) if expectations is None else None
-        agreeing = agreement.get(name) if expectations is None else None
+        agreement = agreements.get(name) if expectations is None else None
         key: tuple[object, ...] = ()
         if cache is not None:
             # the only use of ``now``: a certificate's expiry findings
@@ -468,7 +528,7 @@ def compare_fleet(
             if obs.tls is not None and now is not None:
                 tls = tuple(tls_findings(obs.tls, now=now, warn_days=tls_warn_days, instance=name))
             key = (expectation_key(expectation), desired_version, tls_warn_days)
-            key += (peers, agreeing, fleet, tls)
+            key += (peers, agreement, fleet, tls)
             hit = cache.reused(obs, key, index, cdn)
             if hit is not None:
                 results.append(hit)
@@ -484,7 +544,7 @@ def compare_fleet(
             tls_warn_days=tls_warn_days,
             peers=peers,
             shared_rows=rows,
-            agreeing=agreeing,
+            agreement=agreement,
         )
         if cache is not None:
             cache.keep(obs, expectation, key, index, cdn, result)

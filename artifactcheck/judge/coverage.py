@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from artifactcheck.judge import prefix
 from artifactcheck.judge.answers import documents, few_names, unobserved, why_unobserved
 from artifactcheck.judge.release_check import ReleaseCheck
 from artifactcheck.judge.served import manifest_absent
 from artifactcheck.model.values import (
     Coverage,
+    Fetched,
     Finding,
     FindingKind,
     Manifest,
@@ -90,18 +92,35 @@ def _all_sampled_out(
 
 
 def served_coverage(obs: Observation) -> Coverage:
-    """Without a release: the files the instance was asked for and its manifest lists."""
+    """Without a release: the files the instance was asked for and its manifest lists.
+
+    Compared means served: a 2xx body that is not the fallback page. A file answering
+    404, 403 or the fallback page is counted, with that answer as the reason it was
+    not compared, never as compared.
+    """
     docs = documents(obs)
     wanted = set(docs) | set(obs.manifest.files if obs.manifest else ())
-    judged = {p for p, f in docs.items() if not unobserved(f)}
+    pages = prefix.page_hashes(obs.assets, None)
+    judged = {p for p, f in docs.items() if prefix.is_found(f, p, pages)}
     return Coverage(
         compared=len(judged),
         total=len(wanted),
         not_compared=tuple(
-            (p, _not_compared_why(obs, p)) for p in sorted(wanted) if p not in judged
+            (p, _not_served_why(docs.get(p), pages, p) or _not_compared_why(obs, p))
+            for p in sorted(wanted)
+            if p not in judged
         ),
         encodings=obs.encodings,
     )
+
+
+def _not_served_why(got: Fetched | None, pages: frozenset[str], path: str) -> str | None:
+    """A file that answered, but not with itself: what it answered."""
+    if got is None or unobserved(got):
+        return None
+    if prefix.is_fallback(got, path, pages):
+        return prefix.FALLBACK
+    return f"answers {got.status}"
 
 
 def coverage_findings(obs: Observation, version: str, coverage: Coverage) -> list[Finding]:

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from artifactcheck.judge import prefix
 from artifactcheck.judge.answers import few_names
 from artifactcheck.judge.cdn_check import CdnCheck
+from artifactcheck.judge.consensus import Agreement, nothing_compared
 from artifactcheck.judge.coverage import SharedRows
 from artifactcheck.judge.release_check import NAMES_ONLY_NOTE, ReleaseCheck
-from artifactcheck.judge.served import NO_MANIFEST_NOTE, manifest_absent
+from artifactcheck.judge.served import NO_MANIFEST_NOTE, manifest_absent, manifest_fell_back
 from artifactcheck.model.values import (
     Coverage,
     Expectation,
@@ -67,7 +68,7 @@ class Case:
     misplaced: str | None = None  # nothing of the release where it was looked for: why
     misplaced_file: Finding | None = None  # the absent file kept as evidence for the gate
     peers: int | None = None  # consensus: observed instances reporting this version
-    agreeing: int | None = None  # consensus: siblings holding the same bytes
+    agreement: Agreement | None = None  # consensus: what its siblings share with it
     desired: str | None = None
     shared_rows: SharedRows | None = None  # coverage rows shared between instances
 
@@ -147,8 +148,8 @@ def _content_reason(case: Case, content: Sequence[Finding]) -> str:
     if case.partial_of is not None:
         return f"reports {reported} but content differs: " + _partial(case)
     if case.serves:
-        what = f"serves {case.serves}'s content"
-    elif case.mix_of is not None and case.release_check is not None:
+        return f"reports {reported} but " + _serves_other(case, files)
+    if case.mix_of is not None and case.release_check is not None:
         other = len(case.release_check.differing)
         what = (
             f"serves a mix: {other} file(s) are release {case.mix_of}'s, "
@@ -166,6 +167,20 @@ NO_VERSION_HINT = (
     "give one with the target (URL=VERSION), a version label or annotation, "
     "or a version endpoint (--version-endpoint PATH#POINTER)"
 )
+
+
+def _serves_other(case: Case, files: Sequence[str]) -> str:
+    """Another release served whole: its files named as its, and apart from them the
+    files the instance lacks (a release's file answering 404 is not the other's)."""
+    check = case.release_check
+    missing = sorted(set(check.missing)) if check is not None else []
+    theirs = [p for p in files if p not in missing]
+    said = f"serves {case.serves}'s content" + (f": {few_names(theirs)}" if theirs else "")
+    if not missing:
+        return said
+    return f"{said}; {len(missing)} file(s) it lacks (404 or the fallback page): " + few_names(
+        missing
+    )
 
 
 def _partial(case: Case) -> str:
@@ -221,26 +236,43 @@ def choose_verdict(case: Case) -> tuple[Verdict, str]:
     if case.version is None:  # before "nothing fetched": without a version, nothing is
         return Verdict.INCONCLUSIVE, f"no reported version to judge against: {NO_VERSION_HINT}"
     if not case.obs.assets and case.obs.manifest_fetch is None:
-        return Verdict.INCONCLUSIVE, "nothing was fetched to judge by"
-    if case.coverage is not None and case.coverage.compared == 0:
+        return Verdict.INCONCLUSIVE, _nothing_fetched(case, "nothing was fetched to judge by")
+    if not case.consensus and case.coverage is not None and case.coverage.compared == 0:
         return Verdict.INCONCLUSIVE, f"no file of release {case.version} could be compared"
     if not _anything_served(case.obs):
-        return Verdict.INCONCLUSIVE, _nothing_served(case.obs)
+        return Verdict.INCONCLUSIVE, _nothing_served(case)
     if case.consensus and (case.peers or 0) < 2:
         return (
             Verdict.INCONCLUSIVE,
             f"no release source and no sibling reports {case.version}: consensus needs "
             "at least two instances",
         )
+    if case.consensus and (case.agreement is None or not case.agreement.compared):
+        return Verdict.INCONCLUSIVE, nothing_compared(case.agreement)
+    siblings = (case.peers or 1) - 1
+    if case.consensus and case.agreement is not None and not case.agreement.agreeing:
+        return Verdict.INCONCLUSIVE, (
+            f"agrees with none of its {siblings} sibling(s) on {case.version}: each "
+            "serves other bytes for, or lacks, a file it serves"
+        )
     desired = case.desired
     if desired is not None and case.version != desired:
         claim = "" if case.consensus else f" ({_claim(case)})"
         return Verdict.DRIFT, f"consistent with {case.version}, desired is {desired}{claim}"
-    if case.consensus:
-        siblings = (case.peers or 1) - 1
-        agree = siblings if case.agreeing is None else case.agreeing
+    if case.consensus and case.agreement is not None:
+        agree = case.agreement.agreeing
         of = "its" if agree == siblings else f"{agree} of its"
-        return Verdict.CONSISTENT, f"agrees with {of} {siblings} sibling(s) on {case.version}"
+        absent = case.agreement.absent_everywhere
+        gaps = (  # what none of them serves was not compared: said, never agreed on
+            f" ({len(absent)} file(s) answer 404 or the fallback page on every instance, "
+            f"not compared: {few_names(list(absent), 3)})"
+            if absent
+            else ""
+        )
+        return (
+            Verdict.CONSISTENT,
+            f"agrees with {of} {siblings} sibling(s) on {case.version}{gaps}",
+        )
     return Verdict.CONSISTENT, _claim(case)
 
 
@@ -277,8 +309,9 @@ def is_verified(case: Case, verdict: Verdict) -> bool:
     """
     if verdict not in _MAY_BE_RIGHT or case.failed or case.names_only:
         return False
-    if case.consensus:
-        return (case.peers or 0) >= 2
+    if case.consensus:  # the bytes of at least one file shared with an agreeing sibling
+        agreement = case.agreement
+        return (case.peers or 0) >= 2 and agreement is not None and agreement.agreeing > 0
     return case.release is not None and case.coverage is not None and case.coverage.compared > 0
 
 
@@ -300,9 +333,31 @@ def _anything_served(obs: Observation) -> bool:
     return obs.manifest is not None or any(f.ok for f in obs.assets.values())
 
 
-def _nothing_served(obs: Observation) -> str:
+def _nothing_served(case: Case) -> str:
+    obs = case.obs
+    if case.consensus and obs.assets:  # files were asked for, and none was served
+        return nothing_compared(case.agreement)
     got = obs.manifest_fetch
-    if got is None or got.ok:
-        return "nothing was fetched to judge by"
-    why = got.error or f"HTTP {got.status}"
-    return f"nothing was fetched to judge by: {obs.manifest_path or 'the manifest'} answers {why}"
+    if got is not None and manifest_fell_back(obs):
+        why = prefix.FALLBACK.removeprefix("answers ")
+    elif got is None or got.ok:
+        return _nothing_fetched(case, "nothing was fetched to judge by")
+    else:
+        why = got.error or f"HTTP {got.status}"
+    at = obs.manifest_path or "the manifest"
+    return _nothing_fetched(case, f"nothing was fetched to judge by: {at} answers {why}")
+
+
+#: What to give when there is no release and no served manifest names the files.
+NO_SOURCE_HINT = (
+    "no release was given and no build manifest it serves names its files; give "
+    "--release-manifest FILE (made by `artifactcheck manifest build DIST --version V`), "
+    "or --manifest-path PATH where it serves its build manifest"
+)
+
+
+def _nothing_fetched(case: Case, head: str) -> str:
+    """Nothing to judge by; without a release, also what to give."""
+    if not case.consensus or case.obs.manifest is not None:
+        return head
+    return f"{head}: {NO_SOURCE_HINT}" if ":" not in head else f"{head}; {NO_SOURCE_HINT}"

@@ -17,6 +17,7 @@ from artifactcheck.judge.answers import (
     warn_files,
     why_unobserved,
 )
+from artifactcheck.judge.prefix import FALLBACK, is_fallback
 from artifactcheck.judge.statuses import NOT_HERE
 from artifactcheck.model.values import (
     CertInfo,
@@ -72,7 +73,15 @@ def manifest_absent(obs: Observation) -> bool:
         return False
     if obs.manifest_fetch is None:
         return obs.manifest_error is not None
-    return obs.manifest_fetch.status in NOT_HERE
+    return obs.manifest_fetch.status in NOT_HERE or manifest_fell_back(obs)
+
+
+def manifest_fell_back(obs: Observation) -> bool:
+    """The manifest's path answered the site's HTML page (an SPA's ``try_files``,
+    lighttpd's ``error-handler-404``): no manifest there, as a 404 says, never an
+    unusable one (a wrong ``--manifest-path`` is no evidence against the content)."""
+    got = obs.manifest_fetch
+    return got is not None and obs.manifest is None and is_fallback(got, obs.manifest_path, ())
 
 
 def served_manifest_findings(obs: Observation) -> list[Finding]:
@@ -82,7 +91,9 @@ def served_manifest_findings(obs: Observation) -> list[Finding]:
     findings: list[Finding] = []
     if manifest_absent(obs):
         status = obs.manifest_fetch.status if obs.manifest_fetch is not None else None
-        if status is not None:
+        if manifest_fell_back(obs):  # the site's page where the manifest was asked for
+            detail, said = "", f"served manifest {obs.manifest_path} {FALLBACK}"
+        elif status is not None:
             detail = f" ({obs.manifest_error})" if obs.manifest_error else ""
             said = f"served manifest {obs.manifest_path} answers {status}"
         else:  # what the names probed answered, or why the one found is not read: one line

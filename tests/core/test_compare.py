@@ -34,6 +34,7 @@ from compare_support import (
 )
 
 from artifactcheck.judge.compare import (
+    Agreement,
     CdnView,
     HashIndex,
     cdn_paths,
@@ -94,6 +95,7 @@ def judge(
     version: str | None = "1.0",
     index: HashIndex = INDEX,
     peers: int | None = None,
+    agreement: Agreement | None = None,
     **kw: Any,
 ) -> InstanceResult:
     result = judge_instance(
@@ -103,6 +105,7 @@ def judge(
         cdn=cdn,
         desired_version=desired,
         peers=peers,
+        agreement=agreement,
     )
     # every finding is about this instance, says something, and has its kind's severity
     for f in result.findings:
@@ -865,7 +868,15 @@ def test_every_release_file_is_accounted_for(
         pytest.param(serving(CLEAN), {"version": "1.0/.."}, False, id="invalid-version"),
         pytest.param(serving(CLEAN), {"endpoint_version": "0.9"}, False, id="signal-conflict"),
         pytest.param(serving(CLEAN), {"expectation": None, "peers": 1}, False, id="consensus-1"),
-        pytest.param(serving(CLEAN), {"expectation": None, "peers": 2}, True, id="consensus-2"),
+        pytest.param(
+            serving(CLEAN),
+            {"expectation": None, "peers": 2, "agreement": Agreement(1, ("assets/a.js",))},
+            True,
+            id="consensus-2",
+        ),
+        pytest.param(
+            serving(CLEAN), {"expectation": None, "peers": 2}, False, id="consensus-2-unshared"
+        ),
         pytest.param({p: fetched(p, status=403) for p in CLEAN}, {}, False, id="nothing-compared"),
     ],
 )
@@ -885,7 +896,7 @@ def test_cdn_differs_orientation_and_message() -> None:
     r = judge(serving(CLEAN), cdn=cdn_of({**CDN_CLEAN, "assets/a.js": fetched("assets/a.js", A2)}))
     (f,) = [f for f in r.findings if f.kind is K.CDN_DIFFERS]
     assert (f.expected, f.actual) == (A1, A2)  # the release's hash, what the CDN served
-    assert f"expected (release) {A1[:12]}, the CDN serves {A2[:12]}" in f.message
+    assert f"the release has {A1[:12]}, the CDN serves {A2[:12]}" in f.message
 
 
 def test_cdn_differs_without_a_release_names_both_sides() -> None:
@@ -1335,7 +1346,7 @@ def test_referenced_on_the_cdn_is_judged_after_the_view() -> None:
             K.CDN_DIFFERS,
             A1,
             A2,
-            f"assets/a.js on the CDN differs from release 1.0: expected (release) {A1[:12]}, "
+            f"assets/a.js on the CDN differs from release 1.0: the release has {A1[:12]}, "
             f"the CDN serves {A2[:12]}",
             id="differs",
         ),
@@ -1511,7 +1522,15 @@ def test_consensus_ignores_answers_without_a_digest() -> None:
         obs("c", "1.0", {"assets/a.js": no_body}),
         obs("d", "1.0", {"assets/a.js": fetched("assets/a.js", status=404)}),
     ]
-    assert consensus_findings(fleet) == {}
+    found = consensus_findings(fleet)
+    # c answered nothing to compare; d lacks the file two of its three siblings serve
+    assert set(found) == {"d"}
+    (f,) = found["d"]
+    assert f.kind is K.MINORITY_CONTENT and f.expected == A1 and f.actual == "answers 404"
+    assert (
+        f.message == "assets/a.js is missing here (it answers 404) while 2 of its 2 siblings "
+        "reporting 1.0 serve it"
+    )
 
 
 def test_consensus_skips_invalid_versions() -> None:

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from artifactcheck.judge.compare import CdnView, HashIndex, compare_fleet, judge_instance
+from artifactcheck.judge.compare import (
+    Agreement,
+    CdnView,
+    HashIndex,
+    compare_fleet,
+    judge_instance,
+)
 from artifactcheck.judge.decide import History, InstanceState, decide
 from artifactcheck.model.settings import PolicySettings
 from artifactcheck.model.values import (
@@ -67,6 +73,8 @@ def got(path: str, sha: str | None = None, status: int = 200, error: str | None 
 
 CLEAN = {"index.html": got("index.html", IDX), "assets/a.js": got("assets/a.js", A)}
 CLEAN |= {"assets/b.css": got("assets/b.css", B)}
+#: consensus mode: one sibling holds the same bytes, and they share a file served by both
+SHARED = Agreement(agreeing=1, compared=("assets/a.js", "assets/b.css"))
 TIMED_OUT = CLEAN | {"assets/b.css": got("assets/b.css", error="read timed out")}
 # every release file refused (403: not compared); only the served manifest answered
 REFUSED = {p: got(p, status=403) for p in PATHS} | {
@@ -99,6 +107,7 @@ class Row:
     cdn: CdnView | None = None
     version: str | None = "1.0"
     peers: int | None = None  # consensus mode (expectation None): instances of the version
+    agreement: Agreement | None = None  # consensus mode: what its siblings share with it
     desired: str | None = None
     manifest_path: str = "artifactcheck.json"
 
@@ -109,7 +118,15 @@ ROWS = [
     Row("drift-clean", CLEAN, Verdict.DRIFT, True, desired="2.0"),
     Row("cdn-missing-own-bytes-right", CLEAN, Verdict.CDN_MISSING, True, cdn=CDN_MISSING),
     Row("cdn-mismatch-own-bytes-right", CLEAN, Verdict.CDN_MISMATCH, True, cdn=CDN_OTHER),
-    Row("consensus-of-two", CLEAN, Verdict.CONSISTENT, True, expectation=None, peers=2),
+    Row(
+        "consensus-of-two",
+        CLEAN,
+        Verdict.CONSISTENT,
+        True,
+        expectation=None,
+        peers=2,
+        agreement=SHARED,
+    ),
     Row(
         "consensus-of-two-cdn-missing",
         CLEAN,
@@ -118,6 +135,7 @@ ROWS = [
         expectation=None,
         peers=2,
         cdn=CDN_MISSING,
+        agreement=SHARED,
     ),
     # never verified, each with a CDN verdict outranking the reason
     Row(
@@ -164,6 +182,26 @@ ROWS = [
         peers=1,
         cdn=CDN_MISSING,
     ),
+    Row(
+        "consensus-nothing-shared-under-cdn-missing",  # siblings agreeing on nothing served
+        CLEAN,
+        Verdict.CDN_MISSING,
+        False,
+        expectation=None,
+        peers=2,
+        cdn=CDN_MISSING,
+        agreement=Agreement(agreeing=0, compared=()),
+    ),
+    Row(
+        "consensus-agreeing-with-none-under-cdn-missing",
+        CLEAN,
+        Verdict.CDN_MISSING,
+        False,
+        expectation=None,
+        peers=3,
+        cdn=CDN_MISSING,
+        agreement=Agreement(agreeing=0, compared=("assets/a.js",)),
+    ),
     # never verified, and not a verdict under which the bytes may be right
     Row(
         "names-only",
@@ -209,6 +247,7 @@ def judged(row: Row) -> InstanceResult:
         cdn=row.cdn,
         desired_version=row.desired,
         peers=row.peers,
+        agreement=row.agreement,
     )
 
 

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from artifactcheck.act.investigate.values import Siblings
 from artifactcheck.act.investigate.words import clock, join_words, noun_for
+from artifactcheck.judge.compare import serves_content
 from artifactcheck.judge.order import natural
 from artifactcheck.model.values import (
     InstanceResult,
@@ -35,6 +36,8 @@ def siblings(report: Report, target: InstanceResult) -> Siblings:
     look next. Image digests are compared only among instances of the same version.
     """
     results = report.results
+    # answers alike are no content alike: siblings sharing 404s serve nothing the same
+    content = target.observation is not None and serves_content(target.observation)
     same = [r for r in results if _does_the_same(target, r)]
     rest = [r for r in results if not _does_the_same(target, r)]
     version = target.reported_version
@@ -54,7 +57,9 @@ def siblings(report: Report, target: InstanceResult) -> Siblings:
         same_version=len(same_version),
         same_version_same_content=sum(
             1 for r in same_version if r.fingerprint == target.fingerprint
-        ),
+        )
+        if content
+        else 0,
         image_total=len(with_image),
         image_same=image_same if target.instance.image_id else 0,
         majority_image=majority,
@@ -62,6 +67,7 @@ def siblings(report: Report, target: InstanceResult) -> Siblings:
         first_started=min(known_starts) if all_known else None,
         last_started=max(known_starts) if all_known else None,
         others_last_started=max(others) if others else None,
+        content_served=content,
     )
 
 

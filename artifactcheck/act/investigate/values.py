@@ -153,6 +153,9 @@ class Siblings:
     first_started: datetime | None = None  # of the "same" group, when all are known
     last_started: datetime | None = None
     others_last_started: datetime | None = None  # latest start among the rest
+    #: the target served a file whose agreement vouches for content; without one (404s,
+    #: refusals, the fallback page), no sibling "serves this content"
+    content_served: bool = True
 
 
 @dataclass(frozen=True, slots=True)
