@@ -183,7 +183,9 @@ def test_a_site_named_by_host_reached_by_ip_is_not_a_mismatch(caddy: Caddy, tmp_
     Caddy answers every path with 200 and an empty body. Before: both instances of a
     correct fleet "content differs", exit 1. Now: exit 3 naming ``--host-header``;
     with it, consistent."""
-    urls = [caddy.serve(f"127.66.9.{n}", build("hugo-caddy/v1"), name="shop.example") for n in (1, 2)]
+    urls = [
+        caddy.serve(f"127.66.9.{n}", build("hugo-caddy/v1"), name="shop.example") for n in (1, 2)
+    ]
     caddy.start()
     assert _get(urls[0], "/index.html")[::2] == (200, b"")
     hugo = ["--release-manifest", str(release(build("hugo-caddy/v1"), "1.0.0", tmp_path))]
