@@ -13,6 +13,9 @@
 #   nginx-light     a real nginx with gzip_static for the encodings test (tests/e2e)
 #   apache2         a real Apache httpd serving Rails' precompiled assets as the Rails
 #                   guide configures it, .gz labelled gzip (tests/layouts/test_layout_rails.py)
+#   caddy, lighttpd two more production servers a new user might run: Caddy's
+#                   precompressed file_server, lighttpd's error-handler-404 SPA fallback
+#                   (tests/layouts/test_layout_caddy_lighttpd.py)
 #   prometheus      for promtool: the alert rules, their unit tests, the dashboard's
 #                   queries and the lint of a real /metrics scrape (tests/obs); the
 #                   server it also ships is not used (its service may start: harmless)
@@ -21,7 +24,7 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
 packages=(docker.io busybox-static iptables iproute2 mmdebstrap docker-registry apache2-utils
-          nginx-light apache2 prometheus)
+          nginx-light apache2 caddy lighttpd prometheus)
 missing=()
 for pkg in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
