@@ -255,13 +255,14 @@ def test_a_name_that_exists_is_not_reported(text: str, monkeypatch: pytest.Monke
 
 
 def test_only_the_unreleased_part_of_the_changelog_is_read() -> None:
-    text = "# Changelog\n\n## [Unreleased]\n\n- `now.py`\n\n## [0.1.0] - 2026-12-05\n\n- `fetch.py`\n"
-    assert "now.py" in current(text) and "fetch.py" not in current(text)
+    text = "# Changelog\n\n## [Unreleased]\n\n- `now.py`\n\n## [0.1.0] - 2026-12-05\n\n- `old.py`\n"
+    assert "now.py" in current(text) and "old.py" not in current(text)
 
 
 def test_without_unreleased_only_the_newest_version_is_read() -> None:
-    text = "# Changelog\n\n## [0.2.0] - 2026-12-06\n\n- `now.py`\n\n## [0.1.0] - 2026-12-05\n\n- `fetch.py`\n"
-    assert "now.py" in current(text) and "fetch.py" not in current(text)
+    text = "# Changelog\n\n## [0.2.0] - 2026-12-06\n\n- `now.py`\n\n## [0.1.0] - 2026-12-05\n"
+    text += "\n- `old.py`\n"
+    assert "now.py" in current(text) and "old.py" not in current(text)
 
 
 def test_the_pages_read_are_the_present_tense_ones() -> None:
