@@ -399,7 +399,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
 
             def all_verdicts() -> bool:
                 """Every pod has its gate condition (a pod the first cycle could not
-                reach has none: then stop 10 s after the first cycle, without it).
+                reach has none: then end 10 s after the first cycle, without it).
                 Polled only once the first cycle is done: reading every pod in this
                 process starves the API server the controller talks to."""
                 gated = sum(1 for n in names if gate_status(api, n) is not None)

@@ -1,4 +1,4 @@
-"""Benchmark: ``investigate TARGET`` with 100 siblings, start to exit (issue 24).
+"""Benchmark: ``investigate TARGET`` with 100 siblings, start to exit.
 
 ``investigate`` checks the target's siblings (every instance the other flags select)
 over all their files, so the summary can say how many do the same: here 100 nginx

@@ -1,4 +1,4 @@
-"""Benchmark: size and render time of a 1,000-instance sampled JSON report (issue 24).
+"""Benchmark: size and render time of a 1,000-instance sampled JSON report.
 
 A synthetic report of the shape ``bench.sampled`` produces (1,000 instances, 7 files
 fetched each, 492 "sampled out" rows shared by all, nginx's evidence headers with a

@@ -1,4 +1,4 @@
-"""Benchmark: ``verify`` of ONE instance, 8 files, start to exit (issue 24).
+"""Benchmark: ``verify`` of ONE instance, 8 files, start to exit.
 
 A CI check of a small fleet is bound by start-up, not by the network: this times the
 whole command (interpreter start, imports, set-up, 8 GETs, the JSON report) against

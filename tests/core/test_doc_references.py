@@ -2,8 +2,9 @@
 
 Docs describe the present. A page that still names `fetch.py` after it became `fetch/`
 sends a newcomer looking for something that is not there, and nothing else notices: the
-code moved, the prose did not. History lives in CHANGELOG.md, whose released sections may
-name what was removed, so only its Unreleased section is read here.
+code moved, the prose did not. History lives in CHANGELOG.md, whose earlier versions may
+name what was removed, so only its current section (Unreleased, or else the newest
+version) is read here.
 
 What counts as naming something (each a rule below, each with a test that breaks it):
 
@@ -34,11 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "artifactcheck"
 
 # Wrong names in pages another change owns (named in its report), tolerated until it lands.
-KNOWN_ELSEWHERE: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("docs/perf/verify.md", "bench/results/clients-before-tmp.json"),
-    }
-)
+KNOWN_ELSEWHERE: frozenset[tuple[str, str]] = frozenset()
 
 _START = r"(?<![\w./@:-])"
 REPO_PATH = re.compile(
@@ -53,27 +50,27 @@ NOT_MODULE_SUFFIXES = frozenset(
 )
 
 
-#: Pages that record what was measured on code since changed: history, like CHANGELOG's
-#: released sections, so the files they name may be gone.
-HISTORY = frozenset({"history.md"})
-
-
 def documents() -> Iterator[tuple[str, str]]:
-    """(name, text) of each present-tense page: READMEs, docs/, k8s/, CHANGELOG's Unreleased."""
+    """(name, text) of each present-tense page: READMEs, docs/, k8s/, CHANGELOG's current part."""
     yield "README.md", (ROOT / "README.md").read_text(encoding="utf-8")
     changelog = ROOT / "CHANGELOG.md"
     if changelog.exists():
-        yield "CHANGELOG.md", unreleased(changelog.read_text(encoding="utf-8"))
+        yield "CHANGELOG.md", current(changelog.read_text(encoding="utf-8"))
     pages = [*(ROOT / "docs").rglob("*.md"), *(ROOT / "k8s").rglob("*.md")]
-    pages = [p for p in pages if p.name not in HISTORY]  # names what was, by design
     pages += [p for p in (ROOT / "tests").rglob("README.md") if "node_modules" not in p.parts]
     for page in sorted(pages):
         yield page.relative_to(ROOT).as_posix(), page.read_text(encoding="utf-8")
 
 
-def unreleased(text: str) -> str:
-    """The Unreleased section: what is true of the code now; released sections are history."""
+def current(text: str) -> str:
+    """The section true of the code now: Unreleased, or else the newest version (the first).
+
+    Earlier versions are history and may name what has since gone.
+    """
     match = re.search(r"^## \[?Unreleased\]?.*?$(.*?)(?=^## |\Z)", text, re.M | re.S | re.I)
+    if match:
+        return match.group(1)
+    match = re.search(r"^## .*?$(.*?)(?=^## |\Z)", text, re.M | re.S)
     return match.group(1) if match else ""
 
 
@@ -218,7 +215,7 @@ def test_every_name_in_the_docs_exists(monkeypatch: pytest.MonkeyPatch) -> None:
             "tests/core/test_docs.py::test_no_such_test",
         ),
         ("`bench/results/nothing-*.json`", "bench/results/nothing-*.json"),
-        ("`docs/perf/{verify,nothing}.md`", "docs/perf/{verify,nothing}.md"),
+        ("`docs/{scaling,nothing}.md`", "docs/{scaling,nothing}.md"),
         ("(k8s/nothing.yaml).", "k8s/nothing.yaml"),
         ("the rule in `judge/nothing.py`", "judge/nothing.py"),
         ("the old `cli_options.py` helpers", "cli_options.py"),
@@ -244,7 +241,7 @@ def test_a_name_that_does_not_exist_is_reported(
     [
         "`artifactcheck/judge/compare.py`, `tests/core/test_docs.py::test_readme_commands_exist`",
         "`tests/core/test_docs.py::test_readme_commands_exist[case-1]`, `tests/k8s/`",
-        "`bench/results/*.json`, `docs/perf/{verify,cache}.md`, [k8s/rbac.yaml](../k8s/rbac.yaml)",
+        "`bench/results/*.json`, `docs/{scaling,security}.md`, [k8s/rbac.yaml](../k8s/rbac.yaml)",
         "the schema `artifactcheck/report/v3`; label `artifactcheck.io/version`",
         "`artifactcheck.json` and `artifactcheck.xml` are files",
         "`judge/compare.py`, `compare.py`, `artifactcheck.release.sources._parse_release`",
@@ -258,12 +255,18 @@ def test_a_name_that_exists_is_not_reported(text: str, monkeypatch: pytest.Monke
 
 
 def test_only_the_unreleased_part_of_the_changelog_is_read() -> None:
-    text = "# Changelog\n\n## [Unreleased]\n\n- `now.py`\n\n## [0.1] - stop 8\n\n- `fetch.py`\n"
-    assert "now.py" in unreleased(text) and "fetch.py" not in unreleased(text)
+    text = "# Changelog\n\n## [Unreleased]\n\n- `now.py`\n\n## [0.1.0] - 2026-12-05\n\n- `old.py`\n"
+    assert "now.py" in current(text) and "old.py" not in current(text)
+
+
+def test_without_unreleased_only_the_newest_version_is_read() -> None:
+    text = "# Changelog\n\n## [0.2.0] - 2026-12-06\n\n- `now.py`\n\n## [0.1.0] - 2026-12-05\n"
+    text += "\n- `old.py`\n"
+    assert "now.py" in current(text) and "old.py" not in current(text)
 
 
 def test_the_pages_read_are_the_present_tense_ones() -> None:
     names = [name for name, _ in documents()]
     assert "README.md" in names and "docs/architecture.md" in names
-    assert "docs/perf/verify.md" in names and "k8s/README.md" in names
+    assert "docs/benchmarks.md" in names and "k8s/README.md" in names
     assert "tests/fixtures/README.md" in names
