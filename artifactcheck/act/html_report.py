@@ -180,6 +180,16 @@ def _instance(index: int, r: Mapping[str, Any], columns: list[str]) -> dict[str,
         "files": [f for f in findings if f.get("kind") in _FILE_KINDS and f.get("path")],
         "hashes": {a["path"]: a.get("sha256") for a in assets if a.get("path")},
         "error": r.get("error"),
+        # why no version was read, or the served manifest was not: the instance's words
+        "notes": [
+            str(n)
+            for n in (
+                r.get("endpoint_error"),
+                r.get("endpoint_note"),
+                (r.get("manifest") or {}).get("error"),
+            )
+            if n
+        ],
     }
 
 
