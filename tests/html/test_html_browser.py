@@ -59,8 +59,21 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
              "-o", f"html={page}", "-o", f"json={doc}"],
             capture_output=True, text=True, check=False, timeout=120,
         )  # fmt: skip
+        fleet_page = tmp / "fleet.html"
+        fleet_run = subprocess.run(
+            [sys.executable, "-m", "artifactcheck", "fleet", "-c", str(config),
+             "-o", f"html={fleet_page}"],
+            capture_output=True, text=True, check=False, timeout=120,
+        )  # fmt: skip
     assert page.is_file(), run.stderr
-    yield {"page": page, "doc": json.loads(doc.read_text()), "code": run.returncode}
+    assert fleet_page.is_file(), fleet_run.stderr
+    yield {
+        "page": page,
+        "doc": json.loads(doc.read_text()),
+        "code": run.returncode,
+        "fleet": fleet_page,
+        "fleet_code": fleet_run.returncode,
+    }
 
 
 def open_page(browser: Any, page: Path) -> Any:
@@ -183,3 +196,14 @@ def test_no_value_of_the_report_can_script_the_page(
     assert_not_scripted(b)
     body = b.find_element(By.TAG_NAME, "body").text
     assert body.count(SCRIPT) > 100  # the values are on the page, as text
+
+
+def test_fleet_writes_the_page_too(browser: Any, demo: dict[str, Any], tmp_path: Path) -> None:
+    b = open_page(browser, demo["fleet"])
+    keep_screenshot(b, tmp_path, "html-report-fleet.png")
+    assert demo["fleet_code"] == 1
+    assert b.find_element(By.ID, "headline").text == "2 of 15 instances serve wrong content"
+    cards = b.find_elements(By.CSS_SELECTOR, "#attention .card .name")
+    assert sorted(c.text for c in cards) == ["web-10", "web-5"]
+    assert LOGO in b.find_element(By.ID, "cdn").text
+    assert_not_scripted(b)
