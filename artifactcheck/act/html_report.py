@@ -49,6 +49,9 @@ _CDN_BAD = frozenset({"cdn-missing", "cdn-mismatch"})
 #: Cards shown before "and N more": a page for a glance, the full list further down.
 MAX_CARDS = 24
 MAX_NAMES = 40
+#: Bad instances shown unfolded under "Every instance" while there are at most this many:
+#: beyond, folded, so a browser lays out a page of summaries, not of every file row.
+MAX_OPEN = 50
 _CDN_KINDS = frozenset({"cdn-missing", "cdn-differs"})
 #: Findings about one file, shown as a row of the instance's "files that differ".
 _FILE_KINDS = frozenset(
@@ -101,6 +104,7 @@ def page_model(doc: Mapping[str, Any]) -> dict[str, Any]:
         "cdn_findings": cdn,
         "fleet_findings": [f for f in fleet_findings if f["kind"] not in _CDN_KINDS],
         "instances": sorted(results, key=_worst_first),
+        "open_bad": len(bad) <= MAX_OPEN,
         "settings": _settings(doc),
         "actions": [dict(a) for a in doc.get("actions") or ()],
     }

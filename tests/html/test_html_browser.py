@@ -29,8 +29,8 @@ from artifactcheck_sim.web import Site
 LOGO = "assets/logo-m9-UFto3.svg"
 #: Each would set window.pwned or the title if the page ever ran it.
 SCRIPT = "<script>window.pwned=1;document.title='pwned'</script>"
-IMG = "\"><img src=x onerror=\"window.pwned=2;document.title='pwned'\">"
-SVG = "'><svg onload=\"window.pwned=3\"></svg>"
+IMG = '"><img src=x onerror="window.pwned=2;document.title=\'pwned\'">'
+SVG = '\'><svg onload="window.pwned=3"></svg>'
 HOSTILE = SCRIPT + IMG + SVG
 #: Elements and attributes nothing on the page needs; each would be markup from outside.
 ACTIVE = "script, img, svg, iframe, object, embed, [onerror], [onload], [onclick]"
