@@ -1,15 +1,16 @@
 """Benchmark: size and render time of a 1,000-instance HTML report in a real browser.
 
 A synthetic report of a Kubernetes fleet (1,000 pods on 40 nodes, 8 files fetched
-each with nginx's evidence headers; 20 pods (1 in ``--drift-every``) drifted onto another release's bytes,
-3 files differing each; 10 unreachable; the CDN lacking one file) is rendered as
-``verify --output html=FILE`` renders it, written to a file and opened from a
-``file://`` URL in Debian's headless Chromium (chromium + chromium-driver, selenium).
+each with nginx's evidence headers; 1 in ``--drift-every`` (50) drifted onto another
+release's bytes, 3 files differing each; 10 unreachable; the CDN lacking one file) is
+rendered as ``verify --output html=FILE`` renders it, written to a file and opened
+from a ``file://`` URL in Debian's headless Chromium (chromium + chromium-driver,
+selenium).
 Figures: the file's size, the time to render it in Python, and the browser's time
 from navigation start to the end of the load event (the page has no script of its
 own, so the load event is when it is laid out), the best of N.
 
-    python -m bench.html_report [--instances 1000] [--files 8] [--runs 5]
+    python -m bench.html_report [--instances 1000] [--files 8] [--runs 5] [--drift-every 50]
 """
 
 from __future__ import annotations
