@@ -17,9 +17,8 @@ in one place.
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -179,7 +178,9 @@ def _instance(index: int, r: Mapping[str, Any], columns: list[str]) -> dict[str,
         "reason": r.get("reason"),
         "reported": r.get("reported_version"),
         "serves": r.get("serves_version"),
-        "content": _content_key(assets, r),
+        # the judge's digest of what was served (manifest and asset hashes): one content,
+        # one key, as ``fleet`` groups instances
+        "content": str(r.get("fingerprint") or "nothing served"),
         "findings": [f for f in findings if f.get("severity") not in _QUIET or verdict in _BAD],
         "files": [f for f in findings if f.get("kind") in _FILE_KINDS and f.get("path")],
         "hashes": {a["path"]: a.get("sha256") for a in assets if a.get("path")},
@@ -202,23 +203,6 @@ def _host(url: str) -> str:
         return urlsplit(url).netloc
     except ValueError:
         return ""
-
-
-def _content_key(assets: Iterable[Mapping[str, Any]], r: Mapping[str, Any]) -> str:
-    """A short name for the bytes an instance served: a digest over (path, sha256).
-
-    Two instances with the same key served the same bytes under the same names;
-    without fetched assets the result's manifest fingerprint, else "nothing fetched".
-    """
-    pairs = sorted(
-        (str(a.get("path")), str(a.get("sha256"))) for a in assets if a.get("sha256") is not None
-    )
-    if pairs:
-        h = hashlib.sha256()
-        for path, digest in pairs:
-            h.update(f"{path}\0{digest}\n".encode())
-        return h.hexdigest()[:12]
-    return str(r.get("fingerprint") or "nothing fetched")
 
 
 def _by_version(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
