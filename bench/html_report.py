@@ -111,6 +111,7 @@ def build(instances: int = 1000, files: int = 8, drift_every: int = 50) -> Repor
                 findings=tuple(findings),
                 reported_version="1.4.2",
                 serves_version="1.4.1" if drifted else "1.4.2",
+                fingerprint=None if unreachable else _digest(str(drifted))[:12],
                 coverage=Coverage(compared=files, total=files),
                 observation=obs,
             )
