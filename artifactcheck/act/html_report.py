@@ -120,9 +120,9 @@ def _headline(total: int, wrong: int, counts: Counter[str]) -> str:
     if not total:
         return "No instance was checked"
     if wrong:
-        return f"{wrong} of {total} instances serve wrong content"
+        return f"{wrong} of {total} instances {'serves' if wrong == 1 else 'serve'} wrong content"
     if cdn:
-        return f"The CDN differs from what {cdn} of {total} instances serve"
+        return f"The CDN differs from what {cdn} of {total} instances {'serves' if cdn == 1 else 'serve'}"
     if unknown:
         return f"{unknown} of {total} instances could not be judged; none serves wrong content"
     return f"All {total} instances are consistent"
