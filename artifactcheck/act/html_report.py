@@ -120,12 +120,16 @@ def _headline(total: int, wrong: int, counts: Counter[str]) -> str:
     if not total:
         return "No instance was checked"
     if wrong:
-        return f"{wrong} of {total} instances {'serves' if wrong == 1 else 'serve'} wrong content"
+        return f"{wrong} of {total} instances {_serve(wrong)} wrong content"
     if cdn:
-        return f"The CDN differs from what {cdn} of {total} instances {'serves' if cdn == 1 else 'serve'}"
+        return f"The CDN differs from what {cdn} of {total} instances {_serve(cdn)}"
     if unknown:
         return f"{unknown} of {total} instances could not be judged; none serves wrong content"
     return f"All {total} instances are consistent"
+
+
+def _serve(n: int) -> str:
+    return "serves" if n == 1 else "serve"
 
 
 def _also(wrong: int, counts: Counter[str]) -> list[tuple[str, int]]:
