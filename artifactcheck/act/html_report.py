@@ -88,7 +88,7 @@ def page_model(doc: Mapping[str, Any]) -> dict[str, Any]:
         "exit_code": doc.get("exit_code"),
         "headline": _headline(total, len(wrong), counts),
         "also": _also(len(wrong), counts),
-        "status": "bad" if bad else ("ok" if counts.get("consistent", 0) == total else "unknown"),
+        "status": "bad" if bad else "ok" if total and counts["consistent"] == total else "unknown",
         "total": total,
         "bars": [
             {"verdict": v.value, "n": counts[v.value], "pct": 100.0 * counts[v.value] / total}
@@ -125,7 +125,11 @@ def _headline(total: int, wrong: int, counts: Counter[str]) -> str:
         return f"The CDN differs from what {cdn} of {total} instances {_serve(cdn)}"
     if unknown:
         return f"{unknown} of {total} instances could not be judged; none serves wrong content"
-    return f"All {total} instances are consistent"
+    consistent = counts.get("consistent", 0)
+    if consistent == total:
+        return f"All {total} instances are consistent"
+    # a verdict this page does not know (a newer report): never read as consistent
+    return f"{total - consistent} of {total} instances are not consistent"
 
 
 def _serve(n: int) -> str:
