@@ -19,12 +19,14 @@
 #   prometheus      for promtool: the alert rules, their unit tests, the dashboard's
 #                   queries and the lint of a real /metrics scrape (tests/obs); the
 #                   server it also ships is not used (its service may start: harmless)
+#   chromium        a real browser, headless, that opens the HTML report (tests/html)
+#   chromium-driver its WebDriver, which selenium drives
 # Nothing is started here and no image is pulled: there is no registry in CI.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
 packages=(docker.io busybox-static iptables iproute2 mmdebstrap docker-registry apache2-utils
-          nginx-light apache2 caddy lighttpd prometheus)
+          nginx-light apache2 caddy lighttpd prometheus chromium chromium-driver)
 missing=()
 for pkg in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then

@@ -26,6 +26,7 @@ from .common import ROOT, log, machine
 FULL = {
     "startup": ["--runs", "15"],
     "report": [],
+    "html_report": [],
     "investigate": ["--instances", "100", "--runs", "5"],
     "sampled:200": [
         "--instances",
@@ -69,6 +70,7 @@ FULL = {
 QUICK = {
     "startup": ["--runs", "3", "--name", "startup-quick"],
     "report": [],
+    "html_report": ["--instances", "200", "--runs", "1"],
     "investigate": ["--instances", "20", "--runs", "1", "--name", "investigate-quick"],
     "sampled": ["--instances", "200", "--runs", "1", "--name", "sampled-quick"],
     "throughput": ["--scale", "0.1", "--runs", "1", "--name", "throughput-quick"],
@@ -92,6 +94,7 @@ QUICK = {
 TIMEOUT = {
     "startup": 600,
     "report": 300,
+    "html_report": 300,
     "investigate": 900,
     "sampled": 1200,
     "throughput": 1800,

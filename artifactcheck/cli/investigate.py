@@ -433,13 +433,18 @@ async def collect_fleet(
 # --------------------------------------------------------------------------- options
 
 
-def parse_outputs(values: Sequence[str]) -> list[tuple[str, str | None]]:
-    """``table``, ``json`` or ``json=FILE`` (junit has no meaning for one instance)."""
+def parse_outputs(values: Sequence[str], *, html: bool = False) -> list[tuple[str, str | None]]:
+    """``table``, ``json`` or ``json=FILE`` (junit has no meaning for one instance), and
+    for ``fleet`` (``html=True``) ``html=FILE``."""
     outs: list[tuple[str, str | None]] = []
+    kinds = ("table", "json", "html") if html else ("table", "json")
     for item in values or ("table",):
         kind, _, dest = item.partition("=")
-        if kind not in ("table", "json") or (kind == "table" and dest):
-            raise ConfigError(f"--output {item!r}: expected table, json or json=FILE")
+        if kind not in kinds or (kind == "table" and dest):
+            also = " or html=FILE" if html else ""
+            raise ConfigError(f"--output {item!r}: expected table, json or json=FILE{also}")
+        if kind == "html" and dest in ("", "-"):
+            raise ConfigError(f"--output {item!r}: an HTML report goes to a file: html=FILE")
         outs.append((kind, None if dest in ("", "-") else dest))
     return check_destinations(outs)
 
@@ -516,7 +521,10 @@ def investigate(target: str, **opts: Any) -> None:
 
 @click.command()
 @target_options
-@output_option("table (default), json or json=FILE; repeatable.")
+@output_option(
+    "table (default), json or json=FILE, html=FILE (a page for a browser, always to a "
+    "file); repeatable."
+)
 @click.option(
     "--watch",
     type=click.FloatRange(min=0.1),
@@ -535,7 +543,7 @@ def fleet(**opts: Any) -> None:
     content" is the first thing you read. Exit codes as for verify (0/1/2/3).
     """
     try:
-        outputs = parse_outputs(opts["outputs"])
+        outputs = parse_outputs(opts["outputs"], html=True)
         spec = spec_from_options(opts)
         require_instances(spec)
     except ConfigError as exc:
@@ -563,6 +571,12 @@ def _emit_fleet(
     for kind, dest in outputs:
         if kind == "table":
             render_fleet(view, console or make_console())
+        elif kind == "html":
+            from artifactcheck.act.html_report import render_html
+            from artifactcheck.act.report import to_json
+
+            if view.report is not None:  # None: a view built by hand, no check behind it
+                _write(render_html(to_json(view.report)), dest)
         else:
             _write(dumps(fleet_json(view), compact=compact), dest)
 
@@ -587,7 +601,7 @@ def _watch(
 
     console = console or make_console()
     tables = any(kind == "table" for kind, _ in outputs)
-    json_outputs = [(k, d) for k, d in outputs if k == "json"]
+    json_outputs = [(k, d) for k, d in outputs if k in ("json", "html")]  # rewritten each time
     state: dict[str, Any] = {"view": None}
 
     async def loop(live: Live | None) -> None:

@@ -135,7 +135,7 @@ def _without_pydantic_plugins() -> None:
 #: loaded (``run_quietly``); every other command's are in once its group has run.
 LOADS_ON_THE_WAY = frozenset({"verify", "investigate"})
 
-OUTPUT_KINDS = ("table", "json", "junit", "markdown")
+OUTPUT_KINDS = ("table", "json", "junit", "markdown", "html")
 
 
 def _outputs(values: tuple[str, ...]) -> list[tuple[str, str | None]]:
@@ -150,8 +150,12 @@ def _outputs(values: tuple[str, ...]) -> list[tuple[str, str | None]]:
         kind, sep, dest = item.partition("=")
         if kind not in OUTPUT_KINDS:
             raise ConfigError(
-                f"--output {item!r}: expected table, json, junit or markdown, each optionally =FILE"
+                f"--output {item!r}: expected table, json, junit or markdown, each optionally "
+                "=FILE, or html=FILE"
             )
+        if kind == "html" and dest in ("", "-"):
+            # a page of markup on a terminal helps nobody; a browser opens a file
+            raise ConfigError(f"--output {item!r}: an HTML report goes to a file: html=FILE")
         if sep and not dest:
             raise ConfigError(f"--output {item!r}: give a file name after '=' (or '-')")
         outs.append((kind, None if dest in ("", "-") else dest))
@@ -204,6 +208,11 @@ def _emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool) 
             text = render_json(report, pretty=pretty)
         elif kind == "markdown":
             text = render_markdown(report, verbose=verbose)
+        elif kind == "html":
+            from artifactcheck.act.html_report import render_html
+            from artifactcheck.act.report import to_json
+
+            text = render_html(to_json(report))
         else:
             text = render_junit(report)
         if dest is None:
@@ -261,8 +270,9 @@ def summary_line(report: Any) -> str:
 )
 @click.option("--dry-run", is_flag=True, help="Decide and report actions, never perform them.")
 @output_option(
-    "table (default), json, junit or markdown, each to standard output or =FILE; repeatable, "
-    "at most one to standard output."
+    "table (default), json, junit or markdown, each to standard output or =FILE, and "
+    "html=FILE (a page for a browser, always to a file); repeatable, at most one to "
+    "standard output."
 )
 @click.option("--verbose-report", is_flag=True, help="Show every finding, info included.")
 def verify(**opts: Any) -> None:

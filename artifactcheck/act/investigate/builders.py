@@ -138,6 +138,7 @@ def build_fleet(report: Report, *, release_source: str | None, now: datetime) ->
         desired_version=report.desired_version,
         cdn=report.cdn,
         release_source=release_source,
+        report=report,
     )
 
 

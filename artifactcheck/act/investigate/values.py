@@ -14,6 +14,7 @@ from artifactcheck.model.values import (
     UNKNOWN_VERDICTS,
     Finding,
     Instance,
+    Report,
     Verdict,
 )
 
@@ -268,6 +269,8 @@ class FleetView:
     desired_version: str | None
     cdn: str | None
     release_source: str | None
+    #: The check behind the view, for ``--output html`` (built from its JSON document).
+    report: Report | None = field(default=None, repr=False, compare=False)
 
     def with_note(self, note: str) -> FleetView:
         """The same view with one more note (e.g. a failed ``--watch`` refresh)."""
