@@ -338,8 +338,8 @@ def render_json(report: Report, *, pretty: bool = True) -> str:
     """JSON text, stable key order, for ``--output json``.
 
     Compact (``pretty=False``) is what a pipe or file gets: the C encoder is only used
-    without indentation, and a 1,000-instance report is then markedly cheaper
-    (docs/perf/history.md); a terminal gets it indented for people.
+    without indentation, and a 1,000-instance report is then markedly cheaper; a
+    terminal gets it indented for people.
     """
     if not pretty:
         return json.dumps(to_json(report), separators=(",", ":")) + "\n"

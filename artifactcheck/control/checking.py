@@ -216,7 +216,7 @@ class Checking:
             # and drops the cancellation. A pod event (the wake) just before the check
             # was rebuilt (its spec changed) left this loop running for ever: the old
             # check's fetcher, pod watch, state and cycles lived on beside the new
-            # check's, and shutdown waited for it (issue 25's soak).
+            # check's, and shutdown waited for it (seen in the soak benchmark).
             try:
                 async with asyncio.timeout(5.0):
                     await state.wake.wait()

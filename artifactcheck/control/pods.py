@@ -126,7 +126,7 @@ def forget_gone(state: CheckState) -> None:
 
     The policy carries every instance it ever judged into the next History, so under
     churn (a replaced pod comes back under a new name) that memory grew by every pod
-    ever seen, never dropped (issue 25's soak: +20 entries a minute at 1,000 pods).
+    ever seen, never dropped (the soak benchmark: +20 entries a minute at 1,000 pods).
     Forgotten here: a pod deleted since the last call, and a pod that is no candidate
     now (gone, or not ready) whose memory holds nothing (no streak, flag or quarantine;
     its last verdict only), which also covers pods deleted while the watch was down

@@ -43,8 +43,7 @@ def instance_addresses(state: CheckState) -> Callable[[], frozenset[Address]]:
         # asked on every new connection: a set, so a lookup is O(1) (a pass over
         # every pod per connection made a start-up quadratic in the pods), rebuilt
         # from the kept addresses only when the pods changed (re-parsing every
-        # address per new pod dominated the event loop while pods came one by one;
-        # docs/perf/history.md)
+        # address per new pod dominated the event loop while pods came one by one)
         if state.hosts is None:
             state.hosts = frozenset(state.addresses.values())
         return state.hosts

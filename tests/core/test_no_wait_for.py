@@ -1,6 +1,6 @@
 """No ``asyncio.wait_for`` in the package: on Python 3.11 it returns the result of a wait
 that finished in the loop turn before a cancellation and drops the cancellation, which
-kept a rebuilt check alive beside its successor (issue 25's soak, control/checking.py).
+kept a rebuilt check alive beside its successor (the soak benchmark, control/checking.py).
 ``asyncio.timeout`` never loses one."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Report v3: each asset is one array of values in the order of ``asset_columns``, the
 names stated once per document instead of once per asset; a reader recovers every field
-of every asset (issue 24)."""
+of every asset."""
 
 from __future__ import annotations
 

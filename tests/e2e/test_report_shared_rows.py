@@ -1,6 +1,6 @@
 """Report v2 and later: each long ``not_compared`` list is stated once, in ``not_compared_lists``,
 and each coverage that has it names it by id: the same information as stating it in
-every result (v1), a fraction of the bytes at fleet scale (issue 24)."""
+every result (v1), a fraction of the bytes at fleet scale."""
 
 from __future__ import annotations
 

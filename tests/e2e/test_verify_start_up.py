@@ -1,4 +1,4 @@
-"""What a real ``verify`` run imports: only what that run uses (issue 24).
+"""What a real ``verify`` run imports: only what that run uses.
 
 Start-up is most of a small CI check's wall time (one instance: imports and set-up
 before the first request), so a plain-URL, plain-HTTP run with a JSON report must not

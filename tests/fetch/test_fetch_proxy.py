@@ -1,4 +1,4 @@
-"""Proxies: release sources and CDNs through the proxy, instances direct (issue 22).
+"""Proxies: release sources and CDNs through the proxy, instances direct.
 
 A real logging proxy on loopback (:mod:`proxy_support`) sees every request sent through
 it. A CDN or release source is fetched for its own host (``host_header=""``); an

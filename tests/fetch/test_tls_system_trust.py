@@ -1,4 +1,4 @@
-"""The system's CAs are loaded at a run's first handshake, not at start-up (issue 24).
+"""The system's CAs are loaded at a run's first handshake, not at start-up.
 
 Parsing the system store was 25-70 ms of every ``verify`` start-up, for runs that
 mostly check plain ``http://`` instances. Deferring it must never mean a handshake

@@ -1,4 +1,4 @@
-"""The controller through the faults a loaded API server produces (issue 25, part 3).
+"""The controller through the faults a loaded API server produces.
 
 One check (quarantine, three confirmations) over seven pods, one of them drifted, on
 the fake API server over HTTP. The same cluster is built twice in one test: once

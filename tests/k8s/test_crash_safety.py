@@ -1,4 +1,4 @@
-"""Crash safety: the leader killed with -9 in the middle of its action batches (issue 25).
+"""Crash safety: the leader killed with -9 in the middle of its action batches.
 
 Two real ``artifactcheck controller`` processes hold the Lease in turn on the fake API
 server. Ten times (seeded moments), new pods arrive (gates to open, one drifted pod

@@ -1,4 +1,4 @@
-"""The soak benchmark in small (issue 25): the controller under churn, a rollout and
+"""The soak benchmark in small: the controller under churn, a rollout and
 API faults for a few minutes, then checked for leaks and for its verdicts.
 
 ``bench/soak.py`` runs the fake API server, an nginx fleet on loopback and the
@@ -110,7 +110,7 @@ def test_five_minutes_of_churn_and_faults_leak_nothing(request: pytest.FixtureRe
 
 
 def test_replaced_pods_leave_no_policy_memory_behind() -> None:
-    """What the soak's churn found (issue 25): the policy's memory of each pod
+    """What the soak's churn found: the policy's memory of each pod
     (``history.instances``) kept every pod ever judged, so replacing pods grew it
     without end. After pods are replaced, a clean one and a quarantined one, it
     holds the pods there are and no other."""
@@ -142,7 +142,7 @@ def test_replaced_pods_leave_no_policy_memory_behind() -> None:
 
 
 def test_a_rebuilt_check_ends_even_when_a_pod_woke_it_just_before() -> None:
-    """What the soak's release change found (issue 25): the check's spec changed (the
+    """What the soak's release change found: the check's spec changed (the
     old check cancelled, a new one built) one loop turn after a pod event woke the old
     check's new-pod loop. Python 3.11's ``asyncio.wait_for`` returns the result of a
     wait that finished in that turn and drops the cancellation, so the old check lived

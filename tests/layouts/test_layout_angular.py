@@ -81,7 +81,7 @@ def test_a_cdn_missing_a_file_is_named(nginx: Nginx, tmp_path: Path) -> None:
 def test_ngsw_json_is_accepted_as_the_release(nginx: Nginx, tmp_path: Path) -> None:
     """``dist/ngsw.json`` as the release (every file has a SHA-1), compared as such.
 
-    Today: exit 2, "no content hash for 14 of 14 files" (issue 20 part B)."""
+    Today: exit 2, "no content hash for 14 of 14 files"."""
     urls, cdn = _start(nginx, tmp_path, [build("angular/v1")] * 3)
     ngsw = ngsw_release(build("angular/v1"), "1.0.0", tmp_path)
     run = verify(tmp_path, *targets(urls, "1.0.0"), "--release-manifest", ngsw, "--cdn", cdn)

@@ -32,7 +32,7 @@ def _fleet(nginx: Nginx, tmp: Path, *, drifted: bool = False, cdn_lacks: str | N
 
 
 #: Where the user points the targets: the instance root (the first natural setup,
-#: failing today: issue 20 part A) or STATIC_URL on each instance (works today).
+#: failing before 0.1.0) or STATIC_URL on each instance (works today).
 BASES = pytest.mark.parametrize("base", ["", "static/"], ids=["root", "static-url"])
 
 
@@ -124,7 +124,7 @@ def test_the_version_endpoint_json_without_a_pointer_reads_its_version_member(
 ) -> None:
     """``--version-endpoint /version`` on ``{"version":"1.0.0"}`` at the host root.
 
-    Today: the whole body is taken as the version (issue 20 part B)."""
+    Today: the whole body is taken as the version."""
     urls, cdn = _fleet(nginx, tmp_path)
     run = verify(
         tmp_path,

@@ -145,7 +145,7 @@ def test_asset_prefix_fleet_with_cdn_include_on_the_command_line(
 ) -> None:
     """``--cdn-include '_next/static/**'``: the same as the YAML setting.
 
-    Today: "No such option '--cdn-include'" (issue 20 part A)."""
+    Today: "No such option '--cdn-include'"."""
     urls, cdn = _prefixed(nginx, tmp_path, [build("next-prefix/v1")] * 3)
     releases = _releases(tmp_path, "next-prefix")
     args = [*targets(urls, "1.0.0"), *releases, "--cdn", cdn, "--cdn-include", "_next/static/**"]

@@ -99,7 +99,7 @@ def test_ngsw_json_with_a_base_href_as_the_release(nginx: Nginx, tmp_path: Path)
     """``dist/ngsw.json`` as the release, its URLs ``/app/…``, targets at
     ``/app/``: each URL is the file at the target, never ``/app/app/…``.
 
-    Today: exit 2 (ngsw.json refused as a release, issue 20 part B)."""
+    Today: exit 2 (ngsw.json refused as a release)."""
     urls, cdn = _start(nginx, tmp_path, ["angular-app/v1"] * 2 + ["angular-app/v2"])
     ngsw = ngsw_release(build("angular-app/v1"), "1.0.0", tmp_path)
     run = verify(tmp_path, *targets(urls, "1.0.0"), "--release-manifest", ngsw, "--cdn", cdn)

@@ -123,7 +123,7 @@ def test_version_json_without_a_pointer_reads_its_version_member(
 ) -> None:
     """``--version-endpoint /_app/version.json`` with no pointer on ``{"version": ...}``:
     its ``version`` member is the version. Today: the whole JSON body is taken as the
-    version, which is not one (issue 20 part B; exit 1, ``signal-conflict``)."""
+    version, which is not one (exit 1, ``signal-conflict``)."""
     urls, cdn = _start(nginx, tmp_path, [build("sveltekit/v1")] * 3)
     args = [a for u in urls for a in ("-t", u)]
     args += ["--version-endpoint", "/_app/version.json", *_releases(tmp_path, V1, V2)]

@@ -96,7 +96,7 @@ def test_a_partial_build_is_never_called_a_release(nginx: Nginx, tmp_path: Path)
     reporting 1.0.0: a mix or "content differs" naming the file that fell back, never
     "serves release 2.0.0" (README: only a complete comparison names a release).
 
-    Today: "serves release 2.0.0" (issue 20 part A)."""
+    Today: "serves release 2.0.0"."""
     partial = copy_build("vue/v2", tmp_path / "partial")
     (partial / V2_LAZY).unlink()
     (partial / f"{V2_LAZY}.gz").unlink()
@@ -205,7 +205,7 @@ def test_names_only_still_catches_renamed_files(nginx: Nginx, tmp_path: Path) ->
 
 
 def test_allow_names_only_help_says_it_cannot_exit_0() -> None:
-    """Issue 20 part B: the help of ``--allow-names-only`` says a names-only run never
+    """The help of ``--allow-names-only`` says a names-only run never
     exits 0 (today it does not)."""
     from click.testing import CliRunner
 
