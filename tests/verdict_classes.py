@@ -26,7 +26,8 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "each concrete manifest is indexed by the version it declares; a repeated "
         "single-value option is exit 2",
         (
-            "tests/e2e/test_cli_config.py::test_two_concrete_manifests_judge_each_instance_by_its_version",
+            "tests/e2e/test_cli_config.py::test_two_concrete_manifests_judge_each_instance_by_its"
+            "_version",
             "tests/e2e/test_cli_config.py::test_a_repeated_single_value_option_is_refused",
         ),
     ),
@@ -53,7 +54,8 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "hashless release sources are refused (exit 2) unless `--allow-names-only`, and "
         "then never claim bytes",
         (
-            "tests/e2e/test_cli_config.py::test_names_only_never_passes_other_bytes_under_the_same_names",
+            "tests/e2e/test_cli_config.py::test_names_only_never_passes_other_bytes_under_the_sam"
+            "e_names",
         ),
     ),
     (
@@ -62,8 +64,10 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "every release file is compared or listed as not compared with the reason; a "
         "missing served manifest is a finding",
         (
-            "tests/e2e/test_observation.py::test_a_release_file_the_served_manifest_does_not_reference_is_compared",
-            "tests/e2e/test_observation.py::test_a_served_manifest_answering_404_is_recorded_and_the_release_still_fetched",
+            "tests/e2e/test_observation.py::test_a_release_file_the_served_manifest_does_not_refe"
+            "rence_is_compared",
+            "tests/e2e/test_observation.py::test_a_served_manifest_answering_404_is_recorded_and_"
+            "the_release_still_fetched",
             "tests/core/test_compare.py::test_every_release_file_is_accounted_for",
         ),
     ),
@@ -88,7 +92,8 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "gate mode let the one bad pod in while the release source was down",
         "only pods with no evidence against them fail open; a pod with a bad verdict stays out",
         (
-            "tests/core/test_decide.py::test_gate_mode_with_the_release_source_down_keeps_the_bad_pod_out",
+            "tests/core/test_decide.py::test_gate_mode_with_the_release_source_down_keeps_the_bad"
+            "_pod_out",
         ),
     ),
     (
@@ -113,8 +118,10 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "a probe's 403 hid drift (and was labelled unreachable)",
         "403 on a probed name is 'not here'; an instance that answered is never unreachable",
         (
-            "tests/e2e/test_observation.py::test_a_403_probe_is_not_here_and_the_next_name_is_tried",
-            "tests/e2e/test_observation.py::test_a_connection_failing_after_answers_is_not_unreachable",
+            "tests/e2e/test_observation.py::test_a_403_probe_is_not_here_and_the_next_name_is_tri"
+            "ed",
+            "tests/e2e/test_observation.py::test_a_connection_failing_after_answers_is_not_unreac"
+            "hable",
         ),
     ),
     (
@@ -131,8 +138,10 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "each coding in `--compare-encoding` is fetched, decoded and compared; reports say "
         "which codings were compared",
         (
-            "tests/e2e/test_encodings.py::test_a_stale_precompressed_file_is_caught_when_gzip_is_compared",
-            "tests/e2e/test_encodings.py::test_the_compare_encoding_flag_catches_the_stale_gz_from_the_cli",
+            "tests/e2e/test_encodings.py::test_a_stale_precompressed_file_is_caught_when_gzip_is_"
+            "compared",
+            "tests/e2e/test_encodings.py::test_the_compare_encoding_flag_catches_the_stale_gz_fro"
+            "m_the_cli",
         ),
     ),
     (
@@ -142,7 +151,8 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         (
             "tests/core/test_compare.py::test_cdn_differs_orientation_and_message",
             "tests/core/test_compare.py::test_a_mix_of_unknown_bytes_is_content_differs",
-            "tests/e2e/test_reports.py::test_junit_counts_outages_as_errors_and_keeps_versions_out_of_packages",
+            "tests/e2e/test_reports.py::test_junit_counts_outages_as_errors_and_keeps_versions_ou"
+            "t_of_packages",
             "tests/e2e/test_reports.py::test_an_expiring_certificate_shows_in_table_and_junit",
         ),
     ),
@@ -165,18 +175,23 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "codings capped, numbers bounded, Locations validated; any exception in one "
         "instance is its inconclusive",
         (
-            "tests/fetch/test_fetch_rawsocket.py::test_a_long_content_encoding_chain_is_a_protocol_error",
-            "tests/fetch/test_fetch_rawsocket.py::test_a_content_length_of_5000_digits_is_a_protocol_error",
+            "tests/fetch/test_fetch_rawsocket.py::test_a_long_content_encoding_chain_is_a_protoco"
+            "l_error",
+            "tests/fetch/test_fetch_rawsocket.py::test_a_content_length_of_5000_digits_is_a_proto"
+            "col_error",
             "tests/fetch/test_fetch_rawsocket.py::test_an_unusable_location_is_that_fetch_s_error",
-            "tests/faults/test_instance_faults.py::test_an_exception_in_one_instance_is_its_inconclusive",
-            "tests/faults/test_instance_faults.py::test_verify_exit_code_is_the_verdicts_when_one_instance_raises",
+            "tests/faults/test_instance_faults.py::test_an_exception_in_one_instance_is_its_incon"
+            "clusive",
+            "tests/faults/test_instance_faults.py::test_verify_exit_code_is_the_verdicts_when_one"
+            "_instance_raises",
         ),
     ),
     (
         "header injection through `http.host_header`",
         "every header name and value is checked at load (RFC 9110) and again on the wire",
         (
-            "tests/fetch/test_fetch_rawsocket.py::test_a_host_header_with_a_line_break_is_never_sent",
+            "tests/fetch/test_fetch_rawsocket.py::test_a_host_header_with_a_line_break_is_never_s"
+            "ent",
         ),
     ),
     (
@@ -184,7 +199,8 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "a connection is reused only when its socket has nothing pending; unsolicited "
         "bytes condemn it",
         (
-            "tests/fetch/test_fetch_rawsocket.py::test_a_forged_response_after_a_404_is_not_the_next_answer",
+            "tests/fetch/test_fetch_rawsocket.py::test_a_forged_response_after_a_404_is_not_the_n"
+            "ext_answer",
             "tests/fetch/test_fetch_rawsocket.py::test_shifted_answers_one_request_at_a_time",
         ),
     ),
@@ -193,8 +209,10 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "only one `chunked` transfer coding; dot segments with parameters refused; "
         "impossible statuses are protocol errors",
         (
-            "tests/fetch/test_fetch_rawsocket.py::test_transfer_codings_are_never_hashed_as_content",
-            "tests/fetch/test_fetch_rawsocket.py::test_servlet_dot_dot_segments_are_refused_without_a_request",
+            "tests/fetch/test_fetch_rawsocket.py::test_transfer_codings_are_never_hashed_as_conte"
+            "nt",
+            "tests/fetch/test_fetch_rawsocket.py::test_servlet_dot_dot_segments_are_refused_witho"
+            "ut_a_request",
             "tests/fetch/test_fetch_rawsocket.py::test_an_impossible_status_is_a_protocol_error",
         ),
     ),
@@ -205,7 +223,8 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "raises is missing, its instances inconclusive",
         (
             "tests/e2e/test_verify.py::test_a_bug_exits_inconclusive_never_as_a_mismatch",
-            "tests/e2e/test_observe_processes.py::test_a_release_that_raises_fails_its_instances_not_the_run",
+            "tests/e2e/test_observe_processes.py::test_a_release_that_raises_fails_its_instances_"
+            "not_the_run",
         ),
     ),
     (
@@ -215,9 +234,12 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "says so; no such member, an HTML page or a non-version is `inconclusive` with the "
         "hint `/version#/version`, shown in the table",
         (
-            "tests/e2e/test_reported_versions.py::test_a_json_body_without_a_pointer_is_read_at_its_version_member",
-            "tests/e2e/test_reported_versions.py::test_no_readable_version_is_inconclusive_with_the_reason_in_the_table",
-            "tests/e2e/test_reported_versions.py::test_an_endpoint_error_is_in_the_table_not_only_in_json",
+            "tests/e2e/test_reported_versions.py::test_a_json_body_without_a_pointer_is_read_at_i"
+            "ts_version_member",
+            "tests/e2e/test_reported_versions.py::test_no_readable_version_is_inconclusive_with_t"
+            "he_reason_in_the_table",
+            "tests/e2e/test_reported_versions.py::test_an_endpoint_error_is_in_the_table_not_only"
+            "_in_json",
         ),
     ),
     (
@@ -226,9 +248,11 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "an invalid version judges nothing: `inconclusive` (exit 3) before any other rule, "
         "never flagged or quarantined; an endpoint value outside the grammar is no version",
         (
-            "tests/core/test_verified.py::test_an_invalid_reported_version_is_inconclusive_and_never_acted_on",
+            "tests/core/test_verified.py::test_an_invalid_reported_version_is_inconclusive_and_ne"
+            "ver_acted_on",
             "tests/core/test_compare.py::test_invalid_version_is_never_looked_up",
-            "tests/e2e/test_reported_versions.py::test_an_invalid_endpoint_answer_beside_a_given_version_is_shown_not_a_conflict",
+            "tests/e2e/test_reported_versions.py::test_an_invalid_endpoint_answer_beside_a_given_"
+            "version_is_shown_not_a_conflict",
         ),
     ),
     (
@@ -238,8 +262,10 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "its version is `appData.version`, else a concrete file is exit 2 saying how to give one",
         (
             "tests/e2e/test_ngsw_release.py::test_a_template_of_ngsw_manifests_vouches_by_sha1",
-            "tests/e2e/test_ngsw_release.py::test_a_file_whose_sha1_differs_is_a_mismatch_named_sha1",
-            "tests/e2e/test_ngsw_release.py::test_a_concrete_ngsw_declaring_app_data_version_is_used_for_that_version_only",
+            "tests/e2e/test_ngsw_release.py::test_a_file_whose_sha1_differs_is_a_mismatch_named_s"
+            "ha1",
+            "tests/e2e/test_ngsw_release.py::test_a_concrete_ngsw_declaring_app_data_version_is_u"
+            "sed_for_that_version_only",
             "tests/core/test_sha1_release.py::test_sha1_release",
         ),
     ),
@@ -247,7 +273,8 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         'a partial match (a file fallen back to the entry page) said "serves release X"',
         '"serves release X" only when every compared file is X\'s and none fell back',
         (
-            "tests/e2e/test_partial_match_wording.py::test_one_file_fallen_back_is_not_serving_the_other_release",
+            "tests/e2e/test_partial_match_wording.py::test_one_file_fallen_back_is_not_serving_th"
+            "e_other_release",
             "tests/layouts/test_layout_vue.py::test_a_partial_build_is_never_called_a_release",
         ),
     ),
@@ -259,7 +286,8 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "naming the prefix to use, never `mismatch`; the CDN URL's path is its own base",
         (
             "tests/layouts/test_layout_django.py::test_a_correct_django_fleet_is_consistent",
-            "tests/e2e/test_layouts_prefix.py::test_a_wrong_prefix_is_inconclusive_naming_the_right_one",
+            "tests/e2e/test_layouts_prefix.py::test_a_wrong_prefix_is_inconclusive_naming_the_rig"
+            "ht_one",
         ),
     ),
     (
@@ -269,8 +297,10 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "prefix, the CDN is not judged and the reason names the `--cdn` to give; a CDN "
         "missing the release everywhere stays `cdn-missing`",
         (
-            "tests/layouts/test_layout_django.py::test_a_cdn_given_without_its_static_prefix_is_never_a_mismatch",
-            "tests/layouts/test_layout_django.py::test_a_cdn_missing_the_release_everywhere_is_still_cdn_missing",
+            "tests/layouts/test_layout_django.py::test_a_cdn_given_without_its_static_prefix_is_n"
+            "ever_a_mismatch",
+            "tests/layouts/test_layout_django.py::test_a_cdn_missing_the_release_everywhere_is_st"
+            "ill_cdn_missing",
         ),
     ),
     (
@@ -295,7 +325,8 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "a closed standard output keeps the verdict's exit code; the summary goes to "
         "standard error",
         (
-            "tests/layouts/test_layout_pipe.py::test_a_closed_pipe_never_turns_a_verdict_into_exit_1",
+            "tests/layouts/test_layout_pipe.py::test_a_closed_pipe_never_turns_a_verdict_into_exi"
+            "t_1",
         ),
     ),
     (
@@ -303,7 +334,8 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "`--pins`: the first release manifest seen for a version is pinned by its sha256; "
         "another one later is `release-changed` (exit 1) until `pins accept`",
         (
-            "tests/e2e/test_release_trust.py::test_pins_catch_the_silent_rebuild_until_it_is_accepted",
+            "tests/e2e/test_release_trust.py::test_pins_catch_the_silent_rebuild_until_it_is_acce"
+            "pted",
         ),
     ),
     (
@@ -319,7 +351,8 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "a sampled full cycle also observes, up to the sample's size, every pod whose "
         "last verdicts were bad, until it is confirmed or cleared",
         (
-            "tests/k8s/test_controller.py::test_a_suspect_the_fixed_sample_misses_is_followed_up_until_quarantined",
+            "tests/k8s/test_controller.py::test_a_suspect_the_fixed_sample_misses_is_followed_up_"
+            "until_quarantined",
         ),
     ),
     (
@@ -332,10 +365,14 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "sibling, or a fleet where nothing was compared, is `inconclusive` (exit 3); a file "
         "most siblings serve and one lacks is that one's `mismatch`",
         (
-            "tests/layouts/test_layout_consensus.py::test_siblings_agreeing_on_404s_or_the_fallback_page_agree_on_nothing",
-            "tests/layouts/test_layout_consensus.py::test_a_file_missing_on_one_instance_is_its_mismatch",
-            "tests/core/test_consensus_served.py::test_siblings_sharing_no_served_file_agree_on_nothing",
-            "tests/core/test_consensus_served.py::test_content_against_absence_is_a_difference_not_agreement",
+            "tests/layouts/test_layout_consensus.py::test_siblings_agreeing_on_404s_or_the_fallba"
+            "ck_page_agree_on_nothing",
+            "tests/layouts/test_layout_consensus.py::test_a_file_missing_on_one_instance_is_its_m"
+            "ismatch",
+            "tests/core/test_consensus_served.py::test_siblings_sharing_no_served_file_agree_on_n"
+            "othing",
+            "tests/core/test_consensus_served.py::test_content_against_absence_is_a_difference_no"
+            "t_agreement",
         ),
     ),
     (
@@ -346,8 +383,10 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "the release's file list judges, and without a release it is `inconclusive` "
         "naming what was answered and what to give",
         (
-            "tests/layouts/test_layout_caddy_lighttpd.py::test_a_wrong_manifest_path_on_an_spa_server_is_no_mismatch",
-            "tests/core/test_served_manifest_fallback.py::test_with_a_release_the_files_still_judge_and_nothing_is_against_the_content",
+            "tests/layouts/test_layout_caddy_lighttpd.py::test_a_wrong_manifest_path_on_an_spa_se"
+            "rver_is_no_mismatch",
+            "tests/core/test_served_manifest_fallback.py::test_with_a_release_the_files_still_jud"
+            "ge_and_nothing_is_against_the_content",
         ),
     ),
     (
@@ -357,51 +396,82 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "no known release holds is no build of the site: `inconclusive`, naming "
         "`--host-header` and the base URL",
         (
-            "tests/layouts/test_layout_caddy_lighttpd.py::test_a_site_named_by_host_reached_by_ip_is_not_a_mismatch",
+            "tests/layouts/test_layout_caddy_lighttpd.py::test_a_site_named_by_host_reached_by_ip"
+            "_is_not_a_mismatch",
             "tests/core/test_verdict_wording.py::test_one_body_for_every_path_is_not_the_site",
         ),
     ),
-]
-
-#: Classes whose rule is pinned by tests named in CHANGELOG.md, not yet listed here:
-#: shown in the table with "tests: see CHANGELOG" until their tests are listed above.
-PENDING: list[tuple[str, str]] = [
     (
-        "a file stored compressed (Rails' `x.css.gz`, served with `Content-Encoding: gzip` "
-        "as the asset-pipeline guides configure Apache): decoded, then compared with the "
-        "sha256 of the compressed file; a correct fleet exits 1",
-        "a file whose stored form is itself compressed is judged by the bytes as stored "
-        "(or its decoded bytes against its decoded content); `manifest build` records "
-        "`.gz`, `.br`, `.zst` siblings as encodings of their file, not as files",
+        "a file stored compressed (Rails' `x.css.gz`, served with `Content-Encoding: gzip` as the"
+        " asset-pipeline guides configure Apache): decoded, then compared with the sha256 of the "
+        "compressed file; a correct fleet exits 1",
+        "a file whose stored form is itself compressed is judged by the bytes as stored (or its "
+        "decoded bytes against its decoded content); `manifest build` records `.gz`, `.br`, "
+        "`.zst` siblings as encodings of their file, not as files",
+        [
+            "tests/layouts/test_layout_rails.py::test_a_correct_rails_fleet_is_consistent",
+            "tests/layouts/test_layout_rails.py::test_a_release_listing_the_gz_files_is_judged_by"
+            "_their_stored_bytes",
+            "tests/layouts/test_layout_rails.py::test_manifest_build_records_the_gz_as_an_encodin"
+            "g_of_its_file",
+            "tests/fetch/test_fetch_stored_codings.py::test_what_is_hashed",
+        ],
     ),
     (
-        "`--compare-encoding identity --compare-encoding gzip` on an instance whose plain "
-        "file was replaced and whose `.gz` was left stale: exit 0 in one flag order, "
-        "exit 1 in the other",
-        "every requested encoding is judged on its own; a file is right only when every "
-        "encoding asked for is right; the order of flags never changes a verdict",
+        "`--compare-encoding identity --compare-encoding gzip` on an instance whose plain file "
+        "was replaced and whose `.gz` was left stale: exit 0 in one flag order, exit 1 in the "
+        "other",
+        "every requested encoding is judged on its own; a file is right only when every encoding "
+        "asked for is right; the order of flags never changes a verdict",
+        [
+            "tests/core/test_coding_order.py::test_against_the_release_every_coding_counts_in_eve"
+            "ry_order",
+            "tests/core/test_coding_order.py::test_no_order_changes_a_verdict",
+            "tests/layouts/test_layout_encoding_order.py::test_with_a_release_both_orders_flag_th"
+            "e_entry",
+            "tests/layouts/test_layout_encoding_order.py::test_siblings_only_both_orders_find_the"
+            "_minority",
+        ],
     ),
     (
-        "host-absolute manifest values (Symfony Encore's `/build/app.2c3f04b6.js`) "
-        "resolved under the prefix (`/build/build/...`, 404): a correct fleet exits 1",
-        "a manifest value that is an absolute path or URL resolves as a browser resolves "
-        "it (RFC 3986: against the origin, not the prefix); relative values against the "
-        "manifest's directory",
+        "host-absolute manifest values (Symfony Encore's `/build/app.2c3f04b6.js`) resolved under"
+        " the prefix (`/build/build/...`, 404): a correct fleet exits 1",
+        "a manifest value that is an absolute path or URL resolves as a browser resolves it (RFC "
+        "3986: against the origin, not the prefix); relative values against the manifest's "
+        "directory",
+        [
+            "tests/layouts/test_layout_encore.py::test_a_correct_encore_fleet_under_build_is_cons"
+            "istent",
+            "tests/layouts/test_layout_encore.py::test_a_cdn_lacking_an_encore_file_is_cdn_missing",
+            "tests/manifests/test_resolution.py::test_a_reference_resolves_where_a_browser_fetche"
+            "s_it",
+        ],
     ),
     (
-        "`--manifest-path /assets/.sprockets-manifest-<hex>.json` (from the site root) "
-        'read, then `/assets/assets/...` asked: exit 3 "answers HTTP 404" for a path that '
-        "answers 200; Laravel's `/build/manifest.json` re-resolved under the prefix "
-        "detected from it",
-        "`--manifest-path` starting with `/` is from the target's root, without `/` under "
-        "the prefix; the manifest's own location is never re-resolved under a prefix "
-        "detected from it; a message never claims a status the server did not send",
+        "`--manifest-path /assets/.sprockets-manifest-<hex>.json` (from the site root) read, then"
+        ' `/assets/assets/...` asked: exit 3 "answers HTTP 404" for a path that answers 200; '
+        "Laravel's `/build/manifest.json` re-resolved under the prefix detected from it",
+        "`--manifest-path` starting with `/` is from the target's root, without `/` under the "
+        "prefix; the manifest's own location is never re-resolved under a prefix detected from "
+        "it; a message never claims a status the server did not send",
+        [
+            "tests/layouts/test_layout_manifest_path.py::test_a_sprockets_manifest_named_by_path_"
+            "is_read_where_it_is",
+            "tests/layouts/test_layout_manifest_path.py::test_a_missing_manifest_names_the_path_a"
+            "sked_with_its_status",
+            "tests/layouts/test_layout_manifest_path.py::test_an_encore_manifest_named_from_the_r"
+            "oot_without_a_release",
+        ],
     ),
     (
         "an unknown-format served manifest named by `--manifest-path` (Rsbuild's "
         '`output.manifest`): a correct fleet exits 1, "content differs: manifest.json"',
-        "an unknown served manifest is never a finding against content: it is compared "
-        "as a file (when the release lists it) or ignored with a note",
+        "an unknown served manifest is never a finding against content: it is compared as a file "
+        "(when the release lists it) or ignored with a note",
+        [
+            "tests/layouts/test_layout_manifest_path.py::test_an_unknown_served_manifest_named_by"
+            "_path_is_compared_as_a_file",
+        ],
     ),
 ]
 
@@ -436,8 +506,6 @@ def render() -> str:
     for seen, rule, tests in CLASSES:
         cells = "<br>".join(f"`{t}`" for t in tests)
         lines.append(f"| {seen} | {rule} | {cells} |")
-    for seen, rule in PENDING:
-        lines.append(f"| {seen} | {rule} | tests: see CHANGELOG |")
     lines.append(END)
     return "\n".join(lines) + "\n"
 
