@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import unquote, urlsplit
 
 from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.judge.prefix import is_fallback
 from artifactcheck.judge.statuses import NOT_HERE
 from artifactcheck.manifests import WELL_KNOWN_PATHS, formats_for_name, parse_manifest
 from artifactcheck.manifests.limits import ManifestLimits, normalise_path
@@ -204,6 +205,10 @@ class ServedManifests:
                 if configured:
                     asked = urlsplit(got.url).path or "/" + location
                     found.path, found.location = path, location
+                    if is_fallback(got, location, ()):
+                        # the site's page standing in for it (try_files): absent, as a
+                        # 404 says, and the judge says so from the answer kept here
+                        found.fetch = got
                     found.error = (
                         f"served manifest {asked} is not a build manifest artifactcheck "
                         f"reads ({exc})"
