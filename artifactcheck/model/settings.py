@@ -483,8 +483,9 @@ class CheckSpec(_Model):
     )
     manifest_path: str | None = Field(
         None,
-        description="Path of the served manifest, under the prefix; null = try the "
-        "well-known names.",
+        description="Path of the served manifest: starting with '/', from the target's "
+        "root; otherwise under the prefix; null = try the well-known names, then the ones "
+        "the release lists.",
     )
     manifest_format: ManifestFormatName = Field("auto", description="Served manifest format.")
     release_manifest: list[str] = Field(
