@@ -158,7 +158,7 @@ fi
 
 # -- the signed release manifest -----------------------------------------------------
 release="$out/artifactcheck-$version.release.json"
-"$work/env/bin/artifactcheck" manifest build "$out" --version "$version" --out "$work/release.json"
+"$work/env/bin/artifactcheck" manifest build "$out" --version "$version" --output "$work/release.json"
 mv "$work/release.json" "$release"
 if [ "${UNSIGNED:-}" = 1 ] && [ -z "$key_file" ] && [ -z "${ARTIFACTCHECK_RELEASE_KEY:-}" ]; then
     say "UNSIGNED=1: no envelope"
