@@ -316,19 +316,23 @@ def _read_given(path: str, flag: str) -> bytes:
 
 
 def _release_entry(files: Mapping[str, Any], path: str) -> Any:
-    """The manifest's entry for a local file: by its name, else by its trailing path.
+    """The manifest's entry for a local file: by its name, or by the longest release
+    path its own path ends with.
 
-    A download keeps its name, not the folder it was built in (``dist/k8s/install.yaml``
-    is saved as ``install.yaml``), so the name is enough unless two files of the release
-    share it; then the local path must end with the one meant.
+    A download keeps its name, not the folder it was built in (``dist/sim/x.whl`` is
+    saved as ``x.whl``), so the name is enough unless two files of the release share
+    it; then the local path must end with the one meant (``sim/x.tar.gz`` rather than
+    ``x.tar.gz``), and when it ends with neither the file is refused as ambiguous.
     """
-    local = Path(path).resolve().as_posix()
+    local = "/" + Path(path).resolve().as_posix().lstrip("/")
     name = Path(path).name
     named = [p for p in files if p.rsplit("/", 1)[-1] == name]
     if len(named) > 1:
-        named = [p for p in named if local.endswith("/" + p)]
-    if len(named) > 1:
-        fail(f"{path}: the release has several files named {name}: {', '.join(sorted(named))}")
+        ending = [p for p in named if local.endswith("/" + p)]
+        if not ending:
+            shown = ", ".join(sorted(named))
+            fail(f"FILE {path}: the release has several files named {name}: {shown}")
+        named = [max(ending, key=len)]
     return files[named[0]] if named else None
 
 
@@ -381,7 +385,10 @@ def manifest_verify(
     """
     from artifactcheck.release import dsse
 
-    keys = tuple(key for path in key_paths for key in _public_keys(path))
+    try:
+        keys = tuple(key for path in key_paths for key in _public_keys(path))
+    except ConfigError as exc:  # worded for verify's --release-key
+        fail(str(exc).replace("--release-key ", "--key ", 1))
     data = _read_given(manifest_path, "--manifest")
     version = _declared_version(data, manifest_path)
     envelope_path = envelope or manifest_path + dsse.SUFFIX
