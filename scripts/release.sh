@@ -113,10 +113,12 @@ wheel=$(ls "$out"/artifactcheck-"$version"-*.whl)
 # venv; so does this, and cyclonedx-py reads that venv (installed distributions, their
 # versions, licences and hashes of nothing guessed).
 say "the image's Python environment, and its SBOM (cyclonedx-py)"
-"$python" -m venv "$work/env" >&2
-"$work/env/bin/python" -m pip install --quiet --disable-pip-version-check "$wheel" >&2
+# Like the image's, the venv has no pip (nor setuptools): what is in it is what runs.
+"$python" -m venv --without-pip "$work/env" >&2
+"$python" -m pip --python "$work/env/bin/python" install --quiet --disable-pip-version-check \
+    "$wheel" >&2
 "$python" -m cyclonedx_py environment --output-reproducible --of JSON \
-    --output-file "$out/artifactcheck-$version.cdx.json" "$work/env/bin/python" >&2
+    --pyproject "$work/src/pyproject.toml" --output-file "$out/artifactcheck-$version.cdx.json" "$work/env/bin/python" >&2
 installed=$("$work/env/bin/artifactcheck" --version)
 [ "$installed" = "artifactcheck $version (commit $commit)" ] \
     || { say "the built wheel says '$installed', not $version at $commit"; exit 1; }
