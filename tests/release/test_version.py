@@ -37,7 +37,9 @@ def test_the_product_the_simulator_and_the_image_declare_one_version() -> None:
 def test_the_version_comes_from_the_installed_metadata() -> None:
     from importlib.metadata import version
 
-    assert artifactcheck.__version__ == version("artifactcheck") == declared(ROOT / "pyproject.toml")
+    assert (
+        artifactcheck.__version__ == version("artifactcheck") == declared(ROOT / "pyproject.toml")
+    )
 
 
 def test_version_from_a_git_checkout_names_its_head() -> None:
@@ -46,9 +48,9 @@ def test_version_from_a_git_checkout_names_its_head() -> None:
     ).stdout.strip()
     result = CliRunner().invoke(main, ["--version"])
     assert result.exit_code == 0, result.output
-    assert re.fullmatch(
-        rf"artifactcheck 0\.2\.0 \(commit {head}(\+dirty)?\)\n", result.output
-    ), result.output
+    assert re.fullmatch(rf"artifactcheck 0\.2\.0 \(commit {head}(\+dirty)?\)\n", result.output), (
+        result.output
+    )
 
 
 def test_a_commit_recorded_at_build_time_wins(monkeypatch: pytest.MonkeyPatch) -> None:
