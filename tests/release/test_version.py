@@ -73,3 +73,24 @@ def test_the_file_in_git_records_no_commit() -> None:
     says None, so a checkout asks git and never shows a stale commit."""
     text = (ROOT / "artifactcheck" / "_build_info.py").read_text(encoding="utf-8")
     assert re.findall(r"^COMMIT.*$", text, flags=re.M) == ["COMMIT: str | None = None"]
+
+
+def test_the_version_is_never_a_copy_in_the_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the installed metadata says is what is printed: bumping pyproject.toml
+    (and reinstalling) is the whole of changing the version."""
+    import importlib.metadata
+
+    asked: list[str] = []
+
+    def metadata_version(name: str) -> str:
+        asked.append(name)
+        return "9.8.7"
+
+    monkeypatch.setattr(importlib.metadata, "version", metadata_version)
+    assert artifactcheck.__version__ == "9.8.7" and asked == ["artifactcheck"]
+
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert artifactcheck.version() == "0+unknown"
