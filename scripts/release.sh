@@ -150,7 +150,7 @@ if [ "$want_image" = yes ]; then
         --build-arg CREATED="$created" --build-arg SOURCE="$source_url" \
         -t "$image_name:$version" "$work/src" >&2
     image_id=$(docker image inspect --format '{{.Id}}' "$image_name:$version")
-    in_image=$(docker run --rm --entrypoint artifactcheck "$image_name:$version" --version)
+    in_image=$(docker run --rm --network none --entrypoint artifactcheck "$image_name:$version" --version)
     [ "$in_image" = "artifactcheck $version (commit $commit)" ] \
         || { say "the image says '$in_image'"; exit 1; }
     printf '%s:%s %s\n' "$image_name" "$version" "$image_id" >"$out/artifactcheck-$version-image.txt"
