@@ -31,6 +31,8 @@
 #   IMAGE=artifactcheck              the image's name (a registry path) in the tag and k8s
 #   DOCKER_IMAGE=auto|yes|no         build the image: auto = when `docker info` answers
 #   BASE, BUILD_BASE                 the Dockerfile's base images (see Dockerfile)
+#   DOCKER=docker                    a docker CLI that builds with BuildKit (buildx, or the
+#                                    20.10 CLI); DOCKER_HOST picks the engine as usual
 #   SOURCE=https://github.com/artifactcheck/artifactcheck   the source label and repository
 #   PYTHON=.venv/bin/python          a Python with the dev extra (build, twine, cyclonedx-bom,
 #                                    setuptools, kubectl): `sh scripts/setup.sh install dev`
@@ -53,6 +55,7 @@ out=${OUT:-dist}
 image_name=${IMAGE:-artifactcheck}
 source_url=${SOURCE:-https://github.com/artifactcheck/artifactcheck}
 want_image=${DOCKER_IMAGE:-auto}
+docker=${DOCKER:-docker}
 
 # -- what is released, checked before anything is built ------------------------------
 [ -x "$python" ] || die "PYTHON=$python: not found (sh scripts/setup.sh install dev)"
@@ -80,7 +83,7 @@ if [ -z "$key_file" ] && [ -z "${ARTIFACTCHECK_RELEASE_KEY:-}" ] && [ "${UNSIGNE
 fi
 [ -z "$key_file" ] || [ -r "$key_file" ] || die "ARTIFACTCHECK_RELEASE_KEY_FILE=$key_file: cannot read"
 case $want_image in
-    auto) if docker info >/dev/null 2>&1; then want_image=yes; else want_image=no; fi ;;
+    auto) if "$docker" info >/dev/null 2>&1; then want_image=yes; else want_image=no; fi ;;
     yes | no) ;;
     *) die "DOCKER_IMAGE=$want_image: auto, yes or no" ;;
 esac
@@ -144,13 +147,13 @@ grep -q "image: $image_name:$version\$" "$out/artifactcheck-$version-install.yam
 # -- the image -----------------------------------------------------------------------
 if [ "$want_image" = yes ]; then
     say "image $image_name:$version (docker build --pull=false)"
-    DOCKER_BUILDKIT=1 docker build --pull=false --network host --quiet \
+    DOCKER_BUILDKIT=1 "$docker" build --pull=false --network host --quiet \
         ${BASE:+--build-arg BASE="$BASE"} ${BUILD_BASE:+--build-arg BUILD_BASE="$BUILD_BASE"} \
         --build-arg VERSION="$version" --build-arg REVISION="$commit" \
         --build-arg CREATED="$created" --build-arg SOURCE="$source_url" \
         -t "$image_name:$version" "$work/src" >&2
-    image_id=$(docker image inspect --format '{{.Id}}' "$image_name:$version")
-    in_image=$(docker run --rm --network none --entrypoint artifactcheck "$image_name:$version" --version)
+    image_id=$("$docker" image inspect --format '{{.Id}}' "$image_name:$version")
+    in_image=$("$docker" run --rm --network none --entrypoint artifactcheck "$image_name:$version" --version)
     [ "$in_image" = "artifactcheck $version (commit $commit)" ] \
         || { say "the image says '$in_image'"; exit 1; }
     printf '%s:%s %s\n' "$image_name" "$version" "$image_id" >"$out/artifactcheck-$version-image.txt"
