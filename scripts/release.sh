@@ -31,6 +31,8 @@
 #   IMAGE=artifactcheck              the image's name (a registry path) in the tag and k8s
 #   DOCKER_IMAGE=auto|yes|no         build the image: auto = when `docker info` answers
 #   BASE, BUILD_BASE                 the Dockerfile's base images (see Dockerfile)
+#   CA_BUNDLE                        a CA bundle the image build's pip trusts (the
+#                                    Dockerfile's secret "ca"), for a TLS-inspecting proxy
 #   DOCKER=docker                    a docker CLI that builds with BuildKit (buildx, or the
 #                                    20.10 CLI); DOCKER_HOST picks the engine as usual
 #   SOURCE=https://github.com/artifactcheck/artifactcheck   the source label and repository
@@ -148,7 +150,7 @@ grep -q "image: $image_name:$version\$" "$out/artifactcheck-$version-install.yam
 if [ "$want_image" = yes ]; then
     say "image $image_name:$version (docker build --pull=false)"
     DOCKER_BUILDKIT=1 "$docker" build --pull=false --network host --quiet \
-        ${BASE:+--build-arg BASE="$BASE"} ${BUILD_BASE:+--build-arg BUILD_BASE="$BUILD_BASE"} \
+        ${CA_BUNDLE:+--secret id=ca,src="$CA_BUNDLE"} ${BASE:+--build-arg BASE="$BASE"} ${BUILD_BASE:+--build-arg BUILD_BASE="$BUILD_BASE"} \
         --build-arg VERSION="$version" --build-arg REVISION="$commit" \
         --build-arg CREATED="$created" --build-arg SOURCE="$source_url" \
         -t "$image_name:$version" "$work/src" >&2
