@@ -91,7 +91,8 @@ case $want_image in
 esac
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT INT TERM
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM  # the EXIT trap still removes the work folder (and a key file)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 export SOURCE_DATE_EPOCH
