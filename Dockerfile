@@ -3,7 +3,11 @@
 #   DOCKER_BUILDKIT=1 docker build --pull=false \
 #       --build-arg BASE=debian-python3:bookworm \
 #       --secret id=ca,src=/etc/ssl/certs/ca-certificates.crt \
-#       -t artifactcheck:0.1.0 .
+#       --build-arg VERSION=0.2.0 --build-arg REVISION=$(git rev-parse HEAD) \
+#       -t artifactcheck:0.2.0 .
+#
+# scripts/release.sh builds it this way, with the version, commit and source labels
+# (docs/releasing.md).
 #
 # BASE        the runtime: a Debian/Ubuntu image with python3 (and ca-certificates for
 #             HTTPS release sources and CDNs); nothing else is needed.
@@ -14,6 +18,9 @@
 #             BUILD_BASE=<debian:bookworm + python3> and
 #             BASE=gcr.io/distroless/python3-debian12 (Python 3.11, no shell) -- untested
 #             here, where no registry is reachable.
+# VERSION, REVISION, SOURCE, CREATED  the OCI labels (org.opencontainers.image.*);
+#             REVISION (a commit) is also written into the package, so that
+#             `artifactcheck --version` in the image names the commit it was built from.
 # secret "ca" optional: a CA bundle pip trusts for the package index (a TLS-inspecting
 #             proxy or a private mirror); never stored in a layer.
 #
@@ -28,6 +35,7 @@ ARG BUILD_BASE=${BASE}
 # --------------------------------------------------------------------------- build
 FROM ${BUILD_BASE} AS build
 ARG PIP_INDEX_URL
+ARG REVISION=unknown
 ARG PIP_EXTRA_INDEX_URL
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -43,6 +51,10 @@ COPY artifactcheck ./artifactcheck
 RUN --mount=type=secret,id=ca,required=false \
     set -eu; \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
+    case "$REVISION" in \
+        *[!0-9a-f]* | "") ;; \
+        *) printf 'COMMIT: str | None = "%s"\n' "$REVISION" >>artifactcheck/_build_info.py ;; \
+    esac; \
     if ! python3 -m venv /tmp/tools >/dev/null 2>&1; then \
         rm -rf /tmp/tools; \
         apt-get update -q && apt-get install -y -q --no-install-recommends python3-venv; \
@@ -59,7 +71,7 @@ RUN --mount=type=secret,id=ca,required=false \
 # --------------------------------------------------------------------------- runtime
 FROM ${BASE}
 ARG BASE
-ARG VERSION=0.1.0
+ARG VERSION=0.2.0
 ARG REVISION=unknown
 ARG CREATED=unknown
 ARG SOURCE=https://github.com/artifactcheck/artifactcheck

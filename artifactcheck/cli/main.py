@@ -42,6 +42,7 @@ from artifactcheck.cli.options import (
 )
 from artifactcheck.cli.release_trust import (
     manifest_sign,
+    manifest_verify,
     pins,
     trust_from_options,
     trust_options,
@@ -92,7 +93,14 @@ class _LazyGroup(click.Group):
     cls=_LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(package_name="artifactcheck")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=lambda ctx, _param, value: _print_version(ctx) if value else None,
+    help="Show the version (and the commit it was built from) and exit.",
+)
 @click.option("-v", "--verbose", count=True, help="More logging (-vv for debug).")
 def main(verbose: int) -> None:
     """Verify that deployed instances serve the content their version says they do."""
@@ -100,6 +108,14 @@ def main(verbose: int) -> None:
     _without_pydantic_plugins()
     if click.get_current_context().invoked_subcommand not in LOADS_ON_THE_WAY:
         loaded()
+
+
+def _print_version(ctx: click.Context) -> None:
+    """``--version``: the distribution's version and, when recorded, its commit."""
+    from artifactcheck import version_line
+
+    click.echo(version_line())
+    ctx.exit()
 
 
 def _without_pydantic_plugins() -> None:
@@ -393,6 +409,7 @@ def _write_bytes(data: bytes, out: str | None) -> None:
 
 
 manifest.add_command(manifest_sign)
+manifest.add_command(manifest_verify)
 
 
 @manifest.command("show")

@@ -303,3 +303,118 @@ def pins_show(pins_path: str) -> None:
         for change in entry.changes:
             line += f"\n  changed: {change.sha256}  {change.source}  {change.at}"
         click.echo(line)
+
+
+# -- manifest verify ---------------------------------------------------------------------
+
+
+def _read_given(path: str, flag: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        fail(f"{flag} {path}: cannot read: {exc.strerror or exc}")
+
+
+def _release_entry(files: Mapping[str, Any], path: str) -> Any:
+    """The manifest's entry for a local file: by its name, or by the longest release
+    path its own path ends with.
+
+    A download keeps its name, not the folder it was built in (``dist/sim/x.whl`` is
+    saved as ``x.whl``), so the name is enough unless two files of the release share
+    it; then the local path must end with the one meant (``sim/x.tar.gz`` rather than
+    ``x.tar.gz``), and when it ends with neither the file is refused as ambiguous.
+    """
+    local = "/" + Path(path).resolve().as_posix().lstrip("/")
+    name = Path(path).name
+    named = [p for p in files if p.rsplit("/", 1)[-1] == name]
+    if len(named) > 1:
+        ending = [p for p in named if local.endswith("/" + p)]
+        if not ending:
+            shown = ", ".join(sorted(named))
+            fail(f"FILE {path}: the release has several files named {name}: {shown}")
+        named = [max(ending, key=len)]
+    return files[named[0]] if named else None
+
+
+def _sha256_of(path: str) -> tuple[str, int]:
+    import hashlib
+
+    digest, size = hashlib.sha256(), 0
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+    except OSError as exc:
+        fail(f"FILE {path}: cannot read: {exc.strerror or exc}")
+    return digest.hexdigest(), size
+
+
+@click.command("verify")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option(
+    "--manifest",
+    "manifest_path",
+    required=True,
+    metavar="MANIFEST",
+    help="The release manifest (`manifest build` wrote it) the files must be in.",
+)
+@click.option(
+    "--envelope",
+    metavar="ENVELOPE",
+    help="Its signature envelope [default: MANIFEST.intoto.jsonl beside it].",
+)
+@click.option(
+    "--key",
+    "key_paths",
+    required=True,
+    multiple=True,
+    metavar="PUBLIC.pem",
+    help="The release's public key (PEM: Ed25519 or ECDSA P-256); repeatable, any one "
+    "key suffices.",
+)
+def manifest_verify(
+    files: tuple[str, ...], manifest_path: str, envelope: str | None, key_paths: tuple[str, ...]
+) -> None:
+    """Check downloaded FILEs against a signed release manifest before installing them.
+
+    The envelope must be signed by one of the keys and vouch for this very manifest
+    and the version it declares; then each file's sha256 and size must be the ones the
+    manifest records under its name. Exit 0 when every file is the release's, 1 when
+    the signature or any file is not, 2 when a file, key or manifest cannot be read.
+    """
+    from artifactcheck.release import dsse
+
+    try:
+        keys = tuple(key for path in key_paths for key in _public_keys(path))
+    except ConfigError as exc:  # worded for verify's --release-key
+        fail(str(exc).replace("--release-key ", "--key ", 1))
+    data = _read_given(manifest_path, "--manifest")
+    version = _declared_version(data, manifest_path)
+    envelope_path = envelope or manifest_path + dsse.SUFFIX
+    signed = _read_given(envelope_path, "--envelope")
+    from artifactcheck.manifests import parse_manifest
+
+    try:
+        verified = dsse.verify_release(signed, keys=keys, data=data, version=version)
+    except dsse.EnvelopeRejected as exc:
+        click.echo(f"NOT SIGNED {manifest_path}: {exc} ({envelope_path})")
+        sys.exit(1)
+    click.echo(f"signed     {manifest_path}: version {version}, key {verified.keyid[:16]}")
+    release = parse_manifest(data, format="native", source=manifest_path)
+    bad = 0
+    for path in files:
+        entry = _release_entry(release.files, path)
+        sha256, size = _sha256_of(path)
+        if entry is None:
+            bad += 1
+            click.echo(f"NOT IN     {path}: no file of that name in release {version}")
+        elif entry.hashes.get("sha256") != sha256 or entry.size != size:
+            bad += 1
+            click.echo(
+                f"DIFFERS    {path}: sha256 {sha256} ({size} bytes), release {version} has "
+                f"{entry.hashes.get('sha256')} ({entry.size} bytes)"
+            )
+        else:
+            click.echo(f"ok         {path}: sha256 {sha256}")
+    sys.exit(1 if bad else 0)

@@ -52,6 +52,13 @@ TEST_LABEL: str = _docker.TEST_LABEL
 NOTES: list[str] = _docker._NOTES
 
 
+def head_commit() -> str:
+    """The checkout's HEAD: the image's ``REVISION``, as scripts/release.sh passes it."""
+    return subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 def _version_of(cli: str) -> tuple[int, ...]:
     out = subprocess.run([cli, "--version"], capture_output=True, text=True, check=False)
     match = re.search(r"version (\d+)\.(\d+)", out.stdout)
@@ -131,6 +138,7 @@ def controller_image(
         cli, "build", "--pull=false", "--network", "host",
         "--build-arg", f"BASE={base_images.runtime}",
         "--build-arg", f"BUILD_BASE={base_images.build}",
+        "--build-arg", f"REVISION={head_commit()}",
         "--label", f"{TEST_LABEL}={RUN_ID}",
         "-t", tag,
     ]  # fmt: skip
