@@ -15,7 +15,7 @@ engine (the tests' private dockerd) only imports them. By hand, on any engine::
 
     python3 tests/image/baseimage.py [--suite bookworm]     # prints BASE and BUILD_BASE
     DOCKER_BUILDKIT=1 docker build --pull=false --network host \\
-        --build-arg BASE=... --build-arg BUILD_BASE=... -t artifactcheck:0.1.0 .
+        --build-arg BASE=... --build-arg BUILD_BASE=... -t artifactcheck:0.2.0 .
 """
 
 from __future__ import annotations

@@ -932,7 +932,7 @@ def test_deployment_shape() -> None:
     selector = dep["spec"]["selector"]["matchLabels"]
     assert selector.items() <= dep["spec"]["template"]["metadata"]["labels"].items()
     c = _container()
-    assert c["image"] == "artifactcheck:0.1.0"
+    assert c["image"] == "artifactcheck:0.2.0"
     command = c.get("command", []) + c.get("args", [])
     assert command[:2] == ["artifactcheck", "controller"]
     assert "--namespace-scope" in command and "--json-logs" in command
