@@ -37,6 +37,7 @@ from artifactcheck.cli.common import (
 from artifactcheck.cli.options import (
     check_destinations,
     guard_repeats,
+    previous_options,
     spec_from_options,
     target_options,
 )
@@ -227,6 +228,7 @@ def summary_line(report: Any) -> str:
 
 @main.command()
 @target_options
+@previous_options
 @trust_options
 @click.option(
     "--sample-instances", type=int, metavar="N", help="Check N instances, not all of them."
@@ -290,6 +292,8 @@ def verify(**opts: Any) -> None:
                 "policy.confirmations": opts["confirmations"],
                 "policy.max_quarantine_fraction": opts["max_fraction"],
                 "policy.dry_run": True if opts["dry_run"] else None,
+                "previous_versions": list(opts["previous_versions"]) or None,
+                "previous_on_instances": True if opts["previous_on_instances"] else None,
             },
         )
         require_instances(spec)
