@@ -17,7 +17,7 @@
 #                   precompressed file_server, lighttpd's error-handler-404 SPA fallback
 #                   (tests/layouts/test_layout_caddy_lighttpd.py)
 #   varnish         a real cache in front of an origin: the CDN that lost the previous
-#                   release's files (tests/e2e/test_previous_release.py)
+#                   release's files (tests/layouts/test_previous_release.py)
 #   prometheus      for promtool: the alert rules, their unit tests, the dashboard's
 #                   queries and the lint of a real /metrics scrape (tests/obs); the
 #                   server it also ships is not used (its service may start: harmless)

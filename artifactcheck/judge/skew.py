@@ -21,6 +21,13 @@ from artifactcheck.model.skew import ON_CDN, PreviousServed
 from artifactcheck.model.values import Fetched, Finding, FindingKind, Manifest, Severity
 
 
+def loaded_by_pages(paths: Iterable[str]) -> list[str]:
+    """The paths a page may ask for: none under a dot-segment (``.vite/manifest.json``,
+    ``assets/.manifest.json``: a build's own records, which servers deny and no page
+    loads)."""
+    return [p for p in paths if not any(part.startswith(".") for part in p.split("/"))]
+
+
 def accepted_hashes(path: str, previous: Manifest, current: Iterable[Manifest]) -> frozenset[str]:
     """The sha256 values a file may have: the previous release's, and a current release's
     for the same path (one path holds one release's bytes at a time)."""

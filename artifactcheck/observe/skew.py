@@ -18,7 +18,7 @@ from typing import Protocol
 from artifactcheck.discover.sample import entry_points, sample_paths
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.judge.cdn_check import CdnView, cdn_paths
-from artifactcheck.judge.skew import judge_previous, unavailable, why_unchecked
+from artifactcheck.judge.skew import judge_previous, loaded_by_pages, unavailable, why_unchecked
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.skew import ON_CDN, PreviousServed
 from artifactcheck.model.values import Expectation, Fetched, Manifest, Observation
@@ -83,9 +83,8 @@ class _Previous:
 
     async def cdn(self, cdn: str, cdn_view: CdnView | None) -> PreviousServed:
         """Every file the CDN globs select, asked of the CDN (answers in hand reused)."""
-        required = cdn_paths(
-            sorted(self.release.files), self.spec.cdn_include, self.spec.cdn_exclude
-        )
+        files = loaded_by_pages(sorted(self.release.files))
+        required = cdn_paths(files, self.spec.cdn_include, self.spec.cdn_exclude)
         known: Mapping[str, Fetched] = cdn_view.assets if cdn_view is not None else {}
         answers = {p: known[p] for p in required if p in known}
 
@@ -110,7 +109,7 @@ class _Previous:
     async def instance(self, obs: Observation, seed: int | None) -> PreviousServed:
         """A sample of the release's files (all, unsampled), asked of one instance under
         the prefix its current files were found at."""
-        files = self.release.files
+        files = loaded_by_pages(self.release.files)
         required = sample_paths(
             files,
             entry_points(self.release),
@@ -118,7 +117,7 @@ class _Previous:
             version=self.version,
             seed=seed,
         )
-        have = {p: f for p, f in obs.assets.items() if p in files and p not in obs.on_cdn}
+        have = {p: f for p, f in obs.assets.items() if p in required and p not in obs.on_cdn}
         base = obs.instance.base_url
         fetched = await Files(spec=self.spec, fetcher=self.fetcher).fetch_all(
             base, [p for p in required if p not in have], ["sha256"], prefix=obs.layout.prefix
