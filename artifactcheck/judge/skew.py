@@ -87,9 +87,11 @@ def _one(path: str, got: Fetched, accepted: frozenset[str], pages: frozenset[str
         if unobserved(answer):
             worst = worst or "unchecked"
             continue
+        if answer.status in NOT_HERE:
+            return "missing"
         if answer.sha256 in accepted:
             continue
-        if answer.status in NOT_HERE or is_fallback(answer, path, pages):
+        if is_fallback(answer, path, pages):
             return "missing"
         if accepted:
             worst = "differs"
