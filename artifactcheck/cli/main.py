@@ -274,8 +274,9 @@ def verify(**opts: Any) -> None:
     Exit codes:
       0  every checked instance is consistent
       1  something served is wrong: a mismatch, drift, signal-conflict, cdn-missing or
-         cdn-mismatch verdict, most of the fleet disagrees with the expectation, or a
-         pinned release changed (--pins: release-changed)
+         cdn-mismatch verdict, most of the fleet disagrees with the expectation, a
+         pinned release changed (--pins: release-changed), or a previous release's file
+         is gone or different (--previous-version: skew-missing, skew-differs)
       2  usage or configuration error, found before any request is sent
       3  inconclusive: an instance could not be judged (unreachable, no expected
          release, invalid version, a release not signed by a --release-key) and
