@@ -170,3 +170,38 @@ def _report(*previous: PreviousServed, verdict: Verdict = Verdict.CONSISTENT) ->
 )
 def test_exit_code(previous: tuple[PreviousServed, ...], code: int) -> None:
     assert _report(*previous).exit_code == code
+
+
+def test_every_report_format_names_the_files_the_version_and_the_place() -> None:
+    import io
+    from xml.etree import ElementTree as ET
+
+    from rich.console import Console
+
+    from artifactcheck.act.report import render_junit, render_markdown, render_table, to_json
+
+    gone = PreviousServed(
+        "1.0.0", ON_CDN, "http://cdn/", required=2, total=3, missing=("a.js", "b.css")
+    )
+    report = Report(
+        results=_report().results, findings=tuple(previous_findings([gone])), previous=(gone,)
+    )
+    (section,) = to_json(report)["previous_releases"]
+    assert (section["version"], section["where"], section["missing"]) == (
+        "1.0.0",
+        "cdn",
+        ["a.js", "b.css"],
+    )
+    markdown = render_markdown(report)
+    assert "#### Previous releases" in markdown and "a.js, b.css" in markdown
+    assert "CDN http://cdn/" in markdown
+    buffer = io.StringIO()
+    render_table(report, Console(file=buffer, width=200))
+    table = buffer.getvalue()
+    assert "previous releases" in table and "1.0.0 on CDN http://cdn/" in table
+    assert "missing: a.js, b.css" in table
+    junit = ET.fromstring(render_junit(report))
+    (case,) = [c for c in junit.iter("testcase") if c.get("name") == "skew-missing"]
+    failure = case.find("failure")
+    assert failure is not None and "a.js" in failure.get("message", "")
+    assert "1.0.0" in failure.get("message", "")
