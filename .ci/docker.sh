@@ -16,6 +16,8 @@
 #   caddy, lighttpd two more production servers a new user might run: Caddy's
 #                   precompressed file_server, lighttpd's error-handler-404 SPA fallback
 #                   (tests/layouts/test_layout_caddy_lighttpd.py)
+#   varnish         a real cache in front of an origin: the CDN that lost the previous
+#                   release's files (tests/layouts/test_previous_release.py)
 #   prometheus      for promtool: the alert rules, their unit tests, the dashboard's
 #                   queries and the lint of a real /metrics scrape (tests/obs); the
 #                   server it also ships is not used (its service may start: harmless)
@@ -26,7 +28,7 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
 packages=(docker.io busybox-static iptables iproute2 mmdebstrap docker-registry apache2-utils
-          nginx-light apache2 caddy lighttpd prometheus chromium chromium-driver)
+          nginx-light apache2 caddy lighttpd varnish prometheus chromium chromium-driver)
 missing=()
 for pkg in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then

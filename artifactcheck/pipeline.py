@@ -36,7 +36,9 @@ from artifactcheck.judge.compare import (
     tls_findings,
 )
 from artifactcheck.judge.decide import Decision, History, decide, fail_open_when_suspect
+from artifactcheck.judge.skew import previous_findings
 from artifactcheck.model.settings import CheckSpec
+from artifactcheck.model.skew import PreviousServed
 from artifactcheck.model.values import (
     Expectation,
     Finding,
@@ -52,6 +54,7 @@ from artifactcheck.model.values import (
 from artifactcheck.observe.cdn import observe_cdn
 from artifactcheck.observe.failures import CHECK_FAILED, describe
 from artifactcheck.observe.instance import Observer
+from artifactcheck.observe.skew import observe_previous
 from artifactcheck.observe.spread import Shares, can_fork, processes_for, shares, split_by_host
 from artifactcheck.release.sources import Expectations
 from artifactcheck.release.wiring import build_expectations
@@ -103,6 +106,7 @@ class Judgement:
     results: list[InstanceResult]
     findings: tuple[Finding, ...]  # fleet-wide: releases unavailable or stale, CDN trouble
     cdn: CdnView | None
+    previous: tuple[PreviousServed, ...] = ()  # previous releases still served (skew)
 
 
 async def judge(
@@ -132,6 +136,12 @@ async def judge(
     if spec.cdn:
         cdn_view = await _observe_the_cdn(spec, fetcher, observations, observer)
         fleet += _cdn_findings(spec, cdn_view, started_at)
+    previous: tuple[PreviousServed, ...] = ()
+    if spec.previous_versions and expectations is not None:
+        previous = await _previous(
+            spec, observations, loaded, expectations, fetcher, observer, cdn_view
+        )
+        fleet += previous_findings(previous)
 
     def compare(group: Sequence[Observation]) -> list[InstanceResult]:
         return compare_fleet(
@@ -155,7 +165,31 @@ async def judge(
         results = await _on_own_thread(
             functools.partial(_compare_isolated, observations, compare), holds_state=True
         )
-    return Judgement(results=results, findings=tuple(fleet), cdn=cdn_view)
+    return Judgement(results=results, findings=tuple(fleet), cdn=cdn_view, previous=previous)
+
+
+async def _previous(
+    spec: CheckSpec,
+    observations: Sequence[Observation],
+    loaded: dict[str, Expectation],
+    expectations: Expectations,
+    fetcher: Fetcher,
+    observer: Observer,
+    cdn_view: CdnView | None,
+) -> tuple[PreviousServed, ...]:
+    """The previous releases on the CDN and the instances, beside the releases the
+    instances run now (their bytes are right too where a path is in both)."""
+    now = {reported_version(o) for o in observations} | {spec.desired_version}
+    current = [e.manifest for v, e in loaded.items() if v in now and e.manifest is not None]
+    return await observe_previous(
+        spec,
+        fetcher=fetcher,
+        releases=expectations,
+        observations=observations,
+        current=current,
+        cdn_view=cdn_view,
+        seed=observer.seed,
+    )
 
 
 async def _confirm(
@@ -422,6 +456,7 @@ async def judge_step(
         requests=stats.requests - started.requests,
         retries=stats.retries - started.retries,
         names_only=bool(expectations is not None and expectations.names_only),
+        previous=judged.previous,
         sample=SampleInfo(
             seed=observer.seed,
             instances_checked=len(observations),

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from artifactcheck.judge.answers import short
+from artifactcheck.model.skew import ON_CDN, PreviousServed
 from artifactcheck.model.values import (
     Action,
     Coverage,
@@ -331,6 +332,41 @@ def to_json(report: Report) -> dict[str, Any]:
         "results": results,
         "findings": [finding_json(f) for f in report.findings],
         "actions": [_action(a) for a in report.actions],
+        **(
+            {"previous_releases": [_previous(p) for p in report.previous]}
+            if report.previous
+            else {}
+        ),
+    }
+
+
+def _previous_row(p: PreviousServed) -> tuple[str, str, str, str, str]:
+    """version, where, the files missing, the files different, and what the check says."""
+    where = f"CDN {p.base_url}" if p.where == ON_CDN else p.where
+    if p.error is not None:
+        state = f"not checked: {p.error}"
+    elif p.wrong:
+        state = "files gone or different"
+    elif p.unchecked:
+        state = f"{len(p.unchecked)} file(s) not checked"
+    else:
+        state = f"all {p.required} file(s) served" + (" (a sample)" if p.sampled else "")
+    return p.version, where, ", ".join(p.missing) or "-", ", ".join(p.differs) or "-", state
+
+
+def _previous(p: PreviousServed) -> dict[str, Any]:
+    """One previous release at one place: the files gone or different there."""
+    return {
+        "version": p.version,
+        "where": p.where,
+        "url": p.base_url,
+        "required": p.required,
+        "total": p.total,
+        "sampled": p.sampled,
+        "missing": list(p.missing),
+        "differs": list(p.differs),
+        "unchecked": list(p.unchecked),
+        "error": p.error,
     }
 
 
@@ -522,6 +558,10 @@ def render_markdown(report: Report, *, verbose: bool = False) -> str:
     if findings:
         out += ["#### Findings", ""]
         out += _md_table(["instance", "kind", "severity", "message"], findings, what="findings")
+    if report.previous:
+        out += ["#### Previous releases", ""]
+        rows = [[md_cell(c) for c in _previous_row(p)] for p in report.previous]
+        out += _md_table(["version", "where", "missing", "differs", "state"], rows, what="places")
     if report.actions:
         actions = [
             [
@@ -674,6 +714,13 @@ def _render_table(report: Report, console: Console, *, verbose: bool) -> None:
                 f"    ... and {len(items) - limit} more (--verbose-report or --output json)"
             )
     _print_findings(console, "fleet", report.findings)
+    if report.previous:
+        console.print(Text("previous releases", style="bold"))
+        for p in report.previous:
+            version, where, missing, differs, state = _previous_row(p)
+            console.print(
+                f"  {version} on {where}: {state}; missing: {missing}; differs: {differs}"
+            )
     if report.actions:
         console.print(Text("actions", style="bold"))
         for a in report.actions:

@@ -37,6 +37,7 @@ from artifactcheck.cli.common import (
 from artifactcheck.cli.options import (
     check_destinations,
     guard_repeats,
+    previous_options,
     spec_from_options,
     target_options,
 )
@@ -252,6 +253,7 @@ def summary_line(report: Any) -> str:
 
 @main.command()
 @target_options
+@previous_options
 @trust_options
 @click.option(
     "--sample-instances", type=int, metavar="N", help="Check N instances, not all of them."
@@ -298,8 +300,9 @@ def verify(**opts: Any) -> None:
     Exit codes:
       0  every checked instance is consistent
       1  something served is wrong: a mismatch, drift, signal-conflict, cdn-missing or
-         cdn-mismatch verdict, most of the fleet disagrees with the expectation, or a
-         pinned release changed (--pins: release-changed)
+         cdn-mismatch verdict, most of the fleet disagrees with the expectation, a
+         pinned release changed (--pins: release-changed), or a previous release's file
+         is gone or different (--previous-version: skew-missing, skew-differs)
       2  usage or configuration error, found before any request is sent
       3  inconclusive: an instance could not be judged (unreachable, no expected
          release, invalid version, a release not signed by a --release-key) and
@@ -316,6 +319,8 @@ def verify(**opts: Any) -> None:
                 "policy.confirmations": opts["confirmations"],
                 "policy.max_quarantine_fraction": opts["max_fraction"],
                 "policy.dry_run": True if opts["dry_run"] else None,
+                "previous_versions": list(opts["previous_versions"]) or None,
+                "previous_on_instances": True if opts["previous_on_instances"] else None,
             },
         )
         require_instances(spec)

@@ -93,6 +93,8 @@ FLAG_OF_FIELD: Mapping[str, str] = {
     "release_configmaps.selector": "--release-configmaps",
     "known_versions": "--known-version",
     "desired_version": "--desired-version",
+    "previous_versions": "--previous-version",
+    "previous_on_instances": "--previous-on-instances",
     "manifest_path": "--manifest-path",
     "manifest_format": "--manifest-format",
     "version_endpoint": "--version-endpoint",
@@ -298,6 +300,34 @@ def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         *_served_options(),
         *_http_options(),
         *_discovery_options(),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def previous_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--previous-version`` (repeatable) and ``--previous-on-instances``: the releases
+    pages still open in browsers ask for after a rollout (``verify`` only)."""
+    options = [
+        click.option(
+            "--previous-version",
+            "previous_versions",
+            multiple=True,
+            metavar="V",
+            help="A release pages already open in browsers may still ask for (version "
+            "skew): the CDN (--cdn) must still serve every file of it, loaded from the "
+            "release source; a file missing or different is skew-missing or skew-differs "
+            "(exit 1). Repeatable.",
+        ),
+        click.option(
+            "--previous-on-instances",
+            cls=SingleValueOption,
+            is_flag=True,
+            default=None,
+            help="With --previous-version: the instances too must serve every file of the "
+            "previous release (sampled like the current one's).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)

@@ -19,6 +19,7 @@ from artifactcheck.control import pods, wiring
 from artifactcheck.control.accepting import Accepting
 from artifactcheck.control.actions import Acting, undo_failed, withhold_changed
 from artifactcheck.control.context import Context
+from artifactcheck.control.skew import EVENT_REASON, missing_message, record_versions, with_previous
 from artifactcheck.control.state import CheckState
 from artifactcheck.control.workers import FetchSetup, ObservePool
 from artifactcheck.fetch.fetcher import Fetcher
@@ -105,8 +106,10 @@ class Cycle:
         ``observed``: the pods this cycle observed, the only ones whose verdict is
         new evidence (a confirmation streak counts observations, not cycles)."""
         state, observer, fetcher, log_ = run.state, run.observer, run.fetcher, run.log
-        spec = state.spec
         observations = pods.refreshed(state)
+        now = self.clock()
+        record_versions(state, observations, now)
+        spec = with_previous(state.spec, state, now=now)  # the skew window after a rollout
         checked = await judge_step(
             spec,
             observations,
@@ -138,11 +141,21 @@ class Cycle:
             elapsed=time.perf_counter() - started.clock,
         )
         await self._record(state, report, log_)
+        await self._warn_previous(state, report)
         log_.info(
             "cycle done (%s): %s",
             "full" if full else "new pods",
             ", ".join(f"{v} {k}" for k, v in report.counts().items() if v) or "no pods",
         )
+
+    async def _warn_previous(self, state: CheckState, report: Report) -> None:
+        """One Warning Event for each distinct set of previous release files gone."""
+        missing = missing_message(report)
+        if missing and missing != state.skew_warned:
+            if await self.reporting.warn(state, EVENT_REASON, missing):
+                state.skew_warned = missing
+        elif not missing:
+            state.skew_warned = None
 
     def _export_certificates(
         self, state: CheckState, observations: list[Observation], cdn: CdnView | None

@@ -252,6 +252,12 @@ class StatusPins:
         with self._lock:
             return not self._doc.versions and not self._accepted
 
+    def first_seen(self) -> dict[str, str]:
+        """When each pinned version's release was first seen (ISO 8601): the versions a
+        workload ran, in the order it ran them, kept across restarts."""
+        with self._lock:
+            return {v: p.pinned.at for v, p in self._doc.versions.items()}
+
     def changed(self) -> dict[str, VersionPins]:
         """Versions whose release changed and is not accepted."""
         with self._lock:

@@ -89,6 +89,11 @@ class CheckState:
     #: once read; the versions an erasure of it forgot, until its Event is written.
     pins_store: str | None = None
     erased: list[str] | None = None
+    #: version -> when this controller first saw a pod report it (epoch seconds): with
+    #: the pins, where the release a rollout replaced comes from (control/skew.py).
+    versions_seen: dict[str, float] = field(default_factory=dict)
+    #: The missing previous release files a Warning Event was written for (once each).
+    skew_warned: str | None = None
 
     def quarantined(self) -> int:
         """How many of the check's pods the policy holds in quarantine."""

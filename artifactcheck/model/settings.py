@@ -553,6 +553,25 @@ class CheckSpec(_Model):
     version_endpoint: VersionEndpoint | None = Field(
         None, description="Read the version from the instance over HTTP."
     )
+    previous_on_instances: bool = Field(
+        False,
+        description="Also ask every instance for each previous_versions release's files "
+        "(sampled like the current release's) and require the same bytes.",
+    )
+    previous_versions: list[str] = Field(
+        default_factory=_empty,
+        description="Releases that pages still open in browsers may ask for after a rollout "
+        "(version skew): each is loaded from the release source and every one of its files "
+        "must still be served by the CDN (cdn, the same include/exclude globs) and, with "
+        "previous_on_instances, by the instances; a file missing or different is "
+        "skew-missing or skew-differs (exit 1).",
+    )
+    skew_window: float = Field(
+        3600.0,
+        gt=0,
+        description="Controller: seconds after a rollout during which the release the "
+        "workload ran before the desired one is checked as a previous version.",
+    )
     pages: list[PagePath] = Field(
         default_factory=lambda: ["/"],
         max_length=MAX_PAGES,
@@ -677,6 +696,36 @@ class CheckSpec(_Model):
     def _known(cls, v: list[str]) -> list[str]:
         for item in v:
             _check_version(item)
+        return v
+
+    @field_validator("previous_versions")
+    @classmethod
+    def _previous(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        # A previous release is checked where browsers still ask for it; with nowhere to
+        # ask, or no source to load it from, the flag would silently check nothing.
+        for item in v:
+            _check_version(item)
+        if not v:
+            return v
+        if len(set(v)) != len(v):
+            raise ValueError("names the same version twice")
+        desired = info.data.get("desired_version")
+        if desired in v:
+            raise ValueError(
+                f"{desired} is the desired (current) version; a previous version is one "
+                "the fleet ran before it"
+            )
+        if not info.data.get("cdn") and not info.data.get("previous_on_instances"):
+            raise ValueError(
+                "needs somewhere to check the previous release: give cdn (--cdn) or "
+                "previous_on_instances (--previous-on-instances)"
+            )
+        sources = ("release_manifest", "release_image", "release_configmaps")
+        if not any(info.data.get(name) for name in sources):
+            raise ValueError(
+                "needs a release source to load the previous release from: "
+                "release_manifest (--release-manifest), release_image or release_configmaps"
+            )
         return v
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from artifactcheck.model.errors import ErrorKind
+from artifactcheck.model.skew import PreviousServed
 
 
 class Verdict(enum.StrEnum):
@@ -95,6 +96,8 @@ class FindingKind(enum.StrEnum):
     RELEASE_CHANGED = "release-changed"  # a pinned version's release manifest changed
     RELEASE_UNTRUSTED = "release-untrusted"  # no valid signature by a release key
     LAYOUT = "layout"  # where the release's files are served: a prefix detected, or wrong
+    SKEW_MISSING = "skew-missing"  # a previous release's file is gone (CDN or instance)
+    SKEW_DIFFERS = "skew-differs"  # a previous release's file has other bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -490,6 +493,7 @@ class Report:
     retries: int = 0
     sample: SampleInfo | None = None
     names_only: bool = False  # the release source vouches for file names, not bytes
+    previous: tuple[PreviousServed, ...] = ()  # previous releases still served (skew)
 
     def counts(self) -> dict[str, int]:
         """Number of instances per verdict, every verdict present."""
@@ -506,7 +510,9 @@ class Report:
             return 1
         if any(f.kind is FindingKind.RELEASE_CHANGED for f in self.findings):
             return 1  # a published release was rebuilt: never 0, whatever was judged
-        if verdicts & UNKNOWN_VERDICTS or not self.results:
+        if any(p.wrong for p in self.previous):
+            return 1  # pages open in browsers ask for files that are gone
+        if verdicts & UNKNOWN_VERDICTS or not self.results or any(p.unknown for p in self.previous):
             return 3
         if any(f.kind is FindingKind.SUSPECT_EXPECTATION for f in self.findings):
             return 1
