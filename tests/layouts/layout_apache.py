@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 from layout_nginx import free_port
+from server_process import end, wait_listening
 
 MODULES = Path("/usr/lib/apache2/modules")
 
@@ -132,17 +131,12 @@ class Apache:
             stderr=subprocess.PIPE,
             env=_env(),
         )
-        deadline = time.monotonic() + 20
-        for host, port, _ in self._hosts:
-            while True:
-                try:
-                    socket.create_connection((host, port), timeout=0.5).close()
-                    break
-                except OSError:
-                    if self._proc.poll() is not None or time.monotonic() > deadline:
-                        self.stop()
-                        raise AssertionError(f"apache2 did not start: {self.log()}") from None
-                    time.sleep(0.05)
+        wait_listening(
+            self._proc,
+            [(host, port) for host, port, _ in self._hosts],
+            name="apache2",
+            why=self.log,
+        )
 
     def log(self) -> str:
         error = self.workdir / "error.log"
@@ -156,16 +150,7 @@ class Apache:
     def stop(self) -> None:
         """Stop the server (its PID, the one this object started) and remove its files."""
         proc, self._proc = self._proc, None
-        if proc is not None:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=10)
-            if proc.stderr is not None:
-                proc.stderr.close()
+        end(proc)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
+from server_process import end, wait_listening
 
 CONF = Path(__file__).parent / "conf"
 
@@ -107,32 +107,17 @@ http {{
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 20
-        for host, port, _ in self._servers:
-            while True:
-                try:
-                    socket.create_connection((host, port), timeout=0.5).close()
-                    break
-                except OSError:
-                    if self._proc.poll() is not None or time.monotonic() > deadline:
-                        self.stop()
-                        log = (self.workdir / "error.log").read_text(errors="replace")
-                        raise AssertionError(f"nginx did not start: {log}") from None
-                    time.sleep(0.05)
+        error_log = self.workdir / "error.log"
+        wait_listening(
+            self._proc,
+            [(host, port) for host, port, _ in self._servers],
+            name="nginx",
+            why=lambda: error_log.read_text(errors="replace") if error_log.exists() else "",
+        )
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-        if proc.stderr is not None:
-            proc.stderr.close()
+        end(proc)
 
     def requests_for(self, path: str) -> int:
         """How many requests the access log records for ``path`` (counted, not timed)."""

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from layout_nginx import free_port
+from server_process import end, wait_listening
 
 
 def binary(name: str, package: str) -> str:
@@ -46,29 +45,17 @@ class _Process:
         log = (self.workdir / "server.out").open("wb")
         self._proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
-        deadline = time.monotonic() + 20
-        for host, port in self._sites:
-            while True:
-                try:
-                    socket.create_connection((host, port), timeout=0.5).close()
-                    break
-                except OSError:
-                    if self._proc.poll() is not None or time.monotonic() > deadline:
-                        self.stop()
-                        out = (self.workdir / "server.out").read_text(errors="replace")
-                        raise AssertionError(f"{argv[0]} did not start:\n{out}") from None
-                    time.sleep(0.05)
+        out = self.workdir / "server.out"
+        wait_listening(
+            self._proc,
+            self._sites,
+            name=argv[0],
+            why=lambda: "\n" + out.read_text(errors="replace"),
+        )
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        end(proc)
 
 
 class Caddy(_Process):

@@ -10,14 +10,13 @@ any HTTP server, here the test's nginx; the builtin VCL caches what the origin a
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from layout_nginx import free_port
+from server_process import end, wait_listening
 
 
 def varnishd_binary() -> str:
@@ -62,28 +61,16 @@ class Varnish:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection((host, port), timeout=0.5).close()
-                return f"http://{host}:{port}/"
-            except OSError:
-                if self._proc.poll() is not None or time.monotonic() > deadline:
-                    err = self._proc.stderr.read().decode() if self._proc.stderr else ""
-                    self.stop()
-                    raise AssertionError(f"varnishd did not start: {err}") from None
-                time.sleep(0.1)
+        proc = self._proc
+        wait_listening(
+            proc,
+            [(host, port)],
+            name="varnishd",
+            why=lambda: proc.stderr.read().decode() if proc.stderr else "",
+            seconds=30,
+        )
+        return f"http://{host}:{port}/"
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-        if proc.stderr is not None:
-            proc.stderr.close()
+        end(proc, seconds=15)
