@@ -332,6 +332,21 @@ class Layout:
 
 
 @dataclass(frozen=True, slots=True)
+class PageLoad:
+    """A file the instance's entry pages make a browser load (the page as a source).
+
+    ``loaded_by`` names the entry pages that lead to it, in their configured order
+    ("/", "/login"); ``integrity`` the ``(algorithm, hex)`` pairs of the first
+    ``integrity=`` attribute a page gives it, and ``integrity_page`` that page: browsers
+    refuse bytes that do not match it, whatever any release says.
+    """
+
+    loaded_by: tuple[str, ...]
+    integrity: tuple[tuple[str, str], ...] = ()
+    integrity_page: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """Everything fetched from one instance (or the CDN) in one check."""
 
@@ -358,6 +373,12 @@ class Observation:
     on_cdn: Mapping[str, str] = field(default_factory=dict)
     #: Where the release's files were fetched under the instance's base URL.
     layout: Layout = field(default_factory=Layout)
+    #: What the entry pages load, by the path in ``assets`` (or ``on_cdn``) it was
+    #: fetched as; other origins' URLs listed, never requested; why a page or
+    #: stylesheet could not be read wholly.
+    page_loads: Mapping[str, PageLoad] = field(default_factory=dict)
+    page_elsewhere: tuple[str, ...] = ()
+    page_problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,14 +36,18 @@ from artifactcheck.manifests.page import (
 from artifactcheck.manifests.placement import Placement, Where, place_reference
 from artifactcheck.manifests.stylesheet import parse_stylesheet
 from artifactcheck.model.settings import MAX_PAGES, CheckSpec
-from artifactcheck.model.values import Fetched, Instance
+from artifactcheck.manifests.subresource import strongest_hashes
+from artifactcheck.model.values import Fetched, Instance, PageLoad
 
 __all__ = [
     "LoadedReference",
+    "PageFiles",
     "PageLimitsPerInstance",
     "PagesObservation",
     "ReadDocument",
     "observe_pages",
+    "page_files",
+    "page_problems",
 ]
 
 
@@ -288,3 +292,58 @@ def _fetch_problem(got: Fetched, what: str) -> str | None:
     if not got.ok:
         return f"{what} answers HTTP {got.status}"
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class PageFiles:
+    """What the pages load, as paths an observation fetches: the release's paths under
+    the prefix on the instance, paths under the CDN's base URL, and what is not fetched."""
+
+    on_instance: dict[str, PageLoad]
+    on_cdn: dict[str, tuple[str, PageLoad]]  # path under the CDN base -> (URL, load)
+    elsewhere: tuple[str, ...]  # other origins, outside the base or the prefix: never requested
+    algorithms: frozenset[str]  # the strongest SRI algorithm of every integrity= given
+
+
+def page_files(observed: PagesObservation, prefix: str) -> PageFiles:
+    """The files of ``observed`` (read with no prefix) as paths under ``prefix``.
+
+    Pages are read once per instance, before the prefix its release's files are served
+    under is known (it may be detected after); a file outside the prefix is not a file
+    of the release, so it is listed with the references not requested.
+    """
+    on_instance: dict[str, PageLoad] = {}
+    on_cdn: dict[str, tuple[str, PageLoad]] = {}
+    elsewhere = [loaded.url for loaded in observed.not_requested]
+    algorithms: set[str] = set()
+    for loaded in observed.files:
+        path = loaded.placement.release_path
+        load = _load(loaded)
+        if load.integrity:
+            strongest = strongest_hashes(load.integrity)
+            if strongest is not None:
+                algorithms.add(strongest[0])
+        if path is None:
+            elsewhere.append(loaded.url)
+        elif loaded.placement.where is Where.CDN:
+            on_cdn.setdefault(path, (loaded.url, load))
+        elif path.startswith(prefix) and path != prefix:
+            on_instance.setdefault(path[len(prefix) :], load)
+        else:
+            elsewhere.append(loaded.url)
+    return PageFiles(on_instance, on_cdn, tuple(elsewhere), frozenset(algorithms))
+
+
+def _load(loaded: LoadedReference) -> PageLoad:
+    """The entry pages loading a file and the first ``integrity=`` one of them gives."""
+    for reference in loaded.references:
+        if reference.integrity_raw is not None:
+            return PageLoad(loaded.loaded_by, reference.integrity, loaded.loaded_by[0])
+    return PageLoad(loaded.loaded_by)
+
+
+def page_problems(observed: PagesObservation) -> tuple[str, ...]:
+    """Why the pages, or the stylesheets they load, were not read wholly."""
+    documents = (*observed.pages, *observed.stylesheets)
+    found = [d.problem for d in documents if d.problem is not None]
+    return (*observed.problems, *found)

@@ -1,0 +1,143 @@
+"""The page as a source: sites with no manifest artifactcheck knows, judged by what their
+pages load, with the README's commands against real servers.
+
+Hugo, MkDocs and Parcel builds (tests/fixtures/frameworks, built by the real tools) ship
+no build manifest: with no release, siblings reporting one version are compared on the
+files their entry pages load (the pages' own bytes are not compared: they may carry
+nonces). nginx serves them; Apache httpd serves one fleet too.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from layout_apache import Apache
+from layout_cli import build, serve_fleet, targets, verify
+from layout_nginx import Nginx
+
+SUBNET = "127.64.33"
+
+HUGO_CSS = (
+    "css/site.min.69898cfb34f19c1a166ad84820ba98a4d94fe939af08bee3153972984d8ab02cc"
+    "ee8e94b6f0222c71c2e10226f7f8930.css"
+)
+
+#: framework -> (a file its entry page loads, another entry page)
+SITES = {
+    "hugo": (HUGO_CSS, "/about/"),
+    "mkdocs": ("css/extra.css", "/guide/"),
+    "parcel": ("site.c9cd6bc0.css", "/login.html"),
+}
+
+
+def _fleet(tmp: Path, framework: str, drifted: str | None = None) -> list[Path]:
+    """Three copies of v1; the third changed as ``drifted`` says: ``"file"`` (one byte
+    of a file its page loads) or ``"v2"`` (v2's build under v1's version)."""
+    roots = []
+    for n in range(3):
+        name = f"{framework}/v2" if drifted == "v2" and n == 2 else f"{framework}/v1"
+        root = tmp / f"i{n}"
+        shutil.copytree(build(name), root)
+        roots.append(root)
+    if drifted == "file":
+        target = roots[2] / SITES[framework][0]
+        target.write_bytes(target.read_bytes() + b"\n/* drifted */\n")
+    return roots
+
+
+def _errors(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The findings that make an instance wrong (a missing build manifest is information
+    on a site whose pages name its files)."""
+    return [f for f in result["findings"] if f["severity"] == "error"]
+
+
+@pytest.mark.parametrize("framework", sorted(SITES))
+def test_a_correct_fleet_agrees_on_what_its_pages_load(
+    nginx: Nginx, tmp_path: Path, framework: str
+) -> None:
+    """Before: exit 3, "nothing was fetched to judge by". Now each agrees with its two
+    siblings on the files its pages load: exit 0."""
+    urls = serve_fleet(nginx, SUBNET, "static", _fleet(tmp_path, framework))
+    nginx.start()
+    run = verify(tmp_path / "run", *targets(urls, "1.0.0"))
+    assert run.exit_code == 0, run.explain()
+    for url in urls:
+        result = run.result(url)
+        assert result["verdict"] == "consistent", run.explain()
+        assert "agrees with its 2 sibling(s) on 1.0.0" in result["reason"], run.explain()
+        assert [f for f in result["findings"] if f["severity"] != "info"] == []
+
+
+@pytest.mark.parametrize("framework", sorted(SITES))
+def test_a_drifted_file_is_named_with_the_page_that_loads_it(
+    nginx: Nginx, tmp_path: Path, framework: str
+) -> None:
+    """One file a page loads differs on the third instance: it is the mismatch, named
+    with the file and the entry page; its siblings stay consistent."""
+    path, _ = SITES[framework]
+    urls = serve_fleet(nginx, SUBNET, "static", _fleet(tmp_path, framework, "file"))
+    nginx.start()
+    run = verify(tmp_path / "run", *targets(urls, "1.0.0"))
+    assert run.exit_code == 1, run.explain()
+    assert run.verdicts() == {
+        urls[0]: "consistent",
+        urls[1]: "consistent",
+        urls[2]: "mismatch",
+    }, run.explain()
+    (finding,) = _errors(run.result(urls[2]))
+    assert finding["kind"] == "minority-content" and finding["path"] == path
+    assert "loaded by /" in finding["message"], finding
+    assert path in run.table
+
+
+@pytest.mark.parametrize("framework", ["hugo", "parcel"])
+def test_an_instance_serving_another_build_is_named_by_what_its_page_loads(
+    nginx: Nginx, tmp_path: Path, framework: str
+) -> None:
+    """The third serves v2's build while saying 1.0.0: its page loads a script no
+    sibling's page loads, and not theirs. Both are said; the siblings are consistent."""
+    urls = serve_fleet(nginx, SUBNET, "static", _fleet(tmp_path, framework, "v2"))
+    nginx.start()
+    run = verify(tmp_path / "run", *targets(urls, "1.0.0"))
+    assert run.exit_code == 1, run.explain()
+    assert run.verdicts()[urls[2]] == "mismatch", run.explain()
+    assert run.verdicts()[urls[0]] == run.verdicts()[urls[1]] == "consistent", run.explain()
+    messages = [f["message"] for f in run.result(urls[2])["findings"]]
+    assert any("is not loaded by its pages" in m for m in messages), messages
+    assert any("is loaded by its pages (loaded by /" in m for m in messages), messages
+
+
+def test_the_extra_entry_page_is_read_and_named(nginx: Nginx, tmp_path: Path) -> None:
+    """``--page /login.html``: Parcel's login script, loaded only by that page, is
+    compared too, and a drift there is named with that page."""
+    roots = _fleet(tmp_path, "parcel")
+    login = roots[2] / "login.361e08be.js"
+    login.write_bytes(login.read_bytes() + b"\n")
+    urls = serve_fleet(nginx, SUBNET, "static", roots)
+    nginx.start()
+    without = verify(tmp_path / "without", *targets(urls, "1.0.0"))
+    assert without.exit_code == 0, without.explain()
+    run = verify(tmp_path / "run", *targets(urls, "1.0.0"), "--page", "/login.html")
+    assert run.exit_code == 1, run.explain()
+    (finding,) = _errors(run.result(urls[2]))
+    assert finding["path"] == "login.361e08be.js"
+    assert "loaded by /login.html" in finding["message"], finding
+
+
+def test_apache_serves_a_fleet_judged_by_its_pages(tmp_path: Path) -> None:
+    """The same judgement from Apache httpd: a drifted MkDocs stylesheet is named."""
+    apache = Apache()
+    try:
+        roots = _fleet(tmp_path, "mkdocs", "file")
+        hosts = enumerate(roots, start=1)
+        urls = [apache.serve(f"{SUBNET}.{i}", root, extra="") for i, root in hosts]
+        apache.start()
+        run = verify(tmp_path / "run", *targets(urls, "1.0.0"))
+    finally:
+        apache.stop()
+    assert run.exit_code == 1, run.explain()
+    assert run.verdicts()[urls[2]] == "mismatch", run.explain()
+    assert [f["path"] for f in _errors(run.result(urls[2]))] == ["css/extra.css"]
