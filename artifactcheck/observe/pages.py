@@ -35,8 +35,8 @@ from artifactcheck.manifests.page import (
 )
 from artifactcheck.manifests.placement import Placement, Where, place_reference
 from artifactcheck.manifests.stylesheet import parse_stylesheet
-from artifactcheck.model.settings import MAX_PAGES, CheckSpec
 from artifactcheck.manifests.subresource import strongest_hashes
+from artifactcheck.model.settings import MAX_PAGES, CheckSpec
 from artifactcheck.model.values import Fetched, Instance, PageLoad
 
 __all__ = [
