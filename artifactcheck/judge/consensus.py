@@ -89,7 +89,7 @@ def answers_of(members: Sequence[Observation]) -> dict[str, dict[str, str]]:
     out = {o.instance.name: held(o) for o in members}
     loaded = {p for o in members for p in o.page_loads if p not in o.on_cdn}
     for obs in members:
-        if not obs.page_loads or obs.page_problems:
+        if not obs.page_loads or obs.page_problems or obs.page_failures:
             continue  # pages not read (or not wholly): no evidence of what they load
         docs = out[obs.instance.name]
         for path in loaded - set(obs.page_loads) - set(docs):

@@ -244,9 +244,7 @@ class Manifest:
         fallback answers with. Worked out once per manifest, not once per instance
         judged against it (a walk over every file of the release each time)."""
         if self._pages is None:
-            found = {
-                e.hashes.get("sha256") for p, e in self.files.items() if is_entry_page(p)
-            }
+            found = {e.hashes.get("sha256") for p, e in self.files.items() if is_entry_page(p)}
             object.__setattr__(self, "_pages", frozenset(s for s in found if s))
         assert self._pages is not None
         return self._pages
@@ -375,10 +373,11 @@ class Observation:
     layout: Layout = field(default_factory=Layout)
     #: What the entry pages load, by the path in ``assets`` (or ``on_cdn``) it was
     #: fetched as; other origins' URLs listed, never requested; why a page or
-    #: stylesheet could not be read wholly.
+    #: stylesheet is unreadable (hostile: over a cap, undecodable), or did not answer.
     page_loads: Mapping[str, PageLoad] = field(default_factory=dict)
     page_elsewhere: tuple[str, ...] = ()
     page_problems: tuple[str, ...] = ()
+    page_failures: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -354,6 +354,7 @@ class Observer:
             on_cdn = {**{p: url for p, (url, _) in loaded.on_cdn.items()}, **on_cdn}
             paths = [*paths, *sorted(set(loads) - set(paths))]
             algorithms = sorted(set(algorithms) | loaded.algorithms)
+        problems = page_problems(reported.pages) if reported.pages is not None else ((), ())
         reused = {p: served.answered[p] for p in paths if p in served.answered}
         assets = await self._files.fetch_all(
             instance.base_url,
@@ -380,7 +381,8 @@ class Observer:
             on_cdn=on_cdn,
             page_loads=loads,
             page_elsewhere=loaded.elsewhere if loaded is not None else (),
-            page_problems=page_problems(reported.pages) if reported.pages is not None else (),
+            page_problems=problems[0],
+            page_failures=problems[1],
         )
 
     async def _pages(self, instance: Instance) -> PagesObservation | None:

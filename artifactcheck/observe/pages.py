@@ -36,6 +36,7 @@ from artifactcheck.manifests.page import (
 from artifactcheck.manifests.placement import Placement, Where, place_reference
 from artifactcheck.manifests.stylesheet import parse_stylesheet
 from artifactcheck.manifests.subresource import strongest_hashes
+from artifactcheck.model.errors import ErrorKind
 from artifactcheck.model.settings import MAX_PAGES, CheckSpec
 from artifactcheck.model.values import Fetched, Instance, PageLoad
 
@@ -342,8 +343,23 @@ def _load(loaded: LoadedReference) -> PageLoad:
     return PageLoad(loaded.loaded_by)
 
 
-def page_problems(observed: PagesObservation) -> tuple[str, ...]:
-    """Why the pages, or the stylesheets they load, were not read wholly."""
-    documents = (*observed.pages, *observed.stylesheets)
-    found = [d.problem for d in documents if d.problem is not None]
-    return (*observed.problems, *found)
+#: What a document answered that no reader should try again: its bytes are hostile.
+_UNREADABLE = frozenset({ErrorKind.TOO_LARGE, ErrorKind.DECODE, ErrorKind.PROTOCOL})
+
+
+def page_problems(observed: PagesObservation) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Why the pages, or the stylesheets they load, were not read wholly: what they
+    serve is unreadable (over a cap, undecodable: the instance cannot be judged as a
+    browser sees it), and what failed to answer (a 404 page, a stylesheet refused:
+    fewer files are known, no more)."""
+    unreadable = list(observed.problems)
+    failed = []
+    for document in (*observed.pages, *observed.stylesheets):
+        if document.problem is None:
+            continue
+        got = document.fetch
+        if got is not None and (got.ok or got.error_kind in _UNREADABLE):
+            unreadable.append(document.problem)
+        else:
+            failed.append(document.problem)
+    return tuple(unreadable), tuple(failed)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from layout_apache import Apache
-from layout_cli import build, serve_fleet, targets, verify
+from layout_cli import build, release, serve_fleet, targets, verify
 from layout_nginx import Nginx
 
 SUBNET = "127.64.33"
@@ -87,8 +87,14 @@ def test_a_drifted_file_is_named_with_the_page_that_loads_it(
         urls[1]: "consistent",
         urls[2]: "mismatch",
     }, run.explain()
-    (finding,) = _errors(run.result(urls[2]))
-    assert finding["kind"] == "minority-content" and finding["path"] == path
+    found = _errors(run.result(urls[2]))
+    # Hugo's page carries the stylesheet's sha384: the changed bytes fail it too
+    kinds = (
+        ["integrity-failed", "minority-content"] if framework == "hugo" else ["minority-content"]
+    )
+    assert sorted(f["kind"] for f in found) == kinds, found
+    (finding,) = [f for f in found if f["kind"] == "minority-content"]
+    assert finding["path"] == path
     assert "loaded by /" in finding["message"], finding
     assert path in run.table
 
@@ -141,3 +147,37 @@ def test_apache_serves_a_fleet_judged_by_its_pages(tmp_path: Path) -> None:
     assert run.exit_code == 1, run.explain()
     assert run.verdicts()[urls[2]] == "mismatch", run.explain()
     assert [f["path"] for f in _errors(run.result(urls[2]))] == ["css/extra.css"]
+
+
+def _broken_hugo(tmp: Path) -> Path:
+    """Hugo's v1 build whose script was changed after the page's integrity= was written
+    (a rebuilt file, a CDN's minifier): browsers refuse it."""
+    root = tmp / "broken"
+    shutil.copytree(build("hugo/v1"), root)
+    (script,) = (root / "js").glob("app.min.*.js")
+    script.write_bytes(script.read_bytes() + b"\n// changed after the build\n")
+    return root
+
+
+@pytest.mark.parametrize("with_release", [False, True], ids=["siblings", "release"])
+def test_an_asset_failing_its_pages_integrity_is_wrong_with_or_without_a_release(
+    nginx: Nginx, tmp_path: Path, with_release: bool
+) -> None:
+    """Every instance serves the same script, which fails the sha512 integrity= Hugo
+    wrote in the page: siblings agree and the release (made from these very files)
+    agrees, and still each instance is a mismatch naming the script and the page."""
+    broken = _broken_hugo(tmp_path)
+    urls = serve_fleet(nginx, SUBNET, "static", [broken] * 2)
+    nginx.start()
+    args = [*targets(urls, "1.0.0")]
+    if with_release:
+        args += ["--release-manifest", str(release(broken, "1.0.0", tmp_path))]
+    run = verify(tmp_path / "run", *args)
+    assert run.exit_code == 1, run.explain()
+    assert set(run.verdicts().values()) == {"mismatch"}, run.explain()
+    for url in urls:
+        (finding,) = _errors(run.result(url))
+        assert finding["kind"] == "integrity-failed", finding
+        assert finding["path"].startswith("js/app.min."), finding
+        assert "integrity= of page /" in finding["message"], finding
+        assert finding["expected"].startswith("sha512-"), finding
