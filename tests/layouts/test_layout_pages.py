@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from layout_apache import Apache
-from layout_cli import build, release, serve_fleet, targets, verify
+from layout_cli import build, release, serve_fleet, start_with_cdn, targets, verify
 from layout_nginx import Nginx
 
 SUBNET = "127.64.33"
@@ -181,3 +181,41 @@ def test_an_asset_failing_its_pages_integrity_is_wrong_with_or_without_a_release
         assert finding["path"].startswith("js/app.min."), finding
         assert "integrity= of page /" in finding["message"], finding
         assert finding["expected"].startswith("sha512-"), finding
+
+
+def test_a_file_its_page_loads_that_the_release_lacks_is_named(
+    nginx: Nginx, tmp_path: Path
+) -> None:
+    """Release 1.0.0 is Parcel's v1 build (``manifest build``: every file); the third
+    instance says 1.0.0 and serves v2, whose page loads a script v1 does not have."""
+    urls = serve_fleet(nginx, SUBNET, "static", _fleet(tmp_path, "parcel", "v2"))
+    nginx.start()
+    given = ["--release-manifest", str(release(build("parcel/v1"), "1.0.0", tmp_path))]
+    run = verify(tmp_path / "run", *targets(urls, "1.0.0"), *given)
+    assert run.exit_code == 1, run.explain()
+    assert run.verdicts()[urls[2]] == "mismatch", run.explain()
+    unexpected = [f for f in _errors(run.result(urls[2])) if f["kind"] == "file-unexpected"]
+    assert [f["path"] for f in unexpected] == ["site.6dd949bd.js"], run.explain()
+    assert "is loaded by / but is not part of release 1.0.0" in unexpected[0]["message"]
+
+
+@pytest.mark.parametrize("with_release", [False, True], ids=["siblings", "release"])
+def test_a_file_its_page_loads_that_the_cdn_lacks_is_cdn_missing(
+    nginx: Nginx, tmp_path: Path, with_release: bool
+) -> None:
+    """The seed's symptom seen from the page: the CDN lacks the stylesheet every
+    instance's page loads. No manifest names it; the page does: ``cdn-missing``, exit 1."""
+    urls, cdn = start_with_cdn(
+        nginx,
+        tmp_path,
+        (SUBNET, "static", _fleet(tmp_path, "parcel")),
+        ("127.64.34.1", "parcel/v1"),
+        cdn_lacks="site.c9cd6bc0.css",
+    )
+    args = [*targets(urls, "1.0.0"), "--cdn", cdn]
+    if with_release:
+        args += ["--release-manifest", str(release(build("parcel/v1"), "1.0.0", tmp_path))]
+    run = verify(tmp_path / "run", *args)
+    assert run.exit_code == 1, run.explain()
+    assert set(run.verdicts().values()) == {"cdn-missing"}, run.explain()
+    assert "site.c9cd6bc0.css" in {f["path"] for f in run.findings("cdn-missing")}
