@@ -219,3 +219,29 @@ def test_a_file_its_page_loads_that_the_cdn_lacks_is_cdn_missing(
     assert run.exit_code == 1, run.explain()
     assert set(run.verdicts().values()) == {"cdn-missing"}, run.explain()
     assert "site.c9cd6bc0.css" in {f["path"] for f in run.findings("cdn-missing")}
+
+
+def test_a_cross_origin_reference_is_never_requested(nginx: Nginx, tmp_path: Path) -> None:
+    """A page loading a script from another origin, and a page whose ``<base href>``
+    moves its relative references there: the other server receives nothing."""
+    other_root = tmp_path / "other"
+    other_root.mkdir()
+    (other_root / "bait.js").write_text("// other origin\n")
+    (other_root / "based.css").write_text("/* other origin */\n")
+    other = nginx.serve("127.64.36.9", "static", other_root)
+    roots = _fleet(tmp_path, "parcel")
+    for root in roots:
+        page = (root / "index.html").read_text()
+        (root / "index.html").write_text(
+            page.replace("<body>", f'<body><script src="{other}bait.js"></script>', 1)
+        )
+        (root / "based.html").write_text(
+            f'<!doctype html><base href="{other}"><link rel=stylesheet href=based.css>'
+        )
+    urls = serve_fleet(nginx, SUBNET, "static", roots)
+    nginx.start()
+    run = verify(tmp_path / "run", *targets(urls, "1.0.0"), "--page", "/based.html")
+    assert run.exit_code == 0, run.explain()
+    assert nginx.requests_for("/based.html") == 3  # the page itself was read
+    assert nginx.requests_for("/bait.js") == 0
+    assert nginx.requests_for("/based.css") == 0
