@@ -9,14 +9,18 @@ nonces). nginx serves them; Apache httpd serves one fleet too.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from layout_apache import Apache
 from layout_cli import build, release, serve_fleet, start_with_cdn, targets, verify
 from layout_nginx import Nginx
+
+from artifactcheck.cli.main import main
 
 SUBNET = "127.64.33"
 
@@ -97,6 +101,7 @@ def test_a_drifted_file_is_named_with_the_page_that_loads_it(
     assert finding["path"] == path
     assert "loaded by /" in finding["message"], finding
     assert path in run.table
+    assert path in run.result(urls[2])["pages"]["loaded_by"]["/"]
 
 
 @pytest.mark.parametrize("framework", ["hugo", "parcel"])
@@ -245,3 +250,19 @@ def test_a_cross_origin_reference_is_never_requested(nginx: Nginx, tmp_path: Pat
     assert nginx.requests_for("/based.html") == 3  # the page itself was read
     assert nginx.requests_for("/bait.js") == 0
     assert nginx.requests_for("/based.css") == 0
+
+
+def test_investigate_says_which_page_loads_each_file(nginx: Nginx, tmp_path: Path) -> None:
+    """``investigate``'s table and JSON name the entry page of each file."""
+    urls = serve_fleet(nginx, SUBNET, "static", _fleet(tmp_path, "parcel"))
+    nginx.start()
+    given = ["--release-manifest", str(release(build("parcel/v1"), "1.0.0", tmp_path))]
+    args = ["investigate", f"{urls[0]}=1.0.0", *given, "--page", "/login.html"]
+    runner = CliRunner(env={"COLUMNS": "200"})
+    out = runner.invoke(main, [*args, "-o", "json"])
+    assert out.exit_code == 0, out.output
+    rows = {a["path"]: a["loaded_by"] for a in json.loads(out.stdout)["assets"]}
+    assert rows["login.361e08be.js"] == ["/login.html"], rows
+    assert rows["site.c9cd6bc0.css"] == ["/", "/login.html"], rows
+    table = runner.invoke(main, args)
+    assert "login.361e08be.js (loaded by /login.html)" in table.stdout, table.stdout
