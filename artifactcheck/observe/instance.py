@@ -46,6 +46,7 @@ from artifactcheck.observe.files import FIRST as _FIRST
 from artifactcheck.observe.files import Files
 from artifactcheck.observe.pages import (
     PagesObservation,
+    linked_directories,
     observe_pages,
     page_files,
     page_problems,
@@ -256,7 +257,8 @@ class Observer:
             else None,
             await self._redirected(instance),
         )
-        tried = prefix_rules.candidates(looked, *evidence)
+        linked = linked_directories(reported.pages) if reported.pages is not None else ()
+        tried = prefix_rules.candidates(looked, *evidence, linked=linked)
         pages = prefix_rules.page_hashes(obs.assets, expected)
         found = await self._find_prefix(instance, tried, expected, pages)
         if configured is not None or found is None:

@@ -22,6 +22,7 @@ so ``site.css?v=2`` and ``site.css?v=3`` are one file here.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -45,6 +46,7 @@ __all__ = [
     "PageFiles",
     "PageLimitsPerInstance",
     "PagesObservation",
+    "linked_directories",
     "ReadDocument",
     "observe_pages",
     "page_files",
@@ -345,6 +347,18 @@ def _load(loaded: LoadedReference) -> PageLoad:
 
 #: What a document answered that no reader should try again: its bytes are hostile.
 _UNREADABLE = frozenset({ErrorKind.TOO_LARGE, ErrorKind.DECODE, ErrorKind.PROTOCOL})
+
+
+def linked_directories(observed: PagesObservation) -> tuple[str, ...]:
+    """The directories of the instance the pages load files from, as prefixes, most
+    files first: where a release's files are likely served (Encore's ``build/``) when
+    they are not at the target itself."""
+    found: Counter[str] = Counter()
+    for loaded in observed.files:
+        path = loaded.placement.release_path  # read with no prefix: the path itself
+        if loaded.placement.where is Where.INSTANCE and path is not None and "/" in path:
+            found[path.rsplit("/", 1)[0] + "/"] += 1
+    return tuple(directory for directory, _ in found.most_common())
 
 
 def page_problems(observed: PagesObservation) -> tuple[tuple[str, ...], tuple[str, ...]]:
