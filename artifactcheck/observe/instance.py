@@ -364,6 +364,7 @@ class Observer:
             algorithms,
             on_cdn=on_cdn,
             prefix=prefix,
+            queries=loaded.queries if loaded is not None else None,
         )
         assets.update(reused)
         return Observation(

@@ -15,9 +15,9 @@ reference to any other origin, or moved to one by ``<base href>``, is listed and
 requested. Asset bytes are not fetched here: the references are handed on, so a file
 named by a page and by a manifest can be fetched once.
 
-The query string of a reference is part of its request path; the fetcher requests the
-path without it (:func:`artifactcheck.manifests.limits.normalise_path` drops queries),
-so ``site.css?v=2`` and ``site.css?v=3`` are one file here.
+The query string of a reference is part of its request path and stays in the request
+(:func:`artifactcheck.fetch.urls.request_query`); it is stripped for matching with the
+release's paths, so ``site.css?v=2`` and ``site.css`` are one file of the release.
 """
 
 from __future__ import annotations
@@ -269,11 +269,11 @@ async def _read_stylesheets(
             break
         key, sheet = min(pending, key=lambda item: item[1].depth)
         read_keys.add(key)
-        request = sheet.placement.request_path or ""
+        request, _, query = (sheet.placement.request_path or "").partition("?")
         base = instance.base_url if sheet.placement.where is Where.INSTANCE else spec.cdn or ""
         host = spec.http.host_header if sheet.placement.where is Where.INSTANCE else ""
         got = await fetcher.get_document(
-            base, request, max_bytes=limits.max_stylesheet_bytes, host_header=host
+            base, request, max_bytes=limits.max_stylesheet_bytes, host_header=host, query=query
         )
         loaded_by = tuple(sheet.loaded_by)
         problem = _fetch_problem(got, f"stylesheet {sheet.placement.url}")
@@ -306,6 +306,7 @@ class PageFiles:
     on_cdn: dict[str, tuple[str, PageLoad]]  # path under the CDN base -> (URL, load)
     elsewhere: tuple[str, ...]  # other origins, outside the base or the prefix: never requested
     algorithms: frozenset[str]  # the strongest SRI algorithm of every integrity= given
+    queries: dict[str, str]  # path -> the query a page requests it with (site.css?v=2)
 
 
 def page_files(observed: PagesObservation, prefix: str) -> PageFiles:
@@ -319,6 +320,7 @@ def page_files(observed: PagesObservation, prefix: str) -> PageFiles:
     on_cdn: dict[str, tuple[str, PageLoad]] = {}
     elsewhere = [loaded.url for loaded in observed.not_requested]
     algorithms: set[str] = set()
+    queries: dict[str, str] = {}
     for loaded in observed.files:
         path = loaded.placement.release_path
         load = _load(loaded)
@@ -328,13 +330,19 @@ def page_files(observed: PagesObservation, prefix: str) -> PageFiles:
                 algorithms.add(strongest[0])
         if path is None:
             elsewhere.append(loaded.url)
-        elif loaded.placement.where is Where.CDN:
+            continue
+        if loaded.placement.where is Where.CDN:
             on_cdn.setdefault(path, (loaded.url, load))
         elif path.startswith(prefix) and path != prefix:
-            on_instance.setdefault(path[len(prefix) :], load)
+            path = path[len(prefix) :]
+            on_instance.setdefault(path, load)
         else:
             elsewhere.append(loaded.url)
-    return PageFiles(on_instance, on_cdn, tuple(elsewhere), frozenset(algorithms))
+            continue
+        query = (loaded.placement.request_path or "").partition("?")[2]
+        if query:  # the first page's query for a file several pages load
+            queries.setdefault(path, query)
+    return PageFiles(on_instance, on_cdn, tuple(elsewhere), frozenset(algorithms), queries)
 
 
 def _load(loaded: LoadedReference) -> PageLoad:

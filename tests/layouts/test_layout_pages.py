@@ -266,3 +266,21 @@ def test_investigate_says_which_page_loads_each_file(nginx: Nginx, tmp_path: Pat
     assert rows["site.c9cd6bc0.css"] == ["/", "/login.html"], rows
     table = runner.invoke(main, args)
     assert "login.361e08be.js (loaded by /login.html)" in table.stdout, table.stdout
+
+
+def test_a_pages_query_string_stays_in_the_request(nginx: Nginx, tmp_path: Path) -> None:
+    """``site.css?v=2`` is asked for with its query (a CDN or a server may answer by
+    it) and matched with the file ``site.css`` without it."""
+    roots = _fleet(tmp_path, "parcel")
+    for root in roots:
+        page = (root / "index.html").read_text()
+        (root / "index.html").write_text(page.replace("site.c9cd6bc0.css", "site.c9cd6bc0.css?v=2"))
+    urls = serve_fleet(nginx, SUBNET, "static", roots)
+    nginx.start()
+    given = ["--release-manifest", str(release(roots[0], "1.0.0", tmp_path))]
+    run = verify(tmp_path / "run", *targets(urls, "1.0.0"), *given)
+    assert run.exit_code == 0, run.explain()
+    # on each instance, read as a stylesheet (what it loads) and hashed as a file
+    assert nginx.requests_for("/site.c9cd6bc0.css?v=2") == 6
+    assert nginx.requests_for("/site.c9cd6bc0.css") == 0
+    assert "site.c9cd6bc0.css" in run.result(urls[0])["pages"]["loaded_by"]["/"]
