@@ -27,6 +27,7 @@ from artifactcheck.model.values import (
     Finding,
     FindingKind,
     InstanceResult,
+    Observation,
     Report,
     SampleInfo,
     Severity,
@@ -306,7 +307,23 @@ def _result(r: InstanceResult, shared: _Tables) -> dict[str, Any]:
             _asset(path, f, inst.base_url, shared.headers) for path, f in obs.assets.items()
         ]
         doc["elapsed_ms"] = round(obs.elapsed * 1000, 1)
+        if obs.page_loads or obs.page_elsewhere or obs.page_problems or obs.page_failures:
+            doc["pages"] = pages_json(obs)
     return doc
+
+
+def pages_json(obs: Observation) -> dict[str, Any]:
+    """What the entry pages load: the files by page ("loaded by /login"), the references
+    never requested (another origin), and why a page or stylesheet was not read wholly."""
+    by_page: dict[str, list[str]] = {}
+    for path, load in sorted(obs.page_loads.items()):
+        for page in load.loaded_by:
+            by_page.setdefault(page, []).append(path)
+    return {
+        "loaded_by": by_page,
+        "not_requested": list(obs.page_elsewhere),
+        "problems": [*obs.page_problems, *obs.page_failures],
+    }
 
 
 def to_json(report: Report) -> dict[str, Any]:

@@ -267,7 +267,7 @@ def _assets(inv: values.Investigation, console: Console) -> Table:
     table.add_column("ms", justify="right")
     for row in inv.assets:
         table.add_row(
-            row.path,
+            row.path + (f" (loaded by {', '.join(row.loaded_by)})" if row.loaded_by else ""),
             _state(row.state),
             short(row.expected_sha256),
             _served_cell(row),

@@ -149,7 +149,7 @@ def _asset_json(r: AssetRow) -> dict[str, Any]:
         **_fields(
             r,
             "path state status error expected_sha256 expected_from served_sha256 size "
-            "expected_size matches content_encoding elapsed_ms",
+            "expected_size matches content_encoding elapsed_ms loaded_by",
         ),
         "evidence": _evidence_json(r.evidence),
         "cdn": {

@@ -213,6 +213,7 @@ class Fetcher:
         *,
         max_bytes: int | None = None,
         host_header: str | None = None,
+        query: str = "",
     ) -> Fetched:
         """GET a small document (manifest, /version), keeping its decoded body.
 
@@ -220,7 +221,13 @@ class Fetcher:
         """
         cap = self._http.max_manifest_bytes if max_bytes is None else max_bytes
         return await self._fetch(
-            base_url, path, cap=cap, algorithms=("sha256",), keep_body=True, host=host_header
+            base_url,
+            path,
+            cap=cap,
+            algorithms=("sha256",),
+            keep_body=True,
+            host=host_header,
+            query=query,
         )
 
     async def get_asset(
@@ -231,6 +238,7 @@ class Fetcher:
         algorithms: Iterable[str] = ("sha256",),
         host_header: str | None = None,
         accept_encoding: str | None = None,
+        query: str = "",
     ) -> Fetched:
         """GET an asset, hashing it while streaming with sha256 and ``algorithms``.
 
@@ -255,6 +263,7 @@ class Fetcher:
             keep_body=False,
             host=host_header,
             accept_encoding=accept_encoding,
+            query=query,  # a page's ?v=...: kept in the request (urls.request_query)
         )
         if self._on_asset is not None:
             self._on_asset(base_url, path, got)
@@ -272,6 +281,7 @@ class Fetcher:
         keep_body: bool,
         host: str | None,
         accept_encoding: str | None = None,
+        query: str = "",
     ) -> Fetched:
         """The one retry loop: validate, send, follow safe redirects, retry, give up."""
         if self._wire.transport is None:
@@ -280,7 +290,7 @@ class Fetcher:
             # "" is the base URL itself (an entry page); any other path is normalised
             relative = "" if path == "" else normalise_path(path)
             base = self._bases.get(base_url) or self._parse_base(base_url)
-            url = base.base.join(relative)
+            url = base.base.join(relative) + urls.request_query(query)
         except (ArtifactCheckError, ValueError) as exc:
             self.stats.errors[ErrorKind.UNSAFE] += 1
             return Fetched(

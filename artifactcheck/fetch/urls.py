@@ -25,6 +25,7 @@ __all__ = [
     "is_under",
     "join",
     "parse_base",
+    "request_query",
     "resolve_redirect",
     "split_base",
 ]
@@ -34,6 +35,9 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _PATH_SAFE = "/!$&'()*+,;=:@~-._"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _MAX_LOCATION = 8192  # longer Location values are refused, not parsed
+_MAX_QUERY = 2048  # a page's query string longer than this is refused
+# RFC 3986 query characters: "%" kept (the page's own escapes), "#" never (a fragment).
+_QUERY_SAFE = "/?:@!$&'()*+,;=-._~%"
 
 
 def _origin(parts: SplitResult) -> tuple[str, str, int]:
@@ -101,6 +105,25 @@ def join(base_url: str, path: Any) -> str:
     if not is_under(base, url):  # defence in depth: normalise_path already refuses these
         raise UnsafeReferenceError(f"path {path!r} resolves outside {base}")
     return url
+
+
+def request_query(query: str) -> str:
+    """``?QUERY`` to follow a URL built by :func:`join`, or ``""`` for no query.
+
+    A page's reference keeps its query in the request (``site.css?v=2``: a server or a
+    CDN may answer by it), while :func:`join` drops any query a path carries. What comes
+    after ``?`` cannot move a request off its host or path; what is refused here is what
+    could reach the request line as something else: control characters (CR/LF), ``#``,
+    and an overlong value. Anything else outside RFC 3986's query characters is
+    percent-encoded.
+    """
+    if not query:
+        return ""
+    if len(query) > _MAX_QUERY:
+        raise UnsafeReferenceError(f"query longer than the cap of {_MAX_QUERY} characters")
+    if _CONTROL.search(query) or "#" in query:
+        raise UnsafeReferenceError(f"unusable query {query[:80]!r}")
+    return "?" + quote(query, safe=_QUERY_SAFE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,7 @@ from artifactcheck.judge.ladder import (
     verdict_findings,
 )
 from artifactcheck.judge.order import version_key
+from artifactcheck.judge.pages import page_findings
 from artifactcheck.judge.prefix import FALLBACK
 from artifactcheck.judge.release_check import (
     NAMES_ONLY_NOTE,
@@ -167,6 +168,7 @@ def _about_the_instance(
         )
     findings += served_manifest_findings(obs)
     findings += integrity_findings(obs)
+    findings += page_findings(obs)
     findings += failed_fetches(obs, failed)
     return findings
 

@@ -34,6 +34,13 @@ from artifactcheck.model.versions import version_problem
 #: held like a hash, so a sibling serving the file differs from it and never agrees.
 ABSENT = "absent"
 
+#: What an instance whose pages were read wholly holds for a file its siblings' pages
+#: load and its own do not: its browsers never ask for it, so it differs from them.
+NOT_LOADED = "not loaded by its pages"
+
+#: What a sibling holds for a file neither it nor its siblings' manifests name: no answer.
+_NO_ANSWER = (ABSENT, NOT_LOADED)
+
 
 @dataclass(frozen=True, slots=True)
 class Agreement:
@@ -75,7 +82,24 @@ def held(obs: Observation) -> dict[str, str]:
     return out
 
 
+def answers_of(members: Sequence[Observation]) -> dict[str, dict[str, str]]:
+    """What each instance of one version holds for each path (:func:`held`), and
+    :data:`NOT_LOADED` for the files its siblings' pages load and its own pages, read
+    wholly, do not (a drifted build names other files: the page is the only list)."""
+    out = {o.instance.name: held(o) for o in members}
+    loaded = {p for o in members for p in o.page_loads if p not in o.on_cdn}
+    for obs in members:
+        if not obs.page_loads or obs.page_problems or obs.page_failures:
+            continue  # pages not read (or not wholly): no evidence of what they load
+        docs = out[obs.instance.name]
+        for path in loaded - set(obs.page_loads) - set(docs):
+            docs[path] = NOT_LOADED
+    return out
+
+
 def _what_absent(obs: Observation, path: str) -> str:
+    if path not in documents(obs):
+        return NOT_LOADED
     got = documents(obs)[path]
     return f"answers {got.status}" if got.status in MISSING else prefix.FALLBACK
 
@@ -94,9 +118,9 @@ def consensus_findings(observations: Sequence[Observation]) -> dict[str, list[Fi
     for version, members in consensus_groups(observations).items():
         by_name = {o.instance.name: o for o in members}
         by_path: dict[str, dict[str, str]] = defaultdict(dict)
-        for obs in members:
-            for path, sha in held(obs).items():
-                by_path[path][obs.instance.name] = sha
+        for name, docs in answers_of(members).items():
+            for path, sha in docs.items():
+                by_path[path][name] = sha
         for path in sorted(by_path):
             answers = by_path[path]
             if len(set(answers.values())) <= 1:
@@ -106,12 +130,22 @@ def consensus_findings(observations: Sequence[Observation]) -> dict[str, list[Fi
                 for name in answers:
                     out[name].append(_no_majority(name, path, version))
                 continue
+            if top == NOT_LOADED:  # the pages of most siblings do not load it
+                for name, sha in answers.items():
+                    if sha != NOT_LOADED:
+                        out[name].append(_loaded_alone(by_name[name], path, top_count, version))
+                continue
             if top == ABSENT:
                 continue
             for name, sha in answers.items():
                 if sha == top:
                     continue
-                if sha == ABSENT:
+                if sha == NOT_LOADED:
+                    message = (
+                        f"{path} is not loaded by its pages while the pages of {top_count} "
+                        f"of its {len(answers) - 1} siblings reporting {version} load it"
+                    )
+                elif sha == ABSENT:
                     what = _what_absent(by_name[name], path)
                     message = (
                         f"{path} is missing here (it {what}) while {top_count} of its "
@@ -119,7 +153,7 @@ def consensus_findings(observations: Sequence[Observation]) -> dict[str, list[Fi
                     )
                 else:
                     message = (
-                        f"{path} differs from {top_count} of its "
+                        f"{path}{_by(by_name[name], path)} differs from {top_count} of its "
                         f"{len(answers) - 1} siblings reporting {version}"
                     )
                 out[name].append(
@@ -129,10 +163,28 @@ def consensus_findings(observations: Sequence[Observation]) -> dict[str, list[Fi
                         instance=name,
                         path=path,
                         expected=top,
-                        actual=sha if sha != ABSENT else _what_absent(by_name[name], path),
+                        actual=sha if sha not in _NO_ANSWER else _what_absent(by_name[name], path),
                     )
                 )
     return out
+
+
+def _loaded_alone(obs: Observation, path: str, others: int, version: str) -> Finding:
+    """A file this instance's pages load and the pages of most siblings do not."""
+    return Finding(
+        FindingKind.MINORITY_CONTENT,
+        f"{path} is loaded by its pages{_by(obs, path)} while the pages of {others} of its "
+        f"siblings reporting {version} do not load it",
+        instance=obs.instance.name,
+        path=path,
+        expected=NOT_LOADED,
+        actual=held(obs).get(path, "not fetched"),
+    )
+
+
+def _by(obs: Observation, path: str) -> str:
+    load = obs.page_loads.get(path)
+    return f" (loaded by {', '.join(load.loaded_by)})" if load is not None else ""
 
 
 def _no_majority(name: str, path: str, version: str) -> Finding:
@@ -169,7 +221,7 @@ def consensus_agreement(observations: Sequence[Observation]) -> dict[str, Agreem
     """
     out: dict[str, Agreement] = {}
     for members in consensus_groups(observations).values():
-        answers = {o.instance.name: held(o) for o in members}
+        answers = answers_of(members)
         same: dict[tuple[str, str], set[str]] = defaultdict(set)  # (path, answer) -> names
         answered: dict[str, set[str]] = defaultdict(set)  # path -> names holding any answer
         for name, docs in answers.items():
@@ -178,10 +230,16 @@ def consensus_agreement(observations: Sequence[Observation]) -> dict[str, Agreem
                 answered[item[0]].add(name)
         for obs in members:
             name, docs = obs.instance.name, answers[obs.instance.name]
-            shared = {(p, sha) for p, sha in docs.items() if sha != ABSENT and _countable(obs, p)}
+            shared = {
+                (p, sha) for p, sha in docs.items() if sha not in _NO_ANSWER and _countable(obs, p)
+            }
             agree: set[str] = set().union(*(same[item] for item in shared))
             differ: set[str] = set().union(*(answered[p] - same[(p, v)] for p, v in docs.items()))
-            served_by_others = {p for p, _ in shared if answered[p] - same[(p, ABSENT)] - {name}}
+            served_by_others = {
+                p
+                for p, _ in shared
+                if answered[p] - same[(p, ABSENT)] - same[(p, NOT_LOADED)] - {name}
+            }
             nowhere = {p for p in docs if _countable(obs, p) and answered[p] == same[(p, ABSENT)]}
             out[name] = Agreement(
                 len(agree - differ - {name}),
@@ -206,7 +264,9 @@ def nothing_compared(agreement: Agreement | None) -> str:
 def without_release(findings: Sequence[Finding], obs: Observation) -> list[Finding]:
     """The instance's findings as they read with no release: a missing served manifest
     judges nothing "by the release's file list" (there is none); it leaves nothing to
-    name the files to compare with siblings, and says so."""
+    name the files to compare with siblings, and says so, unless the entry pages name
+    them: then no manifest at a well-known name is how most sites are (a Hugo or MkDocs
+    build has none), said only in the information a report keeps."""
     out = []
     for f in findings:
         if f.kind is not FindingKind.MANIFEST_MISSING:
@@ -220,6 +280,10 @@ def without_release(findings: Sequence[Finding], obs: Observation) -> list[Findi
             else "the instance serves no manifest at any well-known name"
         )
         detail = f" ({obs.manifest_error})" if obs.manifest_error and not fell_back else ""
+        if obs.page_loads:
+            said = f"{head}: the {len(obs.page_loads)} file(s) its pages load are compared"
+            out.append(replace(f, message=f"{said}{detail}", severity=Severity.INFO))
+            continue
         out.append(
             replace(
                 f,

@@ -16,6 +16,7 @@ from artifactcheck.judge.answers import few_names
 from artifactcheck.judge.cdn_check import CdnCheck
 from artifactcheck.judge.consensus import Agreement, nothing_compared
 from artifactcheck.judge.coverage import SharedRows
+from artifactcheck.judge.pages import unreadable_reason
 from artifactcheck.judge.release_check import NAMES_ONLY_NOTE, ReleaseCheck
 from artifactcheck.judge.served import NO_MANIFEST_NOTE, manifest_absent, manifest_fell_back
 from artifactcheck.model.values import (
@@ -216,6 +217,9 @@ def choose_verdict(case: Case) -> tuple[Verdict, str]:
         return Verdict.INCONCLUSIVE, case.misplaced
     if content:
         return Verdict.MISMATCH, _content_reason(case, content)
+    unreadable = unreadable_reason(case.obs)
+    if unreadable is not None:  # what its pages load is unknown: never judged clean
+        return Verdict.INCONCLUSIVE, unreadable
     if FindingKind.SIGNAL_CONFLICT in kinds:
         conflict = next(f for f in case.findings if f.kind is FindingKind.SIGNAL_CONFLICT)
         return Verdict.SIGNAL_CONFLICT, conflict.message

@@ -117,7 +117,7 @@ class _Against:
             sha, want = got.sha256, None
         assert sha is not None  # unobserved() refused a 2xx without a digest
         if expected is None:
-            if path != self.obs.manifest_path:  # a release manifest cannot list itself
+            if path != self.obs.manifest_path and self._is_evidence(path):
                 self._unexpected(path, sha)
             return
         check.compared.add(path)
@@ -156,9 +156,24 @@ class _Against:
         self.check.missing.append(path)
         self.check.bad.append(path)
 
+    def _is_evidence(self, path: str) -> bool:
+        """A file the release lacks is evidence when the served manifest lists it, or
+        when only a page loads it and the release lists every file of the build (one
+        made by ``manifest build DIST``): a bundler's manifest lists its bundles, not a
+        favicon copied from ``public/``, so lacking it there says nothing."""
+        return (
+            path in self.listed
+            or path not in self.obs.page_loads
+            or self.release.format == "native"
+        )
+
     def _unexpected(self, path: str, sha: str) -> None:
         self.check.served_hashes.append(sha)
         what = f"{path} is served but is not part of release {self.version}"
+        load = self.obs.page_loads.get(path)
+        if load is not None and path not in self.listed:
+            pages = ", ".join(load.loaded_by)
+            what = f"{path} is loaded by {pages} but is not part of release {self.version}"
         self._other_bytes(FindingKind.FILE_UNEXPECTED, what, path, None, sha)
 
     def _differs(

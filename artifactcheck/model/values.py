@@ -247,9 +247,7 @@ class Manifest:
         fallback answers with. Worked out once per manifest, not once per instance
         judged against it (a walk over every file of the release each time)."""
         if self._pages is None:
-            found = {
-                e.hashes.get("sha256") for p, e in self.files.items() if is_entry_page(p)
-            }
+            found = {e.hashes.get("sha256") for p, e in self.files.items() if is_entry_page(p)}
             object.__setattr__(self, "_pages", frozenset(s for s in found if s))
         assert self._pages is not None
         return self._pages
@@ -335,6 +333,21 @@ class Layout:
 
 
 @dataclass(frozen=True, slots=True)
+class PageLoad:
+    """A file the instance's entry pages make a browser load (the page as a source).
+
+    ``loaded_by`` names the entry pages that lead to it, in their configured order
+    ("/", "/login"); ``integrity`` the ``(algorithm, hex)`` pairs of the first
+    ``integrity=`` attribute a page gives it, and ``integrity_page`` that page: browsers
+    refuse bytes that do not match it, whatever any release says.
+    """
+
+    loaded_by: tuple[str, ...]
+    integrity: tuple[tuple[str, str], ...] = ()
+    integrity_page: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """Everything fetched from one instance (or the CDN) in one check."""
 
@@ -361,6 +374,13 @@ class Observation:
     on_cdn: Mapping[str, str] = field(default_factory=dict)
     #: Where the release's files were fetched under the instance's base URL.
     layout: Layout = field(default_factory=Layout)
+    #: What the entry pages load, by the path in ``assets`` (or ``on_cdn``) it was
+    #: fetched as; other origins' URLs listed, never requested; why a page or
+    #: stylesheet is unreadable (hostile: over a cap, undecodable), or did not answer.
+    page_loads: Mapping[str, PageLoad] = field(default_factory=dict)
+    page_elsewhere: tuple[str, ...] = ()
+    page_problems: tuple[str, ...] = ()
+    page_failures: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

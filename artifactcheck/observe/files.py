@@ -22,7 +22,7 @@ from artifactcheck.model.values import Fetched
 #: Set while a ``first`` observation runs (Observer.observe): its files go wide.
 FIRST: contextvars.ContextVar[bool] = contextvars.ContextVar("first", default=False)
 
-Job = tuple[str, str, str, str]  # (coding, base URL, release path, path fetched)
+Job = tuple[str, str, str, str, str]  # (coding, base URL, release path, path fetched, query)
 
 
 class Files:
@@ -48,8 +48,10 @@ class Files:
         http = self.spec.http
         return max(1, min(http.max_per_host, http.max_connections // max(1, self.active)))
 
-    async def get(self, coding: str, base: str, path: str, algorithms: Sequence[str]) -> Fetched:
-        """One file in one coding."""
+    async def get(
+        self, coding: str, base: str, path: str, algorithms: Sequence[str], query: str = ""
+    ) -> Fetched:
+        """One file in one coding (``query``: a page's, kept in the request)."""
         # "": the CDN's own host, never the site name sent to instances reached by IP
         host = "" if base == self.spec.cdn else self.spec.http.host_header
         # identity: the configured Accept-Encoding; another coding is asked for by name
@@ -60,6 +62,7 @@ class Files:
             algorithms=algorithms,
             host_header=host,
             accept_encoding=None if coding == "identity" else coding,
+            query=query,
         )
 
     async def fetch_all(
@@ -70,6 +73,7 @@ class Files:
         *,
         on_cdn: Mapping[str, str] | None = None,
         prefix: str = "",
+        queries: Mapping[str, str] | None = None,
     ) -> dict[str, Fetched]:
         """Every planned path, in every compared coding, each coding's answer kept.
 
@@ -79,14 +83,16 @@ class Files:
         ``.gz``, whichever order the codings were given in.
         """
         located = on_cdn or {}
+        asked = queries or {}
         encodings = self.encodings
         jobs: list[Job] = []
         for coding in encodings:
             for path in paths:
+                query = asked.get(path, "")
                 if path in located and self.spec.cdn:
-                    jobs.append((coding, self.spec.cdn, path, path))
+                    jobs.append((coding, self.spec.cdn, path, path, query))
                 else:  # the release's path, under the prefix it is served at
-                    jobs.append((coding, base_url, path, prefix + path))
+                    jobs.append((coding, base_url, path, prefix + path, query))
         results = await self._run_jobs(jobs, algorithms)
         out = {path: kept_answer({c: results[(c, path)] for c in encodings}) for path in paths}
         return dict(sorted(out.items()))
@@ -99,8 +105,8 @@ class Files:
         results: dict[tuple[str, str], Fetched] = {}
 
         async def one(job: Job) -> None:
-            coding, base, path, fetched = job
-            results[(coding, path)] = await self.get(coding, base, fetched, algorithms)
+            coding, base, path, fetched, query = job
+            results[(coding, path)] = await self.get(coding, base, fetched, algorithms, query)
 
         wide = self.spec.http.max_per_host if FIRST.get() else self.parallelism
         width = min(wide, len(jobs))

@@ -38,11 +38,19 @@ from artifactcheck.model.values import (
     Layout,
     Manifest,
     Observation,
+    PageLoad,
 )
 from artifactcheck.observe.certs import Certificates
 from artifactcheck.observe.failures import check_failed, describe, unreachable
 from artifactcheck.observe.files import FIRST as _FIRST
 from artifactcheck.observe.files import Files
+from artifactcheck.observe.pages import (
+    PagesObservation,
+    linked_directories,
+    observe_pages,
+    page_files,
+    page_problems,
+)
 from artifactcheck.observe.plan import Plans, cdn_references
 from artifactcheck.observe.served import Served, ServedManifests
 from artifactcheck.observe.version import read_version
@@ -59,6 +67,7 @@ class _Reported:
     version: str | None = None
     error: str | None = None
     note: str | None = None  # how the version was found, when the user did not say
+    pages: PagesObservation | None = None  # the entry pages, read once per instance
 
 
 class ReleaseLookup(Protocol):
@@ -213,6 +222,7 @@ class Observer:
         served = await self._manifests.served(instance, looked, answered=reported.answered)
         if isinstance(served, Observation):
             return served, None
+        reported.pages = await self._pages(instance)
         version = instance.reported_version or reported.version
         expectation = None
         if self.expectations is not None and version is not None:
@@ -247,7 +257,8 @@ class Observer:
             else None,
             await self._redirected(instance),
         )
-        tried = prefix_rules.candidates(looked, *evidence)
+        linked = linked_directories(reported.pages) if reported.pages is not None else ()
+        tried = prefix_rules.candidates(looked, *evidence, linked=linked)
         pages = prefix_rules.page_hashes(obs.assets, expected)
         found = await self._find_prefix(instance, tried, expected, pages)
         if configured is not None or found is None:
@@ -329,6 +340,7 @@ class Observer:
                 return probed
             served = probed
         on_cdn, unsafe = cdn_references(served.manifest, self.spec.cdn, self.limits)
+        loaded = page_files(reported.pages, prefix) if reported.pages is not None else None
         paths, algorithms, sampled = self._plans.plan(
             served.manifest,
             served.key,
@@ -338,6 +350,13 @@ class Observer:
             frozenset(on_cdn),
             seed=self.seed,
         )
+        loads: dict[str, PageLoad] = {}
+        if loaded is not None:  # a file listed by the manifest and a page is fetched once
+            loads = {**loaded.on_instance, **{p: load for p, (_, load) in loaded.on_cdn.items()}}
+            on_cdn = {**{p: url for p, (url, _) in loaded.on_cdn.items()}, **on_cdn}
+            paths = [*paths, *sorted(set(loads) - set(paths))]
+            algorithms = sorted(set(algorithms) | loaded.algorithms)
+        problems = page_problems(reported.pages) if reported.pages is not None else ((), ())
         reused = {p: served.answered[p] for p in paths if p in served.answered}
         assets = await self._files.fetch_all(
             instance.base_url,
@@ -345,6 +364,7 @@ class Observer:
             algorithms,
             on_cdn=on_cdn,
             prefix=prefix,
+            queries=loaded.queries if loaded is not None else None,
         )
         assets.update(reused)
         return Observation(
@@ -362,7 +382,17 @@ class Observer:
             sampled=sampled,
             encodings=self._files.encodings,
             on_cdn=on_cdn,
+            page_loads=loads,
+            page_elsewhere=loaded.elsewhere if loaded is not None else (),
+            page_problems=problems[0],
+            page_failures=problems[1],
         )
+
+    async def _pages(self, instance: Instance) -> PagesObservation | None:
+        """The instance's entry pages and what they load (``pages``; none: not read)."""
+        if not self.spec.pages:
+            return None
+        return await observe_pages(instance, spec=self.spec, fetcher=self.fetcher)
 
     async def _reported(self, instance: Instance) -> _Reported | Observation:
         """Step 1: the version endpoint's answer, if one is configured."""

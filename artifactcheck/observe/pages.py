@@ -15,13 +15,14 @@ reference to any other origin, or moved to one by ``<base href>``, is listed and
 requested. Asset bytes are not fetched here: the references are handed on, so a file
 named by a page and by a manifest can be fetched once.
 
-The query string of a reference is part of its request path; the fetcher requests the
-path without it (:func:`artifactcheck.manifests.limits.normalise_path` drops queries),
-so ``site.css?v=2`` and ``site.css?v=3`` are one file here.
+The query string of a reference is part of its request path and stays in the request
+(:func:`artifactcheck.fetch.urls.request_query`); it is stripped for matching with the
+release's paths, so ``site.css?v=2`` and ``site.css`` are one file of the release.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -35,15 +36,21 @@ from artifactcheck.manifests.page import (
 )
 from artifactcheck.manifests.placement import Placement, Where, place_reference
 from artifactcheck.manifests.stylesheet import parse_stylesheet
+from artifactcheck.manifests.subresource import strongest_hashes
+from artifactcheck.model.errors import ErrorKind
 from artifactcheck.model.settings import MAX_PAGES, CheckSpec
-from artifactcheck.model.values import Fetched, Instance
+from artifactcheck.model.values import Fetched, Instance, PageLoad
 
 __all__ = [
     "LoadedReference",
+    "PageFiles",
     "PageLimitsPerInstance",
     "PagesObservation",
+    "linked_directories",
     "ReadDocument",
     "observe_pages",
+    "page_files",
+    "page_problems",
 ]
 
 
@@ -262,11 +269,11 @@ async def _read_stylesheets(
             break
         key, sheet = min(pending, key=lambda item: item[1].depth)
         read_keys.add(key)
-        request = sheet.placement.request_path or ""
+        request, _, query = (sheet.placement.request_path or "").partition("?")
         base = instance.base_url if sheet.placement.where is Where.INSTANCE else spec.cdn or ""
         host = spec.http.host_header if sheet.placement.where is Where.INSTANCE else ""
         got = await fetcher.get_document(
-            base, request, max_bytes=limits.max_stylesheet_bytes, host_header=host
+            base, request, max_bytes=limits.max_stylesheet_bytes, host_header=host, query=query
         )
         loaded_by = tuple(sheet.loaded_by)
         problem = _fetch_problem(got, f"stylesheet {sheet.placement.url}")
@@ -288,3 +295,93 @@ def _fetch_problem(got: Fetched, what: str) -> str | None:
     if not got.ok:
         return f"{what} answers HTTP {got.status}"
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class PageFiles:
+    """What the pages load, as paths an observation fetches: the release's paths under
+    the prefix on the instance, paths under the CDN's base URL, and what is not fetched."""
+
+    on_instance: dict[str, PageLoad]
+    on_cdn: dict[str, tuple[str, PageLoad]]  # path under the CDN base -> (URL, load)
+    elsewhere: tuple[str, ...]  # other origins, outside the base or the prefix: never requested
+    algorithms: frozenset[str]  # the strongest SRI algorithm of every integrity= given
+    queries: dict[str, str]  # path -> the query a page requests it with (site.css?v=2)
+
+
+def page_files(observed: PagesObservation, prefix: str) -> PageFiles:
+    """The files of ``observed`` (read with no prefix) as paths under ``prefix``.
+
+    Pages are read once per instance, before the prefix its release's files are served
+    under is known (it may be detected after); a file outside the prefix is not a file
+    of the release, so it is listed with the references not requested.
+    """
+    on_instance: dict[str, PageLoad] = {}
+    on_cdn: dict[str, tuple[str, PageLoad]] = {}
+    elsewhere = [loaded.url for loaded in observed.not_requested]
+    algorithms: set[str] = set()
+    queries: dict[str, str] = {}
+    for loaded in observed.files:
+        path = loaded.placement.release_path
+        load = _load(loaded)
+        if load.integrity:
+            strongest = strongest_hashes(load.integrity)
+            if strongest is not None:
+                algorithms.add(strongest[0])
+        if path is None:
+            elsewhere.append(loaded.url)
+            continue
+        if loaded.placement.where is Where.CDN:
+            on_cdn.setdefault(path, (loaded.url, load))
+        elif path.startswith(prefix) and path != prefix:
+            path = path[len(prefix) :]
+            on_instance.setdefault(path, load)
+        else:
+            elsewhere.append(loaded.url)
+            continue
+        query = (loaded.placement.request_path or "").partition("?")[2]
+        if query:  # the first page's query for a file several pages load
+            queries.setdefault(path, query)
+    return PageFiles(on_instance, on_cdn, tuple(elsewhere), frozenset(algorithms), queries)
+
+
+def _load(loaded: LoadedReference) -> PageLoad:
+    """The entry pages loading a file and the first ``integrity=`` one of them gives."""
+    for reference in loaded.references:
+        if reference.integrity_raw is not None:
+            return PageLoad(loaded.loaded_by, reference.integrity, loaded.loaded_by[0])
+    return PageLoad(loaded.loaded_by)
+
+
+#: What a document answered that no reader should try again: its bytes are hostile.
+_UNREADABLE = frozenset({ErrorKind.TOO_LARGE, ErrorKind.DECODE, ErrorKind.PROTOCOL})
+
+
+def linked_directories(observed: PagesObservation) -> tuple[str, ...]:
+    """The directories of the instance the pages load files from, as prefixes, most
+    files first: where a release's files are likely served (Encore's ``build/``) when
+    they are not at the target itself."""
+    found: Counter[str] = Counter()
+    for loaded in observed.files:
+        path = loaded.placement.release_path  # read with no prefix: the path itself
+        if loaded.placement.where is Where.INSTANCE and path is not None and "/" in path:
+            found[path.rsplit("/", 1)[0] + "/"] += 1
+    return tuple(directory for directory, _ in found.most_common())
+
+
+def page_problems(observed: PagesObservation) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Why the pages, or the stylesheets they load, were not read wholly: what they
+    serve is unreadable (over a cap, undecodable: the instance cannot be judged as a
+    browser sees it), and what failed to answer (a 404 page, a stylesheet refused:
+    fewer files are known, no more)."""
+    unreadable = list(observed.problems)
+    failed = []
+    for document in (*observed.pages, *observed.stylesheets):
+        if document.problem is None:
+            continue
+        got = document.fetch
+        if got is not None and (got.ok or got.error_kind in _UNREADABLE):
+            unreadable.append(document.problem)
+        else:
+            failed.append(document.problem)
+    return tuple(unreadable), tuple(failed)

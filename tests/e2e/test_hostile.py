@@ -182,3 +182,35 @@ def test_failing_fleet_gets_bounded_load(web) -> None:
     assert not any(r.verdict is Verdict.MISMATCH for r in report.results), (
         "a 503 is never evidence of a mismatch"
     )
+
+
+#: Entry pages no browser should be asked to read, as an instance's ``/`` serves them.
+HOSTILE_PAGES = {
+    "deeply nested": b"<div>" * 400_000,
+    "a million attributes": b"<img " + b"a " * 950_000 + b">",
+    "too many references": b"".join(b"<img src=a%d.png>" % i for i in range(50_000)),
+    "over the page cap": b"<img src=a.png>" + b" " * (3 * 1024 * 1024),
+}
+
+
+def test_hostile_entry_pages_are_inconclusive_and_spare_their_siblings(make_fleet, web) -> None:
+    """Each hostile page is its instance's ``inconclusive`` with the reason, within the
+    run's deadline; its siblings, serving the real page, are judged as ever."""
+    fleet = make_fleet(2)
+    hostile = []
+    for n, (name, body) in enumerate(HOSTILE_PAGES.items(), start=1):
+        site = Site(root=fleet.releases["1.4.1"], overrides={"/": body})
+        url = web.add(site, f"127.91.7.{n}")
+        hostile.append({"url": url, "version": "1.4.1", "name": name})
+    spec = fleet.spec(targets=[*hostile, *fleet.targets()])
+    started = time.perf_counter()
+    report = check(spec)
+    elapsed = time.perf_counter() - started
+    results = by_name(report)
+    for name in HOSTILE_PAGES:
+        r = results[name]
+        assert r.verdict is Verdict.INCONCLUSIVE, (name, r.verdict, r.reason)
+        assert r.reason.startswith("its pages could not be read as a browser reads them: page /")
+    for inst in fleet.instances:
+        assert results[inst.name].verdict is Verdict.CONSISTENT, results[inst.name].reason
+    assert elapsed < 60, f"{elapsed:.1f} s"

@@ -81,6 +81,14 @@ def verify(workdir: Path, *args: str) -> Run:
     return Run(r.exit_code, r.output, doc)
 
 
+def no_pages(workdir: Path) -> list[str]:
+    """``--config`` with ``pages: []``: no entry page is read, as before pages were."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "no-pages.yaml"
+    config.write_text("pages: []\n", encoding="utf-8")
+    return ["--config", str(config)]
+
+
 def targets(urls: list[str], version: str) -> list[str]:
     """``-t URL=VERSION`` for each instance: every instance says it runs ``version``."""
     out: list[str] = []

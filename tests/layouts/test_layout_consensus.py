@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from layout_cli import build, release, serve_fleet, targets, verify
+from layout_cli import build, no_pages, release, serve_fleet, targets, verify
 from layout_nginx import Nginx
 
 from artifactcheck.cli.main import main
@@ -143,7 +143,7 @@ def test_zero_config_without_a_known_manifest_says_what_to_give(
     dotfile), no release, no ``--manifest-path``: exit 3 naming what to give, and no
     word of a release's file list, since none was given. Before: "nothing was fetched
     to judge by" and a finding "judged by the release's file list"."""
-    urls, run = _verify(nginx, tmp_path, "spa", [build("vue/v1")] * 2)
+    urls, run = _verify(nginx, tmp_path, "spa", [build("vue/v1")] * 2, *no_pages(tmp_path))
     assert run.exit_code == 3, run.explain()
     for url in urls:
         result = run.result(url)

@@ -159,20 +159,28 @@ def test_investigate_on_an_encore_instance_says_what_it_serves(
         ],
     )
     assert out.exit_code == 0, out.output
-    assert "404" not in out.stdout, out.stdout
     doc = json.loads(out.stdout)
     assert doc["verdict"] == "consistent", out.stdout
+    # only the stylesheet the front controller's page links, which no build has, is 404
+    missing = [a["path"] for a in doc["assets"] if a["status"] == 404]
+    assert missing == ["app.css"], out.stdout
 
 
-def test_without_a_prefix_the_fleet_is_inconclusive_asking_for_one(
+def test_without_a_prefix_the_prefix_is_found_from_the_links_of_the_entry_page(
     nginx: Nginx, tmp_path: Path
 ) -> None:
-    """No ``--prefix``, and no evidence of ``/build/`` at the root (no redirect, no
-    well-known manifest name there; the entry page's links are not read): inconclusive,
-    asking for ``--prefix``, never a mismatch, even for the instance serving r2's CSS."""
+    """No ``--prefix``, and no redirect or well-known manifest name at the root: the
+    entry page links ``/build/app.css``, so ``/build/`` is probed and found; the
+    instance serving r2's CSS is named. Before: every instance inconclusive, asking for
+    ``--prefix`` (the entry page's links were not read)."""
     urls, cdn = _fleet(nginx, tmp_path, swap_css=True)
     run = verify(tmp_path, *targets(urls, "1.0.0"), *_releases(tmp_path), "--cdn", cdn)
-    assert run.exit_code == 3, run.explain()
-    assert set(run.verdicts().values()) == {"inconclusive"}, run.explain()
-    assert all("give --prefix" in run.result(u)["reason"] for u in urls), run.explain()
+    assert run.exit_code == 1, run.explain()
+    assert run.verdicts() == {
+        urls[0]: "consistent",
+        urls[1]: "consistent",
+        urls[2]: "mismatch",
+    }, run.explain()
+    assert all("under /build/, detected" in run.result(u)["reason"] for u in urls[:2])
+    assert [f["path"] for f in run.findings("content-differs")] == [R1_CSS], run.explain()
     assert nginx.requests_for(f"/build/build/{R1_JS}") == 0

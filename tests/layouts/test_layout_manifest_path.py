@@ -114,7 +114,7 @@ def test_an_encore_manifest_named_from_the_root_without_a_release(
     run = verify(tmp_path, *targets(urls, "1.0.0"), "--manifest-path", given)
     assert run.exit_code == 0, run.explain()
     assert set(run.verdicts().values()) == {"consistent"}, run.explain()
-    assert "404" not in run.table, run.explain()
+    assert "manifest.json answers 404" not in run.table, run.explain()
     assert not [line for line in nginx_log(nginx) if "/build/build/" in line]
 
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from layout_cli import build, release, serve_fleet, targets
+from layout_cli import build, no_pages, release, serve_fleet, targets
 from layout_nginx import Nginx
 
 
@@ -42,6 +42,7 @@ def test_a_closed_pipe_never_turns_a_verdict_into_exit_1(nginx: Nginx, tmp_path:
     consistent += ["--release-manifest", str(release(build("vue/v1"), "1.0.0", tmp_path))]
     assert _open_stdout(*consistent) == 0  # the same run, read to the end
     assert _closed_stdout(*consistent) == 0
-    unjudged = [*targets(urls, "1.0.0")]  # no release, no served manifest: exit 3
+    # no release, no served manifest, no page read: exit 3
+    unjudged = [*targets(urls, "1.0.0"), *no_pages(tmp_path)]
     assert _open_stdout(*unjudged) == 3
     assert _closed_stdout(*unjudged) == 3

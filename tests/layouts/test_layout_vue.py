@@ -15,6 +15,7 @@ from pathlib import Path
 from layout_cli import (
     build,
     copy_build,
+    no_pages,
     serve_fleet,
     start_with_cdn,
     targets,
@@ -161,7 +162,8 @@ def test_siblings_that_fetched_nothing_never_agree(nginx: Nginx, tmp_path: Path)
     ``consistent``. Today: exit 0, each "agrees with its 2 sibling(s)", "1 of 1 files"
     compared, and no asset was fetched at all (found while writing these tests)."""
     urls, _ = _start(nginx, tmp_path, [build("vue/v1")] * 2 + [build("vue/v2")])
-    run = verify(tmp_path, *targets(urls, "1.0.0"), "--manifest-path", ".vite/manifest.json")
+    manifest = ["--manifest-path", ".vite/manifest.json"]
+    run = verify(tmp_path, *targets(urls, "1.0.0"), *manifest, *no_pages(tmp_path))
     assert run.exit_code != 0, run.explain()
     assert "consistent" not in run.verdicts().values(), run.explain()
     assert run.exit_code == 3, run.explain()

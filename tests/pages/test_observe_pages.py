@@ -141,7 +141,8 @@ async def test_a_site_read_as_a_browser_reads_it(
         f"{instance_url}assets/base.css",
         f"{cdn_url}static/cdn.css",
     }
-    assert site.requests_for("/assets/site.css") == 1
+    assert site.requests_for("/assets/site.css?v=2") == 1  # the page's query kept
+    assert site.requests_for("/assets/site.css") == 0
     assert site.requests_for("/assets/base.css") == 1
     assert site.requests_for("/assets/app.js") == 0
     assert site.requests_for("/static/cdn.css") == 1  # from the CDN (one nginx logs both)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from artifactcheck.act.investigate.values import (
     AssetRow,
@@ -192,15 +193,18 @@ def asset_rows(
     if obs.manifest_fetch is not None and obs.manifest_path and obs.error is None:
         fetched.setdefault(obs.manifest_path, obs.manifest_fetch)
     rows = [
-        _asset_row(
-            path,
-            got,
-            release=release,
-            release_version=version,
-            consensus=consensus,
-            index=index,
-            cdn=cdn_assets.get(path),
-            pages=pages,
+        replace(
+            _asset_row(
+                path,
+                got,
+                release=release,
+                release_version=version,
+                consensus=consensus,
+                index=index,
+                cdn=cdn_assets.get(path),
+                pages=pages,
+            ),
+            loaded_by=load.loaded_by if (load := obs.page_loads.get(path)) else (),
         )
         for path, got in fetched.items()
     ]

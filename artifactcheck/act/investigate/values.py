@@ -83,6 +83,7 @@ class AssetRow:
     elapsed_ms: float | None = None
     cdn_elapsed_ms: float | None = None
     content_encoding: str | None = None
+    loaded_by: tuple[str, ...] = ()  # the entry pages that load it ("/", "/login")
 
     @property
     def is_text(self) -> bool:
