@@ -32,6 +32,7 @@ __all__ = [
     "EgressRefused",
     "HeaderRefused",
     "ProtocolViolation",
+    "ProxyError",
     "ReadError",
     "ReadTimeout",
     "RemoteProtocolError",
@@ -98,6 +99,10 @@ class ProtocolViolation(RemoteProtocolError):
 
 class HeaderRefused(LocalProtocolError):
     """A request header that would corrupt the request on the wire: nothing is sent."""
+
+
+class ProxyError(TransportError):
+    """The HTTP proxy refused to open a tunnel (``CONNECT`` answered other than 2xx)."""
 
 
 class EgressRefused(TransportError):
@@ -244,10 +249,9 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule((RemoteProtocolError, ReadError), ErrorKind.TRUNCATED, _lost, phase="body"),
     # No usable connection.
     Rule(
-        (),
+        (ProxyError,),
         ErrorKind.CONNECT,
         lambda e, c: f"the HTTP proxy refused the request: {root_message(e)}",
-        httpx_only=("ProxyError",),  # only httpx's pool goes through a proxy
     ),
     Rule((ConnectError,), ErrorKind.CONNECT, _cannot_connect),
     Rule(
