@@ -1,7 +1,8 @@
 """Which :class:`~artifactcheck.model.errors.ErrorKind` a failed request is, and why.
 
-Two exception trees reach the fetcher: httpx's, raised by httpx's pool over httpcore,
-and the lean one below, raised by our own HTTP/1.1 transport. The lean tree has the
+Two exception trees reach the fetcher: httpx's, raised by httpx's pool over httpcore
+(``http.transport: httpx``) and by injected httpx transports, and the lean one below,
+raised by our own HTTP/1.1 transport, directly and through HTTP proxies. The lean tree has the
 shape and the names of httpx's (a ``ConnectTimeout`` is a ``TimeoutException`` is a
 ``TransportError``) and sits in the same rows of the table, so the same event is the
 same kind and message whichever transport saw it; it exists so that a run over our own

@@ -110,7 +110,7 @@ class Fetcher:
 
     ``proxies``, when given, are the HTTP proxies of release sources and CDNs: a call
     for a URL's own host (``host_header=""``, as the CDN and release sources are
-    fetched) goes through the proxy :meth:`Proxies.for_url` names, over httpx's pool;
+    fetched) goes through the proxy :meth:`Proxies.for_url` names, over our own transport;
     an instance's call goes direct unless ``http.proxy_instances``. The CLI passes
     :meth:`Proxies.from_environment`; nothing is read from the environment here (the
     controller passes the admin configuration's). With an egress policy, a request

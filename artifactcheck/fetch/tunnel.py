@@ -19,7 +19,7 @@ head parser as any response.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
@@ -34,11 +34,10 @@ _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 class ProxyEndpoint:
     """An HTTP proxy: where to connect, and the credential line it alone is sent."""
 
-    url: str  # as configured, for messages (credentials included: never logged here)
     scheme: str  # how we reach the proxy itself: "http", or "https" (TLS to the proxy)
     host: str
     port: int
-    authorization: bytes  # b"Proxy-Authorization: Basic ...\r\n", or b""
+    authorization: bytes = field(repr=False)  # b"Proxy-Authorization: Basic ...\r\n" or b""
 
     @classmethod
     def parse(cls, url: str) -> ProxyEndpoint:
@@ -53,7 +52,7 @@ class ProxyEndpoint:
             token = base64.b64encode(pair.encode("utf-8"))
             authorization = b"Proxy-Authorization: Basic " + token + b"\r\n"
         port = split.port or _DEFAULT_PORTS[split.scheme]
-        return cls(url, split.scheme, split.hostname, port, authorization)
+        return cls(split.scheme, split.hostname, port, authorization)
 
     def connect_request(self, host: str, port: int) -> bytes:
         """The ``CONNECT`` request opening a tunnel to ``host:port`` (an IPv6 address in

@@ -3,7 +3,8 @@
 The Fetcher decides *what* to request (the URL under its base, the retries, the
 redirects, the slots each request holds); :class:`Wire` owns *how* one request goes
 out and comes back: the run's transport (our own HTTP/1.1 one, httpx's pool or an
-injected one), httpx's pools through HTTP proxies, the request head (the Fetcher's
+injected one), our own transport through each HTTP proxy (absolute form for http,
+CONNECT tunnels for https: :mod:`artifactcheck.fetch.tunnel`), the request head (the Fetcher's
 headers and the secret ones, checked where written), and the body read under the
 call's cap with its hashes. Over our own transport no ``httpx.Request`` or
 ``httpx.Response`` is built, and httpx is not imported.

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
+import os
 import ssl
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -184,3 +188,39 @@ async def test_httpx_api_on_the_lean_transport_goes_through_the_proxy_too(
     assert got.content == HELLO
     assert proxy.requests == [f"GET {cdn.url}a.js HTTP/1.1"]
     assert f"proxy-authorization: {CREDENTIAL.lower()}" in header_lines(proxy.heads[0])
+
+
+PROXIED_PROBE = """
+import asyncio, json, sys
+from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.fetch.proxy import Proxies
+from artifactcheck.model.settings import HttpSettings, RetrySettings
+
+async def main(base):
+    proxies = Proxies.from_environment()  # as the CLI reads them
+    async with Fetcher(http=HttpSettings(), retry=RetrySettings(), proxies=proxies) as fetcher:
+        got = await fetcher.get_asset(base, "a.js", host_header="")
+    return [got.status, got.error]
+
+got = asyncio.run(main(sys.argv[1]))
+print(json.dumps({"got": got, "httpx": "httpx" in sys.modules}))
+"""
+
+
+def test_a_run_through_a_proxy_never_imports_httpx(host: Callable[[], str], transport: str) -> None:
+    """Through a proxy, as directly: httpx's import is most of a small check's start-up."""
+    with (
+        LoggingProxy(host()) as proxy,
+        RawServer(host(), lambda conn: conn.read_request() and conn.send(response(200, HELLO)))
+        as cdn,
+    ):  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-c", PROXIED_PROBE, cdn.url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+            env={**os.environ, "HTTP_PROXY": proxy.url},
+        )
+    assert json.loads(proc.stdout) == {"got": [200, None], "httpx": False}, proc.stderr
+    assert proxy.requests == [f"GET {cdn.url}a.js HTTP/1.1"]
