@@ -224,3 +224,43 @@ def test_a_run_through_a_proxy_never_imports_httpx(host: Callable[[], str], tran
         )
     assert json.loads(proc.stdout) == {"got": [200, None], "httpx": False}, proc.stderr
     assert proxy.requests == [f"GET {cdn.url}a.js HTTP/1.1"]
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["certificate-matches", "other-name"])
+async def test_an_https_proxy_is_reached_over_tls_verified_by_its_name(
+    make_fetcher, host: Callable[[], str], tmp_path: Path, named: bool
+) -> None:
+    """``HTTPS_PROXY=https://...``: TLS to the proxy itself, its certificate checked as
+    any server's; a proxy presenting another name's certificate is never told a thing."""
+    ca = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    proxy_host = host()
+    context = server_context(ca, proxy_host if named else "other.example")
+    seen: list[bytes] = []
+
+    def proxy(conn: RawConn) -> None:  # one absolute-form request, answered for the origin
+        with context.wrap_socket(conn.sock, server_side=True) as tls:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                data = tls.recv(65536)
+                if not data:
+                    return
+                head += data
+            seen.append(head)
+            tls.sendall(response(200, HELLO, headers={"Connection": "close"}))
+
+    with RawServer(proxy_host, proxy) as raw:
+        url = f"https://{proxy_host}:{raw.port}"
+        http = {"ca_bundle": str(ca_file)}
+        proxies = Proxies.single(url)
+        async with make_fetcher(http=http, proxies=proxies, retry={"attempts": 1}) as f:
+            got = await f.get_asset("http://cdn.example:8080/", "a.js", host_header="")
+    if named:
+        assert got.ok and got.hashes["sha256"] == SHA, got.error
+        assert [h.split(b"\r\n", 1)[0] for h in seen] == [
+            b"GET http://cdn.example:8080/a.js HTTP/1.1"
+        ]
+    else:
+        assert got.error_kind == "tls" and not got.hashes, (got.error_kind, got.error)
+        assert seen == []
