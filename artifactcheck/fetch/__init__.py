@@ -11,8 +11,8 @@ One module a job, read in this order:
 - :mod:`~artifactcheck.fetch.headers`: headers we send (validated), headers we keep;
 - :mod:`~artifactcheck.fetch.errors`: the one table from transport exceptions to an
   :class:`~artifactcheck.model.errors.ErrorKind`;
-- :mod:`~artifactcheck.fetch.transports`: the transport ``http.transport`` names, and
-  httpx's pool through a proxy;
+- :mod:`~artifactcheck.fetch.transports`: the transport ``http.transport`` names for
+  requests sent directly;
 - :mod:`~artifactcheck.fetch.proxy`: which requests go through which proxy (``NO_PROXY``);
 - :mod:`~artifactcheck.fetch.http1`, :mod:`~artifactcheck.fetch.connection`: our own
   HTTP/1.1 transport on asyncio, and the connection under it;
