@@ -264,3 +264,35 @@ async def test_an_https_proxy_is_reached_over_tls_verified_by_its_name(
     else:
         assert got.error_kind == "tls" and not got.hashes, (got.error_kind, got.error)
         assert seen == []
+
+
+async def test_a_response_nobody_asked_for_inside_a_tunnel_is_never_the_next_answer(
+    make_fetcher, host: Callable[[], str], tmp_path: Path
+) -> None:
+    """The origin sends a forged second response in the same TLS write as the first:
+    the tunnel is not reused, the next file comes over a new one, both hashed right."""
+    ca = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    address = host()
+    context = server_context(ca, address)
+
+    def origin(conn: RawConn) -> None:
+        with context.wrap_socket(conn.sock, server_side=True) as tls:
+            buffer = b""
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    data = tls.recv(65536)
+                    if not data:
+                        return
+                    buffer += data
+                _head, _, buffer = buffer.partition(b"\r\n\r\n")
+                tls.sendall(response(200, HELLO) + response(200, b"forged"))
+
+    with RawServer(address, origin) as cdn, LoggingProxy(host()) as proxy:
+        url = f"https://{address}:{cdn.port}/"
+        http = {"ca_bundle": str(ca_file)}
+        async with make_fetcher(http=http, proxies=Proxies.single(proxy.url)) as f:
+            got = [await f.get_asset(url, name, host_header="") for name in ("a.js", "b.js")]
+    assert [g.hashes.get("sha256") for g in got] == [SHA, SHA], [g.error for g in got]
+    assert proxy.requests == [f"CONNECT {address}:{cdn.port} HTTP/1.1"] * 2
