@@ -52,6 +52,7 @@ from artifactcheck.fetch.retry import RetryBudget, backoff_delay, parse_retry_af
 from artifactcheck.fetch.routes import BaseRoute, Route
 from artifactcheck.fetch.stats import FetchStats
 from artifactcheck.fetch.tls import build_ssl_context
+from artifactcheck.fetch.tunnel import shown
 from artifactcheck.fetch.wire import Call, Progress, Wire
 from artifactcheck.judge.codings import stored_coding
 from artifactcheck.manifests.limits import normalise_path
@@ -494,7 +495,7 @@ class Fetcher:
                 host_stats.in_flight -= 1
             if call.proxy is not None and result.error is not None and "proxy" not in result.error:
                 # "cannot connect: Connection refused" would send the user to the CDN
-                result.error += f" (through the HTTP proxy {call.proxy})"
+                result.error += f" (through the HTTP proxy {shown(call.proxy)})"
             result.elapsed = time.monotonic() - started
             return result
 

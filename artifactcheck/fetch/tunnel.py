@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 from artifactcheck.fetch.errors import ProxyError
 
-__all__ = ["ProxyEndpoint", "refused"]
+__all__ = ["ProxyEndpoint", "refused", "shown"]
 
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
@@ -66,6 +66,16 @@ class ProxyEndpoint:
     def forwarded_target(self, scheme: str, netloc: bytes, target: bytes) -> bytes:
         """The absolute-form request target of a plain ``http://`` request."""
         return scheme.encode("ascii") + b"://" + netloc + target
+
+
+def shown(url: str) -> str:
+    """A proxy URL as a message may show it: a password in it replaced by ``***``
+    (errors end up in reports, logs and Events)."""
+    split = urlsplit(url)
+    if split.password is None:
+        return url
+    netloc = f"{split.username}:***@" + split.netloc.rpartition("@")[2]
+    return split._replace(netloc=netloc).geturl()
 
 
 def refused(host: str, port: int, status: int, reason: bytes) -> ProxyError:

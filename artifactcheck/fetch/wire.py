@@ -24,7 +24,7 @@ from artifactcheck.fetch.http1 import KEEPALIVE, Http1Transport, header_block
 from artifactcheck.fetch.response import Attempt
 from artifactcheck.fetch.routes import Route
 from artifactcheck.fetch.stats import FetchStats
-from artifactcheck.fetch.tunnel import ProxyEndpoint
+from artifactcheck.fetch.tunnel import ProxyEndpoint, shown
 from artifactcheck.model.errors import ErrorKind
 from artifactcheck.model.settings import HttpSettings
 
@@ -73,10 +73,10 @@ def refused_by_proxy(result: Attempt, proxy: str) -> None:
     if result.error is not None or result.status not in (403, 407):
         return
     if result.status == 407:
-        message = f"the HTTP proxy {proxy} asks for credentials (407)"
+        message = f"the HTTP proxy {shown(proxy)} asks for credentials (407)"
     elif result.url.startswith("http:"):
         message = (
-            f"HTTP 403 through the HTTP proxy {proxy}: over plain http the proxy's refusal "
+            f"HTTP 403 through the HTTP proxy {shown(proxy)}: over plain http the proxy's refusal "
             "cannot be told from the server's answer; not judged"
         )
     else:

@@ -20,6 +20,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -296,3 +297,26 @@ async def test_a_response_nobody_asked_for_inside_a_tunnel_is_never_the_next_ans
             got = [await f.get_asset(url, name, host_header="") for name in ("a.js", "b.js")]
     assert [g.hashes.get("sha256") for g in got] == [SHA, SHA], [g.error for g in got]
     assert proxy.requests == [f"CONNECT {address}:{cdn.port} HTTP/1.1"] * 2
+
+
+@pytest.mark.parametrize("status", [None, 407])
+async def test_an_error_through_a_proxy_never_shows_its_password(
+    make_fetcher, host: Callable[[], str], status: int | None
+) -> None:
+    """The proxy is named in the error (down, or asking for credentials over plain
+    http), its password is not: errors end up in reports, logs and Events."""
+    if status is None:
+        proxy = LoggingProxy(host())  # bound, then closed: its port refuses
+        proxy.__exit__(None, None, None)
+        got = await _fetch_through(make_fetcher, with_credentials(proxy.url), host())
+    else:
+        with LoggingProxy(host(), refuse=True, status=status) as proxy:
+            got = await _fetch_through(make_fetcher, with_credentials(proxy.url), host())
+    assert got.error_kind == "connect" and not got.hashes, (got.error_kind, got.error)
+    assert f"http://ci%20user:***@{urlsplit(proxy.url).netloc}" in (got.error or ""), got.error
+    assert "p@ss" not in (got.error or "") and "p%40ss" not in (got.error or ""), got.error
+
+
+async def _fetch_through(make_fetcher: Any, proxy_url: str, cdn_host: str) -> Any:
+    async with make_fetcher(proxies=Proxies.single(proxy_url), retry={"attempts": 1}) as f:
+        return await f.get_asset(f"http://{cdn_host}:8080/", "a.js", host_header="")
