@@ -23,12 +23,15 @@
 #                   server it also ships is not used (its service may start: harmless)
 #   chromium        a real browser, headless, that opens the HTML report (tests/html)
 #   chromium-driver its WebDriver, which selenium drives
+#   tinyproxy-bin   a real HTTP proxy (binary only, no service) with basic authentication:
+#                   CONNECT tunnels and absolute-form requests (tests/fetch/test_fetch_tinyproxy.py)
 # Nothing is started here and no image is pulled: there is no registry in CI.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
 packages=(docker.io busybox-static iptables iproute2 mmdebstrap docker-registry apache2-utils
-          nginx-light apache2 caddy lighttpd varnish prometheus chromium chromium-driver)
+          nginx-light apache2 caddy lighttpd varnish prometheus chromium chromium-driver
+          tinyproxy-bin)
 missing=()
 for pkg in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then

@@ -23,6 +23,7 @@ class LoggingProxy:
         self.refuse = refuse
         self.status = status
         self.requests: list[str] = []  # request lines, in the order received
+        self.heads: list[bytes] = []  # whole request heads, in the same order
         self._lock = threading.Lock()
         self._listener = socket.create_server((host, 0))
         self._listener.settimeout(0.2)
@@ -70,6 +71,7 @@ class LoggingProxy:
             line = head.split(b"\r\n", 1)[0].decode("latin-1")
             with self._lock:
                 self.requests.append(line)
+                self.heads.append(head)
             method, target, _version = line.split(" ", 2)
             if self.refuse:
                 client.sendall(b"HTTP/1.1 %d Refused\r\nContent-Length: 0\r\n\r\n" % self.status)

@@ -11,19 +11,22 @@ One module a job, read in this order:
 - :mod:`~artifactcheck.fetch.headers`: headers we send (validated), headers we keep;
 - :mod:`~artifactcheck.fetch.errors`: the one table from transport exceptions to an
   :class:`~artifactcheck.model.errors.ErrorKind`;
-- :mod:`~artifactcheck.fetch.transports`: the transport ``http.transport`` names, and
-  httpx's pool through a proxy;
+- :mod:`~artifactcheck.fetch.transports`: the transport ``http.transport`` names for
+  requests sent directly;
 - :mod:`~artifactcheck.fetch.proxy`: which requests go through which proxy (``NO_PROXY``);
 - :mod:`~artifactcheck.fetch.http1`, :mod:`~artifactcheck.fetch.connection`: our own
   HTTP/1.1 transport on asyncio, and the connection under it;
 - :mod:`~artifactcheck.fetch.egress`: every new connection held to the egress policy;
 - :mod:`~artifactcheck.fetch.tls`: the run's TLS context, and certificates read for expiry;
 - :mod:`~artifactcheck.fetch.urls`: URL safety (only under the base URL, no SSRF);
-- :mod:`~artifactcheck.fetch.routes`: where a URL's request goes, read as httpx reads it.
+- :mod:`~artifactcheck.fetch.routes`: where a URL's request goes, read as httpx reads it;
+- :mod:`~artifactcheck.fetch.tunnel`: an HTTP proxy as our transport uses it (absolute
+  form, CONNECT tunnels, the proxy's credentials).
 
-A run over our own transport never imports httpx (its import is most of what a small
-check's start-up would spend here): only the "httpx" transport, a proxy, httpx's API on
-our transport and URLs too unusual for :mod:`~artifactcheck.fetch.routes` import it.
+A run over our own transport never imports httpx, also through a proxy (its import is
+most of what a small check's start-up would spend here): only the "httpx" transport,
+httpx's API on our transport and URLs too unusual for :mod:`~artifactcheck.fetch.routes`
+import it.
 """
 
 import sys

@@ -1,7 +1,8 @@
 """Which :class:`~artifactcheck.model.errors.ErrorKind` a failed request is, and why.
 
-Two exception trees reach the fetcher: httpx's, raised by httpx's pool over httpcore,
-and the lean one below, raised by our own HTTP/1.1 transport. The lean tree has the
+Two exception trees reach the fetcher: httpx's, raised by httpx's pool over httpcore
+(``http.transport: httpx``) and by injected httpx transports, and the lean one below,
+raised by our own HTTP/1.1 transport, directly and through HTTP proxies. The lean tree has the
 shape and the names of httpx's (a ``ConnectTimeout`` is a ``TimeoutException`` is a
 ``TransportError``) and sits in the same rows of the table, so the same event is the
 same kind and message whichever transport saw it; it exists so that a run over our own
@@ -32,6 +33,7 @@ __all__ = [
     "EgressRefused",
     "HeaderRefused",
     "ProtocolViolation",
+    "ProxyError",
     "ReadError",
     "ReadTimeout",
     "RemoteProtocolError",
@@ -98,6 +100,10 @@ class ProtocolViolation(RemoteProtocolError):
 
 class HeaderRefused(LocalProtocolError):
     """A request header that would corrupt the request on the wire: nothing is sent."""
+
+
+class ProxyError(TransportError):
+    """The HTTP proxy refused to open a tunnel (``CONNECT`` answered other than 2xx)."""
 
 
 class EgressRefused(TransportError):
@@ -244,10 +250,9 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule((RemoteProtocolError, ReadError), ErrorKind.TRUNCATED, _lost, phase="body"),
     # No usable connection.
     Rule(
-        (),
+        (ProxyError,),
         ErrorKind.CONNECT,
         lambda e, c: f"the HTTP proxy refused the request: {root_message(e)}",
-        httpx_only=("ProxyError",),  # only httpx's pool goes through a proxy
     ),
     Rule((ConnectError,), ErrorKind.CONNECT, _cannot_connect),
     Rule(

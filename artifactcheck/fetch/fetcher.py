@@ -52,6 +52,7 @@ from artifactcheck.fetch.retry import RetryBudget, backoff_delay, parse_retry_af
 from artifactcheck.fetch.routes import BaseRoute, Route
 from artifactcheck.fetch.stats import FetchStats
 from artifactcheck.fetch.tls import build_ssl_context
+from artifactcheck.fetch.tunnel import shown
 from artifactcheck.fetch.wire import Call, Progress, Wire
 from artifactcheck.judge.codings import stored_coding
 from artifactcheck.manifests.limits import normalise_path
@@ -110,7 +111,7 @@ class Fetcher:
 
     ``proxies``, when given, are the HTTP proxies of release sources and CDNs: a call
     for a URL's own host (``host_header=""``, as the CDN and release sources are
-    fetched) goes through the proxy :meth:`Proxies.for_url` names, over httpx's pool;
+    fetched) goes through the proxy :meth:`Proxies.for_url` names, over our own transport;
     an instance's call goes direct unless ``http.proxy_instances``. The CLI passes
     :meth:`Proxies.from_environment`; nothing is read from the environment here (the
     controller passes the admin configuration's). With an egress policy, a request
@@ -504,7 +505,7 @@ class Fetcher:
                 host_stats.in_flight -= 1
             if call.proxy is not None and result.error is not None and "proxy" not in result.error:
                 # "cannot connect: Connection refused" would send the user to the CDN
-                result.error += f" (through the HTTP proxy {call.proxy})"
+                result.error += f" (through the HTTP proxy {shown(call.proxy)})"
             result.elapsed = time.monotonic() - started
             return result
 

@@ -34,6 +34,7 @@ from artifactcheck.fetch.errors import (
     UnsupportedProtocol,
 )
 from artifactcheck.fetch.headers import MAX_DIGITS
+from artifactcheck.fetch.tunnel import ProxyEndpoint, refused
 from artifactcheck.model.header_rules import FIELD_NAME_BYTES, FIELD_VALUE_BAD_BYTES
 
 if TYPE_CHECKING:
@@ -323,6 +324,11 @@ class Http1Transport(_TransportBase):
     response the server sent early would be taken as the answer to the next request.
     With ``egress``, every new connection goes to one address resolved once and
     approved by the policy (see :class:`Fetcher`).
+
+    With ``proxy`` (:mod:`artifactcheck.fetch.tunnel`), every connection goes to that
+    HTTP proxy: a tunnel for https, absolute-form requests for http (the caller writes
+    the target from :attr:`proxy`); no egress policy then, the caller judges the
+    destination.
     """
 
     def __init__(
@@ -332,9 +338,13 @@ class Http1Transport(_TransportBase):
         keepalive: float = KEEPALIVE,
         max_idle: int = 256,
         egress: Egress | None = None,
+        proxy: ProxyEndpoint | None = None,
     ) -> None:
+        if proxy is not None and egress is not None:
+            raise ValueError("a proxy's connections are not judged by an egress policy")
         self._ssl = ssl_context
         self._egress = egress
+        self.proxy = proxy
         self._keepalive = keepalive
         self._max_idle = max_idle
         self._idle: dict[tuple[str, str, int, str | None], list[Connection]] = {}
@@ -374,22 +384,59 @@ class Http1Transport(_TransportBase):
     ) -> Connection:
         scheme, host, port, server_name = key
         loop = asyncio.get_running_loop()
+        proxy = self.proxy
+        to_scheme, to_host, to_port = (
+            (scheme, host, port) if proxy is None else (proxy.scheme, proxy.host, proxy.port)
+        )
         options: dict[str, Any] = {}
-        if scheme == "https":
-            options = {"ssl": self._ssl, "server_hostname": server_name or host}
+        if to_scheme == "https":
+            name = server_name or host if proxy is None else proxy.host
+            options = {"ssl": self._ssl, "server_hostname": name}
+        conn: Connection | None = None
         try:
             async with asyncio.timeout(timeout):
-                address = host
+                address = to_host
                 if self._egress is not None:
-                    address = await approved_address(host, port, self._egress)
+                    address = await approved_address(to_host, to_port, self._egress)
                 _transport, conn = await loop.create_connection(
-                    lambda: Connection(loop, key), address, port, **options
+                    lambda: Connection(loop, key), address, to_port, **options
                 )
+                if proxy is not None and scheme == "https":
+                    await self._tunnel(conn, proxy, server_name)
         except TimeoutError as exc:
-            raise ConnectTimeout(f"connect to {host}:{port} timed out") from exc
+            if conn is not None:
+                conn.close()
+            raise ConnectTimeout(f"connect to {to_host}:{to_port} timed out") from exc
         except OSError as exc:  # ssl.SSLError is an OSError
+            if conn is not None:
+                conn.close()
             raise ConnectError(str(exc) or type(exc).__name__) from exc
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
         return conn
+
+    async def _tunnel(
+        self, conn: Connection, proxy: ProxyEndpoint, server_name: str | None
+    ) -> None:
+        """Open a ``CONNECT`` tunnel through ``proxy`` on ``conn`` and start TLS with
+        the destination inside it (the caller bounds the time taken)."""
+        _scheme, host, port, _name = conn.key
+        assert conn.transport is not None
+        conn.transport.write(proxy.connect_request(host, port))
+        status, reason, _headers, _http11 = await self._read_head(conn, None)
+        if not 200 <= status <= 299:
+            raise refused(host, port, status, reason)
+        if conn.size:  # the destination speaks only after our TLS hello
+            raise ProtocolViolation("the proxy sent bytes after its answer to CONNECT")
+        loop = asyncio.get_running_loop()
+        tls = await loop.start_tls(
+            conn.transport, conn, self._ssl, server_hostname=server_name or host
+        )
+        if tls is None:  # the proxy closed the tunnel during the handshake
+            raise ConnectError(f"the proxy closed the tunnel to {host}:{port}")
+        conn.transport = tls
 
     async def __aenter__(self) -> Http1Transport:
         return self
@@ -409,8 +456,13 @@ class Http1Transport(_TransportBase):
         server_name = request.extensions.get("sni_hostname")
         key = (scheme, url.host, url.port or (443 if scheme == "https" else 80), server_name)
         content = request.content  # GETs carry none; a small body is sent as is
-        line = b"%s %s HTTP/1.1" % (request.method.encode(), url.raw_path)
-        payload = line + b"\r\n" + header_block(request.headers.raw) + b"\r\n" + content
+        target, extra = url.raw_path, b""
+        if self.proxy is not None and scheme == "http":
+            target = self.proxy.forwarded_target(scheme, url.netloc, target)
+            extra = self.proxy.authorization
+        line = b"%s %s HTTP/1.1" % (request.method.encode(), target)
+        head = header_block(request.headers.raw) + extra
+        payload = line + b"\r\n" + head + b"\r\n" + content
         reply = await self.exchange(
             key,
             payload,

@@ -1,15 +1,16 @@
-"""The transport under the fetcher, as ``http.transport`` names it.
+"""The transport under the fetcher for requests sent directly, as ``http.transport`` names it.
 
 - ``"http1"`` (the default; ``"auto"`` is its old name):
   :class:`~artifactcheck.fetch.http1.Http1Transport`, our lean HTTP/1.1 keep-alive
-  transport, the only one that enforces an egress policy;
+  transport, the only one that enforces an egress policy; requests through an HTTP
+  proxy always use it too (:mod:`artifactcheck.fetch.tunnel`);
 - ``"httpx"``: httpx's own pool over httpcore (several times the CPU per request at
-  fleet scale: docs/http-stacks.md), kept for what the lean transport does not do: a
-  request through an HTTP proxy (:func:`proxy_transport`).
+  fleet scale: docs/http-stacks.md), only when a spec asks for it. It keeps the
+  transport's reuse rule through one workaround of httpcore's private connection
+  (:class:`_SilentConnection`); removing the setting value removes it.
 
 Each is sized to the fetcher's own limits and never reads proxies or CA files from the
-environment (proxies are chosen by :mod:`artifactcheck.fetch.proxy`).
-docs/http-stacks.md has the measurements behind the two.
+environment. docs/http-stacks.md has the measurements behind the two.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from artifactcheck.model.settings import HttpSettings
 if TYPE_CHECKING:
     from artifactcheck.tenancy.egress import Egress
 
-__all__ = ["make_transport", "proxy_transport"]
+__all__ = ["make_transport"]
 
 
 def make_transport(
@@ -43,30 +44,17 @@ def make_transport(
         )
     if egress is not None:
         raise ValueError(f"the {http.transport!r} transport cannot enforce an egress policy")
-    return _httpx_transport(http, ssl_context, None)
+    return _httpx_transport(http, ssl_context)
 
 
-def proxy_transport(
-    http: HttpSettings, ssl_context: ssl.SSLContext, proxy: str
-) -> httpx.AsyncBaseTransport:
-    """httpx's pool sending every request through the HTTP proxy ``proxy`` (absolute
-    form for http://, a CONNECT tunnel for https://, TLS verified end to end)."""
-    return _httpx_transport(http, ssl_context, httpx.Proxy(proxy))
-
-
-def _httpx_transport(
-    http: HttpSettings, ssl_context: ssl.SSLContext, proxy: httpx.Proxy | None
-) -> httpx.AsyncHTTPTransport:
+def _httpx_transport(http: HttpSettings, ssl_context: ssl.SSLContext) -> httpx.AsyncHTTPTransport:
     limits = httpx.Limits(
         max_connections=http.max_connections,
         max_keepalive_connections=http.max_connections,
         keepalive_expiry=KEEPALIVE,
     )
-    transport = httpx.AsyncHTTPTransport(
-        verify=ssl_context, limits=limits, trust_env=False, proxy=proxy
-    )
-    if proxy is None:
-        transport._pool.__class__ = _SilentReusePool  # see there: no other way in
+    transport = httpx.AsyncHTTPTransport(verify=ssl_context, limits=limits, trust_env=False)
+    transport._pool.__class__ = _SilentReusePool  # see there: no other way in
     return transport
 
 
@@ -95,6 +83,6 @@ class _SilentReusePool(httpcore.AsyncConnectionPool):
 
     def create_connection(self, origin: httpcore.Origin) -> httpcore.AsyncConnectionInterface:
         connection = super().create_connection(origin)
-        if type(connection) is httpcore.AsyncHTTPConnection:  # not a proxy's (none is used)
+        if type(connection) is httpcore.AsyncHTTPConnection:  # not a proxy's (none is made)
             connection.__class__ = _SilentConnection
         return connection

@@ -3,7 +3,8 @@
 The Fetcher decides *what* to request (the URL under its base, the retries, the
 redirects, the slots each request holds); :class:`Wire` owns *how* one request goes
 out and comes back: the run's transport (our own HTTP/1.1 one, httpx's pool or an
-injected one), httpx's pools through HTTP proxies, the request head (the Fetcher's
+injected one), our own transport through each HTTP proxy (absolute form for http,
+CONNECT tunnels for https: :mod:`artifactcheck.fetch.tunnel`), the request head (the Fetcher's
 headers and the secret ones, checked where written), and the body read under the
 call's cap with its hashes. Over our own transport no ``httpx.Request`` or
 ``httpx.Response`` is built, and httpx is not imported.
@@ -23,6 +24,7 @@ from artifactcheck.fetch.http1 import KEEPALIVE, Http1Transport, header_block
 from artifactcheck.fetch.response import Attempt
 from artifactcheck.fetch.routes import Route
 from artifactcheck.fetch.stats import FetchStats
+from artifactcheck.fetch.tunnel import ProxyEndpoint, shown
 from artifactcheck.model.errors import ErrorKind
 from artifactcheck.model.settings import HttpSettings
 
@@ -71,10 +73,10 @@ def refused_by_proxy(result: Attempt, proxy: str) -> None:
     if result.error is not None or result.status not in (403, 407):
         return
     if result.status == 407:
-        message = f"the HTTP proxy {proxy} asks for credentials (407)"
+        message = f"the HTTP proxy {shown(proxy)} asks for credentials (407)"
     elif result.url.startswith("http:"):
         message = (
-            f"HTTP 403 through the HTTP proxy {proxy}: over plain http the proxy's refusal "
+            f"HTTP 403 through the HTTP proxy {shown(proxy)}: over plain http the proxy's refusal "
             "cannot be told from the server's answer; not judged"
         )
     else:
@@ -116,7 +118,7 @@ class Wire:
         }
         self.transport: httpx.AsyncBaseTransport | None = None
         self.lean: Http1Transport | None = None  # the lean path, for our own transport
-        self._proxied: dict[str, httpx.AsyncBaseTransport] = {}  # proxy URL -> its pool
+        self._proxied: dict[str, Http1Transport] = {}  # proxy URL -> its pool
         self._heads: dict[tuple[tuple[str, str], ...], tuple[bytes, bool]] = {}
         self._hashing: ThreadPoolExecutor | None = None  # large bodies' hashes, while open
 
@@ -167,20 +169,24 @@ class Wire:
             if self._egress is not None:  # the destination, not the proxy
                 target = Route.of(url)
                 await approved_address(target.host, target.port, self._egress)
-            result = await self._send(url, call, progress, self._via(call.proxy))
+            result = await self._send_lean(self._via(call.proxy), url, call, progress, route)
             refused_by_proxy(result, call.proxy)
             return result
         if self.lean is not None:
             return await self._send_lean(self.lean, url, call, progress, route)
         return await self._send(url, call, progress)
 
-    def _via(self, proxy: str) -> httpx.AsyncBaseTransport:
-        """httpx's pool through ``proxy``, one per proxy URL, made on first use."""
+    def _via(self, proxy: str) -> Http1Transport:
+        """Our own transport through ``proxy``, one per proxy URL, made on first use
+        (no egress policy: :meth:`send` judges the destination, never the proxy)."""
         pool = self._proxied.get(proxy)
         if pool is None:
-            from artifactcheck.fetch.transports import proxy_transport
-
-            pool = self._proxied[proxy] = proxy_transport(self._http, self._ssl, proxy)
+            pool = self._proxied[proxy] = Http1Transport(
+                ssl_context=self._ssl,
+                keepalive=KEEPALIVE,
+                max_idle=max(self._http.max_connections * 2, 64),
+                proxy=ProxyEndpoint.parse(proxy),
+            )
         return pool
 
     async def _send(
@@ -224,7 +230,11 @@ class Wire:
         scoped = self._scoped_for(url)
         block, has_host = self._head({**scoped, **call.headers} if scoped else call.headers)
         host_line = b"Host: " + route.netloc + b"\r\n" if not has_host and route.netloc else b""
-        payload = b"GET " + route.target + b" HTTP/1.1\r\n" + host_line + block + b"\r\n"
+        target, proxy = route.target, transport.proxy
+        if proxy is not None and route.scheme == "http":  # https: inside the tunnel
+            target = proxy.forwarded_target(route.scheme, route.netloc, target)
+            block += proxy.authorization
+        payload = b"GET " + target + b" HTTP/1.1\r\n" + host_line + block + b"\r\n"
         key = (route.scheme, route.host, route.port, call.extensions.get("sni_hostname"))
         http = self._http
         response = await transport.exchange(

@@ -221,7 +221,7 @@ class HttpSettings(_Model):
         "HTTP/1.1 keep-alive transport (least CPU per request at fleet scale, strictest on "
         "hostile bytes; the only one that enforces the controller's egress policy), 'httpx' "
         "httpx's own pool (about ten times the CPU; see docs/http-stacks.md). Requests "
-        "through a proxy always use httpx. 'auto', the old name of 'http1', is still read "
+        "through a proxy always use 'http1'. 'auto', the old name of 'http1', is still read "
         "as 'http1'.",
     )
     proxy_instances: bool = Field(
