@@ -46,6 +46,7 @@ from artifactcheck.observe.files import FIRST as _FIRST
 from artifactcheck.observe.files import Files
 from artifactcheck.observe.pages import (
     PagesObservation,
+    StylesheetMemo,
     linked_directories,
     observe_pages,
     page_files,
@@ -122,6 +123,8 @@ class Observer:
             spec=spec, fetcher=fetcher, limits=self.limits, unreachable=self._unreachable
         )
         self._plans = Plans(spec)
+        # siblings' stylesheets are the same bytes: each distinct one read once
+        self._stylesheets = StylesheetMemo()
 
     async def aclose(self) -> None:
         """Nothing to close: every coding is asked for through the run's one fetcher."""
@@ -392,7 +395,9 @@ class Observer:
         """The instance's entry pages and what they load (``pages``; none: not read)."""
         if not self.spec.pages:
             return None
-        return await observe_pages(instance, spec=self.spec, fetcher=self.fetcher)
+        return await observe_pages(
+            instance, spec=self.spec, fetcher=self.fetcher, memo=self._stylesheets
+        )
 
     async def _reported(self, instance: Instance) -> _Reported | Observation:
         """Step 1: the version endpoint's answer, if one is configured."""

@@ -33,19 +33,22 @@ from artifactcheck.manifests.page import (
     PageReference,
     ReferenceKind,
     parse_page,
+    resolve_reference,
 )
 from artifactcheck.manifests.placement import Placement, Where, place_reference
-from artifactcheck.manifests.stylesheet import parse_stylesheet
+from artifactcheck.manifests.stylesheet import ParsedStylesheet, parse_stylesheet
 from artifactcheck.manifests.subresource import strongest_hashes
 from artifactcheck.model.errors import ErrorKind
 from artifactcheck.model.settings import MAX_PAGES, CheckSpec
 from artifactcheck.model.values import Fetched, Instance, PageLoad
+from artifactcheck.observe.plan import MEMO_LIMIT
 
 __all__ = [
     "LoadedReference",
     "PageFiles",
     "PageLimitsPerInstance",
     "PagesObservation",
+    "StylesheetMemo",
     "linked_directories",
     "ReadDocument",
     "observe_pages",
@@ -160,6 +163,52 @@ class _Sheet:
     depth: int
 
 
+class StylesheetMemo:
+    """Each distinct stylesheet read once per run, whichever sibling served it.
+
+    Siblings serve the same stylesheet bytes, and tinycss2 is a pure-Python tokenizer
+    (seconds for a megabyte on this project's benchmark machine): read per instance, a
+    fleet of 200 would read a large sheet 200 times. What is kept is the sheet's
+    references as written; each instance's are resolved again against the URL it was
+    served at, which costs a ``urljoin`` per reference.
+    """
+
+    def __init__(self, limit: int = MEMO_LIMIT) -> None:
+        self._read: dict[tuple[str, PageLimits], ParsedStylesheet] = {}
+        self.limit = limit
+        #: sheets read, not taken from the memo (for tests and benchmarks)
+        self.parsed = 0
+
+    def parse(self, got: Fetched, url: str, limits: PageLimits) -> ParsedStylesheet:
+        """``got.body`` read as the stylesheet served at ``url``."""
+        assert got.body is not None
+        if got.sha256 is None:
+            self.parsed += 1
+            return parse_stylesheet(got.body, url, limits=limits)
+        key = (got.sha256, limits)
+        kept = self._read.get(key)
+        if kept is None:
+            if len(self._read) >= self.limit:
+                self._read.clear()
+            self.parsed += 1
+            kept = self._read[key] = parse_stylesheet(got.body, url, limits=limits)
+        return kept if kept.url == url else _served_at(kept, url)
+
+
+def _served_at(kept: ParsedStylesheet, url: str) -> ParsedStylesheet:
+    """The references of a sheet read at another URL, resolved against ``url`` (each
+    (kind, URL) once, as :func:`parse_stylesheet` keeps them)."""
+    seen: set[tuple[str, str]] = set()
+    references = []
+    for reference in kept.references:
+        resolved = resolve_reference(reference.raw, url)
+        if resolved is None or (reference.kind.value, resolved) in seen:
+            continue
+        seen.add((reference.kind.value, resolved))
+        references.append(PageReference(raw=reference.raw, url=resolved, kind=reference.kind))
+    return ParsedStylesheet(url=url, references=tuple(references), problem=kept.problem)
+
+
 async def observe_pages(
     instance: Instance,
     *,
@@ -168,6 +217,7 @@ async def observe_pages(
     prefix: str = "",
     limits: PageLimits = DEFAULT_PAGE_LIMITS,
     per_instance: PageLimitsPerInstance | None = None,
+    memo: StylesheetMemo | None = None,
 ) -> PagesObservation:
     """Fetch and read the instance's entry pages and the stylesheets they load.
 
@@ -217,7 +267,14 @@ async def observe_pages(
             take(parsed.references, path, 1)
 
     stylesheets = await _read_stylesheets(
-        sheets, take, spec=spec, instance=instance, fetcher=fetcher, limits=limits, bounds=bounds
+        sheets,
+        take,
+        spec=spec,
+        instance=instance,
+        fetcher=fetcher,
+        limits=limits,
+        bounds=bounds,
+        memo=memo or StylesheetMemo(),
     )
     if len(sheets) > bounds.max_stylesheets:
         problems.append(f"{len(sheets)} stylesheets, more than the cap of {bounds.max_stylesheets}")
@@ -259,6 +316,7 @@ async def _read_stylesheets(
     fetcher: Fetcher,
     limits: PageLimits,
     bounds: PageLimitsPerInstance,
+    memo: StylesheetMemo,
 ) -> tuple[ReadDocument, ...]:
     """Read the stylesheets found so far, and those they ``@import``, breadth first."""
     done: list[ReadDocument] = []
@@ -280,7 +338,7 @@ async def _read_stylesheets(
         if problem is not None or got.body is None:
             done.append(ReadDocument(sheet.placement.url, loaded_by, got, problem or "no body"))
             continue
-        parsed = parse_stylesheet(got.body, sheet.placement.url, limits=limits)
+        parsed = memo.parse(got, sheet.placement.url, limits)
         problem = f"stylesheet {sheet.placement.url}: {parsed.problem}" if parsed.problem else None
         done.append(ReadDocument(sheet.placement.url, loaded_by, got, problem))
         for page in loaded_by:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from artifactcheck.manifests.page import PageLimits
 from artifactcheck.manifests.stylesheet import parse_stylesheet
+from artifactcheck.model.values import Fetched
+from artifactcheck.observe.pages import StylesheetMemo
 
 SHEET = "http://10.0.0.5:8080/static/css/site.css"
 
@@ -90,3 +94,46 @@ def test_brackets_in_comments_and_strings_nest_nothing() -> None:
     assert [r.raw for r in parsed.references] == ["x.png"]
     deep = parse_stylesheet(b"a{" * 2000, "https://shop.example/css/site.css")
     assert deep.problem is not None and "nested deeper" in deep.problem
+
+
+def _served(body: bytes, url: str) -> Fetched:
+    return Fetched(
+        url=url,
+        path="css/site.css",
+        status=200,
+        body=body,
+        hashes={"sha256": hashlib.sha256(body).hexdigest()},
+    )
+
+
+def test_siblings_stylesheet_is_read_once_and_resolved_where_each_serves_it() -> None:
+    """A fleet's siblings serve one stylesheet: it is read once per run (the memo),
+    and each instance's references are its own URLs, not the first sibling's."""
+    memo = StylesheetMemo()
+    body = b"@import 'more.css'; a{b:url(../img/x.png)} c{d:url(../img/x.png)}"
+    limits = PageLimits()
+    first = memo.parse(
+        _served(body, "http://127.0.0.1:81/css/site.css"),
+        "http://127.0.0.1:81/css/site.css",
+        limits,
+    )
+    second = memo.parse(
+        _served(body, "http://127.0.0.2:81/css/site.css"),
+        "http://127.0.0.2:81/css/site.css",
+        limits,
+    )
+    assert memo.parsed == 1
+    assert [r.url for r in first.references] == [
+        "http://127.0.0.1:81/css/more.css",
+        "http://127.0.0.1:81/img/x.png",
+    ]
+    assert [r.url for r in second.references] == [
+        "http://127.0.0.2:81/css/more.css",
+        "http://127.0.0.2:81/img/x.png",
+    ]
+    other = memo.parse(
+        _served(body + b" ", "http://127.0.0.3:81/css/site.css"),
+        "http://127.0.0.3:81/css/site.css",
+        limits,
+    )
+    assert memo.parsed == 2 and other.url == "http://127.0.0.3:81/css/site.css"
