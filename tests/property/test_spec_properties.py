@@ -93,6 +93,7 @@ SPECIAL: dict[tuple[str, str], st.SearchStrategy[Any]] = {
         NAME.map("x-{}".format),
         st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=12),
     ),
+    ("CheckSpec", "previous_versions"): st.lists(VERSION, max_size=3, unique=True),
     ("CheckSpec", "pages"): st.lists(
         st.just("/") | NAME.map("/{}".format), max_size=4, unique=True
     ),
@@ -172,7 +173,18 @@ def _one_release_source(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-SPEC = model_doc(CheckSpec).map(_one_release_source)
+def _previous_checkable(doc: dict[str, Any]) -> dict[str, Any]:
+    """Previous versions need somewhere to check them (the CDN or the instances), a
+    release source to load them from, and none of them the desired version: else drop."""
+    previous = doc.get("previous_versions") or []
+    where = doc.get("cdn") or doc.get("previous_on_instances")
+    source = any(doc.get(n) for n in ("release_manifest", "release_image", "release_configmaps"))
+    if previous and (not where or not source or doc.get("desired_version") in previous):
+        doc = {k: v for k, v in doc.items() if k != "previous_versions"}
+    return doc
+
+
+SPEC = model_doc(CheckSpec).map(_one_release_source).map(_previous_checkable)
 
 
 def paths(doc: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
