@@ -14,6 +14,7 @@ bytes a loopback socket receives.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -30,6 +31,7 @@ from artifactcheck.clients.kube import (
 from artifactcheck.clients.kube_http import KubeHttp
 from artifactcheck.model.errors import ConfigError, DependencyError
 from artifactcheck_sim.apiserver import FakeApiServer
+from artifactcheck_sim.apiserver_faults import FaultRule, Faults
 
 PODS = "/api/v1/namespaces/default/pods"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
@@ -140,13 +142,19 @@ async def test_each_status_is_the_error_the_synchronous_client_gives(
         assert not isinstance(raised.value, ConfigError)
 
 
+@pytest.mark.parametrize(("asked", "waited"), [(7, 7.0), (600, 60.0)])
 async def test_a_429_is_throttled_with_its_retry_after(
-    kube: KubeHttp, server: FakeApiServer
+    kube: KubeHttp, server: FakeApiServer, asked: int, waited: float
 ) -> None:
-    server.inject("GET", r"/pods", 429)
+    """Retry-After as the server sent it, cut to 60 s as the synchronous client does."""
+    server.faults = Faults([FaultRule("throttle", 1.0, retry_after=asked)])
     with pytest.raises(Throttled) as throttled:
         await kube.list("pods", PODS)
-    assert throttled.value.retry_after == 1.0  # the fake's Retry-After: 1
+    assert throttled.value.retry_after == waited
+    with pytest.raises(Throttled) as watch_throttled:
+        async for _ in kube.watch("pods", PODS, resource_version="1", timeout_seconds=2):
+            pass
+    assert watch_throttled.value.retry_after == waited
 
 
 async def test_an_unreachable_server_is_a_dependency_failure() -> None:
@@ -193,12 +201,17 @@ async def test_a_watch_answered_410_expires(kube: KubeHttp, server: FakeApiServe
             pass
 
 
-async def test_a_throttled_watch_is_throttled(kube: KubeHttp, server: FakeApiServer) -> None:
-    server.inject("GET", r"watch=", 429)
-    with pytest.raises(Throttled) as throttled:
-        async for _ in kube.watch("pods", PODS, resource_version="1", timeout_seconds=2):
-            pass
-    assert throttled.value.retry_after == 1.0
+async def test_a_proxy_from_the_environment_is_never_used(
+    kube: KubeHttp, make_pod: Callable[..., dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As with the official client: only the configuration's proxy (none here)."""
+    make_pod("web-1")
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # the discard port: nobody answers
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    async with KubeHttp(kube.configuration) as fresh:
+        assert _names(await fresh.list("pods", PODS)) == ["web-1"]
 
 
 async def test_cancelling_a_watch_closes_its_stream_on_the_server(
@@ -225,6 +238,29 @@ async def test_cancelling_a_watch_closes_its_stream_on_the_server(
             break
         await asyncio.sleep(0.02)
     assert server.watch_count == 0
+
+
+async def test_a_watch_closed_by_its_caller_ends_on_the_server(
+    kube: KubeHttp, server: FakeApiServer, make_pod: Callable[..., dict[str, Any]]
+) -> None:
+    """A caller that stops at an event it was waiting for closes the stream then, not
+    when the client's pool closes."""
+    make_pod("web-1")
+    events = kube.watch("pods", PODS, resource_version="", timeout_seconds=60)
+    async with contextlib.aclosing(events):
+        async for kind, body in events:
+            assert (kind, body["metadata"]["name"]) == ("ADDED", "web-1")
+            assert server.watch_count == 1
+            break
+    await _until(lambda: not server.watch_count)
+    assert server.watch_count == 0
+
+
+async def _until(done: Callable[[], bool]) -> None:
+    for _ in range(100):
+        if done():
+            return
+        await asyncio.sleep(0.02)
 
 
 async def test_the_token_is_read_from_the_configuration_at_each_request() -> None:
