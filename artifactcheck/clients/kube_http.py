@@ -29,12 +29,14 @@ import asyncio
 import json
 import ssl
 from collections.abc import AsyncIterator, Collection, Mapping
+from typing import Any
 
 import httpx
 
 from artifactcheck.clients.kube import (
     DEFAULT_TIMEOUT,
     MERGE_PATCH,
+    ApiClient,
     ApiStatus,
     Configuration,
     Timeout,
@@ -116,6 +118,7 @@ class KubeHttp:
         timeout: Timeout = DEFAULT_TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.configuration = configuration
         self.timeout = timeout
@@ -129,8 +132,18 @@ class KubeHttp:
             proxy=configuration.proxy or None,
             transport=transport,
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=20),
-            headers={"Accept": "application/json", "User-Agent": "artifactcheck"},
+            headers={
+                "User-Agent": "artifactcheck",
+                **(headers or {}),
+                "Accept": "application/json",
+            },
         )
+
+    @classmethod
+    def like(cls, api_client: ApiClient, **options: Any) -> KubeHttp:
+        """A client to the server of ``api_client``, with its configuration and the
+        headers its owner set on it (``Impersonate-User`` ...)."""
+        return cls(api_client.configuration, headers=dict(api_client.default_headers), **options)
 
     async def aclose(self) -> None:
         await self._client.aclose()
