@@ -29,6 +29,7 @@ from artifactcheck.clients.kube import (
     configuration_for,
 )
 from artifactcheck.clients.kube_http import KubeHttp
+from artifactcheck.discover.kube import list_pods_async, watch_pods_async
 from artifactcheck.model.errors import ConfigError, DependencyError
 from artifactcheck_sim.apiserver import FakeApiServer
 from artifactcheck_sim.apiserver_faults import FaultRule, Faults
@@ -301,3 +302,38 @@ async def test_the_token_is_read_from_the_configuration_at_each_request() -> Non
     heads = [head.lower() for head in received]
     assert b"authorization: bearer first\r\n" in heads[0]
     assert b"authorization: bearer second\r\n" in heads[1]
+
+
+# ------------------------------------------------------- the controller's pod list and watch
+
+
+async def test_the_pod_list_is_paged_and_keeps_to_the_selector(
+    kube: KubeHttp, server: FakeApiServer, make_pod: Callable[..., dict[str, Any]]
+) -> None:
+    for i in range(5):
+        make_pod(f"web-{i}")
+    make_pod("other", labels={"app": "other"})
+    server.reset_requests()
+    names, rv = await list_pods_async(
+        kube, lambda pod: pod["metadata"]["name"], namespace="default", selector="app=web", page=2
+    )
+    assert sorted(names) == [f"web-{i}" for i in range(5)]
+    assert rv
+    assert len([p for m, p in server.requests if m == "GET"]) == 3  # pages of 2, 2, 1
+
+
+async def test_the_pod_watch_keeps_to_the_selector(
+    kube: KubeHttp, make_pod: Callable[..., dict[str, Any]]
+) -> None:
+    make_pod("web-0")
+    _, rv = await list_pods_async(kube, lambda pod: pod, namespace="default", selector="app=web")
+    make_pod("other", labels={"app": "other"})
+    make_pod("web-1")
+    seen = [
+        body["metadata"]["name"]
+        async for _, body in watch_pods_async(
+            kube, namespace="default", selector="app=web", resource_version=rv, timeout=1
+        )
+    ]
+    assert "web-1" in seen
+    assert "other" not in seen
