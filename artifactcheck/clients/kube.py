@@ -90,8 +90,10 @@ __all__ = [
     "mutate",
     "parse_time",
     "raw",
+    "retry_after_seconds",
     "rfc3339",
     "to_json",
+    "translate_status",
     "utcnow",
     "watch",
     "watch_timeout",
@@ -167,18 +169,28 @@ class Throttled(DependencyError):
         self.retry_after = retry_after
 
 
-def _retry_after(exc: ApiException) -> float:
-    value = (getattr(exc, "headers", None) or {}).get("Retry-After", "")
+def retry_after_seconds(value: object) -> float:
+    """A 429's ``Retry-After`` header in seconds: at most 60, 1 when absent or unreadable."""
     try:
-        return min(60.0, max(0.0, float(value)))
+        return min(60.0, max(0.0, float(str(value).strip())))
     except (TypeError, ValueError):
         return 1.0
 
 
+def _retry_after(exc: ApiException) -> float:
+    return retry_after_seconds((getattr(exc, "headers", None) or {}).get("Retry-After", ""))
+
+
 def _translate(what: str, exc: ApiException) -> ArtifactCheckError:
-    """Map an API status to the artifactcheck error a caller can act on."""
-    status = int(exc.status or 0)
-    message = _status_message(exc)
+    """Map the library's API error to the artifactcheck error a caller can act on."""
+    return translate_status(what, int(exc.status or 0), _status_message(exc), _retry_after(exc))
+
+
+def translate_status(
+    what: str, status: int, message: str, retry_after: float
+) -> ArtifactCheckError:
+    """Map an API status to the artifactcheck error a caller can act on; shared by both
+    clients (this one and :mod:`artifactcheck.clients.kube_http`), so they agree."""
     if status in (400, 422):
         return ConfigError(f"{what}: rejected by the API server ({status}): {message}")
     if status == 401:
@@ -196,7 +208,7 @@ def _translate(what: str, exc: ApiException) -> ArtifactCheckError:
             f"{what}: not found (404): the API, namespace or CRD is not installed: {message}"
         )
     if status == 429:
-        wait = _retry_after(exc)
+        wait = retry_after
         return Throttled(
             f"{what}: the API server answered 429 (retry after {wait:g}s): {message}",
             retry_after=wait,

@@ -26,7 +26,7 @@ from artifactcheck.control.cycle import Cycle, Running
 from artifactcheck.control.pins_store import PinsKeeper
 from artifactcheck.control.state import CheckState
 from artifactcheck.control.watching import Watching
-from artifactcheck.discover.kube import list_pods_as, watch_pods
+from artifactcheck.discover.kube import list_pods_async, watch_pods_async
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.proxy import proxies_of
 from artifactcheck.fetch.retry import backoff_delays
@@ -50,7 +50,6 @@ class Checking:
         self.metrics = ctx.metrics
         self.heartbeat = ctx.heartbeat
         self.rng = ctx.rng
-        self._stopping = ctx.stopping
         self.watching = watching
         self.reporting = accepting.reporting
         self.accepting = accepting
@@ -133,25 +132,24 @@ class Checking:
     ) -> None:
         src = state.spec.kubernetes
         assert src is not None
-        await self.watching.run(
+        kube = self.watching.kube
+        await self.watching.run_async(
             stop,
             name=f"pods {state.key}",
-            # each pod summarised as its page arrives (on the list's thread): the
-            # JSON of every pod is never held at once
-            list_fn=lambda: list_pods_as(
-                self.api,
+            # each pod summarised as its page arrives: the JSON of every pod is never
+            # held at once
+            list_fn=lambda: list_pods_async(
+                kube,
                 functools.partial(pods.summary, state),
                 namespace=src.namespace,
                 selector=src.selector,
             ),
-            watch_fn=lambda rv: watch_pods(
-                self.api,
+            watch_fn=lambda rv: watch_pods_async(
+                kube,
                 namespace=src.namespace,
                 selector=src.selector,
                 resource_version=rv,
                 timeout=self.settings.watch_timeout,
-                stop=self._stopping,
-                opened=self.watching.track,
             ),
             on_sync=functools.partial(pods.pods_listed, state, watching_since),
             on_event=functools.partial(pods.pod_changed, state, watching_since),

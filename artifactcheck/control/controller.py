@@ -45,7 +45,7 @@ from artifactcheck.control.reporting import Reporting
 from artifactcheck.control.settings import ControllerSettings
 from artifactcheck.control.shard import Shard
 from artifactcheck.control.state import CheckState, RefusedCheck
-from artifactcheck.control.status import list_checks_raw, watch_checks
+from artifactcheck.control.status import list_checks_async, watch_checks_async
 from artifactcheck.control.watching import Watching
 from artifactcheck.control.workers import ObservePool
 from artifactcheck.discover.kube import default_namespace
@@ -269,20 +269,23 @@ class Controller:
                 self._end_task(key)
 
     async def _watch_checks(self, stop: asyncio.Event) -> None:
-        await self.watching.run(
+        kube = self.watching.kube
+
+        async def listed() -> tuple[list[dict[str, Any]], str]:
+            return self.shard.filter_list(
+                await list_checks_async(kube, namespace=self.settings.namespace)
+            )
+
+        await self.watching.run_async(
             stop,
             name=CRD_PLURAL,
-            list_fn=lambda: self.shard.filter_list(
-                list_checks_raw(self.api, namespace=self.settings.namespace)
-            ),
-            watch_fn=lambda rv: self.shard.filter_watch(
-                watch_checks(
-                    self.api,
+            list_fn=listed,
+            watch_fn=lambda rv: self.shard.filter_watch_async(
+                watch_checks_async(
+                    kube,
                     namespace=self.settings.namespace,
                     resource_version=rv,
                     timeout=self.settings.watch_timeout,
-                    stop=self._stop,
-                    opened=self.watching.track,
                 )
             ),
             on_sync=self.registry.sync,

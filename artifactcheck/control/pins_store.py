@@ -25,7 +25,7 @@ import asyncio
 import functools
 import math
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,7 @@ from artifactcheck.clients.kube import (
     watch_timeout,
 )
 from artifactcheck.clients.kube_bodies import JsonObj
+from artifactcheck.clients.kube_http import KubeHttp
 from artifactcheck.control.context import Context
 from artifactcheck.control.release_pins import (
     ANN_PINS_NAME,
@@ -112,6 +113,35 @@ def watch_store(
         )
 
     return watch(f"watch ConfigMap {namespace}/{name}", send, stop, opened)
+
+
+def _configmaps_path(namespace: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/configmaps"
+
+
+async def list_store_async(kube: KubeHttp, namespace: str, name: str) -> tuple[list[JsonObj], str]:
+    """:func:`list_store` on the asynchronous client."""
+    doc = await kube.request(
+        f"list ConfigMap {namespace}/{name}",
+        "GET",
+        _configmaps_path(namespace),
+        params={"fieldSelector": f"metadata.name={name}"},
+    )
+    return body.items(doc, JsonObj)
+
+
+def watch_store_async(
+    kube: KubeHttp, namespace: str, name: str, *, resource_version: str | None, timeout: int
+) -> AsyncIterator[tuple[str, JsonObj]]:
+    """:func:`watch_store` on the asynchronous client (with bookmarks)."""
+    return kube.watch(
+        f"watch ConfigMap {namespace}/{name}",
+        _configmaps_path(namespace),
+        resource_version=resource_version or "",
+        timeout_seconds=max(1, math.ceil(timeout)),
+        params={"fieldSelector": f"metadata.name={name}"},
+        bookmarks=True,
+    )
 
 
 def write_store(
@@ -205,18 +235,13 @@ class PinsKeeper:
 
     async def _watch(self, state: CheckState, stop: asyncio.Event, following: _Following) -> None:
         name = store_name(state.namespace, state.name)
-        await self.watching.run(
+        kube = self.watching.kube
+        await self.watching.run_async(
             stop,
             name=f"pins {state.key}",
-            list_fn=lambda: list_store(self.api, self.namespace, name),
-            watch_fn=lambda rv: watch_store(
-                self.api,
-                self.namespace,
-                name,
-                resource_version=rv,
-                timeout=self.settings.watch_timeout,
-                stop=self._stopping,
-                opened=self.watching.track,
+            list_fn=lambda: list_store_async(kube, self.namespace, name),
+            watch_fn=lambda rv: watch_store_async(
+                kube, self.namespace, name, resource_version=rv, timeout=self.settings.watch_timeout
             ),
             on_sync=functools.partial(self._listed, state, following),
             on_event=functools.partial(self._changed, state, following),

@@ -21,9 +21,10 @@ sequential names on one shard of 4), so the key is mixed by SHA-256 instead.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +119,16 @@ class Shard:
         for kind, obj in events:
             if kind == "BOOKMARK" or self.owns_object(obj):
                 yield kind, obj
+
+    async def filter_watch_async(
+        self, events: AsyncIterator[tuple[str, dict[str, Any]]]
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """:meth:`filter_watch` for a watch on the asynchronous client; closing this
+        iterator closes ``events``."""
+        async with contextlib.aclosing(events):  # type: ignore[type-var]
+            async for kind, obj in events:
+                if kind == "BOOKMARK" or self.owns_object(obj):
+                    yield kind, obj
 
 
 def ordinal(pod_name: str) -> int:

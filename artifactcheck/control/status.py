@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 
 from artifactcheck.act.kube_events import EventRecorder
 from artifactcheck.clients import kube_bodies as body
@@ -33,6 +33,7 @@ from artifactcheck.clients.kube import (
     watch_timeout,
 )
 from artifactcheck.clients.kube_bodies import Event, JsonObj
+from artifactcheck.clients.kube_http import KubeHttp
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.names import (
     ACCEPTANCE_PLURAL,
@@ -148,6 +149,42 @@ def watch_checks(
         )
 
     return watch(f"watch {CRD_PLURAL}.{CRD_GROUP} {_where(namespace)}", send, stop, opened)
+
+
+def _checks_path(namespace: str | None) -> str:
+    scope = f"/namespaces/{namespace}" if namespace else ""
+    return f"/apis/{CRD_GROUP}/{CRD_VERSION}{scope}/{CRD_PLURAL}"
+
+
+async def list_checks_async(
+    kube: KubeHttp, namespace: str | None = None
+) -> tuple[list[JsonObj], str]:
+    """:func:`list_checks_raw` on the asynchronous client (404: the CRD is missing)."""
+    what = f"list {CRD_PLURAL}.{CRD_GROUP}/{CRD_VERSION} {_where(namespace)}"
+    try:
+        doc = await kube.request(what, "GET", _checks_path(namespace), passthrough=(404,))
+    except ApiStatus as st:
+        raise ConfigError(
+            f"{what}: the ArtifactCheck CRD is not installed (apply k8s/crd.yaml): {st.message}"
+        ) from st
+    return body.items(doc, JsonObj)
+
+
+def watch_checks_async(
+    kube: KubeHttp,
+    *,
+    namespace: str | None = None,
+    resource_version: str | None = None,
+    timeout: int = 30,
+) -> AsyncIterator[tuple[str, JsonObj]]:
+    """:func:`watch_checks` on the asynchronous client (with bookmarks)."""
+    return kube.watch(
+        f"watch {CRD_PLURAL}.{CRD_GROUP} {_where(namespace)}",
+        _checks_path(namespace),
+        resource_version=resource_version or "",
+        timeout_seconds=max(1, math.ceil(timeout)),
+        bookmarks=True,
+    )
 
 
 def list_acceptances(

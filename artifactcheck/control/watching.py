@@ -7,13 +7,15 @@ and is tracked while its response is open, so shutdown can abort them all at onc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from artifactcheck.clients.kube import Throttled, WatchExpired, abort_stream
+from artifactcheck.clients.kube_http import KubeHttp
 from artifactcheck.control.context import Context, sleep_unless_stopped
 from artifactcheck.fetch.retry import retry_wait
 from artifactcheck.model.errors import ArtifactCheckError
@@ -72,6 +74,17 @@ class Watching:
         #: The asking lock a watch request of this thread holds until its stream opens
         #: (``_opening.held``: a one-item list, emptied when the lock is released).
         self._opening = threading.local()
+        self._api = ctx.api
+        self._kube: KubeHttp | None = None
+
+    @property
+    def kube(self) -> KubeHttp:
+        """The asynchronous client the watches on it share (one connection pool), made
+        from the controller's API client configuration at first use; closed by
+        :meth:`close`."""
+        if self._kube is None:
+            self._kube = KubeHttp.like(self._api)
+        return self._kube
 
     def track(self, response: Any, is_open: bool) -> None:
         """The ``opened`` hook of a watch: remember an open response, forget a closed one
@@ -97,6 +110,8 @@ class Watching:
     async def close(self) -> None:
         """End the watch threads (after :meth:`abort`)."""
         await asyncio.to_thread(self.pool.shutdown, wait=True, cancel_futures=True)
+        if self._kube is not None:
+            await self._kube.aclose()
 
     def wait_after(self, failures: int, exc: ArtifactCheckError) -> float:
         """Seconds before the next try after ``failures`` failed ones in a row (from 1):
@@ -180,6 +195,84 @@ class Watching:
                 # delivered nothing since the list) starts from the list's version
                 rv = delivered[0] if delivered else rv
                 await sleep_unless_stopped(stop, delay)
+
+    async def run_async(
+        self,
+        stop: asyncio.Event,
+        *,
+        name: str,
+        list_fn: Callable[[], Awaitable[tuple[list[_Listed], str]]],
+        watch_fn: Callable[[str], AsyncIterator[tuple[str, dict[str, Any]]]],
+        on_sync: Callable[[list[_Listed]], None],
+        on_event: Callable[[str, dict[str, Any]], None],
+    ) -> None:
+        """:meth:`run` for a watch on the asynchronous client: the same list, resume,
+        relist and backoff, with the requests and the stream on this task.
+
+        No thread, no asking lock: a request is awaited by the run that made it, so a
+        run cancelled meanwhile (leadership lost, spec rebuilt) cancels its request
+        with it and no answer can come to a run that is gone. A 429's hold is kept by
+        name all the same, so a run started again waits out its predecessor's.
+        """
+        failures = 0
+        rv: str | None = None
+        while not stop.is_set():
+            if await self._held(name, stop):
+                return
+            delivered: list[str] = []  # the last resourceVersion the watch delivered
+            try:
+                if rv is None:
+                    items, rv = await list_fn()
+                    on_sync(items)
+                    failures = 0
+                rv = await self._follow(stop, watch_fn(rv or ""), rv or "", delivered, on_event)
+                if rv is None:  # stopped
+                    return
+            except WatchExpired:
+                self.log.info("watch of %s expired (410 Gone); relisting", name)
+                rv = None
+            except ArtifactCheckError as exc:
+                if isinstance(exc, Throttled):
+                    self._hold(name, exc.retry_after)
+                self.metrics.api_errors.labels(name).inc()
+                failures += 1
+                delay = self.wait_after(failures, exc)
+                self.log.warning("watch of %s failed: %s; retrying in %.2fs", name, exc, delay)
+                rv = delivered[0] if delivered else rv
+                await sleep_unless_stopped(stop, delay)
+
+    async def _follow(
+        self,
+        stop: asyncio.Event,
+        events: AsyncIterator[tuple[str, dict[str, Any]]],
+        start: str,
+        delivered: list[str],
+        on_event: Callable[[str, dict[str, Any]], None],
+    ) -> str | None:
+        """Deliver one watch stream's events until the server ends it (the last
+        resourceVersion delivered) or ``stop`` is set (None); closed either way."""
+
+        async def deliver() -> str:
+            last = start
+            async with contextlib.aclosing(events):  # type: ignore[type-var]
+                async for kind, obj in events:
+                    last = obj.get("metadata", {}).get("resourceVersion") or last
+                    delivered[:] = [last]
+                    if kind != "BOOKMARK":
+                        on_event(kind, obj)
+            return last
+
+        streaming = asyncio.ensure_future(deliver())
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({streaming, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not streaming.done():
+                streaming.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await streaming
+        return streaming.result() if not streaming.cancelled() else None
 
     def _asking(self, name: str, fn: Callable[..., _Asked], *args: Any) -> _Asked:
         """``fn(*args)``, a request of watch ``name``, on its thread: first the request

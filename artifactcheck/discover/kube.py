@@ -16,7 +16,7 @@ import ipaddress
 import math
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -35,6 +35,7 @@ from artifactcheck.clients.kube import (
     watch_timeout,
 )
 from artifactcheck.clients.kube_bodies import ContainerStatus, JsonObj, ObjectMeta, Pod
+from artifactcheck.clients.kube_http import KubeHttp
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.names import DEFAULT_CONDITION_TYPE
 from artifactcheck.model.settings import KubernetesSource
@@ -48,10 +49,12 @@ __all__ = [
     "default_source",
     "discover_pods",
     "list_pods_as",
+    "list_pods_async",
     "list_pods_raw",
     "pod_is_serving",
     "pod_to_instance",
     "watch_pods",
+    "watch_pods_async",
 ]
 
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -413,4 +416,73 @@ def watch_pods(
         ),
         stop,
         opened,
+    )
+
+
+# --------------------------------------------------------------------------- async
+
+
+def _pods_path(namespace: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods"
+
+
+async def list_pods_async(
+    kube: KubeHttp,
+    each: Callable[[JsonObj], T],
+    *,
+    namespace: str,
+    selector: str = "",
+    page: int | None = LIST_PAGE,
+) -> tuple[list[T], str]:
+    """:func:`list_pods_as` on the asynchronous client: paged, each pod passed through
+    ``each`` as its page arrives, an expired continue token restarting in one request."""
+    what = f"list {_pods_in(namespace, selector)}"
+    out: list[T] = []
+    token = ""
+    first: str | None = None  # every page is of the first one's snapshot
+    while True:
+        params: dict[str, str | int | bool] = {"limit": page} if page else {}
+        if selector:
+            params["labelSelector"] = selector
+        if token:
+            params["continue"] = token
+        try:
+            doc = await kube.request(
+                what,
+                "GET",
+                _pods_path(namespace),
+                params=params,
+                passthrough=(410,) if token else (),
+            )
+        except ApiStatus:  # the continue token expired: the whole list, at once
+            return await list_pods_async(
+                kube, each, namespace=namespace, selector=selector, page=None
+            )
+        pods, version = body.items(doc, JsonObj)
+        first = version if first is None else first
+        token = body.continue_token(doc) if page else ""
+        del doc
+        out += [each(pod) for pod in pods]
+        del pods
+        if not token:
+            return out, first
+
+
+def watch_pods_async(
+    kube: KubeHttp,
+    *,
+    namespace: str,
+    selector: str = "",
+    resource_version: str | None = None,
+    timeout: int = 30,
+) -> AsyncIterator[tuple[str, JsonObj]]:
+    """:func:`watch_pods` on the asynchronous client (with bookmarks); close the
+    iterator, or cancel its task, to end it."""
+    return kube.watch(
+        f"watch {_pods_in(namespace, selector)}",
+        _pods_path(namespace),
+        resource_version=resource_version or "",
+        timeout_seconds=max(1, math.ceil(timeout)),
+        params={"labelSelector": selector} if selector else None,
+        bookmarks=True,
     )
