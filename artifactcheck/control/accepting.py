@@ -40,10 +40,10 @@ from artifactcheck.control.release_pins import (
 from artifactcheck.control.reporting import Reporting, change_message
 from artifactcheck.control.state import CheckState
 from artifactcheck.control.status import (
-    list_acceptances,
+    list_acceptances_async,
     patch_acceptance_status,
     patch_check_annotations,
-    watch_acceptances,
+    watch_acceptances_async,
 )
 from artifactcheck.control.watching import Watching
 from artifactcheck.model.errors import ArtifactCheckError
@@ -114,19 +114,18 @@ class Accepting:
             if kind in ("ADDED", "MODIFIED") and _pending_for(state, obj):
                 queue.put_nowait(obj)
 
+        kube = watching.kube
         async with asyncio.TaskGroup() as tg:
             tg.create_task(
-                watching.run(
+                watching.run_async(
                     stop,
                     name=f"acceptances {state.key}",
-                    list_fn=lambda: list_acceptances(self.ctx.api, state.namespace),
-                    watch_fn=lambda rv: watch_acceptances(
-                        self.ctx.api,
+                    list_fn=lambda: list_acceptances_async(kube, state.namespace),
+                    watch_fn=lambda rv: watch_acceptances_async(
+                        kube,
                         state.namespace,
                         resource_version=rv,
                         timeout=self.ctx.settings.watch_timeout,
-                        stop=self.ctx.stopping,
-                        opened=watching.track,
                     ),
                     on_sync=listed,
                     on_event=changed,

@@ -47,6 +47,7 @@ from artifactcheck.model.names import (
 
 __all__ = [
     "list_acceptances",
+    "list_acceptances_async",
     "list_checks",
     "list_checks_raw",
     "list_pod_events",
@@ -55,6 +56,7 @@ __all__ = [
     "patch_check_status",
     "record_check_event",
     "watch_acceptances",
+    "watch_acceptances_async",
     "watch_checks",
 ]
 
@@ -240,6 +242,35 @@ def watch_acceptances(
         )
 
     return watch(f"watch {ACCEPTANCE_PLURAL}.{CRD_GROUP} in {namespace}", send, stop, opened)
+
+
+def _acceptances_path(namespace: str) -> str:
+    return f"/apis/{CRD_GROUP}/{CRD_VERSION}/namespaces/{namespace}/{ACCEPTANCE_PLURAL}"
+
+
+async def list_acceptances_async(kube: KubeHttp, namespace: str) -> tuple[list[JsonObj], str]:
+    """:func:`list_acceptances` on the asynchronous client (404: the CRD is missing)."""
+    what = f"list {ACCEPTANCE_PLURAL}.{CRD_GROUP}/{CRD_VERSION} in {namespace}"
+    try:
+        doc = await kube.request(what, "GET", _acceptances_path(namespace), passthrough=(404,))
+    except ApiStatus as st:
+        raise ConfigError(
+            f"{what}: the ReleaseAcceptance CRD is not installed (apply k8s/crd.yaml): {st.message}"
+        ) from st
+    return body.items(doc, JsonObj)
+
+
+def watch_acceptances_async(
+    kube: KubeHttp, namespace: str, *, resource_version: str | None, timeout: int
+) -> AsyncIterator[tuple[str, JsonObj]]:
+    """:func:`watch_acceptances` on the asynchronous client (with bookmarks)."""
+    return kube.watch(
+        f"watch {ACCEPTANCE_PLURAL}.{CRD_GROUP} in {namespace}",
+        _acceptances_path(namespace),
+        resource_version=resource_version or "",
+        timeout_seconds=max(1, math.ceil(timeout)),
+        bookmarks=True,
+    )
 
 
 def patch_acceptance_status(
