@@ -117,7 +117,7 @@ class Accepting:
         kube = watching.kube
         async with asyncio.TaskGroup() as tg:
             tg.create_task(
-                watching.run_async(
+                watching.run(
                     stop,
                     name=f"acceptances {state.key}",
                     list_fn=lambda: list_acceptances_async(kube, state.namespace),

@@ -133,7 +133,7 @@ class Checking:
         src = state.spec.kubernetes
         assert src is not None
         kube = self.watching.kube
-        await self.watching.run_async(
+        await self.watching.run(
             stop,
             name=f"pods {state.key}",
             # each pod summarised as its page arrives: the JSON of every pod is never

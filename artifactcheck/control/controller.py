@@ -221,14 +221,12 @@ class Controller:
                 for task in list(self._tasks.values()):
                     task.cancel()
                 await self.leadership.step_down()
-                self.watching.abort()
                 for task in long_lived:
                     task.cancel()
         finally:
             self._stop.set()
             await self.leadership.step_down()
-            self.watching.abort()
-            # Every task this controller spawned ends before the watch pool closes.
+            # Every task this controller spawned ends before the watches' client closes.
             spawned = [*self._tasks.values(), *self._spawned]
             for task in spawned:
                 task.cancel()
@@ -276,7 +274,7 @@ class Controller:
                 await list_checks_async(kube, namespace=self.settings.namespace)
             )
 
-        await self.watching.run_async(
+        await self.watching.run(
             stop,
             name=CRD_PLURAL,
             list_fn=listed,

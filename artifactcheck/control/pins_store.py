@@ -236,7 +236,7 @@ class PinsKeeper:
     async def _watch(self, state: CheckState, stop: asyncio.Event, following: _Following) -> None:
         name = store_name(state.namespace, state.name)
         kube = self.watching.kube
-        await self.watching.run_async(
+        await self.watching.run(
             stop,
             name=f"pins {state.key}",
             list_fn=lambda: list_store_async(kube, self.namespace, name),

@@ -44,7 +44,6 @@ def lease_only(renew_period: float) -> Iterator[tuple[FakeApiServer, Controller]
         yield server, ctl
     finally:
         ctl.leadership.pool.shutdown(wait=True)
-        ctl.watching.pool.shutdown(wait=True)
         api.close()  # type: ignore[no-untyped-call]
         server.stop()
 

@@ -1,4 +1,4 @@
-"""The watch loop on the asynchronous client (control/watching.py ``run_async``).
+"""The watch loop on the asynchronous client (control/watching.py ``Watching.run``).
 
 The same rules as the loop on threads (tests/k8s/test_watching.py), driven with
 coroutines that fail on cue: a broken watch resumes from the last resourceVersion it
@@ -79,7 +79,7 @@ async def test_breaks_resume_from_the_last_version_and_410_relists() -> None:
     w.wait_after = spy  # type: ignore[method-assign]
     events: list[str] = []
     await asyncio.wait_for(
-        w.run_async(
+        w.run(
             stop,
             name="test",
             list_fn=list_fn,
@@ -112,7 +112,7 @@ async def test_a_watch_started_again_waits_out_its_predecessors_retry_after() ->
         return list_fn
 
     async def one(name: str, fail: bool, stop: asyncio.Event) -> None:
-        await w.run_async(
+        await w.run(
             stop,
             name=name,
             list_fn=lister(name, fail),
@@ -162,7 +162,7 @@ async def test_stop_ends_a_streaming_watch_at_once_and_closes_it() -> None:
             closed.append(True)
 
     run = asyncio.create_task(
-        w.run_async(
+        w.run(
             stop,
             name="test",
             list_fn=list_fn,
