@@ -40,6 +40,7 @@ from artifactcheck.clients.kube import (
     call_json,
     configmap_model,
     raw,
+    to_json,
     watch,
     watch_timeout,
 )
@@ -171,6 +172,33 @@ def write_store(
 
     try:
         return body.obj(call_json(what, send, passthrough=(404, 409)))
+    except ApiStatus as st:
+        return st.status
+
+
+async def write_store_async(
+    kube: KubeHttp, configmap: NewConfigMap, api_client: ApiClient | None
+) -> JsonObj | int:
+    """:func:`write_store` on the asynchronous client (the model serialized by
+    ``api_client``, the official client's own serializer)."""
+    meta = configmap.metadata
+    assert meta is not None
+    namespace, name = str(meta.namespace), str(meta.name)
+    document = to_json(configmap, api_client)
+    try:
+        if meta.resource_version:
+            return await kube.replace(
+                f"replace ConfigMap {namespace}/{name}",
+                f"{_configmaps_path(namespace)}/{name}",
+                document,
+                passthrough=(404, 409),
+            )
+        return await kube.create(
+            f"create ConfigMap {namespace}/{name}",
+            _configmaps_path(namespace),
+            document,
+            passthrough=(404, 409),
+        )
     except ApiStatus as st:
         return st.status
 
@@ -393,7 +421,7 @@ class PinsKeeper:
             resource_version=pins.stored,
         )
         try:
-            return await asyncio.to_thread(write_store, self.api, configmap)
+            return await write_store_async(self.watching.kube, configmap, self.api)
         except ArtifactCheckError as exc:
             self.metrics.api_errors.labels("pins").inc()
             self.log.warning("could not write the pins of %s: %s", state.key, exc)
@@ -403,7 +431,7 @@ class PinsKeeper:
         """After a 409: the store as it is now, its pins merged under ours."""
         name = store_name(state.namespace, state.name)
         try:
-            items, _ = await asyncio.to_thread(list_store, self.api, self.namespace, name)
+            items, _ = await list_store_async(self.watching.kube, self.namespace, name)
         except ArtifactCheckError as exc:
             self.log.warning("could not read the pins of %s: %s", state.key, exc)
             return False
