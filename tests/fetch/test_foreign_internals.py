@@ -5,6 +5,8 @@ silently change what a fetch reads.
 The package's source is searched as text: a private name of httpx's stack
 (``httpcore._…``, ``httpx.…._x``, h11's ``_h11_state`` or ``trailing_data``), and, in
 any module that imports that stack, a class swapped on a live object (``__class__ =``).
+A dotted module path in quotes is not an attribute: ``sys.modules`` keys name modules
+(fetch/__init__.py leaves ``httpx._main``, httpx's optional command line, unimported).
 """
 
 from __future__ import annotations
