@@ -19,7 +19,7 @@ is built as, its place in the probe order, where its paths are relative to, wher
 declares a version), and every registry here is built from those records: a module of
 this package with a ``FORMAT_INFO`` is a reader, so a new format is its module and its
 test. docs/manifest-formats.md is generated from them
-(``python -m artifactcheck.manifests.format_doc``).
+(``python -m artifactcheck.manifests._format_doc``).
 
 Give ``location`` (the manifest's path relative to the base URL, e.g.
 ``static/staticfiles.json``) and the relative paths are rebased onto the base URL,
@@ -86,12 +86,17 @@ class ManifestReader(Protocol):
 
 
 def _readers() -> list[ModuleType]:
-    """Every reader module of this package (one with a ``FORMAT_INFO``), in its order.
+    """Every reader module of this package (a public one with a ``FORMAT_INFO``), in
+    its order.
 
-    Found rather than listed, so that adding a format is adding its module.
+    Found rather than listed, so that adding a format is adding its module. Private
+    modules (``_collect``, ``_format_doc``) are helpers, never readers, and are not
+    imported here.
     """
     found = []
     for module in pkgutil.iter_modules(__path__):
+        if module.name.startswith("_"):
+            continue
         loaded = importlib.import_module(f"{__name__}.{module.name}")
         if isinstance(getattr(loaded, "FORMAT_INFO", None), FormatInfo):
             found.append(loaded)
