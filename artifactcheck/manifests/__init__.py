@@ -78,6 +78,8 @@ __all__ = [
 class ManifestReader(Protocol):
     """What every format module provides."""
 
+    FORMAT_INFO: FormatInfo
+
     def looks_like(self, doc: Any) -> bool: ...
 
     def parse(

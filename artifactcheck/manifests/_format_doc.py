@@ -9,7 +9,6 @@ their readers describe them; a test compares the committed file with this output
 from __future__ import annotations
 
 
-
 def markdown_formats() -> str:
     """The page: one row per format in detection order, then the probe order.
 
