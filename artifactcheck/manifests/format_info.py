@@ -32,7 +32,10 @@ class FormatInfo:
     ``root`` says in words where the paths it lists are relative to; ``root_below`` is
     the directory the build puts the manifest in below that root (``.vite``), which is
     stripped when the manifest's location rebases its paths. ``version`` says where
-    the format declares the release's version (``""``: it declares none).
+    the format declares the release's version (``""``: it declares none), and
+    ``version_hint`` how a release manifest of the format that declares none can be
+    given one, added to the error that refuses it (``""``: only the ways every format
+    has, a native manifest or a ``{version}`` template).
     """
 
     name: str
@@ -41,6 +44,7 @@ class FormatInfo:
     file_names: tuple[str, ...]
     root: str
     version: str = ""
+    version_hint: str = ""
     probes: Mapping[str, int] = field(default_factory=dict)
     name_pattern: str | None = None
     root_below: str | None = None

@@ -53,6 +53,8 @@ FORMAT_INFO = FormatInfo(
     probes={"ngsw.json": 60},
     root="the app root (its base href, which is stripped)",
     version="``appData.version``, when it is a version",
+    version_hint=" (e.g. releases/{version}/ngsw.json); or declare it in ngsw-config.json, "
+    '"appData": {"version": "1.4.2"}, which ng build copies into ngsw.json',
 )
 
 
