@@ -99,6 +99,18 @@ def test_siblings_sharing_no_served_file_agree_on_nothing(row: Row) -> None:
     assert {a.compared for a in agreement.values()} == {()}, row.id
 
 
+def test_a_lone_instance_is_no_consensus() -> None:
+    """No release and no sibling reporting its version: nothing vouches for its bytes."""
+    (r,) = compare_fleet(
+        [obs("a", "1.0", {JS: fetched(JS, A1), CSS: fetched(CSS, B1)})], expectations=None
+    )
+    assert (r.verdict, r.reason) == (
+        Verdict.INCONCLUSIVE,
+        "no release source and no sibling reports 1.0: consensus needs at least two instances",
+    )
+    assert not r.content_verified
+
+
 def test_the_reason_names_the_files_absent_everywhere() -> None:
     (r, *_) = compare_fleet(_fleet(NOTHING_SHARED[0].answers), expectations=None)
     assert r.reason == (

@@ -110,3 +110,22 @@ def test_one_body_short_of_every_path_is_still_content(
         index=HashIndex({"1.0.0": V1} if indexed else {}),
     )
     assert r.verdict is Verdict.MISMATCH, r.reason
+
+
+def test_files_missing_beside_a_served_entry_page_are_named() -> None:
+    """Something of the release is served (its entry page): the base URL is right, and
+    the reason names the files missing rather than asking about the base URL."""
+    assets = {
+        "index.html": fetched("index.html", IDX1, content_type="text/html"),
+        OLD_JS: fetched(OLD_JS, status=404),
+        CSS: fetched(CSS, status=404),
+    }
+    r = judge_instance(
+        obs("i1", "1.0.0", assets),
+        expectation=Expectation("1.0.0", V1),
+        index=HashIndex({"1.0.0": V1}),
+    )
+    assert (r.verdict, r.reason) == (
+        Verdict.MISMATCH,
+        "reports 1.0.0 but 2 file(s) are missing: assets/app-1.js, assets/b.css",
+    )
