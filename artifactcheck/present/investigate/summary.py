@@ -102,11 +102,9 @@ def _verdict_clauses(
         return [f"{name} serves release {v} as it reports, but the desired version is {desired}"]
     if verdict in CDN_WRONG:
         return _cdn_verdict_clauses(result, rows)
-    if verdict is Verdict.INCONCLUSIVE:
-        return [f"{name} reports {v or '(no version)'} but could not be judged: {result.reason}"]
-    if verdict is not Verdict.CONSISTENT:  # a verdict with no clause of its own: its words
+    if verdict is not Verdict.CONSISTENT:  # no clause of its own (inconclusive): its words
         meaning = VERDICTS[verdict].meaning
-        return [f"{name} reports {v or '(no version)'} and {meaning}: {result.reason}"]
+        return [f"{name} reports {v or '(no version)'} but {meaning}: {result.reason}"]
     same = sum(1 for r in rows if r.state == "same")
     how = f"release {v}" if result.reason.startswith("serves release") else "its siblings"
     return [f"{name} reports {v} and serves {how} ({plural(same, 'file')} verified)"]
