@@ -60,7 +60,8 @@ class VerdictTraits:
     style: str
     #: Its colour on the HTML page (a CSS colour).
     colour: str
-    #: Its place on the HTML page, worst first (0 is shown first).
+    #: Its place on the HTML page, worst first (the lowest is shown first); tens, so a
+    #: new verdict goes between two without renumbering them.
     rank: int
     #: What it means, in the words of a report: the investigation's summary says this
     #: when it has no clause of its own for the verdict.
@@ -77,7 +78,7 @@ VERDICTS: Mapping[Verdict, VerdictTraits] = {
         event_reason="ContentConsistent",
         style="green",
         colour="#2e7d32",
-        rank=7,
+        rank=80,
         meaning="serves the bytes of the release it reports",
     ),
     Verdict.DRIFT: VerdictTraits(
@@ -88,7 +89,7 @@ VERDICTS: Mapping[Verdict, VerdictTraits] = {
         event_reason="ContentDrift",
         style="yellow",
         colour="#d84315",
-        rank=1,
+        rank=20,
         meaning="serves the release it reports, which is not the desired one",
     ),
     Verdict.SIGNAL_CONFLICT: VerdictTraits(
@@ -97,7 +98,7 @@ VERDICTS: Mapping[Verdict, VerdictTraits] = {
         event_reason="SignalConflict",
         style="magenta",
         colour="#ad1457",
-        rank=2,
+        rank=30,
         meaning="reports two different versions in two places",
     ),
     Verdict.CDN_MISSING: VerdictTraits(
@@ -107,7 +108,7 @@ VERDICTS: Mapping[Verdict, VerdictTraits] = {
         event_reason="CdnMissing",
         style="red",
         colour="#ef6c00",
-        rank=4,
+        rank=50,
         meaning="a file it serves is absent on the CDN",
     ),
     Verdict.CDN_MISMATCH: VerdictTraits(
@@ -117,7 +118,7 @@ VERDICTS: Mapping[Verdict, VerdictTraits] = {
         event_reason="CdnMismatch",
         style="red",
         colour="#e65100",
-        rank=3,
+        rank=40,
         meaning="a file it serves has other bytes on the CDN",
     ),
     Verdict.MISMATCH: VerdictTraits(
@@ -127,7 +128,7 @@ VERDICTS: Mapping[Verdict, VerdictTraits] = {
         event_reason="ContentMismatch",
         style="bold red",
         colour="#b71c1c",
-        rank=0,
+        rank=10,
         meaning="serves other bytes than the release it reports",
     ),
     Verdict.UNREACHABLE: VerdictTraits(
@@ -135,7 +136,7 @@ VERDICTS: Mapping[Verdict, VerdictTraits] = {
         event_reason="ContentUnreachable",
         style="dim",
         colour="#616161",
-        rank=5,
+        rank=60,
         meaning="could not be reached",
     ),
     Verdict.INCONCLUSIVE: VerdictTraits(
@@ -144,7 +145,7 @@ VERDICTS: Mapping[Verdict, VerdictTraits] = {
         event_reason="ContentInconclusive",
         style="yellow",
         colour="#f9a825",
-        rank=6,
+        rank=70,
         meaning="could not be judged",
     ),
 }

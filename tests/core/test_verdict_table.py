@@ -75,7 +75,7 @@ def test_a_row_agrees_with_itself(verdict: Verdict) -> None:
 
 def test_reasons_and_ranks_are_each_verdict_s_own() -> None:
     assert len({t.event_reason for t in VERDICTS.values()}) == len(VERDICTS)
-    assert sorted(t.rank for t in VERDICTS.values()) == list(range(len(VERDICTS)))
+    assert len({t.rank for t in VERDICTS.values()}) == len(VERDICTS)
     assert WORST_FIRST[0] is Verdict.MISMATCH and WORST_FIRST[-1] is Verdict.CONSISTENT
 
 
