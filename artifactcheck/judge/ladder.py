@@ -29,6 +29,7 @@ from artifactcheck.model.values import (
     Severity,
     Verdict,
 )
+from artifactcheck.model.verdicts import MAY_BE_RIGHT
 
 #: Instance-side evidence that its content is wrong: the verdict is ``mismatch``.
 CONTENT_KINDS = frozenset(
@@ -298,12 +299,6 @@ def verdict_findings(case: Case, verdict: Verdict) -> list[Finding]:
     ]
 
 
-#: Verdicts under which the instance's own bytes may still be right.
-_MAY_BE_RIGHT = frozenset(
-    {Verdict.CONSISTENT, Verdict.DRIFT, Verdict.CDN_MISSING, Verdict.CDN_MISMATCH}
-)
-
-
 def is_verified(case: Case, verdict: Verdict) -> bool:
     """The instance's own bytes were compared with something that vouches for them and
     found right: a readiness gate may open on this, and a quarantine be undone.
@@ -311,7 +306,7 @@ def is_verified(case: Case, verdict: Verdict) -> bool:
     A CDN verdict with no release to compare with is not verified: the instance and
     the CDN differ, and nobody can tell which one holds the wrong bytes.
     """
-    if verdict not in _MAY_BE_RIGHT or case.failed or case.names_only:
+    if verdict not in MAY_BE_RIGHT or case.failed or case.names_only:
         return False
     if case.consensus:  # the bytes of at least one file shared with an agreeing sibling
         agreement = case.agreement
