@@ -122,7 +122,7 @@ def _claim(case: Case) -> str:
     if manifest_absent(case.obs):  # a mode, not a failure: said in every clean claim
         suffix += f" ({NO_MANIFEST_NOTE})"
     if case.obs.layout.detected:  # where the user looks, not only among the findings
-        suffix += f" (under {prefix.shown(case.obs.layout.prefix)}, detected)"
+        suffix += f" (under {prefix.shown_prefix(case.obs.layout.prefix)}, detected)"
     if cov.complete:
         if case.names_only:
             return f"file names match release {case.version}{suffix}"
