@@ -239,7 +239,7 @@ def test_a_copy_that_stops_answering_is_ended(make_fleet, tmp_path) -> None:
     for inst in fleet.instances:
         inst.site.overrides["index.html"] = Delay(1.0)
     spec = spec_file(tmp_path, fleet, instance_deadline=2.0)
-    impatient = "from artifactcheck.observe import processes\nprocesses.STUCK_AFTER = 0.5\n"
+    impatient = "from artifactcheck.observe import pool\npool.STUCK_AFTER = 0.5\n"
     argv = [*patched(tmp_path, impatient), "verify", "--config", str(spec)]
     code, out, err, copy, took = _signal_a_copy(
         [*argv, "--processes", "2", "--output", "json"], signal.SIGSTOP
