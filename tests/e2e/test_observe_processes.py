@@ -272,6 +272,56 @@ def test_ctrl_c_ends_the_run_and_its_copies(make_fleet, tmp_path) -> None:
     assert not Path(f"/proc/{copy}").exists(), f"copy {copy} still there: {_state(copy)}"
 
 
+def test_copies_of_a_run_killed_end_by_themselves(make_fleet, tmp_path) -> None:
+    """The run is killed (SIGKILL: nothing of it runs to end its copies): each copy sees
+    its pipes end, since no other process holds them, and exits instead of waiting for
+    a job forever; a copy forked later holds none of an earlier one's pipes."""
+    fleet = make_fleet(6, version="1.4.1")
+    for inst in fleet.instances:
+        inst.site.overrides["index.html"] = Delay(2.0)
+    spec = spec_file(tmp_path, fleet)
+    argv = [sys.executable, "-m", "artifactcheck", "verify", "--config", str(spec)]
+    proc = subprocess.Popen(
+        [*argv, "--processes", "3"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    copies: list[int] = []
+    try:
+        copies = _children_of(proc.pid, count=2, timeout=120)
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all(_ended(c) for c in copies):
+            time.sleep(0.1)
+        assert all(_ended(c) for c in copies), {c: _state(c) for c in copies}
+    finally:
+        for copy in copies:
+            if not _ended(copy):
+                os.kill(copy, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie its new parent has not reaped yet: it runs no more."""
+    return _state(pid) == "gone" or "zombie" in _state(pid)
+
+
+def _children_of(pid: int, *, count: int, timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        children = []
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                children += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+        if len(children) >= count:
+            return children
+        time.sleep(0.02)
+    raise TimeoutError(f"process {pid} forked no {count} observers within {timeout}s")
+
+
 def _state(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0]
