@@ -144,6 +144,11 @@ class _Worker:
             pickle.dump(message, self.requests, protocol=pickle.HIGHEST_PROTOCOL)
             self.requests.flush()
 
+    def close_requests(self) -> None:
+        """Tell the worker no job follows: its stream ends, and so does it."""
+        with contextlib.suppress(OSError):
+            self.requests.close()
+
     def close(self) -> None:
         for stream in (self.results, self.requests):
             with contextlib.suppress(OSError):
@@ -189,8 +194,7 @@ class WorkerPool:
         """End every worker: each is told its stream ended, then killed if still there."""
         for worker in self._workers:
             if worker is not None:
-                with contextlib.suppress(OSError):
-                    worker.requests.close()
+                worker.close_requests()
         for i, worker in enumerate(self._workers):
             if worker is not None:
                 worker.process.join(timeout=1)
@@ -320,6 +324,8 @@ class WorkerPool:
                     await asyncio.to_thread(worker.send, ("release", *answer))
                 elif message[0] == "done":  # its counts come last, after its observations
                     observer.fetcher.stats.add(message[1])
+                    if not self.lasting:  # no other job: it exits while the run goes on
+                        worker.close_requests()
                     break
         except (asyncio.CancelledError, Exception) as exc:
             why = exc
