@@ -202,8 +202,8 @@ class WorkerPool:
 
     def _worker(self, i: int) -> _Worker:
         worker = self._workers[i]
-        if worker is not None and (worker.process.is_alive() or not self.lasting):
-            return worker  # a dead one of a single run: its job finds it gone
+        if worker is not None and worker.process.is_alive():
+            return worker
         if worker is not None:
             self._end(i, worker)
         if self.method == "fork":
@@ -240,13 +240,14 @@ class WorkerPool:
 
     def _end(self, i: int, worker: _Worker) -> int | None:
         """Kill a worker (if it still runs) and reap it; its exit status (negative: the
-        signal that ended it). A lasting pool starts another when it is next needed."""
+        signal that ended it). A lasting pool starts another when it is next needed; a
+        single run's is gone for good."""
         if worker.process.exitcode is None:
             with contextlib.suppress(OSError, ValueError):
                 worker.process.kill()
         worker.process.join(timeout=5)
         worker.close()
-        if self._workers[i] is worker and self.lasting:
+        if self._workers[i] is worker:
             self._workers[i] = None
         status: int | None = worker.process.exitcode
         return status
@@ -258,7 +259,7 @@ class WorkerPool:
             return await asyncio.to_thread(self._worker, i)
         worker = self._workers[i]
         if worker is None:
-            raise RuntimeError(f"observing process {i} was never started")
+            raise RuntimeError(f"observing process {i} is not running")
         return worker
 
     async def run_job(

@@ -24,6 +24,7 @@ import yaml
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Instance
 from artifactcheck.observe import processes
+from artifactcheck.observe.pool import WorkerPool
 from artifactcheck.observe.processes import can_fork, processes_for, shares, split_by_host
 from artifactcheck.present.report import assets
 from artifactcheck_sim.web import Delay
@@ -492,3 +493,20 @@ def test_can_fork_when_alone() -> None:
     if others:
         pytest.skip(f"threads of other fixtures run: {others}")
     assert can_fork() == (True, "")
+
+
+def test_a_pool_for_one_run_never_forks_beside_a_thread() -> None:
+    """A fork copies only the calling thread: with another one running, a pool that
+    forks refuses to start a worker (the run then observes its share here)."""
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    workers = WorkerPool(1, lasting=False)
+    try:
+        with pytest.raises(RuntimeError, match="other thread"):
+            workers.start()
+        assert workers.method == "fork"
+    finally:
+        workers.close()
+        stop.set()
+        thread.join()
