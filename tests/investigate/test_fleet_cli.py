@@ -9,7 +9,8 @@ import pytest
 from rich.console import Console
 from schemas import validate
 
-from artifactcheck.cli.investigate import _watch, collect_fleet, parse_outputs
+from artifactcheck.cli.investigate import _watch, parse_outputs
+from artifactcheck.cli.investigation_run import collect_fleet
 from artifactcheck.model.errors import DependencyError
 from artifactcheck.model.settings import CheckSpec, load_spec
 from artifactcheck.present.investigate import FleetView
