@@ -474,6 +474,34 @@ def status_schema() -> _Schema:
 _NO_SERVER_DEFAULT = (("kubernetes", "namespace"),)
 
 
+#: The 0.1/0.2 fields the CRD offered that ``release`` replaced: kept in the schema (not
+#: pruned) so an old stored object reaches the controller with them and is refused naming
+#: the new field, instead of being read as a check with no release source (consensus).
+_RETIRED_IN_CRD = ("release_manifest", "release_configmaps")
+
+
+def _one_release_kind(spec: _Schema) -> None:
+    """``release`` holds one kind, as the model requires; the retired fields are refused
+    by the API server (CEL) and, for objects stored before, by the controller."""
+    release = spec["properties"]["release"]
+    release["minProperties"] = 1
+    release["maxProperties"] = 1
+    names = [camel_name(name) for name in _RETIRED_IN_CRD]
+    for name in names:
+        spec["properties"][name] = {
+            "description": "Retired: replaced by release (release.manifests, "
+            "release.configMaps); an object that sets it is refused.",
+            "x-kubernetes-preserve-unknown-fields": True,
+        }
+    spec["x-kubernetes-validations"] = [
+        {
+            "rule": f"!has(self.{name})",
+            "message": f"{name} is replaced by release (release.manifests, release.configMaps)",
+        }
+        for name in names
+    ]
+
+
 def crd_schema() -> _Schema:
     """The ``openAPIV3Schema`` of the ArtifactCheck version: spec from CheckSpec, status.
 
@@ -501,6 +529,7 @@ def crd_schema() -> _Schema:
         for name in refused[:-1]:
             node = node["properties"][camel_name(name)]
         node["properties"].pop(camel_name(refused[-1]))
+    _one_release_kind(spec)
     return _tidy(
         {
             "type": "object",

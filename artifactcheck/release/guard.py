@@ -1,9 +1,9 @@
 """Release trust at the source: a manifest is used only if signed (keys) and unchanged (pins).
 
 Each release source hands every manifest it loads, with the very bytes it parsed, to
-:meth:`ReleaseGuard.admit` before it becomes an expectation (see
-``artifactcheck.release.sources.ReleaseGuard``). With release keys, the manifest needs a
-valid DSSE envelope beside it (:mod:`artifactcheck.release.dsse`); anything else makes
+:meth:`ReleaseGuard.admit` before it becomes an expectation (the shape every source
+relies on is ``artifactcheck.release.sources.ReleaseAdmitter``). With release keys, the
+manifest needs a valid DSSE envelope beside it (:mod:`artifactcheck.release.dsse`); anything else makes
 the release untrusted: no expectation, so its instances are ``inconclusive``, never
 ``consistent`` and never ``mismatch``. With pins (:mod:`artifactcheck.release.pins`), a
 trusted manifest is pinned the first time its version is seen; a different one later is

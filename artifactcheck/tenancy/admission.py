@@ -5,8 +5,9 @@ is written by whoever may create one in a namespace, often an application team. 
 ``spec`` of a check is admitted here before anything is fetched or read for it:
 
 * it never names a file, an environment variable or a local path (``http.header_files``,
-  ``http.header_env``, ``http.ca_bundle``, a local ``release_manifest``), a Docker engine
-  (``release_image``, ``docker``) or bare URLs (``targets``): those belong to the CLI,
+  ``http.header_env``, ``http.ca_bundle``, a local file in ``release.manifests``), a
+  container image or Docker engine (``release.image``, ``docker``) or bare URLs
+  (``targets``): those belong to the CLI,
   run by a user on their own files;
 * secrets reach a check by reference: the admin configures named **credentials**
   (headers read from mounted Secret files or the controller's environment, CA bundle
@@ -70,18 +71,7 @@ from artifactcheck.tenancy.egress import HostRule
 CONTROLLER_REFUSED_FIELDS: Mapping[tuple[str, ...], tuple[str, str]] = {
     ("targets",): ("BareTargetsRefused", "the controller checks only pods it selects"),
     ("docker",): ("DockerRefused", "the controller does not reach a Docker engine"),
-    ("release_image",): ("ReleaseImageRefused", "the controller does not read images"),
-    ("release_image_path",): ("ReleaseImageRefused", "the controller does not read images"),
-    ("release_image_source",): ("ReleaseImageRefused", "the controller does not read images"),
-    ("registry_auth",): (
-        "LocalFileRefused",
-        "a check never names a file: registry credentials are the admin's",
-    ),
-    ("registry_ca_bundle",): (
-        "LocalFileRefused",
-        "a check never names a file: CA bundles are the admin's credentials",
-    ),
-    ("registry_insecure",): ("ReleaseImageRefused", "the controller does not read images"),
+    ("release", "image"): ("ReleaseImageRefused", "the controller does not read images"),
     ("http", "header_files"): (
         "LocalFileRefused",
         "a check never names a file: refer to an admin credential in http.credentials",
@@ -593,7 +583,7 @@ def admit(
     )
     urls = tuple(
         u
-        for u in [*parsed.release_manifest, *([parsed.cdn] if parsed.cdn else [])]
+        for u in [*_release_manifests(parsed), *([parsed.cdn] if parsed.cdn else [])]
         if u.startswith(("http://", "https://"))
     )
     return Admission(resolved, (), urls, credentials, release_keys)
@@ -641,13 +631,13 @@ def _egress_refusals(
     rules = config.egress_rules(namespace)
     problems = [
         _url_refusal(
-            f"{spelling.name('release_manifest')}[{i}]",
+            f"{spelling.name('release', 'manifests')}[{i}]",
             template,
             rules,
             namespace,
             config.release_directories,
         )
-        for i, template in enumerate(parsed.release_manifest)
+        for i, template in enumerate(_release_manifests(parsed))
     ]
     if parsed.cdn is not None:
         problems.append(_url_refusal(spelling.name("cdn"), parsed.cdn, rules, namespace))
@@ -772,16 +762,23 @@ def _granted_release_keys(
             continue
         granted.append(key)
     trusting = [f for f in ("release_keys", "release_pins") if getattr(parsed, f)]
-    if trusting and not (parsed.release_manifest or parsed.release_configmaps):
+    if trusting and not (parsed.release is not None and parsed.release.signed):
         refusals.append(
             Refusal(
                 spelling.name(trusting[0]),
                 "ReleaseTrustNeedsManifests",
-                "release keys and pins apply to release manifests (releaseManifest URLs or "
-                "releaseConfigMaps), not to release images or consensus",
+                "release keys and pins apply to release manifests (release.manifests URLs "
+                "or release.configMaps), not to release images or consensus",
             )
         )
     return tuple(granted)
+
+
+def _release_manifests(parsed: CheckSpec) -> list[str]:
+    """The release manifest files and URLs a check names (none for another kind)."""
+    if parsed.release is None or parsed.release.manifests is None:
+        return []
+    return parsed.release.manifests
 
 
 def _bounded_sampling(sampling: SamplingSettings, limits: Limits) -> SamplingSettings:
