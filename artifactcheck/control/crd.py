@@ -480,12 +480,10 @@ _NO_SERVER_DEFAULT = (("kubernetes", "namespace"),)
 _RETIRED_IN_CRD = ("release_manifest", "release_configmaps")
 
 
-def _one_release_kind(spec: _Schema) -> None:
-    """``release`` holds one kind, as the model requires; the retired fields are refused
-    by the API server (CEL) and, for objects stored before, by the controller."""
-    release = spec["properties"]["release"]
-    release["minProperties"] = 1
-    release["maxProperties"] = 1
+def _retired_release_fields(spec: _Schema) -> None:
+    """The retired fields, refused by the API server (CEL) and, for objects stored
+    before, by the controller; ``release`` holding one kind is the model's rule, which
+    admission applies (a dumped spec writes the kinds it left out as null)."""
     names = [camel_name(name) for name in _RETIRED_IN_CRD]
     for name in names:
         spec["properties"][name] = {
@@ -529,7 +527,7 @@ def crd_schema() -> _Schema:
         for name in refused[:-1]:
             node = node["properties"][camel_name(name)]
         node["properties"].pop(camel_name(refused[-1]))
-    _one_release_kind(spec)
+    _retired_release_fields(spec)
     return _tidy(
         {
             "type": "object",

@@ -244,7 +244,7 @@ def test_container_quarantines_drifted_pod_in_cluster(
     cluster.add_check(
         interval=1.0,
         cdn=None,
-        releaseManifest=[release_manifest],
+        release={"manifests": [release_manifest]},
         policy={"mode": "quarantine", "confirmations": 2, "maxQuarantineFraction": 0.25},
     )
     health, metrics = _free_port(), _free_port()
@@ -285,7 +285,7 @@ def test_container_quarantines_drifted_pod_in_cluster(
             "hostile",
             pruned_ok=True,
             cdn=lure,
-            releaseManifest=[api.url + "/{version}.json"],
+            release={"manifests": [api.url + "/{version}.json"]},
             http={"headerFiles": {"X-Leak": "/var/run/secrets/kubernetes.io/serviceaccount/token"}},
         )
 

@@ -28,7 +28,7 @@ def admin(*credentials: dict[str, Any]) -> AdminConfig:
 def spec(**extra: Any) -> dict[str, Any]:
     out: dict[str, Any] = {
         "kubernetes": {"namespace": "shop", "selector": "app=web"},
-        "release_manifest": RELEASES,
+        "release": {"manifests": RELEASES},
         "interval": 60,
     }
     out.update(extra)

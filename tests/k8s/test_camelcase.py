@@ -58,7 +58,7 @@ def good(**extra: Any) -> dict[str, Any]:
     """A camelCase spec the admin configuration above accepts in namespace shop."""
     return {
         "kubernetes": {"namespace": "shop", "selector": "app=web"},
-        "releaseManifest": [RELEASES],
+        "release": {"manifests": [RELEASES]},
         "interval": 60,
         **extra,
     }
@@ -157,7 +157,7 @@ def test_both_spellings_admit_the_same_check() -> None:
     )
     snake = {
         "kubernetes": camel["kubernetes"],
-        "release_manifest": [RELEASES],
+        "release": {"manifests": [RELEASES]},
         "interval": 60,
         "http": {"max_connections": 8, "verify_tls": False, "credentials": ["cdn-token"]},
         "policy": {"gate_fail_open": False, "max_quarantine_fraction": 0.5},
@@ -174,7 +174,7 @@ def test_both_spellings_admit_the_same_check() -> None:
 @pytest.mark.parametrize(
     ("extra", "field"),
     [
-        ({"releaseManifest": ["/etc/{version}.json"]}, "spec.releaseManifest[0]"),
+        ({"release": {"manifests": ["/etc/{version}.json"]}, "spec.releaseManifest[0]")},
         ({"policy": {"cordonNodes": True}}, None),
         ({"sampling": {"assetsPerInstance": 5000}}, "spec.sampling.assetsPerInstance"),
         ({"sampling": {"assets_per_instance": 5000}}, "spec.sampling.assets_per_instance"),
@@ -232,7 +232,7 @@ def test_the_crd_keeps_camel_case_and_prunes_snake_case() -> None:
         _body(
             {
                 "kubernetes": {"selector": "app=web", "readyOnly": False},
-                "releaseManifest": [RELEASES],
+                "release": {"manifests": [RELEASES]},
                 "known_versions": ["1.4.1"],
                 "http": {"maxConnections": 3, "max_per_host": 2, "headers": {"x_a": "b"}},
                 "policy": {"gateFailOpen": False},

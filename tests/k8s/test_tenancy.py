@@ -100,7 +100,7 @@ ATTEMPTS = {
         "LocalFileRefused",
     ),
     "local-release-file": (
-        lambda tc, token: {"releaseManifest": tc.release_template},
+        lambda tc, token: {"release": {"manifests": tc.release_template}},
         "spec.releaseManifest[0]",
         "LocalPathRefused",
     ),
@@ -110,7 +110,7 @@ ATTEMPTS = {
         "EgressNotAllowed",
     ),
     "api-server-as-release": (
-        lambda tc, token: {"releaseManifest": tc.api.url.rstrip("/") + "/api/{version}"},
+        lambda tc, token: {"release": {"manifests": tc.api.url.rstrip("/") + "/api/{version}"}},
         "spec.releaseManifest[0]",
         "EgressNotAllowed",
     ),
@@ -120,7 +120,7 @@ ATTEMPTS = {
         "EgressNotAllowed",
     ),
     "metadata-standin-as-release": (
-        lambda tc, token: {"releaseManifest": tc.standin_url + "latest/{version}"},
+        lambda tc, token: {"release": {"manifests": tc.standin_url + "latest/{version}"}},
         "spec.releaseManifest[0]",
         "EgressNotAllowed",
     ),
@@ -410,7 +410,7 @@ def test_a_flood_in_one_namespace_does_not_delay_another(tc: TenantCluster, budg
                 noisy.add_check(
                     f"flood-{i:02d}",
                     interval=0.1,
-                    releaseManifest=tc.release_template_url,
+                    release={"manifests": tc.release_template_url},
                 )
             wait_for(
                 lambda: sum(1 for k in ctl.controller.checks if k.startswith("noisy/")) == 5,
@@ -504,7 +504,7 @@ def test_the_crd_refuses_or_prunes_cli_only_fields(
         "spec": {
             "kubernetes": {"namespace": tc.namespace, "selector": "app=web", "port": tc.port},
             "cdn": tc.cdn_url,
-            "releaseManifest": [tc.release_template_url],
+            "release": {"manifests": [tc.release_template_url]},
             "interval": 0.3,
             **body_spec,
         },

@@ -71,7 +71,7 @@ def good(**extra: Any) -> dict[str, Any]:
     """A spec the admin configuration above accepts in namespace shop."""
     spec: dict[str, Any] = {
         "kubernetes": {"namespace": "shop", "selector": "app=web"},
-        "release_manifest": RELEASES,
+        "release": {"manifests": RELEASES},
         "cdn": CDN,
         "interval": 60,
     }

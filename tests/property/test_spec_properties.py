@@ -343,9 +343,9 @@ def test_one_release_manifest_as_a_string(value: Any, expected: list[str]) -> No
 @pytest.mark.parametrize(
     ("doc", "problem"),
     [
-        ({"release_manifest": ["/a/{version}.json", "/b/{version}.json"]}, "at most one"),
-        ({"release_manifest": ["/a.json", "/a.json"]}, "twice"),
-        ({"release_manifest": ["/a.json"], "release_image": "web:{version}"}, "combined"),
+        ({"release": {"manifests": ["/a/{version}.json", "/b/{version}.json"]}, "at most one")},
+        ({"release": {"manifests": ["/a.json", "/a.json"]}, "twice")},
+        ({"release": {"manifests": ["/a.json"], "release_image": "web:{version}"}, "combined")},
         ({"targets": [{"url": "http://a/", "version": "../1"}]}, "not a version"),
         ({"http": {"headers": {"X-A": "b\r\nX-B: c"}}}, "control character"),
         ({"http": {"headers": {"X A": "b"}}}, "not an RFC 9110 token"),
