@@ -788,14 +788,14 @@ class CheckSpec(_Model):
                 type=PydanticCustomError(
                     "value_error",
                     "Value error, {why}",
-                    {"why": f"replaced by {RETIRED_RELEASE_FIELDS[field]}: {_RETIRED_HOW}"},
+                    {"why": why},
                 ),
                 loc=(key,),
                 input=data[key],
             )
             for key in data
-            for field in [_retired_name(key)]
-            if field is not None
+            for why in [retired_field(key)]
+            if why is not None
         ]
         if errors:
             raise ValidationError.from_exception_data("CheckSpec", errors)
@@ -887,6 +887,15 @@ def _retired_name(key: object) -> str | None:
         if key in (field, camel_name(field)):
             return field
     return None
+
+
+def retired_field(key: object) -> str | None:
+    """Why ``key``, a 0.1/0.2 release field in either spelling, is refused (naming the
+    field that replaced it), or None for any other key."""
+    field = _retired_name(key)
+    if field is None:
+        return None
+    return f"replaced by {RETIRED_RELEASE_FIELDS[field]}: {_RETIRED_HOW}"
 
 
 def loc_part(part: object) -> str:

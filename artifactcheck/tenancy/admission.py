@@ -61,6 +61,7 @@ from artifactcheck.model.settings import (
     check_headers,
     format_validation_error,
     load_spec,
+    retired_field,
 )
 from artifactcheck.model.spelling import Spelling, spelled_as_fields
 from artifactcheck.tenancy.egress import HostRule
@@ -598,6 +599,10 @@ def _field_refusals(spec: Mapping[str, Any], spelling: Spelling) -> list[Refusal
     for path, (rule, why) in CONTROLLER_REFUSED_FIELDS.items():
         if _present(spec, path):
             refusals.append(Refusal(spelling.name(*path), rule, why))
+    for key in spec:
+        new = retired_field(key)
+        if new is not None:  # an object written for 0.1/0.2: never read as consensus
+            refusals.append(Refusal(spelling.name(str(key)), "RetiredField", new))
     return refusals
 
 
