@@ -132,13 +132,17 @@ class FlagNames:
         return self(tuple(field.split(".")))
 
     def __call__(self, loc: tuple[str | int, ...]) -> str | None:
-        """The flag naming a location (the longest recorded prefix), or None."""
+        """The flag naming a location (the longest recorded prefix), or None; a section
+        some flags filled (``release`` from --release-image) is named with them."""
         for n in range(len(loc), 0, -1):
             flag = self._names.get(loc[:n])
             if flag is not None:
                 if n == len(loc):
                     return flag
                 return f"{flag} ({'.'.join(str(p) for p in loc)})"
+        inside = [f for at, f in self._names.items() if loc and at[: len(loc)] == loc]
+        if inside:
+            return f"{'.'.join(str(p) for p in loc)} ({', '.join(dict.fromkeys(inside))})"
         return None
 
     def explain(self, exc: ConfigError) -> ConfigError:

@@ -589,9 +589,7 @@ class ReleaseSource(_Model):
         # which field happened to be validated first.
         given = [name for name in self.KINDS if getattr(self, name) is not None]
         if len(given) > 1:
-            raise ValueError(
-                f"give one kind of release source, not {' and '.join(given)}"
-            )
+            raise ValueError(f"give one kind of release source, not {' and '.join(given)}")
         if not given:
             raise ValueError(f"give one kind of release source: {', '.join(self.KINDS)}")
         return self

@@ -17,7 +17,6 @@ import pytest
 from artifactcheck.control.crd import crd_manifest
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import (
-    CheckSpec,
     ReleaseSource,
     camel_name,
     load_spec,

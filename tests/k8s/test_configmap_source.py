@@ -310,7 +310,9 @@ def test_the_spec_reads_only_its_own_namespace() -> None:
             }
         )
     with pytest.raises(ConfigError, match="must not be empty"):
-        load_spec({"kubernetes": {"namespace": "shop"}, "release": {"configMaps": {"selector": " "}}})
+        load_spec(
+            {"kubernetes": {"namespace": "shop"}, "release": {"configMaps": {"selector": " "}}}
+        )
     spec = load_spec({"kubernetes": {"namespace": "shop"}, "release": {"configMaps": {}}})
     assert spec.release is not None and spec.release.config_maps is not None
     assert spec.release.config_maps.selector == SELECTOR

@@ -379,9 +379,10 @@ def test_crd_spec_mirrors_checkspec() -> None:
     # camelCase, as Kubernetes API conventions want; the model's fields are snake_case
     # the retired 0.2 fields stay in the schema, unpruned, so the controller refuses them
     retired = {"releaseManifest", "releaseConfigMaps"}
-    assert set(spec["properties"]) == {
-        camel_name(f) for f in set(CheckSpec.model_fields) - top_refused
-    } | retired
+    assert (
+        set(spec["properties"])
+        == {camel_name(f) for f in set(CheckSpec.model_fields) - top_refused} | retired
+    )
     assert {"release", "versionEndpoint"} <= set(spec["properties"])
     assert set(spec["properties"]["release"]["properties"]) == {"manifests", "configMaps"}
     assert not any("_" in name for name in spec["properties"])

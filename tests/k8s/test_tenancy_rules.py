@@ -122,7 +122,10 @@ def test_no_kubernetes_section_selects_the_own_namespace() -> None:
         ),
         (good(http={"ca_bundle": "/etc/shadow"}), ("spec.http.ca_bundle", "LocalFileRefused")),
         (good(http={"transport": "httpx"}), ("spec.http.transport", "TransportRefused")),
-        (good(release={"manifests": "/etc/passwd"}), ("spec.release.manifests[0]", "LocalPathRefused")),
+        (
+            good(release={"manifests": "/etc/passwd"}),
+            ("spec.release.manifests[0]", "LocalPathRefused"),
+        ),
         (
             good(release={"manifests": [RELEASES, "releases/1.4.1.json"]}),
             ("spec.release.manifests[1]", "LocalPathRefused"),
