@@ -150,7 +150,7 @@ def test_admission_refuses_an_image() -> None:
 
 
 def test_admission_takes_config_maps_in_the_check_s_own_namespace() -> None:
-    accepted = _admit({"configMaps": {}})
+    accepted = _admit({"configMaps": KINDS["config_maps"]})
     assert accepted.accepted, accepted.message
     assert accepted.spec is not None and accepted.spec.kubernetes is not None
     assert accepted.spec.kubernetes.namespace == "shop"
