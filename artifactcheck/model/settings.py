@@ -537,8 +537,8 @@ class ReleaseSource(_Model):
     and admission admits it, each from one table keyed by kind.
     """
 
-    #: The kinds by field name, in the order a message lists them.
-    KINDS: ClassVar[tuple[str, ...]] = ("manifests", "image", "config_maps")
+    #: The kinds by field name, in the order a message lists them: every field is a kind.
+    KINDS: ClassVar[tuple[str, ...]]
     #: Kinds whose releases are manifests with bytes of their own: pins and release
     #: keys apply to them; an image is a tree of files, with no one document to sign.
     SIGNED: ClassVar[frozenset[str]] = frozenset({"manifests", "config_maps"})
@@ -604,8 +604,7 @@ class ReleaseSource(_Model):
         """The kind given, as a value."""
         if self.manifests is not None:
             return ReleaseManifests(tuple(self.manifests))
-        found = self.image or self.config_maps
-        assert found is not None  # one kind is always given (_one_kind)
+        found: ReleaseKind = getattr(self, self.kind_name)
         return found
 
     @property
@@ -616,6 +615,9 @@ class ReleaseSource(_Model):
     def describe(self) -> str:
         """How reports and ``describe`` name this source."""
         return self.kind.describe()
+
+
+ReleaseSource.KINDS = tuple(ReleaseSource.model_fields)
 
 
 #: The flat fields of 0.1 and 0.2 that ``release`` replaced, each with its new place:
