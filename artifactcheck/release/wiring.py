@@ -5,7 +5,9 @@
 releases, connecting the readers it needs from outside (release images from a registry or
 the local Docker engine, ConfigMaps from the cluster), so ``verify``, ``investigate`` and
 the controller get the same source from the same spec. A new kind of source is a model
-in ``model/settings.py``, its reader and a case here (docs/recipes/new-release-source.md).
+in ``model/settings.py`` and a case here with its reader; the controller refuses it
+until :data:`artifactcheck.tenancy.admission.CONTROLLER_RELEASE_KINDS` admits it
+(docs/recipes/new-release-source.md).
 """
 
 from __future__ import annotations

@@ -57,6 +57,7 @@ from artifactcheck.model.settings import (
     HeaderEnv,
     HeaderFiles,
     KubernetesSource,
+    ReleaseSource,
     SamplingSettings,
     check_headers,
     format_validation_error,
@@ -66,13 +67,28 @@ from artifactcheck.model.settings import (
 from artifactcheck.model.spelling import Spelling, spelled_as_fields
 from artifactcheck.tenancy.egress import HostRule
 
+#: Kinds of release source a namespaced check may use, each admitted by its rule here
+#: (manifest URLs on the egress allow-list, ConfigMaps of the check's own namespace).
+#: Any other kind, one added later included, is refused until it is admitted here: it
+#: may read files, engines or networks of the controller's pod.
+CONTROLLER_RELEASE_KINDS = frozenset({"manifests", "config_maps"})
+_RELEASE_KIND_REFUSALS: Mapping[str, tuple[str, str]] = {
+    "image": ("ReleaseImageRefused", "the controller does not read images"),
+}
+
 #: ``spec`` fields only the CLI honours; the CRD does not offer them and admission
 #: refuses them (a fake or old API server may not enforce the schema). Paths are
 #: tuples of field names; the reason is the rule a refusal names.
 CONTROLLER_REFUSED_FIELDS: Mapping[tuple[str, ...], tuple[str, str]] = {
     ("targets",): ("BareTargetsRefused", "the controller checks only pods it selects"),
     ("docker",): ("DockerRefused", "the controller does not reach a Docker engine"),
-    ("release", "image"): ("ReleaseImageRefused", "the controller does not read images"),
+    **{
+        ("release", kind): _RELEASE_KIND_REFUSALS.get(
+            kind, ("ReleaseSourceRefused", "the controller does not read this kind of source")
+        )
+        for kind in ReleaseSource.KINDS
+        if kind not in CONTROLLER_RELEASE_KINDS
+    },
     ("http", "header_files"): (
         "LocalFileRefused",
         "a check never names a file: refer to an admin credential in http.credentials",
