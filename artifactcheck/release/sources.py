@@ -262,6 +262,15 @@ def _vouch(manifest: Manifest, version: str, where: str, *, allow_names_only: bo
     return True
 
 
+def vouched_release(data: bytes, version: str, where: str, spec: CheckSpec) -> Manifest:
+    """``version``'s release manifest from the bytes a source read at ``where``, parsed
+    under the spec's caps and vouched by the rule every source keeps (:func:`_vouch`);
+    ExpectationUnavailable saying why not. For a source with no guard (pins, keys)."""
+    manifest = _parse_release(data, where, limits_of(spec))
+    _vouch(manifest, version, where, allow_names_only=spec.allow_names_only)
+    return manifest
+
+
 class ConfigMapReader(Protocol):
     """Reads release-manifest ConfigMaps (injected: the Kubernetes client is discovery's).
 

@@ -182,3 +182,20 @@ def test_an_image_with_pins_is_a_config_error_when_wired() -> None:
     with pytest.raises(ConfigError, match="not to release images") as refused:
         build_expectations(spec, None, trust=Trust())  # type: ignore[arg-type]
     assert refused.value.field == "release"
+
+
+def test_a_source_s_bytes_are_vouched_like_any_release_manifest(tmp_path: Path) -> None:
+    """The helper a new source reads its bytes through: the version it declares and
+    content hashes, as for files, URLs and ConfigMaps."""
+    from artifactcheck.manifests import native
+    from artifactcheck.model.errors import ExpectationUnavailable
+    from artifactcheck.release.sources import vouched_release
+
+    (tmp_path / "app.js").write_text("console.log(1)\n")
+    data = native.dump(native.build(tmp_path, version="1.0.0"))
+    spec = load_spec({})
+    assert vouched_release(data, "1.0.0", "here", spec).version == "1.0.0"
+    with pytest.raises(ExpectationUnavailable, match="declares version 1.0.0, not 2.0.0"):
+        vouched_release(data, "2.0.0", "here", spec)
+    with pytest.raises(ExpectationUnavailable, match="not a usable release manifest"):
+        vouched_release(b"{}", "1.0.0", "here", spec)
