@@ -410,7 +410,7 @@ def test_a_flood_in_one_namespace_does_not_delay_another(tc: TenantCluster, budg
                 noisy.add_check(
                     f"flood-{i:02d}",
                     interval=0.1,
-                    release={"manifests": tc.release_template_url},
+                    release={"manifests": [tc.release_template_url]},
                 )
             wait_for(
                 lambda: sum(1 for k in ctl.controller.checks if k.startswith("noisy/")) == 5,
