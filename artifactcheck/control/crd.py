@@ -504,8 +504,8 @@ def crd_schema() -> _Schema:
     """The ``openAPIV3Schema`` of the ArtifactCheck version: spec from CheckSpec, status.
 
     Property names are camelCase, as Kubernetes API conventions want
-    (:func:`artifactcheck.model.settings.camel_name`: ``releaseManifest``, ``verifyTLS``,
-    ``releaseConfigMaps``); only that spelling is offered, so the API server prunes
+    (:func:`artifactcheck.model.settings.camel_name`: ``configMaps``, ``verifyTLS``,
+    ``caBundle``); only that spelling is offered, so the API server prunes
     (or, with strict field validation, refuses) a snake_case key as any unknown field.
     The CLI's YAML accepts both spellings.
 
@@ -514,7 +514,7 @@ def crd_schema() -> _Schema:
     server refuses (strict field validation) or prunes them before the controller sees
     them; the controller's admission refuses them too, for servers that do neither.
     """
-    # by_alias: the camelCase names of Kubernetes API conventions (``releaseManifest``,
+    # by_alias: the camelCase names of Kubernetes API conventions (``cacheVersions``,
     # ``http.maxConnections``); the model's paths below are snake_case field names.
     spec = structural_schema(CheckSpec.model_json_schema(by_alias=True))
     for field_path in _NO_SERVER_DEFAULT:
