@@ -109,11 +109,7 @@ def events_for(
 
 def release_source(spec: CheckSpec) -> str | None:
     """A description of where expected releases come from; None in consensus mode."""
-    if spec.release_manifest:
-        return ", ".join(spec.release_manifest)
-    if spec.release_image:
-        return f"image {spec.release_image}:{spec.release_image_path}"
-    return None
+    return spec.release.describe() if spec.release is not None else None
 
 
 async def _check(

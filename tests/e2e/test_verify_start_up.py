@@ -279,7 +279,7 @@ def test_a_verify_from_a_spec_file_builds_no_admin_models(make_fleet, tmp_path: 
         json.dumps(
             {
                 "targets": [{"url": inst.url, "version": inst.version}],
-                "releaseManifest": [fleet.release_template],
+                "release": {"manifests": [fleet.release_template]},
                 "http": {"instanceDeadline": 20},
             }
         )
