@@ -122,7 +122,7 @@ class Checking:
         try:
             state.history = replace(
                 state.history,
-                cordoned=frozenset(await asyncio.to_thread(cordoned_by_us, self.api)),
+                cordoned=frozenset(await cordoned_by_us(self.watching.kube)),
             )
         except ArtifactCheckError as exc:
             log_.warning("could not read cordoned nodes: %s", exc)

@@ -46,6 +46,7 @@ from artifactcheck.clients.kube import (
 )
 from artifactcheck.clients.kube_bodies import JsonObj
 from artifactcheck.clients.kube_http import KubeHttp
+from artifactcheck.clients.kube_routes import CONFIGMAPS
 from artifactcheck.control.context import Context
 from artifactcheck.control.release_pins import (
     ANN_PINS_NAME,
@@ -116,16 +117,11 @@ def watch_store(
     return watch(f"watch ConfigMap {namespace}/{name}", send, stop, opened)
 
 
-def _configmaps_path(namespace: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/configmaps"
-
-
 async def list_store_async(kube: KubeHttp, namespace: str, name: str) -> tuple[list[JsonObj], str]:
     """:func:`list_store` on the asynchronous client."""
-    doc = await kube.request(
+    doc = await kube.list(
         f"list ConfigMap {namespace}/{name}",
-        "GET",
-        _configmaps_path(namespace),
+        CONFIGMAPS.path(namespace),
         params={"fieldSelector": f"metadata.name={name}"},
     )
     return body.items(doc, JsonObj)
@@ -137,7 +133,7 @@ def watch_store_async(
     """:func:`watch_store` on the asynchronous client (with bookmarks)."""
     return kube.watch(
         f"watch ConfigMap {namespace}/{name}",
-        _configmaps_path(namespace),
+        CONFIGMAPS.path(namespace),
         resource_version=resource_version or "",
         timeout_seconds=max(1, math.ceil(timeout)),
         params={"fieldSelector": f"metadata.name={name}"},
@@ -189,13 +185,13 @@ async def write_store_async(
         if meta.resource_version:
             return await kube.replace(
                 f"replace ConfigMap {namespace}/{name}",
-                f"{_configmaps_path(namespace)}/{name}",
+                CONFIGMAPS.path(namespace, name),
                 document,
                 passthrough=(404, 409),
             )
         return await kube.create(
             f"create ConfigMap {namespace}/{name}",
-            _configmaps_path(namespace),
+            CONFIGMAPS.path(namespace),
             document,
             passthrough=(404, 409),
         )

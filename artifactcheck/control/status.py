@@ -19,7 +19,6 @@ from artifactcheck.act.kube_events import EventRecorder
 from artifactcheck.clients import kube_bodies as body
 from artifactcheck.clients.kube import (
     DEFAULT_TIMEOUT,
-    MERGE_PATCH,
     ApiClient,
     ApiStatus,
     CoreV1Api,
@@ -34,6 +33,7 @@ from artifactcheck.clients.kube import (
 )
 from artifactcheck.clients.kube_bodies import Event, JsonObj
 from artifactcheck.clients.kube_http import KubeHttp
+from artifactcheck.clients.kube_routes import ACCEPTANCES, ARTIFACTCHECKS
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.names import (
     ACCEPTANCE_PLURAL,
@@ -153,18 +153,17 @@ def watch_checks(
     return watch(f"watch {CRD_PLURAL}.{CRD_GROUP} {_where(namespace)}", send, stop, opened)
 
 
-def _checks_path(namespace: str | None) -> str:
-    scope = f"/namespaces/{namespace}" if namespace else ""
-    return f"/apis/{CRD_GROUP}/{CRD_VERSION}{scope}/{CRD_PLURAL}"
-
-
 async def list_checks_async(
     kube: KubeHttp, namespace: str | None = None
 ) -> tuple[list[JsonObj], str]:
     """:func:`list_checks_raw` on the asynchronous client (404: the CRD is missing)."""
     what = f"list {CRD_PLURAL}.{CRD_GROUP}/{CRD_VERSION} {_where(namespace)}"
     try:
-        doc = await kube.request(what, "GET", _checks_path(namespace), passthrough=(404,))
+        doc = await kube.list(
+            what,
+            ARTIFACTCHECKS.path(namespace) if namespace else ARTIFACTCHECKS.cluster_path(),
+            passthrough=(404,),
+        )
     except ApiStatus as st:
         raise ConfigError(
             f"{what}: the ArtifactCheck CRD is not installed (apply k8s/crd.yaml): {st.message}"
@@ -182,7 +181,7 @@ def watch_checks_async(
     """:func:`watch_checks` on the asynchronous client (with bookmarks)."""
     return kube.watch(
         f"watch {CRD_PLURAL}.{CRD_GROUP} {_where(namespace)}",
-        _checks_path(namespace),
+        ARTIFACTCHECKS.path(namespace) if namespace else ARTIFACTCHECKS.cluster_path(),
         resource_version=resource_version or "",
         timeout_seconds=max(1, math.ceil(timeout)),
         bookmarks=True,
@@ -244,15 +243,11 @@ def watch_acceptances(
     return watch(f"watch {ACCEPTANCE_PLURAL}.{CRD_GROUP} in {namespace}", send, stop, opened)
 
 
-def _acceptances_path(namespace: str) -> str:
-    return f"/apis/{CRD_GROUP}/{CRD_VERSION}/namespaces/{namespace}/{ACCEPTANCE_PLURAL}"
-
-
 async def list_acceptances_async(kube: KubeHttp, namespace: str) -> tuple[list[JsonObj], str]:
     """:func:`list_acceptances` on the asynchronous client (404: the CRD is missing)."""
     what = f"list {ACCEPTANCE_PLURAL}.{CRD_GROUP}/{CRD_VERSION} in {namespace}"
     try:
-        doc = await kube.request(what, "GET", _acceptances_path(namespace), passthrough=(404,))
+        doc = await kube.list(what, ACCEPTANCES.path(namespace), passthrough=(404,))
     except ApiStatus as st:
         raise ConfigError(
             f"{what}: the ReleaseAcceptance CRD is not installed (apply k8s/crd.yaml): {st.message}"
@@ -266,127 +261,71 @@ def watch_acceptances_async(
     """:func:`watch_acceptances` on the asynchronous client (with bookmarks)."""
     return kube.watch(
         f"watch {ACCEPTANCE_PLURAL}.{CRD_GROUP} in {namespace}",
-        _acceptances_path(namespace),
+        ACCEPTANCES.path(namespace),
         resource_version=resource_version or "",
         timeout_seconds=max(1, math.ceil(timeout)),
         bookmarks=True,
     )
 
 
-def patch_acceptance_status(
-    api_client: ApiClient,
-    namespace: str,
-    name: str,
-    status: Mapping[str, object],
-    *,
-    request_timeout: Timeout = DEFAULT_TIMEOUT,
+async def patch_acceptance_status(
+    kube: KubeHttp, namespace: str, name: str, status: Mapping[str, object]
 ) -> JsonObj | None:
     """Merge-patch a ReleaseAcceptance's status (what became of it); None when gone."""
-    api = CustomObjectsApi(api_client)
     what = f"patch {ACCEPTANCE_PLURAL}/status {namespace}/{name}"
     try:
-        written = call_json(
+        return await kube.patch(
             what,
-            lambda: api.patch_namespaced_custom_object_status(
-                CRD_GROUP,
-                CRD_VERSION,
-                namespace,
-                ACCEPTANCE_PLURAL,
-                name,
-                {"status": dict(status)},
-                _content_type=MERGE_PATCH,
-                **raw(request_timeout),
-            ),
+            ACCEPTANCES.path(namespace, name, "status"),
+            {"status": dict(status)},
             passthrough=(404,),
         )
     except ApiStatus:
         _LOG.info("%s: the ReleaseAcceptance is gone", what)
         return None
-    return body.obj(written)
 
 
-def patch_check_status(
-    api_client: ApiClient,
-    namespace: str,
-    name: str,
-    status: Mapping[str, object],
-    *,
-    request_timeout: Timeout = DEFAULT_TIMEOUT,
+async def patch_check_status(
+    kube: KubeHttp, namespace: str, name: str, status: Mapping[str, object]
 ) -> JsonObj | None:
     """Merge-patch an ArtifactCheck's status subresource; None when it was deleted.
 
-    A merge patch (not the client's default strategic merge, which custom resources do
-    not support): keys set to None are removed, lists are replaced whole.
+    A merge patch (custom resources do not support a strategic one): keys set to None
+    are removed, lists are replaced whole.
     """
-    api = CustomObjectsApi(api_client)
-    return _merge_patch(
-        api.patch_namespaced_custom_object_status,
-        f"patch {CRD_PLURAL}/status {namespace}/{name}",
-        namespace,
-        name,
-        {"status": dict(status)},
-        gone="the ArtifactCheck is gone; status not written",
-        request_timeout=request_timeout,
-    )
-
-
-def patch_check_annotations(
-    api_client: ApiClient,
-    namespace: str,
-    name: str,
-    annotations: Mapping[str, str | None],
-    *,
-    request_timeout: Timeout = DEFAULT_TIMEOUT,
-) -> JsonObj | None:
-    """Merge-patch an ArtifactCheck's annotations (None removes one, e.g. an accepted
-    ``artifactcheck.io/accept-release``); None when the check was deleted."""
-    api = CustomObjectsApi(api_client)
-    return _merge_patch(
-        api.patch_namespaced_custom_object,
-        f"patch {CRD_PLURAL} {namespace}/{name} annotations",
-        namespace,
-        name,
-        {"metadata": {"annotations": dict(annotations)}},
-        gone="the ArtifactCheck is gone",
-        request_timeout=request_timeout,
-    )
-
-
-def _merge_patch(
-    send: Callable[..., object],
-    what: str,
-    namespace: str,
-    name: str,
-    patch: JsonObj,
-    *,
-    gone: str,
-    request_timeout: Timeout,
-) -> JsonObj | None:
-    """One merge patch of an ArtifactCheck (object or subresource); a 404 is logged with
-    ``gone`` and answered None: the check was deleted between reading and writing."""
+    what = f"patch {CRD_PLURAL}/status {namespace}/{name}"
     try:
-        written = call_json(
+        return await kube.patch(
             what,
-            lambda: send(
-                CRD_GROUP,
-                CRD_VERSION,
-                namespace,
-                CRD_PLURAL,
-                name,
-                patch,
-                _content_type=MERGE_PATCH,
-                **raw(request_timeout),
-            ),
+            ARTIFACTCHECKS.path(namespace, name, "status"),
+            {"status": dict(status)},
             passthrough=(404,),
         )
     except ApiStatus:
-        _LOG.info("%s: %s", what, gone)
+        _LOG.info("%s: the ArtifactCheck is gone; status not written", what)
         return None
-    return body.obj(written)
 
 
-def record_check_event(
-    api_client: ApiClient,
+async def patch_check_annotations(
+    kube: KubeHttp, namespace: str, name: str, annotations: Mapping[str, str | None]
+) -> JsonObj | None:
+    """Merge-patch an ArtifactCheck's annotations (None removes one, e.g. an accepted
+    ``artifactcheck.io/accept-release``); None when the check was deleted."""
+    what = f"patch {CRD_PLURAL} {namespace}/{name} annotations"
+    try:
+        return await kube.patch(
+            what,
+            ARTIFACTCHECKS.path(namespace, name),
+            {"metadata": {"annotations": dict(annotations)}},
+            passthrough=(404,),
+        )
+    except ApiStatus:
+        _LOG.info("%s: the ArtifactCheck is gone", what)
+        return None
+
+
+async def record_check_event(
+    kube: KubeHttp,
     check: Mapping[str, object],
     *,
     reason: str,
@@ -398,14 +337,14 @@ def record_check_event(
     like the Events about pods, so a refusal seen again bumps a count."""
     meta = body.meta(check)
     recorder = EventRecorder(
-        core=CoreV1Api(api_client),
+        kube=kube,
         component=COMPONENT,
         instance=COMPONENT,
         timeout=DEFAULT_TIMEOUT,
         clock=utcnow,
         log=logger or _LOG,
     )
-    recorder.record(
+    await recorder.record(
         involved={
             "apiVersion": CRD_API_VERSION,
             "kind": CRD_KIND,

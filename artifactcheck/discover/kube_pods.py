@@ -36,6 +36,7 @@ from artifactcheck.clients.kube import (
 )
 from artifactcheck.clients.kube_bodies import ContainerStatus, JsonObj, ObjectMeta, Pod
 from artifactcheck.clients.kube_http import KubeHttp
+from artifactcheck.clients.kube_routes import PODS
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.names import DEFAULT_CONDITION_TYPE
 from artifactcheck.model.settings import KubernetesSource
@@ -422,10 +423,6 @@ def watch_pods(
 # --------------------------------------------------------------------------- async
 
 
-def _pods_path(namespace: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/pods"
-
-
 async def list_pods_async(
     kube: KubeHttp,
     each: Callable[[JsonObj], T],
@@ -447,10 +444,9 @@ async def list_pods_async(
         if token:
             params["continue"] = token
         try:
-            doc = await kube.request(
+            doc = await kube.list(
                 what,
-                "GET",
-                _pods_path(namespace),
+                PODS.path(namespace),
                 params=params,
                 passthrough=(410,) if token else (),
             )
@@ -480,7 +476,7 @@ def watch_pods_async(
     iterator, or cancel its task, to end it."""
     return kube.watch(
         f"watch {_pods_in(namespace, selector)}",
-        _pods_path(namespace),
+        PODS.path(namespace),
         resource_version=resource_version or "",
         timeout_seconds=max(1, math.ceil(timeout)),
         params={"labelSelector": selector} if selector else None,

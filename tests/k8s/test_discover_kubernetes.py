@@ -7,6 +7,7 @@ how it reads what comes back (every Instance field, V1Pod models and watch event
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -21,6 +22,7 @@ from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
 from artifactcheck.clients.kube import WatchExpired, load_api_client
+from artifactcheck.clients.kube_http import KubeHttp
 from artifactcheck.control.status import (
     list_checks,
     list_checks_raw,
@@ -52,6 +54,16 @@ LOGGER = "artifactcheck.control.status"
 
 def source(**kw: Any) -> KubernetesSource:
     return KubernetesSource(**kw)
+
+
+def patched(api: k8s.ApiClient, namespace: str, name: str, status: dict[str, Any]) -> Any:
+    """:func:`patch_check_status` on a client of its own, run to its end."""
+
+    async def patch() -> Any:
+        async with KubeHttp.like(api, timeout=FAST) as kube:
+            return await patch_check_status(kube, namespace, name, status)
+
+    return asyncio.run(patch())
 
 
 # --------------------------------------------------------------------------- discovery
@@ -390,12 +402,10 @@ def test_patch_check_status_is_a_merge_patch_of_the_status_subresource(server, a
         "counts": {"consistent": 9, "mismatch": 1},
         "conditions": [{"type": "Ready", "status": "True"}],
     }
-    out = patch_check_status(api, "default", "shop-web", status)
+    out = patched(api, "default", "shop-web", status)
     assert out is not None and out["status"] == status
     # null removes a key; lists are replaced whole (merge patch, not strategic)
-    out = patch_check_status(
-        api, "default", "shop-web", {"counts": {"mismatch": None}, "conditions": []}
-    )
+    out = patched(api, "default", "shop-web", {"counts": {"mismatch": None}, "conditions": []})
     assert out is not None
     assert out["status"]["counts"] == {"consistent": 9}
     assert out["status"]["conditions"] == []
@@ -409,7 +419,7 @@ def test_patch_check_status_is_a_merge_patch_of_the_status_subresource(server, a
 
 def test_patch_check_status_of_a_deleted_check_is_none(api, caplog) -> None:
     with caplog.at_level(logging.INFO, logger=LOGGER):
-        assert patch_check_status(api, "default", "gone", {"counts": {}}) is None
+        assert patched(api, "default", "gone", {"counts": {}}) is None
     assert "is gone" in caplog.text
 
 
@@ -424,7 +434,7 @@ def test_check_status_api_down_is_a_dependency_error(server, api) -> None:
     _check(server, "shop-web")
     server.inject("PATCH", r"/artifactchecks/", 503)
     with pytest.raises(DependencyError, match="answered 503"):
-        patch_check_status(api, "default", "shop-web", {"counts": {}})
+        patched(api, "default", "shop-web", {"counts": {}})
 
 
 # --------------------------------------------------------------------------- list + watch

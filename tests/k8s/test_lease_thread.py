@@ -43,7 +43,6 @@ def lease_only(renew_period: float) -> Iterator[tuple[FakeApiServer, Controller]
     try:
         yield server, ctl
     finally:
-        ctl.leadership.pool.shutdown(wait=True)
         api.close()  # type: ignore[no-untyped-call]
         server.stop()
 
@@ -68,6 +67,7 @@ def test_renewal_is_not_queued_behind_a_busy_default_executor() -> None:
             stop.set()
             release.set()
             await lead
+            await ctl.leadership.close()
             await asyncio.gather(*busy)
             return leader, became
 
@@ -109,6 +109,7 @@ def test_one_failed_renewal_is_tried_again_within_the_deadline() -> None:
                 await asyncio.sleep(0.01)
             stop.set()
             await lead
+            await ctl.leadership.close()
             return lost, faults
 
         lost, faults = asyncio.run(run())
