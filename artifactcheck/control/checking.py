@@ -91,7 +91,7 @@ class Checking:
                     state.spec,
                     fetcher,
                     clog,
-                    api_client=self.api,
+                    kube=self.watching.kube,
                     namespace=state.namespace,
                     trust=functools.partial(check_wiring.trust_of, state),
                 )
