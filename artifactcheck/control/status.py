@@ -1,19 +1,19 @@
 """What the controller reads and reports through the API: ArtifactChecks and Events.
 
-:func:`list_checks_raw` and :func:`watch_checks` are the list-then-watch of
+:func:`list_checks_async` and :func:`watch_checks_async` are the list-then-watch of
 ``ArtifactCheck`` resources (a 404 means the CRD is not installed),
 :func:`patch_check_status` writes their status subresource, :func:`record_check_event`
-records an aggregated Event about one (e.g. why it was refused), and
-:func:`list_pod_events` reads the Events about a pod for ``investigate``. Requests and
-error translation are :mod:`artifactcheck.clients.kube`'s.
+records an aggregated Event about one (e.g. why it was refused): the controller's, on
+the asynchronous client (:mod:`artifactcheck.clients.kube_http`). :func:`list_pod_events`
+reads the Events about a pod for ``investigate``, one synchronous request of the
+command line (:mod:`artifactcheck.clients.kube`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 
 from artifactcheck.act.kube_events import EventRecorder
 from artifactcheck.clients import kube_bodies as body
@@ -22,14 +22,11 @@ from artifactcheck.clients.kube import (
     ApiClient,
     ApiStatus,
     CoreV1Api,
-    CustomObjectsApi,
     Logger,
     Timeout,
     call_json,
     raw,
     utcnow,
-    watch,
-    watch_timeout,
 )
 from artifactcheck.clients.kube_bodies import Event, JsonObj
 from artifactcheck.clients.kube_http import KubeHttp
@@ -46,18 +43,15 @@ from artifactcheck.model.names import (
 )
 
 __all__ = [
-    "list_acceptances",
     "list_acceptances_async",
-    "list_checks",
-    "list_checks_raw",
+    "list_checks_async",
     "list_pod_events",
     "patch_check_annotations",
     "patch_acceptance_status",
     "patch_check_status",
     "record_check_event",
-    "watch_acceptances",
     "watch_acceptances_async",
-    "watch_checks",
+    "watch_checks_async",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -67,96 +61,14 @@ def _where(namespace: str | None) -> str:
     return f"in {namespace}" if namespace else "in all namespaces"
 
 
-def list_checks_raw(
-    api_client: ApiClient,
-    namespace: str | None = None,
-    *,
-    request_timeout: Timeout = DEFAULT_TIMEOUT,
-) -> tuple[list[JsonObj], str]:
-    """ArtifactCheck resources as JSON, in one namespace or cluster-wide (None), with
-    the list's resourceVersion for :func:`watch_checks`.
-
-    A 404 means the CRD is not installed: a ConfigError saying so.
-    """
-    api = CustomObjectsApi(api_client)
-    what = f"list {CRD_PLURAL}.{CRD_GROUP}/{CRD_VERSION} {_where(namespace)}"
-
-    def send() -> object:
-        if namespace:
-            return api.list_namespaced_custom_object(
-                CRD_GROUP, CRD_VERSION, namespace, CRD_PLURAL, **raw(request_timeout)
-            )
-        return api.list_cluster_custom_object(
-            CRD_GROUP, CRD_VERSION, CRD_PLURAL, **raw(request_timeout)
-        )
-
-    try:
-        doc = call_json(what, send, passthrough=(404,))
-    except ApiStatus as st:
-        raise ConfigError(
-            f"{what}: the ArtifactCheck CRD is not installed (apply k8s/crd.yaml): {st.message}"
-        ) from st
-    return body.items(doc, JsonObj)
-
-
-def list_checks(
-    api_client: ApiClient,
-    namespace: str | None = None,
-    *,
-    request_timeout: Timeout = DEFAULT_TIMEOUT,
-) -> list[JsonObj]:
-    """ArtifactCheck resources as JSON, in one namespace or cluster-wide (None)."""
-    return list_checks_raw(api_client, namespace, request_timeout=request_timeout)[0]
-
-
-def watch_checks(
-    api_client: ApiClient,
-    *,
-    namespace: str | None = None,
-    resource_version: str | None = None,
-    timeout: int = 30,
-    stop: threading.Event | None = None,
-    request_timeout: Timeout = DEFAULT_TIMEOUT,
-    opened: Callable[[object, bool], None] | None = None,
-) -> Iterator[tuple[str, JsonObj]]:
-    """Watch ArtifactChecks from ``resource_version``, like
-    :func:`artifactcheck.discover.kube_pods.watch_pods`."""
-    api = CustomObjectsApi(api_client)
-    seconds = max(1, math.ceil(timeout))
-    since = resource_version or None
-    read_timeout = watch_timeout(request_timeout, seconds)
-
-    def send() -> object:
-        if namespace:
-            return api.list_namespaced_custom_object(
-                CRD_GROUP,
-                CRD_VERSION,
-                namespace,
-                CRD_PLURAL,
-                watch=True,
-                allow_watch_bookmarks=True,
-                resource_version=since,
-                timeout_seconds=seconds,
-                **raw(read_timeout),
-            )
-        return api.list_cluster_custom_object(
-            CRD_GROUP,
-            CRD_VERSION,
-            CRD_PLURAL,
-            watch=True,
-            allow_watch_bookmarks=True,
-            resource_version=since,
-            timeout_seconds=seconds,
-            **raw(read_timeout),
-        )
-
-    return watch(f"watch {CRD_PLURAL}.{CRD_GROUP} {_where(namespace)}", send, stop, opened)
-
-
 async def list_checks_async(
     kube: KubeHttp, namespace: str | None = None
 ) -> tuple[list[JsonObj], str]:
-    """:func:`list_checks_raw` on the asynchronous client (404: the CRD is missing)."""
+    """ArtifactCheck resources as JSON, in one namespace or cluster-wide (None), with
+    the list's resourceVersion for :func:`watch_checks_async`.
+
+    A 404 means the CRD is not installed: a ConfigError saying so.
+    """
     what = f"list {CRD_PLURAL}.{CRD_GROUP}/{CRD_VERSION} {_where(namespace)}"
     try:
         doc = await kube.list(
@@ -178,7 +90,8 @@ def watch_checks_async(
     resource_version: str | None = None,
     timeout: int = 30,
 ) -> AsyncIterator[tuple[str, JsonObj]]:
-    """:func:`watch_checks` on the asynchronous client (with bookmarks)."""
+    """Watch ArtifactChecks from ``resource_version`` (with bookmarks), like
+    :func:`artifactcheck.discover.kube_pods.watch_pods_async`."""
     return kube.watch(
         f"watch {CRD_PLURAL}.{CRD_GROUP} {_where(namespace)}",
         ARTIFACTCHECKS.path(namespace) if namespace else ARTIFACTCHECKS.cluster_path(),
@@ -188,63 +101,12 @@ def watch_checks_async(
     )
 
 
-def list_acceptances(
-    api_client: ApiClient, namespace: str, *, request_timeout: Timeout = DEFAULT_TIMEOUT
-) -> tuple[list[JsonObj], str]:
+async def list_acceptances_async(kube: KubeHttp, namespace: str) -> tuple[list[JsonObj], str]:
     """The ReleaseAcceptances of one namespace, with the list's resourceVersion.
 
     A 404 means the ReleaseAcceptance CRD is not installed: a ConfigError saying so
     (no changed release can be accepted without it).
     """
-    api = CustomObjectsApi(api_client)
-    what = f"list {ACCEPTANCE_PLURAL}.{CRD_GROUP}/{CRD_VERSION} in {namespace}"
-    try:
-        doc = call_json(
-            what,
-            lambda: api.list_namespaced_custom_object(
-                CRD_GROUP, CRD_VERSION, namespace, ACCEPTANCE_PLURAL, **raw(request_timeout)
-            ),
-            passthrough=(404,),
-        )
-    except ApiStatus as st:
-        raise ConfigError(
-            f"{what}: the ReleaseAcceptance CRD is not installed (apply k8s/crd.yaml): {st.message}"
-        ) from st
-    return body.items(doc, JsonObj)
-
-
-def watch_acceptances(
-    api_client: ApiClient,
-    namespace: str,
-    *,
-    resource_version: str | None,
-    timeout: int,
-    stop: threading.Event | None,
-    opened: Callable[[object, bool], None] | None,
-    request_timeout: Timeout = DEFAULT_TIMEOUT,
-) -> Iterator[tuple[str, JsonObj]]:
-    """Watch the ReleaseAcceptances of one namespace from ``resource_version``."""
-    api = CustomObjectsApi(api_client)
-    seconds = max(1, math.ceil(timeout))
-
-    def send() -> object:
-        return api.list_namespaced_custom_object(
-            CRD_GROUP,
-            CRD_VERSION,
-            namespace,
-            ACCEPTANCE_PLURAL,
-            watch=True,
-            allow_watch_bookmarks=True,
-            resource_version=resource_version or None,
-            timeout_seconds=seconds,
-            **raw(watch_timeout(request_timeout, seconds)),
-        )
-
-    return watch(f"watch {ACCEPTANCE_PLURAL}.{CRD_GROUP} in {namespace}", send, stop, opened)
-
-
-async def list_acceptances_async(kube: KubeHttp, namespace: str) -> tuple[list[JsonObj], str]:
-    """:func:`list_acceptances` on the asynchronous client (404: the CRD is missing)."""
     what = f"list {ACCEPTANCE_PLURAL}.{CRD_GROUP}/{CRD_VERSION} in {namespace}"
     try:
         doc = await kube.list(what, ACCEPTANCES.path(namespace), passthrough=(404,))
@@ -258,7 +120,7 @@ async def list_acceptances_async(kube: KubeHttp, namespace: str) -> tuple[list[J
 def watch_acceptances_async(
     kube: KubeHttp, namespace: str, *, resource_version: str | None, timeout: int
 ) -> AsyncIterator[tuple[str, JsonObj]]:
-    """:func:`watch_acceptances` on the asynchronous client (with bookmarks)."""
+    """Watch the ReleaseAcceptances of one namespace from ``resource_version``."""
     return kube.watch(
         f"watch {ACCEPTANCE_PLURAL}.{CRD_GROUP} in {namespace}",
         ACCEPTANCES.path(namespace),
