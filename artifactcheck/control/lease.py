@@ -101,12 +101,14 @@ class LeaseLock:
     ``renewTime`` rather than from the local time the record was last observed, so
     replicas need roughly synchronised clocks (within the lease duration).
 
-    Two deliberate differences in the wire format, both because of how the Python
-    client serialises ``datetime`` (``isoformat()`` drops the fraction when the
-    microseconds are 0, and a real API server then rejects the ``MicroTime`` with 400):
-    the record is written with a JSON merge patch carrying ``metadata.resourceVersion``
-    (the same optimistic concurrency as client-go's PUT) whose times are formatted here
-    with exactly six fractional digits, and an absent Lease is first created empty.
+    Two deliberate differences in the wire format: the record is written with a JSON
+    merge patch carrying ``metadata.resourceVersion`` (the same optimistic concurrency
+    as client-go's PUT) whose times are formatted here with exactly six fractional
+    digits (a ``MicroTime`` without them is rejected by a real API server with 400),
+    and an absent Lease is first created empty.
+
+    Every request is a coroutine of the asynchronous client, with a connection pool of
+    the lock's own (:meth:`aclose` closes it).
     """
 
     def __init__(

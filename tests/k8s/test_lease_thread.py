@@ -1,9 +1,10 @@
-"""The Lease is renewed on a thread of its own: pod actions never delay it.
+"""The Lease is renewed on a task of its own: pod actions never delay it.
 
-A start-up opens thousands of gates through the default executor (``to_thread``);
+A start-up once opened thousands of gates through the default executor (``to_thread``);
 a renewal queued behind them missed the renew deadline, and the leader stepped down in
 the middle of its first cycle (docs/scaling.md, 20,000 pods). client-go's leader
-election runs in its own goroutine; here it has its own thread.
+election runs in its own goroutine; here its requests are coroutines of the leadership's
+task, and a busy default executor is nothing to them.
 """
 
 from __future__ import annotations
