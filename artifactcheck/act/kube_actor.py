@@ -7,8 +7,8 @@ and dispatches the :class:`~artifactcheck.model.values.Action` values decided by
 copy a watching caller already holds) and writes only what differs, so repeating it
 (a retry, a restarted controller) writes nothing. A pod
 or node that vanished between discovery and action is not an error: the action logs it
-and returns ``False``. Requests and error translation are
-:mod:`artifactcheck.clients.kube`'s.
+and returns ``False``. Every action is a coroutine on the asynchronous client
+(:mod:`artifactcheck.clients.kube_http`), awaited by the task that decided it.
 """
 
 from __future__ import annotations
@@ -21,15 +21,9 @@ from artifactcheck.act.kube_events import Episodes, EventRecorder, truncate
 from artifactcheck.act.kube_nodes import NodeActor, cordoned_by_us, object_ref
 from artifactcheck.act.kube_writes import KubeWriter, NotLeader
 from artifactcheck.clients import kube_bodies as body
-from artifactcheck.clients.kube import (
-    DEFAULT_TIMEOUT,
-    ApiClient,
-    Logger,
-    Timeout,
-    rfc3339,
-    utcnow,
-)
+from artifactcheck.clients.kube import DEFAULT_TIMEOUT, Logger, Timeout, rfc3339, utcnow
 from artifactcheck.clients.kube_bodies import Pod
+from artifactcheck.clients.kube_http import KubeHttp
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.names import (
     ANN_FLAGGED_AT,
@@ -97,7 +91,7 @@ class KubeActor:
     def __init__(
         self,
         *,
-        api_client: ApiClient,
+        kube: KubeHttp,
         policy: PolicySettings,
         component: str = COMPONENT,
         controller_name: str | None = None,
@@ -114,7 +108,7 @@ class KubeActor:
         self.clock = clock
         #: The requests every action shares (:mod:`artifactcheck.act.kube_writes`).
         self.w = KubeWriter(
-            api_client=api_client,
+            kube=kube,
             policy=policy,
             logger=self.log,
             request_timeout=request_timeout,
@@ -123,7 +117,7 @@ class KubeActor:
             cached_pod=cached_pod,
         )
         self.events = EventRecorder(
-            core=self.w.core,
+            kube=kube,
             component=component,
             instance=self.controller_name,
             timeout=request_timeout,
@@ -131,15 +125,13 @@ class KubeActor:
             log=self.log,
             guard=self.w.guard,
         )
-        self.nodes = NodeActor(
-            api_client=api_client, writer=self.w, events=self.events, component=component
-        )
+        self.nodes = NodeActor(writer=self.w, events=self.events, component=component)
         #: The flag episodes this process recorded an Event for (see :meth:`flag`).
         self._episodes = Episodes()
 
     # ---- pods
 
-    def quarantine(
+    async def quarantine(
         self,
         pod_ns: str,
         pod_name: str,
@@ -162,7 +154,7 @@ class KubeActor:
             return False
         text = _with_files(message, files)
 
-        def step(pod: Pod) -> bool:
+        async def step(pod: Pod) -> bool:
             if not body.has_gate(pod, self.policy.condition_type):
                 self.log.warning(
                     "%s refused: the pod has no readiness gate %s; it can only be flagged",
@@ -172,11 +164,13 @@ class KubeActor:
                 return False
             marks = {ANN_QUARANTINED: "true", ANN_VERDICT: verdict, ANN_REASON: text}
             where = (pod_ns, pod_name)
-            return self.w.gate_then_mark(pod, where, "False", reason, text, marks, "quarantined")
+            return await self.w.gate_then_mark(
+                pod, where, "False", reason, text, marks, "quarantined"
+            )
 
-        return self.w.on_pod(what, pod_ns, pod_name, step)
+        return await self.w.on_pod(what, pod_ns, pod_name, step)
 
-    def release(
+    async def release(
         self,
         pod_ns: str,
         pod_name: str,
@@ -196,17 +190,17 @@ class KubeActor:
         text = truncate(message)
         ctype = self.policy.condition_type
 
-        def step(pod: Pod) -> bool:
+        async def step(pod: Pod) -> bool:
             gated = body.has_gate(pod, ctype) or body.condition(pod, ctype)
             status = "True" if gated else None  # no gate, no condition: only the mark
             marks = {ANN_QUARANTINED: None}
-            return self.w.gate_then_mark(
+            return await self.w.gate_then_mark(
                 pod, (pod_ns, pod_name), status, reason, text, marks, "released"
             )
 
-        return self.w.on_pod(what, pod_ns, pod_name, step)
+        return await self.w.on_pod(what, pod_ns, pod_name, step)
 
-    def flag(
+    async def flag(
         self,
         pod_ns: str,
         pod_name: str,
@@ -234,8 +228,8 @@ class KubeActor:
         event_reason = reason or event_reason_for(verdict)
         text = _with_files(message, files)
 
-        def record(pod: Pod, episode: str, *, maybe_recorded: bool) -> bool:
-            wrote = self.events.record(
+        async def record(pod: Pod, episode: str, *, maybe_recorded: bool) -> bool:
+            wrote = await self.events.record(
                 involved=object_ref("Pod", pod),
                 event_type="Warning",
                 reason=event_reason,
@@ -246,43 +240,45 @@ class KubeActor:
             self._episodes.remember((pod_ns, pod_name), episode)
             return wrote
 
-        def step(pod: Pod) -> bool:
+        async def step(pod: Pod) -> bool:
             current = body.annotations_of(pod)
             same_episode = current.get(ANN_VERDICT) == verdict_value and ANN_FLAGGED_AT in current
             wanted: dict[str, str | None] = {ANN_VERDICT: verdict_value, ANN_REASON: text}
             if streak is not None:
                 wanted[ANN_STREAK] = str(streak)
             if same_episode:
-                changed = self.w.set_annotations(pod, pod_ns, pod_name, wanted) is not None
+                changed = await self.w.set_annotations(pod, pod_ns, pod_name, wanted) is not None
                 episode = current[ANN_FLAGGED_AT]
                 if self._episodes.get((pod_ns, pod_name)) != episode:
-                    changed |= record(pod, episode, maybe_recorded=True)
+                    changed |= await record(pod, episode, maybe_recorded=True)
                 return changed
             episode = rfc3339(self.clock())
             wanted[ANN_FLAGGED_AT] = episode
-            latest = self.w.set_annotations(pod, pod_ns, pod_name, wanted)
-            record(latest if latest is not None else pod, episode, maybe_recorded=False)
+            latest = await self.w.set_annotations(pod, pod_ns, pod_name, wanted)
+            await record(latest if latest is not None else pod, episode, maybe_recorded=False)
             self.log.warning("flagged pod %s/%s: %s: %s", pod_ns, pod_name, event_reason, text)
             return True
 
-        return self.w.on_pod(what, pod_ns, pod_name, step)
+        return await self.w.on_pod(what, pod_ns, pod_name, step)
 
-    def unflag(self, pod_ns: str, pod_name: str) -> bool:
+    async def unflag(self, pod_ns: str, pod_name: str) -> bool:
         """Remove the flag annotations of a pod that is consistent again (no Event)."""
         what = f"unflag pod {pod_ns}/{pod_name}"
         if self.w.dry(what):
             return False
 
-        def step(pod: Pod) -> bool:
-            changed = self.w.set_annotations(pod, pod_ns, pod_name, dict.fromkeys(FLAG_ANNOTATIONS))
+        async def step(pod: Pod) -> bool:
+            changed = await self.w.set_annotations(
+                pod, pod_ns, pod_name, dict.fromkeys(FLAG_ANNOTATIONS)
+            )
             self._episodes.forget((pod_ns, pod_name))
             if changed is not None:
                 self.log.info("unflagged pod %s/%s", pod_ns, pod_name)
             return changed is not None
 
-        return self.w.on_pod(what, pod_ns, pod_name, step)
+        return await self.w.on_pod(what, pod_ns, pod_name, step)
 
-    def record_streak(self, instance: Instance, streak: int) -> bool:
+    async def record_streak(self, instance: Instance, streak: int) -> bool:
         """Persist a pod's confirmation streak, so a restarted controller recovers it.
 
         Writes only when the value differs from the pod's annotations as last seen
@@ -299,30 +295,29 @@ class KubeActor:
         what = f"record streak {streak} on pod {ns}/{name}"
         if self.w.dry(what):
             return False
-        return self.w.on_pod(
-            what,
-            ns,
-            name,
-            lambda pod: self.w.set_annotations(pod, ns, name, {ANN_STREAK: wanted}) is not None,
-        )
+
+        async def step(pod: Pod) -> bool:
+            return await self.w.set_annotations(pod, ns, name, {ANN_STREAK: wanted}) is not None
+
+        return await self.w.on_pod(what, ns, name, step)
 
     # ---- nodes (:class:`~artifactcheck.act.kube_nodes.NodeActor`)
 
-    def cordoned_by_us(self) -> set[str]:
+    async def cordoned_by_us(self) -> set[str]:
         """Names of the nodes carrying artifactcheck's cordon annotation."""
-        return self.nodes.cordoned_by_us()
+        return await self.nodes.cordoned_by_us()
 
-    def cordon(self, node: str, *, reason: str) -> bool:
+    async def cordon(self, node: str, *, reason: str) -> bool:
         """See :meth:`NodeActor.cordon <artifactcheck.act.kube_nodes.NodeActor.cordon>`."""
-        return self.nodes.cordon(node, reason=reason)
+        return await self.nodes.cordon(node, reason=reason)
 
-    def uncordon(self, node: str) -> bool:
+    async def uncordon(self, node: str) -> bool:
         """See :meth:`NodeActor.uncordon <artifactcheck.act.kube_nodes.NodeActor.uncordon>`."""
-        return self.nodes.uncordon(node)
+        return await self.nodes.uncordon(node)
 
     # ---- dispatch
 
-    def apply(
+    async def apply(
         self,
         action: Action,
         instance: Instance | None = None,
@@ -352,13 +347,13 @@ class KubeActor:
             )
             return False
         if action.kind is ActionKind.CORDON:
-            return self.cordon(action.target, reason=action.reason)
+            return await self.cordon(action.target, reason=action.reason)
         if action.kind is ActionKind.UNCORDON:
-            return self.uncordon(action.target)
+            return await self.uncordon(action.target)
         ns, name = _pod_target(action.target, instance)
         if action.kind is ActionKind.QUARANTINE:
             v = verdict or "mismatch"
-            return self.quarantine(
+            return await self.quarantine(
                 ns,
                 name,
                 reason=event_reason_for(v),
@@ -368,14 +363,14 @@ class KubeActor:
             )
         if action.kind is ActionKind.RELEASE:
             failing_open = action.fail_open or verdict in UNKNOWN_VERDICTS
-            return self.release(
+            return await self.release(
                 ns,
                 name,
                 reason="VerificationUnavailable" if failing_open else "ContentVerified",
                 message=action.reason,
             )
         if action.kind is ActionKind.FLAG:
-            return self.flag(
+            return await self.flag(
                 ns,
                 name,
                 verdict=verdict,
@@ -384,7 +379,7 @@ class KubeActor:
                 streak=streak,
             )
         if action.kind is ActionKind.UNFLAG:
-            return self.unflag(ns, name)
+            return await self.unflag(ns, name)
         raise ConfigError(f"unknown action kind {action.kind!r}")
 
 

@@ -24,20 +24,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from artifactcheck.clients import kube_bodies as body
-from artifactcheck.clients.kube import (
-    MERGE_PATCH,
-    ApiStatus,
-    CoreV1Api,
-    Logger,
-    NewEvent,
-    Timeout,
-    call_json,
-    event_model,
-    mutate,
-    raw,
-    rfc3339,
-)
-from artifactcheck.clients.kube_bodies import Event, ObjectReference
+from artifactcheck.clients.kube import ApiStatus, Logger, Timeout, rfc3339
+from artifactcheck.clients.kube_bodies import Event, JsonObj, ObjectReference
+from artifactcheck.clients.kube_http import KubeHttp, mutate
+from artifactcheck.clients.kube_routes import EVENTS
 from artifactcheck.model.errors import DependencyError
 from artifactcheck.model.names import GROUP
 
@@ -63,15 +53,57 @@ class _Target:
     about: str  # e.g. "Pod default/web-1"
 
 
+def _new_event(
+    target: _Target,
+    *,
+    involved: ObjectReference,
+    event_type: str,
+    reason: str,
+    message: str,
+    now: datetime,
+    component: str,
+    instance: str,
+    episode: str | None,
+) -> JsonObj:
+    """A new core/v1 Event (``count`` 1), as the API's JSON, for ``create``; it names
+    the ``episode`` it counts, if any."""
+    ref = {
+        "apiVersion": involved.get("apiVersion") or "v1",
+        "kind": involved.get("kind"),
+        "name": involved.get("name"),
+        "namespace": involved.get("namespace") or None,
+        "uid": involved.get("uid") or None,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": target.name,
+            "namespace": target.namespace,
+            **({"annotations": {ANN_EPISODE: episode}} if episode is not None else {}),
+        },
+        "involvedObject": {k: v for k, v in ref.items() if v is not None},
+        "reason": reason,
+        "message": message,
+        "type": event_type,
+        "count": 1,
+        "firstTimestamp": rfc3339(now),
+        "lastTimestamp": rfc3339(now),
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": instance,
+    }
+
+
 @dataclass
 class EventRecorder:
-    """Records aggregated Events through one CoreV1Api.
+    """Records aggregated Events through the asynchronous client.
 
     ``guard(what)`` is called right before every write and may raise (the actor's
     "am I still the leader" check); ``clock`` gives the Event's timestamps.
     """
 
-    core: CoreV1Api
+    kube: KubeHttp
     component: str
     instance: str
     timeout: Timeout
@@ -79,7 +111,7 @@ class EventRecorder:
     log: Logger = logging.getLogger(__name__)
     guard: Callable[[str], None] = lambda what: None
 
-    def record(
+    async def record(
         self,
         *,
         involved: ObjectReference,
@@ -100,9 +132,8 @@ class EventRecorder:
         target = self._target(involved, reason)
         now = self.clock().replace(microsecond=0)
         text = truncate(message)
-        new = event_model(
-            name=target.name,
-            namespace=target.namespace,
+        new = _new_event(
+            target,
             involved=involved,
             event_type=event_type,
             reason=reason,
@@ -110,15 +141,14 @@ class EventRecorder:
             now=now,
             component=self.component,
             instance=self.instance,
+            episode=episode,
         )
-        if episode is not None:
-            new.metadata.annotations = {ANN_EPISODE: episode}
         summary = f"{event_type} {reason} on {target.about}"
-        if not maybe_recorded and self._create(target, new, summary, text):
+        if not maybe_recorded and await self._create(target, new, summary, text):
             return True
         what = f"patch event {target.namespace}/{target.name}"
         try:
-            return mutate(
+            return await mutate(
                 what,
                 lambda: self._bump(target, now, text, summary, episode, maybe_recorded),
                 logger=self.log,
@@ -129,7 +159,7 @@ class EventRecorder:
                     f"event {target.namespace}/{target.name}: {st.message}"
                 ) from st
             # not there: never recorded, or expired (event TTL) meanwhile: anew
-            return self._create(target, new, summary, text)
+            return await self._create(target, new, summary, text)
 
     def _target(self, involved: ObjectReference, reason: str) -> _Target:
         """The Event's namespace and its name: the object's, and a digest of the
@@ -142,24 +172,24 @@ class EventRecorder:
         name = f"{str(involved.get('name'))[:200].rstrip('-.')}.{digest}"
         return _Target(namespace, name, f"{involved.get('kind')} {where}")
 
-    def _create(self, target: _Target, new: NewEvent, summary: str, text: str) -> bool:
+    async def _create(self, target: _Target, new: JsonObj, summary: str, text: str) -> bool:
         """POST the Event; False when it already exists (AlreadyExists)."""
         what = f"create event {target.namespace}/{target.name}"
         self.guard(what)
         try:
-            call_json(
+            await self.kube.create(
                 what,
-                lambda: self.core.create_namespaced_event(
-                    target.namespace, new, **raw(self.timeout)
-                ),
+                EVENTS.path(target.namespace),
+                new,
                 passthrough=(409,),
+                timeout=self.timeout,
             )
         except ApiStatus:
             return False
         self.log.info("event %s: %s", summary, text)
         return True
 
-    def _bump(
+    async def _bump(
         self,
         target: _Target,
         now: datetime,
@@ -172,12 +202,11 @@ class EventRecorder:
         resourceVersion read), unless it counted ``episode`` already; 404 when it is
         not there (expired meanwhile, or never recorded)."""
         existing = body.typed(
-            call_json(
+            await self.kube.get(
                 f"get event {target.namespace}/{target.name}",
-                lambda: self.core.read_namespaced_event(
-                    target.name, target.namespace, **raw(self.timeout)
-                ),
+                EVENTS.path(target.namespace, target.name),
                 passthrough=(404,),
+                timeout=self.timeout,
             ),
             Event,
         )
@@ -199,16 +228,12 @@ class EventRecorder:
         }
         what = f"patch event {target.namespace}/{target.name}"
         self.guard(what)
-        call_json(
+        await self.kube.patch(
             what,
-            lambda: self.core.patch_namespaced_event(
-                target.name,
-                target.namespace,
-                patch,
-                _content_type=MERGE_PATCH,
-                **raw(self.timeout),
-            ),
+            EVENTS.path(target.namespace, target.name),
+            patch,
             passthrough=(404, 409),
+            timeout=self.timeout,
         )
         self.log.info("event %s repeated (count %d)", summary, count + 1)
         return True

@@ -8,21 +8,15 @@ artifactcheck only ever uncordons what it cordoned: its annotation says which.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from artifactcheck.act.kube_events import EventRecorder, truncate
 from artifactcheck.act.kube_writes import KubeWriter
 from artifactcheck.clients import kube_bodies as body
-from artifactcheck.clients.kube import (
-    DEFAULT_TIMEOUT,
-    MERGE_PATCH,
-    ApiClient,
-    CoreV1Api,
-    Timeout,
-    call_json,
-    raw,
-)
+from artifactcheck.clients.kube import DEFAULT_TIMEOUT, Timeout
 from artifactcheck.clients.kube_bodies import Node, ObjectReference
+from artifactcheck.clients.kube_http import KubeHttp
+from artifactcheck.clients.kube_routes import NODES
 from artifactcheck.model.names import ANN_CORDON_REASON, ANN_CORDONED
 
 __all__ = ["NodeActor", "cordoned_by_us", "object_ref"]
@@ -42,29 +36,27 @@ def object_ref(kind: str, obj: Mapping[str, object], *, namespaced: bool = True)
 class NodeActor:
     """Cordons and uncordons nodes, within the policy's cap, through one writer."""
 
-    def __init__(
-        self, *, api_client: ApiClient, writer: KubeWriter, events: EventRecorder, component: str
-    ) -> None:
-        self.api_client = api_client
+    def __init__(self, *, writer: KubeWriter, events: EventRecorder, component: str) -> None:
         self.w = writer
         self.events = events
         self.component = component
 
-    def cordoned_by_us(self) -> set[str]:
+    async def cordoned_by_us(self) -> set[str]:
         """Names of the nodes carrying artifactcheck's cordon annotation."""
-        return cordoned_by_us(self.api_client, request_timeout=self.w.timeout)
+        return await cordoned_by_us(self.w.kube, request_timeout=self.w.timeout)
 
-    def _get_node(self, node: str) -> Node:
+    async def _get_node(self, node: str) -> Node:
         return body.typed(
-            call_json(
+            await self.w.kube.get(
                 f"get node {node}",
-                lambda: self.w.core.read_node(node, **raw(self.w.timeout)),
+                NODES.cluster_path(node),
                 passthrough=(404,),
+                timeout=self.w.timeout,
             ),
             Node,
         )
 
-    def _set_node(
+    async def _set_node(
         self, name: str, obj: Node, annotations: Mapping[str, str | None], *, unschedulable: bool
     ) -> None:
         """Merge-patch the node's cordon and its annotations, conditional on the
@@ -74,17 +66,16 @@ class NodeActor:
             "annotations": annotations,
         }
         patch = {"metadata": meta, "spec": {"unschedulable": unschedulable}}
-        self.w.write(
-            f"patch node {name}",
-            lambda: self.w.core.patch_node(
-                name, patch, _content_type=MERGE_PATCH, **raw(self.w.timeout)
-            ),
+        what = f"patch node {name}"
+        self.w.guard(what)
+        await self.w.kube.patch(
+            what, NODES.cluster_path(name), patch, passthrough=(404, 409), timeout=self.w.timeout
         )
 
-    def _on_node(self, what: str, node: str, step: Callable[[Node], bool]) -> bool:
-        return self.w.on(what, f"node {node}", lambda: self._get_node(node), step)
+    async def _on_node(self, what: str, node: str, step: Callable[[Node], Awaitable[bool]]) -> bool:
+        return await self.w.on(what, f"node {node}", lambda: self._get_node(node), step)
 
-    def cordon(self, node: str, *, reason: str) -> bool:
+    async def cordon(self, node: str, *, reason: str) -> bool:
         """Mark a node unschedulable so no new pod lands on its stale image cache.
 
         Refused (logged, False) when node cordon is off in the policy, when the cap of
@@ -98,7 +89,7 @@ class NodeActor:
         if not self.w.policy.cordon_nodes:
             self.w.log.warning("%s refused: node cordon is off (policy.cordon_nodes)", what)
             return False
-        ours = self.cordoned_by_us()
+        ours = await self.cordoned_by_us()
         if node not in ours and len(ours) >= self.w.policy.max_cordoned_nodes:
             self.w.log.warning(
                 "%s refused: %d node(s) already cordoned by artifactcheck (cap %d): %s",
@@ -111,7 +102,7 @@ class NodeActor:
         text = truncate(reason)
         evented = False
 
-        def step(obj: Node) -> bool:
+        async def step(obj: Node) -> bool:
             nonlocal evented
             spec = obj.get("spec")
             cordoned = isinstance(spec, Mapping) and bool(spec.get("unschedulable"))
@@ -124,9 +115,9 @@ class NodeActor:
             if cordoned and mine:
                 return False
             marks = {ANN_CORDONED: "true", ANN_CORDON_REASON: text}
-            self._set_node(node, obj, marks, unschedulable=True)
+            await self._set_node(node, obj, marks, unschedulable=True)
             if not evented:
-                self.events.record(
+                await self.events.record(
                     involved=object_ref("Node", obj, namespaced=False),
                     event_type="Warning",
                     reason="NodeCordoned",
@@ -136,9 +127,9 @@ class NodeActor:
             self.w.log.warning("cordoned node %s: %s", node, text)
             return True
 
-        return self._on_node(what, node, step)
+        return await self._on_node(what, node, step)
 
-    def uncordon(self, node: str) -> bool:
+    async def uncordon(self, node: str) -> bool:
         """Make a node schedulable again, only if artifactcheck cordoned it.
 
         A node without the ``artifactcheck.io/cordoned`` annotation is refused (logged,
@@ -148,7 +139,7 @@ class NodeActor:
         if self.w.dry(what):
             return False
 
-        def step(obj: Node) -> bool:
+        async def step(obj: Node) -> bool:
             if body.annotations_of(obj).get(ANN_CORDONED) != "true":
                 self.w.log.warning(
                     "%s refused: artifactcheck did not cordon it (no %s annotation)",
@@ -156,10 +147,10 @@ class NodeActor:
                     ANN_CORDONED,
                 )
                 return False
-            self._set_node(
+            await self._set_node(
                 node, obj, {ANN_CORDONED: None, ANN_CORDON_REASON: None}, unschedulable=False
             )
-            self.events.record(
+            await self.events.record(
                 involved=object_ref("Node", obj, namespaced=False),
                 event_type="Normal",
                 reason="NodeUncordoned",
@@ -168,15 +159,12 @@ class NodeActor:
             self.w.log.info("uncordoned node %s", node)
             return True
 
-        return self._on_node(what, node, step)
+        return await self._on_node(what, node, step)
 
 
-def cordoned_by_us(
-    api_client: ApiClient, *, request_timeout: Timeout = DEFAULT_TIMEOUT
-) -> set[str]:
+async def cordoned_by_us(kube: KubeHttp, *, request_timeout: Timeout = DEFAULT_TIMEOUT) -> set[str]:
     """Nodes carrying ``artifactcheck.io/cordoned: "true"``, to recover after a restart."""
-    core = CoreV1Api(api_client)
-    doc = call_json("list nodes", lambda: core.list_node(**raw(request_timeout)))
+    doc = await kube.list("list nodes", NODES.cluster_path(), timeout=request_timeout)
     nodes, _ = body.items(doc, Node)
     return {
         str(body.meta(n).get("name"))

@@ -5,12 +5,16 @@ What every action of :class:`~artifactcheck.act.kube_actor.KubeActor` (pods) and
 right before each write, dry-run, a read-modify-write retried once on 409, an object
 gone being "nothing to do", and the pod patches (the gate condition through
 ``pods/status``, annotations through the pod) that write only what differs.
+
+Every request is a coroutine of the asynchronous client, awaited on the task of the
+action that needs it: a 429's ``Retry-After`` reaches that task, never a thread
+nobody awaits any more.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import TypeVar
 
@@ -18,18 +22,14 @@ from artifactcheck.clients import kube_bodies as body
 from artifactcheck.clients.kube import (
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
-    ApiClient,
     ApiStatus,
-    CoreV1Api,
     Logger,
-    Send,
     Timeout,
-    call_json,
-    mutate,
-    raw,
     rfc3339,
 )
 from artifactcheck.clients.kube_bodies import JsonObj, Node, Pod
+from artifactcheck.clients.kube_http import KubeHttp, mutate
+from artifactcheck.clients.kube_routes import PODS
 from artifactcheck.discover.kube_pods import actionable_copy
 from artifactcheck.model.errors import DependencyError
 from artifactcheck.model.names import ANN_CHECKED_AT
@@ -51,7 +51,7 @@ class KubeWriter:
     def __init__(
         self,
         *,
-        api_client: ApiClient,
+        kube: KubeHttp,
         policy: PolicySettings,
         logger: Logger | None,
         request_timeout: Timeout,
@@ -74,7 +74,7 @@ class KubeWriter:
         #: Pods as this actor's own last write returned them: a second action on the
         #: same pod starts from there, not from the (now stale) cached copy.
         self._written: dict[tuple[str, str], Pod] = {}
-        self.core = CoreV1Api(api_client)
+        self.kube = kube
 
     def guard(self, what: str) -> None:
         if self.may_write is not None and not self.may_write():
@@ -86,18 +86,21 @@ class KubeWriter:
             return True
         return False
 
-    def write(self, what: str, send: Send) -> JsonObj:
-        """One guarded write; 404 and 409 are left to :meth:`on`."""
-        self.guard(what)
-        return body.obj(call_json(what, send, passthrough=(404, 409)))
-
-    def on(
-        self, what: str, label: str, read: Callable[[], Obj], step: Callable[[Obj], bool]
+    async def on(
+        self,
+        what: str,
+        label: str,
+        read: Callable[[], Awaitable[Obj]],
+        step: Callable[[Obj], Awaitable[bool]],
     ) -> bool:
         """Read the object and run ``step`` on it, with one retry on conflict; an object
         that is gone is logged and reported as "nothing changed", not as an error."""
+
+        async def attempt() -> bool:
+            return await step(await read())
+
         try:
-            return mutate(what, lambda: step(read()), logger=self.log)
+            return await mutate(what, attempt, logger=self.log)
         except ApiStatus as st:
             if st.status == 404:
                 self.log.warning("%s: %s is gone; nothing to do", what, label)
@@ -106,20 +109,23 @@ class KubeWriter:
 
     # ---- pods
 
-    def get_pod(self, ns: str, name: str) -> Pod:
+    async def get_pod(self, ns: str, name: str) -> Pod:
         return body.typed(
-            call_json(
+            await self.kube.get(
                 f"get pod {ns}/{name}",
-                lambda: self.core.read_namespaced_pod(name, ns, **raw(self.timeout)),
+                PODS.path(ns, name),
                 passthrough=(404,),
+                timeout=self.timeout,
             ),
             Pod,
         )
 
-    def on_pod(self, what: str, ns: str, name: str, step: Callable[[Pod], bool]) -> bool:
+    async def on_pod(
+        self, what: str, ns: str, name: str, step: Callable[[Pod], Awaitable[bool]]
+    ) -> bool:
         attempts = 0
 
-        def read() -> Pod:
+        async def read() -> Pod:
             nonlocal attempts
             attempts += 1
             if attempts == 1:
@@ -128,22 +134,24 @@ class KubeWriter:
                     cached = self.cached_pod(ns, name)
                 if cached is not None:
                     return cached
-            return self.get_pod(ns, name)
+            return await self.get_pod(ns, name)
 
-        return self.on(what, f"pod {ns}/{name}", read, step)
+        return await self.on(what, f"pod {ns}/{name}", read, step)
 
-    def patch_pod(self, ns: str, name: str, patch: JsonObj, *, status: bool) -> Pod:
+    async def patch_pod(self, ns: str, name: str, patch: JsonObj, *, status: bool) -> Pod:
         """Merge-patch the pod, or strategic-merge ``pods/status`` (where conditions are
-        merged by ``type``, so kubelet's are kept)."""
-        if status:
-            what = f"patch pods/status {ns}/{name}"
-            method, kind = self.core.patch_namespaced_pod_status, STRATEGIC_MERGE_PATCH
-        else:
-            what = f"patch pod {ns}/{name}"
-            method, kind = self.core.patch_namespaced_pod, MERGE_PATCH
+        merged by ``type``, so kubelet's are kept); guarded, 404 and 409 left to
+        :meth:`on`."""
+        what = f"patch pods/status {ns}/{name}" if status else f"patch pod {ns}/{name}"
+        self.guard(what)
         sent = body.typed(
-            self.write(
-                what, lambda: method(name, ns, patch, _content_type=kind, **raw(self.timeout))
+            await self.kube.patch(
+                what,
+                PODS.path(ns, name, "status") if status else PODS.path(ns, name),
+                patch,
+                content_type=STRATEGIC_MERGE_PATCH if status else MERGE_PATCH,
+                passthrough=(404, 409),
+                timeout=self.timeout,
             ),
             Pod,
         )
@@ -151,7 +159,7 @@ class KubeWriter:
             self._written[(ns, name)] = actionable_copy(sent, self.policy.condition_type)
         return sent
 
-    def set_condition(
+    async def set_condition(
         self, pod: Pod, ns: str, name: str, *, status: str, reason: str, message: str
     ) -> Pod | None:
         """Strategic-merge the gate condition (merged by ``type``, others untouched)."""
@@ -179,9 +187,9 @@ class KubeWriter:
             "metadata": {"resourceVersion": body.meta(pod).get("resourceVersion")},
             "status": {"conditions": [cond]},
         }
-        return self.patch_pod(ns, name, patch, status=True)
+        return await self.patch_pod(ns, name, patch, status=True)
 
-    def set_annotations(
+    async def set_annotations(
         self, obj: Pod, ns: str, name: str, changes: Mapping[str, str | None]
     ) -> Pod | None:
         """Merge-patch only the annotations that differ (None removes one)."""
@@ -190,9 +198,9 @@ class KubeWriter:
         if not diff:
             return None
         meta = {"resourceVersion": body.meta(obj).get("resourceVersion"), "annotations": diff}
-        return self.patch_pod(ns, name, {"metadata": meta}, status=False)
+        return await self.patch_pod(ns, name, {"metadata": meta}, status=False)
 
-    def gate_then_mark(
+    async def gate_then_mark(
         self,
         pod: Pod,
         where: tuple[str, str],
@@ -209,12 +217,16 @@ class KubeWriter:
         ns, name = where
         after = None
         if status is not None:
-            after = self.set_condition(pod, ns, name, status=status, reason=reason, message=text)
+            after = await self.set_condition(
+                pod, ns, name, status=status, reason=reason, message=text
+            )
         latest = after if after is not None else pod
         current = body.annotations_of(latest)
         marked = any(current.get(k) != v for k, v in marks.items())
         if marked:
-            self.set_annotations(latest, ns, name, {**marks, ANN_CHECKED_AT: rfc3339(self.clock())})
+            await self.set_annotations(
+                latest, ns, name, {**marks, ANN_CHECKED_AT: rfc3339(self.clock())}
+            )
         if not marked and after is None:
             return False
         level = logging.INFO if status != "False" else logging.WARNING

@@ -1,10 +1,8 @@
 """The adapter to the official ``kubernetes`` client: the only module that imports it.
 
 The rest of artifactcheck never sees a library type or a library error. What is here
-is plumbing, shared by discovery (:mod:`artifactcheck.discover.kube_pods`), the actions
-(:mod:`artifactcheck.act.kube_actor`), the leader Lease (:mod:`artifactcheck.control.lease`),
-the CRD status (:mod:`artifactcheck.control.status`) and the ConfigMap release source
-(:mod:`artifactcheck.release.configmaps`):
+is plumbing, shared by the command line's discovery
+(:mod:`artifactcheck.discover.kube_pods`) and :mod:`artifactcheck.clients.kube_http`:
 
 * :func:`load_api_client` builds an ``ApiClient`` from the in-cluster service account
   or a kubeconfig; the API classes (:data:`CoreV1Api` ...) are re-exported so callers
@@ -19,25 +17,23 @@ the CRD status (:mod:`artifactcheck.control.status`) and the ConfigMap release s
   :class:`~artifactcheck.model.errors.ConfigError`; statuses a caller handles itself
   (404 gone, 409 conflict) are raised as :class:`ApiStatus`;
 * :func:`raw` and :func:`call_json`: every request keeps the API's raw JSON;
-* :func:`watch` streams watch events (410 Gone is :class:`WatchExpired`: relist) and
-  :func:`abort_stream` ends one from another thread;
-* :func:`mutate` is the read-modify-write with one retry on 409;
+* :func:`translate_status`, the errors both clients raise (:class:`WatchExpired` for
+  410 Gone: relist; :class:`Throttled` for 429);
 * time helpers in the formats the API server wants.
 
-The client is synchronous; callers run these functions in threads
-(``asyncio.to_thread``). Nothing here holds configuration in module globals: each call
-takes its ``api_client`` explicitly.
+The client is synchronous: it serves the command line's one-shot requests (pod
+discovery, ``investigate``'s Events) and gives its configuration to the asynchronous
+client (:mod:`artifactcheck.clients.kube_http`), on which the controller makes every
+request. Nothing here holds configuration in module globals: each call takes its
+``api_client`` explicitly.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import os
-import socket
-import threading
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal, TypedDict, TypeVar, cast
 
@@ -48,14 +44,6 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from artifactcheck.clients.kube_bodies import (
-    JsonObj,
-    ObjectReference,
-    StatusBody,
-    WatchEvent,
-    obj,
-    typed,
-)
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError, DependencyError
 
 __all__ = [
@@ -63,9 +51,7 @@ __all__ = [
     "configuration_for",
     "DEFAULT_TIMEOUT",
     "MERGE_PATCH",
-    "NewEvent",
     "NewConfigMap",
-    "NewLease",
     "STRATEGIC_MERGE_PATCH",
     "Send",
     "ApiClient",
@@ -76,18 +62,13 @@ __all__ = [
     "Logger",
     "Timeout",
     "WatchExpired",
-    "abort_stream",
     "aware",
     "call",
     "call_json",
-    "client_without_retries",
     "Throttled",
     "close_client",
-    "event_model",
-    "lease_model",
     "load_api_client",
     "micro_time",
-    "mutate",
     "parse_time",
     "raw",
     "retry_after_seconds",
@@ -95,8 +76,6 @@ __all__ = [
     "to_json",
     "translate_status",
     "utcnow",
-    "watch",
-    "watch_timeout",
 ]
 
 #: The library's classes, re-exported: the only names of it other modules use.
@@ -105,9 +84,7 @@ Configuration = k8s.Configuration
 CoreV1Api = k8s.CoreV1Api
 CoordinationV1Api = k8s.CoordinationV1Api
 CustomObjectsApi = k8s.CustomObjectsApi
-#: Bodies of the two creates, built by :func:`event_model` and :func:`lease_model`.
-NewEvent = k8s.CoreV1Event
-NewLease = k8s.V1Lease
+#: The body of the pins ConfigMap's writes, built by :func:`configmap_model`.
 NewConfigMap = k8s.V1ConfigMap
 
 #: (connect, read) seconds for every API request: a hung API server must turn into a
@@ -238,28 +215,6 @@ def call(what: str, fn: Callable[[], T], *, passthrough: Collection[int] = ()) -
         raise DependencyError(f"{what}: the API server answered invalid JSON: {exc}") from exc
 
 
-def mutate(what: str, attempt: Callable[[], T], *, logger: Logger) -> T:
-    """Run a read-modify-write; on 409 Conflict re-read and retry once, then give up.
-
-    ``attempt`` must re-read the object itself, so the retry computes its patch from
-    the state that won the race rather than from the stale one.
-    """
-    try:
-        return attempt()
-    except ApiStatus as first:
-        if first.status != 409:
-            raise
-        logger.info("%s: conflict (%s); re-reading and retrying once", what, first.message)
-    try:
-        return attempt()
-    except ApiStatus as second:
-        if second.status != 409:
-            raise
-        raise DependencyError(
-            f"{what}: still conflicting after re-reading: {second.message}"
-        ) from second
-
-
 # --------------------------------------------------------------------------- raw JSON
 
 
@@ -313,97 +268,6 @@ def to_json(model: object, api_client: ApiClient | None) -> object:
         if api_client is None:
             close_client(serializer)
     return data
-
-
-# --------------------------------------------------------------------------- watch
-
-
-def abort_stream(response: object) -> None:
-    """Make a watch blocked in a read on another thread return now: shut its socket
-    down (urllib3's ``HTTPResponse.shutdown``), which a read in progress notices at
-    once, unlike ``close()``, which waits for the reader."""
-    shutdown = getattr(response, "shutdown", None)
-    if callable(shutdown):
-        try:
-            shutdown()
-            return
-        except (ValueError, AttributeError, OSError):  # no socket handle kept for it
-            pass
-    sock = getattr(getattr(response, "connection", None), "sock", None)
-    if sock is None:
-        fp = getattr(getattr(response, "_fp", None), "fp", None)
-        sock = getattr(getattr(fp, "raw", None), "_sock", None)
-    try:
-        if sock is not None:
-            sock.shutdown(socket.SHUT_RDWR)
-    except OSError:  # already closed
-        pass
-
-
-def watch_timeout(request_timeout: Timeout, seconds: int) -> tuple[float, float]:
-    """Connect as usual; wait for data a little longer than the server keeps the watch
-    open, so an idle watch ends by the server's timeout, not by a read timeout."""
-    connect = request_timeout[0] if isinstance(request_timeout, tuple) else request_timeout
-    return (connect, seconds + 10.0)
-
-
-def _event_of(what: str, line: bytes) -> tuple[str, JsonObj]:
-    """One watch line as ``(type, object)``; an ``ERROR`` event raises."""
-    event = typed(json.loads(line), WatchEvent[object])
-    kind, body = str(event.get("type")), obj(event.get("object"))
-    if kind == "ERROR":
-        status = typed(body, StatusBody)
-        message = status.get("message") or status.get("reason") or "watch error"
-        if status.get("code") == 410:
-            raise WatchExpired(f"{what}: {message}")
-        raise DependencyError(f"{what}: the watch failed ({status.get('code')}): {message}")
-    return kind, body
-
-
-def watch(
-    what: str,
-    send: Send,
-    stop: threading.Event | None,
-    opened: Callable[[object, bool], None] | None = None,
-) -> Iterator[tuple[str, JsonObj]]:
-    """Stream ``(type, object)`` watch events as JSON until the server ends the watch
-    (its ``timeoutSeconds``) or ``stop`` is set; 410 Gone raises WatchExpired.
-
-    ``opened(response, True)`` is called once the stream is open and
-    ``opened(response, False)`` when it ends, so that a shutting-down caller can
-    :func:`abort_stream` it from another thread; a stream aborted while ``stop`` is
-    set ends quietly instead of as a broken connection.
-    """
-    try:
-        response = _response(call(what, send, passthrough=(410,)))
-    except ApiStatus as st:
-        raise WatchExpired(f"{what}: {st.message}") from st
-    if opened is not None:
-        opened(response, True)
-    pending = b""
-    try:
-        if stop is not None and stop.is_set():
-            return
-        for chunk in response.stream(65536, decode_content=True):
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                if not line.strip():
-                    continue
-                yield _event_of(what, line)
-                if stop is not None and stop.is_set():
-                    return
-    except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-        if stop is not None and stop.is_set():
-            return  # aborted on purpose, at shutdown
-        if isinstance(exc, json.JSONDecodeError):
-            raise DependencyError(f"{what}: the API server sent an invalid event: {exc}") from exc
-        raise DependencyError(f"{what}: the watch connection broke: {exc}") from exc
-    finally:
-        if opened is not None:
-            opened(response, False)
-        response.close()
-        response.release_conn()
 
 
 # --------------------------------------------------------------------------- time
@@ -484,59 +348,7 @@ def close_client(api_client: ApiClient) -> None:
     api_client.close()  # type: ignore[no-untyped-call]
 
 
-def client_without_retries(api_client: ApiClient) -> ApiClient:
-    """A new ApiClient with ``api_client``'s configuration, its own connection pool,
-    and no urllib3 retries (the caller closes it)."""
-    config = copy.copy(api_client.configuration)
-    config.retries = 0
-    return k8s.ApiClient(config)
-
-
 # --------------------------------------------------------------------------- bodies
-
-
-def event_model(
-    *,
-    name: str,
-    namespace: str,
-    involved: ObjectReference,
-    event_type: str,
-    reason: str,
-    message: str,
-    now: datetime,
-    component: str,
-    instance: str,
-) -> NewEvent:
-    """A new core/v1 Event (``count`` 1) as the client's model, for ``create``."""
-    return k8s.CoreV1Event(
-        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
-        involved_object=k8s.V1ObjectReference(
-            api_version=involved.get("apiVersion") or "v1",
-            kind=involved.get("kind"),
-            name=involved.get("name"),
-            namespace=involved.get("namespace") or None,
-            uid=involved.get("uid") or None,
-        ),
-        reason=reason,
-        message=message,
-        type=event_type,
-        count=1,
-        first_timestamp=now,
-        last_timestamp=now,
-        source=k8s.V1EventSource(component=component),
-        reporting_component=component,
-        reporting_instance=instance,
-    )
-
-
-def lease_model(name: str, namespace: str) -> NewLease:
-    """A new Lease with no holder, as the client's model, for ``create``."""
-    return k8s.V1Lease(
-        api_version="coordination.k8s.io/v1",
-        kind="Lease",
-        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
-        spec=k8s.V1LeaseSpec(lease_transitions=0),
-    )
 
 
 def configmap_model(

@@ -28,8 +28,8 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from collections.abc import AsyncIterator, Collection, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
+from typing import Any, TypeVar
 
 import httpx
 
@@ -39,6 +39,7 @@ from artifactcheck.clients.kube import (
     ApiClient,
     ApiStatus,
     Configuration,
+    Logger,
     Timeout,
     WatchExpired,
     retry_after_seconds,
@@ -47,7 +48,9 @@ from artifactcheck.clients.kube import (
 from artifactcheck.clients.kube_bodies import JsonObj, StatusBody, WatchEvent, obj, typed
 from artifactcheck.model.errors import DependencyError
 
-__all__ = ["KubeHttp", "Params", "ssl_context_for"]
+__all__ = ["KubeHttp", "Params", "mutate", "ssl_context_for"]
+
+T = TypeVar("T")
 
 #: Query parameters of one request, as the API names them (``labelSelector`` ...).
 Params = Mapping[str, str | int | bool]
@@ -200,11 +203,13 @@ class KubeHttp:
         body: object = None,
         content_type: str | None = None,
         passthrough: Collection[int] = (),
+        timeout: Timeout | None = None,
     ) -> object:
         """One request; its decoded JSON answer. ``what`` names it in errors;
-        ``passthrough`` statuses are raised as :class:`ApiStatus` (404, 409)."""
+        ``passthrough`` statuses are raised as :class:`ApiStatus` (404, 409);
+        ``timeout`` replaces the client's for this request (a deadline cut short)."""
         headers = await self._headers(content_type if body is not None else None)
-        request = self._build(method, path, headers, params=params, body=body)
+        request = self._build(method, path, headers, params=params, body=body, timeout=timeout)
         try:
             response = await self._client.send(request)
         except httpx.TimeoutException as exc:
@@ -220,15 +225,40 @@ class KubeHttp:
             raise DependencyError(f"{what}: the API server answered invalid JSON: {exc}") from exc
         return parsed
 
-    async def get(self, what: str, path: str, *, passthrough: Collection[int] = ()) -> JsonObj:
-        return obj(await self.request(what, "GET", path, passthrough=passthrough))
+    async def get(
+        self,
+        what: str,
+        path: str,
+        *,
+        passthrough: Collection[int] = (),
+        timeout: Timeout | None = None,
+    ) -> JsonObj:
+        return obj(await self.request(what, "GET", path, passthrough=passthrough, timeout=timeout))
 
-    async def list(self, what: str, path: str, params: Params | None = None) -> JsonObj:
+    async def list(
+        self,
+        what: str,
+        path: str,
+        params: Params | None = None,
+        *,
+        passthrough: Collection[int] = (),
+        timeout: Timeout | None = None,
+    ) -> JsonObj:
         """A list (``items`` and ``metadata.resourceVersion``, where a watch resumes)."""
-        return obj(await self.request(what, "GET", path, params=params))
+        return obj(
+            await self.request(
+                what, "GET", path, params=params, passthrough=passthrough, timeout=timeout
+            )
+        )
 
     async def create(
-        self, what: str, path: str, body: object, *, passthrough: Collection[int] = ()
+        self,
+        what: str,
+        path: str,
+        body: object,
+        *,
+        passthrough: Collection[int] = (),
+        timeout: Timeout | None = None,
     ) -> JsonObj:
         return obj(
             await self.request(
@@ -238,11 +268,18 @@ class KubeHttp:
                 body=body,
                 content_type="application/json",
                 passthrough=passthrough,
+                timeout=timeout,
             )
         )
 
     async def replace(
-        self, what: str, path: str, body: object, *, passthrough: Collection[int] = ()
+        self,
+        what: str,
+        path: str,
+        body: object,
+        *,
+        passthrough: Collection[int] = (),
+        timeout: Timeout | None = None,
     ) -> JsonObj:
         """PUT ``body``; with its ``metadata.resourceVersion`` a stale write is a 409."""
         return obj(
@@ -253,6 +290,7 @@ class KubeHttp:
                 body=body,
                 content_type="application/json",
                 passthrough=passthrough,
+                timeout=timeout,
             )
         )
 
@@ -264,6 +302,7 @@ class KubeHttp:
         *,
         content_type: str = MERGE_PATCH,
         passthrough: Collection[int] = (),
+        timeout: Timeout | None = None,
     ) -> JsonObj:
         """PATCH ``body`` (merge patch unless ``content_type`` says strategic merge)."""
         return obj(
@@ -274,6 +313,7 @@ class KubeHttp:
                 body=body,
                 content_type=content_type,
                 passthrough=passthrough,
+                timeout=timeout,
             )
         )
 
@@ -335,6 +375,28 @@ class KubeHttp:
             # a line the server never finished (the stream was cut) is not an event
         finally:
             await response.aclose()
+
+
+async def mutate(what: str, attempt: Callable[[], Awaitable[T]], *, logger: Logger) -> T:
+    """Run a read-modify-write; on 409 Conflict re-read and retry once, then give up.
+
+    ``attempt`` must re-read the object itself, so the retry computes its patch from
+    the state that won the race rather than from the stale one.
+    """
+    try:
+        return await attempt()
+    except ApiStatus as first:
+        if first.status != 409:
+            raise
+        logger.info("%s: conflict (%s); re-reading and retrying once", what, first.message)
+    try:
+        return await attempt()
+    except ApiStatus as second:
+        if second.status != 409:
+            raise
+        raise DependencyError(
+            f"{what}: still conflicting after re-reading: {second.message}"
+        ) from second
 
 
 def _raise_for_status(what: str, response: httpx.Response, passthrough: Collection[int]) -> None:

@@ -220,9 +220,7 @@ class Accepting:
         if isinstance(generation, int):
             status["observedGeneration"] = generation
         try:
-            await asyncio.to_thread(
-                patch_acceptance_status, self.ctx.api, state.namespace, name, status
-            )
+            await patch_acceptance_status(self.ctx.kube, state.namespace, name, status)
         except ArtifactCheckError as exc:
             self.ctx.metrics.api_errors.labels("status").inc()
             self.ctx.log.warning(
@@ -253,12 +251,8 @@ class Accepting:
         if not self.reporting.writes.may_act():
             return
         try:
-            await asyncio.to_thread(
-                patch_check_annotations,
-                self.ctx.api,
-                state.namespace,
-                state.name,
-                {ANN_ACCEPT_RELEASE: None},
+            await patch_check_annotations(
+                self.ctx.kube, state.namespace, state.name, {ANN_ACCEPT_RELEASE: None}
             )
         except ArtifactCheckError as exc:
             self.ctx.metrics.api_errors.labels("status").inc()

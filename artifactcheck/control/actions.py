@@ -34,9 +34,9 @@ from artifactcheck.model.values import (
 
 __all__ = ["Acting", "Writes", "undo_failed", "withhold_changed"]
 
-#: Pod actions in flight at once (threads of the default executor, each one request
-#: at a time): enough to open thousands of gates at start-up in seconds, few enough
-#: to leave the executor to the lease renewal and status writes.
+#: Pods acted on at once (each pod's actions in order, one request at a time, on the
+#: asynchronous client): enough to open thousands of gates at start-up in seconds,
+#: few enough not to crowd the API server's priority level for the lease and status.
 ACTING_AT_ONCE = 4
 
 
@@ -81,16 +81,16 @@ class Acting:
         """Perform the decided actions: (those that changed the cluster, those that
         failed or were not attempted because this replica may not write now). Failures
         are logged, never crash the loop."""
+        if not self.writes.may_act():
+            return [], list(decision.actions)
         actor = KubeActor(
-            api_client=self.ctx.api,
+            kube=self.ctx.kube,
             policy=state.spec.policy,
             logger=log_,
             may_write=self.writes.may_act,
             cached_pod=lambda ns, name: state.objects.get(f"{ns}/{name}"),
         )
         by_name = {r.instance.name: r for r in results}
-        if not self.writes.may_act():
-            return [], list(decision.actions)
         failed: set[int] = set()
         done = await self.apply_all(actor, decision.actions, by_name, log_, failed)
         performed = [a for a, ok in zip(decision.actions, done, strict=True) if ok]
@@ -106,7 +106,7 @@ class Acting:
             if self.writes.held():
                 break  # throttled: a restart would only count a confirmation again
             try:
-                await asyncio.to_thread(actor.record_streak, r.instance, st.streak)
+                await actor.record_streak(r.instance, st.streak)
             except ArtifactCheckError as exc:
                 self.writes.throttled(exc)
                 log_.warning("could not record streak of %s: %s", name, exc)
@@ -137,7 +137,7 @@ class Acting:
             else:
                 per_pod.setdefault(action.target, []).append(i)
 
-        def apply(i: int) -> None:
+        async def apply(i: int) -> None:
             action = actions[i]
             result = by_name.get(action.target)
             if self.writes.held():
@@ -145,7 +145,7 @@ class Acting:
                     failed.add(i)
                 return
             try:
-                done[i] = actor.apply(action, result.instance if result else None, result)
+                done[i] = await actor.apply(action, result.instance if result else None, result)
             except ArtifactCheckError as exc:
                 self.writes.throttled(exc)
                 self.ctx.metrics.api_errors.labels(action.kind.value).inc()
@@ -153,21 +153,21 @@ class Acting:
                 if failed is not None:
                     failed.add(i)
 
-        def apply_each(indexes: list[int]) -> None:
+        async def apply_each(indexes: list[int]) -> None:
             for i in indexes:
-                apply(i)
+                await apply(i)
 
         slots = asyncio.Semaphore(ACTING_AT_ONCE)
 
         async def one_pod(indexes: list[int]) -> None:
             async with slots:
-                await asyncio.to_thread(apply_each, indexes)
+                await apply_each(indexes)
 
         async with asyncio.TaskGroup() as tg:
             for indexes in per_pod.values():
                 tg.create_task(one_pod(indexes))
         if nodes:
-            await asyncio.to_thread(apply_each, nodes)
+            await apply_each(nodes)
         return done
 
 

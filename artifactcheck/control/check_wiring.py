@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from artifactcheck.clients.kube_http import KubeHttp
 from artifactcheck.control.state import CheckState
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.headers import configured_headers
@@ -83,7 +84,7 @@ def expectations_or_unavailable(
     fetcher: Fetcher,
     log_: logging.LoggerAdapter[logging.Logger],
     *,
-    api_client: Any = None,
+    kube: KubeHttp | None = None,
     namespace: str | None = None,
     trust: Callable[[], ReleaseTrust | None] = lambda: None,
 ) -> Expectations | None:
@@ -92,18 +93,18 @@ def expectations_or_unavailable(
     that reason, so the check keeps reporting instead of its task dying.
 
     Release ConfigMaps are listed and watched in the check's own ``namespace`` only,
-    through the controller's API client (borrowed, never closed here).
+    through the controller's asynchronous client (borrowed, never closed here).
     """
     try:
         configmaps = None
         kind = spec.release.config_maps if spec.release is not None else None
-        if kind is not None and api_client is not None and namespace:
+        if kind is not None and kube is not None and namespace:
             from artifactcheck.release.configmaps import ConfigMapReleases
 
             configmaps = ConfigMapReleases(
                 namespace=namespace,
                 selector=kind.selector,
-                api_client=api_client,
+                kube=kube,
                 watch=True,
             )
         return build_expectations(spec, fetcher, configmaps=configmaps, trust=trust())

@@ -91,7 +91,7 @@ class Checking:
                     state.spec,
                     fetcher,
                     clog,
-                    api_client=self.api,
+                    kube=self.watching.kube,
                     namespace=state.namespace,
                     trust=functools.partial(check_wiring.trust_of, state),
                 )
@@ -126,7 +126,7 @@ class Checking:
         try:
             state.history = replace(
                 state.history,
-                cordoned=frozenset(await asyncio.to_thread(cordoned_by_us, self.api)),
+                cordoned=frozenset(await cordoned_by_us(self.watching.kube)),
             )
         except ArtifactCheckError as exc:
             log_.warning("could not read cordoned nodes: %s", exc)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from artifactcheck.clients.kube_http import KubeHttp
 from artifactcheck.control.addresses import api_server_addresses, own_addresses
 from artifactcheck.control.controller_settings import ControllerSettings
 from artifactcheck.control.health import Heartbeat
@@ -47,6 +48,19 @@ class Context:
     def heartbeat(self) -> Heartbeat:
         """/healthz: every long-lived loop beats it; stale when one is stuck."""
         return Heartbeat(max_age=max(30.0, self.settings.renew_period * 6))
+
+    @functools.cached_property
+    def kube(self) -> KubeHttp:
+        """The asynchronous client every watch and write of the controller shares (one
+        connection pool), made from the API client's configuration at first use;
+        closed by :meth:`close_kube` once the tasks that use it ended."""
+        return KubeHttp.like(self.api)
+
+    async def close_kube(self) -> None:
+        """Close :attr:`kube`, if it was ever made."""
+        made = self.__dict__.get("kube")
+        if isinstance(made, KubeHttp):
+            await made.aclose()
 
     @functools.cached_property
     def address_rules(self) -> AddressRules:

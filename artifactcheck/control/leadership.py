@@ -5,15 +5,19 @@ last successful one (every request's timeout is cut to what is left); past it, t
 leader stops acting at once and gives up leadership. A standby only takes an
 expired lease (lease duration > renew deadline), so two replicas never act at the
 same time. :meth:`Leadership.may_act` is asked before every write.
+
+The Lease's requests are coroutines on the leadership's own task (client-go's leader
+election runs in its own goroutine): no thread and no executor queue sits between a
+renewal and the API server, so a start-up's thousands of writes never delay it, and a
+renewal cut off at its deadline ends its request with it. A 429's hold
+(:attr:`Leadership.not_before`) is a value of that task.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from artifactcheck.clients.kube import Throttled
@@ -54,15 +58,10 @@ class Leadership:
         #: successful renewal plus the renew deadline (0 while not leading).
         self.acting_until = 0.0
         #: Lease requests one at a time: the release at shutdown must not race a renewal.
-        self._guard = threading.Lock()
+        self._guard = asyncio.Lock()
         #: A configuration error that keeps this replica from ever leading (e.g. the
         #: Lease's namespace does not exist): /readyz fails with it.
         self.config_error: str | None = None
-        #: The Lease's requests have a thread of their own (client-go's leader election
-        #: runs in its own goroutine): in the default executor a renewal queued behind
-        #: hundreds of pod actions missed its deadline, and the leader stepped down in
-        #: the middle of a large start-up (docs/scaling.md).
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lease")
         #: time.monotonic() before which no Lease request is sent: a throttled renewal
         #: is not repeated sooner (the renew deadline still ends the leadership in time).
         self.not_before = 0.0
@@ -105,13 +104,10 @@ class Leadership:
                         "lease renewal held back: the API server asked to retry later",
                         retry_after=self.not_before - started,
                     )
-                renewal = asyncio.get_running_loop().run_in_executor(
-                    self.pool, self._renew, datetime.now(UTC), deadline
-                )
                 # asyncio.timeout, never wait_for, in control/: on Python 3.11 wait_for
                 # can drop a cancellation (control/checking.py says how)
                 async with asyncio.timeout(max(0.0, deadline - started)):
-                    held = await renewal
+                    held = await self._renew(datetime.now(UTC), deadline)
                 self._config_ok()
             except TimeoutError:
                 self.metrics.api_errors.labels("lease").inc()
@@ -156,25 +152,29 @@ class Leadership:
         self.acting_until = 0.0
         self.metrics.leader.set(0)
         try:
-            loop = asyncio.get_running_loop()
             async with asyncio.timeout(1.5):
-                await loop.run_in_executor(self.pool, self._release)
+                await self._release()
         except TimeoutError:
             self.log.warning("could not release the lease within 1.5s; it expires instead")
 
     async def close(self) -> None:
-        """End the Lease's thread (after :meth:`step_down`) and its client."""
-        await asyncio.to_thread(self.pool.shutdown, wait=True, cancel_futures=True)
-        self.lock.close()
+        """Close the Lease's client (after :meth:`step_down`)."""
+        await self.lock.aclose()
 
-    def _release(self) -> None:
+    async def _release(self) -> None:
         # A renewal in flight finishes first (or the release would lose the race to
         # it with a 409); one that hangs is not waited for: its timeout is bounded.
-        got = self._guard.acquire(timeout=0.5)
+        try:
+            async with asyncio.timeout(0.5):
+                await self._guard.acquire()
+        except TimeoutError:
+            got = False
+        else:
+            got = True
         try:
             deadline = time.monotonic() + 1.0
             for _ in range(2):  # a renewal that landed meanwhile: 409, read again
-                if self.lock.release(self.settings.identity, deadline=deadline):
+                if await self.lock.release(self.settings.identity, deadline=deadline):
                     return
         except ArtifactCheckError as exc:
             self.log.warning("could not release the lease: %s", exc)
@@ -182,9 +182,9 @@ class Leadership:
             if got:
                 self._guard.release()
 
-    def _renew(self, now: datetime, deadline: float) -> bool:
-        with self._guard:
-            return self.lock.try_acquire_or_renew(
+    async def _renew(self, now: datetime, deadline: float) -> bool:
+        async with self._guard:
+            return await self.lock.try_acquire_or_renew(
                 self.settings.identity,
                 self.settings.lease_duration,
                 now,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,23 +26,18 @@ from artifactcheck.act.kube_actor import NotLeader
 from artifactcheck.clients import kube_bodies as body
 from artifactcheck.clients.kube import (
     DEFAULT_TIMEOUT,
-    MERGE_PATCH,
     ApiClient,
     ApiStatus,
-    CoordinationV1Api,
     Logger,
     Timeout,
     aware,
-    call_json,
-    client_without_retries,
-    close_client,
-    lease_model,
     micro_time,
     parse_time,
-    raw,
     utcnow,
 )
 from artifactcheck.clients.kube_bodies import Lease, LeaseSpec
+from artifactcheck.clients.kube_http import KubeHttp
+from artifactcheck.clients.kube_routes import LEASES
 from artifactcheck.model.errors import ConfigError, DependencyError
 from artifactcheck.model.names import LEASE_NAME
 
@@ -107,12 +101,14 @@ class LeaseLock:
     ``renewTime`` rather than from the local time the record was last observed, so
     replicas need roughly synchronised clocks (within the lease duration).
 
-    Two deliberate differences in the wire format, both because of how the Python
-    client serialises ``datetime`` (``isoformat()`` drops the fraction when the
-    microseconds are 0, and a real API server then rejects the ``MicroTime`` with 400):
-    the record is written with a JSON merge patch carrying ``metadata.resourceVersion``
-    (the same optimistic concurrency as client-go's PUT) whose times are formatted here
-    with exactly six fractional digits, and an absent Lease is first created empty.
+    Two deliberate differences in the wire format: the record is written with a JSON
+    merge patch carrying ``metadata.resourceVersion`` (the same optimistic concurrency
+    as client-go's PUT) whose times are formatted here with exactly six fractional
+    digits (a ``MicroTime`` without them is rejected by a real API server with 400),
+    and an absent Lease is first created empty.
+
+    Every request is a coroutine of the asynchronous client, with a connection pool of
+    the lock's own (:meth:`aclose` closes it).
     """
 
     def __init__(
@@ -128,20 +124,19 @@ class LeaseLock:
         self.name = name
         self.timeout = request_timeout
         self.log: Logger = logger or _LOG
-        # Its own connection pool without urllib3's retries: a retried read timeout
-        # would spend the renew deadline several times over. Closed with the lock.
-        client = client_without_retries(api_client)
-        self._closer = weakref.finalize(self, close_client, client)
-        self._api = CoordinationV1Api(client)
+        # Its own connection pool on the asynchronous client, which never retries a
+        # request by itself: a retried read timeout would spend the renew deadline
+        # several times over, and a renewal cancelled at its deadline ends its request
+        # with it. Closed with the lock.
+        self._kube = KubeHttp.like(api_client, timeout=request_timeout)
         self._deadline: float | None = None
         #: The record as last read (None before the first read): a standby forwards
-        #: verdict requests to the address it names. Replaced whole, never mutated, so
-        #: other threads read it without a lock.
+        #: verdict requests to the address it names. Replaced whole, never mutated.
         self.observed: LeaseRecord | None = None
 
-    def close(self) -> None:
-        """Close the lock's own connections (also done when it is collected)."""
-        self._closer()
+    async def aclose(self) -> None:
+        """Close the lock's own connections."""
+        await self._kube.aclose()
 
     def _timeout(self) -> Timeout:
         """The request timeout, cut to what is left before the current deadline (a
@@ -154,15 +149,14 @@ class LeaseLock:
         connect, read = self.timeout if isinstance(self.timeout, tuple) else (self.timeout,) * 2
         return (min(connect, left), min(read, left))
 
-    def get(self) -> Lease | None:
+    async def get(self) -> Lease | None:
         """The Lease as JSON, or None when it does not exist yet."""
         try:
-            found = call_json(
+            found = await self._kube.get(
                 f"get lease {self.namespace}/{self.name}",
-                lambda: self._api.read_namespaced_lease(
-                    self.name, self.namespace, **raw(self._timeout())
-                ),
+                LEASES.path(self.namespace, self.name),
                 passthrough=(404,),
+                timeout=self._timeout(),
             )
         except ApiStatus:
             self.observed = LeaseRecord(holder=None, address=None, renewed=None, duration=0)
@@ -171,22 +165,27 @@ class LeaseLock:
         self.observed = _record(lease)
         return lease
 
-    def holder(self) -> str | None:
+    async def holder(self) -> str | None:
         """The identity currently written in the Lease, if any (expired or not)."""
-        lease = self.get()
+        lease = await self.get()
         spec = lease.get("spec") if lease else None
         return (spec.get("holderIdentity") or None) if isinstance(spec, Mapping) else None
 
-    def _create_empty(self) -> Lease | None:
+    async def _create_empty(self) -> Lease | None:
         """Create the Lease with no holder; None when another candidate created it first."""
-        new = lease_model(self.name, self.namespace)
+        new = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {"leaseTransitions": 0},
+        }
         try:
-            created = call_json(
+            created = await self._kube.create(
                 f"create lease {self.namespace}/{self.name}",
-                lambda: self._api.create_namespaced_lease(
-                    self.namespace, new, **raw(self._timeout())
-                ),
+                LEASES.path(self.namespace),
+                new,
                 passthrough=(404, 409),
+                timeout=self._timeout(),
             )
         except ApiStatus as st:
             if st.status == 404:
@@ -198,7 +197,7 @@ class LeaseLock:
             return None
         return body.typed(created, Lease)
 
-    def _write(self, lease: Lease, spec: LeaseSpec, address: str | None) -> bool:
+    async def _write(self, lease: Lease, spec: LeaseSpec, address: str | None) -> bool:
         """Merge-patch the record, conditional on the resourceVersion read; False on 409.
 
         ``address`` (None: removed) is the holder's verdict API, in the same write: a
@@ -211,23 +210,19 @@ class LeaseLock:
             "spec": spec,
         }
         try:
-            call_json(
+            await self._kube.patch(
                 f"patch lease {self.namespace}/{self.name}",
-                lambda: self._api.patch_namespaced_lease(
-                    self.name,
-                    self.namespace,
-                    patch,
-                    _content_type=MERGE_PATCH,
-                    **raw(self._timeout()),
-                ),
+                LEASES.path(self.namespace, self.name),
+                patch,
                 passthrough=(404, 409),
+                timeout=self._timeout(),
             )
         except ApiStatus as st:
             self.log.debug("lease %s: lost the race (%d %s)", self.name, st.status, st.message)
             return False
         return True
 
-    def try_acquire_or_renew(
+    async def try_acquire_or_renew(
         self,
         identity: str,
         lease_duration: float,
@@ -245,19 +240,19 @@ class LeaseLock:
         """
         self._deadline = deadline
         try:
-            return self._try_acquire_or_renew(identity, lease_duration, now, address)
+            return await self._try_acquire_or_renew(identity, lease_duration, now, address)
         finally:
             self._deadline = None
 
-    def _try_acquire_or_renew(
+    async def _try_acquire_or_renew(
         self, identity: str, lease_duration: float, now: datetime, address: str | None
     ) -> bool:
         now = aware(now)
         duration = max(1, math.ceil(lease_duration))
-        lease = self.get()
+        lease = await self.get()
         created = lease is None
         if lease is None:
-            lease = self._create_empty()
+            lease = await self._create_empty()
             if lease is None:
                 self.log.debug("lease %s: created by another candidate first", self.name)
                 return False
@@ -283,7 +278,7 @@ class LeaseLock:
         if holder != identity:
             # client-go: a new Lease starts at 0, every change of holder counts one.
             record["leaseTransitions"] = 0 if created else transitions + 1
-        if not self._write(lease, record, address):
+        if not await self._write(lease, record, address):
             return False
         if holder != identity:
             self.log.info(
@@ -295,26 +290,26 @@ class LeaseLock:
             )
         return True
 
-    def release(
+    async def release(
         self, identity: str, now: datetime | None = None, *, deadline: float | None = None
     ) -> bool:
         """Give the lease up at shutdown, so a standby takes over at once (client-go's
         ``ReleaseOnCancel``); does nothing unless ``identity`` holds it."""
         self._deadline = deadline
         try:
-            return self._release(identity, now)
+            return await self._release(identity, now)
         finally:
             self._deadline = None
 
-    def _release(self, identity: str, now: datetime | None) -> bool:
+    async def _release(self, identity: str, now: datetime | None) -> bool:
         moment = micro_time(aware(now) if now is not None else utcnow())
-        lease = self.get()
+        lease = await self.get()
         if lease is None:
             return False
         spec = body.typed(lease.get("spec"), LeaseSpec)
         if spec.get("holderIdentity") != identity:
             return False
-        released = self._write(
+        released = await self._write(
             lease,
             {
                 "holderIdentity": None,

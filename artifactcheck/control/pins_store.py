@@ -24,28 +24,21 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from artifactcheck.clients import kube_bodies as body
 from artifactcheck.clients.kube import (
-    DEFAULT_TIMEOUT,
     ApiClient,
     ApiStatus,
-    CoreV1Api,
     NewConfigMap,
-    Timeout,
-    call_json,
     configmap_model,
-    raw,
     to_json,
-    watch,
-    watch_timeout,
 )
 from artifactcheck.clients.kube_bodies import JsonObj
 from artifactcheck.clients.kube_http import KubeHttp
+from artifactcheck.clients.kube_routes import CONFIGMAPS
 from artifactcheck.control.context import Context
 from artifactcheck.control.release_pins import (
     ANN_PINS_NAME,
@@ -73,59 +66,11 @@ class StoreUnusable(ArtifactCheckError):
 # -- the API calls (one ConfigMap, by name, in the controller's namespace) -----------
 
 
-def list_store(
-    api_client: ApiClient, namespace: str, name: str, *, request_timeout: Timeout = DEFAULT_TIMEOUT
-) -> tuple[list[JsonObj], str]:
-    """The pins ConfigMap (a list of none or one) and the list's resourceVersion."""
-    core = CoreV1Api(api_client)
-    doc = call_json(
-        f"list ConfigMap {namespace}/{name}",
-        lambda: core.list_namespaced_config_map(
-            namespace, field_selector=f"metadata.name={name}", **raw(request_timeout)
-        ),
-    )
-    return body.items(doc, JsonObj)
-
-
-def watch_store(
-    api_client: ApiClient,
-    namespace: str,
-    name: str,
-    *,
-    resource_version: str | None,
-    timeout: int,
-    stop: threading.Event | None,
-    opened: Callable[[object, bool], None] | None,
-    request_timeout: Timeout = DEFAULT_TIMEOUT,
-) -> Iterator[tuple[str, JsonObj]]:
-    """Watch the pins ConfigMap from ``resource_version``."""
-    core = CoreV1Api(api_client)
-    seconds = max(1, math.ceil(timeout))
-
-    def send() -> object:
-        return core.list_namespaced_config_map(
-            namespace,
-            field_selector=f"metadata.name={name}",
-            watch=True,
-            allow_watch_bookmarks=True,
-            resource_version=resource_version or None,
-            timeout_seconds=seconds,
-            **raw(watch_timeout(request_timeout, seconds)),
-        )
-
-    return watch(f"watch ConfigMap {namespace}/{name}", send, stop, opened)
-
-
-def _configmaps_path(namespace: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/configmaps"
-
-
 async def list_store_async(kube: KubeHttp, namespace: str, name: str) -> tuple[list[JsonObj], str]:
-    """:func:`list_store` on the asynchronous client."""
-    doc = await kube.request(
+    """The pins ConfigMap (a list of none or one) and the list's resourceVersion."""
+    doc = await kube.list(
         f"list ConfigMap {namespace}/{name}",
-        "GET",
-        _configmaps_path(namespace),
+        CONFIGMAPS.path(namespace),
         params={"fieldSelector": f"metadata.name={name}"},
     )
     return body.items(doc, JsonObj)
@@ -134,10 +79,10 @@ async def list_store_async(kube: KubeHttp, namespace: str, name: str) -> tuple[l
 def watch_store_async(
     kube: KubeHttp, namespace: str, name: str, *, resource_version: str | None, timeout: int
 ) -> AsyncIterator[tuple[str, JsonObj]]:
-    """:func:`watch_store` on the asynchronous client (with bookmarks)."""
+    """Watch the pins ConfigMap from ``resource_version`` (with bookmarks)."""
     return kube.watch(
         f"watch ConfigMap {namespace}/{name}",
-        _configmaps_path(namespace),
+        CONFIGMAPS.path(namespace),
         resource_version=resource_version or "",
         timeout_seconds=max(1, math.ceil(timeout)),
         params={"fieldSelector": f"metadata.name={name}"},
@@ -145,42 +90,12 @@ def watch_store_async(
     )
 
 
-def write_store(
-    api_client: ApiClient,
-    configmap: NewConfigMap,
-    *,
-    request_timeout: Timeout = DEFAULT_TIMEOUT,
-) -> JsonObj | int:
-    """Create the pins ConfigMap (no resourceVersion) or replace it at its
-    resourceVersion; the object written, or the status code of a 404 or 409."""
-    core = CoreV1Api(api_client)
-    meta = configmap.metadata
-    assert meta is not None
-    namespace, name = str(meta.namespace), str(meta.name)
-    if meta.resource_version:
-        what = f"replace ConfigMap {namespace}/{name}"
-
-        def send() -> object:
-            return core.replace_namespaced_config_map(
-                name, namespace, configmap, **raw(request_timeout)
-            )
-    else:
-        what = f"create ConfigMap {namespace}/{name}"
-
-        def send() -> object:
-            return core.create_namespaced_config_map(namespace, configmap, **raw(request_timeout))
-
-    try:
-        return body.obj(call_json(what, send, passthrough=(404, 409)))
-    except ApiStatus as st:
-        return st.status
-
-
 async def write_store_async(
     kube: KubeHttp, configmap: NewConfigMap, api_client: ApiClient | None
 ) -> JsonObj | int:
-    """:func:`write_store` on the asynchronous client (the model serialized by
-    ``api_client``, the official client's own serializer)."""
+    """Create the pins ConfigMap (no resourceVersion) or replace it at its
+    resourceVersion; the object written, or the status code of a 404 or 409 (the
+    model serialized by ``api_client``, the official client's own serializer)."""
     meta = configmap.metadata
     assert meta is not None
     namespace, name = str(meta.namespace), str(meta.name)
@@ -189,13 +104,13 @@ async def write_store_async(
         if meta.resource_version:
             return await kube.replace(
                 f"replace ConfigMap {namespace}/{name}",
-                f"{_configmaps_path(namespace)}/{name}",
+                CONFIGMAPS.path(namespace, name),
                 document,
                 passthrough=(404, 409),
             )
         return await kube.create(
             f"create ConfigMap {namespace}/{name}",
-            _configmaps_path(namespace),
+            CONFIGMAPS.path(namespace),
             document,
             passthrough=(404, 409),
         )

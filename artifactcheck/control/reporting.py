@@ -8,7 +8,6 @@ made by a later cycle, as ``last_status`` stays as it was.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -79,9 +78,7 @@ class Reporting:
         if not self.writes.allowed():
             return  # written by a later cycle (last_status is unchanged)
         try:
-            await asyncio.to_thread(
-                patch_check_status, self.ctx.api, state.namespace, state.name, status
-            )
+            await patch_check_status(self.ctx.kube, state.namespace, state.name, status)
             state.last_status = comparable
             state.transitions = transitions
         except ArtifactCheckError as exc:
@@ -121,12 +118,11 @@ class Reporting:
         try:
             if not self.writes.may_act():
                 return
-            await asyncio.to_thread(patch_check_status, self.ctx.api, ns, name, status)
+            await patch_check_status(self.ctx.kube, ns, name, status)
             if not self.writes.may_act():
                 return
-            await asyncio.to_thread(
-                record_check_event,
-                self.ctx.api,
+            await record_check_event(
+                self.ctx.kube,
                 refused.obj,
                 reason=admission.reason,
                 message=admission.message,
@@ -144,9 +140,8 @@ class Reporting:
         if not self.writes.may_act() or state.latest is None:
             return False
         try:
-            await asyncio.to_thread(
-                record_check_event,
-                self.ctx.api,
+            await record_check_event(
+                self.ctx.kube,
                 state.latest,
                 reason=reason,
                 message=message[:1024],

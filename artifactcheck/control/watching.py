@@ -41,22 +41,17 @@ class Watching:
         #: the watch, not one run of its loop, so a check started again (leadership
         #: regained, spec rebuilt) waits out its predecessor's Retry-After too.
         self._held_until: dict[str, float] = {}
-        self._api = ctx.api
-        self._kube: KubeHttp | None = None
+        self._ctx = ctx
 
     @property
     def kube(self) -> KubeHttp:
-        """The asynchronous client the watches on it share (one connection pool), made
-        from the controller's API client configuration at first use; closed by
-        :meth:`close`."""
-        if self._kube is None:
-            self._kube = KubeHttp.like(self._api)
-        return self._kube
+        """The controller's asynchronous client (:attr:`Context.kube`), which the watches
+        share with the writes."""
+        return self._ctx.kube
 
     async def close(self) -> None:
-        """Close the watches' client (after their tasks ended)."""
-        if self._kube is not None:
-            await self._kube.aclose()
+        """Close the controller's client (after every task that uses it ended)."""
+        await self._ctx.close_kube()
 
     def wait_after(self, failures: int, exc: ArtifactCheckError) -> float:
         """Seconds before the next try after ``failures`` failed ones in a row (from 1):

@@ -1,12 +1,13 @@
 """Pods as instances: discovery from the Kubernetes API, read-only.
 
 :func:`discover_pods` turns the pods of a namespace and label selector into
-:class:`~artifactcheck.model.values.Instance` values with one list call; for the
-controller's list-then-watch, :func:`list_pods_raw` and :func:`watch_pods` stream the
-pods as JSON (410 Gone is :class:`~artifactcheck.clients.kube.WatchExpired`: relist)
-and :func:`pod_to_instance` converts one pod, whether raw JSON, a ``V1Pod`` or a
-``Watch().stream`` event. Requests and error translation are
-:mod:`artifactcheck.clients.kube`'s.
+:class:`~artifactcheck.model.values.Instance` values with one list call, on the
+official synchronous client: the command line's one-shot discovery, not the
+controller's path. The controller's list-then-watch, :func:`list_pods_async` and
+:func:`watch_pods_async`, runs on the asynchronous client and streams the pods as JSON
+(410 Gone is :class:`~artifactcheck.clients.kube.WatchExpired`: relist);
+:func:`pod_to_instance` converts one pod, whether raw JSON, a ``V1Pod`` or a watch
+event.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import functools
 import ipaddress
 import math
 import os
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -31,11 +31,10 @@ from artifactcheck.clients.kube import (
     parse_time,
     raw,
     to_json,
-    watch,
-    watch_timeout,
 )
 from artifactcheck.clients.kube_bodies import ContainerStatus, JsonObj, ObjectMeta, Pod
 from artifactcheck.clients.kube_http import KubeHttp
+from artifactcheck.clients.kube_routes import PODS
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.names import DEFAULT_CONDITION_TYPE
 from artifactcheck.model.settings import KubernetesSource
@@ -53,7 +52,6 @@ __all__ = [
     "list_pods_raw",
     "pod_is_serving",
     "pod_to_instance",
-    "watch_pods",
     "watch_pods_async",
 ]
 
@@ -383,47 +381,7 @@ def discover_pods(
     return sorted(out, key=lambda i: i.name)
 
 
-def watch_pods(
-    api_client: ApiClient,
-    *,
-    namespace: str,
-    selector: str = "",
-    resource_version: str | None = None,
-    timeout: int = 30,
-    stop: threading.Event | None = None,
-    request_timeout: Timeout = DEFAULT_TIMEOUT,
-    opened: Callable[[object, bool], None] | None = None,
-) -> Iterator[tuple[str, JsonObj]]:
-    """Watch pods from ``resource_version`` (from :func:`list_pods_raw`): yields
-    ``(ADDED|MODIFIED|DELETED|BOOKMARK, pod JSON)``, feed them to :func:`pod_to_instance`.
-
-    Ends when the server closes the watch after ``timeout`` seconds (resume from the
-    last resourceVersion seen) or when ``stop`` is set; raises WatchExpired on 410
-    (relist) and DependencyError when the connection breaks (reconnect with backoff).
-    """
-    core = CoreV1Api(api_client)
-    seconds = max(1, math.ceil(timeout))
-    return watch(
-        f"watch {_pods_in(namespace, selector)}",
-        lambda: core.list_namespaced_pod(
-            namespace,
-            label_selector=selector or None,
-            watch=True,
-            allow_watch_bookmarks=True,
-            resource_version=resource_version or None,
-            timeout_seconds=seconds,
-            **raw(watch_timeout(request_timeout, seconds)),
-        ),
-        stop,
-        opened,
-    )
-
-
 # --------------------------------------------------------------------------- async
-
-
-def _pods_path(namespace: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/pods"
 
 
 async def list_pods_async(
@@ -447,10 +405,9 @@ async def list_pods_async(
         if token:
             params["continue"] = token
         try:
-            doc = await kube.request(
+            doc = await kube.list(
                 what,
-                "GET",
-                _pods_path(namespace),
+                PODS.path(namespace),
                 params=params,
                 passthrough=(410,) if token else (),
             )
@@ -476,11 +433,12 @@ def watch_pods_async(
     resource_version: str | None = None,
     timeout: int = 30,
 ) -> AsyncIterator[tuple[str, JsonObj]]:
-    """:func:`watch_pods` on the asynchronous client (with bookmarks); close the
+    """Watch pods from ``resource_version`` (with bookmarks): ``(ADDED|MODIFIED|
+    DELETED|BOOKMARK, pod JSON)``, 410 Gone raises WatchExpired; close the
     iterator, or cancel its task, to end it."""
     return kube.watch(
         f"watch {_pods_in(namespace, selector)}",
-        _pods_path(namespace),
+        PODS.path(namespace),
         resource_version=resource_version or "",
         timeout_seconds=max(1, math.ceil(timeout)),
         params={"labelSelector": selector} if selector else None,

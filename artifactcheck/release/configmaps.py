@@ -15,8 +15,9 @@ namespaced ArtifactCheck names its own ConfigMaps and nobody else's. The calls a
 what k8s/rbac.yaml grants and the RBAC scanner (tests/tools/rbac_scan.py) holds
 both to.
 
-With ``watch`` (the controller), the first use lists and a daemon thread then follows
-the watch from the list's resourceVersion, relisting on 410 Gone; a broken watch marks
+Every request is a coroutine of the asynchronous client. With ``watch`` (the
+controller), the first use lists and a task of the running event loop then follows the
+watch from the list's resourceVersion, relisting on 410 Gone; a broken watch marks
 the cache unsynced, so the next use lists again and an API server that stays down is an
 error the caller turns into ``inconclusive``. Without ``watch`` (one ``verify`` run)
 every use lists once. What is returned is raw bytes: parsing and the declared-version
@@ -25,27 +26,19 @@ and hash rules are :mod:`artifactcheck.release.sources`'s, the same as for every
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import contextlib
 import logging
 import math
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 
 from artifactcheck.clients import kube_bodies as body
-from artifactcheck.clients.kube import (
-    DEFAULT_TIMEOUT,
-    ApiClient,
-    CoreV1Api,
-    Timeout,
-    WatchExpired,
-    call_json,
-    close_client,
-    raw,
-    watch,
-    watch_timeout,
-)
+from artifactcheck.clients.kube import DEFAULT_TIMEOUT, ApiClient, Timeout, WatchExpired
 from artifactcheck.clients.kube_bodies import JsonObj
+from artifactcheck.clients.kube_http import KubeHttp
+from artifactcheck.clients.kube_routes import CONFIGMAPS
 from artifactcheck.model.errors import (
     ArtifactCheckError,
     ConfigError,
@@ -85,9 +78,10 @@ def _manifest_bytes(obj: Mapping[str, object], where: str) -> bytes:
 class ConfigMapReleases:
     """The release-manifest ConfigMaps of one namespace, by the version they are labelled.
 
-    Give ``api_client`` (borrowed, never closed: the controller's) or ``connect`` (a
-    factory; each client it makes is closed after use, so a one-shot CLI run leaves no
-    connection pool behind).
+    Give ``kube`` (borrowed, never closed: the controller's asynchronous client),
+    ``api_client`` (borrowed: a client is made from its configuration for each use and
+    closed after it) or ``connect`` (a factory, for one ``verify`` run: each API client
+    it makes serves one use, so a one-shot run leaves no connection pool behind).
     """
 
     def __init__(
@@ -95,136 +89,132 @@ class ConfigMapReleases:
         *,
         namespace: str,
         selector: str = DEFAULT_SELECTOR,
+        kube: KubeHttp | None = None,
         api_client: ApiClient | None = None,
         connect: Callable[[], ApiClient] | None = None,
         watch: bool = True,
         watch_timeout: int = 30,
         request_timeout: Timeout = DEFAULT_TIMEOUT,
     ) -> None:
-        if (api_client is None) == (connect is None):
-            raise ConfigError("ConfigMap release source: give exactly one of api_client, connect")
+        if sum(x is not None for x in (kube, api_client, connect)) != 1:
+            raise ConfigError(
+                "ConfigMap release source: give exactly one of kube, api_client, connect"
+            )
         if not selector.strip():
             raise ConfigError("ConfigMap release source: an empty selector would read them all")
         self.namespace = namespace
         self.selector = selector
+        self._kube = kube
         self._api_client = api_client
         self._connect = connect
         self.watch = watch
         self.watch_timeout = max(1, math.ceil(watch_timeout))
         self.request_timeout = request_timeout
         self.description = f"ConfigMaps {selector!r} in namespace {namespace}"
-        self._lock = threading.Lock()
+        # One event loop reads and writes these: no lock.
         self._items: dict[str, JsonObj] = {}
         self._resource_version = ""
         self._synced = False
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
         self.lists = 0
 
     # -- requests ----------------------------------------------------------------------
 
-    def _client(self) -> tuple[ApiClient, bool]:
+    @contextlib.asynccontextmanager
+    async def _client(self) -> AsyncIterator[KubeHttp]:
+        """The asynchronous client for one use: the borrowed one, or one of its own."""
+        if self._kube is not None:
+            yield self._kube
+            return
         if self._api_client is not None:
-            return self._api_client, False
-        assert self._connect is not None
+            api = self._api_client
+        else:
+            assert self._connect is not None
+            try:
+                # a kubeconfig's exec plugin may run: off the loop (one verify run only)
+                api = await asyncio.to_thread(self._connect)
+            except ConfigError as exc:  # no kubeconfig: the API cannot be reached
+                raise DependencyError(f"list ConfigMaps in {self.namespace}: {exc}") from exc
         try:
-            return self._connect(), True
-        except ConfigError as exc:  # no kubeconfig: the API cannot be reached
-            raise DependencyError(f"list ConfigMaps in {self.namespace}: {exc}") from exc
-
-    def _list(self) -> tuple[list[JsonObj], str]:
-        api, owned = self._client()
-        try:
-            core = CoreV1Api(api)
-            self.lists += 1
-            doc = call_json(
-                f"list ConfigMaps in {self.namespace} matching {self.selector!r}",
-                lambda: core.list_namespaced_config_map(
-                    self.namespace, label_selector=self.selector, **raw(self.request_timeout)
-                ),
-            )
+            async with KubeHttp.like(api, timeout=self.request_timeout) as kube:
+                yield kube
         finally:
-            if owned:
-                close_client(api)
+            if self._connect is not None:
+                api.close()  # type: ignore[no-untyped-call]
+
+    async def _list(self, kube: KubeHttp) -> tuple[list[JsonObj], str]:
+        self.lists += 1
+        doc = await kube.list(
+            f"list ConfigMaps in {self.namespace} matching {self.selector!r}",
+            CONFIGMAPS.path(self.namespace),
+            {"labelSelector": self.selector},
+        )
         return body.items(doc, JsonObj)
 
-    def _relist(self) -> None:
-        items, version = self._list()
-        with self._lock:
-            self._items = {str(body.meta(i).get("name")): i for i in items}
-            self._resource_version = version
-            self._synced = self.watch
+    async def _relist(self, kube: KubeHttp) -> None:
+        items, version = await self._list(kube)
+        self._items = {str(body.meta(i).get("name")): i for i in items}
+        self._resource_version = version
+        self._synced = self.watch
 
     # -- the watch ---------------------------------------------------------------------
 
-    def _follow(self) -> None:
-        api, owned = self._client()
-        core = CoreV1Api(api)
+    async def _follow(self) -> None:
         what = f"watch ConfigMaps in {self.namespace} matching {self.selector!r}"
         try:
-            while not self._stop.is_set():
-                since = self._resource_version
-
-                def send(since: str = since) -> object:
-                    return core.list_namespaced_config_map(
-                        self.namespace,
-                        label_selector=self.selector,
-                        watch=True,
-                        allow_watch_bookmarks=True,
-                        resource_version=since or None,
-                        timeout_seconds=self.watch_timeout,
-                        **raw(watch_timeout(self.request_timeout, self.watch_timeout)),
-                    )
-
-                try:
-                    for kind, obj in watch(what, send, self._stop):
-                        self._apply(kind, obj)
-                except WatchExpired:
-                    _LOG.info("%s: resourceVersion expired; relisting", what)
-                    self._relist()
+            async with self._client() as kube:
+                while not self._closed:
+                    try:
+                        async for kind, obj in kube.watch(
+                            what,
+                            CONFIGMAPS.path(self.namespace),
+                            resource_version=self._resource_version,
+                            timeout_seconds=self.watch_timeout,
+                            params={"labelSelector": self.selector},
+                            bookmarks=True,
+                        ):
+                            self._apply(kind, obj)
+                    except WatchExpired:
+                        _LOG.info("%s: resourceVersion expired; relisting", what)
+                        await self._relist(kube)
         except ArtifactCheckError as exc:
             _LOG.warning("%s: %s; the next use lists again", what, exc)
         finally:
-            with self._lock:
-                self._synced = False
-                self._thread = None
-            if owned:
-                close_client(api)
+            self._synced = False
+            self._task = None
 
     def _apply(self, kind: str, obj: JsonObj) -> None:
         meta = body.meta(obj)
-        with self._lock:
-            if meta.get("resourceVersion"):
-                self._resource_version = str(meta["resourceVersion"])
-            name = str(meta.get("name"))
-            if kind in ("ADDED", "MODIFIED"):
-                self._items[name] = obj
-            elif kind == "DELETED":
-                self._items.pop(name, None)
+        if meta.get("resourceVersion"):
+            self._resource_version = str(meta["resourceVersion"])
+        name = str(meta.get("name"))
+        if kind in ("ADDED", "MODIFIED"):
+            self._items[name] = obj
+        elif kind == "DELETED":
+            self._items.pop(name, None)
 
-    def _snapshot(self) -> dict[str, JsonObj]:
-        with self._lock:
-            if self._synced:
-                return dict(self._items)
-        self._relist()
-        with self._lock:
-            if self.watch and self._thread is None and not self._stop.is_set():
-                self._thread = threading.Thread(
-                    target=self._follow, name=f"configmap-watch-{self.namespace}", daemon=True
-                )
-                self._thread.start()
+    async def _snapshot(self) -> dict[str, JsonObj]:
+        if self._synced:
             return dict(self._items)
+        async with self._client() as kube:
+            await self._relist(kube)
+        if self.watch and self._task is None and not self._closed:
+            self._task = asyncio.get_running_loop().create_task(
+                self._follow(), name=f"configmap-watch-{self.namespace}"
+            )
+        return dict(self._items)
 
     # -- what the release source asks ----------------------------------------------------
 
-    def release(self, version: str) -> tuple[str, bytes, str]:
+    async def release(self, version: str) -> tuple[str, bytes, str]:
         """``(where, manifest bytes, revision)`` of the ConfigMap labelled ``version``.
 
-        Blocking (one list unless the watch is synced). Raises DependencyError when the
-        API server cannot be asked, ExpectationUnavailable when no single ConfigMap of
-        the namespace carries that version.
+        One list unless the watch is synced. Raises DependencyError when the API server
+        cannot be asked, ExpectationUnavailable when no single ConfigMap of the
+        namespace carries that version.
         """
-        items = self._snapshot()
+        items = await self._snapshot()
         found = sorted(n for n, cm in items.items() if _version_of(cm) == version)
         if not found:
             labelled = sorted(
@@ -253,17 +243,15 @@ class ConfigMapReleases:
         """What :meth:`release` would return as revision now, from the watched cache only
         (never a request): ``""`` when no ConfigMap carries the version, None when the
         cache is not being watched (cannot tell)."""
-        with self._lock:
-            if not self._synced:
-                return None
-            found = [cm for cm in self._items.values() if _version_of(cm) == version]
+        if not self._synced:
+            return None
+        found = [cm for cm in self._items.values() if _version_of(cm) == version]
         return self._revision_of(found[0]) if len(found) == 1 else ""
 
     def close(self, timeout: float = 0.0) -> None:
-        """Stop the watch: it ends at its next event or at the server's timeout. Waits at
-        most ``timeout`` seconds for it (by default not at all: the thread is a daemon
-        and reads nothing after this, so shutting down never waits on an idle watch)."""
-        self._stop.set()
-        thread = self._thread
-        if thread is not None and timeout > 0:
-            thread.join(timeout=timeout)
+        """Stop the watch: its task is cancelled, which closes its stream at once
+        (``timeout`` is kept for the reader protocol: nothing is waited for)."""
+        self._closed = True
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()

@@ -274,14 +274,14 @@ def vouched_release(data: bytes, version: str, where: str, spec: CheckSpec) -> M
 class ConfigMapReader(Protocol):
     """Reads release-manifest ConfigMaps (injected: the Kubernetes client is discovery's).
 
-    ``release`` blocks (it may list) and returns ``(where, bytes, revision)`` or raises
+    ``release`` (a coroutine: it may list) returns ``(where, bytes, revision)`` or raises
     an ArtifactCheckError; ``revision`` answers from a watched cache without a request:
     ``""`` for no such release, None when it cannot tell.
     """
 
     description: str
 
-    def release(self, version: str) -> tuple[str, bytes, str]: ...
+    async def release(self, version: str) -> tuple[str, bytes, str]: ...
 
     def revision(self, version: str) -> str | None: ...
 
@@ -312,7 +312,7 @@ class ConfigMapSource(_Vouching):
         if problem is not None:
             raise ExpectationUnavailable(f"reported version {problem}")
         try:
-            where, data, revision = await asyncio.to_thread(self.reader.release, version)
+            where, data, revision = await self.reader.release(version)
         except ExpectationUnavailable:
             raise
         except ArtifactCheckError as exc:  # API server down, RBAC: no expectation, no verdict

@@ -3,13 +3,22 @@ the official client sees it over HTTP."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from artifactcheck.clients.kube import Throttled, call, client_without_retries
+from artifactcheck.clients.kube import Throttled, call
 from artifactcheck_sim.apiserver import FakeApiServer
 from artifactcheck_sim.apiserver_faults import FaultRule, Faults
+
+
+def client_without_retries(api: k8s.ApiClient) -> k8s.ApiClient:
+    """A client with ``api``'s configuration and no urllib3 retries."""
+    config = copy.copy(api.configuration)
+    config.retries = 0
+    return k8s.ApiClient(config)
 
 
 def pods(api: k8s.ApiClient) -> k8s.CoreV1Api:

@@ -8,6 +8,7 @@ out of traffic show in the status; probes and metrics are on their own ports.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import signal
@@ -75,8 +76,8 @@ def lease_tries(replica: Any) -> list[bool]:
     lock = replica.controller.lock
     real = lock.try_acquire_or_renew
 
-    def counted(*args: Any, **kw: Any) -> bool:
-        held = bool(real(*args, **kw))
+    async def counted(*args: Any, **kw: Any) -> bool:
+        held = bool(await real(*args, **kw))
         tries.append(held)
         return held
 
@@ -253,16 +254,24 @@ def test_renewal_requests_are_bounded_by_the_deadline(cluster: TenantCluster) ->
 
     api = cluster.api.api_client()
     lock = LeaseLock(api_client=api, namespace="shop")
+
+    async def renew() -> None:
+        try:
+            await lock.try_acquire_or_renew(
+                "x", 15.0, datetime.now(UTC), deadline=time.monotonic() + 0.5
+            )
+        finally:
+            await lock.aclose()
+
     cluster.api.inject("*", r"/leases", 0, times=-1, delay=5.0)
     before = lease_requests(cluster)
     t0 = time.monotonic()
     try:
         with pytest.raises(DependencyError):
-            lock.try_acquire_or_renew("x", 15.0, datetime.now(UTC), deadline=time.monotonic() + 0.5)
+            asyncio.run(renew())
         elapsed = time.monotonic() - t0
     finally:
         cluster.api.clear_injections()
-        lock.close()
         api.close()  # type: ignore[no-untyped-call]
     print(f"renewal with 0.5 s left gave up after {elapsed:.3f}s")
     # one request, never retried (urllib3 retries 3 times), given up before the
@@ -537,6 +546,7 @@ def test_no_write_is_sent_past_the_deadline(cluster: TenantCluster) -> None:
     """may_act is judged by the clock, not by the lease loop having noticed; and the
     actor asks it before every request that writes, so nothing is sent."""
     from artifactcheck.act.kube_actor import KubeActor, NotLeader
+    from artifactcheck.clients.kube_http import KubeHttp
     from artifactcheck.control.controller import Controller, ControllerSettings
     from artifactcheck.model.settings import PolicySettings
 
@@ -550,11 +560,16 @@ def test_no_write_is_sent_past_the_deadline(cluster: TenantCluster) -> None:
         assert ctl.may_act()
         ctl.leadership.acting_until = time.monotonic() - 0.001  # the lease loop has not woken yet
         assert not ctl.may_act()
-        actor = KubeActor(api_client=api, policy=PolicySettings(), may_write=ctl.may_act)
         cluster.api.reset_requests()
+
+        async def quarantine() -> None:
+            async with KubeHttp.like(api) as kube:
+                actor = KubeActor(kube=kube, policy=PolicySettings(), may_write=ctl.may_act)
+                await actor.quarantine("shop", pod.name, message="differs")
+
         with pytest.raises(NotLeader):
-            actor.quarantine("shop", pod.name, message="differs")
+            asyncio.run(quarantine())
         assert [m for m, _ in cluster.api.requests if m != "GET"] == []
-        ctl.lock.close()
+        asyncio.run(ctl.lock.aclose())
     finally:
         api.close()  # type: ignore[no-untyped-call]

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
 import json
-from collections.abc import Iterator
+import threading
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from click.testing import CliRunner
@@ -189,6 +191,41 @@ def test_a_hashless_manifest_is_refused_unless_names_only_is_allowed(
     assert doc["names_only"] is True and code == 3
 
 
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def event_loop() -> Iterator[Callable[[Awaitable[T]], T]]:
+    """An event loop on a thread of its own, as the controller's runs: a reader's watch
+    task goes on between the test's steps. Yields ``run(coro)``; every task left is
+    cancelled and awaited at the end."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    def run(coro: Awaitable[T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout=30)  # type: ignore[arg-type]
+
+    async def drain() -> None:
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    try:
+        yield run
+    finally:
+        run(drain())
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        loop.close()
+
+
+async def closed(reader: ConfigMapReleases) -> None:
+    """``reader.close()`` on its loop (it cancels the watch task)."""
+    reader.close(timeout=5)
+
+
 def _reader(server: FakeApiServer, **kw: Any) -> ConfigMapReleases:
     return ConfigMapReleases(
         namespace="shop", selector=SELECTOR, api_client=server.api_client(), **kw
@@ -199,8 +236,18 @@ def test_an_updated_configmap_is_seen_through_the_watch(cluster: SimCluster) -> 
     cluster.api.create(release_cm("1.4.2"))
     reader = _reader(cluster.api, watch_timeout=1)
     expectations = Expectations(ConfigMapSource(reader, limits=ManifestLimits()))
+    with event_loop() as run:
+        _seen_through_the_watch(cluster, reader, expectations, run)
+
+
+def _seen_through_the_watch(
+    cluster: SimCluster,
+    reader: ConfigMapReleases,
+    expectations: Expectations,
+    run: Callable[[Awaitable[Any]], Any],
+) -> None:
     try:
-        first = asyncio.run(expectations.get("1.4.2"))
+        first = run(expectations.get("1.4.2"))
         assert first.manifest is not None and first.error is None
         assert reader.lists == 1
         # the release is republished: same version, different bytes
@@ -208,25 +255,32 @@ def test_an_updated_configmap_is_seen_through_the_watch(cluster: SimCluster) -> 
         assert cm is not None
         cm["data"]["manifest.json"] = manifest_json("1.4.1", declares="1.4.2")
         cluster.api.update(cm)
-        wait_for(lambda: asyncio.run(expectations.get("1.4.2")).manifest != first.manifest)
-        second = asyncio.run(expectations.get("1.4.2"))
+        wait_for(lambda: run(expectations.get("1.4.2")).manifest != first.manifest)
+        second = run(expectations.get("1.4.2"))
         assert second.manifest is not None and not second.stale
         assert second.manifest.files != first.manifest.files
         assert reader.lists == 1, "seen by the watch, not by listing again"
         # unchanged since: served from the cache, no new load
         loads = expectations.loads
-        asyncio.run(expectations.get("1.4.2"))
+        run(expectations.get("1.4.2"))
         assert expectations.loads == loads
     finally:
         expectations.close()
-        reader.close(timeout=5)
+        run(closed(reader))
 
 
 def test_an_expired_watch_relists(cluster: SimCluster) -> None:
     cluster.api.create(release_cm("1.4.2"))
     reader = _reader(cluster.api, watch_timeout=1)
+    with event_loop() as run:
+        _relists(cluster, reader, run)
+
+
+def _relists(
+    cluster: SimCluster, reader: ConfigMapReleases, run: Callable[[Awaitable[Any]], Any]
+) -> None:
     try:
-        reader.release("1.4.2")
+        run(reader.release("1.4.2"))
         assert reader.lists == 1
         # history moves on elsewhere and is forgotten: resuming from what the watch
         # last saw is 410 Gone, and the reader lists again instead of going blind
@@ -235,9 +289,9 @@ def test_an_expired_watch_relists(cluster: SimCluster) -> None:
         wait_for(lambda: reader.lists >= 2, timeout=10)
         cluster.api.create(release_cm("1.4.1"))
         wait_for(lambda: reader.revision("1.4.1"), timeout=5)
-        assert reader.release("1.4.1")[0] == "configmap shop/web-release-1-4-1"
+        assert run(reader.release("1.4.1"))[0] == "configmap shop/web-release-1-4-1"
     finally:
-        reader.close(timeout=5)
+        run(closed(reader))
 
 
 def test_api_server_down_is_inconclusive_never_mismatch(cluster: SimCluster, tmp_path) -> None:
@@ -271,16 +325,17 @@ def test_a_watched_reader_whose_api_server_goes_away_asks_again() -> None:
     server = FakeApiServer(host="127.0.0.1", port=0, namespaces=("shop",)).start()
     api = server.api_client()
     reader = ConfigMapReleases(namespace="shop", selector=SELECTOR, api_client=api, watch_timeout=1)
-    try:
-        server.create(release_cm("1.4.2"))
-        reader.release("1.4.2")
-        server.stop()
-        wait_for(lambda: reader.revision("1.4.2") is None, timeout=10)
-        with pytest.raises(DependencyError):
-            reader.release("1.4.2")
-    finally:
-        reader.close(timeout=5)
-        api.close()
+    with event_loop() as run:
+        try:
+            server.create(release_cm("1.4.2"))
+            run(reader.release("1.4.2"))
+            server.stop()
+            wait_for(lambda: reader.revision("1.4.2") is None, timeout=10)
+            with pytest.raises(DependencyError):
+                run(reader.release("1.4.2"))
+        finally:
+            run(closed(reader))
+            api.close()
 
 
 def test_duplicates_and_missing_keys_are_refused(cluster: SimCluster) -> None:
@@ -292,9 +347,9 @@ def test_duplicates_and_missing_keys_are_refused(cluster: SimCluster) -> None:
     reader = _reader(cluster.api, watch=False)
     try:
         with pytest.raises(ExpectationUnavailable, match="again, web-release-1-4-2 .* all"):
-            reader.release("1.4.2")
+            asyncio.run(reader.release("1.4.2"))
         with pytest.raises(ExpectationUnavailable, match="no manifest.json key"):
-            reader.release("1.4.1")
+            asyncio.run(reader.release("1.4.1"))
     finally:
         reader.close()
 

@@ -7,9 +7,11 @@ how it reads what comes back (every Instance field, V1Pod models and watch event
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,11 +23,11 @@ from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
 from artifactcheck.clients.kube import WatchExpired, load_api_client
+from artifactcheck.clients.kube_http import KubeHttp
 from artifactcheck.control.status import (
-    list_checks,
-    list_checks_raw,
+    list_checks_async,
     patch_check_status,
-    watch_checks,
+    watch_checks_async,
 )
 from artifactcheck.discover.kube_pods import (
     default_source,
@@ -33,7 +35,7 @@ from artifactcheck.discover.kube_pods import (
     list_pods_raw,
     pod_is_serving,
     pod_to_instance,
-    watch_pods,
+    watch_pods_async,
 )
 from artifactcheck.model.errors import ConfigError, DependencyError
 from artifactcheck.model.names import DEFAULT_CONDITION_TYPE
@@ -52,6 +54,63 @@ LOGGER = "artifactcheck.control.status"
 
 def source(**kw: Any) -> KubernetesSource:
     return KubernetesSource(**kw)
+
+
+def stepped(
+    api: k8s.ApiClient,
+    watch: Callable[[KubeHttp], AsyncIterator[tuple[str, Any]]],
+    stop: threading.Event | None = None,
+) -> Iterator[tuple[str, Any]]:
+    """The events of an asynchronous watch one at a time, each read in this thread's
+    event loop; ``stop`` set (or the caller leaving) closes the stream."""
+    with asyncio.Runner() as runner:
+        kube = KubeHttp.like(api, timeout=FAST)
+        events = watch(kube)
+
+        async def step() -> tuple[str, Any]:
+            return await anext(events)
+
+        try:
+            while not (stop is not None and stop.is_set()):
+                try:
+                    yield runner.run(step())
+                except StopAsyncIteration:
+                    return
+        finally:
+            runner.run(events.aclose())  # type: ignore[attr-defined]
+            runner.run(kube.aclose())
+
+
+def watch_pods(
+    api: k8s.ApiClient, *, stop: threading.Event | None = None, **options: Any
+) -> Iterator[tuple[str, Any]]:
+    return stepped(api, lambda kube: watch_pods_async(kube, **options), stop)
+
+
+def watch_checks(api: k8s.ApiClient, **options: Any) -> Iterator[tuple[str, Any]]:
+    return stepped(api, lambda kube: watch_checks_async(kube, **options))
+
+
+def list_checks_raw(api: k8s.ApiClient, namespace: str | None = None) -> tuple[list[Any], str]:
+    async def listed() -> tuple[list[Any], str]:
+        async with KubeHttp.like(api, timeout=FAST) as kube:
+            return await list_checks_async(kube, namespace)
+
+    return asyncio.run(listed())
+
+
+def list_checks(api: k8s.ApiClient, namespace: str | None = None) -> list[Any]:
+    return list_checks_raw(api, namespace)[0]
+
+
+def patched(api: k8s.ApiClient, namespace: str, name: str, status: dict[str, Any]) -> Any:
+    """:func:`patch_check_status` on a client of its own, run to its end."""
+
+    async def patch() -> Any:
+        async with KubeHttp.like(api, timeout=FAST) as kube:
+            return await patch_check_status(kube, namespace, name, status)
+
+    return asyncio.run(patch())
 
 
 # --------------------------------------------------------------------------- discovery
@@ -390,12 +449,10 @@ def test_patch_check_status_is_a_merge_patch_of_the_status_subresource(server, a
         "counts": {"consistent": 9, "mismatch": 1},
         "conditions": [{"type": "Ready", "status": "True"}],
     }
-    out = patch_check_status(api, "default", "shop-web", status)
+    out = patched(api, "default", "shop-web", status)
     assert out is not None and out["status"] == status
     # null removes a key; lists are replaced whole (merge patch, not strategic)
-    out = patch_check_status(
-        api, "default", "shop-web", {"counts": {"mismatch": None}, "conditions": []}
-    )
+    out = patched(api, "default", "shop-web", {"counts": {"mismatch": None}, "conditions": []})
     assert out is not None
     assert out["status"]["counts"] == {"consistent": 9}
     assert out["status"]["conditions"] == []
@@ -409,7 +466,7 @@ def test_patch_check_status_is_a_merge_patch_of_the_status_subresource(server, a
 
 def test_patch_check_status_of_a_deleted_check_is_none(api, caplog) -> None:
     with caplog.at_level(logging.INFO, logger=LOGGER):
-        assert patch_check_status(api, "default", "gone", {"counts": {}}) is None
+        assert patched(api, "default", "gone", {"counts": {}}) is None
     assert "is gone" in caplog.text
 
 
@@ -424,7 +481,7 @@ def test_check_status_api_down_is_a_dependency_error(server, api) -> None:
     _check(server, "shop-web")
     server.inject("PATCH", r"/artifactchecks/", 503)
     with pytest.raises(DependencyError, match="answered 503"):
-        patch_check_status(api, "default", "shop-web", {"counts": {}})
+        patched(api, "default", "shop-web", {"counts": {}})
 
 
 # --------------------------------------------------------------------------- list + watch

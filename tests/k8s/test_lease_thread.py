@@ -1,9 +1,10 @@
-"""The Lease is renewed on a thread of its own: pod actions never delay it.
+"""The Lease is renewed on a task of its own: pod actions never delay it.
 
-A start-up opens thousands of gates through the default executor (``to_thread``);
+A start-up once opened thousands of gates through the default executor (``to_thread``);
 a renewal queued behind them missed the renew deadline, and the leader stepped down in
 the middle of its first cycle (docs/scaling.md, 20,000 pods). client-go's leader
-election runs in its own goroutine; here it has its own thread.
+election runs in its own goroutine; here its requests are coroutines of the leadership's
+task, and a busy default executor is nothing to them.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ def lease_only(renew_period: float) -> Iterator[tuple[FakeApiServer, Controller]
     try:
         yield server, ctl
     finally:
-        ctl.leadership.pool.shutdown(wait=True)
         api.close()  # type: ignore[no-untyped-call]
         server.stop()
 
@@ -68,6 +68,7 @@ def test_renewal_is_not_queued_behind_a_busy_default_executor() -> None:
             stop.set()
             release.set()
             await lead
+            await ctl.leadership.close()
             await asyncio.gather(*busy)
             return leader, became
 
@@ -109,6 +110,7 @@ def test_one_failed_renewal_is_tried_again_within_the_deadline() -> None:
                 await asyncio.sleep(0.01)
             stop.set()
             await lead
+            await ctl.leadership.close()
             return lost, faults
 
         lost, faults = asyncio.run(run())

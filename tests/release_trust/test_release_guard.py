@@ -56,7 +56,7 @@ class Reader:
     def __init__(self) -> None:
         self.data: dict[str, bytes] = {}
 
-    def release(self, version: str) -> tuple[str, bytes, str]:
+    async def release(self, version: str) -> tuple[str, bytes, str]:
         data = self.data[version]
         return f"configmap shop/web-{version}", data, hashlib.sha256(data).hexdigest()
 

@@ -7,6 +7,11 @@ for calls of the official ``kubernetes`` client, each method name is mapped to t
 ClusterRoles bound to the controller's ServiceAccount. Every message names the call or
 the rule and says what to change.
 
+The asynchronous client (``artifactcheck.clients.kube_http``) is read too: each of its
+requests names its path by a resource of ``artifactcheck.clients.kube_routes``
+(``PODS.path(namespace, name, "status")`` in ``kube.patch(...)``); the request's method
+gives the verb, the resource its group and plural, ``path``/``cluster_path`` the scope.
+
 Why a tool module and not a test: the scanner is a program of its own, with its own
 unit tests (tests/tools/test_rbac_scan.py); tests/k8s/test_manifests.py runs it on the
 shipped files. Run it by hand with ``python tests/tools/rbac_scan.py`` (exit status 1
@@ -27,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from artifactcheck.clients import kube_routes
 from artifactcheck.model.names import CRD_GROUP, CRD_PLURAL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -390,6 +396,87 @@ def _scan_tree(
     return needs, problems
 
 
+#: The asynchronous client's request methods and the RBAC verb each needs.
+_HTTP_VERBS = {
+    "get": "get",
+    "list": "list",
+    "watch": "watch",
+    "create": "create",
+    "replace": "update",
+    "patch": "patch",
+    "delete": "delete",
+}
+#: The route builders of :class:`artifactcheck.clients.kube_routes.Resource`.
+_ROUTE_SCOPES = {"path": True, "cluster_path": False}
+
+
+def _resource_of(node: ast.expr) -> kube_routes.Resource | None:
+    """The :mod:`kube_routes` resource a name (``PODS``, ``routes.PODS``) stands for."""
+    name = _last_name(node)
+    found = getattr(kube_routes, name, None) if name and name.isupper() else None
+    return found if isinstance(found, kube_routes.Resource) else None
+
+
+def _subresource(route: ast.Call) -> str | None:
+    """The ``sub`` of a route call ("" when none); None when it is not spelt out."""
+    position = 2 if _last_name(route.func) == "path" else 1
+    node: ast.expr | None = route.args[position] if len(route.args) > position else None
+    for kw in route.keywords:
+        if kw.arg == "sub":
+            node = kw.value
+    if node is None or (isinstance(node, ast.Constant) and node.value is None):
+        return ""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def _scan_routes(tree: ast.Module, where: str) -> tuple[list[Need], list[str]]:
+    """Permissions needed by the asynchronous client's requests in one module: every
+    ``RESOURCE.path(...)``/``RESOURCE.cluster_path(...)`` must be an argument of a
+    request (``kube.patch(what, PODS.path(...), ...)``), whose method is the verb."""
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    needs: list[Need] = []
+    problems: list[str] = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        scope = node.func.attr
+        resource = _resource_of(node.func.value)
+        if scope not in _ROUTE_SCOPES or resource is None:
+            continue
+        line = f"{where}:{node.lineno}"
+        request: ast.AST | None = parents.get(node)
+        while request is not None and not (
+            isinstance(request, ast.Call)
+            and isinstance(request.func, ast.Attribute)
+            and request.func.attr in _HTTP_VERBS
+        ):
+            request = parents.get(request)
+        sub = _subresource(node)
+        if request is None or sub is None:
+            problems.append(
+                f"{line}: {resource.plural} {scope}() is not an argument of a request "
+                "(kube.get/list/watch/create/replace/patch) with a literal subresource: "
+                "the RBAC it needs cannot be read"
+            )
+            continue
+        assert isinstance(request, ast.Call) and isinstance(request.func, ast.Attribute)
+        method = request.func.attr
+        plural = f"{resource.plural}/{sub}" if sub else resource.plural
+        needs.append(
+            Need(
+                line,
+                f"{method} {resource.plural}",
+                (resource.group,),
+                plural,
+                _HTTP_VERBS[method],
+                _ROUTE_SCOPES[scope],
+            )
+        )
+    return needs, problems
+
+
 _FOLLOWED_KUBERNETES_SKIP = ("kubernetes.client", "kubernetes.config", "kubernetes.watch")
 
 
@@ -450,8 +537,9 @@ def scan_for_needs(files: list[Path], *, root: Path) -> tuple[list[Need], list[s
     needs: list[Need] = []
     for where, tree in trees:
         found, issues = _scan_tree(tree, where, constants)
-        needs += found
-        problems += issues
+        routed, unmapped = _scan_routes(tree, where)
+        needs += found + routed
+        problems += issues + unmapped
     return needs, problems
 
 

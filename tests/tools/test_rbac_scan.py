@@ -220,6 +220,49 @@ def test_maps_calls_the_ways_a_controller_writes_them(tmp_path: Path) -> None:
     assert any("call_api" in p for p in problems)
 
 
+ASYNC_CONTROLLER_LIKE = """
+from artifactcheck.clients import kube_routes as routes
+from artifactcheck.clients.kube_routes import EVENTS, LEASES, NODES, PODS
+
+
+async def act(kube, ns, name, patch, path_of):
+    await kube.get("get pod", PODS.path(ns, name), passthrough=(404,))
+    await kube.patch("patch status", PODS.path(ns, name, "status"), patch)
+    await kube.patch("patch node", NODES.cluster_path(name), patch)
+    await kube.create("create event", EVENTS.path(ns), patch)
+    await kube.replace("renew", routes.LEASES.path(ns, name), patch)
+    await kube.list("pods everywhere", PODS.cluster_path())
+    async for _ in kube.watch("watch", PODS.path(ns) if ns else PODS.cluster_path()):
+        pass
+    where = LEASES.path(ns, name)  # built apart from its request: which verb?
+    await kube.patch("patch", PODS.path(ns, name, sub=path_of()), patch)  # which subresource?
+"""
+
+
+def test_maps_the_asynchronous_client_s_requests_by_their_routes(tmp_path: Path) -> None:
+    """A request of the asynchronous client needs the verb of its method on the
+    resource its route names, in that resource's group and scope; a route built apart
+    from a request, or with a subresource not spelt out, is a problem, never a guess."""
+    needs, problems = scan(tmp_path, ASYNC_CONTROLLER_LIKE)
+    got = {(n.groups, n.resource, n.verb, n.namespaced) for n in needs}
+    assert got == {
+        (("",), "pods", "get", True),
+        (("",), "pods/status", "patch", True),
+        (("",), "nodes", "patch", False),
+        (("",), "events", "create", True),
+        (("coordination.k8s.io",), "leases", "update", True),
+        (("",), "pods", "list", False),
+        (("",), "pods", "watch", True),
+        (("",), "pods", "watch", False),
+    }
+    assert len(problems) == 2, problems
+    lines = ASYNC_CONTROLLER_LIKE.splitlines()
+    apart = next(i for i, line in enumerate(lines, 1) if "where = LEASES" in line)
+    unspelt = next(i for i, line in enumerate(lines, 1) if "sub=path_of()" in line)
+    assert any(f"mod.py:{apart}: leases path() is not an argument" in p for p in problems)
+    assert any(f"mod.py:{unspelt}: pods path() is not an argument" in p for p in problems)
+
+
 def test_a_module_that_does_not_parse_is_a_problem(tmp_path: Path) -> None:
     needs, problems = scan(tmp_path, "def run(:\n")
     assert needs == []
