@@ -36,7 +36,7 @@ from artifactcheck.judge.compare import (
     tls_findings,
 )
 from artifactcheck.judge.decide import Decision, History, decide, fail_open_when_suspect
-from artifactcheck.judge.skew import previous_findings
+from artifactcheck.judge.skew_check import previous_findings
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.skew import PreviousServed
 from artifactcheck.model.values import (
@@ -54,7 +54,7 @@ from artifactcheck.model.values import (
 from artifactcheck.observe.cdn import observe_cdn
 from artifactcheck.observe.failures import CHECK_FAILED, describe
 from artifactcheck.observe.instance import Observer
-from artifactcheck.observe.skew import observe_previous
+from artifactcheck.observe.previous_release import observe_previous
 from artifactcheck.observe.spread import Shares, can_fork, processes_for, shares, split_by_host
 from artifactcheck.release.sources import Expectations
 from artifactcheck.release.wiring import build_expectations
@@ -557,7 +557,7 @@ async def discover_all(
     instances = instances_from_targets(spec.targets)
     if spec.docker is not None:
         from artifactcheck.clients.docker import DockerEngine
-        from artifactcheck.discover.docker import discover_containers
+        from artifactcheck.discover.docker_containers import discover_containers
 
         engine = DockerEngine()
         try:
@@ -567,7 +567,7 @@ async def discover_all(
             engine.close()
     if spec.kubernetes is not None:
         from artifactcheck.clients.kube import load_api_client
-        from artifactcheck.discover.kube import discover_pods
+        from artifactcheck.discover.kube_pods import discover_pods
 
         source = spec.kubernetes
 

@@ -24,8 +24,6 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from artifactcheck.act.html_report import render_html
-from artifactcheck.act.report import to_json
 from artifactcheck.model.values import (
     Coverage,
     Fetched,
@@ -37,6 +35,8 @@ from artifactcheck.model.values import (
     Report,
     Verdict,
 )
+from artifactcheck.present.html_report import render_html
+from artifactcheck.present.report import to_json
 
 from .common import ROOT
 

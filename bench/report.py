@@ -15,7 +15,6 @@ import hashlib
 import sys
 import time
 
-from artifactcheck.act.report import render_json
 from artifactcheck.model.values import (
     Coverage,
     Fetched,
@@ -25,6 +24,7 @@ from artifactcheck.model.values import (
     Report,
     Verdict,
 )
+from artifactcheck.present.report import render_json
 
 
 def build(instances: int = 1000) -> Report:

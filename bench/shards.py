@@ -67,7 +67,7 @@ def child(api_url: str, health_port: int, shard: int, total: int, lease: float) 
     from kubernetes import client as k8s
 
     from artifactcheck.control.controller import Controller, ControllerSettings
-    from artifactcheck.control.settings import renew_period_for
+    from artifactcheck.control.controller_settings import renew_period_for
 
     api_client = k8s.ApiClient(k8s.Configuration(host=api_url))
     ctl = Controller(

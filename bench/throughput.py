@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from artifactcheck.act.report import assets
+from artifactcheck.present.report import assets
 
 from .common import (
     Measured,

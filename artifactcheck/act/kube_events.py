@@ -4,7 +4,7 @@ One Event object per (object, reason, component): its name is derived from them,
 repeat (a new episode, another replica, a restarted controller) finds the existing
 Event through 409 AlreadyExists and PATCHes its ``count`` and ``lastTimestamp``
 instead of creating another one: no event storm. Used by
-:class:`~artifactcheck.act.kube.KubeActor` (pods, nodes) and by
+:class:`~artifactcheck.act.kube_actor.KubeActor` (pods, nodes) and by
 :func:`artifactcheck.control.status.record_check_event` (ArtifactChecks).
 
 An Event may name the *episode* it counts (``episode=``, kept in its

@@ -1,6 +1,6 @@
 """Cordoning nodes whose image cache serves stale content: :class:`NodeActor`.
 
-Part of :class:`~artifactcheck.act.kube.KubeActor` (which dispatches ``cordon`` and
+Part of :class:`~artifactcheck.act.kube_actor.KubeActor` (which dispatches ``cordon`` and
 ``uncordon`` actions to it), apart because nodes share nothing with pods but the
 request plumbing (:class:`~artifactcheck.act.kube_writes.KubeWriter`) and the Events.
 artifactcheck only ever uncordons what it cordoned: its annotation says which.

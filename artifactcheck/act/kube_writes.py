@@ -1,6 +1,6 @@
 """Reads and guarded, conditional writes of pods and nodes: :class:`KubeWriter`.
 
-What every action of :class:`~artifactcheck.act.kube.KubeActor` (pods) and
+What every action of :class:`~artifactcheck.act.kube_actor.KubeActor` (pods) and
 :class:`~artifactcheck.act.kube_nodes.NodeActor` (nodes) shares: the leader check
 right before each write, dry-run, a read-modify-write retried once on 409, an object
 gone being "nothing to do", and the pod patches (the gate condition through
@@ -30,14 +30,14 @@ from artifactcheck.clients.kube import (
     rfc3339,
 )
 from artifactcheck.clients.kube_bodies import JsonObj, Node, Pod
-from artifactcheck.discover.kube import actionable_copy
+from artifactcheck.discover.kube_pods import actionable_copy
 from artifactcheck.model.errors import DependencyError
 from artifactcheck.model.names import ANN_CHECKED_AT
 from artifactcheck.model.settings import PolicySettings
 
 __all__ = ["KubeWriter", "NotLeader"]
 
-_LOG = logging.getLogger("artifactcheck.act.kube")
+_LOG = logging.getLogger("artifactcheck.act.kube_actor")
 Obj = TypeVar("Obj", Pod, Node)
 
 

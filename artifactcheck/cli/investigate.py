@@ -5,8 +5,8 @@ instances by hand, 80 minutes in. These two commands are that curl, done right: 
 same check as ``verify`` (same flags, same engine, same exit codes), but over every
 file of every instance, and shown as a plain-language summary with every signal side
 by side (``investigate``) or as the fleet grouped by what it actually serves
-(``fleet``). The pure view building lives in :mod:`artifactcheck.act.investigate`, the
-rendering in :mod:`artifactcheck.act.views`; this module does the I/O: discovery,
+(``fleet``). The pure view building lives in :mod:`artifactcheck.present.investigate`, the
+rendering in :mod:`artifactcheck.present.views`; this module does the I/O: discovery,
 the check, certificate probes and the second fetch that ``--diff`` needs.
 
 Registered on the main group by :mod:`artifactcheck.cli.main`; what both share (exit
@@ -28,21 +28,6 @@ from urllib.parse import urlsplit
 
 import click
 
-from artifactcheck.act.investigate import (
-    DiffPlan,
-    DiffView,
-    FleetView,
-    Investigation,
-    PodEvent,
-    TlsView,
-    build_fleet,
-    build_investigation,
-    diff_plans,
-    find_target,
-    text_diff,
-    tls_view,
-    unknown_target,
-)
 from artifactcheck.cli.common import (
     EXIT_INCONCLUSIVE,
     fail,
@@ -59,6 +44,21 @@ from artifactcheck.cli.options import (
 from artifactcheck.cli.release_trust import trust_from_options, trust_options
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError
 from artifactcheck.model.values import Fetched, Instance, Manifest, Report
+from artifactcheck.present.investigate import (
+    DiffPlan,
+    DiffView,
+    FleetView,
+    Investigation,
+    PodEvent,
+    TlsView,
+    build_fleet,
+    build_investigation,
+    diff_plans,
+    find_target,
+    text_diff,
+    tls_view,
+    unknown_target,
+)
 
 if TYPE_CHECKING:  # httpx, aiohttp and pydantic load in the commands, not for --help
     from artifactcheck.fetch.fetcher import Fetcher
@@ -492,7 +492,7 @@ def investigate(target: str, **opts: Any) -> None:
     their files, so the summary can say how many do the same. Exit code: 0 the target
     is consistent, 1 it serves something wrong, 2 usage error, 3 could not judge.
     """
-    from artifactcheck.act.views import dumps, investigation_json, render_investigation
+    from artifactcheck.present.views import dumps, investigation_json, render_investigation
 
     try:
         outputs = parse_outputs(opts["outputs"])
@@ -566,14 +566,14 @@ def _emit_fleet(
     console: Any = None,
 ) -> None:
     """The fleet view in every requested format."""
-    from artifactcheck.act.views import dumps, fleet_json, render_fleet
+    from artifactcheck.present.views import dumps, fleet_json, render_fleet
 
     for kind, dest in outputs:
         if kind == "table":
             render_fleet(view, console or make_console())
         elif kind == "html":
-            from artifactcheck.act.html_report import render_html
-            from artifactcheck.act.report import to_json
+            from artifactcheck.present.html_report import render_html
+            from artifactcheck.present.report import to_json
 
             if view.report is not None:  # None: a view built by hand, no check behind it
                 _write(render_html(to_json(view.report)), dest)
@@ -597,7 +597,7 @@ def _watch(
     """
     from rich.live import Live
 
-    from artifactcheck.act.views import fleet_renderable
+    from artifactcheck.present.views import fleet_renderable
 
     console = console or make_console()
     tables = any(kind == "table" for kind, _ in outputs)

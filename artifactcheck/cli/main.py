@@ -22,7 +22,6 @@ from typing import Any
 
 import click
 
-from artifactcheck.act.logs import JsonFormatter, PlainFormatter
 from artifactcheck.cli.collector import loaded
 from artifactcheck.cli.common import (
     EXIT_INCONCLUSIVE,
@@ -48,6 +47,7 @@ from artifactcheck.cli.release_trust import (
     trust_from_options,
     trust_options,
 )
+from artifactcheck.control.logs import JsonFormatter, PlainFormatter
 from artifactcheck.model.errors import (
     ArtifactCheckError,
     ConfigError,
@@ -69,7 +69,7 @@ def _setup_logging(verbose: int, json_logs: bool = False) -> None:
 class _LazyGroup(click.Group):
     """The CLI's group, with ``investigate`` and ``fleet`` imported only when asked for.
 
-    Their view models (``artifactcheck.act.investigate``) are a quarter of the imports
+    Their view models (``artifactcheck.present.investigate``) are a quarter of the imports
     of every start-up, and ``verify`` (run by CI, gates and cron jobs) never needs them.
     Loaded, they get the same :func:`guard_repeats` as every other command.
     """
@@ -206,7 +206,12 @@ def _drop_stdout() -> None:
 
 def _emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool) -> None:
     # rich only for a table: a JSON, JUnit or Markdown report never loads it.
-    from artifactcheck.act.report import render_json, render_junit, render_markdown, render_table
+    from artifactcheck.present.report import (
+        render_json,
+        render_junit,
+        render_markdown,
+        render_table,
+    )
 
     for kind, dest in outputs:
         if kind == "table" and dest is None:
@@ -226,8 +231,8 @@ def _emit(report: Any, outputs: list[tuple[str, str | None]], *, verbose: bool) 
         elif kind == "markdown":
             text = render_markdown(report, verbose=verbose)
         elif kind == "html":
-            from artifactcheck.act.html_report import render_html
-            from artifactcheck.act.report import to_json
+            from artifactcheck.present.html_report import render_html
+            from artifactcheck.present.report import to_json
 
             text = render_html(to_json(report))
         else:
@@ -614,7 +619,7 @@ def controller(**opts: Any) -> None:
     from artifactcheck.clients import libc
     from artifactcheck.clients.kube import load_api_client
     from artifactcheck.control.controller import Controller, ControllerSettings
-    from artifactcheck.control.settings import renew_period_for
+    from artifactcheck.control.controller_settings import renew_period_for
     from artifactcheck.control.shard import parse_shard
 
     # before any thread or worker: a long-running process's memory stays in few arenas

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from artifactcheck.clients.files import unwritable
+from artifactcheck.clients.filesystem import unwritable
 from artifactcheck.model.errors import ConfigError
 
 if TYPE_CHECKING:  # pydantic loads when a spec is built, not for --help

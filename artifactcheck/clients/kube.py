@@ -1,8 +1,8 @@
 """The adapter to the official ``kubernetes`` client: the only module that imports it.
 
 The rest of artifactcheck never sees a library type or a library error. What is here
-is plumbing, shared by discovery (:mod:`artifactcheck.discover.kube`), the actions
-(:mod:`artifactcheck.act.kube`), the leader Lease (:mod:`artifactcheck.control.lease`),
+is plumbing, shared by discovery (:mod:`artifactcheck.discover.kube_pods`), the actions
+(:mod:`artifactcheck.act.kube_actor`), the leader Lease (:mod:`artifactcheck.control.lease`),
 the CRD status (:mod:`artifactcheck.control.status`) and the ConfigMap release source
 (:mod:`artifactcheck.release.configmaps`):
 

@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from artifactcheck.act.logs import ContextAdapter
 from artifactcheck.clients import kube_bodies as body
 from artifactcheck.clients.kube_bodies import JsonObj
 from artifactcheck.control.context import Context, sleep_unless_stopped
+from artifactcheck.control.logs import ContextAdapter
 from artifactcheck.control.release_pins import (
     ANN_ACCEPT_RELEASE,
     Accepted,

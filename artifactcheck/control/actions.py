@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from artifactcheck.act.kube import KubeActor
+from artifactcheck.act.kube_actor import KubeActor
 from artifactcheck.clients.kube import Throttled
 from artifactcheck.control.context import Context
 from artifactcheck.control.state import CheckState

@@ -16,17 +16,17 @@ import logging
 import time
 from dataclasses import replace
 
-from artifactcheck.act.kube import cordoned_by_us
-from artifactcheck.act.logs import ContextAdapter
-from artifactcheck.control import pods, wiring
+from artifactcheck.act.kube_actor import cordoned_by_us
+from artifactcheck.control import candidates, check_wiring
 from artifactcheck.control.accepting import Accepting
 from artifactcheck.control.actions import Acting
 from artifactcheck.control.context import Context
 from artifactcheck.control.cycle import Cycle, Running
+from artifactcheck.control.logs import ContextAdapter
 from artifactcheck.control.pins_store import PinsKeeper
 from artifactcheck.control.state import CheckState
 from artifactcheck.control.watching import Watching
-from artifactcheck.discover.kube import list_pods_async, watch_pods_async
+from artifactcheck.discover.kube_pods import list_pods_async, watch_pods_async
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.proxy import proxies_of
 from artifactcheck.fetch.retry import backoff_delays
@@ -78,22 +78,22 @@ class Checking:
                 # ReleaseAcceptances that name the check (control/accepting.py)
                 followers.append(await self.keeper.follow(state, stop))
                 followers.append(asyncio.create_task(self.accepting.follow(state, stop)))
-            scope = wiring.credential_scope(state)
+            scope = check_wiring.credential_scope(state)
             async with Fetcher(
                 http=state.spec.http,
                 retry=state.spec.retry,
                 logger=clog,
-                egress=wiring.egress_for(state, self.address_rules),
+                egress=check_wiring.egress_for(state, self.address_rules),
                 scoped_headers=scope or None,
                 proxies=proxies_of(self.admin.egress),  # the admin's, never the environment's
             ) as fetcher:
-                state.expectations = wiring.expectations_or_unavailable(
+                state.expectations = check_wiring.expectations_or_unavailable(
                     state.spec,
                     fetcher,
                     clog,
                     api_client=self.api,
                     namespace=state.namespace,
-                    trust=functools.partial(wiring.trust_of, state),
+                    trust=functools.partial(check_wiring.trust_of, state),
                 )
                 if state.pins and state.expectations and not state.spec.release_configmaps:
                     # a URL's manifest is read again every interval, so a rebuild there
@@ -140,7 +140,7 @@ class Checking:
             # held at once
             list_fn=lambda: list_pods_async(
                 kube,
-                functools.partial(pods.summary, state),
+                functools.partial(candidates.summary, state),
                 namespace=src.namespace,
                 selector=src.selector,
             ),
@@ -151,8 +151,8 @@ class Checking:
                 resource_version=rv,
                 timeout=self.settings.watch_timeout,
             ),
-            on_sync=functools.partial(pods.pods_listed, state, watching_since),
-            on_event=functools.partial(pods.pod_changed, state, watching_since),
+            on_sync=functools.partial(candidates.pods_listed, state, watching_since),
+            on_event=functools.partial(candidates.pod_changed, state, watching_since),
         )
 
     # -- scheduling ----------------------------------------------------------------

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from artifactcheck.control.addresses import api_server_addresses, own_addresses
+from artifactcheck.control.controller_settings import ControllerSettings
 from artifactcheck.control.health import Heartbeat
 from artifactcheck.control.metrics import Metrics
-from artifactcheck.control.settings import ControllerSettings
 from artifactcheck.tenancy.admission import AdminConfig
 from artifactcheck.tenancy.egress import AddressRules
 

@@ -37,18 +37,18 @@ from artifactcheck.control.actions import Acting, Writes
 from artifactcheck.control.api import VerdictApi
 from artifactcheck.control.checking import Checking
 from artifactcheck.control.context import Context
+from artifactcheck.control.controller_settings import ControllerSettings
 from artifactcheck.control.health import HealthServer
+from artifactcheck.control.known_checks import Registry
 from artifactcheck.control.leadership import Leadership
 from artifactcheck.control.metrics import CONTENT_TYPE, Metrics
-from artifactcheck.control.registry import Registry
 from artifactcheck.control.reporting import Reporting
-from artifactcheck.control.settings import ControllerSettings
 from artifactcheck.control.shard import Shard
 from artifactcheck.control.state import CheckState, RefusedCheck
 from artifactcheck.control.status import list_checks_async, watch_checks_async
 from artifactcheck.control.watching import Watching
 from artifactcheck.control.workers import ObservePool
-from artifactcheck.discover.kube import default_namespace
+from artifactcheck.discover.kube_pods import default_namespace
 from artifactcheck.model.names import CRD_PLURAL
 from artifactcheck.tenancy.admission import AdminConfig, load_admin_config
 
@@ -292,7 +292,7 @@ class Controller:
 
     # -- the checks' tasks ----------------------------------------------------------
 
-    # the registry's news (control/registry.py Runs)
+    # the registry's news (control/known_checks.py Runs)
 
     def on_admitted(self, state: CheckState) -> None:
         if self.is_leader:

@@ -15,11 +15,16 @@ import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, replace
 
-from artifactcheck.control import pods, wiring
+from artifactcheck.control import candidates, check_wiring
 from artifactcheck.control.accepting import Accepting
 from artifactcheck.control.actions import Acting, undo_failed, withhold_changed
 from artifactcheck.control.context import Context
-from artifactcheck.control.skew import EVENT_REASON, missing_message, record_versions, with_previous
+from artifactcheck.control.skew_window import (
+    EVENT_REASON,
+    missing_message,
+    record_versions,
+    with_previous,
+)
 from artifactcheck.control.state import CheckState
 from artifactcheck.control.workers import FetchSetup, ObservePool
 from artifactcheck.fetch.fetcher import Fetcher
@@ -69,7 +74,7 @@ class Cycle:
         observed: dict[str, Observation] = {}
         pending = set(state.pending)
         try:
-            targets = pods.targets(state, observer, full=full)
+            targets = candidates.targets(state, observer, full=full)
             first = not full  # new pods wait out of traffic: ahead of a full sample
             if self.workers is None or not await self.workers.observe(
                 observer,
@@ -78,8 +83,8 @@ class Cycle:
                 loaded=loaded,
                 first=first,
                 fetch=lambda: FetchSetup(
-                    wiring.egress_for(state, self.address_rules),
-                    wiring.credential_scope(state) or None,
+                    check_wiring.egress_for(state, self.address_rules),
+                    check_wiring.credential_scope(state) or None,
                     self.proxies,
                 ),
             ):
@@ -106,7 +111,7 @@ class Cycle:
         ``observed``: the pods this cycle observed, the only ones whose verdict is
         new evidence (a confirmation streak counts observations, not cycles)."""
         state, observer, fetcher, log_ = run.state, run.observer, run.fetcher, run.log
-        observations = pods.refreshed(state)
+        observations = candidates.refreshed(state)
         now = self.clock()
         record_versions(state, observations, now)
         spec = with_previous(state.spec, state, now=now)  # the skew window after a rollout
@@ -133,7 +138,7 @@ class Cycle:
         performed, failed = await self.acting.act(state, decision, results, log_)
         state.opened = {a.target for a in performed if a.kind is ActionKind.RELEASE}
         state.history = undo_failed(checked.decision.history, state.history, [*failed, *withheld])
-        pods.forget_gone(state)  # the memory of pods gone meanwhile (it grew with churn)
+        candidates.forget_gone(state)  # the memory of pods gone meanwhile (it grew with churn)
         report = replace(
             checked.report,
             actions=tuple(performed),

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from artifactcheck.clients.kube import Throttled
 from artifactcheck.control import forward
 from artifactcheck.control.context import Context, sleep_unless_stopped
+from artifactcheck.control.controller_settings import renew_deadline
 from artifactcheck.control.lease import LeaseLock, LeaseNamespaceMissing
-from artifactcheck.control.settings import renew_deadline
 from artifactcheck.model.errors import ArtifactCheckError
 
 __all__ = ["Leadership"]

@@ -4,7 +4,7 @@ Two controller replicas must never both act. The lock is client-go's ``LeaseLock
 ``tryAcquireOrRenew``: every write to the Lease carries the ``resourceVersion`` it
 read as a precondition, so of two replicas racing, the API server lets exactly one
 win. A replica whose lease could not be renewed in time stops writing: the actor
-raises :class:`~artifactcheck.act.kube.NotLeader` (defined with the actor, which
+raises :class:`~artifactcheck.act.kube_actor.NotLeader` (defined with the actor, which
 raises it; re-exported here).
 
 The leader also publishes where its verdict API answers (``host:port``) in an
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from artifactcheck.act.kube import NotLeader
+from artifactcheck.act.kube_actor import NotLeader
 from artifactcheck.clients import kube_bodies as body
 from artifactcheck.clients.kube import (
     DEFAULT_TIMEOUT,

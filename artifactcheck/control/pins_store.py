@@ -57,7 +57,7 @@ from artifactcheck.control.release_pins import (
 from artifactcheck.control.reporting import Reporting
 from artifactcheck.control.state import CheckState
 from artifactcheck.control.watching import Watching
-from artifactcheck.discover.kube import default_namespace
+from artifactcheck.discover.kube_pods import default_namespace
 from artifactcheck.model.errors import ArtifactCheckError
 
 __all__ = ["STORE_STATUS_KEY", "PinsKeeper", "StoreUnusable"]

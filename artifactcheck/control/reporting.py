@@ -18,7 +18,7 @@ from typing import Any
 from artifactcheck.control.actions import Writes
 from artifactcheck.control.context import Context
 from artifactcheck.control.release_pins import StatusPins
-from artifactcheck.control.skew import previous_condition
+from artifactcheck.control.skew_window import previous_condition
 from artifactcheck.control.state import CheckState, RefusedCheck
 from artifactcheck.control.status import patch_check_status, record_check_event
 from artifactcheck.judge.decide import held_out_of_traffic

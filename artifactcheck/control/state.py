@@ -44,7 +44,7 @@ class CheckState:
     history: History = field(default_factory=History)
     pods: dict[str, Instance] = field(default_factory=dict)
     #: Per pod, what the actions read before writing (kept from the watch, so acting
-    #: needs no GET): see :func:`artifactcheck.discover.kube.actionable_copy`.
+    #: needs no GET): see :func:`artifactcheck.discover.kube_pods.actionable_copy`.
     objects: dict[str, Pod] = field(default_factory=dict)
     observations: dict[str, Observation] = field(default_factory=dict)
     #: Each pod's address (parsed once, when the pod comes or moves), and the set of
@@ -62,7 +62,7 @@ class CheckState:
     ready_since: dict[str, float] = field(default_factory=dict)
     pending: set[str] = field(default_factory=set)
     #: Pods deleted since the last cycle: their policy memory is dropped at its end
-    #: (:func:`artifactcheck.control.pods.forget_gone`).
+    #: (:func:`artifactcheck.control.candidates.forget_gone`).
     gone: set[str] = field(default_factory=set)
     last_status: dict[str, Any] | None = None
     last_report: Report | None = None
@@ -90,7 +90,7 @@ class CheckState:
     pins_store: str | None = None
     erased: list[str] | None = None
     #: version -> when this controller first saw a pod report it (epoch seconds): with
-    #: the pins, where the release a rollout replaced comes from (control/skew.py).
+    #: the pins, where the release a rollout replaced comes from (control/skew_window.py).
     versions_seen: dict[str, float] = field(default_factory=dict)
     #: The missing previous release files a Warning Event was written for (once each).
     skew_warned: str | None = None
@@ -111,7 +111,7 @@ class RefusedCheck:
 
 
 #: A listed pod as a check keeps it: the instance, since when it is ready, the copy
-#: its actions start from (:func:`artifactcheck.discover.kube.actionable_copy`).
+#: its actions start from (:func:`artifactcheck.discover.kube_pods.actionable_copy`).
 PodSummary = tuple[Instance, "datetime | None", Pod]
 
 

@@ -120,7 +120,7 @@ def watch_checks(
     opened: Callable[[object, bool], None] | None = None,
 ) -> Iterator[tuple[str, JsonObj]]:
     """Watch ArtifactChecks from ``resource_version``, like
-    :func:`artifactcheck.discover.kube.watch_pods`."""
+    :func:`artifactcheck.discover.kube_pods.watch_pods`."""
     api = CustomObjectsApi(api_client)
     seconds = max(1, math.ceil(timeout))
     since = resource_version or None

@@ -9,14 +9,14 @@ One module a job, read in this order:
 - :mod:`~artifactcheck.fetch.response`: one response read, its body hashed under a cap;
 - :mod:`~artifactcheck.fetch.decoders`: content codings undone in bounded pieces;
 - :mod:`~artifactcheck.fetch.headers`: headers we send (validated), headers we keep;
-- :mod:`~artifactcheck.fetch.errors`: the one table from transport exceptions to an
+- :mod:`~artifactcheck.fetch.error_kinds`: the one table from transport exceptions to an
   :class:`~artifactcheck.model.errors.ErrorKind`;
 - :mod:`~artifactcheck.fetch.transports`: the transport ``http.transport`` names for
   requests sent directly;
 - :mod:`~artifactcheck.fetch.proxy`: which requests go through which proxy (``NO_PROXY``);
 - :mod:`~artifactcheck.fetch.http1`, :mod:`~artifactcheck.fetch.connection`: our own
   HTTP/1.1 transport on asyncio, and the connection under it;
-- :mod:`~artifactcheck.fetch.egress`: every new connection held to the egress policy;
+- :mod:`~artifactcheck.fetch.egress_guard`: every new connection held to the egress policy;
 - :mod:`~artifactcheck.fetch.tls`: the run's TLS context, and certificates read for expiry;
 - :mod:`~artifactcheck.fetch.urls`: URL safety (only under the base URL, no SSRF);
 - :mod:`~artifactcheck.fetch.routes`: where a URL's request goes, read as httpx reads it;

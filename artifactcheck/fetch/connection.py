@@ -5,7 +5,7 @@ it queues what the socket delivers without copying, pauses the socket at
 :data:`HIGH_WATER` unread bytes, and condemns itself when bytes arrive while no request
 is outstanding (HTTP/1.1 has no request ids: an early response would be taken as the
 answer to the next request). Errors are the lean transport errors of
-:mod:`artifactcheck.fetch.errors`, named as httpcore's for the same events.
+:mod:`artifactcheck.fetch.error_kinds`, named as httpcore's for the same events.
 """
 
 from __future__ import annotations
@@ -15,7 +15,12 @@ import select
 from collections import deque
 from typing import Final, cast
 
-from artifactcheck.fetch.errors import ReadError, ReadTimeout, RemoteProtocolError, TransportError
+from artifactcheck.fetch.error_kinds import (
+    ReadError,
+    ReadTimeout,
+    RemoteProtocolError,
+    TransportError,
+)
 
 __all__ = [
     "HIGH_WATER",

@@ -20,7 +20,7 @@ Everything the network edge must guarantee is kept by this package
   with an :class:`~artifactcheck.model.errors.ErrorKind`), never raised: "could not
   observe" must stay apart from "observed something wrong", and a fleet check must not
   die of one bad pod; this holds for any exception inside one fetch, only cancellation
-  propagates (:mod:`artifactcheck.fetch.errors` maps the transports' exceptions);
+  propagates (:mod:`artifactcheck.fetch.error_kinds` maps the transports' exceptions);
 - every header we send is checked where it is written (:mod:`artifactcheck.fetch.headers`).
 
 Requests go straight to the transport, without an ``httpx.AsyncClient``: redirects
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Final, Self
 
 from artifactcheck.fetch import urls
 from artifactcheck.fetch.decoders import ACCEPTED_CODINGS, accepted_encodings
-from artifactcheck.fetch.errors import classified, classify, unexpected
+from artifactcheck.fetch.error_kinds import classified, classify, unexpected
 from artifactcheck.fetch.headers import USER_AGENT, configured_headers, header_problem, server_name
 from artifactcheck.fetch.proxy import Proxies
 from artifactcheck.fetch.response import Attempt

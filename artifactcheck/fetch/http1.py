@@ -24,8 +24,8 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Final
 
 from artifactcheck.fetch.connection import Connection, closed_error, read_line, take_line
-from artifactcheck.fetch.egress import approved_address
-from artifactcheck.fetch.errors import (
+from artifactcheck.fetch.egress_guard import approved_address
+from artifactcheck.fetch.error_kinds import (
     ConnectError,
     ConnectTimeout,
     HeaderRefused,
@@ -316,7 +316,7 @@ class Http1Transport(_TransportBase):
     async pool degrades with many hosts. The concurrency
     limits are the Fetcher's semaphores; this pool only keeps at most ``max_idle``
     idle connections (least recently used closed first), each for ``keepalive`` s.
-    Errors are the lean transport errors of :mod:`artifactcheck.fetch.errors`, named
+    Errors are the lean transport errors of :mod:`artifactcheck.fetch.error_kinds`, named
     as httpcore's for the same events.
 
     A pooled connection is reused only while its socket is silent (checked with

@@ -4,7 +4,7 @@ A body is hashed (and, for small documents, kept) while it streams, after its co
 codings are undone piece by piece, so the byte cap holds for the decoded bytes: a
 gzip bomb stops at the cap. Whatever arrives, the outcome is an :class:`Attempt`
 with ``error_kind`` set, never an exception of ours; the transport's exceptions
-propagate, for :func:`artifactcheck.fetch.errors.classify`.
+propagate, for :func:`artifactcheck.fetch.error_kinds.classify`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, cast
 
 from artifactcheck.fetch.decoders import DecodeError, Decoder, beyond_stored, decoder_for
-from artifactcheck.fetch.errors import classified
+from artifactcheck.fetch.error_kinds import classified
 from artifactcheck.fetch.headers import Headers, content_length, evidence, kept_once
 from artifactcheck.fetch.http1 import Reply
 from artifactcheck.fetch.stats import FetchStats

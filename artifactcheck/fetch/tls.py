@@ -25,8 +25,8 @@ import threading
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from artifactcheck.fetch.egress import approved_address
-from artifactcheck.fetch.errors import EgressRefused
+from artifactcheck.fetch.egress_guard import approved_address
+from artifactcheck.fetch.error_kinds import EgressRefused
 from artifactcheck.model.errors import (
     ConfigError,
     FetchConnectError,

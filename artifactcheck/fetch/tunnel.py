@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
-from artifactcheck.fetch.errors import ProxyError
+from artifactcheck.fetch.error_kinds import ProxyError
 
 __all__ = ["ProxyEndpoint", "refused", "shown"]
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from artifactcheck.fetch import response as reading
-from artifactcheck.fetch.egress import approved_address
-from artifactcheck.fetch.errors import UnsupportedProtocol
+from artifactcheck.fetch.egress_guard import approved_address
+from artifactcheck.fetch.error_kinds import UnsupportedProtocol
 from artifactcheck.fetch.http1 import KEEPALIVE, Http1Transport, header_block
 from artifactcheck.fetch.response import Attempt
 from artifactcheck.fetch.routes import Route

@@ -69,7 +69,7 @@ from artifactcheck.judge.ladder import (
     verdict_findings,
 )
 from artifactcheck.judge.order import version_key
-from artifactcheck.judge.pages import page_findings
+from artifactcheck.judge.page_check import page_findings
 from artifactcheck.judge.prefix import FALLBACK
 from artifactcheck.judge.release_check import (
     NAMES_ONLY_NOTE,
@@ -77,7 +77,7 @@ from artifactcheck.judge.release_check import (
     against_release,
     integrity_findings,
 )
-from artifactcheck.judge.served import (
+from artifactcheck.judge.served_check import (
     NO_MANIFEST_NOTE,
     failed_fetches,
     manifest_absent,

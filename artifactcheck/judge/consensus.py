@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from artifactcheck.judge import prefix
 from artifactcheck.judge.answers import documents, few_names
-from artifactcheck.judge.served import manifest_fell_back, reported_version
+from artifactcheck.judge.served_check import manifest_fell_back, reported_version
 from artifactcheck.judge.statuses import MISSING
 from artifactcheck.model.values import (
     Finding,

@@ -13,7 +13,7 @@ from typing import Protocol
 from artifactcheck.judge import prefix
 from artifactcheck.judge.answers import documents, few_names, unobserved, why_unobserved
 from artifactcheck.judge.release_check import ReleaseCheck
-from artifactcheck.judge.served import manifest_absent
+from artifactcheck.judge.served_check import manifest_absent
 from artifactcheck.model.values import (
     Coverage,
     Fetched,

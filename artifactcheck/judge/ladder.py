@@ -16,9 +16,9 @@ from artifactcheck.judge.answers import few_names
 from artifactcheck.judge.cdn_check import CdnCheck
 from artifactcheck.judge.consensus import Agreement, nothing_compared
 from artifactcheck.judge.coverage import SharedRows
-from artifactcheck.judge.pages import unreadable_reason
+from artifactcheck.judge.page_check import unreadable_reason
 from artifactcheck.judge.release_check import NAMES_ONLY_NOTE, ReleaseCheck
-from artifactcheck.judge.served import NO_MANIFEST_NOTE, manifest_absent, manifest_fell_back
+from artifactcheck.judge.served_check import NO_MANIFEST_NOTE, manifest_absent, manifest_fell_back
 from artifactcheck.model.values import (
     Coverage,
     Expectation,

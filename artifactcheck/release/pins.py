@@ -45,7 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from artifactcheck.clients import files
+from artifactcheck.clients import filesystem
 from artifactcheck.model.errors import ConfigError
 
 SCHEMA = "artifactcheck/pins"
@@ -282,18 +282,18 @@ class FilePins:
         or when it, its lock or its releases directory is a symbolic link."""
         if self.path.is_symlink():
             raise PinsError(
-                f"{self.path}: {files.LinkRefused(self.path).strerror}: pins are never "
+                f"{self.path}: {filesystem.LinkRefused(self.path).strerror}: pins are never "
                 "written through a link; give the path it points to"
             )
         for beside in (self._lock_path, self.releases):
             if beside.is_symlink():
                 raise PinsError(
-                    f"{beside}: {files.LinkRefused(beside).strerror}: remove it (the pins "
+                    f"{beside}: {filesystem.LinkRefused(beside).strerror}: remove it (the pins "
                     "beside it are never written through a link)"
                 )
         if self.releases.exists() and not self.releases.is_dir():
             raise PinsError(f"{self.releases}: not a directory (it keeps pinned manifests)")
-        problem = files.unwritable(self.path, replaced=True)
+        problem = filesystem.unwritable(self.path, replaced=True)
         if problem is not None:
             raise PinsError(f"{self.path}: {problem}")
         return self.read()
@@ -301,7 +301,7 @@ class FilePins:
     def read(self) -> PinsDoc:
         """The document as the file holds it now (empty when there is no file yet)."""
         try:
-            data = files.read_limited(self.path, MAX_PINS_BYTES + 1)
+            data = filesystem.read_limited(self.path, MAX_PINS_BYTES + 1)
         except FileNotFoundError:
             return PinsDoc()
         except OSError as exc:
@@ -315,7 +315,7 @@ class FilePins:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         try:
-            fd = files.open_lock(self._lock_path)
+            fd = filesystem.open_lock(self._lock_path)
         except OSError as exc:
             raise PinsError(f"{self._lock_path}: cannot lock: {exc.strerror or exc}") from exc
         try:
@@ -352,10 +352,10 @@ class FilePins:
         if hashlib.sha256(data).hexdigest() != sha256:
             raise ValueError("the bytes kept must be the ones digested")
         try:
-            with files.directory(self.releases, follow=False, create=True) as fd:
-                if files.is_regular_at(fd, sha256):
+            with filesystem.directory(self.releases, follow=False, create=True) as fd:
+                if filesystem.is_regular_at(fd, sha256):
                     return
-                files.replace_at(fd, sha256, data, shown=self.releases / sha256)
+                filesystem.replace_at(fd, sha256, data, shown=self.releases / sha256)
         except OSError as exc:
             where = exc.filename or self.releases
             raise PinsError(f"{where}: cannot write: {exc.strerror or exc}") from exc
@@ -366,8 +366,8 @@ class FilePins:
         if not is_sha256(sha256):
             return None
         try:
-            with files.directory(self.releases, follow=False) as fd:
-                data = files.read_limited(Path(sha256), -1, dir_fd=fd)
+            with filesystem.directory(self.releases, follow=False) as fd:
+                data = filesystem.read_limited(Path(sha256), -1, dir_fd=fd)
         except OSError:
             return None
         return data if hashlib.sha256(data).hexdigest() == sha256 else None
@@ -375,8 +375,8 @@ class FilePins:
 
 def write_atomically(target: Path, data: bytes) -> None:
     """Replace ``target`` with ``data`` all at once, never through a link
-    (:func:`artifactcheck.clients.files.write_atomically`); PinsError naming it when not."""
+    (:func:`artifactcheck.clients.filesystem.write_atomically`); PinsError naming it when not."""
     try:
-        files.write_atomically(target, data)
+        filesystem.write_atomically(target, data)
     except OSError as exc:
         raise PinsError(f"{target}: cannot write: {exc.strerror or exc}") from exc

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.panel import Panel
 
-from artifactcheck.act.report import EXIT_MEANING, render_table
 from artifactcheck.model.settings import load_spec
 from artifactcheck.model.values import FindingKind, Report, Verdict
 from artifactcheck.pipeline import run_check
+from artifactcheck.present.report import EXIT_MEANING, render_table
 from artifactcheck_sim.fleet import SimFleet
 
 if TYPE_CHECKING:  # the cluster is started lazily: act one does without it

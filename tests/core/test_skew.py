@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from artifactcheck.judge.skew import judge_previous, loaded_by_pages, previous_findings
+from artifactcheck.judge.skew_check import judge_previous, loaded_by_pages, previous_findings
 from artifactcheck.model.skew import ON_CDN, PreviousServed
 from artifactcheck.model.values import (
     Fetched,
@@ -178,7 +178,7 @@ def test_every_report_format_names_the_files_the_version_and_the_place() -> None
 
     from rich.console import Console
 
-    from artifactcheck.act.report import render_junit, render_markdown, render_table, to_json
+    from artifactcheck.present.report import render_junit, render_markdown, render_table, to_json
 
     gone = PreviousServed(
         "1.0.0", ON_CDN, "http://cdn/", required=2, total=3, missing=("a.js", "b.css")

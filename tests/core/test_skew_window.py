@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from artifactcheck.control.release_pins import StatusPins
-from artifactcheck.control.skew import first_seen, previous_version
+from artifactcheck.control.skew_window import first_seen, previous_version
 from artifactcheck.control.state import CheckState
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.release.pins import PinsDoc, Seen, VersionPins

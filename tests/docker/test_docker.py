@@ -20,7 +20,11 @@ from typing import Any
 import pytest
 
 from artifactcheck.clients.docker import PURPOSE_LABEL, DockerEngine
-from artifactcheck.discover.docker import COMPOSE_PROJECT, COMPOSE_SERVICE, discover_containers
+from artifactcheck.discover.docker_containers import (
+    COMPOSE_PROJECT,
+    COMPOSE_SERVICE,
+    discover_containers,
+)
 from artifactcheck.manifests import native
 from artifactcheck.model.errors import ConfigError, DependencyError, ManifestError
 from artifactcheck.model.settings import DockerSource
@@ -123,7 +127,7 @@ def test_network_selects_the_address_and_filters(
     on_net = containers.start(site_images.clean, labels={"case": "net"}, networks=(net.name,))
     off_net = containers.start(site_images.clean, labels={"case": "net"})
 
-    with caplog.at_level(logging.WARNING, logger="artifactcheck.discover.docker"):
+    with caplog.at_level(logging.WARNING, logger="artifactcheck.discover.docker_containers"):
         found = discover_containers(docker_engine, select("case=net", network=net.name))
 
     assert [i.name for i in found] == [on_net.name]

@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from artifactcheck.clients.docker import DockerEngine, _read_tar
-from artifactcheck.discover.docker import (
+from artifactcheck.discover.docker_containers import (
     _instance_from_attrs,
     _label_filters,
     _parse_time,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from report_support import validate_report
 
-from artifactcheck.act import report as report_module
+from artifactcheck.present import report as report_module
 from artifactcheck_sim.fleet import SimFleet
 from artifactcheck_sim.web import WebFleet
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonschema
 
-from artifactcheck.act import report as report_module
+from artifactcheck.present import report as report_module
 
 _VALIDATOR: jsonschema.Draft202012Validator | None = None
 

@@ -14,9 +14,9 @@ from typing import Any
 import jsonschema
 from click.testing import CliRunner
 
-from artifactcheck.act.views import schema_path
 from artifactcheck.cli.main import main
 from artifactcheck.judge.prefix import FALLBACK
+from artifactcheck.present.views import schema_path
 
 CHUNK = "assets/report-50WvgzG_.js"
 

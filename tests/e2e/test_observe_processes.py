@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 import yaml
 
-from artifactcheck.act.report import assets
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Instance
 from artifactcheck.observe import processes
 from artifactcheck.observe.processes import can_fork, processes_for, shares, split_by_host
+from artifactcheck.present.report import assets
 from artifactcheck_sim.web import Delay
 
 DOWN = "http://127.93.60.1:9/"  # nothing listens on port 9 (discard) here

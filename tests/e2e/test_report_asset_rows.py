@@ -11,14 +11,6 @@ import jsonschema
 import pytest
 from report_support import validate_report
 
-from artifactcheck.act.report import (
-    ASSET_COLUMNS,
-    asset_headers,
-    asset_url,
-    assets,
-    render_json,
-    to_json,
-)
 from artifactcheck.model.values import (
     Fetched,
     Instance,
@@ -26,6 +18,14 @@ from artifactcheck.model.values import (
     Observation,
     Report,
     Verdict,
+)
+from artifactcheck.present.report import (
+    ASSET_COLUMNS,
+    asset_headers,
+    asset_url,
+    assets,
+    render_json,
+    to_json,
 )
 
 BASE = "http://web-1/"

@@ -10,14 +10,6 @@ import jsonschema
 import pytest
 from report_support import validate_report
 
-from artifactcheck.act.report import (
-    asset_headers,
-    asset_url,
-    assets,
-    not_compared,
-    render_json,
-    to_json,
-)
 from artifactcheck.judge.compare import SAMPLED_OUT
 from artifactcheck.model.values import (
     Coverage,
@@ -27,6 +19,14 @@ from artifactcheck.model.values import (
     Observation,
     Report,
     Verdict,
+)
+from artifactcheck.present.report import (
+    asset_headers,
+    asset_url,
+    assets,
+    not_compared,
+    render_json,
+    to_json,
 )
 
 

@@ -9,8 +9,8 @@ from xml.etree import ElementTree as ET
 
 from click.testing import CliRunner
 
-from artifactcheck.act.report import assets
 from artifactcheck.cli.main import main
+from artifactcheck.present.report import assets
 from artifactcheck_sim.web import Site, Status
 
 

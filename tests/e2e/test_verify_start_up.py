@@ -68,12 +68,12 @@ UNUSED = (
     "httpx_aiohttp",
     "kubernetes",
     "docker",
-    "artifactcheck.act.investigate",
-    "artifactcheck.act.views",
+    "artifactcheck.present.investigate",
+    "artifactcheck.present.views",
     "artifactcheck.clients.kube",
     "artifactcheck.clients.docker",
-    "artifactcheck.discover.kube",
-    "artifactcheck.discover.docker",
+    "artifactcheck.discover.kube_pods",
+    "artifactcheck.discover.docker_containers",
     "artifactcheck.control",
     "artifactcheck.tenancy.admission",  # the admin configuration's models (controller)
     "artifactcheck_sim",
@@ -221,7 +221,7 @@ def test_the_plugin_loader_stub_hands_other_names_to_the_real_loader() -> None:
 
 
 #: httpx's stack: our own transport runs without any of it (fetch/routes.py,
-#: fetch/errors.py's lean tree); only the "httpx" transport and a proxy need it.
+#: fetch/error_kinds.py's lean tree); only the "httpx" transport and a proxy need it.
 HTTPX_STACK = ("httpx", "httpcore", "h11", "anyio", "idna", "certifi", "sniffio")
 #: ... nor the standard library's HTTP client (fetch/proxy.py reads the variables).
 STDLIB_CLIENT = ("urllib.request", "http.client")

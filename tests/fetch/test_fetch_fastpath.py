@@ -18,7 +18,7 @@ from rawserver import RawConn, RawServer, response
 
 from artifactcheck.fetch import response as reading
 from artifactcheck.fetch import urls
-from artifactcheck.fetch.errors import HeaderRefused
+from artifactcheck.fetch.error_kinds import HeaderRefused
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.http1 import RawHeaders, header_block
 from artifactcheck.fetch.routes import BaseRoute as _BaseUrl

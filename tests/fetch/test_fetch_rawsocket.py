@@ -23,7 +23,7 @@ from rawserver import RawConn, RawServer, response, serve_each
 
 from artifactcheck.fetch import MAX_CONTENT_CODINGS, Fetcher, build_ssl_context, urls
 from artifactcheck.fetch.connection import Connection
-from artifactcheck.fetch.errors import HeaderRefused, ProtocolViolation
+from artifactcheck.fetch.error_kinds import HeaderRefused, ProtocolViolation
 from artifactcheck.fetch.http1 import Body, Http1Transport, framing
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import HttpSettings, RetrySettings

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from artifactcheck.fetch.errors import HeaderRefused
+from artifactcheck.fetch.error_kinds import HeaderRefused
 from artifactcheck.fetch.headers import header_problem
 from artifactcheck.fetch.http1 import header_block
 from artifactcheck.model.settings import HttpSettings

@@ -22,7 +22,7 @@ import yaml
 from conftest import keep_screenshot
 from selenium.webdriver.common.by import By
 
-from artifactcheck.act.html_report import CSP, render_html
+from artifactcheck.present.html_report import CSP, render_html
 from artifactcheck_sim.fleet import SimFleet
 from artifactcheck_sim.web import Site
 

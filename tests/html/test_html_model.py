@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from artifactcheck.act.html_report import page_model
+from artifactcheck.present.html_report import page_model
 
 
 def doc(*verdicts: str) -> dict:

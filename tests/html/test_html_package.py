@@ -8,7 +8,7 @@ import tomllib
 from conftest import ROOT
 from markupsafe import escape
 
-from artifactcheck.act import html_report
+from artifactcheck.present import html_report
 
 
 def test_every_template_is_package_data() -> None:

@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 from selenium.webdriver.common.by import By
 
-from artifactcheck.act import report as report_module
-from artifactcheck.act.html_report import MAX_CARDS, render_html
+from artifactcheck.present import report as report_module
+from artifactcheck.present.html_report import MAX_CARDS, render_html
 from bench.html_report import LOAD_MS, build
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ from typing import Any
 
 import jsonschema
 
-from artifactcheck.act.views import schema_path
+from artifactcheck.present.views import schema_path
 
 
 def validate(doc: dict[str, Any], name: str) -> None:

@@ -9,10 +9,10 @@ import pytest
 from rich.console import Console
 from schemas import validate
 
-from artifactcheck.act.investigate import FleetView
 from artifactcheck.cli.investigate import _watch, collect_fleet, parse_outputs
 from artifactcheck.model.errors import DependencyError
 from artifactcheck.model.settings import CheckSpec, load_spec
+from artifactcheck.present.investigate import FleetView
 
 
 def test_odd_group_jumps_out(make_fleet, config, cli) -> None:

@@ -17,7 +17,11 @@ import pytest
 from rich.console import Console
 from schemas import validate
 
-from artifactcheck.act.investigate import (
+from artifactcheck.cli.investigate import collect_fleet, collect_investigation, events_for
+from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.settings import load_spec
+from artifactcheck.model.values import Instance, InstanceResult, Report, Verdict, VersionSignal
+from artifactcheck.present.investigate import (
     FleetView,
     Investigation,
     PodEvent,
@@ -28,16 +32,12 @@ from artifactcheck.act.investigate import (
     join_words,
     text_diff,
 )
-from artifactcheck.act.views import (
+from artifactcheck.present.views import (
     fleet_json,
     investigation_json,
     render_fleet,
     render_investigation,
 )
-from artifactcheck.cli.investigate import collect_fleet, collect_investigation, events_for
-from artifactcheck.model.errors import ConfigError
-from artifactcheck.model.settings import load_spec
-from artifactcheck.model.values import Instance, InstanceResult, Report, Verdict, VersionSignal
 
 NOW = datetime(2024, 5, 1, 12, 30, tzinfo=UTC)
 OLD_IMAGE = "docker-pullable://shop/web@sha256:" + "a" * 64

@@ -14,18 +14,18 @@ import sys
 PROBE = """
 import sys
 from datetime import UTC, datetime
-from artifactcheck.act.investigate import FleetView
-from artifactcheck.act.views import dumps, fleet_json, render_fleet
+from artifactcheck.present.investigate import FleetView
+from artifactcheck.present.views import dumps, fleet_json, render_fleet
 
 view = FleetView(noun="instances", total=0, groups=(), headlines=(), counts={}, notes=(),
                  generated_at=datetime(2024, 5, 1, tzinfo=UTC), elapsed=0.0, requests=0,
                  exit_code=0, desired_version=None, cdn=None, release_source=None)
 dumps(fleet_json(view))
-print("rich" in sys.modules, "artifactcheck.act.view_tables" in sys.modules)
+print("rich" in sys.modules, "artifactcheck.present.view_tables" in sys.modules)
 if sys.argv[1:] == ["table"]:
     from rich.console import Console
     render_fleet(view, Console(file=open("/dev/null", "w")))
-    print("artifactcheck.act.view_tables" in sys.modules)
+    print("artifactcheck.present.view_tables" in sys.modules)
 """
 
 

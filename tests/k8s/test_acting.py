@@ -15,8 +15,8 @@ from typing import Any
 from artifactcheck.clients.kube import Throttled
 from artifactcheck.control.actions import Acting, Writes
 from artifactcheck.control.context import Context
+from artifactcheck.control.controller_settings import ControllerSettings
 from artifactcheck.control.metrics import Metrics
-from artifactcheck.control.settings import ControllerSettings
 from artifactcheck.control.state import CheckState
 from artifactcheck.judge.decide import Decision, History
 from artifactcheck.model.errors import DependencyError

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from artifactcheck.act.kube import KubeActor, cordoned_by_us
+from artifactcheck.act.kube_actor import KubeActor, cordoned_by_us
 from artifactcheck.act.kube_events import ANN_EPISODE, Episodes
 from artifactcheck.control.lease import LeaseLock
-from artifactcheck.discover.kube import discover_pods
+from artifactcheck.discover.kube_pods import discover_pods
 from artifactcheck.judge.decide import History, decide, recover_state
 from artifactcheck.model.errors import ConfigError, DependencyError
 from artifactcheck.model.names import (
@@ -49,7 +49,7 @@ MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 FAST = (1.0, 2.0)
 #: caplog levels are set on our own logger: another test (the CLI) may have raised the
 #: level of the "artifactcheck" logger, and records must still reach caplog.
-LOGGER = "artifactcheck.act.kube"
+LOGGER = "artifactcheck.act.kube_actor"
 
 
 class Clock:

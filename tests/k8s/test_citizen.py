@@ -401,7 +401,7 @@ def test_lease_namespace_defaults_to_the_pods_own(
     cluster: TenantCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from artifactcheck.control.controller import Controller, ControllerSettings
-    from artifactcheck.discover.kube import default_namespace
+    from artifactcheck.discover.kube_pods import default_namespace
 
     sa = tmp_path / "namespace"
     sa.write_text("from-sa\n")
@@ -536,7 +536,7 @@ def test_suspect_expectation_holds_or_fails_open(cluster: TenantCluster, fail_op
 def test_no_write_is_sent_past_the_deadline(cluster: TenantCluster) -> None:
     """may_act is judged by the clock, not by the lease loop having noticed; and the
     actor asks it before every request that writes, so nothing is sent."""
-    from artifactcheck.act.kube import KubeActor, NotLeader
+    from artifactcheck.act.kube_actor import KubeActor, NotLeader
     from artifactcheck.control.controller import Controller, ControllerSettings
     from artifactcheck.model.settings import PolicySettings
 

@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from artifactcheck.cli.main import main
-from artifactcheck.discover.kube import discover_pods
+from artifactcheck.discover.kube_pods import discover_pods
 from artifactcheck.manifests import native
 from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.model.errors import ConfigError, DependencyError, ExpectationUnavailable

@@ -3,7 +3,7 @@
 The policy is asked on every new connection, so the controller keeps each pod's
 parsed address and rebuilds only the set of them when a pod changes
 (``CheckState.addresses``). These tests drive the pod bookkeeping the watch calls
-(``control.pods``: ``pods_listed``, ``pod_changed``) and ask the policy the fetcher would ask: a pod
+(``control.candidates``: ``pods_listed``, ``pod_changed``) and ask the policy the fetcher would ask: a pod
 that moved is reachable at its new address only, one that went away not at all.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from artifactcheck.control import pods, wiring
+from artifactcheck.control import candidates, check_wiring
 from artifactcheck.control.controller import CheckState, Controller, ControllerSettings
 from artifactcheck.tenancy.admission import AdminConfig, admit
 
@@ -63,11 +63,11 @@ def controller() -> Iterator[tuple[Controller, CheckState]]:
 
 def listed(ctl: Controller, state: CheckState, *found: dict[str, Any]) -> None:
     """A list of the pods, as the watch delivers it (each summarised as listed)."""
-    pods.pods_listed(state, 0.0, [pods.summary(state, p) for p in found])
+    candidates.pods_listed(state, 0.0, [candidates.summary(state, p) for p in found])
 
 
 def allowed(ctl: Controller, state: CheckState, ip: str) -> bool:
-    return wiring.egress_for(state, ctl.address_rules)(ip, ip, 8080) is None
+    return check_wiring.egress_for(state, ctl.address_rules)(ip, ip, 8080) is None
 
 
 def test_listed_pods_are_reachable_and_no_other_address(
@@ -85,7 +85,7 @@ def test_a_pod_that_moves_is_reachable_at_its_new_address_only(
     ctl, state = controller
     listed(ctl, state, pod("a", "10.244.0.5"), pod("b", "10.244.0.6"))
     assert allowed(ctl, state, "10.244.0.6")  # the set is built, then must follow
-    pods.pod_changed(state, 0.0, "MODIFIED", pod("b", "10.244.0.9"))
+    candidates.pod_changed(state, 0.0, "MODIFIED", pod("b", "10.244.0.9"))
     assert allowed(ctl, state, "10.244.0.9")
     assert not allowed(ctl, state, "10.244.0.6")
     assert allowed(ctl, state, "10.244.0.5")
@@ -97,12 +97,12 @@ def test_pods_that_go_away_or_stop_being_ready_are_not_reachable(
     ctl, state = controller
     listed(ctl, state, pod("a", "10.244.0.5"), pod("b", "10.244.0.6"))
     assert allowed(ctl, state, "10.244.0.5") and allowed(ctl, state, "10.244.0.6")
-    pods.pod_changed(state, 0.0, "DELETED", pod("a", "10.244.0.5"))
+    candidates.pod_changed(state, 0.0, "DELETED", pod("a", "10.244.0.5"))
     assert not allowed(ctl, state, "10.244.0.5")
-    pods.pod_changed(state, 0.0, "MODIFIED", pod("b", "10.244.0.6", ready=False))
+    candidates.pod_changed(state, 0.0, "MODIFIED", pod("b", "10.244.0.6", ready=False))
     assert not allowed(ctl, state, "10.244.0.6")
     # a new pod, then a relist that no longer has it
-    pods.pod_changed(state, 0.0, "ADDED", pod("c", "10.244.0.8"))
+    candidates.pod_changed(state, 0.0, "ADDED", pod("c", "10.244.0.8"))
     assert allowed(ctl, state, "10.244.0.8")
     listed(
         ctl, state, pod("d", "10.244.0.10"), pod("e", None), pod("f", "10.244.0.11", ready=False)

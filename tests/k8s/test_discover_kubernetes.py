@@ -27,7 +27,7 @@ from artifactcheck.control.status import (
     patch_check_status,
     watch_checks,
 )
-from artifactcheck.discover.kube import (
+from artifactcheck.discover.kube_pods import (
     default_source,
     discover_pods,
     list_pods_raw,
@@ -551,7 +551,7 @@ def test_default_source_selects_the_whole_namespace() -> None:
 def test_pods_are_listed_in_pages_each_converted_as_it_arrives(server, api, make_pod) -> None:
     """client-go's pager: ``limit``/``continue`` pages (500 by default), one snapshot's
     resourceVersion, each pod handed to ``each`` as its page arrives."""
-    from artifactcheck.discover.kube import list_pods_as
+    from artifactcheck.discover.kube_pods import list_pods_as
 
     for n in range(7):
         make_pod(f"web-{n}", labels={"app": "web"}, ip=f"127.0.0.{20 + n}")
@@ -579,7 +579,7 @@ def test_pods_are_listed_in_pages_each_converted_as_it_arrives(server, api, make
 def test_an_expired_continue_token_restarts_the_list_in_one_request(server, api, make_pod) -> None:
     """A snapshot compacted between two pages answers 410 Expired: the list starts
     over, unpaged, and no pod of the abandoned pages is returned twice."""
-    from artifactcheck.discover.kube import list_pods_as
+    from artifactcheck.discover.kube_pods import list_pods_as
 
     for n in range(5):
         make_pod(f"web-{n}", labels={"app": "web"}, ip=f"127.0.0.{20 + n}")

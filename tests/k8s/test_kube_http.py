@@ -29,7 +29,7 @@ from artifactcheck.clients.kube import (
     configuration_for,
 )
 from artifactcheck.clients.kube_http import KubeHttp
-from artifactcheck.discover.kube import list_pods_async, watch_pods_async
+from artifactcheck.discover.kube_pods import list_pods_async, watch_pods_async
 from artifactcheck.model.errors import ConfigError, DependencyError
 from artifactcheck_sim.apiserver import FakeApiServer
 from artifactcheck_sim.apiserver_faults import FaultRule, Faults

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 
 from artifactcheck.control.controller import Controller, ControllerSettings
-from artifactcheck.control.settings import renew_deadline, renew_period_for
+from artifactcheck.control.controller_settings import renew_deadline, renew_period_for
 from artifactcheck.tenancy.admission import AdminConfig
 from artifactcheck_sim.apiserver import FakeApiServer
 from artifactcheck_sim.apiserver_faults import FaultRule, Faults

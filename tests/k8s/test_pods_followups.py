@@ -1,10 +1,10 @@
-"""Which pods a sampled full cycle observes besides its sample (control/pods.py,
+"""Which pods a sampled full cycle observes besides its sample (control/candidates.py,
 ``followed_up``): those whose last verdicts were bad, longest streak first, at most as
 many as the sample. The controller end to end: tests/k8s/test_controller.py."""
 
 from __future__ import annotations
 
-from artifactcheck.control.pods import followed_up
+from artifactcheck.control.candidates import followed_up
 from artifactcheck.control.state import CheckState
 from artifactcheck.judge.decide import History, InstanceState
 from artifactcheck.model.settings import CheckSpec

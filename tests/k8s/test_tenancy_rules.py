@@ -356,7 +356,7 @@ def test_request_budget_refills_and_goes_into_debt_once() -> None:
 @pytest.mark.parametrize("pod_ip", ["metadata.google.internal", "localhost", "10.0.0.1 "])
 def test_a_pod_ip_that_is_not_an_address_is_no_instance(pod_ip: str) -> None:
     """A name would be resolved by the fetcher: never where kubelet put the pod."""
-    from artifactcheck.discover.kube import pod_to_instance
+    from artifactcheck.discover.kube_pods import pod_to_instance
 
     pod = {"metadata": {"name": "p", "namespace": "shop"}, "status": {"podIP": pod_ip}}
     assert pod_to_instance(pod) is None

@@ -11,8 +11,8 @@ import random
 
 from artifactcheck.clients.kube import Throttled
 from artifactcheck.control.context import Context
+from artifactcheck.control.controller_settings import ControllerSettings
 from artifactcheck.control.metrics import Metrics
-from artifactcheck.control.settings import ControllerSettings
 from artifactcheck.control.watching import Watching
 from artifactcheck.fetch.retry import full_jitter
 from artifactcheck.model.errors import DependencyError

@@ -18,8 +18,8 @@ from typing import Any
 
 from artifactcheck.clients.kube import Throttled, WatchExpired
 from artifactcheck.control.context import Context
+from artifactcheck.control.controller_settings import ControllerSettings
 from artifactcheck.control.metrics import Metrics
-from artifactcheck.control.settings import ControllerSettings
 from artifactcheck.control.watching import Watching
 from artifactcheck.model.errors import DependencyError
 from artifactcheck.tenancy.admission import AdminConfig

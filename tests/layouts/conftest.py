@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 from layout_nginx import Nginx
 
-from artifactcheck.act import report as report_module
+from artifactcheck.present import report as report_module
 
 _VALIDATOR: jsonschema.Draft202012Validator | None = None
 

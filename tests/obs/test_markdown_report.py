@@ -19,7 +19,6 @@ from click.testing import CliRunner
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from artifactcheck.act.report import MARKDOWN_MAX_ROWS, render_markdown
 from artifactcheck.cli.main import main
 from artifactcheck.model.values import (
     Action,
@@ -32,6 +31,7 @@ from artifactcheck.model.values import (
     Severity,
     Verdict,
 )
+from artifactcheck.present.report import MARKDOWN_MAX_ROWS, render_markdown
 from artifactcheck_sim.fleet import RELEASES, SimFleet
 
 Table = list[list[str]]  # header row first

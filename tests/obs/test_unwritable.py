@@ -1,4 +1,4 @@
-"""One rule for every file the tool writes (clients.files.unwritable): a report is
+"""One rule for every file the tool writes (clients.filesystem.unwritable): a report is
 written in place, the pins file is replaced by a rename, so only the latter needs its
 directory writable when the file exists. Permissions are simulated: root may write
 anywhere, and the suite runs as root in CI."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from artifactcheck.clients.files import unwritable
+from artifactcheck.clients.filesystem import unwritable
 
 
 @pytest.mark.parametrize(

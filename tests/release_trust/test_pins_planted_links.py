@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from release_keys import make_key
 
 from artifactcheck.cli.main import main
-from artifactcheck.clients import files
+from artifactcheck.clients import filesystem
 from artifactcheck.manifests import native
 from artifactcheck.release.pins import FilePins, PinsError
 
@@ -138,7 +138,7 @@ def test_a_guessed_random_name_makes_the_write_take_another(
     three names the run will draw (for the pins file and the release copy alike); each
     create fails (O_EXCL | O_NOFOLLOW), the next name is drawn, the victim is untouched."""
     drawn = iter([f"guess{i}" for i in range(3)] + [f"fresh{i}" for i in range(100)])
-    monkeypatch.setattr(files.secrets, "token_hex", lambda _n: next(drawn))
+    monkeypatch.setattr(filesystem.secrets, "token_hex", lambda _n: next(drawn))
     pins = shared / "pins.json"
     releases = shared / "pins.json.releases"
     releases.mkdir()
@@ -161,10 +161,10 @@ def test_a_guessed_random_name_makes_the_write_take_another(
 def test_when_every_name_drawn_is_taken_the_write_fails_and_nothing_is_followed(
     tmp_path: Path, victim: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(files.secrets, "token_hex", lambda _n: "taken")
+    monkeypatch.setattr(filesystem.secrets, "token_hex", lambda _n: "taken")
     plant(tmp_path / ".out.taken.tmp", victim)
     with pytest.raises(FileExistsError):
-        files.write_atomically(tmp_path / "out", b"data")
+        filesystem.write_atomically(tmp_path / "out", b"data")
     assert not (tmp_path / "out").exists()
 
 

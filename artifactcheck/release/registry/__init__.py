@@ -50,12 +50,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from artifactcheck.release.registry.credentials import (
+from artifactcheck.release.registry.client_options import ImageLimits, RegistryOptions
+from artifactcheck.release.registry.docker_config import (
     Credentials,
     default_docker_config,
     load_credentials,
 )
-from artifactcheck.release.registry.options import ImageLimits, RegistryOptions
 from artifactcheck.release.registry.reference import (
     ImageReference,
     has_registry_host,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from artifactcheck.model.errors import ExpectationUnavailable
-from artifactcheck.release.registry.options import RegistryOptions
+from artifactcheck.release.registry.client_options import RegistryOptions
 from artifactcheck.release.registry.reference import DIGEST, ImageReference
 from artifactcheck.release.registry.session import Session, read_capped
 

@@ -20,10 +20,10 @@ import httpx
 from artifactcheck.manifests import native
 from artifactcheck.model.errors import ConfigError, ManifestError
 from artifactcheck.model.values import Manifest
-from artifactcheck.release.registry.credentials import default_docker_config
+from artifactcheck.release.registry.client_options import RegistryOptions
+from artifactcheck.release.registry.docker_config import default_docker_config
 from artifactcheck.release.registry.layers import BlobReader, Budget, decompressed
 from artifactcheck.release.registry.manifest import image_layers
-from artifactcheck.release.registry.options import RegistryOptions
 from artifactcheck.release.registry.reference import ImageReference, parse_reference
 from artifactcheck.release.registry.session import Session
 from artifactcheck.release.registry.tree import Tree, apply_layer

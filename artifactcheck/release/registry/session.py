@@ -25,8 +25,8 @@ import httpx
 
 from artifactcheck.fetch.retry import parse_retry_after, retry_wait
 from artifactcheck.model.errors import ConfigError, ExpectationUnavailable
-from artifactcheck.release.registry.credentials import load_credentials
-from artifactcheck.release.registry.options import RegistryOptions
+from artifactcheck.release.registry.client_options import RegistryOptions
+from artifactcheck.release.registry.docker_config import load_credentials
 from artifactcheck.release.registry.reference import ImageReference
 
 logger = logging.getLogger("artifactcheck.release.registry")

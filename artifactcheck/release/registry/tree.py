@@ -21,8 +21,8 @@ from artifactcheck.manifests.limits import (
 )
 from artifactcheck.model.errors import ExpectationUnavailable
 from artifactcheck.model.values import ManifestEntry
+from artifactcheck.release.registry.client_options import ImageLimits
 from artifactcheck.release.registry.layers import CHUNK, BlobReader, Budget, Unpacked
-from artifactcheck.release.registry.options import ImageLimits
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"

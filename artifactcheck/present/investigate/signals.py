@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from artifactcheck.act.investigate.values import SignalRow
 from artifactcheck.model.values import (
     UNKNOWN_VERDICTS,
     InstanceResult,
     Verdict,
 )
+from artifactcheck.present.investigate.view_models import SignalRow
 
 
 def signal_rows(result: InstanceResult) -> tuple[tuple[SignalRow, ...], bool]:

@@ -7,20 +7,22 @@ and the truth came from curl. This package turns a :class:`~artifactcheck.model.
 plain-language summary first, then every signal side by side. It is pure, like
 :mod:`artifactcheck.judge.compare` — no I/O, no clock (``now`` is a parameter) — so every
 sentence can be pinned by a test; fetching lives in :mod:`artifactcheck.cli.investigate`,
-rendering in :mod:`artifactcheck.act.views`.
+rendering in :mod:`artifactcheck.present.views`.
 """
 
 from __future__ import annotations
 
-from artifactcheck.act.investigate.assets import asset_rows, manifest_comparison
-from artifactcheck.act.investigate.builders import build_fleet, build_investigation
-from artifactcheck.act.investigate.diffs import DiffPlan, diff_plans, text_diff
-from artifactcheck.act.investigate.pods import pod_view, tls_view
-from artifactcheck.act.investigate.siblings import siblings
-from artifactcheck.act.investigate.signals import signal_rows
-from artifactcheck.act.investigate.summary import summarise
-from artifactcheck.act.investigate.target import find_target, unknown_target
-from artifactcheck.act.investigate.values import (
+from artifactcheck.judge.answers import short
+from artifactcheck.judge.order import natural
+from artifactcheck.present.investigate.assets import asset_rows, manifest_comparison
+from artifactcheck.present.investigate.builders import build_fleet, build_investigation
+from artifactcheck.present.investigate.diffs import DiffPlan, diff_plans, text_diff
+from artifactcheck.present.investigate.pods import pod_view, tls_view
+from artifactcheck.present.investigate.siblings import siblings
+from artifactcheck.present.investigate.signals import signal_rows
+from artifactcheck.present.investigate.summary import summarise
+from artifactcheck.present.investigate.target import find_target, unknown_target
+from artifactcheck.present.investigate.view_models import (
     FLEET_SCHEMA,
     INVESTIGATE_SCHEMA,
     TEXT_SUFFIXES,
@@ -38,9 +40,14 @@ from artifactcheck.act.investigate.values import (
     SignalRow,
     TlsView,
 )
-from artifactcheck.act.investigate.words import age, clock, file_names, join_words, noun_for, plural
-from artifactcheck.judge.answers import short
-from artifactcheck.judge.order import natural
+from artifactcheck.present.investigate.words import (
+    age,
+    clock,
+    file_names,
+    join_words,
+    noun_for,
+    plural,
+)
 
 __all__ = [
     "natural",

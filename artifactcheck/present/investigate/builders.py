@@ -8,25 +8,6 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from artifactcheck.act.investigate.assets import asset_rows, manifest_comparison
-from artifactcheck.act.investigate.notes import (
-    _dedupe,
-    _fleet_notes,
-    _instance_notes,
-    _sampled_files,
-)
-from artifactcheck.act.investigate.pods import pod_view
-from artifactcheck.act.investigate.siblings import siblings
-from artifactcheck.act.investigate.signals import signal_rows
-from artifactcheck.act.investigate.summary import summarise
-from artifactcheck.act.investigate.values import (
-    FleetGroup,
-    FleetView,
-    Investigation,
-    PodEvent,
-    TlsView,
-)
-from artifactcheck.act.investigate.words import _verb, noun_for
 from artifactcheck.judge.order import natural
 from artifactcheck.model.names import DEFAULT_CONDITION_TYPE
 from artifactcheck.model.values import (
@@ -36,6 +17,25 @@ from artifactcheck.model.values import (
     Report,
     Verdict,
 )
+from artifactcheck.present.investigate.assets import asset_rows, manifest_comparison
+from artifactcheck.present.investigate.notes import (
+    _dedupe,
+    _fleet_notes,
+    _instance_notes,
+    _sampled_files,
+)
+from artifactcheck.present.investigate.pods import pod_view
+from artifactcheck.present.investigate.siblings import siblings
+from artifactcheck.present.investigate.signals import signal_rows
+from artifactcheck.present.investigate.summary import summarise
+from artifactcheck.present.investigate.view_models import (
+    FleetGroup,
+    FleetView,
+    Investigation,
+    PodEvent,
+    TlsView,
+)
+from artifactcheck.present.investigate.words import _verb, noun_for
 
 
 def build_investigation(

@@ -14,7 +14,7 @@ import ipaddress
 import socket
 from typing import TYPE_CHECKING
 
-from artifactcheck.fetch.errors import EgressRefused
+from artifactcheck.fetch.error_kinds import EgressRefused
 
 if TYPE_CHECKING:  # a tenant's policy module (its address sets) loads where one is made
     from artifactcheck.tenancy.egress import Egress

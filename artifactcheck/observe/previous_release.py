@@ -6,7 +6,7 @@ check asks (its own host name, its answers reused when the CDN check already ask
 the same path); with ``previous_on_instances``, each reachable instance is asked for a
 sample of its files drawn like the current release's (the same sample for every
 sibling, under the prefix the instance serves its files at). Judging is
-:mod:`artifactcheck.judge.skew`'s.
+:mod:`artifactcheck.judge.skew_check`'s.
 """
 
 from __future__ import annotations
@@ -18,7 +18,12 @@ from typing import Protocol
 from artifactcheck.discover.sample import entry_points, sample_paths
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.judge.cdn_check import CdnView, cdn_paths
-from artifactcheck.judge.skew import judge_previous, loaded_by_pages, unavailable, why_unchecked
+from artifactcheck.judge.skew_check import (
+    judge_previous,
+    loaded_by_pages,
+    unavailable,
+    why_unchecked,
+)
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.skew import ON_CDN, PreviousServed
 from artifactcheck.model.values import Expectation, Fetched, Manifest, Observation

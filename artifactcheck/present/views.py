@@ -1,10 +1,10 @@
 """The on-call views for machines (versioned JSON) and the entry points that draw them.
 
-The same view model (:mod:`artifactcheck.act.investigate`) feeds the JSON documents
-here and the tables of :mod:`artifactcheck.act.view_tables`, so what a human reads and
+The same view model (:mod:`artifactcheck.present.investigate`) feeds the JSON documents
+here and the tables of :mod:`artifactcheck.present.view_tables`, so what a human reads and
 what a script parses never disagree. The documents carry a ``schema`` name
 (``artifactcheck/investigate/v1``, ``artifactcheck/fleet/v1``) whose JSON Schema ships in
-``act/schemas/``: consumers can validate against it, and a breaking change gets a new
+``present/schemas/``: consumers can validate against it, and a breaking change gets a new
 version instead of silently changing the shape. rich is loaded only when a table is
 drawn: ``--output json`` never pays for it.
 """
@@ -18,7 +18,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from artifactcheck.act.investigate import (
+from artifactcheck.present.investigate import (
     FLEET_SCHEMA,
     INVESTIGATE_SCHEMA,
     AssetRow,
@@ -27,7 +27,7 @@ from artifactcheck.act.investigate import (
     Investigation,
     PodView,
 )
-from artifactcheck.act.report import finding_json
+from artifactcheck.present.report import finding_json
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -45,7 +45,7 @@ def schema_path(name: str) -> Path:
 
 def investigation_renderables(inv: Investigation, console: Console) -> list[RenderableType]:
     """Every section of an investigation, summary first, as rich renderables."""
-    from artifactcheck.act import view_tables
+    from artifactcheck.present import view_tables
 
     return view_tables.investigation_renderables(inv, console)
 
@@ -58,7 +58,7 @@ def render_investigation(inv: Investigation, console: Console) -> None:
 
 def fleet_renderable(view: FleetView, console: Console) -> RenderableType:
     """The fleet view as one renderable, so ``--watch`` can redraw it in place."""
-    from artifactcheck.act import view_tables
+    from artifactcheck.present import view_tables
 
     return view_tables.fleet_renderable(view, console)
 
@@ -93,7 +93,7 @@ def _fields(obj: object, names: str, *, prefix: str = "") -> dict[str, Any]:
 
 
 def investigation_json(inv: Investigation) -> dict[str, Any]:
-    """The ``artifactcheck/investigate/v1`` document (see act/schemas).
+    """The ``artifactcheck/investigate/v1`` document (see present/schemas).
 
     Hashes are full length here, unlike the table's prefixes.
     """
@@ -174,7 +174,7 @@ def _run_json(counts: Any, elapsed: float, requests: int) -> dict[str, Any]:
 
 
 def fleet_json(view: FleetView) -> dict[str, Any]:
-    """The ``artifactcheck/fleet/v1`` document (see act/schemas)."""
+    """The ``artifactcheck/fleet/v1`` document (see present/schemas)."""
     return {
         "schema": FLEET_SCHEMA,
         **_fields(view, "generated_at exit_code noun total headlines notes"),

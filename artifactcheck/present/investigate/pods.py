@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from artifactcheck.act.investigate.values import PodEvent, PodView, TlsView
 from artifactcheck.model.names import ANNOTATION_PREFIX
 from artifactcheck.model.values import (
     CertInfo,
     Instance,
 )
+from artifactcheck.present.investigate.view_models import PodEvent, PodView, TlsView
 
 
 def tls_view(

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 
-from artifactcheck.act.investigate.values import Siblings
-from artifactcheck.act.investigate.words import clock, join_words, noun_for
 from artifactcheck.judge.compare import serves_content
 from artifactcheck.judge.order import natural
 from artifactcheck.model.values import (
     InstanceResult,
     Report,
 )
+from artifactcheck.present.investigate.view_models import Siblings
+from artifactcheck.present.investigate.words import clock, join_words, noun_for
 
 
 def _does_the_same(target: InstanceResult, other: InstanceResult) -> bool:

@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from artifactcheck.act.investigate.assets import _mixed_with
-from artifactcheck.act.investigate.siblings import _where_and_when
-from artifactcheck.act.investigate.values import AssetRow, Siblings
-from artifactcheck.act.investigate.words import file_names, join_words, plural
 from artifactcheck.model.values import (
     FindingKind,
     InstanceResult,
     Verdict,
 )
+from artifactcheck.present.investigate.assets import _mixed_with
+from artifactcheck.present.investigate.siblings import _where_and_when
+from artifactcheck.present.investigate.view_models import AssetRow, Siblings
+from artifactcheck.present.investigate.words import file_names, join_words, plural
 
 
 def _cdn_clause(changed: Sequence[AssetRow], others_missing: Sequence[AssetRow]) -> str:

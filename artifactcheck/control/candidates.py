@@ -15,7 +15,7 @@ from typing import Any
 
 from artifactcheck.clients.kube_bodies import Pod
 from artifactcheck.control.state import CheckState, PodSummary, address_of, key_of
-from artifactcheck.discover.kube import actionable_copy, containers_ready, pod_to_instance
+from artifactcheck.discover.kube_pods import actionable_copy, containers_ready, pod_to_instance
 from artifactcheck.discover.sample import draw_seed, sample_instances
 from artifactcheck.model.values import Instance, Observation
 from artifactcheck.observe.instance import Observer

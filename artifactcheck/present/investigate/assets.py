@@ -12,12 +12,6 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from artifactcheck.act.investigate.values import (
-    AssetRow,
-    Evidence,
-    ManifestComparison,
-    ReleaseMatch,
-)
 from artifactcheck.judge.prefix import FALLBACK, is_fallback, page_hashes
 from artifactcheck.judge.statuses import MISSING, NOT_HERE
 from artifactcheck.model.values import (
@@ -25,6 +19,12 @@ from artifactcheck.model.values import (
     FindingKind,
     InstanceResult,
     Manifest,
+)
+from artifactcheck.present.investigate.view_models import (
+    AssetRow,
+    Evidence,
+    ManifestComparison,
+    ReleaseMatch,
 )
 
 #: Served statuses that mean "this file is not there", on an instance or on the CDN.

@@ -2,7 +2,7 @@
 
 On a terminal rich adds colour; piped (a ticket, a log, ``| less``) the output is
 plain ASCII text with the same words, because an incident channel is where these lines
-end up. Loaded only to draw a table (:mod:`artifactcheck.act.views` imports it when one
+end up. Loaded only to draw a table (:mod:`artifactcheck.present.views` imports it when one
 is asked for): ``--output json`` never pays for rich.
 """
 
@@ -15,10 +15,10 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from artifactcheck.act.investigate import age, clock, short, values
-from artifactcheck.act.report import SEVERITY_STYLE, VERDICT_STYLE, hashes_note
 from artifactcheck.model.names import ANNOTATION_PREFIX
 from artifactcheck.model.values import Finding, Verdict
+from artifactcheck.present.investigate import age, clock, short, view_models
+from artifactcheck.present.report import SEVERITY_STYLE, VERDICT_STYLE, hashes_note
 
 #: Like ``box.SIMPLE`` but pure ASCII, for output that is piped into tickets and logs.
 PLAIN_BOX = box.Box("    \n    \n -- \n    \n    \n -- \n    \n    \n", ascii=True)
@@ -65,7 +65,9 @@ def _state(value: str) -> Text:
 # --------------------------------------------------------------------------- investigate
 
 
-def investigation_renderables(inv: values.Investigation, console: Console) -> list[RenderableType]:
+def investigation_renderables(
+    inv: view_models.Investigation, console: Console
+) -> list[RenderableType]:
     """Every section of an investigation, summary first, as rich renderables.
 
     The order is the order of questions at 3 a.m.: what is wrong, what can't we tell,
@@ -111,7 +113,7 @@ def investigation_renderables(inv: values.Investigation, console: Console) -> li
     return out
 
 
-def _signals(inv: values.Investigation, console: Console) -> Table:
+def _signals(inv: view_models.Investigation, console: Console) -> Table:
     """Every version signal side by side, with agreement: the lie shows here first."""
     agree = "all agree" if inv.signals_agree else "they DISAGREE"
     table = _table(console, f"version signals ({agree})")
@@ -127,7 +129,7 @@ def _signals(inv: values.Investigation, console: Console) -> Table:
     return table
 
 
-def _facts(inv: values.Investigation, console: Console) -> Table:
+def _facts(inv: view_models.Investigation, console: Console) -> Table:
     """Where the instance runs and what image, against its siblings of the same version."""
     t = inv.target
     sib = inv.siblings
@@ -173,18 +175,18 @@ def _facts(inv: values.Investigation, console: Console) -> Table:
     return table
 
 
-def _unobserved(inv: values.Investigation) -> bool:
+def _unobserved(inv: view_models.Investigation) -> bool:
     """The instance answered nothing usable: no file of it was fetched."""
     return all(r.state == "not-fetched" for r in inv.assets)
 
 
-def _not_compared_why(inv: values.Investigation) -> str:
+def _not_compared_why(inv: view_models.Investigation) -> str:
     if _unobserved(inv):
         return "the instance could not be observed"
     return "sampled out, or not served where it could be fetched"
 
 
-def _manifest(inv: values.Investigation, console: Console) -> list[RenderableType]:
+def _manifest(inv: view_models.Investigation, console: Console) -> list[RenderableType]:
     """Served manifest against the expected release, and which release the bytes are."""
     m = inv.manifest
     text = Text()
@@ -230,7 +232,7 @@ def _manifest(inv: values.Investigation, console: Console) -> list[RenderableTyp
     return [text]
 
 
-def _cdn_cell(row: values.AssetRow) -> Text:
+def _cdn_cell(row: view_models.AssetRow) -> Text:
     """The CDN column: status, state and hash prefix in one cell."""
     if row.cdn_state == "not-checked":
         return Text("-", style="dim")
@@ -243,7 +245,7 @@ def _cdn_cell(row: values.AssetRow) -> Text:
     return cell
 
 
-def _served_cell(row: values.AssetRow) -> Text:
+def _served_cell(row: view_models.AssetRow) -> Text:
     """The served column; for a wrong file, which known release file has these bytes."""
     if row.state == "not-fetched":
         return Text("not fetched", style="dim")
@@ -255,7 +257,7 @@ def _served_cell(row: values.AssetRow) -> Text:
     return cell
 
 
-def _assets(inv: values.Investigation, console: Console) -> Table:
+def _assets(inv: view_models.Investigation, console: Console) -> Table:
     """The per-file table, problems first, expected/served/CDN side by side."""
     table = _table(console, f"files ({len(inv.assets)})")
     table.add_column("path", overflow="fold")
@@ -278,7 +280,7 @@ def _assets(inv: values.Investigation, console: Console) -> Table:
     return table
 
 
-def _ev(e: values.Evidence | None) -> tuple[str, str, str, str, str]:
+def _ev(e: view_models.Evidence | None) -> tuple[str, str, str, str, str]:
     """Evidence as five cells, '-' for absent headers."""
     if e is None:
         return ("-", "-", "-", "-", "-")
@@ -291,7 +293,7 @@ def _ev(e: values.Evidence | None) -> tuple[str, str, str, str, str]:
     )
 
 
-def _evidence_table(inv: values.Investigation, console: Console) -> Table:
+def _evidence_table(inv: view_models.Investigation, console: Console) -> Table:
     """ETag/Age/Cache-Control/cache/Server per file, instance then CDN.
 
     A rebuilt file often gives itself away here first (another ETag, no immutable
@@ -311,7 +313,7 @@ def _evidence_table(inv: values.Investigation, console: Console) -> Table:
     return table
 
 
-def _tls(inv: values.Investigation, console: Console) -> Table:
+def _tls(inv: view_models.Investigation, console: Console) -> Table:
     """Certificate subject and expiry per endpoint; an expired one started an outage."""
     table = _table(console, "TLS certificates")
     table.add_column("endpoint", overflow="fold")
@@ -328,7 +330,7 @@ def _tls(inv: values.Investigation, console: Console) -> Table:
     return table
 
 
-def _pod(inv: values.Investigation, console: Console) -> list[RenderableType]:
+def _pod(inv: view_models.Investigation, console: Console) -> list[RenderableType]:
     """The pod's gate condition, annotations and Events, as kubectl describe would."""
     pod = inv.pod
     assert pod is not None
@@ -383,7 +385,7 @@ def _findings(findings: tuple[Finding, ...]) -> Text:
     return text
 
 
-def _diff(diff: values.DiffView) -> Text:
+def _diff(diff: view_models.DiffView) -> Text:
     """A unified diff with +/- colours and where the expected bytes came from."""
     text = Text(f"diff {diff.path}\n", style="bold")
     if diff.expected_source:
@@ -411,7 +413,7 @@ def _diff(diff: values.DiffView) -> Text:
 # --------------------------------------------------------------------------- fleet
 
 
-def _ages(g: values.FleetGroup, now: datetime) -> str:
+def _ages(g: view_models.FleetGroup, now: datetime) -> str:
     """Age range of a group ('17m-21m'): a fresh group is where a bad rebuild lands."""
     if g.first_started is None or g.last_started is None:
         return "-"
@@ -428,7 +430,7 @@ def _names(items: tuple[str, ...], limit: int = 4) -> str:
     return shown + (f" +{len(items) - limit}" if len(items) > limit else "")
 
 
-def fleet_renderable(view: values.FleetView, console: Console) -> RenderableType:
+def fleet_renderable(view: view_models.FleetView, console: Console) -> RenderableType:
     """The fleet view as one renderable, so ``--watch`` can redraw it in place.
 
     Headlines first (the odd ones in red), then notes, then the groups; columns that no
@@ -452,7 +454,7 @@ def fleet_renderable(view: values.FleetView, console: Console) -> RenderableType
     return Group(*parts)
 
 
-def _fleet_table(view: values.FleetView, console: Console) -> Table:
+def _fleet_table(view: view_models.FleetView, console: Console) -> Table:
     """One row per group; the image, nodes, owners and age columns only when any group
     has a value for them."""
     table = _table(
@@ -485,7 +487,9 @@ def _fleet_table(view: values.FleetView, console: Console) -> Table:
     return table
 
 
-def _fleet_cells(g: values.FleetGroup, has: dict[str, bool], now: datetime) -> list[RenderableType]:
+def _fleet_cells(
+    g: view_models.FleetGroup, has: dict[str, bool], now: datetime
+) -> list[RenderableType]:
     """The cells of one group's row, for the columns the table has."""
     verdicts = Text()
     for i, (name, n) in enumerate(g.verdicts.items()):

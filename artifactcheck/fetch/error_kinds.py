@@ -155,7 +155,7 @@ def _verify_reason(exc: BaseException) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Context:
+class MessageContext:
     """What a message may name: the settings, and whether the body was being read."""
 
     http: HttpSettings
@@ -181,7 +181,7 @@ class Rule:
 
     types: tuple[type[BaseException], ...]
     kind: ErrorKind
-    message: Callable[[BaseException, Context], str]
+    message: Callable[[BaseException, MessageContext], str]
     scope: Literal["chain", "error"] = "error"
     phase: Literal["any", "body"] = "any"
     httpx_only: tuple[str, ...] = ()
@@ -196,11 +196,11 @@ class Rule:
         return Rule(self.types + added, self.kind, self.message, self.scope, self.phase)
 
 
-def _lost(e: BaseException, c: Context) -> str:
+def _lost(e: BaseException, c: MessageContext) -> str:
     return f"connection lost{c.body}: {root_message(e)}"
 
 
-def _cannot_connect(e: BaseException, c: Context) -> str:
+def _cannot_connect(e: BaseException, c: MessageContext) -> str:
     return f"cannot connect: {root_message(e)}"
 
 
@@ -291,7 +291,7 @@ def classify(
 ) -> tuple[ErrorKind, str]:
     """(kind, message) for an exception raised by a transport: the first row of
     :data:`RULES` that matches."""
-    context = Context(http, reading_body)
+    context = MessageContext(http, reading_body)
     chain = list(_chain(exc))
     for rule in _rules():
         if rule.phase == "body" and not reading_body:

@@ -7,11 +7,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from artifactcheck.act.investigate.values import DiffView, Investigation
 from artifactcheck.model.values import (
     Fetched,
     Report,
 )
+from artifactcheck.present.investigate.view_models import DiffView, Investigation
 
 _BREAK = re.compile(r"(?<=[;{}])")
 

@@ -2,7 +2,7 @@
 
 An on-call engineer facing hundreds of instances would rather see the fleet than read a
 table, and a CI job keeps files, not terminals. The page is built from the report's JSON
-document (:func:`artifactcheck.act.report.to_json`, schema ``report-v3``) and from
+document (:func:`artifactcheck.present.report.to_json`, schema ``report-v3``) and from
 nothing else, so it never says more than ``--output json`` does: what an instance served
 is hashed there, and the text of a file is not, so the page shows hashes, never a diff.
 
