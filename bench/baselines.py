@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from artifactcheck.act.report import assets
+from artifactcheck.present.report import assets
 
 from .common import Measured, fleet_server, log, machine, run_measured, save, tool_env
 from .sampled import run_tool, write_spec
