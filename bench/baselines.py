@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -142,26 +143,40 @@ def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """The Markdown table of best walls and the tool's ratios to each baseline."""
-    before = "before" in rows[0]["best"]
-    head = "| instances | GETs | curl -Z + sha256sum | asyncio floor | artifactcheck verify |"
-    head += " before |" if before else ""
-    lines = [head, "|" + "---|" * (6 if before else 5)]
+    """The Markdown table: each command's best wall time of the runs and its median CPU
+    time (the machine is shared: CPU moves less with other work than wall time), and
+    the tool's ratios to each baseline on both."""
+    names = ["curl -Z", "floor", "artifactcheck"] + (
+        ["before"] if "before" in rows[0]["best"] else []
+    )
+    titles = {
+        "curl -Z": "curl -Z + sha256sum",
+        "floor": "asyncio floor",
+        "artifactcheck": "artifactcheck verify",
+        "before": "before",
+    }
+    lines = [
+        "| instances | GETs | " + " | ".join(titles[n] for n in names) + " |",
+        "|" + "---|" * (2 + len(names)),
+    ]
     for row in rows:
-        b = row["best"]
-        tool = b["artifactcheck"]
-        line = (
-            f"| {row['instances']:,} | {row['requests']:,} | {b['curl -Z']:.2f} s | "
-            f"{b['floor']:.2f} s | {tool:.2f} s ({tool / b['curl -Z']:.2f}x curl -Z, "
-            f"{tool / b['floor']:.2f}x the floor) |"
-        )
-        if before:
-            line += (
-                f" {b['before']:.2f} s ({b['before'] / b['curl -Z']:.2f}x curl -Z, "
-                f"{b['before'] / b['floor']:.2f}x the floor) |"
-            )
-        lines.append(line)
+        wall, cpu = row["best"], _median_cpu(row)
+        cells = []
+        for name in names:
+            cell = f"{wall[name]:.2f} s (CPU {cpu[name]:.2f} s)"
+            if name in ("artifactcheck", "before"):
+                cell += (
+                    f": {wall[name] / wall['curl -Z']:.2f}x curl -Z, "
+                    f"{wall[name] / wall['floor']:.2f}x the floor; CPU "
+                    f"{cpu[name] / cpu['curl -Z']:.2f}x, {cpu[name] / cpu['floor']:.2f}x"
+                )
+            cells.append(cell)
+        lines.append(f"| {row['instances']:,} | {row['requests']:,} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _median_cpu(row: dict[str, Any]) -> dict[str, float]:
+    return {name: statistics.median(r[name]["cpu"] for r in row["runs"]) for name in row["runs"][0]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,7 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="per command, seconds")
     parser.add_argument("--before", type=Path, help="also run this package copy every run")
     parser.add_argument("--name", default="baselines", help="results file name")
+    parser.add_argument(
+        "--table", type=Path, help="only print the table of a results file written before"
+    )
     args = parser.parse_args(argv)
+    if args.table is not None:
+        print(table(json.loads(args.table.read_text())["rows"]))
+        return 0
     result: dict[str, Any] = {
         "benchmark": "baselines",
         "machine": machine(),
