@@ -1,9 +1,8 @@
 """Where the time of a sampled check goes: HTTP client stacks on the same requests.
 
 Not one of the main benchmarks (bench/stacks.py is the one behind docs/http-stacks.md),
-but CPU per request at 1,000 hosts by default for the two stacks ``artifactcheck/fetch/``
-keeps (``http.transport``: the lean ``http1`` and ``httpx``), against httpx alone and a
-raw asyncio floor: the same URL list (manifest + 6
+but CPU per request at 1,000 hosts by default for the Fetcher on its lean transport,
+against httpx alone and a raw asyncio floor: the same URL list (manifest + 6
 assets for each of N instances), every body sha256-hashed, 64 requests in flight,
 measured in-process (no interpreter start-up), one stack at a time, each in a fresh
 subprocess so they do not share warm state.
@@ -22,12 +21,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from .common import ROOT, fleet_server, log, machine, save
 
-STACKS = ("raw-asyncio", "httpx-default", "fetcher", "fetcher-httpx")
+STACKS = ("raw-asyncio", "httpx-default", "fetcher")
 
 
 async def _bounded(urls: list[str], limit: int, get: Any) -> int:
@@ -62,13 +61,11 @@ async def run_httpx(urls: list[str], per_host: int) -> int:
         return await _bounded(urls, 64, get)
 
 
-async def run_fetcher(
-    urls: list[str], per_host: int, transport: Literal["http1", "httpx"] = "http1"
-) -> int:
+async def run_fetcher(urls: list[str], per_host: int) -> int:
     from artifactcheck.fetch.fetcher import Fetcher
     from artifactcheck.model.settings import HttpSettings, RetrySettings
 
-    http = HttpSettings(max_per_host=per_host, transport=transport)
+    http = HttpSettings(max_per_host=per_host)
     async with Fetcher(http=http, retry=RetrySettings()) as fetcher:
 
         async def get(url: str) -> int:
@@ -164,7 +161,6 @@ def child(stack: str, urls_file: str, per_host: int) -> None:
         "raw-asyncio": lambda: run_raw(urls, per_host),
         "httpx-default": lambda: run_httpx(urls, per_host),
         "fetcher": lambda: run_fetcher(urls, per_host),
-        "fetcher-httpx": lambda: run_fetcher(urls, per_host, "httpx"),
     }[stack]
     # imports first, so only the requests are timed
     import httpx  # noqa: F401

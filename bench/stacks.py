@@ -13,10 +13,9 @@ Three parts, each printed as one line and saved to bench/results/stacks.json:
   pin, with what each parser makes of it;
 - ``suites``: the hostile-bytes suites (tests/fetch/test_fetch_framing.py,
   test_fetch_rawsocket.py, test_fetch_safety.py, tests/e2e/test_hostile.py), passed
-  and failed per transport, from pytest's own JUnit report; ``native``: the same with
-  the project's workaround inside httpx's pool switched off.
+  and failed, from pytest's own JUnit report.
 
-    python -m bench.stacks [--instances 200] [--parts parsers,fleet,suites,native]
+    python -m bench.stacks [--instances 200] [--parts parsers,fleet,suites]
 """
 
 from __future__ import annotations
@@ -387,20 +386,8 @@ def parsers(rounds: int) -> dict[str, Any]:
 _PARAM = re.compile(r"\[(.*)\]$")
 
 
-def pytest_configure(config: Any) -> None:
-    """Loaded as a pytest plugin (``-p bench.stacks``, the ``native`` part): httpx's pool
-    without the project's workaround (transports._SilentConnection, which reads h11's
-    private buffer), to count what httpx keeps on its own."""
-    import httpcore
-
-    from artifactcheck.fetch import transports
-
-    transports._SilentConnection.has_expired = httpcore.AsyncHTTPConnection.has_expired  # type: ignore[method-assign]
-
-
-def suites(transports: list[str], *, native: bool = False) -> dict[str, dict[str, int]]:
+def suites(transports: list[str]) -> dict[str, dict[str, int]]:
     report = Path(tempfile.mkdtemp(prefix="stacks-")) / "junit.xml"
-    plugin = ["-p", "bench.stacks"] if native else []
     subprocess.run(
         [
             sys.executable,
@@ -409,7 +396,6 @@ def suites(transports: list[str], *, native: bool = False) -> dict[str, dict[str
             "-q",
             "-p",
             "no:cacheprovider",
-            *plugin,
             *SUITES,
             f"--junitxml={report}",
         ],
@@ -431,19 +417,16 @@ def suites(transports: list[str], *, native: bool = False) -> dict[str, dict[str
         )
         counts.setdefault(stack, Counter())[outcome] += 1
     for stack, counter in counts.items():
-        log(
-            f"  suites{' (native)' if native else ''} {stack:16s} "
-            + ", ".join(f"{k} {v}" for k, v in sorted(counter.items()))
-        )
+        log(f"  suites {stack:16s} " + ", ".join(f"{k} {v}" for k, v in sorted(counter.items())))
     return {k: dict(v) for k, v in counts.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="HTTP stacks under the Fetcher, one run")
     parser.add_argument("--instances", type=int, default=200)
-    parser.add_argument("--transports", default="http1,http1-llhttp,httpx")
+    parser.add_argument("--transports", default="http1,http1-llhttp")
     parser.add_argument("--name", default="stacks", help="results file name")
-    parser.add_argument("--parts", default="parsers,fleet,suites,native")
+    parser.add_argument("--parts", default="parsers,fleet,suites")
     parser.add_argument("--rounds", type=int, default=20_000)
     parser.add_argument("--child", nargs=2, metavar=("TRANSPORT", "URLS"))
     args = parser.parse_args(argv)
@@ -459,8 +442,6 @@ def main(argv: list[str] | None = None) -> int:
         result["fleet"] = fleet(args.instances, transports)
     if "suites" in parts:
         result["suites"] = suites(transports)
-    if "native" in parts:
-        result["suites_native"] = suites(transports, native=True)
     save(args.name, result)
     return 0
 

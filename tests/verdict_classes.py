@@ -92,8 +92,8 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         "gate mode let the one bad pod in while the release source was down",
         "only pods with no evidence against them fail open; a pod with a bad verdict stays out",
         (
-            "tests/core/test_decide.py::test_gate_mode_with_the_release_source_down_keeps_the_bad"
-            "_pod_out",
+            "tests/core/test_policy_gate.py::test_gate_mode_with_the_release_source_down_keeps_th"
+            "e_bad_pod_out",
         ),
     ),
     (
@@ -369,9 +369,9 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
             "ck_page_agree_on_nothing",
             "tests/layouts/test_layout_consensus.py::test_a_file_missing_on_one_instance_is_its_m"
             "ismatch",
-            "tests/core/test_consensus_served.py::test_siblings_sharing_no_served_file_agree_on_n"
+            "tests/core/test_ladder_consensus.py::test_siblings_sharing_no_served_file_agree_on_n"
             "othing",
-            "tests/core/test_consensus_served.py::test_content_against_absence_is_a_difference_no"
+            "tests/core/test_ladder_consensus.py::test_content_against_absence_is_a_difference_no"
             "t_agreement",
         ),
     ),
@@ -398,7 +398,7 @@ CLASSES: list[tuple[str, str, tuple[str, ...]]] = [
         (
             "tests/layouts/test_layout_caddy_lighttpd.py::test_a_site_named_by_host_reached_by_ip"
             "_is_not_a_mismatch",
-            "tests/core/test_verdict_wording.py::test_one_body_for_every_path_is_not_the_site",
+            "tests/core/test_ladder_content.py::test_one_body_for_every_path_is_not_the_site",
         ),
     ),
     (

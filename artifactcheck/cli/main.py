@@ -47,13 +47,13 @@ from artifactcheck.cli.release_trust import (
     trust_from_options,
     trust_options,
 )
-from artifactcheck.control.logs import JsonFormatter, PlainFormatter
 from artifactcheck.model.errors import (
     ArtifactCheckError,
     ConfigError,
     DependencyError,
     ManifestError,
 )
+from artifactcheck.present.logs import JsonFormatter, PlainFormatter
 
 
 def _setup_logging(verbose: int, json_logs: bool = False) -> None:

@@ -222,7 +222,7 @@ def manifest_sign(
     it declares and the build's metadata; `verify --release-key` checks all three.
     """
     from artifactcheck.release import dsse
-    from artifactcheck.release.pins import now_iso, write_atomically
+    from artifactcheck.release.pins import now_iso, write_file
 
     try:
         data = Path(release).read_bytes()
@@ -236,7 +236,7 @@ def manifest_sign(
     payload = dsse.canonical(body)
     target = Path(out or release + dsse.SUFFIX)
     try:
-        write_atomically(target, dsse.envelope_line(dsse.sign_envelope(payload, key)))
+        write_file(target, dsse.envelope_line(dsse.sign_envelope(payload, key)))
     except ConfigError as exc:
         fail(str(exc))
     click.echo(f"signed {release} (version {version}) -> {target}", err=True)

@@ -30,7 +30,6 @@ from typing import Any
 from artifactcheck.clients import kube_bodies as body
 from artifactcheck.clients.kube_bodies import JsonObj
 from artifactcheck.control.context import Context, sleep_unless_stopped
-from artifactcheck.control.logs import ContextAdapter
 from artifactcheck.control.release_pins import (
     ANN_ACCEPT_RELEASE,
     Accepted,
@@ -48,6 +47,7 @@ from artifactcheck.control.status import (
 from artifactcheck.control.watching import Watching
 from artifactcheck.model.errors import ArtifactCheckError
 from artifactcheck.model.names import ACCEPTANCE_KIND
+from artifactcheck.present.logs import ContextAdapter
 from artifactcheck.release.pins import is_sha256
 
 __all__ = ["Accepting", "accept_requested", "acceptance_by", "annotated_by", "pins_of"]

@@ -22,7 +22,6 @@ from artifactcheck.control.accepting import Accepting
 from artifactcheck.control.actions import Acting
 from artifactcheck.control.context import Context
 from artifactcheck.control.cycle import Cycle, Running
-from artifactcheck.control.logs import ContextAdapter
 from artifactcheck.control.pins_store import PinsKeeper
 from artifactcheck.control.state import CheckState
 from artifactcheck.control.watching import Watching
@@ -32,6 +31,7 @@ from artifactcheck.fetch.proxy import proxies_of
 from artifactcheck.fetch.retry import backoff_delays
 from artifactcheck.model.errors import ArtifactCheckError
 from artifactcheck.observe.instance import Observer
+from artifactcheck.present.logs import ContextAdapter
 from artifactcheck.tenancy.admission import RequestBudget
 
 __all__ = ["Checking"]

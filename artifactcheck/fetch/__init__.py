@@ -11,8 +11,6 @@ One module a job, read in this order:
 - :mod:`~artifactcheck.fetch.headers`: headers we send (validated), headers we keep;
 - :mod:`~artifactcheck.fetch.error_kinds`: the one table from transport exceptions to an
   :class:`~artifactcheck.model.errors.ErrorKind`;
-- :mod:`~artifactcheck.fetch.transports`: the transport ``http.transport`` names for
-  requests sent directly;
 - :mod:`~artifactcheck.fetch.proxy`: which requests go through which proxy (``NO_PROXY``);
 - :mod:`~artifactcheck.fetch.http1`, :mod:`~artifactcheck.fetch.connection`: our own
   HTTP/1.1 transport on asyncio, and the connection under it;
@@ -24,9 +22,8 @@ One module a job, read in this order:
   form, CONNECT tunnels, the proxy's credentials).
 
 A run over our own transport never imports httpx, also through a proxy (its import is
-most of what a small check's start-up would spend here): only the "httpx" transport,
-httpx's API on our transport and URLs too unusual for :mod:`~artifactcheck.fetch.routes`
-import it.
+most of what a small check's start-up would spend here): only httpx's API on our
+transport and URLs too unusual for :mod:`~artifactcheck.fetch.routes` import it.
 """
 
 import sys

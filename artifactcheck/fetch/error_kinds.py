@@ -1,14 +1,10 @@
 """Which :class:`~artifactcheck.model.errors.ErrorKind` a failed request is, and why.
 
-Two exception trees reach the fetcher: httpx's, raised by httpx's pool over httpcore
-(``http.transport: httpx``) and by injected httpx transports, and the lean one below,
-raised by our own HTTP/1.1 transport, directly and through HTTP proxies. The lean tree has the
-shape and the names of httpx's (a ``ConnectTimeout`` is a ``TimeoutException`` is a
-``TransportError``) and sits in the same rows of the table, so the same event is the
-same kind and message whichever transport saw it; it exists so that a run over our own
-transport never imports httpx (most of a small check's start-up; docs/http-stacks.md:
-why there are two transports and not three). httpx's types are looked up only once
-httpx is imported: before that, no exception of its can exist.
+Our own HTTP/1.1 transport, directly and through HTTP proxies, raises the tree below
+(a transport injected into the Fetcher for a test raises it too). It keeps the shape
+and the names of httpx's (a ``ConnectTimeout`` is a ``TimeoutException`` is a
+``TransportError``), so a reader who knows httpx knows it, without importing httpx:
+httpx's import is most of a small check's start-up (docs/http-stacks.md).
 
 :data:`RULES` is the one table from exceptions to kinds and messages; the first row
 that matches wins. The messages are what a user reads in a report, so they name the
@@ -18,7 +14,6 @@ setting that ran out (``connect_timeout``, ``read_timeout``).
 from __future__ import annotations
 
 import ssl
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -170,12 +165,8 @@ class MessageContext:
 class Rule:
     """One row: exceptions of ``types`` are ``kind``, told with ``message``.
 
-    Once httpx is imported, a row also holds httpx's exception of the same name as each
-    of its lean types, and those named in ``httpx_only`` (httpx's that have no lean
-    twin: our transport never raises them).
-
     ``scope`` "chain" matches any exception in the chain (our own exceptions and ssl
-    errors are found under httpcore's wrappers); "error" matches the error itself.
+    errors are found under the errors that wrap them); "error" matches the error itself.
     ``phase`` limits a row to errors before or while the body is read.
     """
 
@@ -184,16 +175,6 @@ class Rule:
     message: Callable[[BaseException, MessageContext], str]
     scope: Literal["chain", "error"] = "error"
     phase: Literal["any", "body"] = "any"
-    httpx_only: tuple[str, ...] = ()
-
-    def with_httpx(self) -> Rule:
-        """This row with httpx's types added (httpx is imported)."""
-        httpx = sys.modules["httpx"]
-        names = [t.__name__ for t in self.types if issubclass(t, TransportError)]
-        added = tuple(
-            getattr(httpx, name) for name in (*names, *self.httpx_only) if hasattr(httpx, name)
-        )
-        return Rule(self.types + added, self.kind, self.message, self.scope, self.phase)
 
 
 def _lost(e: BaseException, c: MessageContext) -> str:
@@ -233,13 +214,11 @@ RULES: Final[tuple[Rule, ...]] = (
         (ConnectTimeout,),
         ErrorKind.TIMEOUT,
         lambda e, c: f"connect timed out (connect_timeout={c.http.connect_timeout}s)",
-        httpx_only=("PoolTimeout",),
     ),
     Rule(
         (ReadTimeout,),
         ErrorKind.TIMEOUT,
         lambda e, c: f"no data for {c.http.read_timeout}s{c.body} (read_timeout)",
-        httpx_only=("WriteTimeout",),
     ),
     Rule(
         (TimeoutException,),
@@ -266,24 +245,11 @@ RULES: Final[tuple[Rule, ...]] = (
         lambda e, c: f"connection failed: {root_message(e)}",
     ),
 )
-_WITH_HTTPX: list[tuple[Rule, ...]] = []  # RULES with httpx's types, made once
-
-
-def _rules() -> tuple[Rule, ...]:
-    """:data:`RULES` as they apply now: with httpx's types once httpx is imported."""
-    if "httpx" not in sys.modules:
-        return RULES
-    if not _WITH_HTTPX:
-        _WITH_HTTPX.append(tuple(rule.with_httpx() for rule in RULES))
-    return _WITH_HTTPX[0]
 
 
 def classified() -> tuple[type[BaseException], ...]:
     """Every exception class the table classifies (what a transport may raise)."""
-    httpx = sys.modules.get("httpx")
-    if httpx is None:
-        return (TransportError, OSError)
-    return (TransportError, httpx.HTTPError, OSError)
+    return (TransportError, OSError)
 
 
 def classify(
@@ -293,7 +259,7 @@ def classify(
     :data:`RULES` that matches."""
     context = MessageContext(http, reading_body)
     chain = list(_chain(exc))
-    for rule in _rules():
+    for rule in RULES:
         if rule.phase == "body" and not reading_body:
             continue
         for e in chain if rule.scope == "chain" else (exc,):

@@ -13,7 +13,7 @@ Everything the network edge must guarantee is kept by this package
   :class:`~artifactcheck.fetch.retry.RetryBudget` per run so a failing fleet never
   receives more than a small multiple of its normal load;
 - concurrency bounded in total and per host by semaphores we own, over ONE transport
-  whose connections are kept alive for the whole run (:mod:`artifactcheck.fetch.transports`);
+  whose connections are kept alive for the whole run (:mod:`artifactcheck.fetch.http1`);
 - only URLs under the given base URL are requested, and redirects are followed by
   hand, only while they stay under that base (no SSRF);
 - per-request problems are returned as values (:class:`~artifactcheck.model.values.Fetched`
@@ -105,9 +105,9 @@ class Fetcher:
     and nothing is sent (an exception from the policy refuses too). ``None`` approves,
     and the connection goes to exactly that address, with the original host name kept
     for TLS SNI and the Host header, so a DNS answer that changes between check and
-    connect (rebinding) cannot redirect it. Only the default transport (``"http1"``)
-    can enforce a policy; combined with ``"httpx"`` or an injected
-    transport it is a ValueError, never a policy silently ignored.
+    connect (rebinding) cannot redirect it. Only our own transport can enforce a
+    policy; combined with an injected transport it is a ValueError, never a policy
+    silently ignored.
 
     ``proxies``, when given, are the HTTP proxies of release sources and CDNs: a call
     for a URL's own host (``host_header=""``, as the CDN and release sources are
@@ -138,10 +138,10 @@ class Fetcher:
         scoped_headers: Callable[[str], Mapping[str, str]] | None = None,
         proxies: Proxies | None = None,
     ) -> None:
-        if egress is not None and (transport is not None or http.transport != "http1"):
-            chosen = "an injected transport" if transport is not None else repr(http.transport)
+        if egress is not None and transport is not None:
             raise ValueError(
-                f"an egress policy is enforced only by the 'http1' transport, not {chosen}"
+                "an egress policy is enforced only by the 'http1' transport, "
+                "not an injected transport"
             )
         self._egress = egress
         self._proxies = proxies if proxies else None

@@ -10,9 +10,9 @@ with a :class:`ProxyEndpoint`), so it keeps the same parser, limits and keep-ali
   TLS with the destination, verified end to end: the proxy sees the authority only, and
   its credentials are sent in the ``CONNECT`` request alone, never inside the tunnel.
 
-Written here rather than taken from httpx: httpx's pool is the only one on offer, and
-keeping its connections to the transport's reuse rules took patching its private
-objects (docs/http-stacks.md). The proxy's answer to ``CONNECT`` is read by the same
+Written here rather than taken from httpx: httpx proxies only through its own pool,
+whose connections keep the transport's reuse rules only by reading h11's private
+buffer (docs/http-stacks.md). The proxy's answer to ``CONNECT`` is read by the same
 head parser as any response.
 """
 

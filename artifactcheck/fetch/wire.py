@@ -2,8 +2,8 @@
 
 The Fetcher decides *what* to request (the URL under its base, the retries, the
 redirects, the slots each request holds); :class:`Wire` owns *how* one request goes
-out and comes back: the run's transport (our own HTTP/1.1 one, httpx's pool or an
-injected one), our own transport through each HTTP proxy (absolute form for http,
+out and comes back: the run's transport (our own HTTP/1.1 one, or one injected for a
+test), our own transport through each HTTP proxy (absolute form for http,
 CONNECT tunnels for https: :mod:`artifactcheck.fetch.tunnel`), the request head (the Fetcher's
 headers and the secret ones, checked where written), and the body read under the
 call's cap with its hashes. Over our own transport no ``httpx.Request`` or
@@ -129,17 +129,13 @@ class Wire:
         http = self._http
         if self._injected is not None:
             self.transport = self._injected
-        elif http.transport == "http1":  # ours: httpx is not even imported
+        else:  # ours: httpx is not even imported
             self.transport = Http1Transport(
                 ssl_context=self._ssl,
                 keepalive=KEEPALIVE,
                 max_idle=max(http.max_connections * 2, 64),
                 egress=self._egress,
             )
-        else:
-            from artifactcheck.fetch.transports import make_transport
-
-            self.transport = make_transport(http, self._ssl, self._egress)
         # Our own transport is called without httpx.Request/Response objects (their URL
         # and header normalisation were a quarter of the CPU of a small GET); any other
         # transport, and a subclass that may override handle_async_request, gets them.

@@ -47,7 +47,7 @@ def kept_answer(answers: Mapping[str, Fetched]) -> Fetched:
 
     The shown answer is the first that differs from the first coding's (browsers get
     it: a stale ``.gz``); a failure of the first coding stays in view. Judging reads
-    every coding's answer (:func:`answers_of`), never only the shown one.
+    every coding's answer (:func:`coding_answers`), never only the shown one.
     """
     if len(answers) == 1:  # the usual case: one coding compared
         return next(iter(answers.values()))
@@ -60,7 +60,7 @@ def kept_answer(answers: Mapping[str, Fetched]) -> Fetched:
     return replace(shown, codings={c: answers[c] for c in canonical_codings(answers)})
 
 
-def answers_of(got: Fetched) -> tuple[Fetched, ...]:
+def coding_answers(got: Fetched) -> tuple[Fetched, ...]:
     """Every compared coding's answer for one path, in canonical order."""
     return tuple(got.codings.values()) if got.codings else (got,)
 

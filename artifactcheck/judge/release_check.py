@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from artifactcheck.judge.answers import documents, few_names, unobserved
-from artifactcheck.judge.codings import answers_of, decoded
+from artifactcheck.judge.codings import coding_answers, decoded
 from artifactcheck.judge.prefix import FALLBACK, is_fallback
 from artifactcheck.judge.statuses import MISSING, REFUSED
 from artifactcheck.manifests import verify_integrity
@@ -223,7 +223,7 @@ def _judged_answer(got: Fetched, algorithm: str, want: str | None) -> Fetched:
     """The answer a path is judged by: among its compared codings' answers (canonical
     order), the first that is not the release's bytes, so a file is right only when
     every coding asked for is; ``got`` itself when every one is right."""
-    for one in answers_of(got):
+    for one in coding_answers(got):
         if unobserved(one) or one.status in MISSING or one.hashes.get(algorithm) != want:
             return one
     return got
@@ -238,7 +238,7 @@ def integrity_findings(obs: Observation) -> list[Finding]:
         entry = obs.manifest.files.get(path)
         if entry is None or not entry.hashes:
             continue
-        failing = [a for a in answers_of(shown) if a.ok and verify_integrity(entry, a.hashes)]
+        failing = [a for a in coding_answers(shown) if a.ok and verify_integrity(entry, a.hashes)]
         if not failing:
             continue
         got = failing[0]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from artifactcheck.judge.answers import few_names, unobserved, why_unobserved
-from artifactcheck.judge.codings import answers_of
+from artifactcheck.judge.codings import coding_answers
 from artifactcheck.judge.prefix import is_fallback
 from artifactcheck.judge.statuses import NOT_HERE
 from artifactcheck.model.skew import ON_CDN, PreviousServed
@@ -83,7 +83,7 @@ def _one(path: str, got: Fetched, accepted: frozenset[str], pages: frozenset[str
     """``missing``, ``differs``, ``unchecked`` or None (served right), over every coding
     compared: a stale ``.gz`` is a difference browsers receive."""
     worst: str | None = None
-    for answer in answers_of(got):
+    for answer in coding_answers(got):
         if unobserved(answer):
             worst = worst or "unchecked"
             continue

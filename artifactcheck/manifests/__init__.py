@@ -13,19 +13,13 @@ leave this package are :class:`~artifactcheck.model.errors.ManifestError` subcla
 single unsafe path (``..``, another host) lands in ``Manifest.rejected`` without
 failing the rest.
 
-Where paths are relative to (the caller's base URL must match; each reader's
-docstring gives the details):
-
-========================  ====================================================
-native                    the release's root (where ``index.html`` is served)
-vite                      ``build.outDir``, the directory holding ``.vite/``
-webpack-manifest, cra     the site root for ``/``-prefixed paths (publicPath
-                          ``/``); the manifest's directory otherwise
-webpack-assets            the manifest's directory (webpack's output path)
-django                    ``STATIC_ROOT``, served at ``STATIC_URL``
-ngsw                      the app root (its base href, which is stripped)
-sprockets, propshaft      ``public/assets``, served at ``/assets/``
-========================  ====================================================
+A reader module describes its format in ``FORMAT_INFO``
+(:class:`~artifactcheck.manifests.format_info.FormatInfo`: its name, the file names it
+is built as, its place in the probe order, where its paths are relative to, where it
+declares a version), and every registry here is built from those records: a module of
+this package with a ``FORMAT_INFO`` is a reader, so a new format is its module and its
+test. docs/manifest-formats.md is generated from them
+(``python -m artifactcheck.manifests._format_doc``).
 
 Give ``location`` (the manifest's path relative to the base URL, e.g.
 ``static/staticfiles.json``) and the relative paths are rebased onto the base URL,
@@ -43,25 +37,16 @@ relative to the base URL, and a host-absolute one outside it lands in
 
 from __future__ import annotations
 
-import re
+import importlib
+import pkgutil
 from collections.abc import Mapping
 from dataclasses import replace
-from types import MappingProxyType
+from types import MappingProxyType, ModuleType
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from artifactcheck.manifests import (
-    cra,
-    django,
-    native,
-    ngsw,
-    propshaft,
-    sprockets,
-    vite,
-    webpack_assets,
-    webpack_manifest,
-)
 from artifactcheck.manifests._collect import is_app_manifest, kind
+from artifactcheck.manifests.format_info import FormatInfo
 from artifactcheck.manifests.integrity import (
     MD5_PREFIX,
     algorithms_needed,
@@ -75,6 +60,7 @@ from artifactcheck.model.values import Manifest
 __all__ = [
     "DEFAULT_LIMITS",
     "FORMATS",
+    "FORMAT_INFOS",
     "MD5_PREFIX",
     "WELL_KNOWN_PATHS",
     "ManifestLimits",
@@ -92,6 +78,8 @@ __all__ = [
 class ManifestReader(Protocol):
     """What every format module provides."""
 
+    FORMAT_INFO: FormatInfo
+
     def looks_like(self, doc: Any) -> bool: ...
 
     def parse(
@@ -99,61 +87,55 @@ class ManifestReader(Protocol):
     ) -> Manifest: ...
 
 
+def _readers() -> list[ModuleType]:
+    """Every reader module of this package (a public one with a ``FORMAT_INFO``), in
+    its order.
+
+    Found rather than listed, so that adding a format is adding its module. Private
+    modules (``_collect``, ``_format_doc``) are helpers, never readers, and are not
+    imported here.
+    """
+    found = []
+    for module in pkgutil.iter_modules(__path__):
+        if module.name.startswith("_"):
+            continue
+        loaded = importlib.import_module(f"{__name__}.{module.name}")
+        if isinstance(getattr(loaded, "FORMAT_INFO", None), FormatInfo):
+            found.append(loaded)
+    return sorted(found, key=lambda reader: reader.FORMAT_INFO.order)
+
+
 #: Format name -> reader module, in the order formats are tried and listed.
 FORMATS: Mapping[str, ManifestReader] = MappingProxyType(
-    {
-        "native": native,
-        "vite": vite,
-        "webpack-manifest": webpack_manifest,
-        "cra": cra,
-        "webpack-assets": webpack_assets,
-        "django": django,
-        "ngsw": ngsw,
-        "sprockets": sprockets,
-        "propshaft": propshaft,
-    }
+    {reader.FORMAT_INFO.name: reader for reader in _readers()}
 )
 
-#: Paths an instance is probed at, in order, when no manifest path is configured.
-#: Ours first (it has hashes and a version), then one name per build tool, the
-#: ambiguous ``manifest.json`` (also the PWA manifest's name) late, then the two that
-#: sit below the site root and need ``location=``. Sprockets' manifest has a random
-#: name and must be configured.
-WELL_KNOWN_PATHS: tuple[str, ...] = (
-    "artifactcheck.json",
-    ".vite/manifest.json",
-    "asset-manifest.json",
-    "assets-manifest.json",
-    "manifest.json",
-    "ngsw.json",
-    "staticfiles.json",
-    "static/staticfiles.json",
-    "assets/.manifest.json",
+#: Format name -> what its reader says about it, in the same order.
+FORMAT_INFOS: Mapping[str, FormatInfo] = MappingProxyType(
+    {name: reader.FORMAT_INFO for name, reader in FORMATS.items()}
 )
 
-_SPROCKETS_NAME = re.compile(
-    r"\.sprockets-manifest-[0-9a-f]+\.json\Z|manifest-[0-9a-f]{32}\.json\Z"
+#: Paths an instance is probed at, in order, when no manifest path is configured:
+#: every reader's probes, by their place in the probe order. A format whose name has
+#: a random part (Sprockets') has none and must be configured or found in the release.
+WELL_KNOWN_PATHS: tuple[str, ...] = tuple(
+    path
+    for path, _ in sorted(
+        ((path, rank) for info in FORMAT_INFOS.values() for path, rank in info.probes.items()),
+        key=lambda probe: probe[1],
+    )
 )
-_NAMES: Mapping[str, frozenset[str]] = {
-    "artifactcheck.json": frozenset({"native"}),
-    "manifest.json": frozenset({"webpack-manifest", "vite"}),  # Vite < 5 wrote it at the root
-    "asset-manifest.json": frozenset({"cra"}),
-    "assets-manifest.json": frozenset({"webpack-assets"}),
-    "staticfiles.json": frozenset({"django"}),
-    "ngsw.json": frozenset({"ngsw"}),
-    ".manifest.json": frozenset({"propshaft"}),
-}
 
 
 def formats_for_name(path_hint: str) -> frozenset[str]:
-    """The formats a manifest's file name suggests (a URL or a path), possibly none."""
+    """The formats a manifest's file name suggests (a URL or a path), possibly none:
+    those whose names match the most of it (``.vite/manifest.json`` is Vite's alone)."""
     path = _path_of(path_hint)
-    parent, _, name = path.rpartition("/")
-    if name == "manifest.json" and parent.rpartition("/")[2] == ".vite":
-        return frozenset({"vite"})
-    if _SPROCKETS_NAME.match(name):
-        return frozenset({"sprockets"})
-    return _NAMES.get(name, frozenset())
+    matches = {name: info.name_match(path) for name, info in FORMAT_INFOS.items()}
+    longest = max(matches.values(), default=0)
+    if not longest:
+        return frozenset()
+    return frozenset(name for name, length in matches.items() if length == longest)
 
 
 def _path_of(hint: str) -> str:
@@ -296,7 +278,8 @@ def _below(manifest: Manifest, mount: str) -> Manifest:
 def _prefix(name: str, location: str, limits: ManifestLimits) -> str:
     """The directory that relative paths of this format hang from, relative to the base."""
     directory = _path_of(location).rpartition("/")[0]
-    if name == "vite" and directory.rpartition("/")[2] == ".vite":
+    below = FORMAT_INFOS[name].root_below
+    if below is not None and directory.rpartition("/")[2] == below:
         directory = directory.rpartition("/")[0]
     if not directory.strip("/"):
         return ""

@@ -24,11 +24,21 @@ from __future__ import annotations
 from typing import Any
 
 from artifactcheck.manifests._collect import mostly, open_sections
+from artifactcheck.manifests.format_info import FormatInfo
 from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.manifests.webpack_manifest import strip_auto
 from artifactcheck.model.values import Manifest
 
 FORMAT = "cra"
+FORMAT_INFO = FormatInfo(
+    name=FORMAT,
+    title="CRA",
+    order=40,
+    file_names=("asset-manifest.json",),
+    probes={"asset-manifest.json": 30},
+    root="the site root for ``/``-prefixed paths (publicPath ``/``); the manifest's "
+    "directory otherwise",
+)
 
 
 def looks_like(doc: Any) -> bool:

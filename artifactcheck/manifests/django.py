@@ -30,12 +30,22 @@ import re
 from typing import Any
 
 from artifactcheck.manifests._collect import Collector, object_member, require_object
+from artifactcheck.manifests.format_info import FormatInfo
 from artifactcheck.manifests.integrity import MD5_PREFIX, is_hex
 from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.model.errors import ManifestFormatError
 from artifactcheck.model.values import Manifest
 
 FORMAT = "django"
+FORMAT_INFO = FormatInfo(
+    name=FORMAT,
+    title="Django",
+    order=60,
+    file_names=("staticfiles.json",),
+    # below the site root: read with location=, so its paths are rebased onto the site
+    probes={"staticfiles.json": 70, "static/staticfiles.json": 80},
+    root="``STATIC_ROOT``, served at ``STATIC_URL``",
+)
 _VERSION = re.compile(r"1\.\d{1,3}\Z")
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from artifactcheck.manifests._collect import Collector
+from artifactcheck.manifests.format_info import FormatInfo
 from artifactcheck.manifests.limits import ManifestLimits, check_entries
 from artifactcheck.model.errors import ManifestError, ManifestFormatError
 from artifactcheck.model.values import STORED_CODINGS, Manifest, ManifestEntry, Sha256Hashes
@@ -33,6 +34,15 @@ from artifactcheck.model.versions import version_problem
 
 SCHEMA = "artifactcheck/release-manifest/v1"
 CHUNK = 1024 * 1024
+FORMAT_INFO = FormatInfo(
+    name="native",
+    title="native",
+    order=10,
+    file_names=("artifactcheck.json",),
+    probes={"artifactcheck.json": 10},
+    root="the release's root (where ``index.html`` is served)",
+    version="``version``",
+)
 
 
 def looks_like(doc: Any) -> bool:

@@ -37,6 +37,7 @@ from artifactcheck.manifests._collect import (
     kind,
     open_sections,
 )
+from artifactcheck.manifests.format_info import FormatInfo
 from artifactcheck.manifests.integrity import is_hex
 from artifactcheck.manifests.limits import ManifestLimits, normalise_path
 from artifactcheck.model.errors import UnsafeReferenceError
@@ -44,6 +45,17 @@ from artifactcheck.model.values import Manifest
 from artifactcheck.model.versions import is_version
 
 FORMAT = "ngsw"
+FORMAT_INFO = FormatInfo(
+    name=FORMAT,
+    title="Angular",
+    order=70,
+    file_names=("ngsw.json",),
+    probes={"ngsw.json": 60},
+    root="the app root (its base href, which is stripped)",
+    version="``appData.version``, when it is a version",
+    version_hint=" (e.g. releases/{version}/ngsw.json); or declare it in ngsw-config.json, "
+    '"appData": {"version": "1.4.2"}, which ng build copies into ngsw.json',
+)
 
 
 def looks_like(doc: Any) -> bool:

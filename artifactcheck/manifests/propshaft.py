@@ -31,12 +31,21 @@ from artifactcheck.manifests._collect import (
     mostly_records,
     open_table,
 )
+from artifactcheck.manifests.format_info import FormatInfo
 from artifactcheck.manifests.integrity import parse_sri
 from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.manifests.sprockets import is_app_bundle
 from artifactcheck.model.values import Manifest
 
 FORMAT = "propshaft"
+FORMAT_INFO = FormatInfo(
+    name=FORMAT,
+    title="Propshaft",
+    order=90,
+    file_names=(".manifest.json",),
+    probes={"assets/.manifest.json": 90},
+    root="``public/assets``, served at ``/assets/``",
+)
 
 
 def looks_like(doc: Any) -> bool:

@@ -39,12 +39,21 @@ from artifactcheck.manifests._collect import (
     size_field,
     text,
 )
+from artifactcheck.manifests.format_info import FormatInfo
 from artifactcheck.manifests.integrity import is_hex, parse_sri
 from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.model.errors import ManifestFormatError
 from artifactcheck.model.values import Manifest
 
 FORMAT = "sprockets"
+FORMAT_INFO = FormatInfo(
+    name=FORMAT,
+    title="Sprockets",
+    order=80,
+    file_names=(),
+    name_pattern=r"\.sprockets-manifest-[0-9a-f]+\.json|manifest-[0-9a-f]{32}\.json",
+    root="``public/assets``, served at ``/assets/``",
+)  # a random name: never probed, configured or found by the name the release lists
 
 
 def looks_like(doc: Any) -> bool:

@@ -26,10 +26,20 @@ from __future__ import annotations
 from typing import Any
 
 from artifactcheck.manifests._collect import keyed, kind, mostly_records, open_table
+from artifactcheck.manifests.format_info import FormatInfo
 from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.model.values import Manifest
 
 FORMAT = "vite"
+FORMAT_INFO = FormatInfo(
+    name=FORMAT,
+    title="Vite",
+    order=20,
+    file_names=(".vite/manifest.json", "manifest.json"),  # Vite < 5 wrote it at the root
+    probes={".vite/manifest.json": 20},
+    root="``build.outDir``, the directory holding ``.vite/``",
+    root_below=".vite",
+)
 _LIST_FIELDS = ("css", "assets")
 
 

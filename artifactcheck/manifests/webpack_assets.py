@@ -32,12 +32,21 @@ from artifactcheck.manifests._collect import (
     mostly,
     open_table,
 )
+from artifactcheck.manifests.format_info import FormatInfo
 from artifactcheck.manifests.integrity import parse_sri
 from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.manifests.webpack_manifest import strip_auto
 from artifactcheck.model.values import Manifest
 
 FORMAT = "webpack-assets"
+FORMAT_INFO = FormatInfo(
+    name=FORMAT,
+    title="webpack-assets-manifest",
+    order=50,
+    file_names=("assets-manifest.json",),
+    probes={"assets-manifest.json": 40},
+    root="the manifest's directory (webpack's output path)",
+)
 ENTRYPOINTS_KEY = "entrypoints"
 _NOT_ENTRY_GROUPS = frozenset({"preload", "prefetch"})
 

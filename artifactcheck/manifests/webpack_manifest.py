@@ -30,11 +30,21 @@ from artifactcheck.manifests._collect import (
     is_app_manifest,
     require_object,
 )
+from artifactcheck.manifests.format_info import FormatInfo
 from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.model.errors import ManifestFormatError
 from artifactcheck.model.values import Manifest
 
 FORMAT = "webpack-manifest"
+FORMAT_INFO = FormatInfo(
+    name=FORMAT,
+    title="webpack-manifest-plugin",
+    order=30,
+    file_names=("manifest.json",),
+    probes={"manifest.json": 50},  # late: also the PWA manifest's name
+    root="the site root for ``/``-prefixed paths (publicPath ``/``); the manifest's "
+    "directory otherwise",
+)
 AUTO_PREFIX = "auto/"
 _ENTRY_KEY = re.compile(r"[^/]+\.(?:m?js|css)\Z|(?:.*/)?index\.html\Z")
 

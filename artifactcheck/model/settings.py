@@ -215,14 +215,11 @@ class HttpSettings(_Model):
     tls_expiry_warning_days: float = Field(
         14.0, ge=0, le=3650, description="Warn when a certificate expires within this many days."
     )
-    transport: Literal["http1", "httpx"] = Field(
+    transport: Literal["http1"] = Field(
         "http1",
-        description="Transport for requests sent directly: 'http1' is artifactcheck's lean "
-        "HTTP/1.1 keep-alive transport (least CPU per request at fleet scale, strictest on "
-        "hostile bytes; the only one that enforces the controller's egress policy), 'httpx' "
-        "httpx's own pool (about ten times the CPU; see docs/http-stacks.md). Requests "
-        "through a proxy always use 'http1'. 'auto', the old name of 'http1', is still read "
-        "as 'http1'.",
+        description="Transport for every request: 'http1', artifactcheck's lean HTTP/1.1 "
+        "keep-alive transport, directly and through a proxy (see docs/http-stacks.md). "
+        "'auto' is read as 'http1'; 'httpx' (httpx's own pool) is refused: remove the field.",
     )
     proxy_instances: bool = Field(
         False,
@@ -234,6 +231,13 @@ class HttpSettings(_Model):
     @field_validator("transport", mode="before")
     @classmethod
     def _transport_alias(cls, v: object) -> object:
+        """'auto' is the old name of 'http1'; 'httpx' is refused with what to do, since
+        a run silently on another transport than the one named is not what was asked."""
+        if v == "httpx":
+            raise ValueError(
+                "'httpx' (httpx's own pool) is no longer a transport: remove the field, or "
+                "set 'http1', the lean transport that every request uses (docs/http-stacks.md)"
+            )
         return "http1" if v == "auto" else v
 
     @field_validator("host_header")

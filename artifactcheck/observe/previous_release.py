@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Protocol
 
 from artifactcheck.discover.sample import entry_points, sample_paths
 from artifactcheck.fetch.fetcher import Fetcher
@@ -29,12 +28,7 @@ from artifactcheck.model.skew import ON_CDN, PreviousServed
 from artifactcheck.model.values import Expectation, Fetched, Manifest, Observation
 from artifactcheck.observe.failures import describe
 from artifactcheck.observe.files import Files
-
-
-class ReleaseLookup(Protocol):
-    """Where a previous release is loaded from: the run's expectations."""
-
-    async def get(self, version: str) -> Expectation: ...
+from artifactcheck.observe.instance import ReleaseLookup
 
 
 async def observe_previous(

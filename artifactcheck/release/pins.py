@@ -330,7 +330,7 @@ class FilePins:
             doc = self.read()
             after, result = change(doc)
             if after != doc:
-                write_atomically(self.path, dump_pins(after))
+                write_file(self.path, dump_pins(after))
             return result
 
     def observe(self, version: str, sha256: str, source: str, data: bytes) -> Observed:
@@ -373,7 +373,7 @@ class FilePins:
         return data if hashlib.sha256(data).hexdigest() == sha256 else None
 
 
-def write_atomically(target: Path, data: bytes) -> None:
+def write_file(target: Path, data: bytes) -> None:
     """Replace ``target`` with ``data`` all at once, never through a link
     (:func:`artifactcheck.clients.filesystem.write_atomically`); PinsError naming it when not."""
     try:

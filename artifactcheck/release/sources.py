@@ -28,7 +28,7 @@ from typing import Protocol
 from urllib.parse import quote
 
 from artifactcheck.fetch.fetcher import Fetcher
-from artifactcheck.manifests import parse_manifest
+from artifactcheck.manifests import FORMAT_INFOS, parse_manifest
 from artifactcheck.manifests.integrity import VOUCHING_ALGORITHMS
 from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.model.errors import (
@@ -519,13 +519,10 @@ def _local_release(where: str, limits: ManifestLimits, into: ReleaseSet) -> tupl
 
 
 def _declare_hint(manifest: Manifest) -> str:
-    """How this format can declare its version itself (ngsw.json: its appData)."""
-    if manifest.format != "ngsw":
-        return ""
-    return (
-        " (e.g. releases/{version}/ngsw.json); or declare it in ngsw-config.json, "
-        '"appData": {"version": "1.4.2"}, which ng build copies into ngsw.json'
-    )
+    """How this format can declare its version itself, as its reader says (ngsw.json:
+    its appData)."""
+    info = FORMAT_INFOS.get(manifest.format)
+    return info.version_hint if info is not None else ""
 
 
 def _read_local(where: str, limits: ManifestLimits) -> Manifest:

@@ -98,7 +98,7 @@ CONTROLLER_REFUSED_FIELDS: Mapping[tuple[str, ...], tuple[str, str]] = {
     ),
     ("http", "transport"): (
         "TransportRefused",
-        "the controller's egress policy is enforced by its own transport only",
+        "the controller has one transport, the one that enforces its egress policy",
     ),
 }
 

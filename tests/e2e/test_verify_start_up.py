@@ -221,7 +221,7 @@ def test_the_plugin_loader_stub_hands_other_names_to_the_real_loader() -> None:
 
 
 #: httpx's stack: our own transport runs without any of it (fetch/routes.py,
-#: fetch/error_kinds.py's lean tree); only the "httpx" transport and a proxy need it.
+#: fetch/error_kinds.py's lean tree), also through a proxy.
 HTTPX_STACK = ("httpx", "httpcore", "h11", "anyio", "idna", "certifi", "sniffio")
 #: ... nor the standard library's HTTP client (fetch/proxy.py reads the variables).
 STDLIB_CLIENT = ("urllib.request", "http.client")

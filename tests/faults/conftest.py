@@ -8,27 +8,26 @@ the test's own outcome (passed, failed, or skipped with its reason), so
 really saw rather than from what someone remembered to write down.
 
 Addresses are 127.97.N.x (instances, release servers) and 127.98.N.x (CDNs), N handed
-out once per process, so this suite never collides with the other suites' fleets.
+out once per process: the suite's row of the loopback table (tests/fleet_support.py), so
+this suite never collides with the other suites' fleets.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from faults_support import RESULTS_DIR, Recorder
+from fleet_support import fleet_fixture, next_subnet, web_fixture
 
-from artifactcheck_sim.fleet import SimFleet
-from artifactcheck_sim.web import WebFleet
-
-_subnet = itertools.count(1)
+web = web_fixture("faults")
+make_fleet = fleet_fixture("faults", instances=4, version="1.4.2")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -62,37 +61,9 @@ def _no_leaked_threads() -> Iterator[None]:
 
 @pytest.fixture
 def subnet() -> int:
-    """A third octet no other test of this process uses."""
-    n = next(_subnet)
-    assert n < 255, "the fault suite ran out of 127.97.N.x subnets"
-    return n
-
-
-@pytest.fixture
-def web() -> Iterator[WebFleet]:
-    with WebFleet(name="test-faults") as fleet:
-        yield fleet
-
-
-@pytest.fixture
-def make_fleet(web: WebFleet, subnet: int) -> Iterator[Callable[..., SimFleet]]:
-    """Factory for a SimFleet on 127.97.N.x with its CDN on 127.98.N.1."""
-    made: list[SimFleet] = []
-
-    def make(instances: int = 4, version: str = "1.4.2") -> SimFleet:
-        fleet = SimFleet(
-            instances=instances,
-            version=version,
-            first_host=f"127.97.{subnet}.{10 * len(made) + 1}",
-            cdn_host=f"127.98.{subnet}.{len(made) + 1}",
-            web=web,
-        )
-        made.append(fleet.start())
-        return fleet
-
-    yield make
-    for fleet in made:
-        fleet.stop()
+    """A third octet of 127.97.N.x no other test of this process uses; the test's
+    fleets (``make_fleet``) and its own servers share it."""
+    return next_subnet("faults")
 
 
 @pytest.fixture

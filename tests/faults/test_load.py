@@ -81,7 +81,7 @@ def healthy(web: WebFleet, subnet: int) -> list[str]:
     )
 
 
-@pytest.mark.parametrize("transport", ["auto", "httpx"])
+@pytest.mark.parametrize("transport", ["auto"])
 @pytest.mark.parametrize("kind", sorted(FAULTS))
 def test_fully_failing_fleet(
     kind: str, transport: str, web: WebFleet, healthy: list[str], fault: Recorder
@@ -141,17 +141,8 @@ def test_fully_failing_fleet(
         assert run["peak_in_flight_per_host"] <= MAX_PER_HOST, run
         # connections open at once per server, idle kept-alive ones included
         assert run["peak_per_host"] <= MAX_PER_HOST, run
-        if transport == "httpx":  # the only transport whose pool caps idle connections too
-            assert run["peak_connections"] <= MAX_CONNECTIONS, run
-    # keep-alive: a healthy run opens no more connections than its concurrency needs.
-    # httpx's pool, at its total cap with idle connections to other hosts, closes one of
-    # those to open another (the cap holds, above), so under scheduling jitter a host
-    # may be dialled again (53 of 48 once in CI, beside a soak): there, every connection
-    # still carries two requests on average.
-    if transport == "httpx":
-        assert normal["connections_opened"] <= normal["requests"] / 2, normal
-    else:
-        assert normal["connections_opened"] <= INSTANCES * MAX_PER_HOST, normal
+    # keep-alive: a healthy run opens no more connections than its concurrency needs
+    assert normal["connections_opened"] <= INSTANCES * MAX_PER_HOST, normal
     assert failing["verdicts"] and "mismatch" not in failing["verdicts"]
     assert set(failing["verdicts"]) <= {Verdict.INCONCLUSIVE.value, Verdict.UNREACHABLE.value}
     fault.assert_clean()

@@ -24,8 +24,6 @@ from artifactcheck_sim.web import WebFleet, loopback_hosts
 # Addresses 127.0.3.1 onwards, handed out once per session so tests never share one.
 _HOSTS = iter(loopback_hosts(20_000, "127.0.3.1"))
 
-TRANSPORTS = ("http1", "httpx")  # the two kept: docs/http-stacks.md
-
 
 @pytest.fixture(autouse=True)
 def _no_leaked_threads() -> Iterator[None]:
@@ -53,14 +51,8 @@ def fleet() -> Iterator[WebFleet]:
     assert not running.servers
 
 
-@pytest.fixture(params=TRANSPORTS)
-def transport(request: pytest.FixtureRequest) -> str:
-    """Each fetch test runs once per transport under httpx."""
-    return str(request.param)
-
-
 @pytest.fixture
-def make_fetcher(transport: str) -> Callable[..., contextlib.AbstractAsyncContextManager[Fetcher]]:
+def make_fetcher() -> Callable[..., contextlib.AbstractAsyncContextManager[Fetcher]]:
     """``async with make_fetcher(http={...}, retry={...}, **kw) as fetcher:``.
 
     Retries default to instant (fake sleep); on exit the fetcher is closed and no task
@@ -72,9 +64,7 @@ def make_fetcher(transport: str) -> Callable[..., contextlib.AbstractAsyncContex
         *, http: dict[str, Any] | None = None, retry: dict[str, Any] | None = None, **kw: Any
     ) -> AsyncIterator[Fetcher]:
         kw.setdefault("sleep", RecordingSleep())
-        fetcher = Fetcher(
-            http=settings(transport, **(http or {})), retry=RetrySettings(**(retry or {})), **kw
-        )
+        fetcher = Fetcher(http=settings(**(http or {})), retry=RetrySettings(**(retry or {})), **kw)
         async with fetcher:
             yield fetcher
         # Abandoned async generators inside httpx are finalised by short-lived tasks

@@ -33,12 +33,12 @@ class UpperBoundRng(random.Random):
         return b
 
 
-def settings(transport: str, **http: Any) -> HttpSettings:
+def settings(**http: Any) -> HttpSettings:
     """Test HTTP settings: short timeouts unless a test says otherwise."""
     http.setdefault("connect_timeout", 2.0)
     http.setdefault("read_timeout", 5.0)
     http.setdefault("request_timeout", 10.0)
-    return HttpSettings(transport=transport, **http)
+    return HttpSettings(**http)
 
 
 async def eventually(predicate: Callable[[], bool], timeout: float = 3.0) -> None:

@@ -1,12 +1,12 @@
-"""HTTP/1.1 message framing (RFC 9112 section 6), pinned byte by byte on every transport.
+"""HTTP/1.1 message framing (RFC 9112 section 6), pinned byte by byte on the transport.
 
 A parser swap is only safe against a suite that fails when framing changes. Each test
-is one rule, against a raw-socket server sending exact bytes, on every transport kept
-(the ``transport`` fixture). Where a body is framed wrongly, the bytes that follow are
-read as the wrong thing: a body hashed short or long is a false mismatch, the next
-response read as the body of this one is a desync. So each outcome is either the right
-content or a clear fetch error with nothing hashed, and connection reuse is asserted
-on the server's own count of accepted connections, never inferred from the client.
+is one rule, against a raw-socket server sending exact bytes. Where a body is framed
+wrongly, the bytes that follow are read as the wrong thing: a body hashed short or long
+is a false mismatch, the next response read as the body of this one is a desync. So
+each outcome is either the right content or a clear fetch error with nothing hashed,
+and connection reuse is asserted on the server's own count of accepted connections,
+never inferred from the client.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from fetch_support import eventually, settings
 from rawserver import RawConn, RawServer, response, serve_each
 
 from artifactcheck.fetch import build_ssl_context
-from artifactcheck.fetch.http1 import MAX_HEAD
-from artifactcheck.fetch.transports import make_transport
+from artifactcheck.fetch.http1 import MAX_HEAD, Http1Transport
 from artifactcheck.model.values import Fetched
 
 HELLO = b"hello"
@@ -41,11 +40,11 @@ def by_target(answers: dict[str, bytes]) -> Callable[[RawConn], None]:
     return serve_each(lambda conn, head: answers[RawConn.target(head)])
 
 
-def refused(got: Fetched, words: str | None = None, *, transport: str) -> None:
+def refused(got: Fetched, words: str | None = None) -> None:
     """The fetch failed clearly: an error, a refusal kind, nothing hashed."""
     assert got.error is not None and not got.hashes, (got.hashes, got.error)
     assert got.error_kind in REFUSED, (got.error_kind, got.error)
-    if words is not None and transport == "http1":
+    if words is not None:
         assert words in got.error, got.error
 
 
@@ -88,16 +87,14 @@ async def test_204_and_304_end_at_their_head(
     ],
     ids=["length", "chunked"],
 )
-async def test_a_head_response_has_no_body(
-    transport: str, host: Callable[[], str], head_reply: bytes
-) -> None:
+async def test_a_head_response_has_no_body(host: Callable[[], str], head_reply: bytes) -> None:
     """The Fetcher sends only GETs; HEAD is pinned on the transport itself (the httpx
-    transport API each one offers), with a GET after it on the same connection."""
+    transport API it offers), with a GET after it on the same connection."""
     answers = {"HEAD": head_reply, "GET": response(200, HELLO)}
     handler = serve_each(lambda conn, head: answers[head.split(b" ", 1)[0].decode()])
     timeouts = {"timeout": {"connect": 5.0, "read": 5.0, "write": 5.0, "pool": 5.0}}
     with RawServer(host(), handler) as server:
-        pool = make_transport(settings(transport), build_ssl_context(settings(transport)), None)
+        pool = Http1Transport(ssl_context=build_ssl_context(settings()))
         try:
             async with httpx.AsyncClient(transport=pool) as client:
                 head = await client.request("HEAD", server.url + "a.js", extensions=timeouts)
@@ -115,11 +112,10 @@ async def test_a_head_response_has_no_body(
 
 @pytest.mark.parametrize("length", [b"3", b"100"], ids=["shorter", "longer"])
 async def test_chunked_with_a_content_length_is_read_as_chunked_and_never_reused(
-    make_fetcher, transport: str, host: Callable[[], str], length: bytes
+    make_fetcher, host: Callable[[], str], length: bytes
 ) -> None:
     """The request-smuggling shape: Transfer-Encoding overrides Content-Length, and a
-    connection that framed a message two ways is closed, never pooled (RFC 9112 6.3).
-    "http1" reads it as chunked; the others refuse it (httpx's pool would reuse it)."""
+    connection that framed a message two ways is closed, never pooled (RFC 9112 6.3)."""
     content = b"0123456789abcdef"
     wire = (
         b"HTTP/1.1 200 OK\r\nContent-Length: " + length + b"\r\n"
@@ -131,15 +127,9 @@ async def test_chunked_with_a_content_length_is_read_as_chunked_and_never_reused
             second = await f.get_asset(server.url, "a.js")
     for got in (first, second):
         # never the first three bytes hashed as the file (a false mismatch)
-        assert got.hashes.get("sha256") in (None, sha(content)), got.hashes
-        if got.error is not None:
-            assert got.error_kind in REFUSED and not got.hashes, got.error
-    if transport == "http1":
-        assert first.ok and second.ok, (first.error, second.error)
-        assert first.hashes["sha256"] == sha(content) and first.size == len(content)
-    else:
-        refused(first, transport=transport)
-    assert server.connections == 2  # never reused, whether read or refused
+        assert got.ok, got.error
+        assert got.hashes["sha256"] == sha(content) and got.size == len(content)
+    assert server.connections == 2  # never reused
 
 
 # ------------------------------------------------------------- persistence
@@ -170,25 +160,22 @@ async def test_a_connection_the_server_closes_is_not_reused(
 
 
 async def test_http_1_0_keep_alive_is_reused_by_the_default_transport(
-    make_fetcher, transport: str, host: Callable[[], str]
+    make_fetcher, host: Callable[[], str]
 ) -> None:
-    """``Connection: keep-alive`` on an HTTP/1.0 response keeps it open (RFC 9112 9.3);
-    httpx's pool (h11) closes every HTTP/1.0 connection, which is only slower."""
+    """``Connection: keep-alive`` on an HTTP/1.0 response keeps it open (RFC 9112 9.3)."""
     wire = response(200, HELLO, headers={"Connection": "keep-alive"})
     wire = wire.replace(b"HTTP/1.1", b"HTTP/1.0", 1)
     with RawServer(host(), keep_open(wire)) as server:
         async with make_fetcher() as f:
             got = [await f.get_asset(server.url, "a.js") for _ in range(3)]
     assert all(g.ok and g.hashes["sha256"] == sha(HELLO) for g in got), got
-    assert server.connections == (3 if transport == "httpx" else 1)
+    assert server.connections == 1
 
 
 # ------------------------------------------------------------- refused responses
 
 
-async def test_101_switching_protocols_is_refused(
-    make_fetcher, transport: str, host: Callable[[], str]
-) -> None:
+async def test_101_switching_protocols_is_refused(make_fetcher, host: Callable[[], str]) -> None:
     """Nobody asked for an upgrade: what follows a 101 is another protocol, not a body."""
     wire = (
         b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
@@ -197,7 +184,7 @@ async def test_101_switching_protocols_is_refused(
     with RawServer(host(), keep_open(wire)) as server:
         async with make_fetcher(retry={"attempts": 1}) as f:
             got = await f.get_asset(server.url, "a.js")
-    refused(got, "101 Switching Protocols is not supported", transport=transport)
+    refused(got, "101 Switching Protocols is not supported")
     assert got.status in (None, 101)
 
 
@@ -215,17 +202,15 @@ def head_of(size: int) -> bytes:
 
 
 async def test_a_response_head_over_every_limit_is_refused(
-    make_fetcher, transport: str, host: Callable[[], str]
+    make_fetcher, host: Callable[[], str]
 ) -> None:
-    """Ours is 64 KiB (MAX_HEAD), h11's under httpx's pool 100 KiB: a 256 KiB head is
-    refused by every transport."""
+    """The head limit is 64 KiB (MAX_HEAD): a 256 KiB head is refused."""
     with RawServer(host(), keep_open(head_of(4 * MAX_HEAD))) as server:
         async with make_fetcher(retry={"attempts": 1}) as f:
             got = await f.get_asset(server.url, "a.js")
-    refused(got, f"response head larger than {MAX_HEAD} bytes", transport=transport)
+    refused(got, f"response head larger than {MAX_HEAD} bytes")
 
 
-@pytest.mark.parametrize("transport", ["http1"])  # the others' limits are their own
 @pytest.mark.parametrize(("size", "ok"), [(MAX_HEAD, True), (MAX_HEAD + 1, False)])
 async def test_the_head_limit_is_exact(
     make_fetcher, host: Callable[[], str], size: int, ok: bool
@@ -236,7 +221,7 @@ async def test_the_head_limit_is_exact(
     if ok:
         assert got.ok and got.hashes["sha256"] == sha(HELLO), got.error
     else:
-        refused(got, f"response head larger than {MAX_HEAD} bytes", transport="http1")
+        refused(got, f"response head larger than {MAX_HEAD} bytes")
 
 
 CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -244,16 +229,15 @@ CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 @pytest.mark.parametrize("size", [b"zz", b"-5", b"0x5", b"+5", b"", b"5 5"], ids=repr)
 async def test_an_invalid_chunk_size_is_refused(
-    make_fetcher, transport: str, host: Callable[[], str], size: bytes
+    make_fetcher, host: Callable[[], str], size: bytes
 ) -> None:
     wire = CHUNKED_HEAD + size + b"\r\nhello\r\n0\r\n\r\n"
     with RawServer(host(), keep_open(wire)) as server:
         async with make_fetcher(retry={"attempts": 1}) as f:
             got = await f.get_asset(server.url, "a.js")
-    refused(got, "invalid chunk size", transport=transport)
+    refused(got, "invalid chunk size")
 
 
-@pytest.mark.parametrize("transport", ["http1"])  # h11 takes up to 20 digits, then waits
 async def test_a_chunk_size_of_16_hex_digits_is_refused(
     make_fetcher, host: Callable[[], str]
 ) -> None:
@@ -262,21 +246,21 @@ async def test_a_chunk_size_of_16_hex_digits_is_refused(
     with RawServer(host(), keep_open(wire)) as server:
         async with make_fetcher(retry={"attempts": 1}) as f:
             got = await f.get_asset(server.url, "a.js")
-    refused(got, "invalid chunk size", transport="http1")
+    refused(got, "invalid chunk size")
 
 
 async def test_a_chunk_longer_than_declared_is_refused(
-    make_fetcher, transport: str, host: Callable[[], str]
+    make_fetcher, host: Callable[[], str]
 ) -> None:
     wire = CHUNKED_HEAD + b"5\r\nhello, and more\r\n0\r\n\r\n"
     with RawServer(host(), keep_open(wire)) as server:
         async with make_fetcher(retry={"attempts": 1}) as f:
             got = await f.get_asset(server.url, "a.js")
-    refused(got, "chunk data longer than its declared size", transport=transport)
+    refused(got, "chunk data longer than its declared size")
 
 
 async def test_a_connection_closed_mid_chunk_is_refused(
-    make_fetcher, transport: str, host: Callable[[], str]
+    make_fetcher, host: Callable[[], str]
 ) -> None:
     def handler(conn: RawConn) -> None:
         if conn.read_request() is not None:
@@ -285,20 +269,20 @@ async def test_a_connection_closed_mid_chunk_is_refused(
     with RawServer(host(), handler) as server:
         async with make_fetcher(retry={"attempts": 1}) as f:
             got = await f.get_asset(server.url, "a.js")
-    refused(got, "connection closed in the middle of a chunk", transport=transport)
+    refused(got, "connection closed in the middle of a chunk")
 
 
 @pytest.mark.parametrize(
     "line", [b"NoColonHere", b"X-Name value", b" folded: continuation"], ids=repr
 )
 async def test_a_header_line_without_a_colon_is_refused(
-    make_fetcher, transport: str, host: Callable[[], str], line: bytes
+    make_fetcher, host: Callable[[], str], line: bytes
 ) -> None:
     wire = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n" + line + b"\r\n\r\n" + HELLO
     with RawServer(host(), keep_open(wire)) as server:
         async with make_fetcher(retry={"attempts": 1}) as f:
             got = await f.get_asset(server.url, "a.js")
-    refused(got, "invalid header line", transport=transport)
+    refused(got, "invalid header line")
 
 
 # ------------------------------------------------------------- repeated Content-Length
@@ -310,7 +294,7 @@ async def test_a_header_line_without_a_colon_is_refused(
     ids=["list", "two-lines", "three"],
 )
 async def test_repeated_identical_content_lengths_are_one_length(
-    make_fetcher, transport: str, host: Callable[[], str], lengths: list[bytes]
+    make_fetcher, host: Callable[[], str], lengths: list[bytes]
 ) -> None:
     """RFC 9110 8.6: a recipient may read identical values as one, or refuse them."""
     fields = b"".join(b"Content-Length: " + value + b"\r\n" for value in lengths)
@@ -329,14 +313,14 @@ async def test_repeated_identical_content_lengths_are_one_length(
     "lengths", [[b"5, 6"], [b"5", b"6"], [b"5, 5, 50"]], ids=["list", "two-lines", "three"]
 )
 async def test_differing_content_lengths_are_refused(
-    make_fetcher, transport: str, host: Callable[[], str], lengths: list[bytes]
+    make_fetcher, host: Callable[[], str], lengths: list[bytes]
 ) -> None:
     fields = b"".join(b"Content-Length: " + value + b"\r\n" for value in lengths)
     wire = b"HTTP/1.1 200 OK\r\n" + fields + b"\r\n" + HELLO + b"X"
     with RawServer(host(), keep_open(wire)) as server:
         async with make_fetcher(retry={"attempts": 1}) as f:
             got = await f.get_asset(server.url, "a.js")
-    refused(got, "invalid Content-Length", transport=transport)
+    refused(got, "invalid Content-Length")
 
 
 # ------------------------------------------------------------- bytes nobody asked for
@@ -349,7 +333,7 @@ async def test_a_response_nobody_asked_for_is_never_the_next_answer(
     """HTTP/1.1 has no request ids: a second response sent after the first, in the
     same segment (read with it) or later (while the connection is idle in the pool),
     would be taken as the answer to the next request, and the right file reported as
-    a wrong one. Such a connection is never reused, on any transport."""
+    a wrong one. Such a connection is never reused."""
     sent = threading.Event()
     forged = response(200, b"forged")
 
@@ -377,28 +361,3 @@ async def test_a_response_nobody_asked_for_is_never_the_next_answer(
     assert first.hashes["sha256"] == sha(b"real /a.js"), first.error
     assert second.ok and second.hashes["sha256"] == sha(b"real /b.js"), second.error
     assert server.connections == 2
-
-
-async def test_httpx_pool_expires_only_idle_connections_holding_bytes(
-    host: Callable[[], str],
-) -> None:
-    """White-box, for the httpx transport's guard (transports._SilentConnection): a
-    connection whose response is still being read holds that body's bytes in h11's
-    buffer, and must not be expired (closed under the reader) for them; once idle, the
-    bytes after the response expire it."""
-    wire = response(200, HELLO) + b"junk after the response"
-    with RawServer(host(), serve_each(lambda conn, head: wire)) as server:
-        pool = make_transport(settings("httpx"), build_ssl_context(settings("httpx")), None)
-        try:
-            async with httpx.AsyncClient(transport=pool) as client:
-                async with client.stream("GET", server.url + "a.js") as reply:
-                    (connection,) = pool._pool.connections  # type: ignore[attr-defined]
-                    assert not connection.is_idle()
-                    assert not connection.has_expired()  # its own body is buffered
-                    assert await reply.aread() == HELLO
-                # idle with bytes after its response: expired, so the pool closed it
-                assert connection.is_closed()
-                again = await client.get(server.url + "b.js")
-        finally:
-            await pool.aclose()
-    assert again.content == HELLO and server.connections == 2

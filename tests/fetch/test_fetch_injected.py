@@ -1,4 +1,7 @@
-"""Faults no real server can produce on loopback, through an injected transport (respx)."""
+"""Faults no real server can produce on loopback, through an injected transport (respx).
+
+An injected transport raises the errors our own transport raises
+(:mod:`artifactcheck.fetch.error_kinds`); anything else is that fetch's error too."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import pytest
 import respx
 from fetch_support import RecordingSleep, settings
 
-from artifactcheck.fetch import Fetcher
+from artifactcheck.fetch import Fetcher, error_kinds
 from artifactcheck.fetch.http1 import Http1Transport
 from artifactcheck.model.settings import RetrySettings
 
@@ -16,7 +19,7 @@ BASE = "http://10.9.8.7:8080/"
 
 def fetcher_for(router: respx.Router, **retry: object) -> Fetcher:
     return Fetcher(
-        http=settings("httpx"),
+        http=settings(),
         retry=RetrySettings(**retry),
         transport=httpx.MockTransport(router.async_handler),
         sleep=RecordingSleep(),
@@ -26,11 +29,15 @@ def fetcher_for(router: respx.Router, **retry: object) -> Fetcher:
 @pytest.mark.parametrize(
     ("exc", "kind", "words"),
     [
-        (httpx.ConnectTimeout("slow SYN"), "timeout", "connect timed out"),
-        (httpx.PoolTimeout("pool"), "timeout", "connect timed out"),
-        (httpx.ReadTimeout("slow"), "timeout", "read_timeout"),
-        (httpx.ConnectError("[Errno 113] No route to host"), "connect", "cannot connect"),
-        (httpx.RemoteProtocolError("illegal status line"), "connect", "invalid HTTP response"),
+        (error_kinds.ConnectTimeout("slow SYN"), "timeout", "connect timed out"),
+        (error_kinds.ReadTimeout("slow"), "timeout", "read_timeout"),
+        (error_kinds.ConnectError("[Errno 113] No route to host"), "connect", "cannot connect"),
+        (
+            error_kinds.RemoteProtocolError("illegal status line"),
+            "connect",
+            "invalid HTTP response",
+        ),
+        (ConnectionResetError("reset by peer"), "connect", "connection failed"),
     ],
 )
 async def test_transport_errors_are_classified_and_retried(
@@ -48,7 +55,7 @@ async def test_transport_errors_are_classified_and_retried(
 async def test_recovers_after_a_connect_timeout() -> None:
     router = respx.Router()
     router.get(f"{BASE}a.js").mock(
-        side_effect=[httpx.ConnectTimeout("x"), httpx.Response(200, content=b"body")]
+        side_effect=[error_kinds.ConnectTimeout("x"), httpx.Response(200, content=b"body")]
     )
     async with fetcher_for(router) as fetcher:
         got = await fetcher.get_asset(BASE, "a.js")
@@ -78,18 +85,29 @@ async def test_cookies_are_never_sent_back() -> None:
     assert "cookie" not in route.calls.last.request.headers
 
 
+async def test_an_error_of_another_library_is_that_fetch_s_error_not_retried() -> None:
+    """httpx's own errors are not transport errors here: an injected transport raising
+    one fails that fetch as unexpected (kind "protocol"), once, never a crash."""
+    router = respx.Router()
+    route = router.get(f"{BASE}a.js").mock(side_effect=httpx.ConnectTimeout("x"))
+    async with fetcher_for(router, attempts=3) as fetcher:
+        got = await fetcher.get_asset(BASE, "a.js")
+    assert got.error_kind == "protocol" and got.error is not None
+    assert got.error.startswith("unexpected error: ConnectTimeout"), got.error
+    assert route.call_count == 1 and got.status is None
+
+
 @pytest.mark.parametrize(
     ("name", "expected", "kind"),
     [
         ("http1", "http1", Http1Transport),
         ("auto", "http1", Http1Transport),  # the old name of "http1", still read
-        ("httpx", "httpx", httpx.AsyncHTTPTransport),
     ],
 )
 async def test_the_transport_setting_names_the_transport_requests_go_through(
     name: str, expected: str, kind: type
 ) -> None:
-    fetcher = Fetcher(http=settings(name), retry=RetrySettings())
+    fetcher = Fetcher(http=settings(transport=name), retry=RetrySettings())
     assert fetcher.transport_name == expected
     async with fetcher:
         made = type(fetcher._wire.transport)
@@ -103,7 +121,7 @@ async def test_on_asset_sees_every_asset_answer_and_no_document() -> None:
     router.get(f"{BASE}m.json").mock(return_value=httpx.Response(200, content=b"{}"))
     seen: list[tuple[str, str, int | None]] = []
     fetcher = Fetcher(
-        http=settings("httpx"),
+        http=settings(),
         retry=RetrySettings(),
         transport=httpx.MockTransport(router.async_handler),
         on_asset=lambda base, path, got: seen.append((base, path, got.status)),

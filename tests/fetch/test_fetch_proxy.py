@@ -234,7 +234,6 @@ def test_verify_through_a_refusing_proxy_is_inconclusive_never_a_mismatch(
 # ------------------------------------------------------------- the controller's proxy
 
 
-@pytest.mark.parametrize("transport", ["http1"])  # the only one that takes a policy
 async def test_egress_judges_the_destination_behind_the_proxy_not_the_proxy(
     make_fetcher, host: Callable[[], str]
 ) -> None:

@@ -28,8 +28,6 @@ from artifactcheck.fetch.http1 import Body, Http1Transport, framing
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import HttpSettings, RetrySettings
 
-http1_only = pytest.mark.parametrize("transport", ["http1"])
-
 
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -98,7 +96,6 @@ def busy(event: threading.Event) -> None:
     time.sleep(0.05)
 
 
-@http1_only
 async def test_a_forged_response_after_a_404_is_not_the_next_answer(
     make_fetcher, host: Callable[[], str]
 ) -> None:
@@ -126,7 +123,6 @@ async def test_a_forged_response_after_a_404_is_not_the_next_answer(
     assert [RawConn.target(r) for r in server.requests] == ["/a.json", "/b.json"]
 
 
-@http1_only
 async def test_bytes_arriving_on_an_idle_connection_condemn_it_at_once(
     make_fetcher, host: Callable[[], str]
 ) -> None:
@@ -155,7 +151,6 @@ async def test_bytes_arriving_on_an_idle_connection_condemn_it_at_once(
     assert server.connections == 2
 
 
-@http1_only
 async def test_shifted_answers_one_request_at_a_time(make_fetcher, host: Callable[[], str]) -> None:
     """The sequential asset loop (--concurrency 1): a server that answers each request and
     then, unasked, the one it expects next. Reused, every later answer would be shifted
@@ -187,7 +182,6 @@ async def test_shifted_answers_one_request_at_a_time(make_fetcher, host: Callabl
     assert server.connections == len(paths)
 
 
-@http1_only
 async def test_a_forged_response_between_redirect_hops_is_not_followed(
     make_fetcher, host: Callable[[], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -222,7 +216,7 @@ async def test_a_forged_response_between_redirect_hops_is_not_followed(
 
 
 async def test_a_content_length_of_5000_digits_is_a_protocol_error(
-    make_fetcher, transport: str, host: Callable[[], str]
+    make_fetcher, host: Callable[[], str]
 ) -> None:
     wire = b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\nbody"
     with RawServer(host(), fixed(wire)) as server:
@@ -230,9 +224,8 @@ async def test_a_content_length_of_5000_digits_is_a_protocol_error(
             got = await f.get_asset(server.url, "a.js")
     assert got.error is not None and not got.hashes
     assert len(got.error) < 500  # a hostile header is not copied whole into reports
-    if transport == "http1":
-        assert got.error_kind == "protocol"
-        assert "invalid Content-Length" in got.error, got.error
+    assert got.error_kind == "protocol"
+    assert "invalid Content-Length" in got.error, got.error
 
 
 def test_framing_refuses_overlong_lengths() -> None:
@@ -272,7 +265,7 @@ CONTENT = b"console.log('the right bytes');\n" * 40
     ids=["gzip-chunked", "chunked-chunked", "close-delimited-gzip"],
 )
 async def test_transfer_codings_are_never_hashed_as_content(
-    make_fetcher, transport: str, host: Callable[[], str], te: str, body: bytes, close: bool
+    make_fetcher, host: Callable[[], str], te: str, body: bytes, close: bool
 ) -> None:
     head = f"HTTP/1.1 200 OK\r\nTransfer-Encoding: {te}\r\n"
     wire = (head + ("Connection: close\r\n" if close else "") + "\r\n").encode() + body
@@ -282,13 +275,12 @@ async def test_transfer_codings_are_never_hashed_as_content(
     # the right file must never become a false mismatch: no hash at all, or the right one
     assert got.hashes.get("sha256") in (None, sha(CONTENT)), (got.hashes, got.error)
     assert got.error is not None
-    if transport != "httpx":  # h11 refuses these itself (kind "connect")
-        assert got.error_kind == "protocol" and "Transfer-Encoding" in got.error, got.error
+    assert got.error_kind == "protocol" and "Transfer-Encoding" in got.error, got.error
 
 
 @pytest.mark.parametrize("status", [b"099", b"000", b"600", b"999", b"1000", b"20", b"2x0"])
 async def test_an_impossible_status_is_a_protocol_error(
-    make_fetcher, transport: str, host: Callable[[], str], status: bytes
+    make_fetcher, host: Callable[[], str], status: bytes
 ) -> None:
     # read as an interim response, "099" would be skipped and the forged 200 after it
     # taken as the answer
@@ -297,11 +289,9 @@ async def test_an_impossible_status_is_a_protocol_error(
         async with make_fetcher(retry={"attempts": 1}) as f:
             got = await f.get_asset(server.url, "a.js")
     assert got.error is not None and not got.hashes
-    if transport == "http1":
-        assert got.error_kind == "protocol" and "invalid status" in got.error, got.error
+    assert got.error_kind == "protocol" and "invalid status" in got.error, got.error
 
 
-@http1_only
 async def test_endless_interim_responses_and_trailers_are_protocol_errors(
     make_fetcher, host: Callable[[], str]
 ) -> None:
@@ -327,17 +317,16 @@ async def test_endless_interim_responses_and_trailers_are_protocol_errors(
     ids=["open-bracket", "nul", "del", "open-v6", "bad-port"],
 )
 async def test_an_unusable_location_is_that_fetch_s_error(
-    make_fetcher, transport: str, host: Callable[[], str], location: bytes
+    make_fetcher, host: Callable[[], str], location: bytes
 ) -> None:
     wire = b"HTTP/1.1 302 Found\r\nLocation: " + location + b"\r\nContent-Length: 0\r\n\r\n"
     with RawServer(host(), fixed(wire)) as server:
         async with make_fetcher(retry={"attempts": 1}) as f:
             got = await f.get_asset(server.url, "a.js")
     assert got.error is not None and not got.hashes
-    if transport == "http1":
-        assert got.error_kind in ("protocol", "redirect-off-base"), got.error
-        if location != b"//h:99999/x":
-            assert got.error_kind == "protocol" and "unusable Location" in got.error, got.error
+    assert got.error_kind in ("protocol", "redirect-off-base"), got.error
+    if location != b"//h:99999/x":
+        assert got.error_kind == "protocol" and "unusable Location" in got.error, got.error
     assert len(server.requests) == 1
 
 
@@ -380,7 +369,6 @@ def test_taking_a_few_bytes_leaves_the_rest_of_a_piece_uncopied() -> None:
     assert conn.find(b"\r\n", 100) == 11 and conn.take(13) == b"no line end\r\n"
 
 
-@http1_only
 async def test_chunks_split_at_every_boundary_are_reassembled(
     make_fetcher, host: Callable[[], str]
 ) -> None:
@@ -476,7 +464,7 @@ class ExplodingBody(httpx.AsyncByteStream):
 
 def injected(transport: httpx.AsyncBaseTransport, **kw: Any) -> Fetcher:
     kw.setdefault("sleep", RecordingSleep())
-    return Fetcher(http=settings("http1"), retry=RetrySettings(), transport=transport, **kw)
+    return Fetcher(http=settings(), retry=RetrySettings(), transport=transport, **kw)
 
 
 @pytest.mark.parametrize(

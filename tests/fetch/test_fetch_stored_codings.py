@@ -5,7 +5,7 @@ gzip`` even to a client that accepts only identity: the bytes are the file the b
 wrote, and a release hashes them as they lie on disk. Only a label that names exactly
 the coding the file's name says it is stored in is left undone; any other label is
 decoded as before (``x.css`` sent gzip-encoded, a ``.gz`` sent ``gzip, gzip``).
-Exact bytes from a raw-socket server, through both transports.
+Exact bytes from a raw-socket server.
 """
 
 from __future__ import annotations

@@ -29,7 +29,6 @@ HELLO = b"hello"
 SHA = hashlib.sha256(HELLO).hexdigest()
 
 pytestmark = [
-    pytest.mark.parametrize("transport", ["http1"]),  # proxies: one stack
     pytest.mark.skipif(shutil.which("tinyproxy") is None, reason="tinyproxy is not installed"),
 ]
 

@@ -36,8 +36,6 @@ HELLO = b"hello"
 SHA = hashlib.sha256(HELLO).hexdigest()
 CREDENTIAL = "Basic " + base64.b64encode(b"ci user:p@ss").decode()
 
-pytestmark = pytest.mark.parametrize("transport", ["http1"])  # proxies: one stack
-
 
 def with_credentials(url: str) -> str:
     """``url`` with a user and a password that both need quoting."""
@@ -167,7 +165,7 @@ async def test_a_refused_connect_names_the_status_the_proxy_gave(
 
 
 async def test_httpx_api_on_the_lean_transport_goes_through_the_proxy_too(
-    host: Callable[[], str], transport: str
+    host: Callable[[], str],
 ) -> None:
     """``Http1Transport`` under an ``httpx.AsyncClient`` writes the same absolute form."""
     import httpx
@@ -208,7 +206,7 @@ print(json.dumps({"got": got, "httpx": "httpx" in sys.modules}))
 """
 
 
-def test_a_run_through_a_proxy_never_imports_httpx(host: Callable[[], str], transport: str) -> None:
+def test_a_run_through_a_proxy_never_imports_httpx(host: Callable[[], str]) -> None:
     """Through a proxy, as directly: httpx's import is most of a small check's start-up."""
     with (
         LoggingProxy(host()) as proxy,

@@ -10,7 +10,7 @@ way a person would name them.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,13 +19,11 @@ import click
 import pytest
 import yaml
 from click.testing import CliRunner
+from fleet_support import fleet_fixture, web_fixture
 
 from artifactcheck.cli.investigate import fleet as fleet_command
 from artifactcheck.cli.investigate import investigate as investigate_command
 from artifactcheck_sim.fleet import SimFleet
-from artifactcheck_sim.web import WebFleet
-
-_subnet = itertools.count(10)
 
 
 @click.group()
@@ -44,32 +42,8 @@ class Result:
     err: str
 
 
-@pytest.fixture
-def web() -> Iterator[WebFleet]:
-    with WebFleet(name="test-investigate") as fleet:
-        yield fleet
-
-
-@pytest.fixture
-def make_fleet(web: WebFleet) -> Iterator[Callable[..., SimFleet]]:
-    """Factory for SimFleets on fresh 127.96.N.x addresses sharing one server loop."""
-    made: list[SimFleet] = []
-
-    def make(instances: int = 6, version: str = "1.4.2") -> SimFleet:
-        n = next(_subnet)
-        fleet = SimFleet(
-            instances=instances,
-            version=version,
-            first_host=f"127.96.{n}.1",
-            cdn_host=f"127.96.{n}.250",
-            web=web,
-        )
-        made.append(fleet.start())
-        return fleet
-
-    yield make
-    for fleet in made:
-        fleet.stop()
+web = web_fixture("investigate")
+make_fleet = fleet_fixture("investigate", instances=6, version="1.4.2")
 
 
 @pytest.fixture

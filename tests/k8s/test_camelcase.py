@@ -50,7 +50,7 @@ VALUES: dict[tuple[str, ...], Any] = {
     ("http", "header_files"): {"X-Leak": "/var/run/secrets/kubernetes.io/serviceaccount/token"},
     ("http", "header_env"): {"X-Leak": "HOME"},
     ("http", "ca_bundle"): "/etc/shadow",
-    ("http", "transport"): "httpx",
+    ("http", "transport"): "http1",
 }
 
 

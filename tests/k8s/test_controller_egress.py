@@ -3,8 +3,8 @@
 The policy is asked on every new connection, so the controller keeps each pod's
 parsed address and rebuilds only the set of them when a pod changes
 (``CheckState.addresses``). These tests drive the pod bookkeeping the watch calls
-(``control.candidates``: ``pods_listed``, ``pod_changed``) and ask the policy the fetcher would ask: a pod
-that moved is reachable at its new address only, one that went away not at all.
+(``control.candidates``: ``pods_listed``, ``pod_changed``) and ask the policy the
+fetcher would ask: a pod that moved is reachable at its new address only, one that went away not at all.
 """
 
 from __future__ import annotations

@@ -699,7 +699,7 @@ def test_what_the_model_dumps_the_crd_accepts(spec: dict[str, Any]) -> None:
         {"http": {"header_files": {"X-Leak": "/var/run/secrets/kubernetes.io/token"}}},
         {"http": {"headerEnv": {"X-Leak": "HOME"}}},
         {"http": {"caBundle": "/etc/shadow"}},
-        {"http": {"transport": "httpx"}},
+        {"http": {"transport": "http1"}},
     ],
     ids=repr,
 )

@@ -163,7 +163,7 @@ ATTEMPTS = {
         "ClusterScopedAction",
     ),
     "other-transport": (
-        lambda tc, token: {"http": {"transport": "httpx"}},
+        lambda tc, token: {"http": {"transport": "http1"}},
         "spec.http.transport",
         "TransportRefused",
     ),

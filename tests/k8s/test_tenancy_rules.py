@@ -121,7 +121,7 @@ def test_no_kubernetes_section_selects_the_own_namespace() -> None:
             ("spec.http.header_env", "EnvironmentRefused"),
         ),
         (good(http={"ca_bundle": "/etc/shadow"}), ("spec.http.ca_bundle", "LocalFileRefused")),
-        (good(http={"transport": "httpx"}), ("spec.http.transport", "TransportRefused")),
+        (good(http={"transport": "http1"}), ("spec.http.transport", "TransportRefused")),
         (good(release_manifest="/etc/passwd"), ("spec.release_manifest[0]", "LocalPathRefused")),
         (
             good(release_manifest=[RELEASES, "releases/1.4.1.json"]),

@@ -1,7 +1,7 @@
 """The safety policy as a state machine: sequences of verdicts, arrivals, departures, restarts.
 
 ``decide()`` is pure, so hypothesis can drive it through thousands of histories the
-table tests in tests/core/test_decide.py never thought of, under randomly drawn
+table tests in tests/core/test_policy_*.py never thought of, under randomly drawn
 policies, and check after every cycle what the safety policy promises whatever happened
 before: the quarantine cap and the ready floor hold, only a confirmed mismatch on a
 gated pod is quarantined (``inconclusive`` and ``unreachable`` never), a majority that

@@ -1,6 +1,9 @@
-"""Consensus counts only content served: a table of the answers siblings may share.
+"""The consensus rungs of the verdict ladder (judge/ladder.py): siblings, no release.
 
-Without a release source, siblings reporting one version are compared with each other.
+Without a release source, siblings reporting one version are compared with each other:
+fewer than two, nothing compared with a sibling, or agreeing with none of them is
+``inconclusive``; agreeing with some is ``consistent``, and the reason says with how
+many and which files none of them serves. Consensus counts only content served.
 Two instances answering the same 404, 403, 5xx, redirect or fallback page for a file
 agree on nothing; nor does agreeing on the served manifest or the entry page alone
 vouch for a file. Each row is three siblings giving the same answer for the release's
@@ -96,6 +99,18 @@ def test_siblings_sharing_no_served_file_agree_on_nothing(row: Row) -> None:
     assert {a.compared for a in agreement.values()} == {()}, row.id
 
 
+def test_a_lone_instance_is_no_consensus() -> None:
+    """No release and no sibling reporting its version: nothing vouches for its bytes."""
+    (r,) = compare_fleet(
+        [obs("a", "1.0", {JS: fetched(JS, A1), CSS: fetched(CSS, B1)})], expectations=None
+    )
+    assert (r.verdict, r.reason) == (
+        Verdict.INCONCLUSIVE,
+        "no release source and no sibling reports 1.0: consensus needs at least two instances",
+    )
+    assert not r.content_verified
+
+
 def test_the_reason_names_the_files_absent_everywhere() -> None:
     (r, *_) = compare_fleet(_fleet(NOTHING_SHARED[0].answers), expectations=None)
     assert r.reason == (
@@ -105,16 +120,6 @@ def test_the_reason_names_the_files_absent_everywhere() -> None:
     )
     assert r.coverage is not None and r.coverage.compared == 0
     assert dict(r.coverage.not_compared) == {JS: "answers 404", CSS: "answers 404"}
-
-
-def test_one_served_file_shared_is_agreement() -> None:
-    """The manifest-and-entry-page row with the stylesheet served: agreement, and the
-    404 on the script is no difference between siblings that all answer it."""
-    answers = dict(NOTHING_SHARED[-1].answers) | {CSS: fetched(CSS, B1)}
-    results = compare_fleet(_fleet(answers), expectations=None)
-    assert {r.verdict for r in results} == {Verdict.CONSISTENT}
-    assert all(r.reason.startswith("agrees with its 2 sibling(s) on 1.0 (") for r in results)
-    assert all(r.content_verified for r in results)
 
 
 def test_content_against_absence_is_a_difference_not_agreement() -> None:
@@ -180,13 +185,29 @@ def test_a_served_manifest_answering_404_without_a_release_says_what_to_give() -
         )
 
 
-def test_files_absent_everywhere_are_said_beside_the_agreement() -> None:
-    """One file served and shared, one answering 404 on every instance: they agree,
-    and the reason says which file none of them serves (not compared, not agreed on)."""
-    answers = {JS: fetched(JS, A1), CSS: fetched(CSS, status=404)}
-    for r in compare_fleet(_fleet(answers), expectations=None):
-        assert r.verdict is Verdict.CONSISTENT
-        assert r.reason == (
-            "agrees with its 2 sibling(s) on 1.0 (1 file(s) answer 404 or the fallback "
-            "page on every instance, not compared: assets/b.css)"
-        )
+@pytest.mark.parametrize(
+    ("answers", "reason"),
+    [
+        pytest.param(
+            dict(NOTHING_SHARED[-1].answers) | {CSS: fetched(CSS, B1)},
+            "agrees with its 2 sibling(s) on 1.0 (1 file(s) answer 404 or the fallback page "
+            "on every instance, not compared: assets/a.js)",
+            id="one-served-file-shared",
+        ),
+        pytest.param(
+            {JS: fetched(JS, A1), CSS: fetched(CSS, status=404)},
+            "agrees with its 2 sibling(s) on 1.0 (1 file(s) answer 404 or the fallback page "
+            "on every instance, not compared: assets/b.css)",
+            id="files-absent-everywhere-said-beside",
+        ),
+    ],
+)
+def test_one_served_file_shared_is_agreement(answers: dict[str, Fetched], reason: str) -> None:
+    """One file served and shared: agreement, verified; a 404 every sibling answers is
+    no difference between them, and the reason says which file none of them serves
+    (not compared, not agreed on). The first row is the manifest-and-entry-page row
+    with the stylesheet served."""
+    results = compare_fleet(_fleet(answers), expectations=None)
+    assert [(r.verdict, r.reason, r.content_verified) for r in results] == [
+        (Verdict.CONSISTENT, reason, True)
+    ] * 3

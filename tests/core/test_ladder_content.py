@@ -1,17 +1,21 @@
-"""A verdict's reason and a finding say each fact once, and claim only what they show.
+"""The content rung of the verdict ladder (judge/ladder.py): mismatch, and what it says.
 
-"serves 2.0.0's content:" lists 2.0.0's files, and the reported release's files the
-instance lacks apart from them (a 1.0.0 file answering 404 is not 2.0.0's); a CDN
-difference names the release's hash and the CDN's once each, in every rendering.
+Instance-side evidence that its content is wrong is a ``mismatch``, and its reason says
+each fact once and claims only what it shows: "serves 2.0.0's content:" lists 2.0.0's
+files, and the reported release's files the instance lacks apart from them (a 1.0.0
+file answering 404 is not 2.0.0's). One body answering every path, the entry page
+included, is no build of the site at all: not content, so never a mismatch.
 """
 
 from __future__ import annotations
 
+import pytest
 from compare_support import A1, A2, B1, B2, IDX1, IDX2, K, fetched, obs, release
 
 from artifactcheck.judge.compare import HashIndex, judge_instance
 from artifactcheck.model.values import (
     Expectation,
+    Fetched,
     InstanceResult,
     Manifest,
     ManifestEntry,
@@ -67,44 +71,61 @@ def test_one_body_for_every_path_is_not_the_site() -> None:
     assert "--host-header" in r.reason
 
 
-def test_one_body_that_is_the_release_s_entry_page_is_still_missing_files() -> None:
-    """The right index.html answering for every missing asset is the site with its
-    assets missing: a mismatch, as before."""
-    r = judge_instance(
-        obs(
-            "i1",
-            "1.0.0",
+@pytest.mark.parametrize(
+    ("assets", "indexed"),
+    [
+        pytest.param(
             {p: fetched(p, IDX1, content_type="text/html") for p in ("index.html", OLD_JS, CSS)},
+            True,
+            id="the-releases-entry-page-answering-for-every-asset",
         ),
+        pytest.param(
+            {"index.html": fetched("index.html", IDX1)}
+            | {p: fetched(p, EMPTY) for p in (OLD_JS, CSS)},
+            False,
+            id="empty-files-beside-a-right-entry-page",
+        ),
+        pytest.param(
+            {p: fetched(p, EMPTY) for p in ("index.html", CSS)}
+            | {OLD_JS: fetched(OLD_JS, status=404)},
+            False,
+            id="one-body-with-a-404-among-the-answers",
+        ),
+        pytest.param(
+            {p: fetched(p, EMPTY) for p in (OLD_JS, CSS)},
+            False,
+            id="assets-alike-without-the-entry-page",
+        ),
+    ],
+)
+def test_one_body_short_of_every_path_is_still_content(
+    assets: dict[str, Fetched], indexed: bool
+) -> None:
+    """Only the entry page answering like everything else, with a body no release
+    holds, marks a catch-all answer; anything short of it is judged as content (the
+    right index.html answering for every missing asset is the site, its assets gone)."""
+    r = judge_instance(
+        obs("i1", "1.0.0", assets),
+        expectation=Expectation("1.0.0", V1),
+        index=HashIndex({"1.0.0": V1} if indexed else {}),
+    )
+    assert r.verdict is Verdict.MISMATCH, r.reason
+
+
+def test_files_missing_beside_a_served_entry_page_are_named() -> None:
+    """Something of the release is served (its entry page): the base URL is right, and
+    the reason names the files missing rather than asking about the base URL."""
+    assets = {
+        "index.html": fetched("index.html", IDX1, content_type="text/html"),
+        OLD_JS: fetched(OLD_JS, status=404),
+        CSS: fetched(CSS, status=404),
+    }
+    r = judge_instance(
+        obs("i1", "1.0.0", assets),
         expectation=Expectation("1.0.0", V1),
         index=HashIndex({"1.0.0": V1}),
     )
-    assert r.verdict is Verdict.MISMATCH, r.reason
-
-
-def test_empty_files_beside_a_right_entry_page_are_a_mismatch() -> None:
-    """A deploy that wrote empty assets: the bodies differ from the page, so judged."""
-    assets = {"index.html": fetched("index.html", IDX1)}
-    assets |= {p: fetched(p, EMPTY) for p in (OLD_JS, CSS)}
-    r = judge_instance(
-        obs("i1", "1.0.0", assets), expectation=Expectation("1.0.0", V1), index=HashIndex({})
+    assert (r.verdict, r.reason) == (
+        Verdict.MISMATCH,
+        "reports 1.0.0 but 2 file(s) are missing: assets/app-1.js, assets/b.css",
     )
-    assert r.verdict is Verdict.MISMATCH, r.reason
-
-
-def test_one_body_with_a_404_among_the_answers_is_judged_as_before() -> None:
-    assets = {p: fetched(p, EMPTY) for p in ("index.html", CSS)}
-    assets[OLD_JS] = fetched(OLD_JS, status=404)
-    r = judge_instance(
-        obs("i1", "1.0.0", assets), expectation=Expectation("1.0.0", V1), index=HashIndex({})
-    )
-    assert r.verdict is Verdict.MISMATCH, r.reason
-
-
-def test_assets_alike_without_the_entry_page_are_judged_as_before() -> None:
-    """Only the entry page answering like everything else marks a catch-all answer."""
-    assets = {p: fetched(p, EMPTY) for p in (OLD_JS, CSS)}
-    r = judge_instance(
-        obs("i1", "1.0.0", assets), expectation=Expectation("1.0.0", V1), index=HashIndex({})
-    )
-    assert r.verdict is Verdict.MISMATCH, r.reason
