@@ -324,7 +324,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                             "selector": "app=web",
                             "port": info["port"],
                         },
-                        "releaseManifest": [info["release_template"]],
+                        "release": {"manifests": [info["release_template"]]},
                         "manifestPath": "artifactcheck.json",
                         "manifestFormat": "native",
                         "interval": args.interval,

@@ -54,7 +54,7 @@ def write_spec(
     ]
     spec = {
         "targets": targets,
-        "release_manifest": info["release_template"],
+        "release": {"manifests": [info["release_template"]]},
         "manifest_path": "artifactcheck.json",
         "manifest_format": "native",
         "sampling": {"assets_per_instance": assets, "seed": 1},

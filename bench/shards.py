@@ -142,7 +142,7 @@ class Cluster:
                             "selector": f"app=web,workload={workload(w)}",
                             "port": fleet["port"],
                         },
-                        "releaseManifest": [fleet["release_template"]],
+                        "release": {"manifests": [fleet["release_template"]]},
                         "manifestPath": "artifactcheck.json",
                         "manifestFormat": "native",
                         "interval": self.args.interval,

@@ -315,7 +315,7 @@ def check_object(info: dict[str, Any], interval: float, sample: int) -> dict[str
         "metadata": {"name": CHECK, "namespace": NAMESPACE},
         "spec": {
             "kubernetes": {"namespace": NAMESPACE, "selector": "app=web", "port": info["port"]},
-            "releaseManifest": [info["release_template"]],
+            "release": {"manifests": [info["release_template"]]},
             "manifestPath": "artifactcheck.json",
             "manifestFormat": "native",
             "interval": interval,

@@ -107,7 +107,7 @@ def write_spec(
 ) -> None:
     spec = {
         "targets": [{"url": url, "version": name, "name": "big-1"}],
-        "release_manifest": str(releases / "{version}.json"),
+        "release": {"manifests": [str(releases / "{version}.json")]},
         "manifest_path": f"{name}.json",
         "manifest_format": "native",
         "sampling": {"assets_per_instance": None},

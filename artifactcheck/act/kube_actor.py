@@ -48,25 +48,24 @@ from artifactcheck.model.values import (
     Instance,
     InstanceResult,
 )
+from artifactcheck.model.verdicts import VERDICTS
 
 __all__ = ["KubeActor", "NotLeader", "cordoned_by_us", "event_reason_for"]
 
 _MAX_FILES_NAMED = 10
 
-#: Event reason per verdict (CamelCase, as Kubernetes reasons are).
-_EVENT_REASONS: Mapping[str, str] = {
-    "mismatch": "ContentMismatch",
-    "drift": "ContentDrift",
-    "cdn-missing": "CdnMissing",
-    "cdn-mismatch": "CdnMismatch",
-    "signal-conflict": "SignalConflict",
-}
+#: Event reason per verdict value, from the verdict table.
+_EVENT_REASONS: Mapping[str, str] = {v.value: t.event_reason for v, t in VERDICTS.items()}
 
 _LOG = logging.getLogger(__name__)
 
 
 def event_reason_for(verdict: str | None) -> str:
-    """The CamelCase Event/condition reason for a verdict, e.g. ``ContentMismatch``."""
+    """The CamelCase Event/condition reason for a verdict, e.g. ``ContentMismatch``.
+
+    A value the verdict table does not know (an annotation another version wrote) is
+    ``Content`` and its words in CamelCase.
+    """
     if verdict is None:
         return "ContentInconsistent"
     if verdict in _EVENT_REASONS:

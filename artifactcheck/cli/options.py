@@ -86,11 +86,11 @@ FLAG_OF_FIELD: Mapping[str, str] = {
     "cdn_include": "--cdn-include",
     "cdn_exclude": "--cdn-exclude",
     "prefix": "--prefix",
-    "release_manifest": "--release-manifest",
+    "release.manifests": "--release-manifest",
     "allow_names_only": "--allow-names-only",
-    "release_image": "--release-image",
-    "release_image_path": "--release-image-path",
-    "release_configmaps.selector": "--release-configmaps",
+    "release.image.reference": "--release-image",
+    "release.image.path": "--release-image-path",
+    "release.config_maps.selector": "--release-configmaps",
     "known_versions": "--known-version",
     "desired_version": "--desired-version",
     "previous_versions": "--previous-version",
@@ -132,13 +132,17 @@ class FlagNames:
         return self(tuple(field.split(".")))
 
     def __call__(self, loc: tuple[str | int, ...]) -> str | None:
-        """The flag naming a location (the longest recorded prefix), or None."""
+        """The flag naming a location (the longest recorded prefix), or None; a section
+        some flags filled (``release`` from --release-image) is named with them."""
         for n in range(len(loc), 0, -1):
             flag = self._names.get(loc[:n])
             if flag is not None:
                 if n == len(loc):
                     return flag
                 return f"{flag} ({'.'.join(str(p) for p in loc)})"
+        inside = [f for at, f in self._names.items() if loc and at[: len(loc)] == loc]
+        if inside:
+            return f"{'.'.join(str(p) for p in loc)} ({', '.join(dict.fromkeys(inside))})"
         return None
 
     def explain(self, exc: ConfigError) -> ConfigError:
@@ -237,7 +241,7 @@ def build_spec(
         if before is None and not parents and key in _FLAGS_ADD_TO_DEFAULT:
             before = list(_field_default(key))
         if isinstance(value, list) and isinstance(before, str):
-            before = [before]  # ``release_manifest: one.json`` in YAML, more from flags
+            before = [before]  # ``manifests: one.json`` in YAML, more from flags
         if isinstance(value, list) and isinstance(before, list):
             node[leaf] = before + value
         elif isinstance(value, dict) and isinstance(before, dict):
@@ -605,11 +609,11 @@ def spec_from_options(
             "cdn_include": list(opts.get("cdn_include") or ()),
             "cdn_exclude": list(opts.get("cdn_exclude") or ()),
             "prefix": opts.get("prefix"),
-            "release_manifest": list(opts["release_manifest"]),
+            "release.manifests": list(opts["release_manifest"]),
             "allow_names_only": True if opts.get("allow_names_only") else None,
-            "release_image": opts["release_image"],
-            "release_image_path": opts["release_image_path"],
-            "release_configmaps.selector": opts.get("release_configmaps"),
+            "release.image.reference": opts["release_image"],
+            "release.image.path": opts["release_image_path"],
+            "release.config_maps.selector": opts.get("release_configmaps"),
             "known_versions": list(opts["known_versions"]),
             "desired_version": opts["desired_version"],
             "manifest_path": opts["manifest_path"],

@@ -74,7 +74,7 @@ def trust_from_options(opts: Mapping[str, Any], spec: CheckSpec) -> ReleaseTrust
     from artifactcheck.release.guard import ReleaseTrust
 
     flag = "--pins" if pins_path else "--release-key"
-    if not spec.release_manifest and spec.release_configmaps is None:
+    if spec.release is None or not spec.release.signed:
         raise ConfigError(
             f"{flag}: applies to release manifests; give --release-manifest or "
             "--release-configmaps (release images and consensus are not pinned or signed)"
@@ -84,7 +84,7 @@ def trust_from_options(opts: Mapping[str, Any], spec: CheckSpec) -> ReleaseTrust
     if signature and "{version}" in signature.split("://", 1)[-1].split("/", 1)[0]:
         # the instance's word would choose the host the envelope is read from
         raise ConfigError("--release-signature: '{version}' may be in the path, not in the host")
-    if key_paths and spec.release_configmaps is not None and not signature:
+    if key_paths and spec.release.config_maps is not None and not signature:
         raise ConfigError(
             "--release-key: a ConfigMap has no location beside it for an envelope; give "
             "--release-signature (a file or URL, '{version}' replaced)"

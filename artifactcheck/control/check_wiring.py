@@ -96,12 +96,13 @@ def expectations_or_unavailable(
     """
     try:
         configmaps = None
-        if spec.release_configmaps is not None and api_client is not None and namespace:
+        kind = spec.release.config_maps if spec.release is not None else None
+        if kind is not None and api_client is not None and namespace:
             from artifactcheck.release.configmaps import ConfigMapReleases
 
             configmaps = ConfigMapReleases(
                 namespace=namespace,
-                selector=spec.release_configmaps.selector,
+                selector=kind.selector,
                 api_client=api_client,
                 watch=True,
             )
@@ -138,3 +139,10 @@ def trust_of(state: CheckState) -> ReleaseTrust | None:
         except dsse.KeyFileError as exc:
             raise ConfigError(str(exc)) from exc
     return ReleaseTrust(pins=state.pins, keys=tuple(loaded))
+
+
+def watched_release(spec: CheckSpec) -> bool:
+    """Whether the check's releases are watched (ConfigMaps: an edit is seen when made)
+    rather than read again every interval (a URL's manifest, whose rebuild only a new
+    read can catch)."""
+    return spec.release is not None and spec.release.config_maps is not None

@@ -95,7 +95,11 @@ class Checking:
                     namespace=state.namespace,
                     trust=functools.partial(check_wiring.trust_of, state),
                 )
-                if state.pins and state.expectations and not state.spec.release_configmaps:
+                if (
+                    state.pins
+                    and state.expectations
+                    and not check_wiring.watched_release(state.spec)
+                ):
                     # a URL's manifest is read again every interval, so a rebuild there
                     # is caught by its pin (ConfigMaps are watched: seen when edited)
                     state.expectations.refresh_after = state.spec.interval

@@ -474,12 +474,38 @@ def status_schema() -> _Schema:
 _NO_SERVER_DEFAULT = (("kubernetes", "namespace"),)
 
 
+#: The 0.1/0.2 fields the CRD offered that ``release`` replaced: kept in the schema (not
+#: pruned) so an old stored object reaches the controller with them and is refused naming
+#: the new field, instead of being read as a check with no release source (consensus).
+_RETIRED_IN_CRD = ("release_manifest", "release_configmaps")
+
+
+def _retired_release_fields(spec: _Schema) -> None:
+    """The retired fields, refused by the API server (CEL) and, for objects stored
+    before, by the controller; ``release`` holding one kind is the model's rule, which
+    admission applies (a dumped spec writes the kinds it left out as null)."""
+    names = [camel_name(name) for name in _RETIRED_IN_CRD]
+    for name in names:
+        spec["properties"][name] = {
+            "description": "Retired: replaced by release (release.manifests, "
+            "release.configMaps); an object that sets it is refused.",
+            "x-kubernetes-preserve-unknown-fields": True,
+        }
+    spec["x-kubernetes-validations"] = [
+        {
+            "rule": f"!has(self.{name})",
+            "message": f"{name} is replaced by release (release.manifests, release.configMaps)",
+        }
+        for name in names
+    ]
+
+
 def crd_schema() -> _Schema:
     """The ``openAPIV3Schema`` of the ArtifactCheck version: spec from CheckSpec, status.
 
     Property names are camelCase, as Kubernetes API conventions want
-    (:func:`artifactcheck.model.settings.camel_name`: ``releaseManifest``, ``verifyTLS``,
-    ``releaseConfigMaps``); only that spelling is offered, so the API server prunes
+    (:func:`artifactcheck.model.settings.camel_name`: ``configMaps``, ``verifyTLS``,
+    ``caBundle``); only that spelling is offered, so the API server prunes
     (or, with strict field validation, refuses) a snake_case key as any unknown field.
     The CLI's YAML accepts both spellings.
 
@@ -488,7 +514,7 @@ def crd_schema() -> _Schema:
     server refuses (strict field validation) or prunes them before the controller sees
     them; the controller's admission refuses them too, for servers that do neither.
     """
-    # by_alias: the camelCase names of Kubernetes API conventions (``releaseManifest``,
+    # by_alias: the camelCase names of Kubernetes API conventions (``cacheVersions``,
     # ``http.maxConnections``); the model's paths below are snake_case field names.
     spec = structural_schema(CheckSpec.model_json_schema(by_alias=True))
     for field_path in _NO_SERVER_DEFAULT:
@@ -501,6 +527,7 @@ def crd_schema() -> _Schema:
         for name in refused[:-1]:
             node = node["properties"][camel_name(name)]
         node["properties"].pop(camel_name(refused[-1]))
+    _retired_release_fields(spec)
     return _tidy(
         {
             "type": "object",

@@ -132,7 +132,7 @@ def page_shas(obs: Observation, release: Manifest | None) -> frozenset[str]:
     return prefix.page_hashes(obs.assets, release)
 
 
-def release_path(path: str, release: Manifest) -> str | None:
+def cdn_release_path(path: str, release: Manifest) -> str | None:
     """The release file a path under the CDN base is, by the longest matching suffix
     (a CDN usually adds a prefix: ``app/480.js`` is the release's ``480.js``)."""
     if path in release.files:

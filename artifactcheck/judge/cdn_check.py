@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from artifactcheck.judge.answers import (
+    cdn_release_path,
     few_names,
-    release_path,
     short,
     unobserved,
     warn_files,
@@ -189,7 +189,7 @@ def located_on_cdn(
         got = obs.assets.get(path)
         if got is None:
             continue
-        matched = release_path(path, release) if release is not None else None
+        matched = cdn_release_path(path, release) if release is not None else None
         if release is not None and matched is None:
             unmatched.append(raw)
         want = release.files[matched].hashes.get("sha256") if release and matched else None

@@ -257,7 +257,7 @@ def _judge_layout(case: Case) -> None:
         case.add(
             FindingKind.LAYOUT,
             prefix.detected_message(layout),
-            path=prefix.shown(layout.prefix),
+            path=prefix.shown_prefix(layout.prefix),
             severity=Severity.WARNING,
         )
     check, release = case.release_check, case.release
@@ -287,8 +287,8 @@ def _judge_layout(case: Case) -> None:
     case.add(
         FindingKind.LAYOUT,
         case.misplaced,
-        path=prefix.shown(layout.prefix),
-        expected=prefix.shown(layout.found_at) if layout.found_at is not None else None,
+        path=prefix.shown_prefix(layout.prefix),
+        expected=prefix.shown_prefix(layout.found_at) if layout.found_at is not None else None,
         severity=Severity.WARNING,
     )
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from artifactcheck.model.names import ANN_QUARANTINED, ANN_STREAK, ANN_VERDICT
 from artifactcheck.model.settings import PolicySettings
 from artifactcheck.model.values import (
+    BAD_VERDICTS,
+    UNKNOWN_VERDICTS,
     Action,
     ActionKind,
     Finding,
@@ -29,23 +31,7 @@ from artifactcheck.model.values import (
     Severity,
     Verdict,
 )
-
-#: Verdicts that count towards the confirmation streak and can quarantine.
-QUARANTINABLE = frozenset({Verdict.MISMATCH})
-#: Verdicts that are flagged (annotation, Event, metric) once confirmed.
-FLAGGABLE = frozenset(
-    {
-        Verdict.MISMATCH,
-        Verdict.SIGNAL_CONFLICT,
-        Verdict.DRIFT,
-        Verdict.CDN_MISSING,
-        Verdict.CDN_MISMATCH,
-    }
-)
-#: Verdicts that say the content is right for its version: a quarantine can be undone.
-GOOD = frozenset({Verdict.CONSISTENT, Verdict.DRIFT, Verdict.CDN_MISSING, Verdict.CDN_MISMATCH})
-#: Verdicts that carry no evidence either way: streaks neither grow nor reset.
-UNKNOWN = frozenset({Verdict.INCONCLUSIVE, Verdict.UNREACHABLE})
+from artifactcheck.model.verdicts import FAIL_OPEN_VERDICTS, MAY_BE_RIGHT, QUARANTINABLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,9 +133,6 @@ EVIDENCE = frozenset(
         FindingKind.FALLBACK_PAGE,
     }
 )
-#: Verdicts a gate may fail open on (with no evidence against): nothing could be
-#: verified, but nothing spoke against the pod either.
-FAIL_OPEN_VERDICTS = frozenset({Verdict.INCONCLUSIVE, Verdict.CONSISTENT})
 #: Actions that undo a safety measure: never held back by the rate limit.
 UNDOING = frozenset({ActionKind.RELEASE, ActionKind.UNFLAG, ActionKind.UNCORDON})
 RELEASE_REASON = "consistent again"
@@ -179,9 +162,9 @@ def _advance(
         known = history.instances.get(name)
         prev = known or recover_state(r)
         fresh = observed is None or name in observed or known is None
-        if r.verdict in FLAGGABLE:
+        if r.verdict in BAD_VERDICTS:
             streak = min(prev.streak + 1, policy.confirmations) if fresh else prev.streak
-        elif r.verdict in UNKNOWN:
+        elif r.verdict in UNKNOWN_VERDICTS:
             streak = prev.streak
         else:
             streak = 0
@@ -320,7 +303,7 @@ def _open_gate(
     pod verified (or, failing open, not verifiable) before it takes traffic."""
     policy = out.policy
     inst = r.instance
-    verified = r.verdict in GOOD and r.verified
+    verified = r.verdict in MAY_BE_RIGHT and r.verified
     fail_open = not verified and gate_mode and _may_fail_open(r, st, policy)
     if not (verified or fail_open) or not inst.has_readiness_gate or policy.mode == "report":
         return st
@@ -330,7 +313,7 @@ def _open_gate(
         return st  # already open
     if verified:
         why = RELEASE_REASON
-    elif r.verdict in UNKNOWN:
+    elif r.verdict in UNKNOWN_VERDICTS:
         why = FAIL_OPEN_REASON
     else:  # e.g. file names only: nothing against it, nothing vouching for its bytes
         why = f"content not verified ({r.reason}): failing open"
@@ -353,7 +336,7 @@ def _unflag(r: InstanceResult, st: InstanceState, out: _Pass) -> InstanceState:
 def _flag(r: InstanceResult, st: InstanceState, room: _Room, out: _Pass) -> InstanceState:
     """Flag a confirmed bad verdict once (annotation, Event, metric)."""
     policy = out.policy
-    if r.verdict not in FLAGGABLE or st.streak < policy.confirmations or room.suspect:
+    if r.verdict not in BAD_VERDICTS or st.streak < policy.confirmations or room.suspect:
         return st
     if policy.mode == "report":
         return st

@@ -29,6 +29,7 @@ from artifactcheck.model.values import (
     Severity,
     Verdict,
 )
+from artifactcheck.model.verdicts import MAY_BE_RIGHT
 
 #: Instance-side evidence that its content is wrong: the verdict is ``mismatch``.
 CONTENT_KINDS = frozenset(
@@ -121,7 +122,7 @@ def _claim(case: Case) -> str:
     if manifest_absent(case.obs):  # a mode, not a failure: said in every clean claim
         suffix += f" ({NO_MANIFEST_NOTE})"
     if case.obs.layout.detected:  # where the user looks, not only among the findings
-        suffix += f" (under {prefix.shown(case.obs.layout.prefix)}, detected)"
+        suffix += f" (under {prefix.shown_prefix(case.obs.layout.prefix)}, detected)"
     if cov.complete:
         if case.names_only:
             return f"file names match release {case.version}{suffix}"
@@ -298,12 +299,6 @@ def verdict_findings(case: Case, verdict: Verdict) -> list[Finding]:
     ]
 
 
-#: Verdicts under which the instance's own bytes may still be right.
-_MAY_BE_RIGHT = frozenset(
-    {Verdict.CONSISTENT, Verdict.DRIFT, Verdict.CDN_MISSING, Verdict.CDN_MISMATCH}
-)
-
-
 def is_verified(case: Case, verdict: Verdict) -> bool:
     """The instance's own bytes were compared with something that vouches for them and
     found right: a readiness gate may open on this, and a quarantine be undone.
@@ -311,7 +306,7 @@ def is_verified(case: Case, verdict: Verdict) -> bool:
     A CDN verdict with no release to compare with is not verified: the instance and
     the CDN differ, and nobody can tell which one holds the wrong bytes.
     """
-    if verdict not in _MAY_BE_RIGHT or case.failed or case.names_only:
+    if verdict not in MAY_BE_RIGHT or case.failed or case.names_only:
         return False
     if case.consensus:  # the bytes of at least one file shared with an agreeing sibling
         agreement = case.agreement

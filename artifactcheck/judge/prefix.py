@@ -29,7 +29,7 @@ COMMON_PREFIXES: tuple[str, ...] = ("static/", "assets/")
 PROBES = 3
 
 
-def shown(prefix: str) -> str:
+def shown_prefix(prefix: str) -> str:
     """A prefix as a user writes it: ``static/`` -> ``/static/``, ``""`` -> ``/``."""
     return "/" + prefix
 
@@ -176,7 +176,7 @@ def candidates(looked: str, *evidence: str | None, linked: Iterable[str | None] 
 
 def detected_message(layout: Layout) -> str:
     """The report's line for a prefix chosen by probing."""
-    at = shown(layout.prefix)
+    at = shown_prefix(layout.prefix)
     return (
         f"the release's files are served under {at}, not at the target itself: detected, "
         f"and used (give --prefix {at} to say so)"
@@ -186,12 +186,12 @@ def detected_message(layout: Layout) -> str:
 def wrong_place_reason(layout: Layout, version: str, absent: int) -> str:
     """Why an instance where none of the release's files was found is inconclusive,
     naming the prefix to use (or the ones tried)."""
-    at = "at the target itself" if not layout.prefix else f"under {shown(layout.prefix)}"
+    at = "at the target itself" if not layout.prefix else f"under {shown_prefix(layout.prefix)}"
     head = f"no file of release {version} is served {at} ({absent} answer 404 or the fallback page)"
     if layout.found_at is not None:
-        use = shown(layout.found_at)
+        use = shown_prefix(layout.found_at)
         return f"{head}; they are served under {use}: give --prefix {use}"
-    tried = ", ".join(shown(p) for p in layout.tried)
+    tried = ", ".join(shown_prefix(p) for p in layout.tried)
     also = f", nor under {tried}" if tried else ""
     return (
         f"{head}{also}: a wrong base URL, or nothing of the release is deployed; give "

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -21,7 +22,9 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.header_rules import is_field_name, is_field_value
@@ -99,7 +102,7 @@ _KIND_WORDS = {"configmaps": "ConfigMaps", "configmap": "ConfigMap"}
 def camel_name(field_name: str) -> str:
     """The camelCase name an ArtifactCheck (the CRD) uses for a snake_case field.
 
-    ``release_manifest`` -> ``releaseManifest``, ``verify_tls`` -> ``verifyTLS``,
+    ``config_maps`` -> ``configMaps``, ``verify_tls`` -> ``verifyTLS``,
     ``ca_bundle`` -> ``caBundle``, ``release_configmaps`` -> ``releaseConfigMaps``.
     """
     first, *rest = field_name.split("_")
@@ -449,6 +452,191 @@ class ReleaseConfigMaps(_Model):
             raise ValueError("must not be empty: name the release-manifest ConfigMaps by label")
         return v
 
+    def describe(self) -> str:
+        """How reports and ``describe`` name this source."""
+        return f"ConfigMaps {self.selector} in the pods' namespace"
+
+
+class RegistryAccess(_Model):
+    """How the CLI reaches a release image's registry (files of this machine: the
+    controller reads no image)."""
+
+    auth: str | None = Field(
+        None,
+        description="Docker config JSON with registry credentials (a mounted "
+        "kubernetes.io/dockerconfigjson Secret); default: ~/.docker/config.json if it exists.",
+    )
+    ca_bundle: str | None = Field(
+        None, description="PEM file of extra CAs trusted for registries; default: http.ca_bundle."
+    )
+    insecure: list[str] = Field(
+        default_factory=_empty, description="Registries (host:port) reached over plain HTTP."
+    )
+
+
+class ReleaseImage(_Model):
+    """A container image whose site directory is the release (CLI only)."""
+
+    reference: str = Field(description="Release image reference; '{version}' is replaced.")
+    path: str = Field(
+        "/usr/share/nginx/html", description="Directory of the site inside the release image."
+    )
+    source: Literal["auto", "registry", "docker"] = Field(
+        "auto",
+        description="How the image is read: 'registry' over the OCI distribution API (no "
+        "Docker engine), 'docker' through the local Docker engine, 'auto' = registry when the "
+        "reference names a registry host (host.name/, host:port/), else docker.",
+    )
+    registry: RegistryAccess = Field(default_factory=RegistryAccess)
+
+    @field_validator("reference")
+    @classmethod
+    def _reference(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty")
+        return v
+
+    def describe(self) -> str:
+        """How reports and ``describe`` name this source."""
+        return f"image {self.reference}:{self.path}"
+
+
+@dataclass(frozen=True)
+class ReleaseManifests:
+    """The ``manifests`` kind as a value: release manifest files and URLs, at most one
+    of them a ``{version}`` template (the field itself is the plain list YAML writes)."""
+
+    sources: tuple[str, ...]
+
+    def describe(self) -> str:
+        """How reports and ``describe`` name this source."""
+        return ", ".join(self.sources)
+
+
+#: One kind of release source, as :attr:`ReleaseSource.kind` hands it out.
+ReleaseKind = ReleaseManifests | ReleaseImage | ReleaseConfigMaps
+
+
+def field_error(loc: tuple[str | int, ...], message: str, value: object) -> ValidationError:
+    """A validation error at ``loc`` (relative to the model validated), for a rule a
+    model validator checks across fields: its message names the field it is about,
+    as a field validator's would."""
+    return ValidationError.from_exception_data(
+        "CheckSpec",
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("value_error", "Value error, {why}", {"why": message}),
+                loc=loc,
+                input=value,
+            )
+        ],
+    )
+
+
+class ReleaseSource(_Model):
+    """Where the expected release comes from: exactly one of its kinds.
+
+    Each kind knows what it is (:attr:`kind`): how it is described, whether pins and
+    release keys apply to it (:attr:`SIGNED`); the release package builds its reader
+    and admission admits it, each from one table keyed by kind.
+    """
+
+    #: The kinds by field name, in the order a message lists them: every field is a kind.
+    KINDS: ClassVar[tuple[str, ...]]
+    #: Kinds whose releases are manifests with bytes of their own: pins and release
+    #: keys apply to them; an image is a tree of files, with no one document to sign.
+    SIGNED: ClassVar[frozenset[str]] = frozenset({"manifests", "config_maps"})
+
+    manifests: list[str] | None = Field(
+        None,
+        description="Release manifest files or URLs (one or several); '{version}' in one is "
+        "replaced by the escaped reported version. Each is used only for the version it declares.",
+    )
+    image: ReleaseImage | None = Field(
+        None, description="Read the release from a container image (CLI only)."
+    )
+    config_maps: ReleaseConfigMaps | None = Field(
+        None,
+        description="Read release manifests from ConfigMaps (one per version, label "
+        "artifactcheck.io/version, key manifest.json) in the pods' own namespace, watched.",
+    )
+
+    @field_validator("manifests", mode="before")
+    @classmethod
+    def _one_or_many(cls, v: object) -> object:
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("manifests")
+    @classmethod
+    def _sources(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("must name at least one release manifest file or URL")
+        for item in v:
+            if not item.strip():
+                raise ValueError("must not be empty")
+        if len(set(v)) != len(v):
+            raise ValueError("names the same release manifest twice")
+        templates = [item for item in v if "{version}" in item]
+        if len(templates) > 1:
+            raise ValueError(
+                "at most one '{version}' template (the others are concrete files, each used "
+                f"for the version it declares); got {len(templates)}"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ReleaseSource:
+        # Two kinds would need a rule for which one wins; silently using one of them is
+        # how a configured source gets ignored. Judged on the whole object, never on
+        # which field happened to be validated first.
+        given = [name for name in self.KINDS if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give one kind of release source, not {' and '.join(given)}")
+        if not given:
+            raise ValueError(f"give one kind of release source: {', '.join(self.KINDS)}")
+        return self
+
+    @property
+    def kind_name(self) -> str:
+        """The field name of the kind given (``manifests``, ``image``, ``config_maps``)."""
+        return next(name for name in self.KINDS if getattr(self, name) is not None)
+
+    @property
+    def kind(self) -> ReleaseKind:
+        """The kind given, as a value."""
+        if self.manifests is not None:
+            return ReleaseManifests(tuple(self.manifests))
+        found: ReleaseKind = getattr(self, self.kind_name)
+        return found
+
+    @property
+    def signed(self) -> bool:
+        """Whether pins and release keys apply to this source."""
+        return self.kind_name in self.SIGNED
+
+    def describe(self) -> str:
+        """How reports and ``describe`` name this source."""
+        return self.kind.describe()
+
+
+ReleaseSource.KINDS = tuple(ReleaseSource.model_fields)
+
+
+#: The flat fields of 0.1 and 0.2 that ``release`` replaced, each with its new place:
+#: an old object is refused naming it rather than read as if it had no source.
+RETIRED_RELEASE_FIELDS: Mapping[str, str] = {
+    "release_manifest": "release.manifests",
+    "release_image": "release.image.reference",
+    "release_image_path": "release.image.path",
+    "release_image_source": "release.image.source",
+    "release_configmaps": "release.config_maps",
+    "registry_auth": "release.image.registry.auth",
+    "registry_ca_bundle": "release.image.registry.ca_bundle",
+    "registry_insecure": "release.image.registry.insecure",
+}
+
 
 #: Entry pages read per instance at most (``pages``): each costs one request per instance.
 MAX_PAGES = 16
@@ -492,10 +680,10 @@ class CheckSpec(_Model):
         "the release lists.",
     )
     manifest_format: ManifestFormatName = Field("auto", description="Served manifest format.")
-    release_manifest: list[str] = Field(
-        default_factory=_empty,
-        description="Release manifest files or URLs (one or several); '{version}' in one is "
-        "replaced by the escaped reported version. Each is used only for the version it declares.",
+    release: ReleaseSource | None = Field(
+        None,
+        description="Where the expected release comes from: exactly one kind of release "
+        "source; null = consensus of the instances.",
     )
     allow_names_only: bool = Field(
         False,
@@ -503,34 +691,6 @@ class CheckSpec(_Model):
         "Django): only file names are compared, and every report says so. A run judged by "
         "such a manifest never exits 0: names that match are inconclusive, since nobody "
         "vouched for the bytes.",
-    )
-    release_image: str | None = Field(
-        None, description="Release image reference; '{version}' is replaced."
-    )
-    release_image_path: str = Field(
-        "/usr/share/nginx/html", description="Directory of the site inside the release image."
-    )
-    release_image_source: Literal["auto", "registry", "docker"] = Field(
-        "auto",
-        description="How release_image is read: 'registry' over the OCI distribution API (no "
-        "Docker engine), 'docker' through the local Docker engine, 'auto' = registry when the "
-        "reference names a registry host (host.name/, host:port/), else docker.",
-    )
-    release_configmaps: ReleaseConfigMaps | None = Field(
-        None,
-        description="Read release manifests from ConfigMaps (one per version, label "
-        "artifactcheck.io/version, key manifest.json) in the pods' own namespace, watched.",
-    )
-    registry_auth: str | None = Field(
-        None,
-        description="Docker config JSON with registry credentials (a mounted "
-        "kubernetes.io/dockerconfigjson Secret); default: ~/.docker/config.json if it exists.",
-    )
-    registry_ca_bundle: str | None = Field(
-        None, description="PEM file of extra CAs trusted for registries; default: http.ca_bundle."
-    )
-    registry_insecure: list[str] = Field(
-        default_factory=_empty, description="Registries (host:port) reached over plain HTTP."
     )
     cdn: str | None = Field(
         None,
@@ -620,59 +780,51 @@ class CheckSpec(_Model):
         # the command line's PATH[#POINTER]: a YAML file copied from a command works
         return endpoint_fields(v) if isinstance(v, str) else v
 
-    @field_validator("release_manifest", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _one_or_many(cls, v: object) -> object:
-        if v is None:
-            return []
-        return [v] if isinstance(v, str) else v
-
-    @field_validator("release_manifest")
-    @classmethod
-    def _sources(cls, v: list[str]) -> list[str]:
-        for item in v:
-            if not item.strip():
-                raise ValueError("must not be empty")
-        if len(set(v)) != len(v):
-            raise ValueError("names the same release manifest twice")
-        templates = [item for item in v if "{version}" in item]
-        if len(templates) > 1:
-            raise ValueError(
-                "at most one '{version}' template (the others are concrete files, each used "
-                f"for the version it declares); got {len(templates)}"
+    def _retired_fields(cls, data: object) -> object:
+        # A 0.1 or 0.2 object must not read as one with no release source (consensus):
+        # each old field is refused naming the field that replaced it.
+        if not isinstance(data, Mapping):
+            return data
+        errors = [
+            InitErrorDetails(
+                type=PydanticCustomError(
+                    "value_error",
+                    "Value error, {why}",
+                    {"why": why},
+                ),
+                loc=(key,),
+                input=data[key],
             )
-        return v
+            for key in data
+            for why in [retired_field(key)]
+            if why is not None
+        ]
+        if errors:
+            raise ValidationError.from_exception_data("CheckSpec", errors)
+        return data
 
-    @field_validator("release_image")
-    @classmethod
-    def _one_kind_of_source(cls, v: str | None, info: ValidationInfo) -> str | None:
-        # Two kinds of release source would need a rule for which one wins; silently
-        # using one of them is how a configured source gets ignored.
-        if v is not None and info.data.get("release_manifest"):
-            raise ValueError(
-                "cannot be combined with release_manifest: give one kind of release source"
-            )
-        return v
-
-    @field_validator("release_configmaps")
-    @classmethod
-    def _configmaps_in_own_namespace(
-        cls, v: ReleaseConfigMaps | None, info: ValidationInfo
-    ) -> ReleaseConfigMaps | None:
+    @model_validator(mode="after")
+    def _release_needs(self) -> CheckSpec:
         # The ConfigMaps are read in the namespace of the checked pods and nowhere else,
-        # so there must be one; and like release_image it is one kind of source only.
-        if v is None:
-            return v
-        if info.data.get("release_manifest") or info.data.get("release_image"):
-            raise ValueError(
-                "cannot be combined with release_manifest or release_image: give one kind "
-                "of release source"
+        # so there must be one; judged on the whole spec, never on field order.
+        if self.release is not None and self.release.config_maps is not None:
+            if self.kubernetes is None:
+                raise field_error(
+                    ("release", "config_maps"),
+                    "reads the ConfigMaps of the checked pods' namespace: give kubernetes "
+                    "(--namespace)",
+                    self.release.config_maps.selector,
+                )
+        if self.previous_versions and self.release is None:
+            raise field_error(
+                ("previous_versions",),
+                "needs a release source to load the previous release from: release "
+                "(--release-manifest, --release-image or --release-configmaps)",
+                self.previous_versions,
             )
-        if info.data.get("kubernetes") is None:
-            raise ValueError(
-                "reads the ConfigMaps of the checked pods' namespace: give kubernetes (--namespace)"
-            )
-        return v
+        return self
 
     @field_validator("cdn")
     @classmethod
@@ -724,13 +876,30 @@ class CheckSpec(_Model):
                 "needs somewhere to check the previous release: give cdn (--cdn) or "
                 "previous_on_instances (--previous-on-instances)"
             )
-        sources = ("release_manifest", "release_image", "release_configmaps")
-        if not any(info.data.get(name) for name in sources):
-            raise ValueError(
-                "needs a release source to load the previous release from: "
-                "release_manifest (--release-manifest), release_image or release_configmaps"
-            )
         return v
+
+
+_RETIRED_HOW = (
+    "the release source is one field, release, holding one of manifests, image or "
+    "config_maps (ArtifactCheck: release.manifests, release.image, release.configMaps)"
+)
+
+
+def _retired_name(key: object) -> str | None:
+    """The retired release field ``key`` names, in either spelling, or None."""
+    for field in RETIRED_RELEASE_FIELDS:
+        if key in (field, camel_name(field)):
+            return field
+    return None
+
+
+def retired_field(key: object) -> str | None:
+    """Why ``key``, a 0.1/0.2 release field in either spelling, is refused (naming the
+    field that replaced it), or None for any other key."""
+    field = _retired_name(key)
+    if field is None:
+        return None
+    return f"replaced by {RETIRED_RELEASE_FIELDS[field]}: {_RETIRED_HOW}"
 
 
 def loc_part(part: object) -> str:
@@ -851,15 +1020,25 @@ def markdown_reference() -> str:
         "are rejected with their name.",
         "",
         "An `ArtifactCheck` spells every field in camelCase, as Kubernetes API conventions "
-        "want (column *ArtifactCheck*: `releaseManifest`, `http.maxConnections`, "
-        "`policy.gateFailOpen`; an acronym keeps one case, `verifyTLS`, `caBundle`; a kind "
-        "keeps its own, `releaseConfigMaps`). The CRD offers only that spelling: like any "
+        "want (column *ArtifactCheck*: `release.configMaps`, `http.maxConnections`, "
+        "`policy.gateFailOpen`; an acronym keeps one case, `verifyTLS`, `caBundle`). The "
+        "CRD offers only that spelling: like any "
         "unknown field, a snake_case key in an ArtifactCheck is pruned by the API server "
         "(or refused, with strict field validation). A `--config` YAML file accepts either "
         "spelling; error messages name the snake_case field path (or the flag that set "
         "it). Keys of maps such as `http.headers` are data (header names), never renamed. "
         "Fields only the CLI honours (files, environment variables, Docker, bare URLs) are "
         "not in the CRD at all; see docs/security.md.",
+        "",
+        "The release source is one field, `release`, holding exactly one of its kinds: "
+        "`manifests`, `image` (CLI only) or `config_maps`. The flat fields of 0.1 and 0.2 "
+        "(`release_manifest`, `release_image`, `release_image_path`, "
+        "`release_image_source`, `release_configmaps`, `registry_auth`, "
+        "`registry_ca_bundle`, `registry_insecure`) are refused, each naming the field that "
+        "replaced it: `release_manifest: [a.json]` reads `release: {manifests: [a.json]}`, "
+        "`release_image: web:{version}` reads `release: {image: {reference: "
+        "web:{version}}}`, `registry_auth` reads `release.image.registry.auth`, "
+        "`releaseConfigMaps: {...}` reads `release: {configMaps: {...}}`.",
         "",
     ]
 

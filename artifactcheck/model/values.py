@@ -22,32 +22,11 @@ from datetime import datetime
 from artifactcheck.model.errors import ErrorKind
 from artifactcheck.model.skew import PreviousServed
 
-
-class Verdict(enum.StrEnum):
-    """The judgement on one instance, ordered by :data:`VERDICT_SEVERITY`."""
-
-    CONSISTENT = "consistent"
-    DRIFT = "drift"
-    SIGNAL_CONFLICT = "signal-conflict"
-    CDN_MISSING = "cdn-missing"
-    CDN_MISMATCH = "cdn-mismatch"
-    MISMATCH = "mismatch"
-    UNREACHABLE = "unreachable"
-    INCONCLUSIVE = "inconclusive"
-
-
-#: Verdicts that mean "the content is wrong" (exit code 1), as opposed to
-#: "could not judge" (exit code 3).
-BAD_VERDICTS = frozenset(
-    {
-        Verdict.MISMATCH,
-        Verdict.DRIFT,
-        Verdict.SIGNAL_CONFLICT,
-        Verdict.CDN_MISSING,
-        Verdict.CDN_MISMATCH,
-    }
-)
-UNKNOWN_VERDICTS = frozenset({Verdict.UNREACHABLE, Verdict.INCONCLUSIVE})
+# A verdict's home is model/verdicts; the names every stage reads are re-exported here.
+from artifactcheck.model.verdicts import BAD_VERDICTS as BAD_VERDICTS
+from artifactcheck.model.verdicts import UNKNOWN_VERDICTS as UNKNOWN_VERDICTS
+from artifactcheck.model.verdicts import VOUCHING
+from artifactcheck.model.verdicts import Verdict as Verdict
 
 
 class Severity(enum.StrEnum):
@@ -454,7 +433,7 @@ class InstanceResult:
         """True when the content is known right for its version: a gate may open on it."""
         if self.content_verified is not None:
             return self.content_verified
-        return self.verdict in (Verdict.CONSISTENT, Verdict.DRIFT)
+        return self.verdict in VOUCHING
 
 
 class ActionKind(enum.StrEnum):

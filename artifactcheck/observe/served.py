@@ -42,7 +42,7 @@ Unreachable = Callable[[Instance, str, Fetched], Awaitable[Observation]]
 class Served:
     """What probing the manifest names found: the manifest, or why there is none."""
 
-    path: str = ""  # as the release's files are named (see release_path)
+    path: str = ""  # as the release's files are named (see manifest_release_path)
     manifest: Manifest | None = None
     fetch: Fetched | None = None
     error: str | None = None
@@ -106,7 +106,7 @@ def site_path(base_url: str) -> str:
     return unquote(urlsplit(base_url).path).strip("/")
 
 
-def release_path(location: str, prefix: str) -> str:
+def manifest_release_path(location: str, prefix: str) -> str:
     """A served manifest's path as the release's files are named (below ``prefix``);
     one outside the prefix, from the target's root with a leading ``/`` (never a
     release path)."""
@@ -162,7 +162,7 @@ class ServedManifests:
         found = Served()
         candidates = [prefix + n for n in names] if names else self._candidates(prefix)
         for location in candidates:
-            path = release_path(location, prefix)
+            path = manifest_release_path(location, prefix)
             got = self._shared_body(
                 await self.fetcher.get_document(
                     instance.base_url, location, host_header=self.spec.http.host_header
@@ -297,7 +297,7 @@ class ServedManifests:
             manifest = self._parse(got, served.location, site_path(instance.base_url), prefix)
         except ManifestError:
             return None
-        path = release_path(served.location, prefix)
+        path = manifest_release_path(served.location, prefix)
         return Served(path=path, manifest=manifest, fetch=got, location=served.location)
 
     def _shared_body(self, got: Fetched) -> Fetched:

@@ -1,8 +1,9 @@
 """How many processes observe a run, and what each may use of its limits.
 
 Every run asks this (:func:`processes_for`), and most answer one: the plan is kept
-apart from the forking (:mod:`artifactcheck.observe.processes`, with ``pickle`` and
-the copies' plumbing), which a run imports only when it does fork.
+apart from the processes themselves (:mod:`artifactcheck.observe.pool`, with
+``multiprocessing``, ``pickle`` and the workers' plumbing), which a run imports only
+when it does use them.
 """
 
 from __future__ import annotations

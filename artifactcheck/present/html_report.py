@@ -22,29 +22,36 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from artifactcheck.model.values import BAD_VERDICTS, Verdict
+from artifactcheck.model.verdicts import (
+    BAD_VERDICTS,
+    CDN_WRONG,
+    INSTANCE_WRONG,
+    UNKNOWN_VERDICTS,
+    VERDICTS,
+    WORST_FIRST,
+    Verdict,
+)
 
 TEMPLATE = "report.html.j2"
 
 #: The page's Content-Security-Policy: inline styles only; nothing runs, nothing loads.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
-#: Verdicts from the worst (shown first) to the best; the colours are the page's legend.
-VERDICT_ORDER = (
-    Verdict.MISMATCH,
-    Verdict.DRIFT,
-    Verdict.SIGNAL_CONFLICT,
-    Verdict.CDN_MISMATCH,
-    Verdict.CDN_MISSING,
-    Verdict.UNREACHABLE,
-    Verdict.INCONCLUSIVE,
-    Verdict.CONSISTENT,
-)
+#: Verdicts from the worst (shown first) to the best, as the verdict table ranks them.
+VERDICT_ORDER = WORST_FIRST
 _RANK = {v.value: n for n, v in enumerate(VERDICT_ORDER)}
 _BAD = frozenset(v.value for v in BAD_VERDICTS)
+_UNKNOWN = frozenset(v.value for v in UNKNOWN_VERDICTS)
 #: Bad verdicts about the instance's own bytes (a card each), not about the CDN.
-_CONTENT_BAD = frozenset({"mismatch", "drift", "signal-conflict"})
-_CDN_BAD = frozenset({"cdn-missing", "cdn-mismatch"})
+_CONTENT_BAD = frozenset(v.value for v in INSTANCE_WRONG)
+_CDN_BAD = frozenset(v.value for v in CDN_WRONG)
+#: Each verdict's colour (a custom property), label and card border, from the verdict
+#: table: the template names no verdict, so a new one is coloured without touching it.
+VERDICT_CSS = {
+    "colours": ":root{" + "".join(f"--{v}:{t.colour};" for v, t in VERDICTS.items()) + "}",
+    "labels": "".join(f".v-{v}{{background:var(--{v})}}" for v in VERDICTS),
+    "cards": "".join(f".card.b-{v}{{border-left-color:var(--{v})}}" for v in VERDICTS),
+}
 #: Cards shown before "and N more": a page for a glance, the full list further down.
 MAX_CARDS = 24
 MAX_NAMES = 40
@@ -65,13 +72,13 @@ def render_html(doc: Mapping[str, Any]) -> str:
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
     env = Environment(
-        loader=PackageLoader("artifactcheck.act", "templates"),
+        loader=PackageLoader("artifactcheck.present", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    return env.get_template(TEMPLATE).render(page=page_model(doc), csp=CSP)
+    return env.get_template(TEMPLATE).render(page=page_model(doc), csp=CSP, verdict_css=VERDICT_CSS)
 
 
 def page_model(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -116,7 +123,7 @@ def _worst_first(r: Mapping[str, Any]) -> tuple[int, int]:
 def _headline(total: int, wrong: int, counts: Counter[str]) -> str:
     """The sentence read first: the worst news, in numbers of instances."""
     cdn = sum(counts.get(v, 0) for v in _CDN_BAD)
-    unknown = counts.get("unreachable", 0) + counts.get("inconclusive", 0)
+    unknown = sum(counts.get(v, 0) for v in _UNKNOWN)
     if not total:
         return "No instance was checked"
     if wrong:
@@ -157,6 +164,7 @@ def _others(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append(
                 {
                     "verdict": v.value,
+                    "cdn": v in CDN_WRONG,
                     "n": len(members),
                     "shown": members[:MAX_NAMES],
                     "more": max(0, len(members) - MAX_NAMES),
@@ -182,7 +190,7 @@ def _instance(index: int, r: Mapping[str, Any], columns: list[str]) -> dict[str,
         "owner": r.get("owner"),
         "verdict": verdict,
         "bad": verdict in _BAD,
-        "unknown": verdict in ("unreachable", "inconclusive"),
+        "unknown": verdict in _UNKNOWN,
         "reason": r.get("reason"),
         "reported": r.get("reported_version"),
         "serves": r.get("serves_version"),

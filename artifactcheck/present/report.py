@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from artifactcheck.judge.answers import short
 from artifactcheck.model.skew import ON_CDN, PreviousServed
 from artifactcheck.model.values import (
+    BAD_VERDICTS,
+    UNKNOWN_VERDICTS,
     Action,
     Coverage,
     Fetched,
@@ -33,6 +35,7 @@ from artifactcheck.model.values import (
     Severity,
     Verdict,
 )
+from artifactcheck.model.verdicts import VERDICTS
 
 if TYPE_CHECKING:  # rich is imported by the table's own functions: JSON, JUnit and
     # Markdown reports (every CI run) never load it (~40 ms of start-up).
@@ -60,16 +63,8 @@ MAX_FINDINGS_PER_INSTANCE = 6
 #: with a pager or a browser, and rich's 80-column default would cut file names.
 PIPED_WIDTH = 1000
 
-VERDICT_STYLE = {
-    Verdict.CONSISTENT: "green",
-    Verdict.DRIFT: "yellow",
-    Verdict.SIGNAL_CONFLICT: "magenta",
-    Verdict.CDN_MISSING: "red",
-    Verdict.CDN_MISMATCH: "red",
-    Verdict.MISMATCH: "bold red",
-    Verdict.UNREACHABLE: "dim",
-    Verdict.INCONCLUSIVE: "yellow",
-}
+#: Each verdict's terminal style, from the verdict table.
+VERDICT_STYLE = {v: t.style for v, t in VERDICTS.items()}
 SEVERITY_STYLE = {
     Severity.INFO: "dim",
     Severity.WARNING: "yellow",
@@ -435,10 +430,10 @@ def render_junit(report: Report, *, suite: str = "artifactcheck") -> str:
             time=f"{(r.observation.elapsed if r.observation else 0.0):.3f}",
         )
         detail = _lines(r.findings)
-        if r.verdict in (Verdict.UNREACHABLE, Verdict.INCONCLUSIVE):
+        if r.verdict in UNKNOWN_VERDICTS:
             el = ET.SubElement(case, "error", message=r.reason, type=r.verdict.value)
             el.text = detail
-        elif r.verdict is not Verdict.CONSISTENT:
+        elif r.verdict in BAD_VERDICTS:
             el = ET.SubElement(case, "failure", message=r.reason, type=r.verdict.value)
             el.text = detail
         out = [f"{r.verdict.value}: {r.reason}", f"compared: {_coverage_text(r, report)}"]

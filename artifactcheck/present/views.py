@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 
 
-def schema_path(name: str) -> Path:
+def view_schema_path(name: str) -> Path:
     """The JSON Schema file of ``investigate`` or ``fleet`` output."""
     return SCHEMA_DIR / f"{name}-v1.schema.json"
 

@@ -1,14 +1,15 @@
 """Release trust at the source: a manifest is used only if signed (keys) and unchanged (pins).
 
 Each release source hands every manifest it loads, with the very bytes it parsed, to
-:meth:`ReleaseGuard.admit` before it becomes an expectation (see
-``artifactcheck.release.sources.ReleaseGuard``). With release keys, the manifest needs a
-valid DSSE envelope beside it (:mod:`artifactcheck.release.dsse`); anything else makes
-the release untrusted: no expectation, so its instances are ``inconclusive``, never
-``consistent`` and never ``mismatch``. With pins (:mod:`artifactcheck.release.pins`), a
-trusted manifest is pinned the first time its version is seen; a different one later is
-``release-changed`` (exit 1), and the version's instances are judged against the pinned
-copy when it is still at hand, else they are ``inconclusive``.
+:meth:`ReleaseGuard.admit` before it becomes an expectation (the shape every source
+relies on is ``artifactcheck.release.sources.ReleaseAdmitter``). With release keys, the
+manifest needs a valid DSSE envelope beside it (:mod:`artifactcheck.release.dsse`);
+anything else makes the release untrusted: no expectation, so its instances are
+``inconclusive``, never ``consistent`` and never ``mismatch``. With pins
+(:mod:`artifactcheck.release.pins`), a trusted manifest is pinned the first time its
+version is seen; a different one later is ``release-changed`` (exit 1), and the
+version's instances are judged against the pinned copy when it is still at hand, else
+they are ``inconclusive``.
 
 Every failure here (no envelope, a hostile one, a pins file that cannot be written now)
 is that release's problem only: it becomes ExpectationUnavailable for that version and

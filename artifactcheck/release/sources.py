@@ -38,7 +38,7 @@ from artifactcheck.model.errors import (
     ManifestError,
     ManifestFormatError,
 )
-from artifactcheck.model.settings import CheckSpec
+from artifactcheck.model.settings import CheckSpec, ReleaseImage
 from artifactcheck.model.values import Expectation, Finding, Manifest, ManifestEntry
 from artifactcheck.model.versions import version_problem
 
@@ -55,7 +55,7 @@ class ReleaseWithdrawn(ExpectationUnavailable):
     """
 
 
-class ReleaseGuard(Protocol):
+class ReleaseAdmitter(Protocol):
     """Admits each release manifest loaded, with the bytes it was parsed from (pins and
     signatures: :mod:`artifactcheck.release.guard`); raises ExpectationUnavailable."""
 
@@ -199,7 +199,7 @@ class _Vouching:
 
     limits: ManifestLimits
     allow_names_only: bool = False
-    guard: ReleaseGuard | None = None
+    guard: ReleaseAdmitter | None = None
 
     def vouched(self, data: bytes, where: str, version: str) -> tuple[Manifest, bool]:
         """The manifest parsed from ``data``, if it can stand for ``version``
@@ -260,6 +260,15 @@ def _vouch(manifest: Manifest, version: str, where: str, *, allow_names_only: bo
     if not allow_names_only:
         raise ExpectationUnavailable(problem)
     return True
+
+
+def vouched_release(data: bytes, version: str, where: str, spec: CheckSpec) -> Manifest:
+    """``version``'s release manifest from the bytes a source read at ``where``, parsed
+    under the spec's caps and vouched by the rule every source keeps (:func:`_vouch`);
+    ExpectationUnavailable saying why not. For a source with no guard (pins, keys)."""
+    manifest = _parse_release(data, where, limits_of(spec))
+    _vouch(manifest, version, where, allow_names_only=spec.allow_names_only)
+    return manifest
 
 
 class ConfigMapReader(Protocol):
@@ -348,14 +357,14 @@ class ReleaseSet(_Vouching):
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
     def add(self, where: str) -> None:
-        """One ``release_manifest`` entry: a template, a URL read on first use, or a
+        """One ``release.manifests`` entry: a template, a URL read on first use, or a
         local file read and checked now (see :func:`plan_release_manifests`)."""
         if is_template(where):
             if self.template is not None:  # also refused by the settings model
                 raise ConfigError(
                     f"{self.template.template} and {where} are both '{{version}}' templates; "
                     "give at most one",
-                    field="release_manifest",
+                    field="release.manifests",
                 )
             _check_template(where)
             self.template = TemplateSource(
@@ -461,7 +470,7 @@ def plan_release_manifests(
     *,
     fetcher: Fetcher | None,
     limits: ManifestLimits,
-    guard: ReleaseGuard | None = None,
+    guard: ReleaseAdmitter | None = None,
 ) -> ReleaseSet | None:
     """The release manifests of the spec, local files read and checked now.
 
@@ -470,12 +479,12 @@ def plan_release_manifests(
     there or is not a release manifest, one without content hashes, one declaring no
     version or the same version as another, a template whose directory does not exist.
     """
-    if not spec.release_manifest:
+    if spec.release is None or not spec.release.manifests:
         return None
     releases = ReleaseSet(
         fetcher=fetcher, limits=limits, allow_names_only=spec.allow_names_only, guard=guard
     )
-    for where in spec.release_manifest:
+    for where in spec.release.manifests:
         releases.add(where)
     return releases
 
@@ -486,11 +495,11 @@ def _check_template(where: str) -> None:
         # the instance's word would choose the host the manifest is read from
         raise ConfigError(
             f"{where}: '{{version}}' may be in the path, not in the host",
-            field="release_manifest",
+            field="release.manifests",
         )
     if not _is_url(where) and not _anchor(where).is_dir():
         raise ConfigError(
-            f"{where}: directory {_anchor(where)} does not exist", field="release_manifest"
+            f"{where}: directory {_anchor(where)} does not exist", field="release.manifests"
         )
 
 
@@ -499,21 +508,21 @@ def _local_release(where: str, limits: ManifestLimits, into: ReleaseSet) -> tupl
     manifest = _read_local(where, limits)
     problem = names_only_problem(manifest, where)
     if problem is not None and not into.allow_names_only:
-        raise ConfigError(problem, field="release_manifest")
+        raise ConfigError(problem, field="release.manifests")
     if manifest.version is None:
         raise ConfigError(
             f"{where}: a {manifest.format} manifest declares no version, so it cannot be "
             "matched to an instance; write a native one (`artifactcheck manifest build "
             "DIST --version V`) or name the file with a '{version}' template"
             + _declare_hint(manifest),
-            field="release_manifest",
+            field="release.manifests",
         )
     other = into.local.get(manifest.version)
     if other is not None:
         raise ConfigError(
             f"{other.source} and {where} both declare version {manifest.version}; "
             "give one manifest per release",
-            field="release_manifest",
+            field="release.manifests",
         )
     return manifest, problem is not None
 
@@ -531,12 +540,12 @@ def _read_local(where: str, limits: ManifestLimits) -> Manifest:
         data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(
-            f"{where}: cannot read: {exc.strerror or exc}", field="release_manifest"
+            f"{where}: cannot read: {exc.strerror or exc}", field="release.manifests"
         ) from exc
     try:
         return parse_manifest(data, limits=limits, source=where, path_hint=where)
     except ManifestError as exc:
-        raise ConfigError(_unusable(where, exc), field="release_manifest") from exc
+        raise ConfigError(_unusable(where, exc), field="release.manifests") from exc
 
 
 class CallableSource:
@@ -583,7 +592,7 @@ class Expectations:
     max_versions: int = field(default=32, kw_only=True)
     refresh_after: float | None = field(default=None, kw_only=True)
     clock: Callable[[], float] = field(default=time.monotonic, kw_only=True)
-    guard: ReleaseGuard | None = field(default=None, kw_only=True)
+    guard: ReleaseAdmitter | None = field(default=None, kw_only=True)
     loads: int = field(default=0, init=False)
     failures: int = field(default=0, init=False)
     _cache: OrderedDict[str, tuple[Manifest, float]] = field(
@@ -687,58 +696,61 @@ def limits_of(spec: CheckSpec) -> ManifestLimits:
     )
 
 
-def build_expectations(
+def manifest_expectations(
     spec: CheckSpec,
-    fetcher: Fetcher,
+    fetcher: Fetcher | None,
     *,
     limits: ManifestLimits,
-    read_image: Callable[[str, str, str], Manifest] | None = None,
-    configmaps: ConfigMapReader | None = None,
-    guard: ReleaseGuard | None = None,
+    guard: ReleaseAdmitter | None = None,
 ) -> Expectations | None:
-    """The release source configured in the spec, or None for consensus mode.
-
-    Raises ConfigError for a source that cannot exist (see
-    :func:`plan_release_manifests`). ``read_image(image, site_path, version)`` reads a
-    release image (blocking; run in a thread) and ``configmaps`` reads release-manifest
-    ConfigMaps; both are injected because talking to Docker or Kubernetes is the
-    discovery layer's business.
-    """
-    if spec.release_configmaps is not None:
-        if configmaps is None:
-            raise ConfigError(
-                "release_configmaps needs a Kubernetes API client to read them",
-                field="release_configmaps",
-            )
-        source = ConfigMapSource(
-            configmaps, limits=limits, allow_names_only=spec.allow_names_only, guard=guard
-        )
-        return Expectations(source, max_versions=spec.cache_versions, guard=guard)
+    """The ``manifests`` kind: files, URLs and a template (see :func:`plan_release_manifests`;
+    ConfigError for a source that cannot exist). Unguarded, the local files are cached now;
+    guarded, each release is admitted when first used."""
     releases = plan_release_manifests(spec, fetcher=fetcher, limits=limits, guard=guard)
-    if releases is not None:
-        expectations = Expectations(releases, max_versions=spec.cache_versions, guard=guard)
-        if guard is None:  # guarded: each release is admitted when first used
-            expectations.preload(releases.local)
-        return expectations
-    if guard is not None:
-        raise ConfigError(
-            "pins and release keys apply to release manifests (files, URLs, ConfigMaps), "
-            "not to release images or consensus",
-            field="release_manifest",
-        )
-    if spec.release_image and read_image is not None:
-        template, site, reader = spec.release_image, spec.release_image_path, read_image
+    if releases is None:
+        return None
+    expectations = Expectations(releases, max_versions=spec.cache_versions, guard=guard)
+    if guard is None:
+        expectations.preload(releases.local)
+    return expectations
 
-        async def from_image(version: str) -> Manifest:
-            problem = version_problem(version)
-            if problem is not None:  # an image reference is a lookup too
-                raise ExpectationUnavailable(f"reported version {problem}")
-            image = template.replace("{version}", version)
-            try:
-                return await asyncio.to_thread(reader, image, site, version)
-            except (ArtifactCheckError, ManifestError, ConfigError) as exc:
-                raise ExpectationUnavailable(f"image {image}: {exc}") from exc
 
-        image_source = CallableSource(from_image, description=f"image {template}:{site}")
-        return Expectations(image_source, max_versions=spec.cache_versions)
-    return None
+def configmap_expectations(
+    spec: CheckSpec,
+    configmaps: ConfigMapReader,
+    *,
+    limits: ManifestLimits,
+    guard: ReleaseAdmitter | None = None,
+) -> Expectations:
+    """The ``config_maps`` kind, read through ``configmaps`` (listing or watching them is
+    the caller's business)."""
+    source = ConfigMapSource(
+        configmaps, limits=limits, allow_names_only=spec.allow_names_only, guard=guard
+    )
+    return Expectations(source, max_versions=spec.cache_versions, guard=guard)
+
+
+def image_expectations(
+    image: ReleaseImage,
+    read_image: Callable[[str, str, str], Manifest],
+    *,
+    max_versions: int,
+) -> Expectations:
+    """The ``image`` kind: ``read_image(image, site_path, version)`` reads a release image
+    (blocking; run in a thread), injected because talking to a registry or the Docker
+    engine is another layer's business."""
+    template, site = image.reference, image.path
+
+    async def from_image(version: str) -> Manifest:
+        problem = version_problem(version)
+        if problem is not None:  # an image reference is a lookup too
+            raise ExpectationUnavailable(f"reported version {problem}")
+        reference = template.replace(TEMPLATE_FIELD, version)
+        try:
+            return await asyncio.to_thread(read_image, reference, site, version)
+        except (ArtifactCheckError, ManifestError, ConfigError) as exc:
+            raise ExpectationUnavailable(f"image {reference}: {exc}") from exc
+
+    return Expectations(
+        CallableSource(from_image, description=image.describe()), max_versions=max_versions
+    )

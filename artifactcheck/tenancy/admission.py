@@ -5,8 +5,9 @@ is written by whoever may create one in a namespace, often an application team. 
 ``spec`` of a check is admitted here before anything is fetched or read for it:
 
 * it never names a file, an environment variable or a local path (``http.header_files``,
-  ``http.header_env``, ``http.ca_bundle``, a local ``release_manifest``), a Docker engine
-  (``release_image``, ``docker``) or bare URLs (``targets``): those belong to the CLI,
+  ``http.header_env``, ``http.ca_bundle``, a local file in ``release.manifests``), a
+  container image or Docker engine (``release.image``, ``docker``) or bare URLs
+  (``targets``): those belong to the CLI,
   run by a user on their own files;
 * secrets reach a check by reference: the admin configures named **credentials**
   (headers read from mounted Secret files or the controller's environment, CA bundle
@@ -56,13 +57,24 @@ from artifactcheck.model.settings import (
     HeaderEnv,
     HeaderFiles,
     KubernetesSource,
+    ReleaseSource,
     SamplingSettings,
     check_headers,
     format_validation_error,
     load_spec,
+    retired_field,
 )
 from artifactcheck.model.spelling import Spelling, spelled_as_fields
 from artifactcheck.tenancy.egress import HostRule
+
+#: Kinds of release source a namespaced check may use, each admitted by its rule here
+#: (manifest URLs on the egress allow-list, ConfigMaps of the check's own namespace).
+#: Any other kind, one added later included, is refused until it is admitted here: it
+#: may read files, engines or networks of the controller's pod.
+CONTROLLER_RELEASE_KINDS = frozenset({"manifests", "config_maps"})
+_RELEASE_KIND_REFUSALS: Mapping[str, tuple[str, str]] = {
+    "image": ("ReleaseImageRefused", "the controller does not read images"),
+}
 
 #: ``spec`` fields only the CLI honours; the CRD does not offer them and admission
 #: refuses them (a fake or old API server may not enforce the schema). Paths are
@@ -70,18 +82,13 @@ from artifactcheck.tenancy.egress import HostRule
 CONTROLLER_REFUSED_FIELDS: Mapping[tuple[str, ...], tuple[str, str]] = {
     ("targets",): ("BareTargetsRefused", "the controller checks only pods it selects"),
     ("docker",): ("DockerRefused", "the controller does not reach a Docker engine"),
-    ("release_image",): ("ReleaseImageRefused", "the controller does not read images"),
-    ("release_image_path",): ("ReleaseImageRefused", "the controller does not read images"),
-    ("release_image_source",): ("ReleaseImageRefused", "the controller does not read images"),
-    ("registry_auth",): (
-        "LocalFileRefused",
-        "a check never names a file: registry credentials are the admin's",
-    ),
-    ("registry_ca_bundle",): (
-        "LocalFileRefused",
-        "a check never names a file: CA bundles are the admin's credentials",
-    ),
-    ("registry_insecure",): ("ReleaseImageRefused", "the controller does not read images"),
+    **{
+        ("release", kind): _RELEASE_KIND_REFUSALS.get(
+            kind, ("ReleaseSourceRefused", "the controller does not read this kind of source")
+        )
+        for kind in ReleaseSource.KINDS
+        if kind not in CONTROLLER_RELEASE_KINDS
+    },
     ("http", "header_files"): (
         "LocalFileRefused",
         "a check never names a file: refer to an admin credential in http.credentials",
@@ -593,7 +600,7 @@ def admit(
     )
     urls = tuple(
         u
-        for u in [*parsed.release_manifest, *([parsed.cdn] if parsed.cdn else [])]
+        for u in [*_release_manifests(parsed), *([parsed.cdn] if parsed.cdn else [])]
         if u.startswith(("http://", "https://"))
     )
     return Admission(resolved, (), urls, credentials, release_keys)
@@ -608,6 +615,10 @@ def _field_refusals(spec: Mapping[str, Any], spelling: Spelling) -> list[Refusal
     for path, (rule, why) in CONTROLLER_REFUSED_FIELDS.items():
         if _present(spec, path):
             refusals.append(Refusal(spelling.name(*path), rule, why))
+    for key in spec:
+        new = retired_field(key)
+        if new is not None:  # an object written for 0.1/0.2: never read as consensus
+            refusals.append(Refusal(spelling.name(str(key)), "RetiredField", new))
     return refusals
 
 
@@ -641,13 +652,13 @@ def _egress_refusals(
     rules = config.egress_rules(namespace)
     problems = [
         _url_refusal(
-            f"{spelling.name('release_manifest')}[{i}]",
+            f"{spelling.name('release', 'manifests')}[{i}]",
             template,
             rules,
             namespace,
             config.release_directories,
         )
-        for i, template in enumerate(parsed.release_manifest)
+        for i, template in enumerate(_release_manifests(parsed))
     ]
     if parsed.cdn is not None:
         problems.append(_url_refusal(spelling.name("cdn"), parsed.cdn, rules, namespace))
@@ -772,16 +783,23 @@ def _granted_release_keys(
             continue
         granted.append(key)
     trusting = [f for f in ("release_keys", "release_pins") if getattr(parsed, f)]
-    if trusting and not (parsed.release_manifest or parsed.release_configmaps):
+    if trusting and not (parsed.release is not None and parsed.release.signed):
         refusals.append(
             Refusal(
                 spelling.name(trusting[0]),
                 "ReleaseTrustNeedsManifests",
-                "release keys and pins apply to release manifests (releaseManifest URLs or "
-                "releaseConfigMaps), not to release images or consensus",
+                "release keys and pins apply to release manifests (release.manifests URLs "
+                "or release.configMaps), not to release images or consensus",
             )
         )
     return tuple(granted)
+
+
+def _release_manifests(parsed: CheckSpec) -> list[str]:
+    """The release manifest files and URLs a check names (none for another kind)."""
+    if parsed.release is None or parsed.release.manifests is None:
+        return []
+    return parsed.release.manifests
 
 
 def _bounded_sampling(sampling: SamplingSettings, limits: Limits) -> SamplingSettings:

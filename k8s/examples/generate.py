@@ -64,7 +64,7 @@ HEADER = """\
 #   content, which takes it out of traffic without killing it. Without the controller
 #   running, gated pods never become Ready: install the controller first;
 # - the ConfigMap web-release-{dashed} (last document): the release manifest, with a
-#   sha256 per file, read by the ArtifactCheck's releaseConfigMaps source. In real use
+#   sha256 per file, read by the ArtifactCheck's release.configMaps source. In real use
 #   CI publishes one such ConfigMap per release (`artifactcheck manifest build dist
 #   --version V`), next to the workload.
 #

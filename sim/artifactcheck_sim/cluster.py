@@ -271,7 +271,7 @@ class SimCluster(Lifecycle):
         """Create an ArtifactCheck selecting this cluster's pods.
 
         ``spec`` is spelled as an ArtifactCheck is, in the CRD's camelCase
-        (``releaseManifest=[...]``, ``policy={"gateFailOpen": False}``), and sent as it
+        (``release={"configMaps": {}}``, ``policy={"gateFailOpen": False}``), and sent as it
         is. The API server prunes what the CRD does not offer, a snake_case key too, as
         a real cluster does; so that a test cannot run a silently different check, a key
         the server pruned raises :class:`ValueError` unless ``pruned_ok``.
@@ -287,7 +287,7 @@ class SimCluster(Lifecycle):
                     "port": self.port,
                 },
                 "cdn": self.cdn_url,
-                "releaseManifest": [self.release_template],
+                "release": {"manifests": [self.release_template]},
                 "knownVersions": sorted(RELEASES),
                 **spec,
             },

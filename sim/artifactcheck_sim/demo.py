@@ -208,7 +208,7 @@ def _add_check(cluster: SimCluster) -> str:
     cluster.add_check(
         interval=1.0,
         cdn=None,
-        releaseManifest=[releases + "{version}.json"],  # an ArtifactCheck's camelCase
+        release={"manifests": [releases + "{version}.json"]},
         policy={"mode": "quarantine", "confirmations": 2, "maxQuarantineFraction": 0.25},
     )
     admin = Path(tempfile.mkdtemp(prefix="artifactcheck-demo-admin-")) / "admin.yaml"

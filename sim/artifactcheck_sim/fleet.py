@@ -56,7 +56,7 @@ def foreign_bytes(build: Path, other: Path) -> dict[str, bytes]:
 
 def write_releases(releases: Mapping[str, Path], folder: Path) -> str:
     """Write each release's native manifest into ``folder``; returns the ``{version}``
-    template of their paths, as a check's ``release_manifest`` takes it."""
+    template of their paths, as a check's ``release.manifests`` takes it."""
     for version, build in releases.items():
         data = native.dump(native.build(build, version=version))
         (folder / f"{version}.json").write_bytes(data)
@@ -172,7 +172,7 @@ class SimFleet(Lifecycle):
         """A CheckSpec mapping checking this fleet against its releases and CDN."""
         spec: dict[str, Any] = {
             "targets": self.targets(),
-            "release_manifest": self.release_template,
+            "release": {"manifests": [self.release_template]},
             "cdn": self.cdn_url,
             "known_versions": sorted(set(self.releases) - {self.version}),
             "http": {"instance_deadline": 10.0, "request_timeout": 5.0},

@@ -25,11 +25,11 @@ from artifactcheck.release.sources import (
     Expectations,
     ReleaseSet,
     TemplateSource,
-    build_expectations,
     expand,
     is_template,
     plan_release_manifests,
 )
+from artifactcheck.release.wiring import build_expectations
 from artifactcheck_sim.fleet import RELEASES
 from artifactcheck_sim.web import Site, Status, WebFleet
 
@@ -57,11 +57,11 @@ def web() -> Iterator[WebFleet]:
 
 
 def spec(*sources: str, **extra: Any) -> CheckSpec:
-    return load_spec({"release_manifest": list(sources), **extra})
+    return load_spec({"release": {"manifests": list(sources)}, **extra})
 
 
 def expectations(s: CheckSpec, fetcher: Fetcher | None = None) -> Expectations:
-    built = build_expectations(s, fetcher, limits=DEFAULT_LIMITS)  # type: ignore[arg-type]
+    built = build_expectations(s, fetcher)  # type: ignore[arg-type]
     assert built is not None
     return built
 
@@ -107,7 +107,7 @@ def test_two_concrete_files_declaring_one_version_is_a_config_error(
     shutil.copy(releases / f"{R1}.json", copy)
     with pytest.raises(ConfigError, match=f"both declare version {R1}") as caught:
         expectations(spec(str(releases / f"{R1}.json"), str(copy)))
-    assert caught.value.field == "release_manifest"
+    assert caught.value.field == "release.manifests"
 
 
 def test_a_missing_local_file_is_a_config_error_naming_it(tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ def test_a_missing_local_file_is_a_config_error_naming_it(tmp_path: Path) -> Non
         plan_release_manifests(
             spec(str(tmp_path / "nothere.json")), fetcher=None, limits=DEFAULT_LIMITS
         )
-    assert str(caught.value).startswith("release_manifest: ")
+    assert str(caught.value).startswith("release.manifests: ")
 
 
 def test_invalid_json_names_the_file(tmp_path: Path) -> None:
@@ -280,8 +280,8 @@ def test_an_image_source_refuses_an_invalid_version() -> None:
         asked.append(image)
         return Manifest(format="native", files={}, version=version)
 
-    s = load_spec({"release_image": "web:{version}"})
-    exp = build_expectations(s, None, limits=DEFAULT_LIMITS, read_image=read_image)  # type: ignore[arg-type]
+    s = load_spec({"release": {"image": {"reference": "web:{version}"}}})
+    exp = build_expectations(s, None, read_image=read_image)  # type: ignore[arg-type]
     assert exp is not None
     assert asyncio.run(exp.get("../x")).manifest is None
     with pytest.raises(ExpectationUnavailable, match="not a version"):  # the source too

@@ -1,4 +1,4 @@
-"""ReleaseSet, built entry by entry from ``release_manifest`` (release.sources)."""
+"""ReleaseSet, built entry by entry from ``release.manifests`` (release.sources)."""
 
 from __future__ import annotations
 
@@ -25,10 +25,10 @@ def test_a_hashless_local_manifest_makes_the_set_names_only_when_allowed(
 ) -> None:
     monkeypatch.setattr(sources, "_read_local", _hashless)
     where = str(tmp_path / "release.json")
-    allowed = load_spec({"release_manifest": [where], "allow_names_only": True})
+    allowed = load_spec({"release": {"manifests": [where]}, "allow_names_only": True})
     releases = plan_release_manifests(allowed, fetcher=None, limits=DEFAULT_LIMITS)
     assert releases is not None and releases.names_only is True
-    refused = load_spec({"release_manifest": [where]})
+    refused = load_spec({"release": {"manifests": [where]}})
     with pytest.raises(ConfigError, match="no content hash"):
         plan_release_manifests(refused, fetcher=None, limits=DEFAULT_LIMITS)
 
@@ -39,7 +39,7 @@ def test_the_description_names_local_files_then_urls_then_the_template(
     monkeypatch.setattr(sources, "_read_local", _hashless)
     local, url = str(tmp_path / "release.json"), "https://releases.example/1.json"
     template = str(tmp_path / "{version}.json")
-    spec = load_spec({"release_manifest": [template, url, local], "allow_names_only": True})
+    spec = load_spec({"release": {"manifests": [template, url, local]}, "allow_names_only": True})
     releases = plan_release_manifests(spec, fetcher=None, limits=DEFAULT_LIMITS)
     assert releases is not None
     assert releases.description == f"{local}, {url}, {template}"

@@ -37,6 +37,7 @@ from artifactcheck.model.values import (
     Verdict,
     VersionSignal,
 )
+from artifactcheck.model.verdicts import MAY_BE_RIGHT, VOUCHING
 
 IDX, A, B, SERVED_MANIFEST = "e" * 64, "a" * 64, "b" * 64, "f" * 64
 PATHS = ("index.html", "assets/a.js", "assets/b.css")
@@ -290,11 +291,7 @@ def test_a_quarantine_stays_when_release_on_recovery_is_off() -> None:
 
 @pytest.mark.parametrize(
     "verdict",
-    [
-        v
-        for v in Verdict
-        if v not in (Verdict.CONSISTENT, Verdict.DRIFT, Verdict.CDN_MISSING, Verdict.CDN_MISMATCH)
-    ],
+    [v for v in Verdict if v not in MAY_BE_RIGHT],
 )
 def test_verified_content_under_a_bad_verdict_opens_no_gate(verdict: Verdict) -> None:
     """Policy checks the verdict too: "verified" alone is not enough."""
@@ -304,8 +301,7 @@ def test_verified_content_under_a_bad_verdict_opens_no_gate(verdict: Verdict) ->
 
 @pytest.mark.parametrize(
     ("verdict", "verified"),
-    [(Verdict.CONSISTENT, True), (Verdict.DRIFT, True)]
-    + [(v, False) for v in Verdict if v not in (Verdict.CONSISTENT, Verdict.DRIFT)],
+    [(v, v in VOUCHING) for v in Verdict],
 )
 def test_a_hand_built_result_is_verified_by_its_verdict(verdict: Verdict, verified: bool) -> None:
     r = InstanceResult(

@@ -358,7 +358,7 @@ def test_names_only_never_passes_other_bytes_under_the_same_names(
         (
             ["--release-image", "web:{version}", "--release-manifest", "x/{version}.json"],
             "--release-image",
-            "cannot be combined with release_manifest",
+            "give one kind of release source, not manifests and image",
         ),
         (["--cdn", "http://a/", "--cdn", "http://b/"], "--cdn", "given 2 times"),
     ],
@@ -551,10 +551,10 @@ def test_manifest_build_refuses_a_version_instances_could_never_report(tmp_path:
 
 
 def test_release_manifests_from_the_config_and_flags_add_up(two_releases, tmp_path: Path) -> None:
-    """A YAML ``release_manifest: one.json`` (a string) plus a flag: both are used."""
+    """A YAML ``release: {manifests: one.json}`` (a string) plus a flag: both are used."""
     old, new = two_releases
     config = tmp_path / "check.yaml"
-    config.write_text(f"release_manifest: {old.release_dir / f'{R1}.json'}\n", "utf-8")
+    config.write_text(f"release:\n  manifests: {old.release_dir / f'{R1}.json'}\n", "utf-8")
     code, out, _ = verify(
         *targets(old, new),
         "--config",

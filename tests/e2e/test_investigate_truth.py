@@ -16,13 +16,13 @@ from click.testing import CliRunner
 
 from artifactcheck.cli.main import main
 from artifactcheck.judge.prefix import FALLBACK
-from artifactcheck.present.views import schema_path
+from artifactcheck.present.views import view_schema_path
 
 CHUNK = "assets/report-50WvgzG_.js"
 
 
 def validate(doc: dict[str, Any], name: str) -> None:
-    schema = json.loads(schema_path(name).read_text(encoding="utf-8"))
+    schema = json.loads(view_schema_path(name).read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator(schema).validate(doc)
 
 

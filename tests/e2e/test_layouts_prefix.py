@@ -328,7 +328,7 @@ def test_the_version_endpoint_in_yaml_takes_the_cli_spelling(
     config = tmp_path / "check.yaml"
     config.write_text(
         f"targets: [{{url: '{layouts.urls['django']}'}}]\n"
-        f"release_manifest: {layouts.build('static_root', '1.0.0')}\n"
+        f"release: {{manifests: [{layouts.build('static_root', '1.0.0')}]}}\n"
         "prefix: /static/\n"
         'version_endpoint: "/version#/version"\n'
     )

@@ -170,7 +170,7 @@ def test_references_by_the_cdn_url_are_checked_on_the_cdn(tmp_path, web) -> None
     instance = web.add(Site(root=root), "127.93.1.1")
     spec = {
         "targets": [{"url": instance, "version": "1.0.0", "name": "web"}],
-        "release_manifest": str(release),
+        "release": {"manifests": str(release)},
         "manifest_path": "asset-manifest.json",
         "cdn": cdn,
     }

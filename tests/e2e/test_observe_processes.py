@@ -24,6 +24,7 @@ import yaml
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Instance
 from artifactcheck.observe import processes
+from artifactcheck.observe.pool import WorkerPool
 from artifactcheck.observe.processes import can_fork, processes_for, shares, split_by_host
 from artifactcheck.present.report import assets
 from artifactcheck_sim.web import Delay
@@ -239,7 +240,7 @@ def test_a_copy_that_stops_answering_is_ended(make_fleet, tmp_path) -> None:
     for inst in fleet.instances:
         inst.site.overrides["index.html"] = Delay(1.0)
     spec = spec_file(tmp_path, fleet, instance_deadline=2.0)
-    impatient = "from artifactcheck.observe import processes\nprocesses.STUCK_AFTER = 0.5\n"
+    impatient = "from artifactcheck.observe import pool\npool.STUCK_AFTER = 0.5\n"
     argv = [*patched(tmp_path, impatient), "verify", "--config", str(spec)]
     code, out, err, copy, took = _signal_a_copy(
         [*argv, "--processes", "2", "--output", "json"], signal.SIGSTOP
@@ -270,6 +271,56 @@ def test_ctrl_c_ends_the_run_and_its_copies(make_fleet, tmp_path) -> None:
     assert proc.returncode != 0
     # reaped by the run itself before it exited (a copy left behind would still observe)
     assert not Path(f"/proc/{copy}").exists(), f"copy {copy} still there: {_state(copy)}"
+
+
+def test_copies_of_a_run_killed_end_by_themselves(make_fleet, tmp_path) -> None:
+    """The run is killed (SIGKILL: nothing of it runs to end its copies): each copy sees
+    its pipes end, since no other process holds them, and exits instead of waiting for
+    a job forever; a copy forked later holds none of an earlier one's pipes."""
+    fleet = make_fleet(6, version="1.4.1")
+    for inst in fleet.instances:
+        inst.site.overrides["index.html"] = Delay(2.0)
+    spec = spec_file(tmp_path, fleet)
+    argv = [sys.executable, "-m", "artifactcheck", "verify", "--config", str(spec)]
+    proc = subprocess.Popen(
+        [*argv, "--processes", "3"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    copies: list[int] = []
+    try:
+        copies = _children_of(proc.pid, count=2, timeout=120)
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all(_ended(c) for c in copies):
+            time.sleep(0.1)
+        assert all(_ended(c) for c in copies), {c: _state(c) for c in copies}
+    finally:
+        for copy in copies:
+            if not _ended(copy):
+                os.kill(copy, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie its new parent has not reaped yet: it runs no more."""
+    return _state(pid) == "gone" or "zombie" in _state(pid)
+
+
+def _children_of(pid: int, *, count: int, timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        children = []
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                children += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+        if len(children) >= count:
+            return children
+        time.sleep(0.02)
+    raise TimeoutError(f"process {pid} forked no {count} observers within {timeout}s")
 
 
 def _state(pid: int) -> str:
@@ -442,3 +493,20 @@ def test_can_fork_when_alone() -> None:
     if others:
         pytest.skip(f"threads of other fixtures run: {others}")
     assert can_fork() == (True, "")
+
+
+def test_a_pool_for_one_run_never_forks_beside_a_thread() -> None:
+    """A fork copies only the calling thread: with another one running, a pool that
+    forks refuses to start a worker (the run then observes its share here)."""
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    workers = WorkerPool(1, lasting=False)
+    try:
+        with pytest.raises(RuntimeError, match="other thread"):
+            workers.start()
+        assert workers.method == "fork"
+    finally:
+        workers.close()
+        stop.set()
+        thread.join()

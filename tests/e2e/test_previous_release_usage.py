@@ -87,7 +87,7 @@ def test_the_same_previous_version_twice_is_refused(release_file: str) -> None:
 def test_yaml_and_crd_spelling() -> None:
     spec = CheckSpec.model_validate(
         {
-            "releaseManifest": ["r-{version}.json"],
+            "release": {"manifests": ["r-{version}.json"]},
             "previousVersions": ["1.0.0", "0.9.0"],
             "previousOnInstances": True,
             "skewWindow": 600,

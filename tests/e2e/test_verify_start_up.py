@@ -81,6 +81,7 @@ UNUSED = (
     "xml.etree",  # a JUnit report's
     "artifactcheck.release.registry",  # only when a release image is named
     "artifactcheck.observe.processes",  # only when the run forks (pickle, the copies)
+    "artifactcheck.observe.pool",  # the same: its workers and their streams
     "artifactcheck.tenancy",  # a tenant's egress policy and credentials (controller)
     "email",  # the HTTP-date parser, only for a Retry-After date
 )
@@ -278,7 +279,7 @@ def test_a_verify_from_a_spec_file_builds_no_admin_models(make_fleet, tmp_path: 
         json.dumps(
             {
                 "targets": [{"url": inst.url, "version": inst.version}],
-                "releaseManifest": [fleet.release_template],
+                "release": {"manifests": [fleet.release_template]},
                 "http": {"instanceDeadline": 20},
             }
         )

@@ -272,7 +272,7 @@ def test_release_source_down(
         )
         if kind == "url-refused":
             web.remove(template.removesuffix("{version}.json"))
-    spec = fault_spec(fleet, release_manifest=template)
+    spec = fault_spec(fleet, release={"manifests": [template]})
     outcome = check(fault, spec, drifted=[])
     fault.observed = counted(outcome)
     for name in HEALTHY:
@@ -296,10 +296,13 @@ def test_release_source_fails_after_a_good_load(
     )
     fleet = planted_fleet(make_fleet)
     template, site = url_source(web, fleet, f"127.97.{subnet}.150")
-    spec = fault_spec(fleet, release_manifest=template, cdn=None, http={"host_header": SITE})
+    spec = fault_spec(
+        fleet, release={"manifests": [template]}, cdn=None, http={"host_header": SITE}
+    )
 
     def refreshing(spec, fetcher) -> Expectations:
-        source = TemplateSource(spec.release_manifest[0], fetcher=fetcher, limits=limits_of(spec))
+        assert spec.release is not None and spec.release.manifests is not None
+        source = TemplateSource(spec.release.manifests[0], fetcher=fetcher, limits=limits_of(spec))
         return Expectations(source, refresh_after=0.0)
 
     def break_source(cycle: int) -> None:

@@ -56,7 +56,7 @@ class GateCluster(SimCluster):
         self.web.remove(self.release_url)
 
     def add_check(self, name: str = "web", *, pruned_ok: bool = False, **spec: Any) -> Any:
-        spec.setdefault("releaseManifest", [self.release_url + "{version}.json"])
+        spec.setdefault("release", {"manifests": [self.release_url + "{version}.json"]})
         spec.setdefault("interval", 30)  # the gates ask for fresh checks themselves
         return super().add_check(name, pruned_ok=pruned_ok, **spec)
 

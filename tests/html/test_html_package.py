@@ -15,7 +15,7 @@ def test_every_template_is_package_data() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     patterns = config["tool"]["setuptools"]["package-data"]["artifactcheck"]
     package = ROOT / "artifactcheck"
-    templates = sorted((package / "act" / "templates").iterdir())
+    templates = sorted((package / "present" / "templates").iterdir())
     assert [t.name for t in templates] == [html_report.TEMPLATE]
     for path in templates:
         relative = path.relative_to(package).as_posix()

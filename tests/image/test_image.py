@@ -244,7 +244,7 @@ def test_container_quarantines_drifted_pod_in_cluster(
     cluster.add_check(
         interval=1.0,
         cdn=None,
-        releaseManifest=[release_manifest],
+        release={"manifests": [release_manifest]},
         policy={"mode": "quarantine", "confirmations": 2, "maxQuarantineFraction": 0.25},
     )
     health, metrics = _free_port(), _free_port()
@@ -285,7 +285,7 @@ def test_container_quarantines_drifted_pod_in_cluster(
             "hostile",
             pruned_ok=True,
             cdn=lure,
-            releaseManifest=[api.url + "/{version}.json"],
+            release={"manifests": [api.url + "/{version}.json"]},
             http={"headerFiles": {"X-Leak": "/var/run/secrets/kubernetes.io/serviceaccount/token"}},
         )
 
@@ -295,7 +295,7 @@ def test_container_quarantines_drifted_pod_in_cluster(
 
         accepted = wait_for(refusal, timeout=30, interval=0.2)
         assert accepted["status"] == "False", accepted
-        assert "spec.cdn" in accepted["message"] and "spec.releaseManifest" in accepted["message"]
+        assert "spec.cdn" in accepted["message"] and "spec.release.manifests" in accepted["message"]
         stored = api.get("artifactcheck.io/v1alpha1", "ArtifactCheck", APP_NAMESPACE, "hostile")
         assert "headerFiles" not in ((stored or {}).get("spec") or {}).get("http", {})
         assert cluster.web.server(lure).request_count == 0

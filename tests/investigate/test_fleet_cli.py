@@ -9,7 +9,8 @@ import pytest
 from rich.console import Console
 from schemas import validate
 
-from artifactcheck.cli.investigate import _watch, collect_fleet, parse_outputs
+from artifactcheck.cli.investigate import _watch, parse_outputs
+from artifactcheck.cli.investigation_run import collect_fleet
 from artifactcheck.model.errors import DependencyError
 from artifactcheck.model.settings import CheckSpec, load_spec
 from artifactcheck.present.investigate import FleetView
@@ -70,7 +71,7 @@ def test_cdn_down_still_renders_exit_3(make_fleet, config, web, cli) -> None:
 def test_release_source_down_still_renders_exit_3(make_fleet, config, cli, tmp_path) -> None:
     fleet = make_fleet(3)
     # the directory exists, the files do not: a source that is down, not a typo (exit 2)
-    cfg = config(fleet, release_manifest=str(tmp_path / "{version}.json"))
+    cfg = config(fleet, release={"manifests": [str(tmp_path / "{version}.json")]})
     r = cli("fleet", "-c", cfg)
     assert r.code == 3
     assert "could not check against the release" in r.out

@@ -233,7 +233,7 @@ def test_release_source_down_still_renders(make_fleet, config, cli, tmp_path: Pa
     fleet = make_fleet(3)
     fleet.drift(0, serves="1.4.1")
     # the directory exists, the files do not: a source that is down, not a typo (exit 2)
-    cfg = config(fleet, release_manifest=str(tmp_path / "{version}.json"))
+    cfg = config(fleet, release={"manifests": [str(tmp_path / "{version}.json")]})
     r = cli("investigate", "web-2", "-c", cfg)
     assert r.code == 3, r.out
     assert "could not check against the release" in r.out
@@ -250,9 +250,7 @@ def test_release_source_down_still_renders(make_fleet, config, cli, tmp_path: Pa
 def test_consensus_mode_without_release_source(make_fleet, config, cli) -> None:
     fleet = make_fleet(4)
     swapped = fleet.drift(2, serves="1.4.1")
-    r = cli(
-        "investigate", "web-3", "-c", config(fleet, release_manifest=None), "-o", "json", "--diff"
-    )
+    r = cli("investigate", "web-3", "-c", config(fleet, release=None), "-o", "json", "--diff")
     doc = json.loads(r.out)
     validate(doc, "investigate")
     assert r.code == 1 and doc["verdict"] == "mismatch"

@@ -72,9 +72,7 @@ class TenantCluster(SimCluster):
         return self.start()
 
     def add_check(self, name: str = "web", **spec: Any) -> dict[str, Any]:
-        spec.setdefault("releaseManifest", [self.release_template_url])
-        if isinstance(spec["releaseManifest"], str):
-            spec["releaseManifest"] = [spec["releaseManifest"]]
+        spec.setdefault("release", {"manifests": [self.release_template_url]})
         return super().add_check(name, **spec)
 
     def check(self, name: str = "web", namespace: str | None = None) -> dict[str, Any]:

@@ -26,7 +26,9 @@ from artifactcheck.tenancy.admission import AdminConfig, admit
 ADMIN = AdminConfig.model_validate({"egress": {"allow": ["https://cdn.shop.example.com/"]}})
 SPEC = {
     "kubernetes": {"namespace": "shop", "selector": "app=web", "port": 8080},
-    "releaseManifest": ["https://cdn.shop.example.com/releases/{version}/artifactcheck.json"],
+    "release": {
+        "manifests": ["https://cdn.shop.example.com/releases/{version}/artifactcheck.json"]
+    },
 }
 
 

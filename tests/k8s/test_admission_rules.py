@@ -28,7 +28,7 @@ def admin(*credentials: dict[str, Any]) -> AdminConfig:
 def spec(**extra: Any) -> dict[str, Any]:
     out: dict[str, Any] = {
         "kubernetes": {"namespace": "shop", "selector": "app=web"},
-        "release_manifest": RELEASES,
+        "release": {"manifests": RELEASES},
         "interval": 60,
     }
     out.update(extra)
@@ -78,16 +78,16 @@ def test_their_neighbours_are_not(ip: str) -> None:
 def test_percent_encoded_dot_segments_are_refused_at_admission(url: str) -> None:
     """A server decodes %2e before it resolves the path: /releases/%2e%2e/admin is
     /admin, outside the prefix the admin allowed, so it is refused as ``..`` is."""
-    result = admit("shop", spec(release_manifest=url), admin())
+    result = admit("shop", spec(release={"manifests": url}), admin())
     assert result.spec is None
-    assert refusals(result) == {("spec.release_manifest[0]", "EgressNotAllowed")}
+    assert refusals(result) == {("spec.release.manifests[0]", "EgressNotAllowed")}
     assert "dot segments" in (result.message or ""), result.message
 
 
 def test_a_percent_encoded_dot_inside_a_name_is_no_segment() -> None:
     """The control: ``%2ewell-known`` is a name that starts with a dot, not ``.``."""
     url = "https://cdn.shop.example.com/releases/%2ehidden/{version}.json"
-    assert admit("shop", spec(release_manifest=url), admin()).accepted
+    assert admit("shop", spec(release={"manifests": url}), admin()).accepted
 
 
 # --------------------------------------------------------------- CA bundles

@@ -16,7 +16,12 @@ import pytest
 
 from artifactcheck.control.crd import crd_manifest
 from artifactcheck.model.errors import ConfigError
-from artifactcheck.model.settings import CheckSpec, camel_name, load_spec, load_spec_file
+from artifactcheck.model.settings import (
+    ReleaseSource,
+    camel_name,
+    load_spec,
+    load_spec_file,
+)
 from artifactcheck.tenancy.admission import CONTROLLER_REFUSED_FIELDS, AdminConfig, admit
 from artifactcheck_sim.apiserver import FakeApiServer
 from artifactcheck_sim.cluster import SimCluster
@@ -41,12 +46,10 @@ ADMIN = AdminConfig.model_validate(
 VALUES: dict[tuple[str, ...], Any] = {
     ("targets",): [{"url": "http://169.254.169.254/"}],
     ("docker",): {"labels": ["app=web"]},
-    ("release_image",): "registry.local/web:{version}",
-    ("release_image_path",): "/srv",
-    ("release_image_source",): "docker",
-    ("registry_auth",): "/var/run/secrets/kubernetes.io/serviceaccount/token",
-    ("registry_ca_bundle",): "/etc/shadow",
-    ("registry_insecure",): ["registry.local:5000"],
+    ("release", "image"): {
+        "reference": "registry.local/web:{version}",
+        "registry": {"auth": "/var/run/secrets/kubernetes.io/serviceaccount/token"},
+    },
     ("http", "header_files"): {"X-Leak": "/var/run/secrets/kubernetes.io/serviceaccount/token"},
     ("http", "header_env"): {"X-Leak": "HOME"},
     ("http", "ca_bundle"): "/etc/shadow",
@@ -58,7 +61,7 @@ def good(**extra: Any) -> dict[str, Any]:
     """A camelCase spec the admin configuration above accepts in namespace shop."""
     return {
         "kubernetes": {"namespace": "shop", "selector": "app=web"},
-        "releaseManifest": [RELEASES],
+        "release": {"manifests": [RELEASES]},
         "interval": 60,
         **extra,
     }
@@ -76,7 +79,7 @@ def test_every_refused_field_has_a_value_here() -> None:
 
 
 def test_camel_names_follow_the_api_conventions() -> None:
-    assert camel_name("release_manifest") == "releaseManifest"
+    assert camel_name("config_maps") == "configMaps"
     assert camel_name("max_connections") == "maxConnections"
     assert camel_name("gate_fail_open") == "gateFailOpen"
     assert camel_name("version_endpoint") == "versionEndpoint"
@@ -85,7 +88,7 @@ def test_camel_names_follow_the_api_conventions() -> None:
     assert camel_name("ca_bundle") == "caBundle"
     assert camel_name("registry_ca_bundle") == "registryCABundle"
     assert camel_name("interval") == "interval"
-    assert CheckSpec.model_fields["release_configmaps"].alias == "releaseConfigMaps"
+    assert ReleaseSource.model_fields["config_maps"].alias == "configMaps"
 
 
 @pytest.mark.parametrize("spelling", ["camelCase", "snake_case"])
@@ -94,7 +97,7 @@ def test_a_cli_only_field_is_refused_in_either_spelling(
     path: tuple[str, ...], spelling: str
 ) -> None:
     written = tuple(camel_name(p) for p in path) if spelling == "camelCase" else path
-    spec = good(**_nested(written, VALUES[path]))
+    spec = {**good(), **_nested(written, VALUES[path])}
     if path[0] in ("targets", "docker"):
         del spec["kubernetes"]
     rule, _ = CONTROLLER_REFUSED_FIELDS[path]
@@ -111,9 +114,9 @@ def test_a_cli_only_field_is_refused_in_either_spelling(
     [
         {"http": {"headerFiles": {}, "header_files": {"X-Leak": "/token"}}},
         {"http": {"header_files": {"X-Leak": "/token"}, "headerFiles": {}}},
-        {"releaseImage": None, "release_image": "web:{version}"},
+        {"release": {"configMaps": None, "config_maps": {}}},
     ],
-    ids=["camel-empty-first", "snake-first", "release-image"],
+    ids=["camel-empty-first", "snake-first", "release-config-maps"],
 )
 def test_a_field_given_under_both_names_is_refused(spec: dict[str, Any]) -> None:
     """An empty camelCase key must not hide a snake_case one (or the other way round)."""
@@ -157,7 +160,7 @@ def test_both_spellings_admit_the_same_check() -> None:
     )
     snake = {
         "kubernetes": camel["kubernetes"],
-        "release_manifest": [RELEASES],
+        "release": {"manifests": [RELEASES]},
         "interval": 60,
         "http": {"max_connections": 8, "verify_tls": False, "credentials": ["cdn-token"]},
         "policy": {"gate_fail_open": False, "max_quarantine_fraction": 0.5},
@@ -174,7 +177,8 @@ def test_both_spellings_admit_the_same_check() -> None:
 @pytest.mark.parametrize(
     ("extra", "field"),
     [
-        ({"releaseManifest": ["/etc/{version}.json"]}, "spec.releaseManifest[0]"),
+        ({"release": {"manifests": ["/etc/{version}.json"]}}, "spec.release.manifests[0]"),
+        ({"releaseManifest": ["/etc/{version}.json"]}, "spec.releaseManifest"),
         ({"policy": {"cordonNodes": True}}, None),
         ({"sampling": {"assetsPerInstance": 5000}}, "spec.sampling.assetsPerInstance"),
         ({"sampling": {"assets_per_instance": 5000}}, "spec.sampling.assets_per_instance"),
@@ -202,9 +206,9 @@ def test_refusals_name_fields_as_the_object_wrote_them(
 
 def test_the_cli_yaml_takes_either_spelling_and_names_snake_case(tmp_path: Any) -> None:
     snake = tmp_path / "snake.yaml"
-    snake.write_text("release_manifest: r/{version}.json\nhttp:\n  max_connections: 3\n")
+    snake.write_text("release:\n  config_maps: {}\nkubernetes: {}\nhttp:\n  max_connections: 3\n")
     camel = tmp_path / "camel.yaml"
-    camel.write_text("releaseManifest: r/{version}.json\nhttp:\n  maxConnections: 3\n")
+    camel.write_text("release:\n  configMaps: {}\nkubernetes: {}\nhttp:\n  maxConnections: 3\n")
     assert load_spec_file(snake) == load_spec_file(camel)
     bad = tmp_path / "bad.yaml"
     bad.write_text("http:\n  maxConnections: 0\n")
@@ -232,14 +236,14 @@ def test_the_crd_keeps_camel_case_and_prunes_snake_case() -> None:
         _body(
             {
                 "kubernetes": {"selector": "app=web", "readyOnly": False},
-                "releaseManifest": [RELEASES],
+                "release": {"manifests": [RELEASES]},
                 "known_versions": ["1.4.1"],
                 "http": {"maxConnections": 3, "max_per_host": 2, "headers": {"x_a": "b"}},
                 "policy": {"gateFailOpen": False},
             }
         )
     )["spec"]
-    assert stored["releaseManifest"] == [RELEASES]
+    assert stored["release"]["manifests"] == [RELEASES]
     assert stored["kubernetes"]["readyOnly"] is False
     assert stored["http"]["maxConnections"] == 3
     assert stored["http"]["headers"] == {"x_a": "b"}  # a header name, kept

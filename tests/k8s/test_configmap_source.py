@@ -248,7 +248,7 @@ def test_api_server_down_is_inconclusive_never_mismatch(cluster: SimCluster, tmp
     spec = load_spec(
         {
             "kubernetes": {"namespace": "shop", "selector": "app=web", "port": cluster.port},
-            "release_configmaps": {"selector": SELECTOR},
+            "release": {"config_maps": {"selector": SELECTOR}},
         }
     )
     assert spec.kubernetes is not None
@@ -301,20 +301,21 @@ def test_duplicates_and_missing_keys_are_refused(cluster: SimCluster) -> None:
 
 def test_the_spec_reads_only_its_own_namespace() -> None:
     with pytest.raises(ConfigError, match="give kubernetes"):
-        load_spec({"targets": [{"url": "http://a/"}], "release_configmaps": {}})
+        load_spec({"targets": [{"url": "http://a/"}], "release": {"config_maps": {}}})
     with pytest.raises(ConfigError, match="one kind of release source"):
         load_spec(
             {
                 "kubernetes": {"namespace": "shop"},
-                "release_manifest": "r/{version}.json",
-                "release_configmaps": {},
+                "release": {"manifests": "r/{version}.json", "config_maps": {}},
             }
         )
     with pytest.raises(ConfigError, match="must not be empty"):
-        load_spec({"kubernetes": {"namespace": "shop"}, "release_configmaps": {"selector": " "}})
-    spec = load_spec({"kubernetes": {"namespace": "shop"}, "release_configmaps": {}})
-    assert spec.release_configmaps is not None
-    assert spec.release_configmaps.selector == SELECTOR
+        load_spec(
+            {"kubernetes": {"namespace": "shop"}, "release": {"configMaps": {"selector": " "}}}
+        )
+    spec = load_spec({"kubernetes": {"namespace": "shop"}, "release": {"configMaps": {}}})
+    assert spec.release is not None and spec.release.config_maps is not None
+    assert spec.release.config_maps.selector == SELECTOR
 
 
 def test_the_example_check_verifies_the_example_release(
@@ -374,8 +375,7 @@ def test_the_controller_reads_release_configmaps_of_the_check_s_own_namespace(
     cluster.add_check(
         interval=0.3,
         cdn=None,
-        releaseManifest=[],
-        releaseConfigMaps={"selector": SELECTOR},
+        release={"configMaps": {"selector": SELECTOR}},
         policy={"mode": "quarantine", "confirmations": 1, "maxQuarantineFraction": 0.5},
     )
     cluster.api.reset_requests()

@@ -83,7 +83,7 @@ def test_release_source_down_never_quarantines(cluster: SimCluster) -> None:
     bad = cluster.add_pod(serves="1.4.1")
     cluster.add_check(
         interval=0.5,
-        releaseManifest=cluster.release_url + "nonexistent/{version}.json",
+        release={"manifests": [cluster.release_url + "nonexistent/{version}.json"]},
         knownVersions=[],
         policy={"mode": "quarantine"},
     )

@@ -4,7 +4,8 @@ The policy is asked on every new connection, so the controller keeps each pod's
 parsed address and rebuilds only the set of them when a pod changes
 (``CheckState.addresses``). These tests drive the pod bookkeeping the watch calls
 (``control.candidates``: ``pods_listed``, ``pod_changed``) and ask the policy the
-fetcher would ask: a pod that moved is reachable at its new address only, one that went away not at all.
+fetcher would ask: a pod that moved is reachable at its new address only, one that went
+away not at all.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from artifactcheck.tenancy.admission import AdminConfig, admit
 ADMIN = AdminConfig.model_validate({"egress": {"allow": ["https://cdn.shop.example.com/"]}})
 SPEC = {
     "kubernetes": {"namespace": "shop", "selector": "app=web", "port": 8080},
-    "releaseManifest": ["https://cdn.shop.example.com/releases/{version}/artifactcheck.json"],
+    "release": {
+        "manifests": ["https://cdn.shop.example.com/releases/{version}/artifactcheck.json"]
+    },
 }
 
 

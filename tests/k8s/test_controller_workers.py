@@ -160,7 +160,7 @@ def test_each_worker_gets_a_share_of_the_limits(fleet: SimFleet) -> None:
         for inst in job.instances:
             into[inst.name] = Observation(instance=inst, manifest_path="")
 
-    pool._run = record  # type: ignore[method-assign]
+    pool.run_job = record  # type: ignore[method-assign]
     setup = setup_for(instances, refused="web-6")
     asyncio.run(observed_by(spec, instances, setup, pool))
     assert len(jobs) == 2

@@ -377,10 +377,14 @@ def test_crd_spec_mirrors_checkspec() -> None:
     spec = _crd_schema()["properties"]["spec"]
     top_refused = {p[0] for p in CONTROLLER_REFUSED_FIELDS if len(p) == 1}
     # camelCase, as Kubernetes API conventions want; the model's fields are snake_case
-    assert set(spec["properties"]) == {
-        camel_name(f) for f in set(CheckSpec.model_fields) - top_refused
-    }
-    assert {"releaseManifest", "releaseConfigMaps", "versionEndpoint"} <= set(spec["properties"])
+    # the retired 0.2 fields stay in the schema, unpruned, so the controller refuses them
+    retired = {"releaseManifest", "releaseConfigMaps"}
+    assert (
+        set(spec["properties"])
+        == {camel_name(f) for f in set(CheckSpec.model_fields) - top_refused} | retired
+    )
+    assert {"release", "versionEndpoint"} <= set(spec["properties"])
+    assert set(spec["properties"]["release"]["properties"]) == {"manifests", "configMaps"}
     assert not any("_" in name for name in spec["properties"])
     http_refused = {p[1] for p in CONTROLLER_REFUSED_FIELDS if p[0] == "http"}
     assert http_refused == {"header_files", "header_env", "ca_bundle", "transport"}
@@ -522,8 +526,7 @@ def test_example_artifactcheck_is_a_checkspec() -> None:
     assert spec.kubernetes.namespace == _example()["metadata"]["namespace"] == "shop"
     assert spec.kubernetes.selector
     # no release server, no CDN: the example works on any cluster
-    assert spec.release_configmaps is not None
-    assert not spec.release_manifest and spec.release_image is None
+    assert spec.release is not None and spec.release.kind_name == "config_maps"
     assert spec.cdn is None
     assert spec.policy.mode == "quarantine"
     assert spec.policy.confirmations == 2
@@ -605,7 +608,7 @@ def test_example_serves_the_demo_build_byte_for_byte() -> None:
 
 def test_example_release_manifest_vouches_for_what_is_served() -> None:
     """The release ConfigMap is for the version the pods report, hashes every served
-    file, and is what the example check's release_configmaps selector finds."""
+    file, and is what the example check's release.configMaps selector finds."""
     import hashlib
 
     from artifactcheck.manifests import parse_manifest
@@ -633,9 +636,10 @@ def test_example_release_manifest_vouches_for_what_is_served() -> None:
         assert entry.hashes.get("sha256") == hashlib.sha256(served[path]).hexdigest(), path
     # the check selects this ConfigMap (and its pods), in its own namespace
     spec = load_spec(_example()["spec"])
-    assert spec.release_configmaps is not None and spec.kubernetes is not None
+    assert spec.release is not None and spec.release.config_maps is not None
+    assert spec.kubernetes is not None
     assert release["metadata"]["namespace"] == spec.kubernetes.namespace
-    for term in spec.release_configmaps.selector.split(","):
+    for term in spec.release.config_maps.selector.split(","):
         key, _, value = term.partition("=")
         assert labels.get(key) == value, f"release selector term {term!r} misses it"
     # nginx answers /version with the version the label reports
@@ -653,7 +657,7 @@ def _controller_fields(dumped: dict[str, Any]) -> dict[str, Any]:
     for path in CONTROLLER_REFUSED_FIELDS:
         node = out
         for name in path[:-1]:
-            node = node[camel_name(name)]
+            node = node[camel_name(name)] or {}  # a section left out (release: null)
         node.pop(camel_name(path[-1]), None)
     return out
 
@@ -691,10 +695,9 @@ def test_what_the_model_dumps_the_crd_accepts(spec: dict[str, Any]) -> None:
     [
         {"targets": [{"url": "http://10.0.0.7:8080"}]},
         {"docker": {"labels": ["app=web"]}},
-        {"releaseImage": "web:{version}"},
-        {"release_image": "web:{version}"},
-        {"releaseImagePath": "/srv"},
-        {"registryAuth": "/root/.docker/config.json"},
+        {"release": {"image": {"reference": "web:{version}"}}},
+        {"release": {"image": {"reference": "web", "path": "/srv"}}},
+        {"release": {"image": {"reference": "web", "registry": {"auth": "/root/.docker/c"}}}},
         {"http": {"headerFiles": {"X-Leak": "/var/run/secrets/kubernetes.io/token"}}},
         {"http": {"header_files": {"X-Leak": "/var/run/secrets/kubernetes.io/token"}}},
         {"http": {"headerEnv": {"X-Leak": "HOME"}}},
@@ -743,7 +746,7 @@ def test_crd_defaults_are_valid_and_match_the_model() -> None:
         "kubernetes": {},
         "docker": {},
         "versionEndpoint": {},
-        "releaseConfigMaps": {},
+        "release": {"configMaps": {}},
     }
     dumped = CheckSpec.model_validate(sections).model_dump(mode="json", by_alias=True)
 

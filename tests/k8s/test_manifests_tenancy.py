@@ -71,7 +71,7 @@ def test_the_example_check_is_accepted_by_the_example_admin_config() -> None:
     assert result.spec is not None
     # the ConfigMap release source reads the check's own namespace: no egress grant,
     # no credential needed, and admission keeps it
-    assert result.spec.release_configmaps is not None
+    assert result.spec.release is not None and result.spec.release.config_maps is not None
     assert result.spec.http.header_files == {}
 
 

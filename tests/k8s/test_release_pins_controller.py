@@ -81,9 +81,8 @@ def add_check(cluster: SimCluster, **policy: Any) -> None:
     cluster.add_check(
         interval=0.3,
         cdn=None,
-        releaseManifest=[],
         knownVersions=[],
-        releaseConfigMaps={"selector": SELECTOR},
+        release={"configMaps": {"selector": SELECTOR}},
         releasePins=True,
         policy={"mode": "quarantine", "confirmations": 1, **policy},
     )

@@ -100,8 +100,8 @@ ATTEMPTS = {
         "LocalFileRefused",
     ),
     "local-release-file": (
-        lambda tc, token: {"releaseManifest": tc.release_template},
-        "spec.releaseManifest[0]",
+        lambda tc, token: {"release": {"manifests": tc.release_template}},
+        "spec.release.manifests[0]",
         "LocalPathRefused",
     ),
     "api-server-as-cdn": (
@@ -110,8 +110,8 @@ ATTEMPTS = {
         "EgressNotAllowed",
     ),
     "api-server-as-release": (
-        lambda tc, token: {"releaseManifest": tc.api.url.rstrip("/") + "/api/{version}"},
-        "spec.releaseManifest[0]",
+        lambda tc, token: {"release": {"manifests": tc.api.url.rstrip("/") + "/api/{version}"}},
+        "spec.release.manifests[0]",
         "EgressNotAllowed",
     ),
     "metadata-standin-as-cdn": (
@@ -120,8 +120,8 @@ ATTEMPTS = {
         "EgressNotAllowed",
     ),
     "metadata-standin-as-release": (
-        lambda tc, token: {"releaseManifest": tc.standin_url + "latest/{version}"},
-        "spec.releaseManifest[0]",
+        lambda tc, token: {"release": {"manifests": tc.standin_url + "latest/{version}"}},
+        "spec.release.manifests[0]",
         "EgressNotAllowed",
     ),
     "other-namespace": (
@@ -142,14 +142,14 @@ ATTEMPTS = {
         "SamplingAboveMaximum",
     ),
     "release-image": (
-        lambda tc, token: {"releaseImage": "registry.local/web:{version}"},
-        "spec.releaseImage",
+        lambda tc, token: {"release": {"image": {"reference": "registry.local/web:{version}"}}},
+        "spec.release.image",
         "ReleaseImageRefused",
     ),
-    "release-image-snake": (
-        lambda tc, token: {"release_image": "registry.local/web:{version}"},
-        "spec.release_image",
-        "ReleaseImageRefused",
+    "release-manifest-of-0.2": (  # an object written before release: refused, not consensus
+        lambda tc, token: {"release": None, "releaseManifest": [tc.release_template_url]},
+        "spec.releaseManifest",
+        "RetiredField",
     ),
     "bare-targets": (
         lambda tc, token: {"targets": [{"url": tc.standin_url}]},
@@ -410,7 +410,7 @@ def test_a_flood_in_one_namespace_does_not_delay_another(tc: TenantCluster, budg
                 noisy.add_check(
                     f"flood-{i:02d}",
                     interval=0.1,
-                    releaseManifest=tc.release_template_url,
+                    release={"manifests": [tc.release_template_url]},
                 )
             wait_for(
                 lambda: sum(1 for k in ctl.controller.checks if k.startswith("noisy/")) == 5,
@@ -470,8 +470,8 @@ def test_a_flood_in_one_namespace_does_not_delay_another(tc: TenantCluster, budg
         {"http": {"headerEnv": {"X-Leak": "ARTIFACTCHECK_TEST_SECRET"}}},
         {"http": {"caBundle": "TOKEN"}},
         {"targets": [{"url": "http://169.254.169.254/"}]},
-        {"releaseImage": "web:{version}"},
-        {"release_image": "web:{version}"},
+        {"release": {"manifests": ["RELEASES"], "image": {"reference": "web:{version}"}}},
+        {"release": {"manifests": ["RELEASES"], "config_maps": {}}},
     ],
     ids=[
         "headerFiles",
@@ -479,8 +479,8 @@ def test_a_flood_in_one_namespace_does_not_delay_another(tc: TenantCluster, budg
         "headerEnv",
         "caBundle",
         "targets",
-        "releaseImage",
-        "release_image",
+        "release.image",
+        "release.config_maps",
     ],
 )
 def test_the_crd_refuses_or_prunes_cli_only_fields(
@@ -495,7 +495,9 @@ def test_the_crd_refuses_or_prunes_cli_only_fields(
     from kubernetes.client.exceptions import ApiException
 
     monkeypatch.setenv("ARTIFACTCHECK_TEST_SECRET", SECRET)
-    body_spec = json.loads(json.dumps(spec).replace("TOKEN", token_file))
+    body_spec = json.loads(
+        json.dumps(spec).replace("TOKEN", token_file).replace("RELEASES", tc.release_template_url)
+    )
     tc.add_pod()
     obj = {
         "apiVersion": "artifactcheck.io/v1alpha1",
@@ -504,7 +506,7 @@ def test_the_crd_refuses_or_prunes_cli_only_fields(
         "spec": {
             "kubernetes": {"namespace": tc.namespace, "selector": "app=web", "port": tc.port},
             "cdn": tc.cdn_url,
-            "releaseManifest": [tc.release_template_url],
+            "release": {"manifests": [tc.release_template_url]},
             "interval": 0.3,
             **body_spec,
         },

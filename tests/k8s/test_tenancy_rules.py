@@ -71,7 +71,7 @@ def good(**extra: Any) -> dict[str, Any]:
     """A spec the admin configuration above accepts in namespace shop."""
     spec: dict[str, Any] = {
         "kubernetes": {"namespace": "shop", "selector": "app=web"},
-        "release_manifest": RELEASES,
+        "release": {"manifests": RELEASES},
         "cdn": CDN,
         "interval": 60,
     }
@@ -122,13 +122,19 @@ def test_no_kubernetes_section_selects_the_own_namespace() -> None:
         ),
         (good(http={"ca_bundle": "/etc/shadow"}), ("spec.http.ca_bundle", "LocalFileRefused")),
         (good(http={"transport": "http1"}), ("spec.http.transport", "TransportRefused")),
-        (good(release_manifest="/etc/passwd"), ("spec.release_manifest[0]", "LocalPathRefused")),
         (
-            good(release_manifest=[RELEASES, "releases/1.4.1.json"]),
-            ("spec.release_manifest[1]", "LocalPathRefused"),
+            good(release={"manifests": "/etc/passwd"}),
+            ("spec.release.manifests[0]", "LocalPathRefused"),
         ),
-        (good(release_image="web:{version}"), ("spec.release_image", "ReleaseImageRefused")),
-        (good(release_image_path="/srv"), ("spec.release_image_path", "ReleaseImageRefused")),
+        (
+            good(release={"manifests": [RELEASES, "releases/1.4.1.json"]}),
+            ("spec.release.manifests[1]", "LocalPathRefused"),
+        ),
+        (
+            good(release={"image": {"reference": "web:{version}"}}),
+            ("spec.release.image", "ReleaseImageRefused"),
+        ),
+        (good(release_image_path="/srv"), ("spec.release_image_path", "RetiredField")),
         (good(targets=[{"url": "http://10.0.0.1/"}]), ("spec.targets", "BareTargetsRefused")),
         (good(docker={"labels": ["a=b"]}), ("spec.docker", "DockerRefused")),
         (
@@ -149,24 +155,24 @@ def test_no_kubernetes_section_selects_the_own_namespace() -> None:
         (good(cdn="https://cdn.shop.example.com@evil.example/"), ("spec.cdn", "EgressNotAllowed")),
         (good(cdn="https://cdn.shop.example.com.evil.example/"), ("spec.cdn", "EgressNotAllowed")),
         (
-            good(release_manifest="https://cdn.shop.example.com/../admin/{version}.json"),
-            ("spec.release_manifest[0]", "EgressNotAllowed"),
+            good(release={"manifests": "https://cdn.shop.example.com/../admin/{version}.json"}),
+            ("spec.release.manifests[0]", "EgressNotAllowed"),
         ),
         (
-            good(release_manifest="https://{version}.cdn.shop.example.com/x.json"),
-            ("spec.release_manifest[0]", "EgressNotAllowed"),
+            good(release={"manifests": "https://{version}.cdn.shop.example.com/x.json"}),
+            ("spec.release.manifests[0]", "EgressNotAllowed"),
         ),
         (
-            good(release_manifest="https://cdn.shop.example.com{version}/x.json"),
-            ("spec.release_manifest[0]", "EgressNotAllowed"),  # the version would be the host
+            good(release={"manifests": "https://cdn.shop.example.com{version}/x.json"}),
+            ("spec.release.manifests[0]", "EgressNotAllowed"),  # the version would be the host
         ),
         (good(cdn="https://me:pw@cdn.shop.example.com/"), ("spec.cdn", "EgressNotAllowed")),
         (good(cdn="https://assets.example.com/other/"), ("spec.cdn", "EgressNotAllowed")),
         (good(cdn="https://assets.example.com/shopping/"), ("spec.cdn", "EgressNotAllowed")),
         (good(cdn="https://files.example.com/shopping/"), ("spec.cdn", "EgressNotAllowed")),
         (
-            good(release_manifest="https://releases.billing.example.com/{version}.json"),
-            ("spec.release_manifest[0]", "EgressNotAllowed"),  # allowed for billing only
+            good(release={"manifests": "https://releases.billing.example.com/{version}.json"}),
+            ("spec.release.manifests[0]", "EgressNotAllowed"),  # allowed for billing only
         ),
         (
             good(http={"credentials": ["nope"]}),
@@ -227,7 +233,7 @@ def test_url_prefixes_allow_what_is_under_them(url: str) -> None:
 
 
 def test_namespace_scoped_egress_rule() -> None:
-    spec = good(release_manifest="https://releases.billing.example.com/{version}.json")
+    spec = good(release={"manifests": "https://releases.billing.example.com/{version}.json"})
     spec.pop("kubernetes")
     assert admit("billing", spec, ADMIN).accepted
 
@@ -235,7 +241,7 @@ def test_namespace_scoped_egress_rule() -> None:
 def test_the_strict_default_grants_nothing() -> None:
     result = admit("shop", good(), AdminConfig())
     assert {(r.field, r.rule) for r in result.refusals} == {
-        ("spec.release_manifest[0]", "EgressNotAllowed"),
+        ("spec.release.manifests[0]", "EgressNotAllowed"),
         ("spec.cdn", "EgressNotAllowed"),
     }
     consensus = admit("shop", {"interval": 60}, AdminConfig())
@@ -374,7 +380,7 @@ def test_release_directories_granted_by_the_admin() -> None:
     )
 
     def ok(path: str, namespace: str = "shop") -> bool:
-        return admit(namespace, {"release_manifest": path, "interval": 60}, config).accepted
+        return admit(namespace, {"release": {"manifests": path}, "interval": 60}, config).accepted
 
     assert ok("/etc/artifactcheck/releases/shop/{version}.json")
     assert ok("/etc/artifactcheck/releases/shop/v/{version}/artifactcheck.json")

@@ -30,7 +30,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from artifactcheck.judge.decide import EVIDENCE, FAIL_OPEN_VERDICTS, GOOD, Decision, History, decide
+from artifactcheck.judge.decide import EVIDENCE, Decision, History, decide
 from artifactcheck.model.settings import PolicySettings
 from artifactcheck.model.values import (
     ActionKind,
@@ -41,6 +41,7 @@ from artifactcheck.model.values import (
     Verdict,
     VersionSignal,
 )
+from artifactcheck.model.verdicts import FAIL_OPEN_VERDICTS, MAY_BE_RIGHT
 
 WORKLOADS = ("web-7f9c", "api-55d1")
 QUARANTINED = "artifactcheck.io/quarantined"
@@ -279,7 +280,7 @@ class SafetyMachine(RuleBasedStateMachine):
                 assert policy.mode != "report"
                 assert r.verdict not in (Verdict.INCONCLUSIVE, Verdict.UNREACHABLE)
             if action.kind is ActionKind.RELEASE:
-                verified = r.verdict in GOOD and r.verified
+                verified = r.verdict in MAY_BE_RIGHT and r.verified
                 assert verified != action.fail_open, (r, action)
                 assert action.fail_open == ("failing open" in action.reason), action
                 if was[action.target]:  # undoing a quarantine: only on content proven right

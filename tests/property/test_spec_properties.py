@@ -35,7 +35,13 @@ from artifactcheck.control.crd import crd_manifest
 from artifactcheck.judge.compare import tls_findings
 from artifactcheck.judge.decide import History, decide
 from artifactcheck.model.errors import ConfigError
-from artifactcheck.model.settings import CheckSpec, camel_name, load_spec, load_spec_file
+from artifactcheck.model.settings import (
+    RETIRED_RELEASE_FIELDS,
+    CheckSpec,
+    camel_name,
+    load_spec,
+    load_spec_file,
+)
 from artifactcheck.model.values import CertInfo
 from artifactcheck.tenancy.admission import CONTROLLER_REFUSED_FIELDS
 
@@ -81,11 +87,12 @@ SPECIAL: dict[tuple[str, str], st.SearchStrategy[Any]] = {
     ("CheckSpec", "cdn"): st.none() | URL,
     # one or several, at most one of them a template, none twice (a list: the CRD form;
     # a lone string, accepted in YAML, is covered by test_one_release_manifest_as_a_string)
-    ("CheckSpec", "release_manifest"): st.builds(
+    ("ReleaseSource", "manifests"): st.none()
+    | st.builds(
         lambda concrete, template: concrete + template,
         st.lists(CONCRETE, max_size=3, unique=True),
         st.lists(TEMPLATE, max_size=1),
-    ),
+    ).filter(bool),
     ("HttpSettings", "compare_encodings"): st.lists(
         st.sampled_from(["identity", "gzip", "br", "deflate"]), min_size=1, max_size=4, unique=True
     ),
@@ -162,15 +169,15 @@ def model_doc(model: type[BaseModel]) -> st.SearchStrategy[dict[str, Any]]:
 
 
 def _one_release_source(doc: dict[str, Any]) -> dict[str, Any]:
-    """Release manifests and a release image together are refused: keep one. ConfigMaps
-    are read in the pods' namespace, so they come with a kubernetes source and alone."""
-    if doc.get("release_manifest") and doc.get("release_image"):
-        doc = {k: v for k, v in doc.items() if k != "release_image"}
-    if doc.get("release_configmaps") is not None and (
-        doc.get("release_manifest") or doc.get("release_image") or doc.get("kubernetes") is None
-    ):
-        doc = {k: v for k, v in doc.items() if k != "release_configmaps"}
-    return doc
+    """``release`` holds exactly one kind: keep the first given, or drop a release with
+    none. ConfigMaps are read in the pods' namespace, so they come with kubernetes."""
+    release = doc.get("release")
+    if release is None:
+        return doc
+    given = [(k, v) for k, v in release.items() if v is not None]
+    if not given or (given[0][0] == "config_maps" and doc.get("kubernetes") is None):
+        return {k: v for k, v in doc.items() if k != "release"}
+    return {**doc, "release": dict(given[:1])}
 
 
 def _previous_checkable(doc: dict[str, Any]) -> dict[str, Any]:
@@ -178,7 +185,7 @@ def _previous_checkable(doc: dict[str, Any]) -> dict[str, Any]:
     release source to load them from, and none of them the desired version: else drop."""
     previous = doc.get("previous_versions") or []
     where = doc.get("cdn") or doc.get("previous_on_instances")
-    source = any(doc.get(n) for n in ("release_manifest", "release_image", "release_configmaps"))
+    source = doc.get("release") is not None
     if previous and (not where or not source or doc.get("desired_version") in previous):
         doc = {k: v for k, v in doc.items() if k != "previous_versions"}
     return doc
@@ -334,18 +341,22 @@ def test_infinite_nan_and_absurd_numbers_are_refused(doc: dict[str, Any], field:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [("/r/{version}.json", ["/r/{version}.json"]), (None, []), (["/a.json"], ["/a.json"])],
+    [("/r/{version}.json", ["/r/{version}.json"]), (["/a.json"], ["/a.json"])],
 )
 def test_one_release_manifest_as_a_string(value: Any, expected: list[str]) -> None:
-    assert load_spec({"release_manifest": value}).release_manifest == expected
+    spec = load_spec({"release": {"manifests": value}})
+    assert spec.release is not None and spec.release.manifests == expected
 
 
 @pytest.mark.parametrize(
     ("doc", "problem"),
     [
-        ({"release_manifest": ["/a/{version}.json", "/b/{version}.json"]}, "at most one"),
-        ({"release_manifest": ["/a.json", "/a.json"]}, "twice"),
-        ({"release_manifest": ["/a.json"], "release_image": "web:{version}"}, "combined"),
+        ({"release": {"manifests": ["/a/{version}.json", "/b/{version}.json"]}}, "at most one"),
+        ({"release": {"manifests": ["/a.json", "/a.json"]}}, "twice"),
+        (
+            {"release": {"manifests": ["/a.json"], "image": {"reference": "web:{version}"}}},
+            "not manifests and image",
+        ),
         ({"targets": [{"url": "http://a/", "version": "../1"}]}, "not a version"),
         ({"http": {"headers": {"X-A": "b\r\nX-B: c"}}}, "control character"),
         ({"http": {"headers": {"X A": "b"}}}, "not an RFC 9110 token"),
@@ -583,7 +594,10 @@ def test_every_model_field_is_in_the_crd() -> None:
         model: type[BaseModel], schema: Mapping[str, Any], where: tuple[str, ...] = ()
     ) -> Callable[[], None]:
         wanted = {n for n in model.model_fields if not _refused(where, n)}
-        assert {camel_name(n) for n in wanted} == set(schema["properties"]), model.__name__
+        # the retired 0.2 fields stay, unpruned, for the controller to refuse by name
+        retired = {camel_name(n) for n in RETIRED_RELEASE_FIELDS} if not where else set()
+        offered = set(schema["properties"]) - retired
+        assert {camel_name(n) for n in wanted} == offered, model.__name__
         hints = typing.get_type_hints(model)
         for name in sorted(wanted):
             kind = hints[name]

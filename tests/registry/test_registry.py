@@ -21,7 +21,7 @@ from artifactcheck.manifests import native
 from artifactcheck.model.errors import ConfigError, ExpectationUnavailable, ManifestError
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.release.registry import ImageLimits, RegistryOptions, RegistryReader
-from artifactcheck.release.sources import build_expectations
+from artifactcheck.release.wiring import build_expectations
 
 from .conftest import (
     LAYER_TAR,
@@ -459,15 +459,12 @@ def test_registry_down_through_build_expectations(tmp_path: Path) -> None:
     down = f"127.0.0.1:{_closed_port()}"
     spec = CheckSpec(
         targets=[{"url": "http://127.0.0.1:1/", "version": "1.0.0"}],
-        release_image=f"{down}/web:{{version}}",
+        release={"image": {"reference": f"{down}/web:{{version}}"}},
     )
-    from artifactcheck.manifests.limits import DEFAULT_LIMITS
-
     expectations = build_expectations(
         spec,
-        None,
-        limits=DEFAULT_LIMITS,
-        read_image=reader(down),  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        read_image=reader(down),
     )
     assert expectations is not None
     got = asyncio.run(expectations.get("1.0.0"))

@@ -1,8 +1,8 @@
-"""The registry reader wired into the pipeline (skipped until settings/pipeline carry it).
+"""The registry reader wired into the pipeline.
 
-``release.wiring.build_expectations`` owns the choice of image reader; the wiring it needs
-(``release_image_source``, ``registry_*`` settings) is described in
-docs/release-sources.md. This test turns itself on when ``CheckSpec`` has the field.
+``release.wiring.build_expectations`` owns the choice of image reader; the settings it
+reads (``release.image.source``, ``release.image.registry``) are described in
+docs/release-sources.md.
 """
 
 from __future__ import annotations
@@ -22,8 +22,12 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 def test_pipeline_reads_release_image_from_registry(pushed: Any, registry: Any) -> None:
     spec = CheckSpec(
         targets=[{"url": "http://127.0.0.1:1/", "version": "1.0.0"}],
-        release_image=f"{registry.host}/web:{{version}}",
-        registry_insecure=[registry.host],
+        release={
+            "image": {
+                "reference": f"{registry.host}/web:{{version}}",
+                "registry": {"insecure": [registry.host]},
+            }
+        },
     )
     expectations = wiring.build_expectations(spec, None)  # type: ignore[arg-type]
     assert expectations is not None
@@ -36,7 +40,10 @@ def test_pipeline_reads_release_image_from_registry(pushed: Any, registry: Any) 
     missing = asyncio.run(expectations.get("9.9.9"))
     assert missing.manifest is None and "404" in (missing.error or "")
     # not listed as insecure: https only, so unavailable (inconclusive), never a crash
-    strict = spec.model_copy(update={"registry_insecure": []})
+    strict = CheckSpec(
+        targets=[{"url": "http://127.0.0.1:1/", "version": "1.0.0"}],
+        release={"image": {"reference": f"{registry.host}/web:{{version}}"}},
+    )
     refused = wiring.build_expectations(strict, None)  # type: ignore[arg-type]
     assert refused is not None
     got2 = asyncio.run(refused.get("1.0.0"))

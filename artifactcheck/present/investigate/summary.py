@@ -10,6 +10,7 @@ from artifactcheck.model.values import (
     InstanceResult,
     Verdict,
 )
+from artifactcheck.model.verdicts import CDN_WRONG, VERDICTS
 from artifactcheck.present.investigate.assets import _mixed_with
 from artifactcheck.present.investigate.siblings import _where_and_when
 from artifactcheck.present.investigate.view_models import AssetRow, Siblings
@@ -99,10 +100,11 @@ def _verdict_clauses(
         return [f"{name}'s {conflict}"]
     if verdict is Verdict.DRIFT:
         return [f"{name} serves release {v} as it reports, but the desired version is {desired}"]
-    if verdict in (Verdict.CDN_MISSING, Verdict.CDN_MISMATCH):
+    if verdict in CDN_WRONG:
         return _cdn_verdict_clauses(result, rows)
-    if verdict is Verdict.INCONCLUSIVE:
-        return [f"{name} reports {v or '(no version)'} but could not be judged: {result.reason}"]
+    if verdict is not Verdict.CONSISTENT:  # no clause of its own (inconclusive): its words
+        meaning = VERDICTS[verdict].meaning
+        return [f"{name} reports {v or '(no version)'} but {meaning}: {result.reason}"]
     same = sum(1 for r in rows if r.state == "same")
     how = f"release {v}" if result.reason.startswith("serves release") else "its siblings"
     return [f"{name} reports {v} and serves {how} ({plural(same, 'file')} verified)"]
