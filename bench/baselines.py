@@ -31,6 +31,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from artifactcheck.present.report import assets
 
 from .common import Measured, fleet_server, log, machine, run_measured, save, tool_env
@@ -54,6 +56,20 @@ def urls_of(report: dict[str, Any]) -> list[str]:
 def curl_config(urls: list[str], out: Path) -> str:
     """curl's ``-K`` file: each URL with an output file of its own."""
     return "".join(f'url = "{u}"\noutput = "{out}/{i:05d}"\n' for i, u in enumerate(urls))
+
+
+def spec_for(tree: Path, spec: Path, work: Path) -> Path:
+    """The spec file for the tree in ``tree``: ``spec`` itself, or for a tree from before
+    the release source was ``release: {manifests: [...]}``, the same spec with the
+    ``release_manifest:`` key that tree reads."""
+    settings = (tree / "artifactcheck" / "model" / "settings.py").read_text(encoding="utf-8")
+    if "release_manifest" not in settings or "ReleaseSource" in settings:
+        return spec
+    doc = yaml.safe_load(spec.read_text(encoding="utf-8"))
+    doc["release_manifest"] = doc.pop("release")["manifests"][0]
+    legacy = work / "spec-before.yaml"
+    legacy.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return legacy
 
 
 def sums(text: str) -> list[str]:
@@ -103,8 +119,11 @@ def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
             "floor": floor,
         }
         if args.before is not None:
+            before_spec = spec_for(args.before, spec, work)
             commands = {
-                "before": lambda: run_tool(spec, work / "before.json", args.timeout, args.before),
+                "before": lambda: run_tool(
+                    before_spec, work / "before.json", args.timeout, args.before
+                ),
                 **commands,
             }
         for name, command in commands.items():  # warm-up: page cache, byte-code caches
