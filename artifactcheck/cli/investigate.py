@@ -44,7 +44,7 @@ from artifactcheck.model.errors import ArtifactCheckError, ConfigError
 
 if TYPE_CHECKING:  # httpx, aiohttp and pydantic load in the commands, not for --help
     from artifactcheck.model.settings import CheckSpec
-    from artifactcheck.present.investigate import FleetView, Investigation
+    from artifactcheck.present.oncall import FleetView, Investigation
 
 
 # --------------------------------------------------------------------------- options
@@ -218,7 +218,7 @@ def _watch(
     from rich.live import Live
 
     from artifactcheck.cli.investigation_run import collect_fleet
-    from artifactcheck.present.views import fleet_renderable
+    from artifactcheck.present.view_tables import fleet_renderable
 
     console = console or make_console()
     tables = any(kind == "table" for kind, _ in outputs)

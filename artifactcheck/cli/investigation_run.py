@@ -5,7 +5,7 @@ The same check as ``verify`` (same engine, same exit codes) over every file of e
 instance, then what a report does not hold: the CDN's answers, the certificates, the
 target pod's Events and, for ``--diff``, each mismatching file fetched again. The
 fetching is :mod:`artifactcheck.observe.investigation`'s and the pure view building
-:mod:`artifactcheck.present.investigate`'s; this module puts the pipeline, both and
+:mod:`artifactcheck.present.oncall`'s; this module puts the pipeline, both and
 the Kubernetes Events together, which only a layer above all of them may do. The
 commands (:mod:`artifactcheck.cli.investigate`) parse options and present.
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from artifactcheck.model.errors import ArtifactCheckError
 from artifactcheck.model.values import Fetched, Instance, Manifest, Report
-from artifactcheck.present.investigate import (
+from artifactcheck.present.oncall import (
     DiffPlan,
     DiffView,
     FleetView,

@@ -69,7 +69,7 @@ def _setup_logging(verbose: int, json_logs: bool = False) -> None:
 class _LazyGroup(click.Group):
     """The CLI's group, with ``investigate`` and ``fleet`` imported only when asked for.
 
-    Their view models (``artifactcheck.present.investigate``) are a quarter of the imports
+    Their view models (``artifactcheck.present.oncall``) are a quarter of the imports
     of every start-up, and ``verify`` (run by CI, gates and cron jobs) never needs them.
     Loaded, they get the same :func:`guard_repeats` as every other command.
     """

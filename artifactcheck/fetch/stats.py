@@ -41,7 +41,7 @@ class FetchStats:
     per_host: dict[str, HostStats] = field(default_factory=dict)
 
     def add(self, other: FetchStats) -> None:
-        """Add another Fetcher's counts (a forked observer's, artifactcheck.observe.processes);
+        """Add another Fetcher's counts (an observing process's, artifactcheck.observe.pool);
         its peaks count as peaks, not sums."""
         self.requests += other.requests
         self.first_attempts += other.first_attempts

@@ -84,7 +84,7 @@ class ArtifactCheckError(Exception):
 class ConfigError(ArtifactCheckError):
     """Bad configuration or command-line input; the message names the field.
 
-    ``field`` is the CheckSpec field path the problem is about (``release_manifest``,
+    ``field`` is the CheckSpec field path the problem is about (``release.manifests``,
     ``http.max_connections``), kept apart from ``detail`` so the command line can name
     the flag that set the value instead of a model field the user never typed.
     """

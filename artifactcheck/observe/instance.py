@@ -73,8 +73,9 @@ class _Reported:
 
 class ReleaseLookup(Protocol):
     """Where an Observer gets the expected release of a version: the run's
-    :class:`~artifactcheck.release.sources.Expectations`, or, in a forked observer
-    (:mod:`artifactcheck.observe.processes`), the parent's, asked over a pipe."""
+    :class:`~artifactcheck.release.sources.Expectations`, or, in an observing process
+    (:mod:`artifactcheck.observe.pool`), its owner's, asked over a pipe; the previous
+    releases' observer (:mod:`artifactcheck.observe.previous_release`) asks the same."""
 
     async def get(self, version: str) -> Expectation: ...
 

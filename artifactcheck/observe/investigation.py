@@ -4,7 +4,7 @@ The on-call commands run the same check as ``verify`` and then show more than a 
 holds: what the CDN answered for each asset, the certificates the target and the CDN
 present, and for ``--diff`` the bytes of a mismatching file, served and expected. This
 module fetches those; building the views from them is
-:mod:`artifactcheck.present.investigate`'s (pure), and running the check and putting
+:mod:`artifactcheck.present.oncall`'s (pure), and running the check and putting
 both together is :mod:`artifactcheck.cli.investigation_run`'s, the layer that may call
 the pipeline and the views alike.
 """

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from artifactcheck.model.names import ANNOTATION_PREFIX
 from artifactcheck.model.values import Finding, Verdict
-from artifactcheck.present.investigate import age, clock, short, view_models
+from artifactcheck.present.oncall import age, clock, short, view_models
 from artifactcheck.present.report import SEVERITY_STYLE, VERDICT_STYLE, hashes_note
 
 #: Like ``box.SIMPLE`` but pure ASCII, for output that is piped into tickets and logs.

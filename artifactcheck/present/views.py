@@ -1,6 +1,6 @@
 """The on-call views for machines (versioned JSON) and the entry points that draw them.
 
-The same view model (:mod:`artifactcheck.present.investigate`) feeds the JSON documents
+The same view model (:mod:`artifactcheck.present.oncall`) feeds the JSON documents
 here and the tables of :mod:`artifactcheck.present.view_tables`, so what a human reads and
 what a script parses never disagree. The documents carry a ``schema`` name
 (``artifactcheck/investigate/v1``, ``artifactcheck/fleet/v1``) whose JSON Schema ships in
@@ -18,7 +18,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from artifactcheck.present.investigate import (
+from artifactcheck.present.oncall import (
     FLEET_SCHEMA,
     INVESTIGATE_SCHEMA,
     AssetRow,
@@ -30,7 +30,7 @@ from artifactcheck.present.investigate import (
 from artifactcheck.present.report import finding_json
 
 if TYPE_CHECKING:
-    from rich.console import Console, RenderableType
+    from rich.console import Console
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 
@@ -43,29 +43,19 @@ def view_schema_path(name: str) -> Path:
 # --------------------------------------------------------------------------- tables
 
 
-def investigation_renderables(inv: Investigation, console: Console) -> list[RenderableType]:
-    """Every section of an investigation, summary first, as rich renderables."""
-    from artifactcheck.present import view_tables
-
-    return view_tables.investigation_renderables(inv, console)
-
-
 def render_investigation(inv: Investigation, console: Console) -> None:
     """Print an investigation: summary, signals, manifest, assets, TLS, pod, diffs."""
-    for item in investigation_renderables(inv, console):
+    from artifactcheck.present import view_tables  # rich loads only when a table is drawn
+
+    for item in view_tables.investigation_renderables(inv, console):
         console.print(item)
-
-
-def fleet_renderable(view: FleetView, console: Console) -> RenderableType:
-    """The fleet view as one renderable, so ``--watch`` can redraw it in place."""
-    from artifactcheck.present import view_tables
-
-    return view_tables.fleet_renderable(view, console)
 
 
 def render_fleet(view: FleetView, console: Console) -> None:
     """Print the fleet view once."""
-    console.print(fleet_renderable(view, console))
+    from artifactcheck.present import view_tables
+
+    console.print(view_tables.fleet_renderable(view, console))
 
 
 # --------------------------------------------------------------------------- JSON

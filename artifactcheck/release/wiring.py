@@ -7,7 +7,7 @@ the local Docker engine, ConfigMaps from the cluster), so ``verify``, ``investig
 the controller get the same source from the same spec. A new kind of source is a model
 in ``model/settings.py`` and a case here with its reader; the controller refuses it
 until :data:`artifactcheck.tenancy.admission.CONTROLLER_RELEASE_KINDS` admits it
-(docs/recipes/new-release-source.md).
+(CONTRIBUTING.md, "A new kind of release source").
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def test_verify_starts_without_the_modules_it_does_not_use() -> None:
         "import sys\n"
         "import artifactcheck.cli.main, artifactcheck.pipeline, artifactcheck.release.registry\n"
         "import httpx\n"
-        "unused = ('rich', 'pygments', 'httpx._main', 'artifactcheck.present.investigate')\n"
+        "unused = ('rich', 'pygments', 'httpx._main', 'artifactcheck.present.oncall')\n"
         "print(sorted(m for m in unused if sys.modules.get(m) is not None))\n"
         "print(callable(httpx.main))\n"
     )

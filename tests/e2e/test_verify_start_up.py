@@ -68,7 +68,7 @@ UNUSED = (
     "httpx_aiohttp",
     "kubernetes",
     "docker",
-    "artifactcheck.present.investigate",
+    "artifactcheck.present.oncall",
     "artifactcheck.present.views",
     "artifactcheck.clients.kube",
     "artifactcheck.clients.docker",

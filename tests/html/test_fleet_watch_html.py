@@ -9,8 +9,8 @@ from pathlib import Path
 from rich.console import Console
 
 from artifactcheck.cli.investigate import _watch, parse_outputs
-from artifactcheck.present.investigate.builders import build_fleet
-from artifactcheck.present.investigate.view_models import FleetView
+from artifactcheck.present.oncall.builders import build_fleet
+from artifactcheck.present.oncall.view_models import FleetView
 from bench.html_report import build
 
 

@@ -13,7 +13,7 @@ from artifactcheck.cli.investigate import _watch, parse_outputs
 from artifactcheck.cli.investigation_run import collect_fleet
 from artifactcheck.model.errors import DependencyError
 from artifactcheck.model.settings import CheckSpec, load_spec
-from artifactcheck.present.investigate import FleetView
+from artifactcheck.present.oncall import FleetView
 
 
 def test_odd_group_jumps_out(make_fleet, config, cli) -> None:

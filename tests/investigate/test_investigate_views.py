@@ -21,7 +21,7 @@ from artifactcheck.cli.investigation_run import collect_fleet, collect_investiga
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import load_spec
 from artifactcheck.model.values import Instance, InstanceResult, Report, Verdict, VersionSignal
-from artifactcheck.present.investigate import (
+from artifactcheck.present.oncall import (
     FleetView,
     Investigation,
     PodEvent,

@@ -14,7 +14,7 @@ import sys
 PROBE = """
 import sys
 from datetime import UTC, datetime
-from artifactcheck.present.investigate import FleetView
+from artifactcheck.present.oncall import FleetView
 from artifactcheck.present.views import dumps, fleet_json, render_fleet
 
 view = FleetView(noun="instances", total=0, groups=(), headlines=(), counts={}, notes=(),

@@ -1,6 +1,6 @@
 """Release images read from an OCI registry over the distribution API, with no Docker.
 
-``release_image`` through a local Docker engine cannot work in a cluster (no socket,
+``release.image`` through a local Docker engine cannot work in a cluster (no socket,
 and no business pulling images into a node). This module reads the image the way a
 registry client does: ``GET /v2/<repo>/manifests/<ref>`` (an image index or Docker
 manifest list is resolved to linux/amd64, or to its only image), then every layer

@@ -1,6 +1,6 @@
 """Image references, ``host[:port]/repository[:tag][@sha256:digest]``, parsed and checked.
 
-A reference is configuration (``release_image``, expanded with the reported version),
+A reference is configuration (``release.image.reference``, expanded with the reported version),
 so one that cannot be right is a ConfigError before any request. The registry host is
 never defaulted (``shop/web`` would silently mean Docker Hub), and only sha256 digests
 are accepted, because a pinned manifest is checked by hashing its bytes.

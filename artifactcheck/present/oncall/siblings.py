@@ -11,8 +11,8 @@ from artifactcheck.model.values import (
     InstanceResult,
     Report,
 )
-from artifactcheck.present.investigate.view_models import Siblings
-from artifactcheck.present.investigate.words import clock, join_words, noun_for
+from artifactcheck.present.oncall.view_models import Siblings
+from artifactcheck.present.oncall.words import clock, join_words, noun_for
 
 
 def _does_the_same(target: InstanceResult, other: InstanceResult) -> bool:

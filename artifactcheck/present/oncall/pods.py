@@ -10,7 +10,7 @@ from artifactcheck.model.values import (
     CertInfo,
     Instance,
 )
-from artifactcheck.present.investigate.view_models import PodEvent, PodView, TlsView
+from artifactcheck.present.oncall.view_models import PodEvent, PodView, TlsView
 
 
 def tls_view(

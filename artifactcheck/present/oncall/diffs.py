@@ -11,7 +11,7 @@ from artifactcheck.model.values import (
     Fetched,
     Report,
 )
-from artifactcheck.present.investigate.view_models import DiffView, Investigation
+from artifactcheck.present.oncall.view_models import DiffView, Investigation
 
 _BREAK = re.compile(r"(?<=[;{}])")
 

@@ -7,7 +7,7 @@ from artifactcheck.model.values import (
     InstanceResult,
     Verdict,
 )
-from artifactcheck.present.investigate.view_models import SignalRow
+from artifactcheck.present.oncall.view_models import SignalRow
 
 
 def signal_rows(result: InstanceResult) -> tuple[tuple[SignalRow, ...], bool]:

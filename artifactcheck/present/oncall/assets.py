@@ -20,7 +20,7 @@ from artifactcheck.model.values import (
     InstanceResult,
     Manifest,
 )
-from artifactcheck.present.investigate.view_models import (
+from artifactcheck.present.oncall.view_models import (
     AssetRow,
     Evidence,
     ManifestComparison,

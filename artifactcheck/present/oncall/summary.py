@@ -11,10 +11,10 @@ from artifactcheck.model.values import (
     Verdict,
 )
 from artifactcheck.model.verdicts import CDN_WRONG, VERDICTS
-from artifactcheck.present.investigate.assets import _mixed_with
-from artifactcheck.present.investigate.siblings import _where_and_when
-from artifactcheck.present.investigate.view_models import AssetRow, Siblings
-from artifactcheck.present.investigate.words import file_names, join_words, plural
+from artifactcheck.present.oncall.assets import _mixed_with
+from artifactcheck.present.oncall.siblings import _where_and_when
+from artifactcheck.present.oncall.view_models import AssetRow, Siblings
+from artifactcheck.present.oncall.words import file_names, join_words, plural
 
 
 def _cdn_clause(changed: Sequence[AssetRow], others_missing: Sequence[AssetRow]) -> str:

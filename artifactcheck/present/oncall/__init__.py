@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from artifactcheck.judge.answers import short
 from artifactcheck.judge.order import natural
-from artifactcheck.present.investigate.assets import asset_rows, manifest_comparison
-from artifactcheck.present.investigate.builders import build_fleet, build_investigation
-from artifactcheck.present.investigate.diffs import DiffPlan, diff_plans, text_diff
-from artifactcheck.present.investigate.pods import pod_view, tls_view
-from artifactcheck.present.investigate.siblings import siblings
-from artifactcheck.present.investigate.signals import signal_rows
-from artifactcheck.present.investigate.summary import summarise
-from artifactcheck.present.investigate.target import find_target, unknown_target
-from artifactcheck.present.investigate.view_models import (
+from artifactcheck.present.oncall.assets import asset_rows, manifest_comparison
+from artifactcheck.present.oncall.builders import build_fleet, build_investigation
+from artifactcheck.present.oncall.diffs import DiffPlan, diff_plans, text_diff
+from artifactcheck.present.oncall.pods import pod_view, tls_view
+from artifactcheck.present.oncall.siblings import siblings
+from artifactcheck.present.oncall.signals import signal_rows
+from artifactcheck.present.oncall.summary import summarise
+from artifactcheck.present.oncall.target import find_target, unknown_target
+from artifactcheck.present.oncall.view_models import (
     FLEET_SCHEMA,
     INVESTIGATE_SCHEMA,
     TEXT_SUFFIXES,
@@ -40,7 +40,7 @@ from artifactcheck.present.investigate.view_models import (
     SignalRow,
     TlsView,
 )
-from artifactcheck.present.investigate.words import (
+from artifactcheck.present.oncall.words import (
     age,
     clock,
     file_names,

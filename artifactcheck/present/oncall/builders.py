@@ -17,25 +17,25 @@ from artifactcheck.model.values import (
     Report,
     Verdict,
 )
-from artifactcheck.present.investigate.assets import asset_rows, manifest_comparison
-from artifactcheck.present.investigate.notes import (
+from artifactcheck.present.oncall.assets import asset_rows, manifest_comparison
+from artifactcheck.present.oncall.notes import (
     _dedupe,
     _fleet_notes,
     _instance_notes,
     _sampled_files,
 )
-from artifactcheck.present.investigate.pods import pod_view
-from artifactcheck.present.investigate.siblings import siblings
-from artifactcheck.present.investigate.signals import signal_rows
-from artifactcheck.present.investigate.summary import summarise
-from artifactcheck.present.investigate.view_models import (
+from artifactcheck.present.oncall.pods import pod_view
+from artifactcheck.present.oncall.siblings import siblings
+from artifactcheck.present.oncall.signals import signal_rows
+from artifactcheck.present.oncall.summary import summarise
+from artifactcheck.present.oncall.view_models import (
     FleetGroup,
     FleetView,
     Investigation,
     PodEvent,
     TlsView,
 )
-from artifactcheck.present.investigate.words import _verb, noun_for
+from artifactcheck.present.oncall.words import _verb, noun_for
 
 
 def build_investigation(
