@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import select
 from collections import deque
+from collections.abc import Callable
 from typing import Final, cast
 
 from artifactcheck.fetch.error_kinds import (
@@ -60,6 +61,28 @@ def pending(transport: asyncio.BaseTransport) -> bool:
     return bool(readable)
 
 
+def _poller_of(transport: asyncio.BaseTransport) -> Callable[[int], list[tuple[int, int]]] | None:
+    """The ``poll`` of a poll object watching the socket under ``transport`` for what
+    :func:`pending` looks for, or None (no socket, no ``poll()``: :func:`pending` then).
+
+    Made once per connection: a connection is asked whether it is still silent twice
+    per request (back to the pool, out of it), and the socket lookup and a new poll
+    object each time cost more than the system call.
+    """
+    sock = transport.get_extra_info("socket")
+    if sock is None or not hasattr(select, "poll"):
+        return None
+    try:
+        fd = sock.fileno()
+    except (OSError, ValueError):
+        return None
+    if fd < 0:
+        return None
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLPRI)
+    return poller.poll
+
+
 class Connection(asyncio.Protocol):
     """One HTTP/1.1 connection: received bytes are queued as they arrive (no copy).
 
@@ -84,10 +107,12 @@ class Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
         self.lost = False  # connection_lost was called: the socket is closed
+        self._poll: Callable[[int], list[tuple[int, int]]] | None = None
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        self._poll = _poller_of(transport)
 
     def data_received(self, data: bytes) -> None:
         if self.idle or self.condemned:  # unsolicited: never parsed, never reused
@@ -120,16 +145,16 @@ class Connection(asyncio.Protocol):
     # -- reading
     @property
     def usable(self) -> bool:
-        """Open and silent, also at the socket: safe to send the next request on."""
+        """Open and silent, also at the socket: safe to send the next request on.
+
+        The socket is polled last, once the transport is known open (so its descriptor
+        is still this connection's): through the poll object made when it connected.
+        """
         transport = self.transport
-        return (
-            not self.eof
-            and not self.condemned
-            and not self.chunks
-            and transport is not None
-            and not transport.is_closing()
-            and not pending(transport)
-        )
+        if self.eof or self.condemned or self.chunks or transport is None or transport.is_closing():
+            return False
+        poll = self._poll
+        return not (poll(0) if poll is not None else pending(transport))
 
     async def wait(self, timeout: float | None) -> None:
         """Wait until more bytes arrive or the peer closes; ReadTimeout after ``timeout``."""

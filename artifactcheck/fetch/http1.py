@@ -132,38 +132,48 @@ class RawHeaders:
     The few lookups a response needs (``get``, ``get_list``, ``[]``, ``multi_items``)
     with httpx's results: names compared lowercase, repeated values joined with ", ",
     values decoded as ascii, else utf-8, else latin-1 (for all headers alike).
+
+    Every response is looked up five or six times (evidence, framing, coding, length),
+    mostly for names it does not carry, so the values are indexed by name once, and a
+    missing name is a dictionary miss, not a scan of every header and a ``KeyError``.
     """
 
-    __slots__ = ("_items", "raw")
+    __slots__ = ("_index", "_items", "raw")
 
-    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+    def __init__(self, raw: list[tuple[bytes, bytes]], encoding: str | None = None) -> None:
+        """``encoding``: the head's, where the reader already knows it (an all-ASCII
+        head is ``"ascii"``); else found from ``raw`` as httpx finds it."""
         self.raw = raw
-        encoding = _encoding(raw)
-        self._items = [
+        if encoding is None:
+            encoding = _encoding(raw)
+        self._items = items = [
             (name.decode(encoding).lower(), value.decode(encoding)) for name, value in raw
         ]
+        index: dict[str, list[str]] = {}
+        for name, value in items:
+            index.setdefault(name, []).append(value)
+        self._index = index
 
     def multi_items(self) -> list[tuple[str, str]]:
         return list(self._items)
 
     def get_list(self, key: str, split_commas: bool = False) -> list[str]:
-        key = key.lower()
-        values = [value for name, value in self._items if name == key]
+        values = self._index.get(key.lower())
+        if values is None:
+            return []
         if not split_commas:
-            return values
+            return list(values)
         return [item.strip() for value in values for item in value.split(",")]
 
     def __getitem__(self, key: str) -> str:
-        values = self.get_list(key)
-        if not values:
+        values = self._index.get(key.lower())
+        if values is None:
             raise KeyError(key)
         return ", ".join(values)
 
     def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
+        values = self._index.get(key.lower())
+        return default if values is None else ", ".join(values)
 
 
 class Reply:
@@ -425,7 +435,7 @@ class Http1Transport(_TransportBase):
         _scheme, host, port, _name = conn.key
         assert conn.transport is not None
         conn.transport.write(proxy.connect_request(host, port))
-        status, reason, _headers, _http11 = await self._read_head(conn, None)
+        status, reason, _headers, _http11, _ascii = await self._read_head(conn, None)
         if not 200 <= status <= 299:
             raise refused(host, port, status, reason)
         if conn.size:  # the destination speaks only after our TLS hello
@@ -509,7 +519,9 @@ class Http1Transport(_TransportBase):
             assert conn.transport is not None
             conn.transport.write(payload)
             for _ in range(MAX_INTERIM + 1):
-                status, reason, headers, http11 = await self._read_head(conn, read_timeout)
+                status, reason, headers, http11, ascii_head = await self._read_head(
+                    conn, read_timeout
+                )
                 if status >= 200 or status == 101:
                     break  # 1xx interim responses are skipped
             else:  # a stream of 1xx would hold the request until its deadline
@@ -523,12 +535,15 @@ class Http1Transport(_TransportBase):
         body = Body(
             self, conn, length=length, chunked=chunked, reusable=reusable, timeout=read_timeout
         )
-        return Reply(status, reason, RawHeaders(headers), body, http11)
+        encoding = "ascii" if ascii_head else None
+        return Reply(status, reason, RawHeaders(headers, encoding), body, http11)
 
     @staticmethod
     async def _read_head(
         conn: Connection, timeout: float | None
-    ) -> tuple[int, bytes, list[tuple[bytes, bytes]], bool]:
+    ) -> tuple[int, bytes, list[tuple[bytes, bytes]], bool, bool]:
+        """(status, reason, header lines, HTTP/1.1, the whole head ASCII) of the next
+        response head on ``conn``."""
         while True:
             index = conn.find(b"\r\n\r\n", MAX_HEAD)
             if index >= 0:
@@ -540,7 +555,8 @@ class Http1Transport(_TransportBase):
                     raise closed_error(conn, "Server disconnected without sending a response.")
                 raise closed_error(conn, "connection closed in the middle of the response head")
             await conn.wait(timeout)
-        lines = conn.take(index + 4)[:-4].split(b"\r\n")
+        head = conn.take(index + 4)[:-4]
+        lines = head.split(b"\r\n")
         match = _STATUS_LINE.fullmatch(lines[0])
         if match is None:
             if lines[0].startswith((b"HTTP/1.1 ", b"HTTP/1.0 ")):  # HTTP, but no status
@@ -554,7 +570,7 @@ class Http1Transport(_TransportBase):
             if not sep or not FIELD_NAME_BYTES.fullmatch(name):
                 raise RemoteProtocolError(f"invalid header line {line[:60]!r}")
             headers.append((name, value.strip(b" \t")))
-        return int(match[2]), match[3] or b"", headers, match[1] == b"1"
+        return int(match[2]), match[3] or b"", headers, match[1] == b"1", head.isascii()
 
     async def aclose(self) -> None:
         self._closed = True

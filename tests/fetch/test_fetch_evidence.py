@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
+import httpx
+import pytest
 from rawserver import RawServer, response, serve_each
 
 from artifactcheck.fetch import headers as headers_module
@@ -64,3 +66,29 @@ def test_the_table_is_bounded_and_values_unchanged(monkeypatch) -> None:
     assert len(headers_module._KEPT) <= 4
     again = "".join(["etag-", "9"])
     assert kept_once(again) is kept[-1]
+
+
+@pytest.mark.parametrize(
+    ("head", "server"),
+    [
+        (b"HTTP/1.1 200 OK\r\nServer: nginx/\xc3\xbc\r\nX-Cache: HIT", "nginx/\u00fc"),  # utf-8
+        (b"HTTP/1.1 200 OK\r\nServer: \xff\xfe\r\nX-Cache: HIT", "\u00ff\u00fe"),  # latin-1
+        (b"HTTP/1.1 200 D\xc3\xa9j\xc3\xa0 vu\r\nServer: nginx\r\nX-Cache: HIT", "nginx"),
+    ],
+    ids=["utf-8 value", "latin-1 value", "non-ascii reason only"],
+)
+async def test_a_head_not_all_ascii_is_read_as_httpx_reads_it(
+    make_fetcher, host: Callable[[], str], head: bytes, server: str
+) -> None:
+    """The lean transport decodes an all-ASCII head as ASCII without a second look; a
+    head that is not is read as httpx reads it: utf-8, else latin-1, whole head alike."""
+    wire = head + b"\r\nContent-Length: 2\r\n\r\nok"
+    lines = [line.split(b":", 1) for line in head.split(b"\r\n")[1:]]
+    expected = httpx.Headers([(name, value.strip()) for name, value in lines])
+    with RawServer(host(), serve_each(lambda conn, request: wire)) as peer:
+        async with make_fetcher() as f:
+            got = await f.get_asset(peer.url, "app.js")
+    assert got.ok, got.error
+    assert got.headers["server"] == server == expected["server"]
+    assert got.headers["x-cache"] == expected.get("x-cache", "HIT")
+    assert got.sha256 == hashlib.sha256(b"ok").hexdigest()

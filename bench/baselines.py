@@ -1,0 +1,231 @@
+"""``verify`` against the strongest baselines: ``curl -Z`` and the raw asyncio floor.
+
+    python -m bench.baselines [--instances 200,1000] [--assets 6] [--runs 3] [--before DIR]
+
+For each fleet size, one nginx fleet (``bench.fleet_server``: a real Vite build plus
+generated chunks, 1% of the instances serving a rebuild) and, every run, in turn:
+
+- ``artifactcheck verify --output json`` (the console script, start-up included);
+- what an expert types: ``curl -s -Z --parallel-max 64 -K LIST`` (one config file
+  naming every URL and an output file for each), then ``sha256sum`` of the outputs;
+- the raw asyncio floor (``bench/floor.py``: keep-alive streams, sha256, no checks),
+  started as its own interpreter;
+- with ``--before DIR``, the tree in DIR (``git archive REV artifactcheck | tar -x -C
+  DIR``) as well, first.
+
+The baselines fetch exactly the URLs the tool requests (manifest, entry page, assets:
+read back from its JSON report) and nginx's own request counter checks each command
+made that many requests; curl's and the floor's hashes must agree. The table gives
+each command's best wall time of ``--runs`` and the tool's ratio to each baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from artifactcheck.present.report import assets
+
+from .common import Measured, fleet_server, log, machine, run_measured, save, tool_env
+from .sampled import run_tool, write_spec
+
+FLOOR = Path(__file__).resolve().parent / "floor.py"
+CURL = "curl -s -Z --parallel-max 64 -K {config} && sha256sum -- {out}/*"
+
+
+def urls_of(report: dict[str, Any]) -> list[str]:
+    """Every URL the tool requests of an instance: manifest, entry page, assets."""
+    out: list[str] = []
+    for result in report["results"]:
+        base = result["url"]
+        out.append(base + result["manifest"]["path"])
+        out.append(base)  # the entry page, read first (``pages: ['/']``, the default)
+        out += [base + a["path"] for a in assets(report, result)]
+    return out
+
+
+def curl_config(urls: list[str], out: Path) -> str:
+    """curl's ``-K`` file: each URL with an output file of its own."""
+    return "".join(f'url = "{u}"\noutput = "{out}/{i:05d}"\n' for i, u in enumerate(urls))
+
+
+def spec_for(tree: Path, spec: Path, work: Path) -> Path:
+    """The spec file for the tree in ``tree``: ``spec`` itself, or for a tree from before
+    the release source was ``release: {manifests: [...]}``, the same spec with the
+    ``release_manifest:`` key that tree reads."""
+    settings = (tree / "artifactcheck" / "model" / "settings.py").read_text(encoding="utf-8")
+    if "release_manifest" not in settings or "ReleaseSource" in settings:
+        return spec
+    doc = yaml.safe_load(spec.read_text(encoding="utf-8"))
+    doc["release_manifest"] = doc.pop("release")["manifests"][0]
+    legacy = work / "spec-before.yaml"
+    legacy.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return legacy
+
+
+def sums(text: str) -> list[str]:
+    """The sorted digests of ``sha256sum``-style lines."""
+    return sorted(line.split()[0] for line in text.splitlines() if line.strip())
+
+
+def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
+    """Every command, ``args.runs`` times, on one fleet of ``instances``."""
+    server_args = ["--instances", str(instances), "--drift", "0.01"]
+    row: dict[str, Any] = {"instances": instances, "runs": []}
+    with (
+        tempfile.TemporaryDirectory(prefix="acbench-baselines-") as tmp,
+        fleet_server(server_args) as server,
+    ):
+        work = Path(tmp)
+        spec, report_path = work / "spec.yaml", work / "report.json"
+        write_spec(spec, server.info, assets=args.assets, extra_http={})
+        log(f"baselines: {instances} instances, warm-up")
+        run_tool(spec, report_path, args.timeout)
+        report = json.loads(report_path.read_text())
+        urls = urls_of(report)
+        row["requests"] = len(urls)
+        row["verdicts"] = {k: v for k, v in report["counts"].items() if v}
+        (work / "urls.txt").write_text("\n".join(urls) + "\n")
+        out_dir = work / "curl-out"
+        (work / "curl.cfg").write_text(curl_config(urls, out_dir))
+        curl_cmd = CURL.format(config=work / "curl.cfg", out=out_dir)
+        floor_cmd = [sys.executable, str(FLOOR), str(work / "urls.txt")]
+        row["commands"] = {"curl": curl_cmd, "floor": " ".join(floor_cmd)}
+
+        def curl() -> Measured:
+            shutil.rmtree(out_dir, ignore_errors=True)
+            out_dir.mkdir()
+            with (work / "curl.sums").open("wb") as fh:
+                return run_measured(
+                    curl_cmd, stdout=fh, stderr=subprocess.DEVNULL, timeout=args.timeout
+                )
+
+        def floor() -> Measured:
+            with (work / "floor.sums").open("wb") as fh:
+                return run_measured(floor_cmd, stdout=fh, timeout=args.timeout, env=tool_env())
+
+        commands: dict[str, Any] = {
+            "artifactcheck": lambda: run_tool(spec, report_path, args.timeout),
+            "curl -Z": curl,
+            "floor": floor,
+        }
+        if args.before is not None:
+            before_spec = spec_for(args.before, spec, work)
+            commands = {
+                "before": lambda: run_tool(
+                    before_spec, work / "before.json", args.timeout, args.before
+                ),
+                **commands,
+            }
+        for name, command in commands.items():  # warm-up: page cache, byte-code caches
+            if name != "artifactcheck":
+                command()
+        if sums((work / "curl.sums").read_text()) != sums((work / "floor.sums").read_text()):
+            raise SystemExit("curl -Z and the floor hashed different bytes")
+        for i in range(args.runs):
+            run: dict[str, Any] = {}
+            for name, command in commands.items():
+                n0 = server.nginx_requests()
+                measured = command()
+                n1 = server.nginx_requests()
+                if measured.returncode not in (0, 1):  # verify exits 1 on the drifted 1%
+                    raise SystemExit(f"{name} exited {measured.returncode}")
+                requests = None if n0 is None or n1 is None else n1 - n0 - 1
+                if requests != len(urls):
+                    raise SystemExit(f"{name} made {requests} requests, not {len(urls)}")
+                measured.extra = {"server_requests": requests}
+                run[name] = measured.as_dict()
+            result_lines = len(sums((work / "floor.sums").read_text()))
+            if result_lines != len(urls):
+                raise SystemExit(f"the floor hashed {result_lines} bodies, not {len(urls)}")
+            log(
+                f"  run {i + 1}: "
+                + ", ".join(f"{k} {v['wall']:.2f}s (cpu {v['cpu']:.2f}s)" for k, v in run.items())
+                + f", load {run['floor']['loadavg']:.1f}"
+            )
+            row["runs"].append(run)
+    row["best"] = {name: min(r[name]["wall"] for r in row["runs"]) for name in row["runs"][0]}
+    row["cpu_of_best"] = {
+        name: min(row["runs"], key=lambda r, n=name: r[n]["wall"])[name]["cpu"]
+        for name in row["runs"][0]
+    }
+    return row
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The Markdown table: each command's best wall time of the runs and its median CPU
+    time (the machine is shared: CPU moves less with other work than wall time), and
+    the tool's ratios to each baseline on both."""
+    names = ["curl -Z", "floor", "artifactcheck"] + (
+        ["before"] if "before" in rows[0]["best"] else []
+    )
+    titles = {
+        "curl -Z": "curl -Z + sha256sum",
+        "floor": "asyncio floor",
+        "artifactcheck": "artifactcheck verify",
+        "before": "before",
+    }
+    lines = [
+        "| instances | GETs | " + " | ".join(titles[n] for n in names) + " |",
+        "|" + "---|" * (2 + len(names)),
+    ]
+    for row in rows:
+        wall, cpu = row["best"], _median_cpu(row)
+        cells = []
+        for name in names:
+            cell = f"{wall[name]:.2f} s (CPU {cpu[name]:.2f} s)"
+            if name in ("artifactcheck", "before"):
+                cell += (
+                    f": {wall[name] / wall['curl -Z']:.2f}x curl -Z, "
+                    f"{wall[name] / wall['floor']:.2f}x the floor; CPU "
+                    f"{cpu[name] / cpu['curl -Z']:.2f}x, {cpu[name] / cpu['floor']:.2f}x"
+                )
+            cells.append(cell)
+        lines.append(f"| {row['instances']:,} | {row['requests']:,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _median_cpu(row: dict[str, Any]) -> dict[str, float]:
+    return {name: statistics.median(r[name]["cpu"] for r in row["runs"]) for name in row["runs"][0]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="verify beside curl -Z and the asyncio floor")
+    parser.add_argument("--instances", default="200,1000", help="fleet sizes, comma-separated")
+    parser.add_argument("--assets", type=int, default=6, help="sampled assets per instance")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=300.0, help="per command, seconds")
+    parser.add_argument("--before", type=Path, help="also run this package copy every run")
+    parser.add_argument("--name", default="baselines", help="results file name")
+    parser.add_argument(
+        "--table", type=Path, help="only print the table of a results file written before"
+    )
+    args = parser.parse_args(argv)
+    if args.table is not None:
+        print(table(json.loads(args.table.read_text())["rows"]))
+        return 0
+    result: dict[str, Any] = {
+        "benchmark": "baselines",
+        "machine": machine(),
+        "assets_per_instance": args.assets,
+        "before": str(args.before) if args.before else None,
+        "rows": [one_size(args, int(n)) for n in args.instances.split(",")],
+    }
+    result["table"] = table(result["rows"])
+    path = save(args.name, result)
+    print(result["table"])
+    log(f"raw figures: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
