@@ -73,7 +73,7 @@ __all__ = [
     "raw",
     "retry_after_seconds",
     "rfc3339",
-    "to_json",
+    "model_as_json",
     "translate_status",
     "utcnow",
 ]
@@ -259,7 +259,7 @@ def call_json(what: str, send: Send, *, passthrough: Collection[int] = ()) -> ob
     return call(what, lambda: read_json(send()), passthrough=passthrough)
 
 
-def to_json(model: object, api_client: ApiClient | None) -> object:
+def model_as_json(model: object, api_client: ApiClient | None) -> object:
     """A client model (e.g. a ``V1Pod``) as the API's JSON."""
     serializer = api_client if api_client is not None else k8s.ApiClient(k8s.Configuration())
     try:

@@ -216,14 +216,14 @@ def pod_status(pod: Pod) -> PodStatus:
     return typed(pod.get("status"), PodStatus)
 
 
-def conditions(pod: Pod) -> list[Condition]:
+def pod_conditions(pod: Pod) -> list[Condition]:
     found = pod_status(pod).get("conditions")
     return [c for c in found if isinstance(c, Mapping)] if isinstance(found, list) else []
 
 
 def condition(pod: Pod, ctype: str) -> Condition | None:
     """The pod's condition of type ``ctype``, if it has one."""
-    for cond in conditions(pod):
+    for cond in pod_conditions(pod):
         if cond.get("type") == ctype:
             return cond
     return None

@@ -54,7 +54,7 @@ class Leader:
     port: int
 
 
-def parse_address(text: str) -> tuple[str, int] | None:
+def parse_leader_address(text: str) -> tuple[str, int] | None:
     """``host:port`` or ``[v6]:port`` as published; None when it is not one."""
     host, sep, port = text.strip().rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
@@ -158,5 +158,5 @@ __all__ = [
     "Forwarder",
     "Leader",
     "format_address",
-    "parse_address",
+    "parse_leader_address",
 ]

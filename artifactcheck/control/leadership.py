@@ -85,7 +85,7 @@ class Leadership:
         address = seen.other_leader(self.settings.identity, datetime.now(UTC)) if seen else None
         if seen is None or seen.holder is None or address is None:
             return None
-        parsed = forward.parse_address(address)
+        parsed = forward.parse_leader_address(address)
         if parsed is None:
             return None
         return forward.Leader(identity=seen.holder, host=parsed[0], port=parsed[1])

@@ -34,7 +34,7 @@ from artifactcheck.clients.kube import (
     ApiStatus,
     NewConfigMap,
     configmap_model,
-    to_json,
+    model_as_json,
 )
 from artifactcheck.clients.kube_bodies import JsonObj
 from artifactcheck.clients.kube_http import KubeHttp
@@ -99,7 +99,7 @@ async def write_store_async(
     meta = configmap.metadata
     assert meta is not None
     namespace, name = str(meta.namespace), str(meta.name)
-    document = to_json(configmap, api_client)
+    document = model_as_json(configmap, api_client)
     try:
         if meta.resource_version:
             return await kube.replace(

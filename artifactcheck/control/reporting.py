@@ -24,7 +24,7 @@ from artifactcheck.judge.decide import held_out_of_traffic
 from artifactcheck.model.errors import ArtifactCheckError
 from artifactcheck.model.values import Finding, Report, Verdict
 
-__all__ = ["Reporting", "change_message", "conditions", "stamp_transitions", "top_findings"]
+__all__ = ["Reporting", "change_message", "check_conditions", "stamp_transitions", "top_findings"]
 
 
 @dataclass(slots=True)
@@ -45,7 +45,7 @@ class Reporting:
         log_: logging.LoggerAdapter[logging.Logger],
     ) -> None:
         """Patch the ArtifactCheck status, only when something other than time changed."""
-        conds = conditions(state, report)
+        conds = check_conditions(state, report)
         body: dict[str, Any] = {
             "observedGeneration": state.generation,
             "counts": report.counts(),
@@ -164,7 +164,7 @@ def top_findings(report: Report) -> list[Finding]:
     )[:10]
 
 
-def conditions(state: CheckState, report: Report) -> list[dict[str, Any]]:
+def check_conditions(state: CheckState, report: Report) -> list[dict[str, Any]]:
     """The check's status conditions, without their transition times."""
     counts = report.counts()
     bad = sum(counts[v.value] for v in Verdict if v.value not in ("consistent",))

@@ -28,9 +28,9 @@ from artifactcheck.clients.kube import (
     CoreV1Api,
     Timeout,
     call_json,
+    model_as_json,
     parse_time,
     raw,
-    to_json,
 )
 from artifactcheck.clients.kube_bodies import ContainerStatus, JsonObj, ObjectMeta, Pod
 from artifactcheck.clients.kube_http import KubeHttp
@@ -64,7 +64,7 @@ def _pod_dict(pod: object, api_client: ApiClient | None) -> Pod:
         if "metadata" not in pod and "object" in pod and "type" in pod:  # a watch event
             return _pod_dict(pod.get("raw_object", pod["object"]), api_client)
         return body.typed(dict(pod), Pod)
-    data = to_json(pod, api_client)
+    data = model_as_json(pod, api_client)
     if not isinstance(data, dict):
         raise TypeError(f"not a pod: {type(pod).__name__}")
     return body.typed(data, Pod)

@@ -66,7 +66,7 @@ class ReleaseAdmitter(Protocol):
     def findings(self) -> list[Finding]: ...
 
 
-class ReleaseSource(Protocol):
+class ReleaseLoader(Protocol):
     """Loads the release manifest of one version, or raises an ArtifactCheckError."""
 
     description: str
@@ -588,7 +588,7 @@ def share_entries(manifest: Manifest, previous: Manifest) -> Manifest:
 class Expectations:
     """Expected releases by version: bounded LRU, single flight, last known good."""
 
-    source: ReleaseSource
+    source: ReleaseLoader
     max_versions: int = field(default=32, kw_only=True)
     refresh_after: float | None = field(default=None, kw_only=True)
     clock: Callable[[], float] = field(default=time.monotonic, kw_only=True)

@@ -25,7 +25,12 @@ from gate_support import Gate, GateCluster, started, valid
 
 from artifactcheck.clients.kube import micro_time
 from artifactcheck.control.api import MAX_CONCURRENT
-from artifactcheck.control.forward import ANSWERED_BY, FORWARDED_BY, format_address, parse_address
+from artifactcheck.control.forward import (
+    ANSWERED_BY,
+    FORWARDED_BY,
+    format_address,
+    parse_leader_address,
+)
 from artifactcheck.control.lease import LEADER_ADDRESS, LeaseRecord
 from artifactcheck.model.names import LEASE_NAME
 from artifactcheck_sim.cluster import wait_for
@@ -327,9 +332,9 @@ def test_who_a_standby_forwards_to(
     ],
 )
 def test_published_addresses(text: str, parsed: tuple[str, int] | None) -> None:
-    assert parse_address(text) == parsed
+    assert parse_leader_address(text) == parsed
     if parsed is not None:
-        assert parse_address(format_address(*parsed)) == parsed
+        assert parse_leader_address(format_address(*parsed)) == parsed
 
 
 def test_the_address_leaves_with_the_leader(cluster: GateCluster) -> None:
