@@ -123,9 +123,9 @@ def _without_pydantic_plugins() -> None:
     """No pydantic plugins for the CLI's own models, unless the environment asks for them.
 
     The first model pydantic builds imports its plugin loader, which imports
-    ``importlib.metadata`` (8% of a one-instance ``verify``'s instructions) and reads
-    the entry points of every installed distribution (15-25 ms here, more in a CI
-    image with many packages), for observability hooks no artifactcheck command uses.
+    ``importlib.metadata`` and reads the entry points of every installed distribution
+    (the more packages an image holds, the longer; docs/benchmarks.md, start-up), for
+    observability hooks no artifactcheck command uses.
     Unless ``PYDANTIC_DISABLE_PLUGINS`` is set (``""`` turns every plugin back on), it
     is set, and the loader is a stub that finds none; any other name asked of the stub
     loads the real loader (a pydantic that needs more than ``get_plugins``).

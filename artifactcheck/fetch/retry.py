@@ -102,7 +102,7 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
         pass
     else:
         return seconds if seconds >= 0 and seconds == seconds else None  # NaN-safe
-    from email.utils import parsedate_to_datetime  # an HTTP-date: rare, and 3 ms to import
+    from email.utils import parsedate_to_datetime  # an HTTP-date: rare, and not free to import
 
     try:
         when = parsedate_to_datetime(text)

@@ -51,7 +51,7 @@ def build_ssl_context(http: HttpSettings) -> ssl.SSLContext:
     with every connection and with :func:`probe_certificate`.
 
     The system store (or certifi's, in an image without one) is loaded at the first
-    handshake, not here: parsing it is 25-70 ms of every start-up, and a check of plain
+    handshake, not here: parsing it would weigh on every start-up, and a check of plain
     ``http://`` instances never makes a handshake. ``http.ca_bundle`` is the user's own
     file and is loaded now, so a bad one is a configuration error before any request.
     """
@@ -149,7 +149,7 @@ def unverified_context() -> ssl.SSLContext:
 
 def _parse(der: bytes, endpoint: str) -> CertInfo:
     """CertInfo from a DER certificate; FetchError when it cannot be parsed."""
-    from cryptography import x509  # only when a certificate is read: ~35 ms of imports
+    from cryptography import x509  # only when a certificate is read: a heavy import
 
     try:
         cert = x509.load_der_x509_certificate(der)

@@ -38,7 +38,7 @@ from artifactcheck.model.values import (
 from artifactcheck.model.verdicts import VERDICTS
 
 if TYPE_CHECKING:  # rich is imported by the table's own functions: JSON, JUnit and
-    # Markdown reports (every CI run) never load it (~40 ms of start-up).
+    # Markdown reports (every CI run) never load it (a large share of start-up).
     from rich.console import Console
 
 REPORT_SCHEMA = "artifactcheck/report/v3"
@@ -417,7 +417,7 @@ def render_junit(report: Report, *, suite: str = "artifactcheck") -> str:
     is in ``<system-out>``, also for passing cases. The suite's counts are those of
     its test cases.
     """
-    from xml.etree import ElementTree as ET  # only a JUnit report needs it (~20 ms)
+    from xml.etree import ElementTree as ET  # only a JUnit report needs it
 
     root = ET.Element("testsuite", name=suite)
     notes = _notes(report)

@@ -1,5 +1,6 @@
 """One name, one meaning: no two modules of the package share a base name, and no public
-name is defined at the top of two modules unless it is a protocol every reader implements.
+name is defined at the top of two modules unless it is a protocol every reader implements;
+and no measured figure in the code's comments (figures live in docs/benchmarks.md).
 
 A reader of ``from artifactcheck.x.kube import ...`` should not have to ask which of three
 ``kube`` modules is meant; a grep for ``class Context`` should find one class. The rule is
@@ -9,6 +10,9 @@ read from the source tree (AST), so a new module or class that breaks it fails h
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 from collections import defaultdict
 from pathlib import Path
 
@@ -79,3 +83,60 @@ def test_the_rules_catch_what_they_claim(tmp_path: Path) -> None:
     assert _public_top_level(tmp_path / "a.py") == ["Context"]
     assert len(_modules()) > 150
     assert sum(len(_public_top_level(p)) for p in _modules()) > 500
+
+
+# --------------------------------------------------------------------------- figures
+
+#: A measured figure: a duration in ms/µs, "N x faster", "N% of". Units of settings
+#: (``500ms`` in a duration's grammar) are quoted in double backticks and not matched.
+MEASURED = re.compile(
+    r"(?<![\w.])\d[\d,.]*(?:-\d[\d,.]*)? ?(?:ms|µs)\b"
+    r"|\b\d+(?:\.\d+)?x (?:faster|slower)\b"
+    r"|\b\d+(?:\.\d+)? ?% of\b"
+)
+
+
+def _prose(path: Path) -> list[tuple[int, str]]:
+    """The comments and docstrings of one module, with their line numbers."""
+    source = path.read_text(encoding="utf-8")
+    found = [
+        (tok.start[0], tok.string)
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    ]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            doc = ast.get_docstring(node, clean=False)
+            if doc is not None and node.body:
+                found.append((node.body[0].lineno, doc))
+    return found
+
+
+def measured_figures(path: Path) -> list[str]:
+    out = []
+    for line, text in _prose(path):
+        unquoted = re.sub(r"``[^`]*``", "", text)
+        out += [f"{path.name}:{line}: {m.group(0)}" for m in MEASURED.finditer(unquoted)]
+    return out
+
+
+def test_figures_live_in_the_benchmarks_not_in_the_code() -> None:
+    """A figure measured once goes stale in a comment; docs/benchmarks.md keeps each
+    with the command that produced it and the commit it was measured on."""
+    found = [hit for path in _modules() for hit in measured_figures(path)]
+    assert found == []
+
+
+def test_a_figure_in_a_comment_or_docstring_is_seen(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        '"""Reads the store: 25-70 ms."""\n\n'
+        "import x  # 10x faster\n\n"
+        "def f():\n"
+        '    """A duration: ``500ms``; 8% of the run."""\n'
+    )
+    assert [hit.split(": ", 1)[1] for hit in measured_figures(planted)] == [
+        "10x faster",
+        "25-70 ms",
+        "8% of",
+    ]
