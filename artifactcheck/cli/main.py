@@ -124,7 +124,7 @@ def _without_pydantic_plugins() -> None:
 
     The first model pydantic builds imports its plugin loader, which imports
     ``importlib.metadata`` and reads the entry points of every installed distribution
-    (the more packages an image holds, the longer; docs/benchmarks.md, start-up), for
+    (the more packages an image holds, the longer; docs/benchmarks.md, `bench.startup`), for
     observability hooks no artifactcheck command uses.
     Unless ``PYDANTIC_DISABLE_PLUGINS`` is set (``""`` turns every plugin back on), it
     is set, and the loader is a stub that finds none; any other name asked of the stub

@@ -90,7 +90,7 @@ def _empty() -> list[Any]:
     """A new empty list: the default of the list fields. pydantic reads the signature
     of every default factory; a Python function's is read at once, the builtin
     ``list``'s goes through ``inspect``'s text-signature parser, a cost every start-up
-    paid once per list field (docs/benchmarks.md, start-up)."""
+    paid once per list field (docs/benchmarks.md, `bench.startup`)."""
     return []
 
 
@@ -984,7 +984,7 @@ def read_spec_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{p}: not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser, where PyYAML was built with it
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # C, where PyYAML was built with it
     try:
         data = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
