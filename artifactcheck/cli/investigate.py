@@ -7,7 +7,7 @@ file of every instance, and shown as a plain-language summary with every signal 
 by side (``investigate``) or as the fleet grouped by what it actually serves
 (``fleet``). This module parses their options and presents: what they run (discovery,
 the check, certificate probes, the second fetch that ``--diff`` needs) is
-:mod:`artifactcheck.cli.investigation_run`, the rendering
+:mod:`artifactcheck.investigation`, the rendering
 :mod:`artifactcheck.present.views`.
 
 Registered on the main group by :mod:`artifactcheck.cli.main`; what both share (exit
@@ -109,7 +109,7 @@ def investigate(target: str, **opts: Any) -> None:
     their files, so the summary can say how many do the same. Exit code: 0 the target
     is consistent, 1 it serves something wrong, 2 usage error, 3 could not judge.
     """
-    from artifactcheck.cli.investigation_run import collect_investigation
+    from artifactcheck.investigation import collect_investigation
     from artifactcheck.present.views import dumps, investigation_json, render_investigation
 
     try:
@@ -167,7 +167,7 @@ def fleet(**opts: Any) -> None:
     except ConfigError as exc:
         fail(str(exc))
     if opts["watch"] is None:
-        from artifactcheck.cli.investigation_run import collect_fleet
+        from artifactcheck.investigation import collect_fleet
 
         view: FleetView = run_or_exit(
             collect_fleet(spec, kubeconfig=opts["kubeconfig"], context=opts["kube_context"])
@@ -217,7 +217,7 @@ def _watch(
     """
     from rich.live import Live
 
-    from artifactcheck.cli.investigation_run import collect_fleet
+    from artifactcheck.investigation import collect_fleet
     from artifactcheck.present.view_tables import fleet_renderable
 
     console = console or make_console()

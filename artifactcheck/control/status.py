@@ -4,9 +4,7 @@
 ``ArtifactCheck`` resources (a 404 means the CRD is not installed),
 :func:`patch_check_status` writes their status subresource, :func:`record_check_event`
 records an aggregated Event about one (e.g. why it was refused): the controller's, on
-the asynchronous client (:mod:`artifactcheck.clients.kube_http`). :func:`list_pod_events`
-reads the Events about a pod for ``investigate``, one synchronous request of the
-command line (:mod:`artifactcheck.clients.kube`).
+the asynchronous client (:mod:`artifactcheck.clients.kube_http`).
 """
 
 from __future__ import annotations
@@ -19,16 +17,11 @@ from artifactcheck.act.kube_events import EventRecorder
 from artifactcheck.clients import kube_bodies as body
 from artifactcheck.clients.kube import (
     DEFAULT_TIMEOUT,
-    ApiClient,
     ApiStatus,
-    CoreV1Api,
     Logger,
-    Timeout,
-    call_json,
-    raw,
     utcnow,
 )
-from artifactcheck.clients.kube_bodies import Event, JsonObj
+from artifactcheck.clients.kube_bodies import JsonObj
 from artifactcheck.clients.kube_http import KubeHttp
 from artifactcheck.clients.kube_routes import ACCEPTANCES, ARTIFACTCHECKS
 from artifactcheck.model.errors import ConfigError
@@ -45,7 +38,6 @@ from artifactcheck.model.names import (
 __all__ = [
     "list_acceptances_async",
     "list_checks_async",
-    "list_pod_events",
     "patch_check_annotations",
     "patch_acceptance_status",
     "patch_check_status",
@@ -218,35 +210,3 @@ async def record_check_event(
         reason=reason,
         message=message,
     )
-
-
-def list_pod_events(
-    api_client: ApiClient,
-    *,
-    namespace: str,
-    name: str,
-    limit: int = 20,
-    request_timeout: Timeout = DEFAULT_TIMEOUT,
-) -> list[Event]:
-    """The core/v1 Events about one pod, newest first (one list call with a field
-    selector), for ``investigate``: what ``kubectl describe pod`` shows at the end."""
-    core = CoreV1Api(api_client)
-    doc = call_json(
-        f"list events of pod {namespace}/{name}",
-        lambda: core.list_namespaced_event(
-            namespace,
-            field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}",
-            **raw(request_timeout),
-        ),
-    )
-    items, _ = body.items(doc, Event)
-
-    def stamp(event: Event) -> str:
-        return str(
-            event.get("lastTimestamp")
-            or event.get("eventTime")
-            or body.meta(event).get("creationTimestamp")
-            or ""
-        )
-
-    return sorted(items, key=stamp, reverse=True)[:limit]

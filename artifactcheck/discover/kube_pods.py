@@ -7,7 +7,8 @@ controller's path. The controller's list-then-watch, :func:`list_pods_async` and
 :func:`watch_pods_async`, runs on the asynchronous client and streams the pods as JSON
 (410 Gone is :class:`~artifactcheck.clients.kube.WatchExpired`: relist);
 :func:`pod_to_instance` converts one pod, whether raw JSON, a ``V1Pod`` or a watch
-event.
+event. :func:`list_pod_events` reads the Events about a pod for ``investigate``, one
+synchronous request of the command line too.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from artifactcheck.clients.kube import (
     parse_time,
     raw,
 )
-from artifactcheck.clients.kube_bodies import ContainerStatus, JsonObj, ObjectMeta, Pod
+from artifactcheck.clients.kube_bodies import ContainerStatus, Event, JsonObj, ObjectMeta, Pod
 from artifactcheck.clients.kube_http import KubeHttp
 from artifactcheck.clients.kube_routes import PODS
 from artifactcheck.model.errors import ConfigError
@@ -47,6 +48,7 @@ __all__ = [
     "default_namespace",
     "default_source",
     "discover_pods",
+    "list_pod_events",
     "list_pods_as",
     "list_pods_async",
     "list_pods_raw",
@@ -444,3 +446,35 @@ def watch_pods_async(
         params={"labelSelector": selector} if selector else None,
         bookmarks=True,
     )
+
+
+def list_pod_events(
+    api_client: ApiClient,
+    *,
+    namespace: str,
+    name: str,
+    limit: int = 20,
+    request_timeout: Timeout = DEFAULT_TIMEOUT,
+) -> list[Event]:
+    """The core/v1 Events about one pod, newest first (one list call with a field
+    selector), for ``investigate``: what ``kubectl describe pod`` shows at the end."""
+    core = CoreV1Api(api_client)
+    doc = call_json(
+        f"list events of pod {namespace}/{name}",
+        lambda: core.list_namespaced_event(
+            namespace,
+            field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}",
+            **raw(request_timeout),
+        ),
+    )
+    items, _ = body.items(doc, Event)
+
+    def stamp(event: Event) -> str:
+        return str(
+            event.get("lastTimestamp")
+            or event.get("eventTime")
+            or body.meta(event).get("creationTimestamp")
+            or ""
+        )
+
+    return sorted(items, key=stamp, reverse=True)[:limit]

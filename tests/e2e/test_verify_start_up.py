@@ -82,6 +82,8 @@ UNUSED = (
     "artifactcheck.release.registry",  # only when a release image is named
     "artifactcheck.observe.processes",  # only when the run forks (pickle, the copies)
     "artifactcheck.observe.pool",  # the same: its workers and their streams
+    "artifactcheck.investigation",  # investigate and fleet only
+    "artifactcheck.observe.evidence",  # the same
     "artifactcheck.tenancy",  # a tenant's egress policy and credentials (controller)
     "email",  # the HTTP-date parser, only for a Retry-After date
 )

@@ -1,5 +1,5 @@
 """``--diff``'s expected bytes: taken only from a source whose answer has the expected
-sha256 (observe/investigation.py), whatever the sources before it serve."""
+sha256 (observe/evidence.py), whatever the sources before it serve."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from artifactcheck.model.settings import CheckSpec
-from artifactcheck.observe.investigation import expected_bytes, recording_fetcher
+from artifactcheck.observe.evidence import expected_bytes, recording_fetcher
 
 RIGHT = b"console.log('1.4.1');\n"
 #: What each sibling serves at /main.js: one changed, one right.

@@ -10,7 +10,7 @@ from rich.console import Console
 from schemas import validate
 
 from artifactcheck.cli.investigate import _watch, parse_outputs
-from artifactcheck.cli.investigation_run import collect_fleet
+from artifactcheck.investigation import collect_fleet
 from artifactcheck.model.errors import DependencyError
 from artifactcheck.model.settings import CheckSpec, load_spec
 from artifactcheck.present.oncall import FleetView

@@ -17,7 +17,7 @@ import pytest
 from rich.console import Console
 from schemas import validate
 
-from artifactcheck.cli.investigation_run import collect_fleet, collect_investigation, events_for
+from artifactcheck.investigation import collect_fleet, collect_investigation, events_for
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import load_spec
 from artifactcheck.model.values import Instance, InstanceResult, Report, Verdict, VersionSignal

@@ -6,7 +6,7 @@ and the truth came from curl. This package turns a :class:`~artifactcheck.model.
 (plus what the check saw of the CDN and the releases) into frozen view models: a
 plain-language summary first, then every signal side by side. It is pure, like
 :mod:`artifactcheck.judge.compare` — no I/O, no clock (``now`` is a parameter) — so every
-sentence can be pinned by a test; fetching lives in :mod:`artifactcheck.observe.investigation`,
+sentence can be pinned by a test; fetching lives in :mod:`artifactcheck.observe.evidence`,
 rendering in :mod:`artifactcheck.present.views`.
 """
 

@@ -5,7 +5,7 @@ holds: what the CDN answered for each asset, the certificates the target and the
 present, and for ``--diff`` the bytes of a mismatching file, served and expected. This
 module fetches those; building the views from them is
 :mod:`artifactcheck.present.oncall`'s (pure), and running the check and putting
-both together is :mod:`artifactcheck.cli.investigation_run`'s, the layer that may call
+both together is :mod:`artifactcheck.investigation`'s, the layer that may call
 the pipeline and the views alike.
 """
 

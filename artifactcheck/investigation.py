@@ -4,7 +4,7 @@ and build their views.
 The same check as ``verify`` (same engine, same exit codes) over every file of every
 instance, then what a report does not hold: the CDN's answers, the certificates, the
 target pod's Events and, for ``--diff``, each mismatching file fetched again. The
-fetching is :mod:`artifactcheck.observe.investigation`'s and the pure view building
+fetching is :mod:`artifactcheck.observe.evidence`'s and the pure view building
 :mod:`artifactcheck.present.oncall`'s; this module puts the pipeline, both and
 the Kubernetes Events together, which only a layer above all of them may do. The
 commands (:mod:`artifactcheck.cli.investigate`) parse options and present.
@@ -73,7 +73,7 @@ def events_for(
     if instance.kind != "pod" or spec is None or spec.kubernetes is None:
         return []
     from artifactcheck.clients.kube import load_api_client
-    from artifactcheck.control.status import list_pod_events
+    from artifactcheck.discover.kube_pods import list_pod_events
 
     namespace, _, name = instance.name.rpartition("/")
     try:
@@ -141,7 +141,7 @@ async def _check(
 
 async def _probe_tls(url: str, role: str, spec: CheckSpec, now: datetime) -> TlsView:
     """The certificate row of an endpoint (read without verifying, so expiry shows)."""
-    from artifactcheck.observe.investigation import endpoint_certificate
+    from artifactcheck.observe.evidence import endpoint_certificate
 
     cert, error = await endpoint_certificate(url, spec, instance=role == "instance")
     return tls_view(role, url, cert, error=error, now=now)
@@ -186,7 +186,7 @@ async def _diff_one(
     plan: DiffPlan, url: str, fetcher: Fetcher, *, host_header: str | None, max_lines: int
 ) -> DiffView:
     """The diff of one file: the target's bytes now against verified expected bytes."""
-    from artifactcheck.observe.investigation import expected_bytes, served_again
+    from artifactcheck.observe.evidence import expected_bytes, served_again
 
     served = await served_again(fetcher, url, plan.path, host_header=host_header)
     if not served.ok or served.body is None:
@@ -246,7 +246,7 @@ async def collect_investigation(
     spec = _full(spec, assets=True)
     found = await _instances(spec, instances, kubeconfig=kubeconfig, context=context)
     chosen = _choose(target, found)
-    from artifactcheck.observe.investigation import recording_fetcher
+    from artifactcheck.observe.evidence import recording_fetcher
 
     fetcher, cdn_assets = recording_fetcher(spec)
     async with fetcher:
@@ -351,7 +351,7 @@ async def collect_fleet(
     """Discover, check every instance, and group them by what they serve."""
     spec = _full(spec, assets=False)
     found = await _instances(spec, instances, kubeconfig=kubeconfig, context=context)
-    from artifactcheck.observe.investigation import recording_fetcher
+    from artifactcheck.observe.evidence import recording_fetcher
 
     fetcher, _cdn_assets = recording_fetcher(spec)
     async with fetcher:
