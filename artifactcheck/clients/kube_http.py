@@ -127,14 +127,21 @@ class KubeHttp:
         self.timeout = timeout
         https = str(configuration.host).startswith("https:")
         self._refreshes = configuration.refresh_api_key_hook is not None
-        self._client = httpx.AsyncClient(
-            base_url=str(configuration.host).rstrip("/"),
+        # The transport is kept at hand: a request is sent on it directly, past the
+        # client's layers (auth, redirects, cookies, event hooks) that an API request
+        # never uses and that cost as much as the transport itself per request; the
+        # client builds the requests and streams the watches.
+        self._transport = transport or httpx.AsyncHTTPTransport(
             verify=ssl_context_for(configuration) if https else False,
-            timeout=_timeout(timeout),
             trust_env=False,
             proxy=configuration.proxy or None,
-            transport=transport,
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=20),
+        )
+        self._client = httpx.AsyncClient(
+            base_url=str(configuration.host).rstrip("/"),
+            timeout=_timeout(timeout),
+            trust_env=False,
+            transport=self._transport,
             headers={
                 "User-Agent": "artifactcheck",
                 **(headers or {}),
@@ -211,7 +218,11 @@ class KubeHttp:
         headers = await self._headers(content_type if body is not None else None)
         request = self._build(method, path, headers, params=params, body=body, timeout=timeout)
         try:
-            response = await self._client.send(request)
+            response = await self._transport.handle_async_request(request)
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
         except httpx.TimeoutException as exc:
             raise DependencyError(
                 f"{what}: API server unreachable, too slow or overloaded: {exc!r}"
