@@ -523,7 +523,15 @@ class FakeApiServer:
             stream.abort()
         runner, self._runner = self._runner, None
         if runner is not None:
+            handlers = runner.server
             await runner.cleanup()
+            # A connection accepted while the listener closed joins after aiohttp's
+            # shutdown took its list: close it too, as a real API server's exit would,
+            # rather than leave a client waiting out its read timeout on a dead server.
+            for _ in range(5):  # an accepted socket becomes a connection a few turns later
+                await asyncio.sleep(0)
+                for late in list(handlers.connections if handlers is not None else ()):
+                    late.force_close()
 
     # ------------------------------------------------------------------ client helpers
 

@@ -330,7 +330,9 @@ def test_a_watched_reader_whose_api_server_goes_away_asks_again() -> None:
             server.create(release_cm("1.4.2"))
             run(reader.release("1.4.2"))
             server.stop()
-            wait_for(lambda: reader.revision("1.4.2") is None, timeout=10)
+            # A watch request the stopping server took but never answered ends by the
+            # client's read timeout (watch_timeout + 10 s, its promised bound): wait past it.
+            wait_for(lambda: reader.revision("1.4.2") is None, timeout=20)
             with pytest.raises(DependencyError):
                 run(reader.release("1.4.2"))
         finally:
