@@ -49,6 +49,7 @@ from artifactcheck.model.errors import ArtifactCheckError, ConfigError, Dependen
 __all__ = [
     "Configuration",
     "configuration_for",
+    "status_message",
     "DEFAULT_TIMEOUT",
     "MERGE_PATCH",
     "NewConfigMap",
@@ -121,20 +122,25 @@ class WatchExpired(DependencyError):
     """The watch's resourceVersion is older than the server keeps (410 Gone): relist."""
 
 
-def _status_message(exc: ApiException) -> str:
-    """The ``message`` of the Status body a Kubernetes API server sends, else the reason."""
-    body = exc.body
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
-    if isinstance(body, str) and body:
+def status_message(text: str, reason: str | None) -> str:
+    """The ``message`` of the Status body a Kubernetes API server sends with an error,
+    else the body's start, else the reason phrase: one reading for both clients."""
+    if text:
         try:
-            doc = json.loads(body)
+            doc = json.loads(text)
         except ValueError:
-            return body[:300]
+            return text[:300]
         message = doc.get("message") if isinstance(doc, dict) else None
         if isinstance(message, str):
             return message
-    return str(exc.reason or "no reason given")
+    return reason or "no reason given"
+
+
+def _status_message(exc: ApiException) -> str:
+    body = exc.body
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    return status_message(body if isinstance(body, str) else "", str(exc.reason or "") or None)
 
 
 class Throttled(DependencyError):

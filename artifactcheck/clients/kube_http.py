@@ -43,6 +43,7 @@ from artifactcheck.clients.kube import (
     Timeout,
     WatchExpired,
     retry_after_seconds,
+    status_message,
     translate_status,
 )
 from artifactcheck.clients.kube_bodies import JsonObj, StatusBody, WatchEvent, obj, typed
@@ -89,21 +90,6 @@ def _auth_headers(configuration: Configuration) -> dict[str, str]:
         if isinstance(setting, Mapping) and setting.get("in") == "header" and setting.get("value"):
             headers[str(setting["key"])] = str(setting["value"])
     return headers
-
-
-def _status_message(response: httpx.Response) -> str:
-    """The ``message`` of the Status body an API server sends with an error, else its
-    reason phrase (the same reading as the synchronous client's)."""
-    text = response.text
-    if text:
-        try:
-            doc = json.loads(text)
-        except ValueError:
-            return text[:300]
-        message = doc.get("message") if isinstance(doc, dict) else None
-        if isinstance(message, str):
-            return message
-    return response.reason_phrase or "no reason given"
 
 
 class KubeHttp:
@@ -414,7 +400,7 @@ def _raise_for_status(what: str, response: httpx.Response, passthrough: Collecti
     status = response.status_code
     if status < 400:
         return
-    message = _status_message(response)
+    message = status_message(response.text, response.reason_phrase or None)
     if status in passthrough:
         raise ApiStatus(status, message)
     retry_after = retry_after_seconds(response.headers.get("Retry-After", ""))
