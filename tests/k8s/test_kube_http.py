@@ -71,6 +71,7 @@ async def test_404_is_the_callers_when_asked_and_a_config_error_otherwise(
     with pytest.raises(ApiStatus) as gone:
         await kube.get("pod", f"{PODS}/missing", passthrough=(404,))
     assert gone.value.status == 404
+    assert gone.value.message == 'pods "missing" not found'  # the Status body's message
     with pytest.raises(ConfigError, match=r"not found \(404\)"):
         await kube.get("pod", f"{PODS}/missing")
 
