@@ -213,13 +213,21 @@ class KubeWriter:
         """Set the gate condition (``status``, ``reason``, ``text``; no ``status``:
         leave it) of the pod ``where`` (namespace, name), then the annotations
         ``marks``, with ``checked-at``, if any of them differs: what quarantine and
-        release share. True, logged as ``done``, when either was written."""
+        release share. True when either was written.
+
+        Logged as ``done`` as soon as the first write lands: the gate is what moves
+        traffic, and a controller stopped (or demoted) before the mark must still have
+        said that it moved it.
+        """
         ns, name = where
+        level = logging.INFO if status != "False" else logging.WARNING
         after = None
         if status is not None:
             after = await self.set_condition(
                 pod, ns, name, status=status, reason=reason, message=text
             )
+        if after is not None:
+            self.log.log(level, "%s pod %s/%s: %s: %s", done, ns, name, reason, text)
         latest = after if after is not None else pod
         current = body.annotations_of(latest)
         marked = any(current.get(k) != v for k, v in marks.items())
@@ -227,8 +235,6 @@ class KubeWriter:
             await self.set_annotations(
                 latest, ns, name, {**marks, ANN_CHECKED_AT: rfc3339(self.clock())}
             )
-        if not marked and after is None:
-            return False
-        level = logging.INFO if status != "False" else logging.WARNING
-        self.log.log(level, "%s pod %s/%s: %s: %s", done, ns, name, reason, text)
-        return True
+            if after is None:
+                self.log.log(level, "%s pod %s/%s: %s: %s", done, ns, name, reason, text)
+        return marked or after is not None

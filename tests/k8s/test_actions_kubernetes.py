@@ -246,6 +246,21 @@ def test_quarantine_warns_and_release_informs(server, api, make_pod, caplog) -> 
     ]
 
 
+def test_a_gate_moved_is_logged_even_if_its_mark_is_never_written(
+    server, api, make_pod, caplog
+) -> None:
+    """The gate moves traffic: a stop or a failure before the mark must not hide it."""
+    make_pod("web-1", gate_status="True")
+    server.inject("PATCH", r"/pods/web-1$", 503)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        with pytest.raises(DependencyError, match="answered 503"):
+            actor(api).quarantine("default", "web-1", message="differs")
+    assert conditions(pod(server, "web-1"))[GATE]["status"] == "False"
+    assert ANN_QUARANTINED not in annotations(pod(server, "web-1"))
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == LOGGER]
+    assert ("WARNING", "quarantined pod default/web-1: ContentMismatch: differs") in said
+
+
 def test_quarantine_twice_writes_nothing(server, api, make_pod, writes, clock) -> None:
     make_pod("web-1", gate_status="True")
     kube = actor(api, clock)

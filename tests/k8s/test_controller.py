@@ -7,6 +7,7 @@ import itertools
 import pytest
 from tenant_support import TenantCluster, admin_config, running, write_admin_config
 
+from artifactcheck.model.names import ANN_QUARANTINED
 from artifactcheck_sim.cluster import SimCluster, wait_for
 
 _net = itertools.count(1)
@@ -447,6 +448,9 @@ def test_controller_command_end_to_end(cluster: SimCluster, tmp_path) -> None:
 
         wait_for(ready, timeout=20)
         wait_for(lambda: gate(cluster, bad.name) == "False", timeout=30)
+        # The mark is written after the gate's answer came back, so the gate's log line
+        # is out before SIGTERM (a stop between the two writes leaves only the gate).
+        wait_for(lambda: _quarantine_mark(cluster, bad.name) == "true", timeout=30)
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read()
         assert b"artifactcheck_leader 1.0" in metrics
     except Exception as exc:
@@ -464,6 +468,11 @@ def test_controller_command_end_to_end(cluster: SimCluster, tmp_path) -> None:
     # the lease was released on shutdown, so a successor need not wait for expiry
     lease = cluster.api.get("coordination.k8s.io/v1", "Lease", "shop", "artifactcheck-leader")
     assert not (lease or {}).get("spec", {}).get("holderIdentity")
+
+
+def _quarantine_mark(cluster: SimCluster, name: str) -> str | None:
+    annotations = cluster.pod(name).get("metadata", {}).get("annotations") or {}
+    return annotations.get(ANN_QUARANTINED)
 
 
 def test_new_pods_fast_path_gives_the_full_paths_verdicts(cluster: SimCluster) -> None:
