@@ -44,6 +44,7 @@ from .common import (
     peak_rss_mb,
     peak_rss_of,
     proc_cpu,
+    product_python,
     save,
     tool_env,
 )
@@ -301,6 +302,9 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         "ip_first": args.ip_first,
         "sampling": {"instances": args.sample_instances, "assets_per_instance": 5},
     }
+    # made before anything is timed (the first time, a pip install)
+    python = sys.executable if args.dev_environment else product_python()
+    result["environment"] = "development" if args.dev_environment else "product"
     total = args.pods + args.new
     server_args = ["--instances", str(total), "--drift", "0", "--first-host", "127.210.0.1"]
     with fleet_server(server_args) as fleet:
@@ -373,7 +377,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
             if args.trace_memory:
                 env["ACBENCH_TRACEMALLOC"] = args.trace_memory
             proc = subprocess.Popen(  # noqa: S603
-                [sys.executable, "-m", "bench.controller", "--child", api.url, str(port)],
+                [python, "-m", "bench.controller", "--child", api.url, str(port)],
                 cwd=ROOT,
                 env=env,
                 start_new_session=True,
@@ -593,6 +597,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the controller observes large cycles from N worker processes (0: in itself)",
     )
     parser.add_argument("--controller-log", metavar="FILE", help="the controller's INFO log")
+    parser.add_argument(
+        "--dev-environment",
+        action="store_true",
+        help="run the controller in this interpreter's environment (test tools included), "
+        "not in one holding only the product's dependencies (bench.common.product_python)",
+    )
     parser.add_argument(
         "--profile-startup", metavar="FILE", help="py-spy the start-up, to all verdicts"
     )

@@ -80,6 +80,10 @@ def test_the_product_wheel_carries_no_simulator_and_the_sim_wheel_carries_it_all
     assert not any(n.startswith("artifactcheck/model/") and "field" in n for n in names)
     (top_level,) = [n for n in names if n.endswith(".dist-info/top_level.txt")]
     assert product.read(top_level).decode().split() == ["artifactcheck"]
+    # httpcore imports sniffio on every lock it makes, and nothing else brings it any
+    # more: without it each Kubernetes request paid failed imports (pyproject.toml)
+    (product_metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    assert "Requires-Dist: sniffio>=1.1\n" in product.read(product_metadata).decode()
 
     simulator = _wheel(source / "sim", tmp_path / "sim")
     sim_names = set(simulator.namelist())
