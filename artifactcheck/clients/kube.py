@@ -49,6 +49,7 @@ from artifactcheck.model.errors import ArtifactCheckError, ConfigError, Dependen
 __all__ = [
     "Configuration",
     "configuration_for",
+    "refresh_may_block",
     "status_message",
     "DEFAULT_TIMEOUT",
     "MERGE_PATCH",
@@ -315,6 +316,18 @@ def configuration_for(host: str) -> Configuration:
     """A client configuration for an API server at ``host``, without credentials: the
     simulated cluster's (the caller sets ``ssl_ca_cert`` when it serves TLS)."""
     return k8s.Configuration(host=host)
+
+
+def refresh_may_block(configuration: Configuration) -> bool:
+    """Whether the token refresh hook of ``configuration`` may block its caller, so that
+    an asynchronous client runs it on a thread: an exec credential plugin's runs a
+    command. The in-cluster loader's hook re-reads the service-account token file at
+    most once a minute and otherwise only copies the token it holds, so it runs where
+    the request is made: a thread for each request would cost more than the hook."""
+    hook = configuration.refresh_api_key_hook
+    if hook is None:
+        return False
+    return getattr(hook, "__module__", None) != k8s_config.incluster_config.__name__
 
 
 def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> ApiClient:

@@ -42,6 +42,7 @@ from artifactcheck.clients.kube import (
     Logger,
     Timeout,
     WatchExpired,
+    refresh_may_block,
     retry_after_seconds,
     status_message,
     translate_status,
@@ -112,7 +113,7 @@ class KubeHttp:
         self.configuration = configuration
         self.timeout = timeout
         https = str(configuration.host).startswith("https:")
-        self._refreshes = configuration.refresh_api_key_hook is not None
+        self._refresh_blocks = refresh_may_block(configuration)
         # The transport is kept at hand: a request is sent on it directly, past the
         # client's layers (auth, redirects, cookies, event hooks) that an API request
         # never uses and that cost as much as the transport itself per request; the
@@ -154,7 +155,8 @@ class KubeHttp:
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
         # A refresh hook may run an exec credential plugin (a subprocess): off the loop.
-        if self._refreshes:
+        # The in-cluster token's hook runs here (``refresh_may_block``).
+        if self._refresh_blocks:
             headers = await asyncio.to_thread(_auth_headers, self.configuration)
         else:
             headers = _auth_headers(self.configuration)

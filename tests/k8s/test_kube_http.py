@@ -17,6 +17,8 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -265,10 +267,10 @@ async def _until(done: Callable[[], bool]) -> None:
         await asyncio.sleep(0.02)
 
 
-async def test_the_token_is_read_from_the_configuration_at_each_request() -> None:
-    """The configuration's refresh hook (an exec plugin's, an expiring token's) runs
-    before each request, and the header carries the token it leaves."""
-    received: list[bytes] = []
+async def _answer_pod_lists(
+    received: list[bytes],
+) -> tuple[asyncio.Server, int]:
+    """A server answering every request with an empty pod list; ``received`` gets the heads."""
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         received.append(await reader.readuntil(b"\r\n\r\n"))
@@ -281,7 +283,31 @@ async def test_the_token_is_read_from_the_configuration_at_each_request() -> Non
         writer.close()
 
     listener = await asyncio.start_server(answer, "127.0.0.1", 0)
-    port = listener.sockets[0].getsockname()[1]
+    return listener, listener.sockets[0].getsockname()[1]
+
+
+@pytest.fixture
+def threads_used(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The functions run through ``asyncio.to_thread`` during the test."""
+    used: list[object] = []
+    real = asyncio.to_thread
+
+    async def counted(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+        used.append(func)
+        return await real(func, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    return used
+
+
+async def test_the_token_is_read_from_the_configuration_at_each_request(
+    threads_used: list[object],
+) -> None:
+    """The configuration's refresh hook (an exec plugin's, an expiring token's) runs
+    before each request, on a thread (a plugin runs a command), and the header carries
+    the token it leaves."""
+    received: list[bytes] = []
+    listener, port = await _answer_pod_lists(received)
     config = configuration_for(f"http://127.0.0.1:{port}")
     tokens = iter(["first", "second"])
 
@@ -303,6 +329,42 @@ async def test_the_token_is_read_from_the_configuration_at_each_request() -> Non
     heads = [head.lower() for head in received]
     assert b"authorization: bearer first\r\n" in heads[0]
     assert b"authorization: bearer second\r\n" in heads[1]
+    assert len(threads_used) == 2
+
+
+async def test_the_in_cluster_token_is_renewed_without_a_thread(
+    tmp_path: Path, threads_used: list[object]
+) -> None:
+    """The in-cluster loader's hook only re-reads the token file once a minute: it runs
+    on the loop, and a rotated token is still sent once the loader's minute is over."""
+    from kubernetes.config.incluster_config import InClusterConfigLoader
+
+    received: list[bytes] = []
+    listener, port = await _answer_pod_lists(received)
+    token, ca = tmp_path / "token", tmp_path / "ca.crt"
+    token.write_text("first")
+    ca.write_text("the cluster's CA")
+    config = configuration_for("https://kubernetes.default.svc")
+    environ = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(port)}
+    loader = InClusterConfigLoader(str(token), str(ca), environ=environ)
+    loader.load_and_set(config)
+    assert config.refresh_api_key_hook is not None
+    config.host = f"http://127.0.0.1:{port}"  # this test's server speaks plain HTTP
+    try:
+        async with KubeHttp(config) as kube:
+            await kube.list("pods", PODS)
+            token.write_text("second")  # kubelet rotates the projected token
+            await kube.list("pods", PODS)  # within the loader's minute: the token it holds
+            loader.token_expires_at = datetime.now() - timedelta(seconds=1)
+            await kube.list("pods", PODS)
+    finally:
+        listener.close()
+        await listener.wait_closed()
+    heads = [head.lower() for head in received]
+    assert b"authorization: bearer first\r\n" in heads[0]
+    assert b"authorization: bearer first\r\n" in heads[1]
+    assert b"authorization: bearer second\r\n" in heads[2]
+    assert threads_used == []
 
 
 # ------------------------------------------------------- the controller's pod list and watch
