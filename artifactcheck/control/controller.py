@@ -48,6 +48,7 @@ from artifactcheck.control.state import CheckState, RefusedCheck
 from artifactcheck.control.status import list_checks_async, watch_checks_async
 from artifactcheck.control.watching import Watching
 from artifactcheck.control.workers import ObservePool
+from artifactcheck.control.young_generation import young_generation
 from artifactcheck.discover.kube_pods import default_namespace
 from artifactcheck.model.names import CRD_PLURAL
 from artifactcheck.tenancy.admission import AdminConfig, load_admin_config
@@ -207,6 +208,10 @@ class Controller:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set: elect, watch, check, act."""
+        with young_generation():
+            await self._run(stop)
+
+    async def _run(self, stop: asyncio.Event) -> None:
         self._loop = asyncio.get_running_loop()
         try:
             async with asyncio.TaskGroup() as tg:

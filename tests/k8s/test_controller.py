@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 
 import pytest
 from tenant_support import TenantCluster, admin_config, running, write_admin_config
 
+from artifactcheck.control.young_generation import YOUNG_GENERATION
 from artifactcheck.model.names import ANN_QUARANTINED
 from artifactcheck_sim.cluster import SimCluster, wait_for
 
@@ -52,6 +54,19 @@ def test_one_drifted_pod_is_quarantined_then_released(cluster: SimCluster) -> No
         cluster.fix_pod(bad.name)
         wait_for(lambda: gate(cluster, bad.name) == "True", timeout=20)
         assert len([e for e in cluster.events(bad.name) if e.get("type") == "Warning"]) == 1
+
+
+def test_the_young_generation_is_larger_while_the_controller_runs(cluster: SimCluster) -> None:
+    """Full collections walk the informer's pods and the last verdicts: rarer while the
+    controller runs, and the process's thresholds as they were once it stops."""
+    before = gc.get_threshold()
+    assert before[0] < YOUNG_GENERATION
+    cluster.add_pod()
+    cluster.add_check(interval=0.5)
+    with running(cluster) as ctl:
+        wait_for(lambda: ctl.controller.cycles_completed >= 1, timeout=20)
+        assert gc.get_threshold() == (YOUNG_GENERATION, *before[1:])
+    assert gc.get_threshold() == before
 
 
 def test_majority_drifted_quarantines_nobody(cluster: SimCluster) -> None:
