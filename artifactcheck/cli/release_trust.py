@@ -9,7 +9,6 @@ imported only when a key is read, so ``--help`` stays fast.
 
 from __future__ import annotations
 
-import getpass
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -166,6 +165,8 @@ def _signing_key(key_path: str, passphrase_env: str) -> Any:
     except dsse.PassphraseNeeded:
         if not sys.stdin.isatty():
             fail(f"--key {key_path}: the key is encrypted; set ${passphrase_env} to its passphrase")
+        import getpass  # a prompt on a terminal: the one run that asks for a passphrase
+
         typed = getpass.getpass(f"passphrase for {key_path}: ")
         try:
             return dsse.load_private_key(data, key_path, typed.encode())

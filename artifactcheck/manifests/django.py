@@ -25,6 +25,7 @@ of the path mapping and is not needed here.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from typing import Any
@@ -46,7 +47,12 @@ FORMAT_INFO = FormatInfo(
     probes={"staticfiles.json": 70, "static/staticfiles.json": 80},
     root="``STATIC_ROOT``, served at ``STATIC_URL``",
 )
-_VERSION = re.compile(r"1\.\d{1,3}\Z")
+
+
+@functools.cache
+def _version() -> re.Pattern[str]:
+    """The manifest versions this reader knows; compiled when one is read."""
+    return re.compile(r"1\.\d{1,3}\Z")
 
 
 def looks_like(doc: Any) -> bool:
@@ -65,7 +71,7 @@ def parse(
     top = require_object(doc, FORMAT)
     paths = object_member(top, "paths", FORMAT)
     version = top.get("version")
-    if not isinstance(version, str) or not _VERSION.match(version):
+    if not isinstance(version, str) or not _version().match(version):
         raise ManifestFormatError(
             f"{FORMAT}: unsupported staticfiles.json version {str(version)[:20]!r} "
             "(Django writes '1.0' or '1.1')"

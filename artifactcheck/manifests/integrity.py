@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import re
 from collections.abc import Mapping
@@ -49,13 +50,24 @@ _HASHLIB_NAME: Mapping[str, str] = {
     MD5_PREFIX: "md5",
 }
 
-_HEX = re.compile(r"[0-9a-fA-F]+\Z")
-_B64 = re.compile(r"[A-Za-z0-9+/_-]+={0,2}\Z")
+
+@functools.cache
+def _hex() -> re.Pattern[str]:
+    """Hex digits only, compiled on first use: only the readers of formats with hex
+    digests (Django, Sprockets, ngsw) ask, never a run that reads native manifests."""
+    return re.compile(r"[0-9a-fA-F]+\Z")
+
+
+@functools.cache
+def _b64() -> re.Pattern[str]:
+    """Either base64 alphabet, compiled on first use: only an SRI value (an
+    ``integrity=`` attribute, a manifest's ``integrity``) is base64."""
+    return re.compile(r"[A-Za-z0-9+/_-]+={0,2}\Z")
 
 
 def is_hex(value: Any, length: int) -> TypeGuard[str]:
     """True for a string of exactly ``length`` hex digits (no 0x, no underscores)."""
-    return isinstance(value, str) and len(value) == length and bool(_HEX.match(value))
+    return isinstance(value, str) and len(value) == length and bool(_hex().match(value))
 
 
 def parse_sri(value: Any, limits: ManifestLimits) -> dict[str, str]:
@@ -89,7 +101,7 @@ def parse_sri(value: Any, limits: ManifestLimits) -> dict[str, str]:
 
 
 def _b64decode(text: str) -> bytes | None:
-    if not _B64.match(text):
+    if not _b64().match(text):
         return None
     body = text.rstrip("=").replace("-", "+").replace("_", "/")
     try:

@@ -16,6 +16,7 @@ never an exception.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -97,12 +98,17 @@ def parse_stylesheet(
     return ParsedStylesheet(url=sheet_url, references=tuple(found))
 
 
-#: Comments and strings (whose brackets nest nothing) and the brackets that open or
-#: close a block. Not a tokenizer: only a bound on how deep tinycss2 would nest.
-_BRACKETS = re.compile(
-    rb"/\*.*?(?:\*/|\Z)|\"(?:\\.|[^\"\\\n])*\"?|'(?:\\.|[^'\\\n])*'?|[{(\[]|[})\]]",
-    re.DOTALL,
-)
+@functools.cache
+def _brackets() -> re.Pattern[bytes]:
+    """Comments and strings (whose brackets nest nothing) and the brackets that open or
+    close a block. Not a tokenizer: only a bound on how deep tinycss2 would nest.
+    Compiled when the first stylesheet is read, not by every run that imports this."""
+    return re.compile(
+        rb"/\*.*?(?:\*/|\Z)|\"(?:\\.|[^\"\\\n])*\"?|'(?:\\.|[^'\\\n])*'?|[{(\[]|[})\]]",
+        re.DOTALL,
+    )
+
+
 _OPENERS = frozenset(b"{([")
 
 
@@ -110,7 +116,7 @@ def _nesting_bound(data: bytes | str) -> int:
     """How deep the sheet's blocks nest, comments and strings skipped (linear time)."""
     raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
     depth = deepest = 0
-    for match in _BRACKETS.finditer(raw):
+    for match in _brackets().finditer(raw):
         token = match.group()
         if len(token) != 1:
             continue  # a comment or a string

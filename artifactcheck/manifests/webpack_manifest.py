@@ -21,6 +21,7 @@ chunk looks the same and is sampled too, which costs a request and hides nothing
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -46,7 +47,13 @@ FORMAT_INFO = FormatInfo(
     "directory otherwise",
 )
 AUTO_PREFIX = "auto/"
-_ENTRY_KEY = re.compile(r"[^/]+\.(?:m?js|css)\Z|(?:.*/)?index\.html\Z")
+
+
+@functools.cache
+def _entry_key() -> re.Pattern[str]:
+    """The keys of entry chunks and pages; compiled when a manifest of this format is
+    read, not by every run that imports the readers."""
+    return re.compile(r"[^/]+\.(?:m?js|css)\Z|(?:.*/)?index\.html\Z")
 
 
 def looks_like(doc: Any) -> bool:
@@ -80,4 +87,4 @@ def strip_auto(value: str) -> str:
 
 def is_entry_key(key: str) -> bool:
     """True for keys the plugin gives entry chunks (``main.js``) and for HTML pages."""
-    return bool(_ENTRY_KEY.match(key))
+    return bool(_entry_key().match(key))

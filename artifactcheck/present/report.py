@@ -11,6 +11,7 @@ every warning a reader must see, such as a certificate about to expire.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -85,7 +86,6 @@ OUTAGE_KINDS = frozenset(
         FindingKind.RELEASE_UNTRUSTED,  # no release to judge by: nothing shown wrong
     }
 )
-_CLASS_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 #: Rows of each Markdown table at most: GitHub keeps 1 MiB of a step's summary, and a
 #: summary is read, not searched (the JSON and JUnit reports have everything).
 MARKDOWN_MAX_ROWS = 500
@@ -93,8 +93,17 @@ MARKDOWN_MAX_ROWS = 500
 MARKDOWN_MAX_CELL = 400
 #: Characters Markdown (CommonMark, GitHub's tables, math and strike-through) would read
 #: as markup in a cell: escaped with a backslash, so instance text stays text.
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>&|~$])")
-_MD_BREAKS = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
+_MD_SPECIAL = r"([\\`*_\[\]<>&|~$])"
+_MD_BREAKS = r"[\x00-\x1f\x7f\u0085\u2028\u2029]+"
+#: Characters a JUnit class name does not keep (each becomes ``_``).
+_CLASS_UNSAFE = r"[^A-Za-z0-9_-]"
+
+
+@functools.cache
+def _pattern(source: str) -> re.Pattern[str]:
+    """``source`` compiled once, on first use: only the JUnit and Markdown reports use
+    these, so a JSON or table report never pays for compiling them at start-up."""
+    return re.compile(source)
 
 
 def schema_path() -> Path:
@@ -401,7 +410,7 @@ def _classname(suite: str, version: str | None) -> str:
     """``suite.version`` with the version's dots replaced: Jenkins reads every dot of a
     classname as a package separator, so ``artifactcheck.1.0.0`` would become three
     nested packages."""
-    return f"{suite}.{_CLASS_UNSAFE.sub('_', version) if version else 'unversioned'}"
+    return f"{suite}.{_pattern(_CLASS_UNSAFE).sub('_', version) if version else 'unversioned'}"
 
 
 def _lines(findings: Iterable[Finding]) -> str:
@@ -475,10 +484,10 @@ def md_cell(text: str | None) -> str:
     """Text as one Markdown table cell: line breaks and control characters become
     spaces (a newline would end the row), markup characters are escaped (a ``|``
     would split the cell, ``<`` start HTML, a backtick a code span), long text is cut."""
-    flat = _MD_BREAKS.sub(" ", text or "").strip()
+    flat = _pattern(_MD_BREAKS).sub(" ", text or "").strip()
     if len(flat) > MARKDOWN_MAX_CELL:
         flat = flat[: MARKDOWN_MAX_CELL - 3].rstrip() + "..."
-    return _MD_SPECIAL.sub(r"\\\1", flat) or "-"
+    return _pattern(_MD_SPECIAL).sub(r"\\\1", flat) or "-"
 
 
 def _md_table(header: list[str], rows: list[list[str]], *, what: str) -> list[str]:
