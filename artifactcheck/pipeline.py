@@ -56,7 +56,14 @@ from artifactcheck.observe.cdn import observe_cdn
 from artifactcheck.observe.failures import CHECK_FAILED, describe
 from artifactcheck.observe.instance import Observer
 from artifactcheck.observe.previous_release import observe_previous
-from artifactcheck.observe.spread import Shares, can_fork, processes_for, shares, split_by_host
+from artifactcheck.observe.spread import (
+    HERE,
+    Shares,
+    can_fork,
+    processes_for,
+    shares,
+    split_by_host,
+)
 from artifactcheck.release.sources import Expectations
 from artifactcheck.release.wiring import build_expectations
 
@@ -572,7 +579,7 @@ async def check_once(
 
             await observe_in_processes(
                 observer,
-                split_by_host(chosen, spread.count),
+                split_by_host(chosen, spread.count, first=HERE if meanwhile else 1.0),
                 share=spread,
                 into=observations,
                 loaded=loaded,

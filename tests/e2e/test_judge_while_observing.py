@@ -21,7 +21,7 @@ from artifactcheck import pipeline
 from artifactcheck.discover.static import instances_from_targets
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Instance, InstanceResult, Observation, Verdict
-from artifactcheck.observe.spread import split_by_host
+from artifactcheck.observe.spread import HERE, split_by_host
 from artifactcheck.present.report import assets
 from artifactcheck_sim.web import Delay
 
@@ -85,7 +85,7 @@ def test_a_slow_worker_share_is_judged_after_this_share_is(make_fleet, tmp_path)
     fleet.drift(0, serves="1.4.2")  # one wrong instance in each process's share
     fleet.drift(1, serves="1.4.2")
     spec, instances = _spec(tmp_path, fleet)
-    here, there = split_by_host(instances, 2)
+    here, there = split_by_host(instances, 2, first=HERE)
     slow = {i.name for i in there}
     for sim, inst in zip(fleet.instances, instances, strict=True):
         if inst.name in slow:  # the worker's share answers late: this one waits for it
@@ -158,3 +158,21 @@ def test_with_a_cdn_judging_waits_for_every_observation(make_fleet, tmp_path) ->
     doc, rows = _verify(tmp_path, spec, "--processes", "2")
     assert rows == [[6, None]], rows
     assert {r["verdict"] for r in doc["results"]} == {"consistent"}
+
+
+def test_this_process_observes_a_lighter_share_than_a_worker() -> None:
+    """It also reads the workers' answers and judges meanwhile: given as many instances
+    as a worker, it was the last to finish. Each host stays in one share."""
+    hosts = [
+        Instance(name=f"h{i}", base_url=f"http://10.1.{i // 200}.{i % 200}/") for i in range(1000)
+    ]
+    twice = [Instance(name=f"t{i}", base_url="http://10.2.0.1:80/") for i in range(30)]
+    even = split_by_host(hosts, 2)
+    assert [len(s) for s in even] == [500, 500]
+    here, there = split_by_host(hosts, 2, first=HERE)
+    assert len(here) == round(1000 * HERE / (1 + HERE)) and len(here) + len(there) == 1000
+    three = split_by_host([*twice, *hosts], 3, first=HERE)
+    assert sum(len(s) for s in three) == 1030
+    assert len(three[0]) < len(three[1]) and abs(len(three[1]) - len(three[2])) <= 1
+    assert sum(1 for s in three if any(i.name.startswith("t") for i in s)) == 1
+    assert {i.name for s in three for i in s} == {i.name for i in [*twice, *hosts]}
