@@ -579,7 +579,7 @@ async def check_once(
 
             await observe_in_processes(
                 observer,
-                split_by_host(chosen, spread.count, first=HERE if meanwhile else 1.0),
+                split_by_host(chosen, spread.count, first=1.0 if cache is None else HERE),
                 share=spread,
                 into=observations,
                 loaded=loaded,
