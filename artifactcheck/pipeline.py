@@ -15,6 +15,7 @@ the run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -55,7 +56,14 @@ from artifactcheck.observe.cdn import observe_cdn
 from artifactcheck.observe.failures import CHECK_FAILED, describe
 from artifactcheck.observe.instance import Observer
 from artifactcheck.observe.previous_release import observe_previous
-from artifactcheck.observe.spread import Shares, can_fork, processes_for, shares, split_by_host
+from artifactcheck.observe.spread import (
+    HERE,
+    Shares,
+    can_fork,
+    processes_for,
+    shares,
+    split_by_host,
+)
 from artifactcheck.release.sources import Expectations
 from artifactcheck.release.wiring import build_expectations
 
@@ -143,6 +151,31 @@ async def judge(
         )
         fleet += previous_findings(previous)
 
+    compare = _comparer(spec, loaded, expectations, cdn_view, started_at, cache)
+    # each coverage names the codings compared: the observation's (the spec's, set by
+    # the observer), so nothing is copied per result afterwards
+    results = await _on_own_thread(
+        functools.partial(_compare_isolated, observations, compare), holds_state=True
+    )
+    if any(r.unconfirmed for r in results):
+        observations = await _confirm(observer, observations, results)
+        results = await _on_own_thread(
+            functools.partial(_compare_isolated, observations, compare), holds_state=True
+        )
+    return Judgement(results=results, findings=tuple(fleet), cdn=cdn_view, previous=previous)
+
+
+def _comparer(
+    spec: CheckSpec,
+    loaded: dict[str, Expectation],
+    expectations: Expectations | None,
+    cdn_view: CdnView | None,
+    started_at: datetime,
+    cache: JudgeCache | None,
+) -> Callable[[Sequence[Observation]], list[InstanceResult]]:
+    """How :func:`judge` compares a group of observations: every input of a verdict but
+    the observations, fixed (the releases ``loaded`` as they are when it is called)."""
+
     def compare(group: Sequence[Observation]) -> list[InstanceResult]:
         return compare_fleet(
             group,
@@ -155,17 +188,50 @@ async def judge(
             cache=cache,  # keyed by every input of a verdict: safe for any group
         )
 
-    # each coverage names the codings compared: the observation's (the spec's, set by
-    # the observer), so nothing is copied per result afterwards
-    results = await _on_own_thread(
-        functools.partial(_compare_isolated, observations, compare), holds_state=True
-    )
-    if any(r.unconfirmed for r in results):
-        observations = await _confirm(observer, observations, results)
-        results = await _on_own_thread(
-            functools.partial(_compare_isolated, observations, compare), holds_state=True
-        )
-    return Judgement(results=results, findings=tuple(fleet), cdn=cdn_view, previous=previous)
+    return compare
+
+
+async def _judge_meanwhile(
+    compare: Callable[[Sequence[Observation]], list[InstanceResult]],
+    observations: dict[str, Observation],
+    observing: Callable[[], bool],
+) -> None:
+    """Judge the observations at hand while observing processes still observe, a few
+    at a time, into the judge cache ``compare`` fills (:func:`_early_judging`).
+
+    This process observes its own share and then only reads the workers' answers: its
+    core is idle until the last worker is done, and judging waits for that. What is
+    judged here is judged again afterwards only where an input of its verdict changed
+    (a release loaded since, a fleet finding), so the results are the ones judging
+    everything at the end gives, and less of that judging is left for the end.
+    """
+    judged: set[str] = set()
+    while observing():
+        fresh = [o for name, o in list(observations.items()) if name not in judged]
+        if not fresh:
+            await asyncio.sleep(_MEANWHILE_IDLE)
+            continue
+        for start in range(0, len(fresh), _MEANWHILE_BATCH):
+            batch = fresh[start : start + _MEANWHILE_BATCH]
+            with contextlib.suppress(Exception):  # judged again at the end, isolated there
+                compare(batch)
+            judged.update(o.instance.name for o in batch)
+            await asyncio.sleep(0)  # the workers' answers are read between batches
+            if not observing():
+                return
+
+
+#: Observations judged between two looks at the workers' answers, and the pause while
+#: none is at hand (a worker's answers arrive within milliseconds of each other).
+_MEANWHILE_BATCH = 25
+_MEANWHILE_IDLE = 0.005
+
+
+def _early_judging(spec: CheckSpec, expectations: Expectations | None) -> bool:
+    """Whether judging may start before the last observation: only against releases
+    (consensus compares every instance with all the others), and without a CDN or
+    previous releases to observe first (their views are inputs of every verdict)."""
+    return expectations is not None and not spec.cdn and not spec.previous_versions
 
 
 async def _previous(
@@ -490,6 +556,7 @@ async def check_once(
     chosen = sample_instances(instances, spec.sampling.instances, seed=observer.seed)
     observations: dict[str, Observation] = {}
     loaded: dict[str, Expectation] = {}
+    cache: JudgeCache | None = None
 
     async def here(part: Sequence[Instance]) -> None:
         await observe_each(observer, part, into=observations, loaded=loaded, on_result=on_result)
@@ -498,14 +565,27 @@ async def check_once(
         if spread is not None and spread.count > 1:
             from artifactcheck.observe.processes import observe_in_processes  # forks: pickle
 
+            meanwhile = None
+            if expectations is not None and _early_judging(spec, expectations):
+                cache = JudgeCache()
+                compare = _comparer(spec, loaded, expectations, None, started.at, cache)
+                releases = expectations
+
+                async def meanwhile(observing: Callable[[], bool]) -> None:
+                    # the releases judging loads first (known, desired): the same ones
+                    # now, or every verdict's inputs would change when they arrive
+                    await _load_releases(spec, (), loaded, releases, known_versions)
+                    await _judge_meanwhile(compare, observations, observing)
+
             await observe_in_processes(
                 observer,
-                split_by_host(chosen, spread.count),
+                split_by_host(chosen, spread.count, first=1.0 if cache is None else HERE),
                 share=spread,
                 into=observations,
                 loaded=loaded,
                 observe_here=here,
                 on_result=on_result,
+                meanwhile=meanwhile,
             )
         else:
             await here(chosen)
@@ -522,6 +602,7 @@ async def check_once(
             instances_total=len(instances),
             gate_mode=gate_mode,
             known_versions=known_versions,
+            cache=cache,
         )
     finally:
         await observer.aclose()

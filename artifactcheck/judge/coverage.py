@@ -8,6 +8,7 @@ be fetched") is kept with it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import Protocol
 
 from artifactcheck.judge import prefix
@@ -126,14 +127,17 @@ def _not_served_why(got: Fetched | None, pages: frozenset[str], path: str) -> st
 def coverage_findings(obs: Observation, version: str, coverage: Coverage) -> list[Finding]:
     """Say what was not compared: a sample (info) or anything else (warning)."""
     findings = []
-    sampled = [p for p, why in coverage.not_compared if why == SAMPLED_OUT]
-    other = [(p, why) for p, why in coverage.not_compared if why != SAMPLED_OUT]
+    rows = coverage.not_compared
+    # counted in C: a sampled instance's rows are hundreds of "sampled out", every one
+    # of them walked in Python twice per instance was a third of judging a large fleet
+    sampled = list(map(itemgetter(1), rows)).count(SAMPLED_OUT)
+    other = [] if sampled == len(rows) else [(p, why) for p, why in rows if why != SAMPLED_OUT]
     if sampled:
         findings.append(
             Finding(
                 FindingKind.SAMPLED,
                 f"{coverage.compared} of {coverage.total} files of release {version} "
-                f"checked (a sample); {len(sampled)} sampled out",
+                f"checked (a sample); {sampled} sampled out",
                 instance=obs.instance.name,
                 severity=Severity.INFO,
             )

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from artifactcheck.model.values import Expectation, Instance, Observation
@@ -65,11 +65,15 @@ async def observe_in_processes(
     loaded: dict[str, Expectation],
     observe_here: Callable[[Sequence[Instance]], Any],
     on_result: Callable[[Observation], None] | None = None,
+    meanwhile: Callable[[Callable[[], bool]], Awaitable[None]] | None = None,
 ) -> None:
     """Observe ``slices[0]`` here (``observe_here``) and each other slice in a worker.
 
     Every observation goes ``into`` its instance's name, as :func:`observe_each` does;
-    the workers' requests are added to this process's fetcher's counts.
+    the workers' requests are added to this process's fetcher's counts. ``meanwhile``:
+    what this process does once its own share is observed, while a worker still
+    observes; it is given a test of whether one still does, and returns soon after
+    none does.
     """
     ok, why = can_fork()
     if not ok:  # a thread started since the run was planned: all of it here, as before
@@ -92,8 +96,18 @@ async def observe_in_processes(
                 here += part
             else:
                 started.append((i, part))
+        jobs: list[asyncio.Task[None]] = []
+
+        def observing() -> bool:
+            return not all(job.done() for job in jobs)
+
+        async def mine() -> None:
+            await observe_here(here)
+            if meanwhile is not None and observing():
+                await meanwhile(observing)
+
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(observe_here(here))
+            tg.create_task(mine())  # first, as before; it starts once every job is listed
             for i, part in started:
                 job = Job(
                     spec=spec,
@@ -103,6 +117,6 @@ async def observe_in_processes(
                     releases=observer.expectations is not None,
                     fetch=FetchSetup(),
                 )
-                tg.create_task(pool.run_job(i, job, observer, into, loaded, on_result))
+                jobs.append(tg.create_task(pool.run_job(i, job, observer, into, loaded, on_result)))
     finally:
         pool.close()
