@@ -581,6 +581,10 @@ class Http1Transport(_TransportBase):
         self._lru.clear()
         # A TLS close (close_notify) finishes asynchronously: left alone, the socket
         # outlives the event loop of the run (an fd held until GC, a ResourceWarning).
+        # A plain TCP close is over after one turn of the loop: only a TLS one is
+        # waited for, so a run of plain HTTP ends without a sleep.
+        if closing:
+            await asyncio.sleep(0)
         deadline = time.monotonic() + 1.0
         while any(not c.lost for c in closing) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)

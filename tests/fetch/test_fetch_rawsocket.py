@@ -513,3 +513,32 @@ async def test_servlet_dot_dot_segments_are_refused_without_a_request(
             got = await f.get_asset(server.url + "app/", "assets/..;/..;/x")
     assert got.error_kind == "unsafe" and got.attempts == 0
     assert server.connections == 0
+
+
+# --------------------------------------------------------------------------- closing
+
+
+async def test_closing_plain_connections_waits_for_no_tls_close(
+    host: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain TCP close is over after one turn of the loop: the pool's close waits for
+    nothing more (only a TLS close_notify is waited for), and no socket outlives it."""
+    with RawServer(host(), fixed(response(200, b"ok"))) as server:
+        pool = Http1Transport(ssl_context=build_ssl_context(HttpSettings()))
+        for name in ("a.js", "b.js"):
+            answer = await pool.handle_async_request(httpx.Request("GET", server.url + name))
+            assert await answer.aread() == b"ok"
+            await answer.aclose()
+        idle = [conn for conns in pool._idle.values() for conn in conns]
+        assert len(idle) == 1
+        slept: list[float] = []
+        real = asyncio.sleep
+
+        async def recorded(delay: float, *args: Any) -> Any:
+            slept.append(delay)
+            return await real(delay, *args)
+
+        monkeypatch.setattr(asyncio, "sleep", recorded)
+        await pool.aclose()
+    assert [d for d in slept if d > 0] == []
+    assert all(conn.lost for conn in idle)
