@@ -13,6 +13,7 @@ later, and the heap grows by at most the one larger generation of young objects.
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -21,14 +22,28 @@ __all__ = ["YOUNG_GENERATION", "young_generation"]
 #: Objects allocated (net) before a young collection; CPython's default is 700.
 YOUNG_GENERATION = 10_000
 
+_lock = threading.Lock()
+#: Controllers inside :func:`young_generation` now, and the thresholds before the first.
+_inside = 0
+_before: tuple[int, int, int] | None = None
+
 
 @contextmanager
 def young_generation(size: int = YOUNG_GENERATION) -> Iterator[None]:
-    """The young generation at ``size`` objects for the block, as it was after it; the
-    older generations' thresholds are kept."""
-    before = gc.get_threshold()
-    gc.set_threshold(max(size, before[0]), *before[1:])
+    """The young generation at ``size`` objects (at least) while any controller of the
+    process runs in this block; the thresholds the process had before the first one
+    are back when the last one leaves, whatever order they stop in."""
+    global _inside, _before
+    with _lock:
+        if _inside == 0:
+            _before = gc.get_threshold()
+            gc.set_threshold(max(size, _before[0]), *_before[1:])
+        _inside += 1
     try:
         yield
     finally:
-        gc.set_threshold(*before)
+        with _lock:
+            _inside -= 1
+            if _inside == 0 and _before is not None:
+                gc.set_threshold(*_before)
+                _before = None

@@ -8,7 +8,7 @@ import itertools
 import pytest
 from tenant_support import TenantCluster, admin_config, running, write_admin_config
 
-from artifactcheck.control.young_generation import YOUNG_GENERATION
+from artifactcheck.control.young_generation import YOUNG_GENERATION, young_generation
 from artifactcheck.model.names import ANN_QUARANTINED
 from artifactcheck_sim.cluster import SimCluster, wait_for
 
@@ -66,6 +66,20 @@ def test_the_young_generation_is_larger_while_the_controller_runs(cluster: SimCl
     with running(cluster) as ctl:
         wait_for(lambda: ctl.controller.cycles_completed >= 1, timeout=20)
         assert gc.get_threshold() == (YOUNG_GENERATION, *before[1:])
+    assert gc.get_threshold() == before
+
+
+def test_controllers_that_stop_out_of_order_leave_the_thresholds_as_they_were() -> None:
+    """Two controllers of one process (a test's, a benchmark's): the first to start may
+    stop first, and the thresholds from before either are back after the last."""
+    before = gc.get_threshold()
+    first, second = young_generation(), young_generation()
+    first.__enter__()
+    second.__enter__()
+    assert gc.get_threshold()[0] == YOUNG_GENERATION
+    first.__exit__(None, None, None)
+    assert gc.get_threshold()[0] == YOUNG_GENERATION  # the second still runs
+    second.__exit__(None, None, None)
     assert gc.get_threshold() == before
 
 
