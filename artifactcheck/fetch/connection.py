@@ -65,9 +65,9 @@ def _poller_of(transport: asyncio.BaseTransport) -> Callable[[int], list[tuple[i
     """The ``poll`` of a poll object watching the socket under ``transport`` for what
     :func:`pending` looks for, or None (no socket, no ``poll()``: :func:`pending` then).
 
-    Made once per connection: a connection is asked whether it is still silent twice
-    per request (back to the pool, out of it), and the socket lookup and a new poll
-    object each time cost more than the system call.
+    Made once per connection: a connection is asked whether it is still silent on
+    every reuse, and the socket lookup and a new poll object each time cost more than
+    the system call.
     """
     sock = transport.get_extra_info("socket")
     if sock is None or not hasattr(select, "poll"):
@@ -144,15 +144,26 @@ class Connection(asyncio.Protocol):
 
     # -- reading
     @property
+    def clean(self) -> bool:
+        """Open, nothing queued, nothing unsolicited seen: what is known without a
+        system call. Enough to pool a connection whose response was read completely;
+        :attr:`usable` polls the socket when it is taken out again, right before reuse."""
+        transport = self.transport
+        return not (
+            self.eof or self.condemned or self.chunks or transport is None or transport.is_closing()
+        )
+
+    @property
     def usable(self) -> bool:
         """Open and silent, also at the socket: safe to send the next request on.
 
         The socket is polled last, once the transport is known open (so its descriptor
         is still this connection's): through the poll object made when it connected.
         """
-        transport = self.transport
-        if self.eof or self.condemned or self.chunks or transport is None or transport.is_closing():
+        if not self.clean:
             return False
+        transport = self.transport
+        assert transport is not None
         poll = self._poll
         return not (poll(0) if poll is not None else pending(transport))
 

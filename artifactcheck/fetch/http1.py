@@ -362,8 +362,13 @@ class Http1Transport(_TransportBase):
         self._closed = False
 
     def release(self, conn: Connection) -> None:
-        """Keep a connection whose response was read completely, if it is still clean."""
-        if self._closed or not conn.usable:
+        """Keep a connection whose response was read completely, if it is still clean.
+
+        Not polled here: bytes that reach the socket while it is idle condemn it
+        (:meth:`Connection.data_received`), and :meth:`_checkout` polls it before reuse,
+        so one poll per request answers both (a poll here too was a second system call
+        per GET that decided nothing the one at reuse does not)."""
+        if self._closed or not conn.clean:
             conn.close()
             return
         conn.idle_since = time.monotonic()
