@@ -570,9 +570,10 @@ class Http1Transport(_TransportBase):
         if not 100 <= int(match[2]) <= 599:  # "099" is no interim response to skip
             raise ProtocolViolation(f"invalid status code {match[2].decode()}")
         headers: list[tuple[bytes, bytes]] = []
+        token = FIELD_NAME_BYTES.fullmatch  # looked up once per head, not per line
         for line in lines[1:]:
             name, sep, value = line.partition(b":")
-            if not sep or not FIELD_NAME_BYTES.fullmatch(name):
+            if not sep or not token(name):
                 raise RemoteProtocolError(f"invalid header line {line[:60]!r}")
             headers.append((name, value.strip(b" \t")))
         return int(match[2]), match[3] or b"", headers, match[1] == b"1", head.isascii()
