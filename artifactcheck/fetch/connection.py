@@ -11,6 +11,7 @@ answer to the next request). Errors are the lean transport errors of
 from __future__ import annotations
 
 import asyncio
+import math
 import select
 from collections import deque
 from collections.abc import Callable
@@ -65,9 +66,9 @@ def _poller_of(transport: asyncio.BaseTransport) -> Callable[[int], list[tuple[i
     """The ``poll`` of a poll object watching the socket under ``transport`` for what
     :func:`pending` looks for, or None (no socket, no ``poll()``: :func:`pending` then).
 
-    Made once per connection: a connection is asked whether it is still silent twice
-    per request (back to the pool, out of it), and the socket lookup and a new poll
-    object each time cost more than the system call.
+    Made once per connection: a connection is asked whether it is still silent on
+    every reuse, and the socket lookup and a new poll object each time cost more than
+    the system call.
     """
     sock = transport.get_extra_info("socket")
     if sock is None or not hasattr(select, "poll"):
@@ -108,6 +109,10 @@ class Connection(asyncio.Protocol):
         self._paused = False
         self.lost = False  # connection_lost was called: the socket is closed
         self._poll: Callable[[int], list[tuple[int, int]]] | None = None
+        # The read timeout: the current wait's deadline on the loop's clock, and the one
+        # timer armed for it (or for an earlier wait's deadline, re-armed when it fires).
+        self._deadline = math.inf
+        self._timer: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -144,31 +149,68 @@ class Connection(asyncio.Protocol):
 
     # -- reading
     @property
+    def clean(self) -> bool:
+        """Open, nothing queued, nothing unsolicited seen: what is known without a
+        system call. Enough to pool a connection whose response was read completely;
+        :attr:`usable` polls the socket when it is taken out again, right before reuse."""
+        transport = self.transport
+        return not (
+            self.eof or self.condemned or self.chunks or transport is None or transport.is_closing()
+        )
+
+    @property
     def usable(self) -> bool:
         """Open and silent, also at the socket: safe to send the next request on.
 
         The socket is polled last, once the transport is known open (so its descriptor
         is still this connection's): through the poll object made when it connected.
         """
-        transport = self.transport
-        if self.eof or self.condemned or self.chunks or transport is None or transport.is_closing():
+        if not self.clean:
             return False
+        transport = self.transport
+        assert transport is not None
         poll = self._poll
         return not (poll(0) if poll is not None else pending(transport))
 
     async def wait(self, timeout: float | None) -> None:
-        """Wait until more bytes arrive or the peer closes; ReadTimeout after ``timeout``."""
+        """Wait until more bytes arrive or the peer closes; ReadTimeout after ``timeout``.
+
+        Each wait has its own deadline, but not its own timer: one timer per connection
+        is armed for the earliest deadline still ahead, and when it fires it fails the
+        wait whose deadline has come or re-arms for the current one. A body read in many
+        pieces, and a connection reused within the timeout, arm no timer per wait (a
+        timer made, pushed on the loop's heap and cancelled was most of a wait's cost).
+        """
         if self._paused and self.transport is not None:
             self._paused = False
             self.transport.resume_reading()
-        waiter = self._waiter = self.loop.create_future()
-        timer = None if timeout is None else self.loop.call_later(timeout, _expire, waiter)
+        loop = self.loop
+        waiter = self._waiter = loop.create_future()
+        if timeout is None:
+            self._deadline = math.inf
+        else:
+            deadline = self._deadline = loop.time() + timeout
+            timer = self._timer
+            if timer is None or timer.when() > deadline:
+                if timer is not None:
+                    timer.cancel()
+                self._timer = loop.call_at(deadline, self._expire, deadline)
         try:
             await waiter
         finally:
             self._waiter = None
-            if timer is not None:
-                timer.cancel()
+
+    def _expire(self, due: float) -> None:
+        """The timer armed for ``due`` fired: fail the wait whose deadline that is, or
+        re-arm for the current wait's later one (none when nobody waits)."""
+        self._timer = None
+        waiter = self._waiter
+        if waiter is None or waiter.done() or self._deadline == math.inf:
+            return
+        if self._deadline <= due:
+            waiter.set_exception(ReadTimeout("timed out waiting for data"))
+        else:
+            self._timer = self.loop.call_at(self._deadline, self._expire, self._deadline)
 
     def take(self, limit: int) -> bytes:
         """Up to ``limit`` queued bytes, whole received pieces when they fit.
@@ -218,11 +260,9 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
         self.eof = True
-
-
-def _expire(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_exception(ReadTimeout("timed out waiting for data"))
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 def closed_error(conn: Connection, what: str) -> TransportError:

@@ -71,6 +71,9 @@ class _Identity:
         return iter(())
 
 
+_IDENTITY: Final = _Identity()  # it keeps no state: one serves every body
+
+
 class _Zlib:
     """gzip / deflate, inflated at most ``PIECE`` bytes at a time (bomb-safe)."""
 
@@ -207,6 +210,8 @@ def beyond_stored(content_encoding: str | None, stored: str) -> str | None:
 
 def decoder_for(content_encoding: str | None) -> tuple[Decoder, str | None]:
     """A decoder for a Content-Encoding header and the encoding to report (None: identity)."""
+    if not content_encoding:  # no header, most responses: nothing to parse (2 us a GET)
+        return _IDENTITY, None
     codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
     if len(codings) > MAX_CONTENT_CODINGS:
         raise CodingChainTooLong(
@@ -215,7 +220,7 @@ def decoder_for(content_encoding: str | None) -> tuple[Decoder, str | None]:
         )
     codings = [c for c in codings if c != "identity"]
     if not codings:
-        return _Identity(), None
+        return _IDENTITY, None
     decoders: list[Decoder] = []
     for coding in reversed(codings):
         if coding in ("gzip", "x-gzip", "deflate"):

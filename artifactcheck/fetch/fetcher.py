@@ -175,6 +175,9 @@ class Fetcher:
         self._per_host: dict[str, asyncio.Semaphore] = {}
         self._bases: dict[str, BaseRoute] = {}  # base URL -> parsed once
         self._keys: dict[str, str] = {}  # "scheme://authority" -> host key
+        # path asked for -> (normalised, the coding it is stored in): the same few paths
+        # are asked of every instance, and both are pure functions of the path
+        self._paths: dict[str, tuple[str, str | None]] = {}
         self._budget_warned = False
 
     @property
@@ -288,8 +291,10 @@ class Fetcher:
         if self._wire.transport is None:
             raise RuntimeError("use the Fetcher as 'async with Fetcher(...) as fetcher'")
         try:
-            # "" is the base URL itself (an entry page); any other path is normalised
-            relative = "" if path == "" else normalise_path(path)
+            known = self._paths.get(path) if type(path) is str else None
+            if known is None:
+                known = self._normalised(path)
+            relative, stored = known
             base = self._bases.get(base_url) or self._parse_base(base_url)
             url = base.base.join(relative) + urls.request_query(query)
         except (ArtifactCheckError, ValueError) as exc:
@@ -322,9 +327,7 @@ class Fetcher:
         if host and url.startswith("https:"):
             extensions["sni_hostname"] = server_name(host)
 
-        call = Call(
-            headers, extensions, cap, algorithms, keep_body, proxy, stored=stored_coding(relative)
-        )
+        call = Call(headers, extensions, cap, algorithms, keep_body, proxy, stored=stored)
         self.budget.record_first_attempt()
         self.stats.first_attempts += 1
         tally = _Tally()
@@ -435,6 +438,18 @@ class Fetcher:
             content_encoding=result.content_encoding,
             body=result.body,
         )
+
+    def _normalised(self, path: str) -> tuple[str, str | None]:
+        """(normalised path, the coding it is stored in) of ``path``, memoised;
+        UnsafeReferenceError as :func:`normalise_path` (never memoised)."""
+        # "" is the base URL itself (an entry page); any other path is normalised
+        relative = "" if path == "" else normalise_path(path)
+        known = (relative, stored_coding(relative))
+        if type(path) is str:
+            if len(self._paths) > _MEMO_LIMIT:
+                self._paths.clear()
+            self._paths[path] = known
+        return known
 
     def _parse_base(self, base_url: str) -> BaseRoute:
         """:class:`BaseRoute` of a base URL, memoised; ValueError for an unusable one."""

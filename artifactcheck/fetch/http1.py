@@ -362,8 +362,13 @@ class Http1Transport(_TransportBase):
         self._closed = False
 
     def release(self, conn: Connection) -> None:
-        """Keep a connection whose response was read completely, if it is still clean."""
-        if self._closed or not conn.usable:
+        """Keep a connection whose response was read completely, if it is still clean.
+
+        Not polled here: bytes that reach the socket while it is idle condemn it
+        (:meth:`Connection.data_received`), and :meth:`_checkout` polls it before reuse,
+        so one poll per request answers both (a poll here too was a second system call
+        per GET that decided nothing the one at reuse does not)."""
+        if self._closed or not conn.clean:
             conn.close()
             return
         conn.idle_since = time.monotonic()
@@ -565,9 +570,10 @@ class Http1Transport(_TransportBase):
         if not 100 <= int(match[2]) <= 599:  # "099" is no interim response to skip
             raise ProtocolViolation(f"invalid status code {match[2].decode()}")
         headers: list[tuple[bytes, bytes]] = []
+        token = FIELD_NAME_BYTES.fullmatch  # looked up once per head, not per line
         for line in lines[1:]:
             name, sep, value = line.partition(b":")
-            if not sep or not FIELD_NAME_BYTES.fullmatch(name):
+            if not sep or not token(name):
                 raise RemoteProtocolError(f"invalid header line {line[:60]!r}")
             headers.append((name, value.strip(b" \t")))
         return int(match[2]), match[3] or b"", headers, match[1] == b"1", head.isascii()

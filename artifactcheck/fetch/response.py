@@ -140,13 +140,23 @@ class _Wire:
         self._stats = stats
         self.read = 0
 
-    async def chunks(self) -> AsyncGenerator[bytes, None]:
-        """The raw chunks; an async generator, closed by the caller."""
+    def source(self) -> AsyncGenerator[bytes, None]:
+        """The response's own stream of raw chunks, not counted: whoever reads it counts
+        (:meth:`counted`). An async generator, closed by the caller."""
         response = self._response
         if response.is_stream_consumed:  # an injected transport that pre-read the body
-            raw: AsyncGenerator[bytes, None] = _once(response.content)
-        else:
-            raw = cast(AsyncGenerator[bytes, None], response.aiter_raw())
+            return _once(response.content)
+        return cast(AsyncGenerator[bytes, None], response.aiter_raw())
+
+    def counted(self, size: int) -> None:
+        """Count ``size`` bytes read off the wire (those of :meth:`source`)."""
+        self.read += size
+        if self._stats is not None:
+            self._stats.bytes_read += size
+
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
+        """The raw chunks, counted; an async generator, closed by the caller."""
+        raw = self.source()
         async with contextlib.aclosing(raw):
             async for chunk in raw:
                 self.read += len(chunk)
@@ -259,11 +269,16 @@ async def read(
     wire = _Wire(response, stats)
     offload = _Offload(hashing, hashers) if hashing is not None else None
     size = 0
-    # identity (no content coding): the wire's pieces as they are, one generator less
-    stream = wire.chunks() if encoding is None else wire.decoded(decoder)
+    # identity (no content coding): the response's own stream, its pieces counted here.
+    # Every piece of every body passes this loop, and each generator layer between the
+    # connection and the hashers costs a resumption per piece and its own closing.
+    identity = encoding is None
+    stream = wire.source() if identity else wire.decoded(decoder)
     try:
         async with contextlib.aclosing(stream) as pieces:
             async for piece in pieces:
+                if identity:
+                    wire.counted(len(piece))
                 size += len(piece)
                 if size > cap:
                     what = f"decoded {encoding} body" if encoding else "body"

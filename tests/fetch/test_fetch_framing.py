@@ -326,14 +326,17 @@ async def test_differing_content_lengths_are_refused(
 # ------------------------------------------------------------- bytes nobody asked for
 
 
-@pytest.mark.parametrize("arrival", ["same-segment", "while-idle"])
+@pytest.mark.parametrize("arrival", ["same-segment", "while-idle", "undelivered"])
 async def test_a_response_nobody_asked_for_is_never_the_next_answer(
     make_fetcher, host: Callable[[], str], arrival: str
 ) -> None:
     """HTTP/1.1 has no request ids: a second response sent after the first, in the
     same segment (read with it) or later (while the connection is idle in the pool),
     would be taken as the answer to the next request, and the right file reported as
-    a wrong one. Such a connection is never reused."""
+    a wrong one. Such a connection is never reused. "undelivered": the forgery sits in
+    the socket, not yet handed to the connection (the event loop has not run since),
+    when the next request takes the connection out of the pool: the poll before reuse
+    is all that stands between it and the next answer."""
     sent = threading.Event()
     forged = response(200, b"forged")
 
@@ -357,6 +360,9 @@ async def test_a_response_nobody_asked_for_is_never_the_next_answer(
                 await eventually(sent.is_set, timeout=10)
                 for _ in range(10):  # the event loop runs: the forgery is delivered
                     await asyncio.sleep(0.01)
+            elif arrival == "undelivered":  # the event loop does not run meanwhile
+                assert sent.wait(timeout=10)
+                time.sleep(0.05)  # the forgery reaches the client's socket
             second = await f.get_asset(server.url, "b.js")
     assert first.hashes["sha256"] == sha(b"real /a.js"), first.error
     assert second.ok and second.hashes["sha256"] == sha(b"real /b.js"), second.error

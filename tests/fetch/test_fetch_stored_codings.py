@@ -69,3 +69,31 @@ def test_stored_codings_by_name() -> None:
     assert beyond_stored("gzip", "gzip") == "" and beyond_stored(" x-gzip ", "gzip") == ""
     assert beyond_stored("gzip, br", "gzip") == "br"
     assert beyond_stored("br, gzip", "gzip") is None and beyond_stored(None, "gzip") is None
+
+
+async def test_paths_asked_again_are_read_as_the_first_time(
+    make_fetcher, host: Callable[[], str]
+) -> None:
+    """A Fetcher asks the same few paths of every instance: the second and later asks of
+    a path (from the Fetcher's memo of normalised paths) are read exactly as the first,
+    a stored ``.gz`` as stored, its sibling decoded, and an unsafe path refused each
+    time, never remembered as a usable one."""
+    wire = response(200, STORED, headers={"Content-Encoding": "gzip"})
+    with (
+        RawServer(host(), serve_each(lambda conn, head: wire)) as one,
+        RawServer(host(), serve_each(lambda conn, head: wire)) as two,
+    ):
+        async with make_fetcher() as f:
+            got = [
+                await f.get_asset(server.url, path)
+                for _ in range(2)
+                for server in (one, two)
+                for path in ("x.css.gz", "x.css", "a/../../x.css.gz")
+            ]
+    for i in range(0, 12, 3):
+        stored, decoded, unsafe = got[i : i + 3]
+        assert stored.ok and stored.sha256 == sha(STORED), stored.error
+        assert decoded.ok and decoded.sha256 == sha(CSS), decoded.error
+        assert unsafe.error_kind == "unsafe" and unsafe.attempts == 0, unsafe
+    assert [g.path for g in got[:3]] == ["x.css.gz", "x.css", "a/../../x.css.gz"]
+    assert len(one.requests) == len(two.requests) == 4  # never the unsafe one
