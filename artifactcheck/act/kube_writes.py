@@ -220,14 +220,18 @@ class KubeWriter:
         said that it moved it.
         """
         ns, name = where
-        level = logging.INFO if status != "False" else logging.WARNING
+
+        def say() -> None:
+            level = logging.INFO if status != "False" else logging.WARNING
+            self.log.log(level, "%s pod %s/%s: %s: %s", done, ns, name, reason, text)
+
         after = None
         if status is not None:
             after = await self.set_condition(
                 pod, ns, name, status=status, reason=reason, message=text
             )
         if after is not None:
-            self.log.log(level, "%s pod %s/%s: %s: %s", done, ns, name, reason, text)
+            say()
         latest = after if after is not None else pod
         current = body.annotations_of(latest)
         marked = any(current.get(k) != v for k, v in marks.items())
@@ -236,5 +240,5 @@ class KubeWriter:
                 latest, ns, name, {**marks, ANN_CHECKED_AT: rfc3339(self.clock())}
             )
             if after is None:
-                self.log.log(level, "%s pod %s/%s: %s: %s", done, ns, name, reason, text)
+                say()
         return marked or after is not None

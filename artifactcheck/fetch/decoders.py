@@ -210,7 +210,7 @@ def beyond_stored(content_encoding: str | None, stored: str) -> str | None:
 
 def decoder_for(content_encoding: str | None) -> tuple[Decoder, str | None]:
     """A decoder for a Content-Encoding header and the encoding to report (None: identity)."""
-    if not content_encoding:  # no header, most responses: nothing to parse (2 us a GET)
+    if not content_encoding:  # no header, most responses: nothing to parse
         return _IDENTITY, None
     codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
     if len(codings) > MAX_CONTENT_CODINGS:

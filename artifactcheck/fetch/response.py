@@ -159,9 +159,7 @@ class _Wire:
         raw = self.source()
         async with contextlib.aclosing(raw):
             async for chunk in raw:
-                self.read += len(chunk)
-                if self._stats is not None:
-                    self._stats.bytes_read += len(chunk)
+                self.counted(len(chunk))
                 yield chunk
 
     async def decoded(self, decoder: Decoder) -> AsyncGenerator[bytes, None]:

@@ -43,8 +43,8 @@ class Call(NamedTuple):
     """What one ``get_*`` call asks of every request it sends (retries, redirect hops).
 
     A named tuple, not a frozen dataclass: one is made per GET, and a frozen
-    dataclass's ``__init__`` sets each field through ``object.__setattr__`` (2.2 us
-    against 0.9 us for the same seven fields).
+    dataclass's ``__init__`` sets each field through ``object.__setattr__``, which
+    costs more than the tuple (docs/benchmarks.md, "The cost per GET").
     """
 
     headers: Mapping[str, str]  # on top of the Fetcher's own

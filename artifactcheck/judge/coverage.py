@@ -128,8 +128,8 @@ def coverage_findings(obs: Observation, version: str, coverage: Coverage) -> lis
     """Say what was not compared: a sample (info) or anything else (warning)."""
     findings = []
     rows = coverage.not_compared
-    # counted in C: a sampled instance's rows are hundreds of "sampled out", every one
-    # of them walked in Python twice per instance was a third of judging a large fleet
+    # counted in C: a sampled instance's rows are hundreds of "sampled out", and walking
+    # every one of them in Python twice per instance was judging's largest cost
     sampled = list(map(itemgetter(1), rows)).count(SAMPLED_OUT)
     other = [] if sampled == len(rows) else [(p, why) for p, why in rows if why != SAMPLED_OUT]
     if sampled:

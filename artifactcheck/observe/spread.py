@@ -107,6 +107,6 @@ def split_by_host(
 #: The weight of the share ``verify`` observes in its own process, against 1 for each
 #: worker's. That process also reads every worker's observations as they come, and
 #: judges what it holds while a worker still observes (the judging at the end then has
-#: less left): given as many instances as a worker, it was the last to finish, with
-#: about 7% more CPU than the worker over the observing (docs/benchmarks.md).
+#: less left): given as many instances as a worker, it was the last to finish, having
+#: spent more CPU than the worker over the observing (docs/benchmarks.md).
 HERE = 0.85
