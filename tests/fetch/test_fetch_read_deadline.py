@@ -13,7 +13,14 @@ import hashlib
 import time
 from collections.abc import Callable
 
+import httpx
+import pytest
 from rawserver import RawConn, RawServer
+
+from artifactcheck.fetch import build_ssl_context
+from artifactcheck.fetch.error_kinds import ReadTimeout
+from artifactcheck.fetch.http1 import Http1Transport
+from artifactcheck.model.settings import HttpSettings
 
 PIECE = b"x" * 100
 
@@ -88,3 +95,40 @@ async def test_a_stall_on_a_reused_connection_is_a_read_timeout(
     assert second.error_kind == "timeout", second.error
     assert "read_timeout" in (second.error or "")
     assert 0.3 <= took < 3.0, took
+
+
+async def test_a_shorter_read_timeout_on_a_reused_connection_is_kept(
+    host: Callable[[], str],
+) -> None:
+    """The connection's timer still stands for the first request's long read timeout;
+    the second request, on the same connection, asks for a short one (a deadline cut
+    short) and gets no answer: it times out by its own, not by the timer left armed."""
+
+    def handler(conn: RawConn) -> None:
+        if conn.read_request() is None:
+            return
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        conn.read_request()
+        conn.wait_closed(timeout=20)  # the second request is never answered
+
+    def timeouts(read: float) -> dict[str, dict[str, float]]:
+        return {"timeout": {"connect": 5.0, "read": read, "write": 5.0, "pool": 5.0}}
+
+    with RawServer(host(), handler) as server:
+        pool = Http1Transport(ssl_context=build_ssl_context(HttpSettings()))
+        try:
+            first = await pool.handle_async_request(
+                httpx.Request("GET", server.url + "a.js", extensions=timeouts(10.0))
+            )
+            assert await first.aread() == b"ok"
+            await first.aclose()
+            started = time.monotonic()
+            with pytest.raises(ReadTimeout):
+                await pool.handle_async_request(
+                    httpx.Request("GET", server.url + "b.js", extensions=timeouts(0.3))
+                )
+            took = time.monotonic() - started
+        finally:
+            await pool.aclose()
+    assert server.connections == 1
+    assert 0.25 <= took < 5.0, took
