@@ -10,11 +10,12 @@ of its inputs, and :func:`artifactcheck.judge.compare.compare_fleet` alone consu
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from artifactcheck.judge.answers import HashIndex
 from artifactcheck.judge.cdn_check import CdnView
 from artifactcheck.judge.coverage import SAMPLED_OUT
+from artifactcheck.model.records import field_names
 from artifactcheck.model.values import (
     Expectation,
     InstanceResult,
@@ -55,9 +56,9 @@ _SHARED_ROWS_LIMIT = 256
 
 
 #: The Observation fields other than ``instance``: a controller refreshes an
-#: observation's instance (labels, conditions) with ``dataclasses.replace``, which keeps
+#: observation's instance (labels, conditions) with ``records.replace``, which keeps
 #: every other field's object, so "the same observation" is an identity test per field.
-_EVIDENCE_FIELDS = tuple(f.name for f in fields(Observation) if f.name != "instance")
+_EVIDENCE_FIELDS = tuple(name for name in field_names(Observation) if name != "instance")
 
 
 def same_evidence(a: Observation, b: Observation) -> bool:

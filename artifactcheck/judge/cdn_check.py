@@ -21,6 +21,8 @@ from artifactcheck.judge.answers import (
 )
 from artifactcheck.judge.prefix import FALLBACK, is_fallback
 from artifactcheck.judge.statuses import NOT_HERE
+from artifactcheck.model.records import Record
+from artifactcheck.model.records import field as record_field
 from artifactcheck.model.values import (
     CertInfo,
     Fetched,
@@ -53,8 +55,7 @@ def cdn_paths(
     ]
 
 
-@dataclass(frozen=True, slots=True)
-class CdnView:
+class CdnView(Record):
     """What the CDN answered for each path; ``error`` when it could not be reached.
 
     ``include``/``exclude`` are the globs of the files the CDN must hold (see
@@ -62,7 +63,7 @@ class CdnView:
     """
 
     base_url: str
-    assets: Mapping[str, Fetched] = field(default_factory=dict)
+    assets: Mapping[str, Fetched] = record_field(default_factory=dict)
     error: str | None = None
     tls: CertInfo | None = None
     include: tuple[str, ...] = ()
@@ -81,8 +82,7 @@ class CdnCheck:
     why_unchecked: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _CdnAnswers:
+class _CdnAnswers(Record):
     """One instance's files as the CDN answered them, judged into ``check``."""
 
     check: CdnCheck

@@ -16,6 +16,7 @@ from artifactcheck.judge.prefix import FALLBACK, is_fallback
 from artifactcheck.judge.statuses import MISSING, REFUSED
 from artifactcheck.manifests import verify_integrity
 from artifactcheck.manifests.integrity import vouching_algorithms, vouching_hash
+from artifactcheck.model.records import Record
 from artifactcheck.model.values import (
     Fetched,
     Finding,
@@ -75,8 +76,7 @@ def against_release(
     return against.check
 
 
-@dataclass(frozen=True, slots=True)
-class _Against:
+class _Against(Record):
     """One instance's answers judged against one release, into ``check``."""
 
     obs: Observation

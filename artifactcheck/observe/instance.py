@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -29,6 +29,7 @@ from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.judge import prefix as prefix_rules
 from artifactcheck.judge.statuses import NOT_HERE
 from artifactcheck.model.errors import ErrorKind
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import (
     CertInfo,

@@ -11,7 +11,7 @@ large run's CPU, and memory with the fleet).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
 from artifactcheck.fetch.fetcher import Fetcher
@@ -25,6 +25,7 @@ from artifactcheck.model.errors import (
     ManifestLimitError,
     UnsafeReferenceError,
 )
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Fetched, Instance, Manifest, Observation
 from artifactcheck.observe.failures import unobservable
