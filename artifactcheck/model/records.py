@@ -25,7 +25,7 @@ This is the only module that imports msgspec (an import-linter contract says so)
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, TypeVar
+from typing import Any, TypeVar, dataclass_transform
 
 import msgspec
 from msgspec import field
@@ -35,6 +35,8 @@ __all__ = ["Record", "field", "field_names", "is_record", "replace", "set_in_pos
 _T = TypeVar("_T")
 
 
+# msgspec applies its options to subclasses; this tells type checkers so (PEP 681).
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
 class Record(msgspec.Struct, frozen=True):
     """A frozen value of typed fields; subclasses declare their fields as a dataclass does."""
 
