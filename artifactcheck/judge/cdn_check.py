@@ -8,7 +8,6 @@ is right; without one, a difference is said without blaming either side.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from artifactcheck.judge.answers import (
@@ -21,8 +20,7 @@ from artifactcheck.judge.answers import (
 )
 from artifactcheck.judge.prefix import FALLBACK, is_fallback
 from artifactcheck.judge.statuses import NOT_HERE
-from artifactcheck.model.records import Record
-from artifactcheck.model.records import field as record_field
+from artifactcheck.model.records import MutableRecord, Record, field
 from artifactcheck.model.values import (
     CertInfo,
     Fetched,
@@ -63,15 +61,14 @@ class CdnView(Record):
     """
 
     base_url: str
-    assets: Mapping[str, Fetched] = record_field(default_factory=dict)
+    assets: Mapping[str, Fetched] = field(default_factory=dict)
     error: str | None = None
     tls: CertInfo | None = None
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = DEFAULT_CDN_EXCLUDE
 
 
-@dataclass(slots=True)
-class CdnCheck:
+class CdnCheck(MutableRecord):
     """What the CDN answered, judged against the release (or the instance)."""
 
     findings: list[Finding] = field(default_factory=list)

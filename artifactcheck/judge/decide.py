@@ -15,10 +15,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 
 from artifactcheck.model.names import ANN_QUARANTINED, ANN_STREAK, ANN_VERDICT
-from artifactcheck.model.records import Record, field, replace
+from artifactcheck.model.records import MutableRecord, Record, field, replace
 from artifactcheck.model.settings import PolicySettings
 from artifactcheck.model.values import (
     BAD_VERDICTS,
@@ -227,8 +226,7 @@ class _Pass:
         )
 
 
-@dataclass(slots=True)
-class _Room:
+class _Room(MutableRecord):
     """How much of one workload may still be taken out of traffic this cycle."""
 
     name: str

@@ -1,4 +1,4 @@
-"""The base class of artifactcheck's frozen value records, and the helpers that go with it.
+"""The base classes of artifactcheck's value records, and the helpers that go with them.
 
 A value record (an :class:`~artifactcheck.model.values.Observation`, a
 :class:`~artifactcheck.model.values.Fetched`, a verdict's traits) is a frozen class of
@@ -19,6 +19,9 @@ subclass ``FrozenInstanceError``; a ``__post_init__`` that normalises a field us
 ``dataclasses`` functions do not take a record, so :func:`replace` and
 :func:`field_names` here take both a record and a dataclass.
 
+:class:`MutableRecord` is the same for classes whose fields change in place (a
+``@dataclass(slots=True)``): counters and the state of one call or one check.
+
 This is the only module that imports msgspec (an import-linter contract says so).
 """
 
@@ -30,7 +33,15 @@ from typing import Any, TypeVar, dataclass_transform
 import msgspec
 from msgspec import field
 
-__all__ = ["Record", "field", "field_names", "is_record", "replace", "set_in_post_init"]
+__all__ = [
+    "MutableRecord",
+    "Record",
+    "field",
+    "field_names",
+    "is_record",
+    "replace",
+    "set_in_post_init",
+]
 
 _T = TypeVar("_T")
 
@@ -41,8 +52,14 @@ class Record(msgspec.Struct, frozen=True):
     """A frozen value of typed fields; subclasses declare their fields as a dataclass does."""
 
 
+@dataclass_transform(field_specifiers=(field,))
+class MutableRecord(msgspec.Struct):
+    """Typed fields that change in place (counters, one call's or one check's state),
+    as a ``@dataclass(slots=True)``: equal by value, unhashable, no other attributes."""
+
+
 def is_record(value: object) -> bool:
-    """True for an instance of a :class:`Record` subclass."""
+    """True for an instance of a :class:`Record` or :class:`MutableRecord` subclass."""
     return isinstance(value, msgspec.Struct)
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.manifests.page import (
@@ -39,7 +38,7 @@ from artifactcheck.manifests.placement import Placement, Where, place_reference
 from artifactcheck.manifests.stylesheet import ParsedStylesheet, parse_stylesheet
 from artifactcheck.manifests.subresource import strongest_hashes
 from artifactcheck.model.errors import ErrorKind
-from artifactcheck.model.records import Record
+from artifactcheck.model.records import MutableRecord, Record
 from artifactcheck.model.settings import MAX_PAGES, CheckSpec
 from artifactcheck.model.values import Fetched, Instance, PageLoad
 from artifactcheck.observe.plan import MEMO_LIMIT
@@ -151,8 +150,7 @@ class _Merged:
         )
 
 
-@dataclass(slots=True)
-class _Sheet:
+class _Sheet(MutableRecord):
     """A stylesheet to read: where it is requested, by whom, how deep."""
 
     placement: Placement

@@ -41,14 +41,13 @@ import queue
 import signal
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, BinaryIO, Self
 
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.proxy import Proxies
 from artifactcheck.fetch.stats import FetchStats
-from artifactcheck.model.records import Record, replace
+from artifactcheck.model.records import MutableRecord, Record, replace
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Expectation, Instance, Observation
 from artifactcheck.observe.failures import check_failed, describe
@@ -130,8 +129,7 @@ class Job(Record):
     fetch: FetchSetup
 
 
-@dataclass(slots=True)
-class _Worker:
+class _Worker(MutableRecord):
     """One worker process and its two pickle streams (each job: one Pickler, one memo)."""
 
     process: Any  # multiprocessing.Process of the pool's context

@@ -17,8 +17,11 @@ from types import MappingProxyType
 
 import pytest
 
+from artifactcheck.fetch.response import Attempt
+from artifactcheck.fetch.stats import FetchStats
 from artifactcheck.fetch.tunnel import ProxyEndpoint
 from artifactcheck.manifests.format_info import FormatInfo
+from artifactcheck.model.errors import ErrorKind
 from artifactcheck.model.records import Record, field_names, is_record, replace
 from artifactcheck.model.values import (
     Fetched,
@@ -143,3 +146,20 @@ def test_the_base_class_is_frozen_and_subclasses_inherit_it() -> None:
         Point(1).x = 2  # type: ignore[misc]
     assert Point(1) == Point(1, 0) and hash(Point(1)) == hash(Point(x=1))
     assert Point.__match_args__ == ("x", "y")
+
+
+def test_mutable_records_change_in_place_compare_by_value_and_are_unhashable() -> None:
+    stats = FetchStats()
+    stats.requests += 1
+    stats.host("http://a:80").requests += 2
+    other = FetchStats(requests=1)
+    other.host("http://a:80").requests = 2
+    assert stats == other and stats.errors is not other.errors
+    assert pickle.loads(pickle.dumps(stats)) == stats  # an observing process's counts
+    with pytest.raises(TypeError):
+        hash(stats)
+    with pytest.raises(AttributeError):
+        stats.no_such_counter = 1  # type: ignore[attr-defined]
+    attempt = Attempt("http://a/x.js").fail(ErrorKind.TIMEOUT, "read timed out")
+    assert (attempt.error_kind, attempt.error) == (ErrorKind.TIMEOUT, "read timed out")
+    assert replace(attempt, status=200).status == 200 and attempt.status is None
