@@ -38,7 +38,6 @@ __all__ = [
     "Record",
     "field",
     "field_names",
-    "is_record",
     "replace",
     "set_in_post_init",
 ]
@@ -56,11 +55,6 @@ class Record(msgspec.Struct, frozen=True):
 class MutableRecord(msgspec.Struct):
     """Typed fields that change in place (counters, one call's or one check's state),
     as a ``@dataclass(slots=True)``: equal by value, unhashable, no other attributes."""
-
-
-def is_record(value: object) -> bool:
-    """True for an instance of a :class:`Record` or :class:`MutableRecord` subclass."""
-    return isinstance(value, msgspec.Struct)
 
 
 def replace(obj: _T, /, **changes: Any) -> _T:
