@@ -5,10 +5,11 @@
     discover -> sample -> fetch -> compare -> decide -> act / report
      Instance    Instance  Observation  Finding   InstanceResult  Action, Report
 
-They are frozen records (:mod:`artifactcheck.model.records`) rather than pydantic models: a fleet
-check builds hundreds of thousands of manifest entries, and these values never come
-from untrusted input directly (readers and settings validate first). Configuration,
-which does come from users, lives in :mod:`artifactcheck.model.settings` as pydantic models.
+They are frozen records (:mod:`artifactcheck.model.records`) rather than pydantic
+models: a fleet check builds hundreds of thousands of manifest entries, and these values
+never come from untrusted input directly (readers and settings validate first).
+Configuration, which does come from users, lives in :mod:`artifactcheck.model.settings`
+as pydantic models.
 """
 
 from __future__ import annotations
