@@ -21,7 +21,6 @@ import logging
 import time
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
@@ -38,6 +37,7 @@ from artifactcheck.judge.compare import (
 )
 from artifactcheck.judge.decide import Decision, History, decide, fail_open_when_suspect
 from artifactcheck.judge.skew_check import previous_findings
+from artifactcheck.model.records import Record, replace
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.skew import PreviousServed
 from artifactcheck.model.values import (
@@ -107,8 +107,7 @@ async def observe_each(
 # -- judge -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Judgement:
+class Judgement(Record):
     """What comparing one set of observations produced (before policy decides)."""
 
     results: list[InstanceResult]
@@ -430,8 +429,7 @@ def _failed_result(result: InstanceResult) -> InstanceResult:
 # -- the one check step ----------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Started:
+class Started(Record):
     """When a check (or a controller cycle) started, and the fetcher's counts then."""
 
     at: datetime
@@ -451,8 +449,7 @@ class Started:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Checked:
+class Checked(Record):
     """What one check step produced: the report (actions decided, not yet performed),
     the decision (with the history to keep) and the judgement it came from."""
 

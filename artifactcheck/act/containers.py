@@ -7,10 +7,10 @@ Containers have no readiness gate: ``docker.on_mismatch`` (``stop``, ``pause`` o
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 
 from artifactcheck.clients.docker import DockerEngine
 from artifactcheck.model.errors import ArtifactCheckError
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import (
     Action,

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from artifactcheck.act.kube_actor import KubeActor
@@ -23,6 +23,7 @@ from artifactcheck.control.state import CheckState
 from artifactcheck.judge.decide import Decision, History, InstanceState
 from artifactcheck.model.errors import ArtifactCheckError
 from artifactcheck.model.names import ANN_STREAK
+from artifactcheck.model.records import replace
 from artifactcheck.model.values import (
     Action,
     ActionKind,

@@ -9,7 +9,6 @@ waits a full interval). Becoming ready makes it new, and new pods are checked at
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +16,7 @@ from artifactcheck.clients.kube_bodies import Pod
 from artifactcheck.control.state import CheckState, PodSummary, address_of, key_of
 from artifactcheck.discover.kube_pods import actionable_copy, containers_ready, pod_to_instance
 from artifactcheck.discover.sample import draw_seed, sample_instances
+from artifactcheck.model.records import replace
 from artifactcheck.model.values import Instance, Observation
 from artifactcheck.observe.instance import Observer
 

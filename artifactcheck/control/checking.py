@@ -14,7 +14,6 @@ import asyncio
 import functools
 import logging
 import time
-from dataclasses import replace
 
 from artifactcheck.act.kube_actor import cordoned_by_us
 from artifactcheck.control import candidates, check_wiring
@@ -30,6 +29,7 @@ from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.proxy import proxies_of
 from artifactcheck.fetch.retry import backoff_delays
 from artifactcheck.model.errors import ArtifactCheckError
+from artifactcheck.model.records import replace
 from artifactcheck.observe.instance import Observer
 from artifactcheck.present.logs import ContextAdapter
 from artifactcheck.tenancy.admission import RequestBudget

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from artifactcheck.control import candidates, check_wiring
 from artifactcheck.control.accepting import Accepting
@@ -30,6 +30,7 @@ from artifactcheck.control.workers import FetchSetup, ObservePool
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.proxy import proxies_of
 from artifactcheck.judge.compare import CdnView
+from artifactcheck.model.records import replace
 from artifactcheck.model.values import ActionKind, Expectation, Observation, Report
 from artifactcheck.observe.instance import Observer
 from artifactcheck.pipeline import Started, judge_step, observe_each

@@ -26,9 +26,10 @@ import copy
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from artifactcheck.fetch import urls
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Expectation, Instance, Observation
 from artifactcheck.observe.instance import Observer

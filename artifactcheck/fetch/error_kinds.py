@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Final, Literal
 
 from artifactcheck.model.errors import ErrorKind
+from artifactcheck.model.records import Record
 from artifactcheck.model.settings import HttpSettings
 
 __all__ = [
@@ -149,8 +149,7 @@ def _verify_reason(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- the table
 
 
-@dataclass(frozen=True, slots=True)
-class MessageContext:
+class MessageContext(Record):
     """What a message may name: the settings, and whether the body was being read."""
 
     http: HttpSettings
@@ -161,8 +160,7 @@ class MessageContext:
         return " while reading the body" if self.reading_body else ""
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(Record):
     """One row: exceptions of ``types`` are ``kind``, told with ``message``.
 
     ``scope`` "chain" matches any exception in the chain (our own exceptions and ssl

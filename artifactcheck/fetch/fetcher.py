@@ -38,7 +38,6 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
 
@@ -57,6 +56,7 @@ from artifactcheck.fetch.wire import Call, Progress, Wire
 from artifactcheck.judge.codings import stored_coding
 from artifactcheck.manifests.limits import normalise_path
 from artifactcheck.model.errors import ArtifactCheckError, ErrorKind
+from artifactcheck.model.records import MutableRecord
 from artifactcheck.model.settings import HttpSettings, RetrySettings
 from artifactcheck.model.values import Fetched
 
@@ -74,8 +74,7 @@ _MEMO_LIMIT = 65_536  # base URLs / hosts memoised before the memo is reset
 AssetHook = Callable[[str, str, Fetched], None]
 
 
-@dataclass(slots=True)
-class _Tally:
+class _Tally(MutableRecord):
     """What one ``get_*`` call did so far, kept for the result of an unexpected error."""
 
     url: str = ""

@@ -18,17 +18,16 @@ import ipaddress
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit
 
 from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.records import Record, field
 
 __all__ = ["Proxies", "no_proxy_matches", "proxies_of"]
 
 
-@dataclass(frozen=True)
-class Proxies:
+class Proxies(Record):
     """Proxy URLs by scheme of the destination, and the ``NO_PROXY`` list."""
 
     by_scheme: Mapping[str, str] = field(default_factory=dict)

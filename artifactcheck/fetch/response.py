@@ -15,7 +15,6 @@ import hashlib
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, cast
 
 from artifactcheck.fetch.decoders import DecodeError, Decoder, beyond_stored, decoder_for
@@ -24,6 +23,7 @@ from artifactcheck.fetch.headers import Headers, content_length, evidence, kept_
 from artifactcheck.fetch.http1 import Reply
 from artifactcheck.fetch.stats import FetchStats
 from artifactcheck.model.errors import ErrorKind
+from artifactcheck.model.records import MutableRecord, field
 
 __all__ = ["REDIRECTS", "Attempt", "Response", "drain", "read"]
 
@@ -60,8 +60,7 @@ class Response(Protocol):
     async def aclose(self) -> None: ...
 
 
-@dataclass(slots=True)
-class Attempt:
+class Attempt(MutableRecord):
     """What one request (one hop, one try) produced."""
 
     url: str

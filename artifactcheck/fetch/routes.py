@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
 from typing import Final
 
 from artifactcheck.fetch import urls
+from artifactcheck.model.records import Record
 
 __all__ = ["BaseRoute", "Route"]
 
@@ -34,8 +34,7 @@ _IPV4_STYLE: Final = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+")  # httpx's te
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
 
-@dataclass(frozen=True, slots=True)
-class Route:
+class Route(Record):
     """Where a request to one URL goes: what ``httpx.URL`` makes of the URL, worked out
     once per base URL rather than once per request."""
 
@@ -86,8 +85,7 @@ def _plain(url: str) -> Route | None:
     return Route(scheme, host, port, netloc.encode("ascii"), target.encode("ascii"))
 
 
-@dataclass(frozen=True, slots=True)
-class BaseRoute:
+class BaseRoute(Record):
     """A base URL parsed once: its directory, and the route of that directory.
 
     A URL that :meth:`urls.Base.join` builds is the directory followed by a quoted,

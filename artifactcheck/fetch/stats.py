@@ -7,15 +7,14 @@ against the bounds the retry budget and the concurrency limits promise.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 
 from artifactcheck.model.errors import ErrorKind
+from artifactcheck.model.records import MutableRecord, field
 
 __all__ = ["FetchStats", "HostStats"]
 
 
-@dataclass(slots=True)
-class HostStats:
+class HostStats(MutableRecord):
     """Counters for one ``scheme://host:port``."""
 
     requests: int = 0
@@ -25,8 +24,7 @@ class HostStats:
     peak_in_flight: int = 0
 
 
-@dataclass(slots=True)
-class FetchStats:
+class FetchStats(MutableRecord):
     """What a Fetcher did: load it put on the fleet, for reports and tests."""
 
     requests: int = 0  # requests sent: first attempts, retries and redirect hops

@@ -19,25 +19,28 @@ head parser as any response.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
 from artifactcheck.fetch.error_kinds import ProxyError
+from artifactcheck.model.records import Record
 
 __all__ = ["ProxyEndpoint", "refused", "shown"]
 
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
 
-@dataclass(frozen=True, slots=True)
-class ProxyEndpoint:
+class ProxyEndpoint(Record):
     """An HTTP proxy: where to connect, and the credential line it alone is sent."""
 
     scheme: str  # how we reach the proxy itself: "http", or "https" (TLS to the proxy)
     host: str
     port: int
-    authorization: bytes = field(repr=False)  # b"Proxy-Authorization: Basic ...\r\n" or b""
+    authorization: bytes  # b"Proxy-Authorization: Basic ...\r\n" or b""
+
+    def __repr__(self) -> str:
+        """Every field but the credential line, which no log or traceback may show."""
+        return f"ProxyEndpoint(scheme={self.scheme!r}, host={self.host!r}, port={self.port!r})"
 
     @classmethod
     def parse(cls, url: str) -> ProxyEndpoint:

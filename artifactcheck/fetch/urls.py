@@ -11,12 +11,12 @@ This module is pure (no I/O, no httpx) so that the rule can be tested exhaustive
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, quote, unquote, urljoin, urlsplit
 
 from artifactcheck.manifests.limits import normalise_path
 from artifactcheck.model.errors import UnsafeReferenceError
+from artifactcheck.model.records import Record
 
 __all__ = [
     "Base",
@@ -126,8 +126,7 @@ def request_query(query: str) -> str:
     return "?" + quote(query, safe=_QUERY_SAFE)
 
 
-@dataclass(frozen=True, slots=True)
-class Base:
+class Base(Record):
     """A base URL parsed once, for the many paths joined under it.
 
     :meth:`join` gives exactly what :func:`join` gives for a path already normalised

@@ -10,11 +10,11 @@ of its inputs, and :func:`artifactcheck.judge.compare.compare_fleet` alone consu
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
 
 from artifactcheck.judge.answers import HashIndex
 from artifactcheck.judge.cdn_check import CdnView
 from artifactcheck.judge.coverage import SAMPLED_OUT
+from artifactcheck.model.records import MutableRecord, field, field_names
 from artifactcheck.model.values import (
     Expectation,
     InstanceResult,
@@ -23,8 +23,7 @@ from artifactcheck.model.values import (
 )
 
 
-@dataclass(slots=True)
-class SampledOutRows:
+class SampledOutRows(MutableRecord):
     """The ``not_compared`` rows of sampled instances, one tuple per release and set of
     files compared, shared by every coverage that has them.
 
@@ -55,9 +54,9 @@ _SHARED_ROWS_LIMIT = 256
 
 
 #: The Observation fields other than ``instance``: a controller refreshes an
-#: observation's instance (labels, conditions) with ``dataclasses.replace``, which keeps
+#: observation's instance (labels, conditions) with ``records.replace``, which keeps
 #: every other field's object, so "the same observation" is an identity test per field.
-_EVIDENCE_FIELDS = tuple(f.name for f in fields(Observation) if f.name != "instance")
+_EVIDENCE_FIELDS = tuple(name for name in field_names(Observation) if name != "instance")
 
 
 def same_evidence(a: Observation, b: Observation) -> bool:
@@ -70,8 +69,7 @@ def expectation_key(exp: Expectation | None) -> tuple[object, ...] | None:
     return None if exp is None else (exp.version, id(exp.manifest), exp.stale, exp.error)
 
 
-@dataclass(slots=True)
-class Judged:
+class Judged(MutableRecord):
     obs: Observation
     manifest: Manifest | None  # held, so the id() in ``key`` cannot be reused
     index: HashIndex
@@ -80,8 +78,7 @@ class Judged:
     result: InstanceResult
 
 
-@dataclass
-class JudgeCache:
+class JudgeCache(MutableRecord):
     """What the last comparisons found, per instance, with the inputs each came from.
 
     A controller compares its whole workload every cycle, but between two cycles only

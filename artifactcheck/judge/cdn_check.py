@@ -8,7 +8,6 @@ is right; without one, a difference is said without blaming either side.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from artifactcheck.judge.answers import (
@@ -21,6 +20,7 @@ from artifactcheck.judge.answers import (
 )
 from artifactcheck.judge.prefix import FALLBACK, is_fallback
 from artifactcheck.judge.statuses import NOT_HERE
+from artifactcheck.model.records import MutableRecord, Record, field
 from artifactcheck.model.values import (
     CertInfo,
     Fetched,
@@ -53,8 +53,7 @@ def cdn_paths(
     ]
 
 
-@dataclass(frozen=True, slots=True)
-class CdnView:
+class CdnView(Record):
     """What the CDN answered for each path; ``error`` when it could not be reached.
 
     ``include``/``exclude`` are the globs of the files the CDN must hold (see
@@ -69,8 +68,7 @@ class CdnView:
     exclude: tuple[str, ...] = DEFAULT_CDN_EXCLUDE
 
 
-@dataclass(slots=True)
-class CdnCheck:
+class CdnCheck(MutableRecord):
     """What the CDN answered, judged against the release (or the instance)."""
 
     findings: list[Finding] = field(default_factory=list)
@@ -81,8 +79,7 @@ class CdnCheck:
     why_unchecked: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _CdnAnswers:
+class _CdnAnswers(Record):
     """One instance's files as the CDN answered them, judged into ``check``."""
 
     check: CdnCheck

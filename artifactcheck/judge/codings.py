@@ -11,8 +11,8 @@ the two orders of ``--compare-encoding``; so every coding's answer is kept
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 
+from artifactcheck.model.records import replace
 from artifactcheck.model.values import STORED_CODINGS, Fetched, Observation
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime
 
 from artifactcheck.judge import prefix
@@ -89,6 +88,7 @@ from artifactcheck.judge.served_check import (
     unfetched,
 )
 from artifactcheck.model.errors import ErrorKind
+from artifactcheck.model.records import replace
 from artifactcheck.model.values import (
     Expectation,
     Finding,

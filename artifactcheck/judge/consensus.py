@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 
 from artifactcheck.judge import prefix
 from artifactcheck.judge.answers import documents, few_names
 from artifactcheck.judge.served_check import manifest_fell_back, reported_version
 from artifactcheck.judge.statuses import MISSING
+from artifactcheck.model.records import Record, replace
 from artifactcheck.model.values import (
     Finding,
     FindingKind,
@@ -42,8 +42,7 @@ NOT_LOADED = "not loaded by its pages"
 _NO_ANSWER = (ABSENT, NOT_LOADED)
 
 
-@dataclass(frozen=True, slots=True)
-class Agreement:
+class Agreement(Record):
     """What one instance's siblings (reporting its version) were found to share with it."""
 
     #: siblings holding the same bytes on every path both answered, sharing at least

@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 
 from artifactcheck.model.names import ANN_QUARANTINED, ANN_STREAK, ANN_VERDICT
+from artifactcheck.model.records import MutableRecord, Record, field, replace
 from artifactcheck.model.settings import PolicySettings
 from artifactcheck.model.values import (
     BAD_VERDICTS,
@@ -34,8 +34,7 @@ from artifactcheck.model.values import (
 from artifactcheck.model.verdicts import FAIL_OPEN_VERDICTS, MAY_BE_RIGHT, QUARANTINABLE
 
 
-@dataclass(frozen=True, slots=True)
-class InstanceState:
+class InstanceState(Record):
     """What policy remembers about one instance between cycles."""
 
     streak: int = 0  # consecutive confirmable bad verdicts
@@ -54,8 +53,7 @@ class InstanceState:
         return bool(self.streak or self.quarantined or self.flagged)
 
 
-@dataclass(frozen=True, slots=True)
-class History:
+class History(Record):
     """Policy memory: per-instance state, recent write times, nodes we cordoned."""
 
     instances: Mapping[str, InstanceState] = field(default_factory=dict)
@@ -63,8 +61,7 @@ class History:
     cordoned: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(Record):
     """The outcome of one policy pass."""
 
     actions: tuple[Action, ...]
@@ -229,8 +226,7 @@ class _Pass:
         )
 
 
-@dataclass(slots=True)
-class _Room:
+class _Room(MutableRecord):
     """How much of one workload may still be taken out of traffic this cycle."""
 
     name: str

@@ -9,7 +9,6 @@ from the desired version) is made by :func:`verdict_findings`, after the choice.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from artifactcheck.judge import prefix
 from artifactcheck.judge.answers import few_names
@@ -19,6 +18,7 @@ from artifactcheck.judge.coverage import SharedRows
 from artifactcheck.judge.page_check import unreadable_reason
 from artifactcheck.judge.release_check import NAMES_ONLY_NOTE, ReleaseCheck
 from artifactcheck.judge.served_check import NO_MANIFEST_NOTE, manifest_absent, manifest_fell_back
+from artifactcheck.model.records import MutableRecord
 from artifactcheck.model.values import (
     Coverage,
     Expectation,
@@ -46,8 +46,7 @@ CONTENT_KINDS = frozenset(
 )
 
 
-@dataclass(slots=True)
-class Case:
+class Case(MutableRecord):
     """Everything judged about one instance, from which the verdict is read."""
 
     obs: Observation

@@ -8,7 +8,6 @@ are kept so another release they belong to can be named.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from artifactcheck.judge.answers import documents, few_names, unobserved
 from artifactcheck.judge.codings import coding_answers, decoded
@@ -16,6 +15,7 @@ from artifactcheck.judge.prefix import FALLBACK, is_fallback
 from artifactcheck.judge.statuses import MISSING, REFUSED
 from artifactcheck.manifests import verify_integrity
 from artifactcheck.manifests.integrity import vouching_algorithms, vouching_hash
+from artifactcheck.model.records import MutableRecord, Record, field
 from artifactcheck.model.values import (
     Fetched,
     Finding,
@@ -28,8 +28,7 @@ from artifactcheck.model.values import (
 NAMES_ONLY_NOTE = "file names only"
 
 
-@dataclass(slots=True)
-class ReleaseCheck:
+class ReleaseCheck(MutableRecord):
     """What comparing the instance's answers with one release found."""
 
     findings: list[Finding] = field(default_factory=list)
@@ -75,8 +74,7 @@ def against_release(
     return against.check
 
 
-@dataclass(frozen=True, slots=True)
-class _Against:
+class _Against(Record):
     """One instance's answers judged against one release, into ``check``."""
 
     obs: Observation

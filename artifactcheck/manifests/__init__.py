@@ -40,7 +40,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Mapping
-from dataclasses import replace
 from types import MappingProxyType, ModuleType
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -55,6 +54,7 @@ from artifactcheck.manifests.integrity import (
 )
 from artifactcheck.manifests.limits import DEFAULT_LIMITS, ManifestLimits, load_json, normalise_path
 from artifactcheck.model.errors import ManifestFormatError, UnsafeReferenceError
+from artifactcheck.model.records import replace
 from artifactcheck.model.values import Manifest
 
 __all__ = [

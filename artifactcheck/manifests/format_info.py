@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
+
+from artifactcheck.model.records import Record, field, set_in_post_init
 
 __all__ = ["FormatInfo"]
 
 
-@dataclass(frozen=True, slots=True)
-class FormatInfo:
+class FormatInfo(Record):
     """One manifest format, as its reader describes it.
 
     ``order`` places the format in detection and in every listing (error messages, the
@@ -50,7 +50,7 @@ class FormatInfo:
     root_below: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "probes", MappingProxyType(dict(self.probes)))
+        set_in_post_init(self, "probes", MappingProxyType(dict(self.probes)))
 
     def name_match(self, path: str) -> int:
         """How much of ``path`` (``/``-separated, no query) this format's names match,

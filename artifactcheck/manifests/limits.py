@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
 from artifactcheck.model.errors import ManifestFormatError, ManifestLimitError, UnsafeReferenceError
+from artifactcheck.model.records import Record
 
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 _AMBIGUOUS = re.compile(r"%[0-9A-Fa-f]{2}|[?#]")
@@ -27,8 +27,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _PLAIN = re.compile(r"[A-Za-z0-9_~-][A-Za-z0-9_.~@+=,-]*(?:/[A-Za-z0-9_~-][A-Za-z0-9_.~@+=,-]*)*")
 
 
-@dataclass(frozen=True, slots=True)
-class ManifestLimits:
+class ManifestLimits(Record):
     """Caps applied while reading one manifest."""
 
     max_bytes: int = 8 * 1024 * 1024

@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,6 +28,7 @@ from artifactcheck.manifests._collect import Collector
 from artifactcheck.manifests.format_info import FormatInfo
 from artifactcheck.manifests.limits import ManifestLimits, check_entries
 from artifactcheck.model.errors import ManifestError, ManifestFormatError
+from artifactcheck.model.records import replace
 from artifactcheck.model.values import STORED_CODINGS, Manifest, ManifestEntry, Sha256Hashes
 from artifactcheck.model.versions import version_problem
 

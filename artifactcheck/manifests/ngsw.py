@@ -28,7 +28,6 @@ is never applied to whatever version an instance reports (see release/sources.py
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from artifactcheck.manifests._collect import (
@@ -41,6 +40,7 @@ from artifactcheck.manifests.format_info import FormatInfo
 from artifactcheck.manifests.integrity import is_hex
 from artifactcheck.manifests.limits import ManifestLimits, normalise_path
 from artifactcheck.model.errors import UnsafeReferenceError
+from artifactcheck.model.records import replace
 from artifactcheck.model.values import Manifest
 from artifactcheck.model.versions import is_version
 

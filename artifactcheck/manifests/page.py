@@ -29,13 +29,13 @@ a problem must not be judged as complete.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from enum import StrEnum
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
 from artifactcheck.manifests.integrity import parse_sri
 from artifactcheck.manifests.limits import ManifestLimits
+from artifactcheck.model.records import Record
 
 __all__ = [
     "PageLimits",
@@ -67,8 +67,7 @@ class ReferenceKind(StrEnum):
     CSS_URL = "css-url"  # a stylesheet's url(...)
 
 
-@dataclass(frozen=True, slots=True)
-class PageLimits:
+class PageLimits(Record):
     """Caps applied while reading one page (and its stylesheets)."""
 
     max_bytes: int = 2 * 1024 * 1024
@@ -87,8 +86,7 @@ class PageLimits:
 DEFAULT_PAGE_LIMITS = PageLimits()
 
 
-@dataclass(frozen=True, slots=True)
-class PageReference:
+class PageReference(Record):
     """One resource a browser loads from a page.
 
     ``raw`` is the attribute value as written, ``url`` the absolute URL it resolves to.
@@ -105,8 +103,7 @@ class PageReference:
     crossorigin: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedPage:
+class ParsedPage(Record):
     """The references of one page, the base URL they were resolved against, and why the
     page could not be read wholly (``problem``; ``None`` when it was)."""
 

@@ -16,12 +16,12 @@ stripped from the release path, which names a file of the release.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from urllib.parse import urlsplit
 
 from artifactcheck.manifests.limits import normalise_path
 from artifactcheck.model.errors import ArtifactCheckError
+from artifactcheck.model.records import Record
 
 __all__ = ["Placement", "Where", "place_reference"]
 
@@ -38,8 +38,7 @@ class Where(StrEnum):
     UNUSABLE = "unusable"  # no safe path can name it (listed with the reason)
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
+class Placement(Record):
     """Where one reference goes.
 
     ``request_path`` is relative to the instance's (or the CDN's) base URL, query kept;

@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import tinycss2
@@ -31,12 +30,12 @@ from artifactcheck.manifests.page import (
     ReferenceKind,
     resolve_reference,
 )
+from artifactcheck.model.records import Record
 
 __all__ = ["ParsedStylesheet", "parse_stylesheet"]
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedStylesheet:
+class ParsedStylesheet(Record):
     """The references of one stylesheet and why it could not be read wholly (``problem``)."""
 
     url: str

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Self
+
+from artifactcheck.model.records import Record
 
 __all__ = [
     "LabelRequirement",
@@ -88,8 +89,7 @@ _GREATER = "gt"
 _LESS = "lt"
 
 
-@dataclass(frozen=True)
-class LabelRequirement:
+class LabelRequirement(Record):
     """One requirement of a label selector; ``op`` is one of the constants above."""
 
     key: str
@@ -268,8 +268,7 @@ class _LabelParser:
         return tuple(requirements)
 
 
-@dataclass(frozen=True)
-class LabelSelector:
+class LabelSelector(Record):
     """A parsed label selector: requirements that must all hold (none: matches everything)."""
 
     requirements: tuple[LabelRequirement, ...] = ()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -29,6 +28,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.header_rules import is_field_name, is_field_value
 from artifactcheck.model.names import DEFAULT_CONDITION_TYPE, RELEASE_CONFIGMAP_SELECTOR
+from artifactcheck.model.records import Record
 from artifactcheck.model.versions import version_problem
 
 
@@ -501,8 +501,7 @@ class ReleaseImage(_Model):
         return f"image {self.reference}:{self.path}"
 
 
-@dataclass(frozen=True)
-class ReleaseManifests:
+class ReleaseManifests(Record):
     """The ``manifests`` kind as a value: release manifest files and URLs, at most one
     of them a ``{version}`` template (the field itself is the plain list YAML writes)."""
 

@@ -9,14 +9,13 @@ each instance), and the report has a section of its own for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from artifactcheck.model.records import Record
 
 #: The ``where`` of the CDN's check (an instance's is its name).
 ON_CDN = "cdn"
 
 
-@dataclass(frozen=True, slots=True)
-class PreviousServed:
+class PreviousServed(Record):
     """What one place served of one previous release: the files missing or different.
 
     ``error`` says why the place could not be checked at all (no release for the

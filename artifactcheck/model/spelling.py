@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
+from artifactcheck.model.records import MutableRecord
 from artifactcheck.model.settings import CheckSpec, loc_part
 
 __all__ = ["FieldPath", "Spelling", "spelled_as_fields"]
@@ -24,8 +24,7 @@ __all__ = ["FieldPath", "Spelling", "spelled_as_fields"]
 FieldPath = tuple[str, ...]
 
 
-@dataclass
-class Spelling:
+class Spelling(MutableRecord):
     """A spec mapping with its keys turned into field names, and how the object spelled them.
 
     An ArtifactCheck spells fields in camelCase (the CRD's names), a YAML file or an old

@@ -5,10 +5,11 @@
     discover -> sample -> fetch -> compare -> decide -> act / report
      Instance    Instance  Observation  Finding   InstanceResult  Action, Report
 
-They are plain frozen dataclasses with slots rather than pydantic models: a fleet
-check builds hundreds of thousands of manifest entries, and these values never come
-from untrusted input directly (readers and settings validate first). Configuration,
-which does come from users, lives in :mod:`artifactcheck.model.settings` as pydantic models.
+They are frozen records (:mod:`artifactcheck.model.records`) rather than pydantic
+models: a fleet check builds hundreds of thousands of manifest entries, and these values
+never come from untrusted input directly (readers and settings validate first).
+Configuration, which does come from users, lives in :mod:`artifactcheck.model.settings`
+as pydantic models.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from artifactcheck.model.errors import ErrorKind
+from artifactcheck.model.records import Record, field
 from artifactcheck.model.skew import PreviousServed
 
 # A verdict's home is model/verdicts; the names every stage reads are re-exported here.
@@ -79,16 +80,14 @@ class FindingKind(enum.StrEnum):
     SKEW_DIFFERS = "skew-differs"  # a previous release's file has other bytes
 
 
-@dataclass(frozen=True, slots=True)
-class VersionSignal:
+class VersionSignal(Record):
     """One place an instance reports its version, e.g. a label or ``/version``."""
 
     source: str  # "target", "label:app.kubernetes.io/version", "endpoint:/version#/v"
     value: str
 
 
-@dataclass(frozen=True, slots=True)
-class Instance:
+class Instance(Record):
     """One serving unit: a pod, a container or a bare URL."""
 
     name: str
@@ -194,8 +193,7 @@ def is_entry_page(path: str) -> bool:
 STORED_CODINGS: Mapping[str, str] = {".gz": "gzip", ".br": "br", ".zst": "zstd"}
 
 
-@dataclass(frozen=True, slots=True)
-class ManifestEntry:
+class ManifestEntry(Record):
     """One file a manifest promises, with whatever hashes the format carries."""
 
     path: str  # relative to the base URL, no leading "/", normalised
@@ -208,9 +206,13 @@ class ManifestEntry:
     encodings: Mapping[str, ManifestEntry] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class Manifest:
-    """A normalised manifest: the release's expected files or what an instance serves."""
+class Manifest(Record, dict=True):
+    """A normalised manifest: the release's expected files or what an instance serves.
+
+    ``dict=True`` gives each manifest a ``__dict__`` beside its fields, where
+    :attr:`page_hashes` keeps what it worked out; it takes no part in equality,
+    hashing, ``repr``, pickling or :func:`~artifactcheck.model.records.replace`.
+    """
 
     format: str  # "native", "vite", "webpack-manifest", "cra", ...
     files: Mapping[str, ManifestEntry]
@@ -218,18 +220,17 @@ class Manifest:
     source: str | None = None  # file path or URL it was read from
     image_id: str | None = None  # when built from a container image
     rejected: tuple[tuple[str, str], ...] = ()  # (raw path, why) refused as unsafe
-    _pages: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def page_hashes(self) -> frozenset[str]:
         """sha256 of the entry pages listed (``index.html`` anywhere): the bytes an SPA
         fallback answers with. Worked out once per manifest, not once per instance
         judged against it (a walk over every file of the release each time)."""
-        if self._pages is None:
+        pages: frozenset[str] | None = self.__dict__.get("page_hashes")
+        if pages is None:
             found = {e.hashes.get("sha256") for p, e in self.files.items() if is_entry_page(p)}
-            object.__setattr__(self, "_pages", frozenset(s for s in found if s))
-        assert self._pages is not None
-        return self._pages
+            pages = self.__dict__["page_hashes"] = frozenset(s for s in found if s)
+        return pages
 
     @property
     def has_hashes(self) -> bool:
@@ -249,8 +250,7 @@ class Manifest:
         return h.hexdigest()[:16]
 
 
-@dataclass(frozen=True, slots=True)
-class CertInfo:
+class CertInfo(Record):
     """The TLS certificate an endpoint presented."""
 
     endpoint: str
@@ -259,8 +259,7 @@ class CertInfo:
     not_after: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class Fetched:
+class Fetched(Record):
     """What one GET observed: a status and body digests, or why it could not."""
 
     url: str
@@ -295,8 +294,7 @@ class Fetched:
         return self.error_kind is not None and ErrorKind(self.error_kind).unreachable
 
 
-@dataclass(frozen=True, slots=True)
-class Layout:
+class Layout(Record):
     """Where an instance's release files were looked for, relative to its base URL.
 
     ``prefix`` is the directory the files were fetched under (``static/``; ``""``: the
@@ -311,8 +309,7 @@ class Layout:
     tried: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class PageLoad:
+class PageLoad(Record):
     """A file the instance's entry pages make a browser load (the page as a source).
 
     ``loaded_by`` names the entry pages that lead to it, in their configured order
@@ -326,8 +323,7 @@ class PageLoad:
     integrity_page: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
+class Observation(Record):
     """Everything fetched from one instance (or the CDN) in one check."""
 
     instance: Instance
@@ -362,8 +358,7 @@ class Observation:
     page_failures: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(Record):
     """One concrete discrepancy, with the evidence to act on it."""
 
     kind: FindingKind
@@ -375,8 +370,7 @@ class Finding:
     severity: Severity = Severity.ERROR
 
 
-@dataclass(frozen=True, slots=True)
-class Coverage:
+class Coverage(Record):
     """What of the expected release was compared for one instance, and what was not.
 
     Every file of the expected release is accounted for: compared, or listed in
@@ -396,8 +390,7 @@ class Coverage:
         return self.total > 0 and self.compared >= self.total and not self.not_compared
 
 
-@dataclass(frozen=True, slots=True)
-class SampleInfo:
+class SampleInfo(Record):
     """How a run sampled: reported so a partial check never reads as a complete one."""
 
     seed: int | None = None
@@ -406,8 +399,7 @@ class SampleInfo:
     assets_per_instance: int | None = None  # None: every file
 
 
-@dataclass(frozen=True, slots=True)
-class InstanceResult:
+class InstanceResult(Record):
     """The verdict on one instance and the findings behind it."""
 
     instance: Instance
@@ -448,8 +440,7 @@ class ActionKind(enum.StrEnum):
     UNCORDON = "uncordon"
 
 
-@dataclass(frozen=True, slots=True)
-class Action:
+class Action(Record):
     """A decided action; ``dry_run`` actions are reported but never performed."""
 
     kind: ActionKind
@@ -467,8 +458,7 @@ class Action:
     inherited: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Expectation:
+class Expectation(Record):
     """The expected release for one version, and how fresh it is."""
 
     version: str
@@ -477,8 +467,7 @@ class Expectation:
     error: str | None = None  # why it could not be (freshly) obtained
 
 
-@dataclass(frozen=True, slots=True)
-class Report:
+class Report(Record):
     """The result of one check run, the input of every report format."""
 
     results: tuple[InstanceResult, ...]

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Literal
+
+from artifactcheck.model.records import Record
 
 
 class Verdict(enum.StrEnum):
@@ -33,8 +34,7 @@ class Verdict(enum.StrEnum):
     INCONCLUSIVE = "inconclusive"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VerdictTraits:
+class VerdictTraits(Record, kw_only=True):
     """One verdict's row: how every part of the product reads it."""
 
     #: Its contribution to the exit code: 0 right, 1 something served is wrong (the

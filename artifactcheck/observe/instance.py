@@ -19,7 +19,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -29,6 +28,7 @@ from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.judge import prefix as prefix_rules
 from artifactcheck.judge.statuses import NOT_HERE
 from artifactcheck.model.errors import ErrorKind
+from artifactcheck.model.records import MutableRecord, replace
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import (
     CertInfo,
@@ -60,8 +60,7 @@ from artifactcheck.release.sources import limits_of
 log = logging.getLogger("artifactcheck")
 
 
-@dataclass(slots=True)
-class _Reported:
+class _Reported(MutableRecord):
     """What the version endpoint said, and whether the instance answered at all."""
 
     answered: bool = False  # an instance that answered anything is never "unreachable"

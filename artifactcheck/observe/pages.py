@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.manifests.page import (
@@ -39,6 +38,7 @@ from artifactcheck.manifests.placement import Placement, Where, place_reference
 from artifactcheck.manifests.stylesheet import ParsedStylesheet, parse_stylesheet
 from artifactcheck.manifests.subresource import strongest_hashes
 from artifactcheck.model.errors import ErrorKind
+from artifactcheck.model.records import MutableRecord, Record
 from artifactcheck.model.settings import MAX_PAGES, CheckSpec
 from artifactcheck.model.values import Fetched, Instance, PageLoad
 from artifactcheck.observe.plan import MEMO_LIMIT
@@ -61,8 +61,7 @@ __all__ = [
 _Take = Callable[[Iterable[PageReference], str, int], None]
 
 
-@dataclass(frozen=True, slots=True)
-class PageLimitsPerInstance:
+class PageLimitsPerInstance(Record):
     """How much of one instance's pages is read: pages, stylesheets, ``@import`` depth."""
 
     max_pages: int = MAX_PAGES
@@ -70,8 +69,7 @@ class PageLimitsPerInstance:
     max_css_depth: int = 3  # a page's stylesheet is depth 1; what it @imports, depth 2...
 
 
-@dataclass(frozen=True, slots=True)
-class ReadDocument:
+class ReadDocument(Record):
     """One page or stylesheet fetched and read: where, by whom, and what went wrong.
 
     ``loaded_by`` names the entry pages (as configured, e.g. ``/login``) that lead to it;
@@ -85,8 +83,7 @@ class ReadDocument:
     problem: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class LoadedReference:
+class LoadedReference(Record):
     """One file a browser loads from the instance's pages, merged over pages.
 
     ``placement`` says where it is fetched from (or why it is not); ``references`` are
@@ -104,8 +101,7 @@ class LoadedReference:
         return self.placement.url
 
 
-@dataclass(frozen=True, slots=True)
-class PagesObservation:
+class PagesObservation(Record):
     """What one instance's pages load: files requested from the instance or the CDN,
     files of other origins (listed, never requested), and the documents read."""
 
@@ -154,8 +150,7 @@ class _Merged:
         )
 
 
-@dataclass(slots=True)
-class _Sheet:
+class _Sheet(MutableRecord):
     """A stylesheet to read: where it is requested, by whom, how deep."""
 
     placement: Placement
@@ -355,8 +350,7 @@ def _fetch_problem(got: Fetched, what: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class PageFiles:
+class PageFiles(Record):
     """What the pages load, as paths an observation fetches: the release's paths under
     the prefix on the instance, paths under the CDN's base URL, and what is not fetched."""
 

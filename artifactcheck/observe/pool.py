@@ -41,13 +41,13 @@ import queue
 import signal
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any, BinaryIO, Self
 
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.proxy import Proxies
 from artifactcheck.fetch.stats import FetchStats
+from artifactcheck.model.records import MutableRecord, Record, replace
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Expectation, Instance, Observation
 from artifactcheck.observe.failures import check_failed, describe
@@ -109,8 +109,7 @@ async def next_message(
         return await messages.get()
 
 
-@dataclass(frozen=True, slots=True)
-class FetchSetup:
+class FetchSetup(Record):
     """What a worker's Fetcher is built with besides the limits: the run's egress
     policy, credential scope and proxies (each must pickle for a fork server)."""
 
@@ -119,8 +118,7 @@ class FetchSetup:
     proxies: Proxies | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Job:
+class Job(Record):
     """One worker's share of a run: everything its Observer is built from."""
 
     spec: CheckSpec  # its http and retry are the worker's share
@@ -131,8 +129,7 @@ class Job:
     fetch: FetchSetup
 
 
-@dataclass(slots=True)
-class _Worker:
+class _Worker(MutableRecord):
     """One worker process and its two pickle streams (each job: one Pickler, one memo)."""
 
     process: Any  # multiprocessing.Process of the pool's context

@@ -11,7 +11,6 @@ large run's CPU, and memory with the fleet).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
 from urllib.parse import unquote, urlsplit
 
 from artifactcheck.fetch.fetcher import Fetcher
@@ -25,6 +24,7 @@ from artifactcheck.model.errors import (
     ManifestLimitError,
     UnsafeReferenceError,
 )
+from artifactcheck.model.records import MutableRecord, field, replace
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Fetched, Instance, Manifest, Observation
 from artifactcheck.observe.failures import unobservable
@@ -38,8 +38,7 @@ _HOSTILE = (ManifestLimitError, UnsafeReferenceError)
 Unreachable = Callable[[Instance, str, Fetched], Awaitable[Observation]]
 
 
-@dataclass(slots=True)
-class Served:
+class Served(MutableRecord):
     """What probing the manifest names found: the manifest, or why there is none."""
 
     path: str = ""  # as the release's files are named (see manifest_release_path)

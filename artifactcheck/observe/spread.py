@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from artifactcheck.fetch import urls
+from artifactcheck.model.records import Record
 from artifactcheck.model.settings import CheckSpec, HttpSettings, RetrySettings
 from artifactcheck.model.values import Instance
 
@@ -67,8 +67,7 @@ def processes_for(instances: int, hosts: int, *, asked: int | None) -> int:
     return max(1, min(wanted, hosts))
 
 
-@dataclass(frozen=True, slots=True)
-class Shares:
+class Shares(Record):
     """What each of ``count`` processes may use of the run's limits."""
 
     count: int

@@ -15,8 +15,8 @@ to judge by), never a version that conflicts with the others.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
+from artifactcheck.model.records import Record
 from artifactcheck.model.values import Fetched
 from artifactcheck.model.versions import version_problem
 
@@ -24,8 +24,7 @@ from artifactcheck.model.versions import version_problem
 DEFAULT_MEMBER = "version"
 
 
-@dataclass(frozen=True, slots=True)
-class VersionReading:
+class VersionReading(Record):
     """What a version endpoint said: a version, or why none could be read.
 
     ``note`` says how a version was found when the user did not say where to look

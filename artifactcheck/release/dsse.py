@@ -23,12 +23,13 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+
+from artifactcheck.model.records import Record
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -56,8 +57,7 @@ class EnvelopeRejected(ValueError):
     """An envelope that does not vouch for the release it was found beside."""
 
 
-@dataclass(frozen=True, slots=True)
-class PublicKey:
+class PublicKey(Record):
     """A release key: the key, its keyid, and where it was read from (for messages)."""
 
     key: PublicKeyType
@@ -65,8 +65,7 @@ class PublicKey:
     where: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Verified:
+class Verified(Record):
     """What a valid envelope vouched for: the key that signed it and its predicate."""
 
     keyid: str

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.manifests import parse_manifest
 from artifactcheck.manifests.limits import ManifestLimits
 from artifactcheck.model.errors import ArtifactCheckError, ExpectationUnavailable, ManifestError
+from artifactcheck.model.records import Record, replace
 from artifactcheck.model.values import Finding, FindingKind, Manifest
 from artifactcheck.release import dsse
 from artifactcheck.release.pins import Observed, PinStore
@@ -38,8 +38,7 @@ from artifactcheck.release.sources import (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class ReleaseTrust:
+class ReleaseTrust(Record):
     """What releases must satisfy: pins to keep, keys to be signed by, where envelopes are.
 
     ``signature``: the envelope's location (file or URL, ``{version}`` replaced), or

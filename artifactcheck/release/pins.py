@@ -40,13 +40,13 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from artifactcheck.clients import filesystem
 from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.records import Record, field, replace
 
 SCHEMA = "artifactcheck/pins"
 FORMAT = 1
@@ -74,8 +74,7 @@ class AmbiguousAccept(PinsError):
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Seen:
+class Seen(Record):
     """One release manifest seen for a version: its bytes' sha256, where from, when."""
 
     sha256: str
@@ -83,8 +82,7 @@ class Seen:
     at: str  # ISO 8601, UTC
 
 
-@dataclass(frozen=True, slots=True)
-class VersionPins:
+class VersionPins(Record):
     """A version's pinned release and the other releases seen for it since.
 
     ``changed`` is the latest other one; ``earlier`` holds the other distinct ones seen
@@ -102,15 +100,13 @@ class VersionPins:
         return () if self.changed is None else (*self.earlier, self.changed)
 
 
-@dataclass(frozen=True, slots=True)
-class PinsDoc:
+class PinsDoc(Record):
     """The whole pins document: versions to their pins."""
 
     versions: Mapping[str, VersionPins] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class Observed:
+class Observed(Record):
     """What one load of a version meant for its pins."""
 
     pins: VersionPins

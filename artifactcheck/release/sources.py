@@ -22,7 +22,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import quote
@@ -38,6 +38,7 @@ from artifactcheck.model.errors import (
     ManifestError,
     ManifestFormatError,
 )
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import CheckSpec, ReleaseImage
 from artifactcheck.model.values import Expectation, Finding, Manifest, ManifestEntry
 from artifactcheck.model.versions import version_problem

@@ -52,6 +52,7 @@ from pydantic import (
 )
 
 from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.records import Record
 from artifactcheck.model.settings import (
     CheckSpec,
     HeaderEnv,
@@ -450,8 +451,7 @@ def load_admin_config(path: str | Path | None) -> AdminConfig:
 # --------------------------------------------------------------------------- admission
 
 
-@dataclass(frozen=True)
-class Refusal:
+class Refusal(Record):
     """One reason an ArtifactCheck is not accepted: the field, the rule, in words."""
 
     field: str
@@ -462,8 +462,7 @@ class Refusal:
         return f"{self.field}: {self.message} ({self.rule})"
 
 
-@dataclass(frozen=True)
-class Admission:
+class Admission(Record):
     """The outcome of :func:`admit`: a resolved spec, or refusals (never both)."""
 
     spec: CheckSpec | None

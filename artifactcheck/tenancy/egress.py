@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+
+from artifactcheck.model.records import Record, field
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -62,8 +63,7 @@ def parse_address(text: str) -> Address | None:
     return addr
 
 
-@dataclass(frozen=True)
-class HostRule:
+class HostRule(Record):
     """A destination a source URL may connect to: a host name or literal, and a port
     (None: any port of that host)."""
 
@@ -86,8 +86,7 @@ class HostRule:
         return wanted == self.host.rstrip(".") and (self.port is None or self.port == port)
 
 
-@dataclass(frozen=True)
-class AddressRules:
+class AddressRules(Record):
     """The rules every connection obeys, whoever named its destination."""
 
     allow_loopback: bool = False
@@ -124,8 +123,7 @@ class AddressRules:
         return None
 
 
-@dataclass(frozen=True)
-class EgressPolicy:
+class EgressPolicy(Record):
     """The egress decision for one check's fetcher: ``policy(host, ip, port)``.
 
     ``instance_addresses`` returns the addresses (pod IPs, see :func:`addresses_of`) of

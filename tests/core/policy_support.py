@@ -10,10 +10,10 @@ so that a row says only what differs.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from artifactcheck.judge.decide import Decision, History, decide
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import PolicySettings
 from artifactcheck.model.values import (
     ActionKind,

@@ -11,7 +11,6 @@ keeps them (:func:`kept_answer`); the fleet is judged by :func:`compare_fleet`.
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 
 import pytest
 from compare_support import A1, A2, CLEAN, E1, R1, fetched, obs, serving
@@ -20,6 +19,7 @@ from hypothesis import strategies as st
 
 from artifactcheck.judge.codings import canonical_codings, coding_views, kept_answer
 from artifactcheck.judge.compare import CdnView, compare_fleet
+from artifactcheck.model.records import replace
 from artifactcheck.model.values import Fetched, FindingKind, Observation, Verdict
 
 PATH = "assets/a.js"

@@ -7,7 +7,6 @@ is a rule nobody defends.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -43,6 +42,7 @@ from artifactcheck.judge.compare import (
     judge_instance,
     version_key,
 )
+from artifactcheck.model.records import replace
 from artifactcheck.model.values import (
     Expectation,
     Fetched,

@@ -3,7 +3,6 @@ fresh comparison gives, through every kind of change a controller cycle brings."
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from compare_support import A1, CLEAN, E1, IDX1, MIX, OLD, R1, R2, fetched, obs, serving
@@ -16,6 +15,7 @@ from artifactcheck.judge.compare import (
     compare_fleet,
     judge_instance,
 )
+from artifactcheck.model.records import replace
 from artifactcheck.model.values import CertInfo, Expectation, Observation, Verdict
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -8,13 +8,13 @@ policy, once every pod on it is consistent again.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
 from policy_support import INC, C, M, pod, result
 
 from artifactcheck.judge.decide import Decision, History, decide
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import PolicySettings
 from artifactcheck.model.values import ActionKind, FindingKind, InstanceResult, Severity
 

@@ -8,12 +8,11 @@ readiness gate is flagged only; every action names the files behind it.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from policy_support import C, M, cycles, one_cycle, pod, result, targets
 
 from artifactcheck.judge.decide import History, decide
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import PolicySettings
 from artifactcheck.model.values import ActionKind, Finding, FindingKind, Severity, Verdict
 

@@ -8,7 +8,6 @@ without a gate, and dry-run remembers the quarantine it did not undo.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from artifactcheck.judge.decide import (
     fail_open_when_suspect,
     held_out_of_traffic,
 )
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import PolicySettings
 from artifactcheck.model.values import (
     ActionKind,

@@ -8,7 +8,7 @@ dry-run (decide, perform nothing, remember nothing) and report mode (decide noth
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import pytest
 from policy_support import (
@@ -28,6 +28,7 @@ from policy_support import (
 )
 
 from artifactcheck.judge.decide import History, decide
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import PolicySettings
 from artifactcheck.model.values import ActionKind, FindingKind, InstanceResult, Severity, Verdict
 

@@ -7,13 +7,14 @@ afresh counts, and a streak is recovered from the pod's annotations after a rest
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pytest
 from policy_support import INC, C, M, Q, U, cycles, fleet, pod, result, targets
 
 from artifactcheck.judge.decide import History, InstanceState, decide, recover_state
 from artifactcheck.model.names import ANN_STREAK
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import PolicySettings
 from artifactcheck.model.values import ActionKind, Verdict
 

@@ -7,7 +7,6 @@ Each test is one rule of :mod:`artifactcheck.judge.prefix` or of the layout and
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from artifactcheck.cli.options import spec_from_options
 from artifactcheck.judge import prefix
 from artifactcheck.judge.compare import CdnView, HashIndex, judge_instance
 from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import load_spec
 from artifactcheck.model.values import (
     Expectation,

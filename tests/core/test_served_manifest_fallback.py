@@ -8,11 +8,10 @@ JSON it is "not valid JSON", and it once made every instance of a correct fleet 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from compare_support import CLEAN, E1, IDX1, R1, K, fetched, obs, serving
 
 from artifactcheck.judge.compare import HashIndex, compare_fleet, judge_instance
+from artifactcheck.model.records import replace
 from artifactcheck.model.values import Observation, Verdict
 
 INDEX = HashIndex({"1.0": R1})

@@ -12,7 +12,7 @@ the row says "verified".
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -24,6 +24,7 @@ from artifactcheck.judge.compare import (
     judge_instance,
 )
 from artifactcheck.judge.decide import History, InstanceState, decide
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import PolicySettings
 from artifactcheck.model.values import (
     ActionKind,

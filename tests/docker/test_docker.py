@@ -7,7 +7,6 @@ because that is how the product will see these containers.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -27,6 +26,7 @@ from artifactcheck.discover.docker_containers import (
 )
 from artifactcheck.manifests import native
 from artifactcheck.model.errors import ConfigError, DependencyError, ManifestError
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import DockerSource
 from artifactcheck.model.values import Instance
 
@@ -241,7 +241,7 @@ def test_manifest_from_image_equals_manifest_build(
     built = native.build(site_images.site, version=site_images.version)
 
     assert from_image.image_id == site_images.clean_id
-    assert native.dump(dataclasses.replace(from_image, image_id=None)) == native.dump(built)
+    assert native.dump(replace(from_image, image_id=None)) == native.dump(built)
     doc = json.loads(native.dump(from_image))
     assert doc.pop("image_id") == site_images.clean_id
     assert doc == json.loads(native.dump(built))
@@ -341,7 +341,7 @@ def test_symlinks_skipped_and_hardlinks_hashed_like_build(
         docker_client.images.remove(ref, force=True)
     want = native.build(site, version="2")
     assert sorted(got.files) == ["assets/app.js", "assets/copy.js", "index.html"]
-    assert native.dump(dataclasses.replace(got, image_id=None)) == native.dump(want)
+    assert native.dump(replace(got, image_id=None)) == native.dump(want)
 
 
 def test_manifest_from_image_through_a_symlinked_directory(
@@ -373,7 +373,7 @@ def test_manifest_from_image_through_a_symlinked_directory(
     finally:
         docker_client.images.remove(ref, force=True)
     want = native.build(site_images.site, version=site_images.version)
-    assert native.dump(dataclasses.replace(got, image_id=None)) == native.dump(want)
+    assert native.dump(replace(got, image_id=None)) == native.dump(want)
 
 
 def test_engine_from_docker_host_env(

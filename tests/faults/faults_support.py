@@ -23,7 +23,7 @@ import time
 import tracemalloc
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -37,6 +37,7 @@ from cryptography.x509.oid import NameOID
 from artifactcheck.discover.static import instances_from_targets
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.judge.decide import History
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import CheckSpec, load_spec
 from artifactcheck.model.values import ActionKind, Instance, Report, Verdict
 from artifactcheck.pipeline import check_once

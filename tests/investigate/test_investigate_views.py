@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -19,6 +18,7 @@ from schemas import validate
 
 from artifactcheck.investigation import collect_fleet, collect_investigation, events_for
 from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import load_spec
 from artifactcheck.model.values import Instance, InstanceResult, Report, Verdict, VersionSignal
 from artifactcheck.present.oncall import (

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from artifactcheck.manifests import native, parse_manifest
 from artifactcheck.model.errors import ManifestError, ManifestFormatError
+from artifactcheck.model.records import replace
 
 from .builds import BUILDS
 

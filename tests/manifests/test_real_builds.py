@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import replace
 
 import pytest
 
@@ -20,6 +19,7 @@ from artifactcheck.manifests import (
     verify_integrity,
 )
 from artifactcheck.manifests.limits import normalise_path
+from artifactcheck.model.records import replace
 
 from .builds import REAL_FORMATS, RealManifest, digests, disk_files, real_manifest
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import replace
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -31,6 +30,7 @@ from hypothesis.stateful import (
 )
 
 from artifactcheck.judge.decide import EVIDENCE, Decision, History, decide
+from artifactcheck.model.records import replace
 from artifactcheck.model.settings import PolicySettings
 from artifactcheck.model.values import (
     ActionKind,

@@ -8,14 +8,13 @@ names): a registry is an outside service, so every cost it can impose has a cap.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from artifactcheck.manifests.limits import DEFAULT_LIMITS, ManifestLimits
+from artifactcheck.model.records import Record, field
 
 
-@dataclass(frozen=True, slots=True)
-class ImageLimits:
+class ImageLimits(Record):
     """Caps on what one release image may make this process download and read."""
 
     max_manifest_bytes: int = 4 * 1024 * 1024  # the distribution spec's suggested minimum
@@ -28,8 +27,7 @@ class ImageLimits:
     files: ManifestLimits = DEFAULT_LIMITS  # files: max_entries caps the site's files
 
 
-@dataclass(frozen=True, slots=True)
-class RegistryOptions:
+class RegistryOptions(Record):
     """How to reach registries: credentials, trust, plain HTTP, timeouts, retries."""
 
     docker_config: str | Path | None = None  # docker config JSON (a mounted Secret)

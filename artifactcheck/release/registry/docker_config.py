@@ -11,15 +11,14 @@ import base64
 import binascii
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.records import Record
 
 
-@dataclass(frozen=True, slots=True)
-class Credentials:
+class Credentials(Record):
     username: str
     password: str
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from artifactcheck.model.errors import ExpectationUnavailable
+from artifactcheck.model.records import Record
 from artifactcheck.release.registry.client_options import RegistryOptions
 from artifactcheck.release.registry.reference import DIGEST, ImageReference
 from artifactcheck.release.registry.session import Session, read_capped
@@ -42,8 +42,7 @@ LAYER_TYPES = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Descriptor:
+class Descriptor(Record):
     media_type: str
     digest: str
     size: int

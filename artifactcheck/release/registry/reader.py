@@ -13,12 +13,12 @@ import posixpath
 import random
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 import httpx
 
 from artifactcheck.manifests import native
 from artifactcheck.model.errors import ConfigError, ManifestError
+from artifactcheck.model.records import replace
 from artifactcheck.model.values import Manifest
 from artifactcheck.release.registry.client_options import RegistryOptions
 from artifactcheck.release.registry.docker_config import default_docker_config

@@ -9,9 +9,9 @@ are accepted, because a pinned manifest is checked by hashing its bytes.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from artifactcheck.model.errors import ConfigError
+from artifactcheck.model.records import Record
 
 _HOST = re.compile(
     r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9-]+)*(?::\d{1,5})?$"
@@ -25,8 +25,7 @@ DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _ANY_DIGEST = re.compile(r"^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[A-Za-z0-9=_-]+$")
 
 
-@dataclass(frozen=True, slots=True)
-class ImageReference:
+class ImageReference(Record):
     """``host[:port]/repo[:tag][@sha256:digest]``, parsed and validated."""
 
     registry: str  # host[:port], as written (the key of the docker config's "auths")

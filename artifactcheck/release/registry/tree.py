@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import tarfile
-from dataclasses import dataclass, field
 from typing import IO
 
 from artifactcheck.manifests.limits import (
@@ -20,6 +19,7 @@ from artifactcheck.manifests.limits import (
     unusable_name,
 )
 from artifactcheck.model.errors import ExpectationUnavailable
+from artifactcheck.model.records import MutableRecord, field
 from artifactcheck.model.values import ManifestEntry
 from artifactcheck.release.registry.client_options import ImageLimits
 from artifactcheck.release.registry.layers import CHUNK, BlobReader, Budget, Unpacked
@@ -40,8 +40,7 @@ def _member_path(raw: str, limits: ImageLimits, where: str) -> str:
     return "/".join(parts)  # absolute and ./ paths are relative to the image root
 
 
-@dataclass
-class Tree:
+class Tree(MutableRecord):
     """What the layers so far leave under the site directory, and its ancestors."""
 
     site: str  # the site directory inside the image, no leading or trailing "/"
@@ -72,8 +71,7 @@ class Tree:
                     del self.kinds[key]
 
 
-@dataclass(slots=True)
-class _Layer:
+class _Layer(MutableRecord):
     """What one layer's tar does to the tree below it, collected while it is read.
 
     Whiteouts and replacements delete from the layers below only, so they are applied
