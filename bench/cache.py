@@ -66,7 +66,7 @@ def share_entries(cache: Any) -> int:
     """Simulates a proposal (not in the package): a new release reuses the entry objects
     of cached releases that are equal, so unchanged files are held once. Returns how
     many distinct entries remain. Uses the cache's private dict: bench code only."""
-    from dataclasses import replace
+    from artifactcheck.model.records import replace
 
     seen: dict[tuple[Any, ...], Any] = {}
     for version, (manifest, at) in list(cache._cache.items()):
