@@ -135,6 +135,11 @@ class KubeHttp:
                 "Accept": "application/json",
             },
         )
+        # What the client's ``build_request`` would merge into every request, merged
+        # once: it parses the URL three times per call, more CPU than the request's
+        # JSON, headers and bytes on the wire together (:meth:`_build`).
+        self._base = str(self._client.base_url).rstrip("/") + "/"
+        self._extensions = {"timeout": self._client.timeout.as_dict()}
 
     @classmethod
     def like(cls, api_client: ApiClient, **options: Any) -> KubeHttp:
@@ -174,18 +179,24 @@ class KubeHttp:
         body: object = None,
         timeout: Timeout | None = None,
     ) -> httpx.Request:
+        """The request the client's ``build_request`` makes (its base URL, headers and
+        timeout; a test holds the two equal), from the parts merged once in
+        ``__init__``: the URL is parsed once, not three times."""
         query = {
             k: (str(v).lower() if isinstance(v, bool) else str(v))
             for k, v in (params or {}).items()
         }
-        content = None if body is None else json.dumps(body).encode()
-        return self._client.build_request(
+        merged = httpx.Headers(self._client.headers)
+        merged.update(headers)
+        return httpx.Request(
             method,
-            path,
-            params=query,
-            content=content,
-            headers=headers,
-            timeout=_timeout(timeout) if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+            self._base + path.lstrip("/"),
+            params=query or None,
+            content=None if body is None else json.dumps(body).encode(),
+            headers=merged,
+            extensions=self._extensions
+            if timeout is None
+            else {"timeout": _timeout(timeout).as_dict()},
         )
 
     async def request(
