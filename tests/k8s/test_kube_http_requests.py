@@ -1,4 +1,5 @@
-"""The requests the asynchronous Kubernetes client sends are the ones httpx would build.
+"""The requests the asynchronous Kubernetes client sends are the ones httpx would build,
+and the JSON it reads back is the JSON the API server sent.
 
 :class:`~artifactcheck.clients.kube_http.KubeHttp` builds each request from parts it
 merged once (the base URL, the default headers, the timeout) instead of through the
@@ -7,7 +8,10 @@ for every shape of request the controller sends (a gate PATCH with its body, a l
 with a label selector, a per-request timeout, a server behind a path prefix, the
 headers an ``ApiClient`` carries and the configuration's token), the method, URL,
 headers, body and timeout equal those of httpx's own ``build_request``; and the bytes
-a loopback socket receives name the prefixed path, the token and the body.
+a loopback socket receives name the prefixed path, the token and the body. The
+answers and watch events are decoded by pydantic-core's parser (faster than the
+standard library's): what it gives is what ``json.loads`` gives of the same bytes, and
+an answer or an event that is not JSON is a dependency failure naming the request.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -22,6 +27,8 @@ import pytest
 
 from artifactcheck.clients.kube import MERGE_PATCH, STRATEGIC_MERGE_PATCH, configuration_for
 from artifactcheck.clients.kube_http import KubeHttp, Params, _timeout
+from artifactcheck.model.errors import DependencyError
+from artifactcheck_sim.apiserver import FakeApiServer
 
 GATE = {
     "metadata": {"resourceVersion": "4711"},
@@ -89,34 +96,59 @@ async def test_each_request_is_the_one_httpx_builds(
         await kube.aclose()
 
 
+async def _answer_once(srv: socket.socket, answer: bytes) -> bytes:
+    """Accept one connection on ``srv``, read one request (its head and a JSON body, if
+    any) and send ``answer``, a whole HTTP response; the request's bytes."""
+    loop = asyncio.get_running_loop()
+    conn, _ = await loop.sock_accept(srv)
+    with conn:
+        data = b""
+        while True:
+            head, sep, rest = data.partition(b"\r\n\r\n")
+            length = next(
+                (
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ),
+                0,
+            )
+            if sep and len(rest) >= length:
+                break
+            chunk = await loop.sock_recv(conn, 65536)
+            if not chunk:
+                break
+            data += chunk
+        await loop.sock_sendall(conn, answer)
+        return data
+
+
+def _listening() -> socket.socket:
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    srv.setblocking(False)
+    return srv
+
+
+def _json_response(body: bytes, *, chunked: bool = False) -> bytes:
+    if chunked:  # a watch: the events as one chunk, then the end of the stream
+        return (
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+        )
+    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(body),
+        body,
+    )
+
+
 async def test_the_bytes_on_the_wire_name_the_prefixed_path_the_token_and_the_body() -> None:
-    with socket.socket() as srv:
-        srv.bind(("127.0.0.1", 0))
-        srv.listen(1)
-        srv.setblocking(False)
+    with _listening() as srv:
         port = srv.getsockname()[1]
         kube = _client(f"http://127.0.0.1:{port}/k8s/clusters/c-1")
-        loop = asyncio.get_running_loop()
-
-        async def serve() -> bytes:
-            conn, _ = await loop.sock_accept(srv)
-            with conn:
-                data = b""
-                while b"\r\n\r\n" not in data or not data.endswith(b"}"):
-                    chunk = await loop.sock_recv(conn, 65536)
-                    if not chunk:
-                        break
-                    data += chunk
-                answer = b'{"kind": "Pod"}'
-                await loop.sock_sendall(
-                    conn,
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                    b"Content-Length: %d\r\n\r\n%s" % (len(answer), answer),
-                )
-                return data
-
         try:
-            server = asyncio.create_task(serve())
+            server = asyncio.create_task(_answer_once(srv, _json_response(b'{"kind": "Pod"}')))
             got = await kube.patch(
                 "patch pods/status shop/web-1",
                 "/api/v1/namespaces/shop/pods/web-1/status",
@@ -138,3 +170,69 @@ async def test_the_bytes_on_the_wire_name_the_prefixed_path_the_token_and_the_bo
     assert fields[b"accept"] == b"application/json"
     assert json.loads(sent) == GATE
     assert fields[b"content-length"] == str(len(sent)).encode()
+
+
+async def test_answers_and_events_are_the_json_the_server_sent(
+    server: FakeApiServer, make_pod: Callable[..., dict[str, Any]]
+) -> None:
+    make_pod("web-1", annotations={"note": "caf\u00e9 \u2615 \U0001f680"})
+    path = "/api/v1/namespaces/default/pods/web-1"
+    kube = KubeHttp(server.client_configuration(), timeout=(2.0, 5.0))
+    try:
+        raw = await kube._client.get(path)
+        got = await kube.get("get pod", path)
+        assert got == json.loads(raw.content)
+        assert got["metadata"]["annotations"]["note"] == "caf\u00e9 \u2615 \U0001f680"
+        listed = await kube.list("pods", "/api/v1/namespaces/default/pods")
+        events = kube.watch(
+            "watch pods",
+            "/api/v1/namespaces/default/pods",
+            resource_version=listed["metadata"]["resourceVersion"],
+            timeout_seconds=5,
+        )
+        patched = await kube.patch(
+            "patch pod", path, {"metadata": {"annotations": {"big": str(10**30)}}}
+        )
+        assert patched == json.loads((await kube._client.get(path)).content)
+        kind, pod = await anext(events)
+        await events.aclose()  # type: ignore[attr-defined]
+        assert (kind, pod) == ("MODIFIED", patched)
+    finally:
+        await kube.aclose()
+
+
+@pytest.mark.parametrize(
+    "answer", [b'{"kind": "Pod", "metadata": {', b"<html>502</html>", b'\xff{"kind": 1}']
+)
+async def test_an_answer_that_is_not_json_is_a_dependency_failure(answer: bytes) -> None:
+    with _listening() as srv:
+        kube = _client(f"http://127.0.0.1:{srv.getsockname()[1]}")
+        try:
+            server = asyncio.create_task(_answer_once(srv, _json_response(answer)))
+            with pytest.raises(DependencyError, match=r"get pod shop/web-1: .*invalid JSON"):
+                await kube.get("get pod shop/web-1", "/api/v1/namespaces/shop/pods/web-1")
+            await server
+        finally:
+            await kube.aclose()
+
+
+async def test_a_watch_event_that_is_not_json_is_a_dependency_failure() -> None:
+    good = b'{"type": "ADDED", "object": {"metadata": {"name": "web-1", "resourceVersion": "7"}}}'
+    with _listening() as srv:
+        kube = _client(f"http://127.0.0.1:{srv.getsockname()[1]}")
+        try:
+            answer = _json_response(good + b'\n{"type": "MODIFIED", "object": {\n', chunked=True)
+            server = asyncio.create_task(_answer_once(srv, answer))
+            seen = []
+            with pytest.raises(DependencyError, match=r"watch pods: .*invalid event"):
+                async for kind, pod in kube.watch(
+                    "watch pods",
+                    "/api/v1/namespaces/shop/pods",
+                    resource_version="1",
+                    timeout_seconds=5,
+                ):
+                    seen.append((kind, pod["metadata"]["name"]))
+            await server
+        finally:
+            await kube.aclose()
+    assert seen == [("ADDED", "web-1")]
