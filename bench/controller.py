@@ -14,6 +14,14 @@ the moment it is ready (containers ready, IP set) to its verdict (the readiness-
 condition the controller sets); and the controller's peak RSS (``wait4``).
 
     python -m bench.controller [--pods 5000] [--new 50]
+
+``--gate-writes N`` measures the Kubernetes half of a first cycle alone: N pods, each
+gate opened as the controller opens it (``KubeWriter``, ``ACTING_AT_ONCE`` pods at once,
+the informer's copy read instead of a GET) while one watch follows the pods, in a
+process of its own; the CPU of its one thread per gate, the watch event that gate
+brings back included.
+
+    python -m bench.controller --gate-writes 3000
 """
 
 from __future__ import annotations
@@ -247,6 +255,119 @@ def child(api_url: str, health_port: int) -> int:
                     fh.write(f"{stat.size / 1e6:8.1f} MB {stat.count:9d} ")
                     fh.write(" <- ".join(str(f) for f in stat.traceback) + "\n")
     return 0
+
+
+def gate_writes_child(api_url: str, pods: int) -> int:
+    """The gate-writes process: open every pod's gate, as the controller's actions do,
+    while a watch follows the pods; print the CPU of this (the one) thread per gate.
+
+    The first ``WARM_UP`` gates warm the connections and are not counted.
+    """
+    import asyncio
+
+    from artifactcheck.act.kube_writes import KubeWriter
+    from artifactcheck.clients.kube import configuration_for
+    from artifactcheck.clients.kube_http import KubeHttp
+    from artifactcheck.control.actions import ACTING_AT_ONCE
+    from artifactcheck.model.settings import PolicySettings
+
+    warm_up = min(200, pods // 10)
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+
+    async def main() -> dict[str, Any]:
+        kube = KubeHttp(configuration_for(api_url), timeout=(5.0, 60.0))
+        listed = await kube.list("pods", path)
+        names = [p["metadata"]["name"] for p in listed["items"]]
+        copies = {(NAMESPACE, p["metadata"]["name"]): p for p in listed["items"]}
+        writer = KubeWriter(
+            kube=kube,
+            policy=PolicySettings(condition_type=GATE),
+            logger=None,
+            request_timeout=(5.0, 60.0),
+            clock=lambda: datetime.now(UTC),
+            may_write=lambda: True,
+            cached_pod=lambda ns, name: copies.get((ns, name)),
+        )
+        events = 0
+
+        async def follow() -> None:
+            nonlocal events
+            rv = listed["metadata"]["resourceVersion"]
+            async for _kind, _pod in kube.watch(
+                "pods", path, resource_version=rv, timeout_seconds=600
+            ):
+                events += 1
+
+        slots = asyncio.Semaphore(ACTING_AT_ONCE)
+
+        async def open_gate(name: str) -> None:
+            async def step(pod: Any) -> bool:
+                done = await writer.gate_then_mark(
+                    pod, (NAMESPACE, name), "True", "ContentVerified", "verified", {}, "released"
+                )
+                return done
+
+            async with slots:
+                await writer.on_pod("release", NAMESPACE, name, step)
+
+        async def until_events(count: int) -> None:
+            while events < count:
+                await asyncio.sleep(0.001)
+
+        watcher = asyncio.create_task(follow())
+        await asyncio.gather(*(open_gate(n) for n in names[:warm_up]))
+        await until_events(warm_up)
+        cpu0, wall0 = time.thread_time(), time.perf_counter()
+        await asyncio.gather(*(open_gate(n) for n in names[warm_up:]))
+        await until_events(len(names))
+        cpu, wall = time.thread_time() - cpu0, time.perf_counter() - wall0
+        watcher.cancel()
+        await kube.aclose()
+        counted = len(names) - warm_up
+        return {
+            "gates": counted,
+            "cpu_us_per_gate": 1e6 * cpu / counted,
+            "wall_us_per_gate": 1e6 * wall / counted,
+        }
+
+    print(json.dumps(asyncio.run(main())))
+    return 0
+
+
+def gate_writes(args: argparse.Namespace) -> dict[str, Any]:
+    """``--gate-writes``: the API server here, the writes in a process of their own."""
+    from artifactcheck_sim.apiserver import FakeApiServer
+
+    python = sys.executable if args.dev_environment else product_python()
+    api = FakeApiServer(namespaces=("default", NAMESPACE))
+    api.start()
+    try:
+        for i in range(args.gate_writes):
+            add_pod(api, f"127.0.{i // 250}.{i % 250 + 1}", i)
+        out = subprocess.run(  # noqa: S603 - the benchmark's own child
+            [
+                python,
+                "-m",
+                "bench.controller",
+                "--gate-writes-child",
+                api.url,
+                str(args.gate_writes),
+            ],
+            check=True,
+            capture_output=True,
+            cwd=ROOT,
+            env=tool_env(),
+            timeout=args.timeout,
+        ).stdout
+    finally:
+        api.stop()
+    return {
+        "benchmark": "controller-gate-writes",
+        "machine": machine(),
+        "environment": "development" if args.dev_environment else "product",
+        "pods": args.gate_writes,
+        **json.loads(out.splitlines()[-1]),
+    }
 
 
 def tree_cpu(pid: int) -> float:
@@ -606,9 +727,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile-startup", metavar="FILE", help="py-spy the start-up, to all verdicts"
     )
+    parser.add_argument(
+        "--gate-writes",
+        type=int,
+        metavar="N",
+        help="only the gate writes: N pods' gates opened while a watch follows them",
+    )
+    parser.add_argument("--gate-writes-child", nargs=2, metavar=("API_URL", "PODS"))
     args = parser.parse_args(argv)
     if args.child:
         return child(args.child[0], int(args.child[1]))
+    if args.gate_writes_child:
+        return gate_writes_child(args.gate_writes_child[0], int(args.gate_writes_child[1]))
+    if args.gate_writes:
+        result = gate_writes(args)
+        path = save(args.name, result)
+        print(
+            f"gate writes, {result['gates']} gates (each with its watch event): "
+            f"{result['cpu_us_per_gate']:.0f} us of CPU each, "
+            f"{result['wall_us_per_gate']:.0f} us of wall time ({result['environment']})"
+        )
+        log(f"raw figures: {path}")
+        return 0
     result = bench(args)
     path = save(args.name, result)
     print(describe(result))

@@ -13,6 +13,10 @@ settings (CA, client certificate, verification, server name) and the authorizati
 header, refreshed by the configuration's own hook when an exec credential plugin's or a
 projected service-account token expires. The JSON goes and comes as the API sends it,
 as with the synchronous client's raw requests (:func:`artifactcheck.clients.kube.raw`).
+Answers and watch events are decoded by pydantic-core's JSON parser (pydantic is a
+dependency already), which reads a pod faster than the standard library's ``json``; the
+controller decodes two pods per gate it opens (the PATCH's answer and the watch event
+it brings).
 
 Errors are translated as the synchronous client's are
 (:func:`artifactcheck.clients.kube.translate_status`): a caller of either sees the same
@@ -32,6 +36,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from typing import Any, TypeVar
 
 import httpx
+from pydantic_core import from_json
 
 from artifactcheck.clients.kube import (
     DEFAULT_TIMEOUT,
@@ -135,6 +140,11 @@ class KubeHttp:
                 "Accept": "application/json",
             },
         )
+        # What the client's ``build_request`` would merge into every request, merged
+        # once: it parses the URL three times per call (:meth:`_build`). A request
+        # copies the extensions it is given, so one dict serves them all.
+        self._base = str(self._client.base_url).rstrip("/") + "/"
+        self._extensions = {"timeout": self._client.timeout.as_dict()}
 
     @classmethod
     def like(cls, api_client: ApiClient, **options: Any) -> KubeHttp:
@@ -174,18 +184,24 @@ class KubeHttp:
         body: object = None,
         timeout: Timeout | None = None,
     ) -> httpx.Request:
+        """The request the client's ``build_request`` makes (its base URL, headers and
+        timeout; a test holds the two equal), from the parts merged once in
+        ``__init__``: the URL is parsed once, not three times."""
         query = {
             k: (str(v).lower() if isinstance(v, bool) else str(v))
             for k, v in (params or {}).items()
         }
-        content = None if body is None else json.dumps(body).encode()
-        return self._client.build_request(
+        merged = httpx.Headers(self._client.headers)
+        merged.update(headers)
+        return httpx.Request(
             method,
-            path,
-            params=query,
-            content=content,
-            headers=headers,
-            timeout=_timeout(timeout) if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+            self._base + path.lstrip("/"),
+            params=query or None,
+            content=None if body is None else json.dumps(body).encode(),
+            headers=merged,
+            extensions=self._extensions
+            if timeout is None
+            else {"timeout": _timeout(timeout).as_dict()},
         )
 
     async def request(
@@ -219,7 +235,7 @@ class KubeHttp:
             raise DependencyError(f"{what}: API server unreachable: {exc!r}") from exc
         _raise_for_status(what, response, passthrough)
         try:
-            parsed: object = json.loads(response.content)
+            parsed: object = from_json(response.content)
         except ValueError as exc:
             raise DependencyError(f"{what}: the API server answered invalid JSON: {exc}") from exc
         return parsed
@@ -412,7 +428,7 @@ def _raise_for_status(what: str, response: httpx.Response, passthrough: Collecti
 def _event_of(what: str, line: bytes) -> tuple[str, JsonObj]:
     """One watch line as ``(type, object)``; an ``ERROR`` event raises."""
     try:
-        event = typed(json.loads(line), WatchEvent[object])
+        event = typed(from_json(line), WatchEvent[object])
     except ValueError as exc:
         raise DependencyError(f"{what}: the API server sent an invalid event: {exc}") from exc
     kind, body = str(event.get("type")), obj(event.get("object"))
