@@ -1055,6 +1055,10 @@ def read_spec_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
     except RecursionError as exc:  # PyYAML composes nested nodes recursively
         raise ConfigError(f"{p}: nested too deeply to be a configuration") from exc
+    except (ValueError, KeyError, AttributeError) as exc:
+        # the safe constructor's own failures on an explicitly tagged scalar it cannot
+        # make (``!!int nope``, ``!!bool nope``, ``!!timestamp nope``)
+        raise ConfigError(f"{p}: not valid YAML: a tagged value that cannot be made") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):

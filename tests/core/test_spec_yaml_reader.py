@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from artifactcheck.cli.main import main
 from artifactcheck.model.errors import ConfigError
 from artifactcheck.model.settings import read_spec_yaml
 
@@ -110,3 +112,15 @@ def test_any_dumped_mapping_reads_as_the_safe_loader_reads_it(
         ours = read(Path(tmp), text)
     theirs = yaml.load(text, Loader=SAFE) or {}  # noqa: S506 - a safe loader
     assert ours == theirs
+
+
+@pytest.mark.parametrize("value", ["!!timestamp nope", "!!int nope", "!!float nope", "!!bool nope"])
+def test_a_tagged_scalar_that_cannot_be_made_is_a_config_error(tmp_path: Path, value: str) -> None:
+    """PyYAML's safe constructor fails on these with ValueError, KeyError or
+    AttributeError rather than a YAMLError; the reader names the file all the same."""
+    with pytest.raises(ConfigError) as caught:
+        read(tmp_path, f"targets: {value}\n")
+    expected = f"{tmp_path / 'spec.yaml'}: not valid YAML: a tagged value that cannot be made"
+    assert str(caught.value) == expected
+    run = CliRunner().invoke(main, ["verify", "--config", str(tmp_path / "spec.yaml")])
+    assert run.exit_code == 2 and f"artifactcheck: error: {expected}" in run.stderr
