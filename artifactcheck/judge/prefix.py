@@ -80,12 +80,24 @@ def is_absent(got: Fetched, path: str, pages: Collection[str]) -> bool:
 
 def nothing_found(assets: Mapping[str, Fetched], release: Manifest) -> bool:
     """Not one of the release's files fetched is served here, and some are absent:
-    the files were looked for in the wrong place (or none of them is deployed)."""
-    pages = page_hashes(assets, release)
-    answers = [(p, f) for p, f in assets.items() if p in release.files]
-    if any(is_found(f, p, pages) for p, f in answers):
-        return False
-    return any(is_absent(f, p, pages) for p, f in answers)
+    the files were looked for in the wrong place (or none of them is deployed).
+
+    One pass that ends at the first file found (every instance serving the release,
+    nearly always the first file), the entry pages' hashes worked out only once a
+    release file is among the answers: it runs once per instance observed.
+    """
+    files = release.files
+    pages: frozenset[str] | None = None
+    absent = False
+    for path, got in assets.items():
+        if path not in files:
+            continue
+        if pages is None:
+            pages = page_hashes(assets, release)
+        if is_found(got, path, pages):
+            return False
+        absent = absent or is_absent(got, path, pages)
+    return absent
 
 
 def probe_paths(release: Manifest, count: int = PROBES) -> list[str]:

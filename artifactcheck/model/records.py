@@ -36,6 +36,7 @@ from msgspec import field
 __all__ = [
     "MutableRecord",
     "Record",
+    "compact_json",
     "field",
     "field_names",
     "replace",
@@ -77,3 +78,15 @@ def set_in_post_init(record: Record, name: str, value: object) -> None:
     """Set field ``name`` of a record that is still being made, from its
     ``__post_init__`` (where a frozen dataclass would call ``object.__setattr__``)."""
     msgspec.structs.force_setattr(record, name, value)
+
+
+_JSON = msgspec.json.Encoder()
+
+
+def compact_json(value: object) -> bytes:
+    """Plain values (dicts with string keys, lists, strings, numbers) as compact JSON
+    bytes from msgspec's C encoder, several times faster than the standard library's.
+    Not the same text in every case: non-ASCII is written raw, floats from 1e16 or
+    under 1e-4 without Python's exponent form, NaN as null; a caller that needs
+    ``json.dumps``'s exact text checks for those (``present.report.render_json``)."""
+    return _JSON.encode(value)

@@ -8,6 +8,7 @@ validation errors into a :class:`~artifactcheck.model.errors.ConfigError` naming
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -966,6 +967,69 @@ def load_spec(
         raise ConfigError(f"{origin}: invalid\n{text}") from exc
 
 
+class _NotPlain(Exception):
+    """A document :func:`_plain_data` leaves to PyYAML's own constructor."""
+
+
+_STR = "tag:yaml.org,2002:str"
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
+
+
+def _plain_data(node: Any, construct_scalar: Callable[[Any], Any], held: set[int]) -> Any:
+    """The value of a composed YAML node of plain mappings, lists and scalars.
+
+    PyYAML's safe constructor makes each node through generic dispatch (a tag lookup,
+    a generator per mapping, a merge-key scan); a spec of 1,000 targets is thousands of
+    nodes, and that construction was most of reading it. This walks a tree of the
+    three core tags directly: a string scalar is its text, any other scalar goes to the
+    safe constructor (``construct_scalar``: ints, booleans, nulls, timestamps, unknown
+    tags refused as before), and anything else raises :class:`_NotPlain` so the whole
+    document is constructed by PyYAML: a collection reached twice (an alias, which the
+    safe constructor shares rather than copies), a key that is not a string (a merge
+    key ``<<``, a number), a collection of another tag (``!!set``, ``!!omap``).
+    """
+    tag = node.tag
+    if tag == _STR:
+        return node.value
+    if tag == _MAP or tag == _SEQ:
+        if id(node) in held:
+            raise _NotPlain
+        held.add(id(node))
+        if tag == _SEQ:
+            return [_plain_data(item, construct_scalar, held) for item in node.value]
+        out: dict[str, Any] = {}
+        for key, value in node.value:
+            if key.tag != _STR:
+                raise _NotPlain
+            out[key.value] = _plain_data(value, construct_scalar, held)
+        return out
+    if node.id == "scalar":
+        return construct_scalar(node)
+    raise _NotPlain
+
+
+@functools.cache
+def _plain_loader() -> type:
+    """PyYAML's safe loader (libyaml's, where PyYAML was built with it) that constructs
+    a document of plain mappings, lists and scalars through :func:`_plain_data`."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class PlainLoader(base):  # type: ignore[misc, valid-type]
+        def get_single_data(self) -> Any:
+            node = self.get_single_node()
+            if node is None:
+                return None
+            try:
+                return _plain_data(node, self.construct_object, set())
+            except _NotPlain:
+                return self.construct_document(node)
+
+    return PlainLoader
+
+
 def read_spec_yaml(path: str | Path) -> dict[str, Any]:
     """The top-level mapping of a YAML (or JSON) spec file; an empty file is ``{}``.
 
@@ -983,15 +1047,18 @@ def read_spec_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{p}: not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # C, where PyYAML was built with it
     try:
-        data = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+        data = yaml.load(text, Loader=_plain_loader())  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         if "nesting depth" in str(getattr(exc, "problem", "")):  # libyaml's own depth cap
             raise ConfigError(f"{p}: nested too deeply to be a configuration") from exc
         raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
     except RecursionError as exc:  # PyYAML composes nested nodes recursively
         raise ConfigError(f"{p}: nested too deeply to be a configuration") from exc
+    except (ValueError, KeyError, AttributeError) as exc:
+        # the safe constructor's own failures on an explicitly tagged scalar it cannot
+        # make (``!!int nope``, ``!!bool nope``, ``!!timestamp nope``)
+        raise ConfigError(f"{p}: not valid YAML: a tagged value that cannot be made") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from artifactcheck.judge.answers import short
+from artifactcheck.model.records import compact_json
 from artifactcheck.model.skew import ON_CDN, PreviousServed
 from artifactcheck.model.values import (
     BAD_VERDICTS,
@@ -398,9 +399,46 @@ def render_json(report: Report, *, pretty: bool = True) -> str:
     without indentation, and a 1,000-instance report is then markedly cheaper; a
     terminal gets it indented for people.
     """
+    doc = to_json(report)
     if not pretty:
-        return json.dumps(to_json(report), separators=(",", ":")) + "\n"
-    return json.dumps(to_json(report), indent=2, sort_keys=False) + "\n"
+        return _compact(doc) + "\n"
+    return json.dumps(doc, indent=2, sort_keys=False) + "\n"
+
+
+_ELAPSED = ASSET_COLUMNS.index("elapsed_ms")
+
+
+def _plain_number(x: float) -> bool:
+    """Whether Python writes ``x`` without an exponent (and msgspec the same digits):
+    zero, or finite from 1e-4 up to 1e16."""
+    return x == 0 or 1e-4 <= abs(x) < 1e16
+
+
+def _compact(doc: dict[str, Any]) -> str:
+    """``json.dumps(doc, separators=(",", ":"))``, the same text, mostly from C.
+
+    At 1,000 instances the standard library's encoder is a large share of what the
+    main process does alone after the last observation (docs/benchmarks.md). msgspec's
+    encoder writes the same text for what a report holds but for non-ASCII (raw, where
+    ``json.dumps`` escapes it), DEL, floats outside :func:`_plain_number` and keys that
+    are neither strings nor numbers. The report's only floats are its elapsed times,
+    checked here; the output is checked for the rest; so the text comes from
+    ``json.dumps`` whenever msgspec's could differ.
+    """
+    floats = [doc["elapsed_s"]]
+    for result in doc["results"]:
+        if "elapsed_ms" in result:
+            floats.append(result["elapsed_ms"])
+            floats.extend(row[_ELAPSED] for row in result["assets"])
+    if all(map(_plain_number, floats)):
+        try:
+            out = compact_json(doc)
+        except TypeError:  # a key json.dumps writes and msgspec refuses (None, a bool)
+            pass
+        else:
+            if out.isascii() and b"\x7f" not in out:
+                return out.decode("ascii")
+    return json.dumps(doc, separators=(",", ":"))
 
 
 # --------------------------------------------------------------------------- JUnit
