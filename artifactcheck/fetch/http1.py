@@ -340,40 +340,6 @@ async def _nothing() -> AsyncIterator[bytes]:
     yield  # an async generator that yields nothing
 
 
-_Head = tuple[int, bytes, list[tuple[bytes, bytes]], bool, bool]
-
-
-def _parsed_head(conn: Connection) -> _Head | None:
-    """(status, reason, header lines, HTTP/1.1, the whole head ASCII) of the response
-    head received on ``conn``; None while it is incomplete (the caller waits)."""
-    index = conn.find(b"\r\n\r\n", MAX_HEAD)
-    if index < 0:
-        if conn.size > MAX_HEAD:
-            raise RemoteProtocolError(f"response head larger than {MAX_HEAD} bytes")
-        if conn.eof:
-            if conn.size == 0:
-                raise closed_error(conn, "Server disconnected without sending a response.")
-            raise closed_error(conn, "connection closed in the middle of the response head")
-        return None
-    head = conn.take(index + 4)[:-4]
-    lines = head.split(b"\r\n")
-    match = _STATUS_LINE.fullmatch(lines[0])
-    if match is None:
-        if lines[0].startswith((b"HTTP/1.1 ", b"HTTP/1.0 ")):  # HTTP, but no status
-            raise ProtocolViolation(f"invalid status line {lines[0][:60]!r}")
-        raise RemoteProtocolError(f"invalid status line {lines[0][:60]!r}")
-    if not 100 <= int(match[2]) <= 599:  # "099" is no interim response to skip
-        raise ProtocolViolation(f"invalid status code {match[2].decode()}")
-    headers: list[tuple[bytes, bytes]] = []
-    token = FIELD_NAME_BYTES.fullmatch  # looked up once per head, not per line
-    for line in lines[1:]:
-        name, sep, value = line.partition(b":")
-        if not sep or not token(name):
-            raise RemoteProtocolError(f"invalid header line {line[:60]!r}")
-        headers.append((name, value.strip(b" \t")))
-    return int(match[2]), match[3] or b"", headers, match[1] == b"1", head.isascii()
-
-
 class Http1Transport(_TransportBase):
     """A lean HTTP/1.1 client transport on asyncio protocols, for fleets of many hosts.
 
@@ -581,13 +547,10 @@ class Http1Transport(_TransportBase):
         try:
             assert conn.transport is not None
             conn.transport.write(payload)
-            parse = _parsed_head
             for _ in range(MAX_INTERIM + 1):
-                # parsed here, not in a coroutine of its own: each response waits for
-                # its head at least once, and every layer of coroutines is resumed then
-                while (head := parse(conn)) is None:
-                    await conn.wait(read_timeout)
-                status, reason, headers, http11, ascii_head = head
+                status, reason, headers, http11, ascii_head = await self._read_head(
+                    conn, read_timeout
+                )
                 if status >= 200 or status == 101:
                     break  # 1xx interim responses are skipped
             else:  # a stream of 1xx would hold the request until its deadline
@@ -605,12 +568,39 @@ class Http1Transport(_TransportBase):
         return Reply(status, reason, RawHeaders(headers, encoding), body, http11)
 
     @staticmethod
-    async def _read_head(conn: Connection, timeout: float | None) -> _Head:
+    async def _read_head(
+        conn: Connection, timeout: float | None
+    ) -> tuple[int, bytes, list[tuple[bytes, bytes]], bool, bool]:
         """(status, reason, header lines, HTTP/1.1, the whole head ASCII) of the next
         response head on ``conn``."""
-        while (head := _parsed_head(conn)) is None:
+        while True:
+            index = conn.find(b"\r\n\r\n", MAX_HEAD)
+            if index >= 0:
+                break
+            if conn.size > MAX_HEAD:
+                raise RemoteProtocolError(f"response head larger than {MAX_HEAD} bytes")
+            if conn.eof:
+                if conn.size == 0:
+                    raise closed_error(conn, "Server disconnected without sending a response.")
+                raise closed_error(conn, "connection closed in the middle of the response head")
             await conn.wait(timeout)
-        return head
+        head = conn.take(index + 4)[:-4]
+        lines = head.split(b"\r\n")
+        match = _STATUS_LINE.fullmatch(lines[0])
+        if match is None:
+            if lines[0].startswith((b"HTTP/1.1 ", b"HTTP/1.0 ")):  # HTTP, but no status
+                raise ProtocolViolation(f"invalid status line {lines[0][:60]!r}")
+            raise RemoteProtocolError(f"invalid status line {lines[0][:60]!r}")
+        if not 100 <= int(match[2]) <= 599:  # "099" is no interim response to skip
+            raise ProtocolViolation(f"invalid status code {match[2].decode()}")
+        headers: list[tuple[bytes, bytes]] = []
+        token = FIELD_NAME_BYTES.fullmatch  # looked up once per head, not per line
+        for line in lines[1:]:
+            name, sep, value = line.partition(b":")
+            if not sep or not token(name):
+                raise RemoteProtocolError(f"invalid header line {line[:60]!r}")
+            headers.append((name, value.strip(b" \t")))
+        return int(match[2]), match[3] or b"", headers, match[1] == b"1", head.isascii()
 
     async def aclose(self) -> None:
         self._closed = True
