@@ -232,6 +232,30 @@ class Body:
             return _nothing()
         return self._chunks() if self._chunked else self._sized()
 
+    def buffered(self, limit: int) -> bytes | None:
+        """The whole body at once, when it has a Content-Length of at most ``limit``
+        bytes and all of it is received already (a small file arrives with its head);
+        else None, and nothing is taken: the body is read through :meth:`__aiter__`.
+
+        Exactly the declared bytes are taken: whatever follows them stays on the
+        connection, which then is not pooled (:attr:`Connection.clean`).
+        """
+        length, conn = self._length, self._conn
+        if self._chunked or length is None or length > limit or conn.size < length:
+            return None
+        self._complete = True
+        if length == 0:
+            return b""
+        piece = conn.take(length)
+        if len(piece) == length:
+            return piece
+        pieces, left = [piece], length - len(piece)
+        while left:
+            piece = conn.take(left)
+            pieces.append(piece)
+            left -= len(piece)
+        return b"".join(pieces)
+
     async def _sized(self) -> AsyncIterator[bytes]:
         conn, left, received = self._conn, self._length, 0
         while left is None or left > 0:

@@ -270,30 +270,47 @@ async def read(
     # Every piece of every body passes this loop, and each generator layer between the
     # connection and the hashers costs a resumption per piece and its own closing.
     identity = encoding is None
-    stream = wire.source() if identity else wire.decoded(decoder)
-    try:
-        async with contextlib.aclosing(stream) as pieces:
-            async for piece in pieces:
-                if identity:
-                    wire.counted(len(piece))
-                size += len(piece)
-                if size > cap:
-                    what = f"decoded {encoding} body" if encoding else "body"
-                    message = (
-                        f"{what} over the cap of {cap} bytes (stopped after {wire.read} bytes read)"
-                    )
-                    return result.fail(ErrorKind.TOO_LARGE, message)
-                if offload is not None and size > OFFLOAD_AFTER:
-                    full = offload.submit(piece)
-                    if full is not None:
-                        await asyncio.wrap_future(full)
-                else:
-                    for hasher in hashers:
-                        hasher.update(piece)
-                if body is not None:
-                    body += piece
-    except DecodeError as exc:
-        return result.fail(ErrorKind.DECODE, f"{encoding} body: {exc}")
+    # A small identity body received with its head (most files of a fleet) is taken
+    # at once: no stream to open, iterate and close; at most the cap, and not past
+    # OFFLOAD_AFTER, so no piece of it is over the cap or for the hashing thread.
+    whole = (
+        response.stream.buffered(min(cap, OFFLOAD_AFTER))
+        if identity and type(response) is Reply
+        else None
+    )
+    if whole is not None:
+        wire.counted(len(whole))
+        size = len(whole)
+        for hasher in hashers:
+            hasher.update(whole)
+        if body is not None:
+            body += whole
+    else:
+        stream = wire.source() if identity else wire.decoded(decoder)
+        try:
+            async with contextlib.aclosing(stream) as pieces:
+                async for piece in pieces:
+                    if identity:
+                        wire.counted(len(piece))
+                    size += len(piece)
+                    if size > cap:
+                        what = f"decoded {encoding} body" if encoding else "body"
+                        message = (
+                            f"{what} over the cap of {cap} bytes"
+                            f" (stopped after {wire.read} bytes read)"
+                        )
+                        return result.fail(ErrorKind.TOO_LARGE, message)
+                    if offload is not None and size > OFFLOAD_AFTER:
+                        full = offload.submit(piece)
+                        if full is not None:
+                            await asyncio.wrap_future(full)
+                    else:
+                        for hasher in hashers:
+                            hasher.update(piece)
+                    if body is not None:
+                        body += piece
+        except DecodeError as exc:
+            return result.fail(ErrorKind.DECODE, f"{encoding} body: {exc}")
     if offload is not None:
         await offload.finish()
     if declared is not None and wire.read < declared:
