@@ -14,6 +14,13 @@ __all__ = ["hold_back", "loaded"]
 #: turned it back on): only then is it turned on again.
 _held_back = False
 
+#: The young generation a command runs with (CPython's default is 700): a run keeps most
+#: of what it makes to its end (observations, findings, the report's rows), and every
+#: young collection walks what was made since the last (docs/benchmarks.md, "The
+#: collector in a verify"). The controller runs with the same size, for the same reason
+#: (control/young_generation.py).
+_YOUNG_GENERATION = 10_000
+
 
 def hold_back() -> None:
     """Turn the collector off until :func:`loaded`, unless it is off already."""
@@ -24,7 +31,8 @@ def hold_back() -> None:
 
 
 def loaded() -> None:
-    """The command's modules are in: freeze them out of collections, collect again.
+    """The command's modules are in: freeze them out of collections, collect again,
+    with a young generation of :data:`_YOUNG_GENERATION` objects.
 
     Idempotent, and a no-op where :func:`hold_back` did not turn the collector off (the
     CLI's code called from a test or from another program keeps its collector as it was).
@@ -33,4 +41,6 @@ def loaded() -> None:
     if _held_back:
         _held_back = False
         gc.freeze()
+        young, *older = gc.get_threshold()
+        gc.set_threshold(max(young, _YOUNG_GENERATION), *older)
         gc.enable()

@@ -37,6 +37,7 @@ _asyncio_run = asyncio.run
 def _run(*args, **kwargs):
     if GC["gc_at_run"] is None:
         GC["gc_at_run"] = gc.isenabled()
+        GC["young_at_run"] = gc.get_threshold()[0]
     return _asyncio_run(*args, **kwargs)
 
 asyncio.run = _run
@@ -152,6 +153,7 @@ def test_the_collector_is_held_back_while_loading_and_on_for_the_run(
     assert json.loads(seen["stdout"])["counts"]["consistent"] == 1
     assert seen["collections_before_run"] == 0
     assert seen["gc_at_run"] is True
+    assert seen["young_at_run"] == 10_000  # as the controller's (cli/collector.py)
     assert seen["frozen"] > 10_000  # the modules, classes and validators loaded
     assert seen["gc_at_exit"] is True
 
