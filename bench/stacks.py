@@ -74,12 +74,15 @@ def _llhttp_heads() -> None:
             await conn.wait(timeout)
         head = Head()
         parser = httptools.HttpResponseParser(head)
+        raw = conn.take(index + 4)
         try:
-            parser.feed_data(conn.take(index + 4))
+            parser.feed_data(raw)
         except httptools.HttpParserError as exc:
             raise ValueError(str(exc)) from exc
         version = parser.get_http_version()
-        return parser.get_status_code(), head.reason, head.headers, version == "1.1"
+        # the same five values as Http1Transport._read_head: the last, whether the whole
+        # head is ASCII (its header values are then decoded without a second look)
+        return parser.get_status_code(), head.reason, head.headers, version == "1.1", raw.isascii()
 
     Http1Transport._read_head = staticmethod(read_head)  # type: ignore[method-assign]
 
@@ -293,7 +296,7 @@ async def _parse_lean(wire: bytes) -> tuple[str, str]:
     conn.eof_received()
     try:
         for _ in range(9):
-            status, _reason, headers, http11 = await Http1Transport._read_head(conn, 1.0)
+            status, _reason, headers, http11, _ascii = await Http1Transport._read_head(conn, 1.0)
             if status >= 200 or status == 101:
                 break
         if status == 101:
@@ -342,7 +345,7 @@ def parsers(rounds: int) -> dict[str, Any]:
         for _ in range(n):
             conn = Connection(loop, ("http", "x", 80, None))
             conn.data_received(wire)
-            status, _r, headers, http11 = await Http1Transport._read_head(conn, 1.0)
+            status, _r, headers, http11, _ascii = await Http1Transport._read_head(conn, 1.0)
             length, chunked, reusable = framing("GET", status, headers, http11)
             body = Body(None, conn, length=length, chunked=chunked, reusable=reusable, timeout=1.0)  # type: ignore[arg-type]
             async for _piece in body:
