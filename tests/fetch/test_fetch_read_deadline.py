@@ -42,6 +42,19 @@ def _drip(pieces: int, gap: float, *, stall_after: bool) -> Callable[[RawConn], 
     return handler
 
 
+def _answers_once_then_silent(*, for_seconds: float) -> Callable[[RawConn], None]:
+    """A server that answers a connection's first request and never its second."""
+
+    def handler(conn: RawConn) -> None:
+        if conn.read_request() is None:
+            return
+        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        conn.read_request()
+        conn.wait_closed(timeout=for_seconds)  # the second request is never answered
+
+    return handler
+
+
 async def test_a_body_arriving_in_pieces_is_not_cut_by_the_first_read_deadline(
     make_fetcher, host: Callable[[], str]
 ) -> None:
@@ -76,13 +89,7 @@ async def test_a_stall_on_a_reused_connection_is_a_read_timeout(
     """The first answer comes at once; the second request, on the same pooled
     connection, gets no answer: a read timeout, however the connection's timer stood."""
 
-    def handler(conn: RawConn) -> None:
-        if conn.read_request() is None:
-            return
-        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-        conn.read_request()
-        conn.wait_closed(timeout=10)  # the second request is never answered
-
+    handler = _answers_once_then_silent(for_seconds=10)
     http = {"read_timeout": 0.4, "request_timeout": 10}
     with RawServer(host(), handler) as server:
         async with make_fetcher(http=http, retry={"attempts": 1}) as f:
@@ -104,12 +111,7 @@ async def test_a_shorter_read_timeout_on_a_reused_connection_is_kept(
     the second request, on the same connection, asks for a short one (a deadline cut
     short) and gets no answer: it times out by its own, not by the timer left armed."""
 
-    def handler(conn: RawConn) -> None:
-        if conn.read_request() is None:
-            return
-        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-        conn.read_request()
-        conn.wait_closed(timeout=20)  # the second request is never answered
+    handler = _answers_once_then_silent(for_seconds=20)
 
     def timeouts(read: float) -> dict[str, dict[str, float]]:
         return {"timeout": {"connect": 5.0, "read": read, "write": 5.0, "pool": 5.0}}
