@@ -35,7 +35,16 @@ import yaml
 
 from artifactcheck.present.report import assets
 
-from .common import Measured, fleet_server, log, machine, run_measured, save, tool_env
+from .common import (
+    Measured,
+    fleet_server,
+    log,
+    machine,
+    product_python,
+    run_measured,
+    save,
+    tool_env,
+)
 from .sampled import run_tool, write_spec
 
 FLOOR = Path(__file__).resolve().parent / "floor.py"
@@ -98,7 +107,7 @@ def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
         out_dir = work / "curl-out"
         (work / "curl.cfg").write_text(curl_config(urls, out_dir))
         curl_cmd = CURL.format(config=work / "curl.cfg", out=out_dir)
-        floor_cmd = [sys.executable, str(FLOOR), str(work / "urls.txt")]
+        floor_cmd = [product_python(), str(FLOOR), str(work / "urls.txt")]
         row["commands"] = {"curl": curl_cmd, "floor": " ".join(floor_cmd)}
 
         def curl() -> Measured:

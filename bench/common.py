@@ -54,6 +54,7 @@ def machine() -> dict[str, Any]:
         "cpu_model": model,
         "memory_gb": round(mem_kb / 1024 / 1024, 1),
         "python": platform.python_version(),
+        "product_python": interpreter_info(),
         "kernel": platform.release(),
         "nginx": nginx,
         "loadavg_at_start": os.getloadavg(),
@@ -260,7 +261,57 @@ PYCACHE = Path(tempfile.gettempdir()) / "acbench-pycache"
 PRODUCT_VENVS = Path(tempfile.gettempdir()) / "acbench-product"
 
 
-def product_python() -> str:
+#: The interpreter a user's ``python3`` is on Debian and Ubuntu (the README's machine).
+DISTRIBUTION_PYTHON = Path("/usr/bin/python3")
+
+
+@functools.cache
+def product_interpreter() -> str:
+    """The interpreter the product's environment is made with: ``ACBENCH_PYTHON`` when
+    set, else the distribution's ``python3`` when the package supports its version,
+    else the one running the benchmark.
+
+    Users install artifactcheck into the distribution's interpreter, which Debian and
+    Ubuntu build with profile-guided optimisation and link-time optimisation. A
+    developer's interpreter may be built without them (pyenv's default), and runs the
+    same Python code markedly slower (docs/benchmarks.md, "The interpreter"): a start-up
+    or a CPU per GET measured on it is not what a user sees. Every command a benchmark
+    compares (the tool, its baseline tree, the asyncio floor, the hashlib bound) runs on
+    this one interpreter, so a ratio compares programs, not interpreters.
+    """
+    chosen = os.environ.get("ACBENCH_PYTHON")
+    if chosen:
+        if shutil.which(chosen) is None:
+            raise SystemExit(f"ACBENCH_PYTHON={chosen}: no such interpreter")
+        return str(shutil.which(chosen))
+    if DISTRIBUTION_PYTHON.exists():
+        probe = subprocess.run(  # noqa: S603 - the distribution's interpreter
+            [str(DISTRIBUTION_PYTHON), "-c", _SUPPORTED_AND_VENV],
+            capture_output=True,
+            check=False,
+        )
+        if probe.returncode == 0:
+            return str(DISTRIBUTION_PYTHON)
+    return sys.executable
+
+
+# Python >= 3.11 (pyproject's requires-python) with venv and ensurepip (python3-venv).
+_SUPPORTED_AND_VENV = "import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))"
+
+
+def interpreter_info() -> dict[str, str]:
+    """Which interpreter the product ran on, for a result's ``machine``."""
+    python = product_interpreter()
+    version = subprocess.run(  # noqa: S603 - the interpreter chosen above
+        [python, "-c", "import platform; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return {"path": python, "version": version}
+
+
+def product_python(interpreter: str | None = None) -> str:
     """An interpreter whose environment holds what ``pip install artifactcheck`` gives
     and nothing of the development extras, with this tree's package found the way an
     installed one is: on ``sys.path`` through the site directory (a ``.pth`` file naming
@@ -272,15 +323,17 @@ def product_python() -> str:
     product's start: the official Kubernetes client imports ``kubernetes_validate``
     whenever it is installed (``kubernetes.dynamic``), and with it jsonschema and a Lark
     grammar built at import, about 1.7 s of a controller's start on a 2-core AMD EPYC.
-    Made once per ``pyproject.toml`` and tree (their digest names the directory).
+    Made with ``interpreter`` (by default :func:`product_interpreter`), once per
+    ``pyproject.toml``, tree and interpreter (their digest names the directory).
     """
-    key = (ROOT / "pyproject.toml").read_bytes() + str(ROOT).encode()
+    interpreter = interpreter or product_interpreter()
+    key = (ROOT / "pyproject.toml").read_bytes() + str(ROOT).encode() + interpreter.encode()
     venv = PRODUCT_VENVS / hashlib.sha256(key).hexdigest()[:12]
     python = venv / "bin" / "python"
     if not (venv / "tree-on-path").exists():
-        log(f"bench: making the product's environment {venv} (pip install {ROOT})")
+        log(f"bench: making the product's environment {venv} ({interpreter}, pip install {ROOT})")
         shutil.rmtree(venv, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)  # noqa: S603
+        subprocess.run([interpreter, "-m", "venv", str(venv)], check=True)  # noqa: S603
         pip = [str(python), "-m", "pip", "-q", "--disable-pip-version-check"]
         subprocess.run([*pip, "install", str(ROOT)], check=True)  # noqa: S603
         script = (venv / "bin" / "artifactcheck").read_bytes()

@@ -37,6 +37,7 @@ from .common import (
     from_baseline,
     log,
     machine,
+    product_python,
     run_measured,
     save,
     summary,
@@ -81,6 +82,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         + " verify --config spec.yaml --output json",
         "runs": [],
     }
+    if args.other_python is not None:
+        result["other_python"] = args.other_python
     with (
         tempfile.TemporaryDirectory(prefix="acbench-startup-") as tmp,
         fleet_server(["--instances", "1", "--drift", "0"]) as server,
@@ -91,11 +94,14 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         verify = [*artifactcheck_command(), "verify", "--config", str(spec), "--output", "json"]
         commands: dict[str, tuple[list[str], Path | None]] = {
             "tool": (verify, None),
-            "python": ([sys.executable, "-c", "pass"], None),
-            "import_cli": ([sys.executable, "-c", "import artifactcheck.cli.main"], None),
+            "python": ([product_python(), "-c", "pass"], None),
+            "import_cli": ([product_python(), "-c", "import artifactcheck.cli.main"], None),
         }
         if args.before is not None:
             commands["before"] = (from_baseline(verify, args.before), args.before)
+        if args.other_python is not None:  # the same tree, installed on another interpreter
+            other = Path(product_python(args.other_python)).parent / "artifactcheck"
+            commands["other_python"] = ([str(other), *verify[1:]], None)
         for argv, overlay in commands.values():  # warm-up: byte-code caches
             run_measured(argv, timeout=args.timeout, env=tool_env(overlay))
         with out.open("wb") as fh:
@@ -151,6 +157,11 @@ def describe(result: dict[str, Any]) -> str:
             f"(cpu {s['before_cpu']['median']:.3f} s), paired ratio "
             f"wall {s['tool_over_before_wall']:.2f}, cpu {s['tool_over_before_cpu']:.2f}"
         )
+    if "other_python_wall" in s:
+        text += (
+            f"; on {result['other_python']}: {s['other_python_wall']['median']:.3f} s wall"
+            f" (cpu {s['other_python_cpu']['median']:.3f} s)"
+        )
     counted = result.get("instructions")
     if counted:
         text += "; instructions: " + ", ".join(
@@ -173,6 +184,12 @@ def main(argv: list[str] | None = None) -> int:
         "--instructions",
         action="store_true",
         help="also count each command's instructions once with valgrind's callgrind",
+    )
+    parser.add_argument(
+        "--other-python",
+        metavar="PYTHON",
+        help="also run the tree installed on this interpreter in every run (the interpreter's"
+        " share of the start-up, paired)",
     )
     args = parser.parse_args(argv)
     if args.instructions and shutil.which("valgrind") is None:

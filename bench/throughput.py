@@ -33,6 +33,7 @@ from .common import (
     fleet_server,
     log,
     machine,
+    product_python,
     run_measured,
     save,
     summary,
@@ -145,7 +146,7 @@ def run_bound(paths_file: Path, timeout: float) -> Measured:
     out = Path(str(paths_file) + ".out")
     with out.open("w") as fh:
         measured = run_measured(
-            [sys.executable, "-c", BOUND, str(paths_file)], stdout=fh, timeout=timeout
+            [product_python(), "-c", BOUND, str(paths_file)], stdout=fh, timeout=timeout
         )
     total, seconds = out.read_text().split()
     measured.extra = {"bytes": int(total), "hash_seconds": float(seconds)}
