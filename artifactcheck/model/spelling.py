@@ -10,6 +10,7 @@ which needs the settings models only (not the admin configuration's).
 
 from __future__ import annotations
 
+import functools
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -78,6 +79,23 @@ def _sub_models(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
     return None, False
 
 
+@functools.cache
+def _keys_of(
+    model: type[BaseModel],
+) -> tuple[dict[str, str], dict[str, tuple[type[BaseModel] | None, bool]]]:
+    """A model's field name by each key that names it (the field name, its alias), and
+    the model each field holds (:func:`_sub_models`): the same for every item of a list,
+    so a spec of a thousand targets reads the Target model's fields once, not per item."""
+    by_key: dict[str, str] = {}
+    subs: dict[str, tuple[type[BaseModel] | None, bool]] = {}
+    for field_name, info in model.model_fields.items():
+        by_key[field_name] = field_name
+        if info.alias:
+            by_key[info.alias] = field_name
+        subs[field_name] = _sub_models(info.annotation)
+    return by_key, subs
+
+
 def _field_names(
     data: Mapping[str, Any],
     model: type[BaseModel],
@@ -85,11 +103,7 @@ def _field_names(
     written_path: FieldPath,
     out: Spelling,
 ) -> dict[str, Any]:
-    by_key: dict[str, str] = {}
-    for field_name, info in model.model_fields.items():
-        by_key[field_name] = field_name
-        if info.alias:
-            by_key[info.alias] = field_name
+    by_key, subs = _keys_of(model)
     result: dict[str, Any] = {}
     seen: dict[str, str] = {}
     for key, value in data.items():
@@ -104,7 +118,7 @@ def _field_names(
         seen[name] = key
         here, spelled = (*field_path, name), (*written_path, key)
         out.written[here] = spelled
-        sub, listed = _sub_models(model.model_fields[name].annotation)
+        sub, listed = subs[name]
         if sub is not None and not listed and isinstance(value, Mapping):
             value = _field_names(value, sub, here, spelled, out)
         elif sub is not None and listed and isinstance(value, list):
