@@ -93,8 +93,8 @@ async def test_a_body_dripping_on_a_pooled_connection_ends_at_the_request_deadli
     make_fetcher, host: Callable[[], str]
 ) -> None:
     """The first request on the connection is answered at once, the second one drips:
-    the reused connection's timer (armed for the first request) keeps the second's
-    deadline; the third request needs a new connection."""
+    the reused connection's timer keeps the second's deadline, counted from the second
+    request, not the first; the third request needs a new connection."""
     dripped = Dripped()
 
     def handler(conn: RawConn) -> None:
@@ -113,6 +113,8 @@ async def test_a_body_dripping_on_a_pooled_connection_ends_at_the_request_deadli
     with RawServer(host(), handler) as server:
         async with make_fetcher(http=HTTP, retry={"attempts": 1}) as f:
             first = await f.get_asset(server.url, "a.js")
+            # idle past the first request's deadline: the second one counts from its own
+            await asyncio.sleep(REQUEST_TIMEOUT + 0.2)
             started = time.monotonic()
             second = await f.get_asset(server.url, "b.js")
             took = time.monotonic() - started
@@ -317,13 +319,17 @@ async def test_a_wait_that_starts_past_the_request_deadline_fails_at_once() -> N
     conn = Connection(loop, ("http", "127.0.0.1", 80, None))
     conn.request_deadline = loop.time() - 0.001
     started = loop.time()
+    # bytes delivered on the turn the deadline's timer would run: they come first
+    loop.call_soon(conn.data_received, b"x")
     with pytest.raises(RequestTimeout):
         await conn.wait(0.5)
     assert loop.time() - started < 0.1
-    conn.request_deadline = math.inf
-    with pytest.raises(ReadTimeout):  # no request deadline: the read timeout alone
-        await conn.wait(0.05)
     conn.close()
+    other = Connection(loop, ("http", "127.0.0.1", 80, None))
+    assert other.request_deadline == math.inf
+    with pytest.raises(ReadTimeout):  # no request deadline: the read timeout alone
+        await other.wait(0.05)
+    other.close()
 
 
 async def test_a_wait_on_the_hashing_thread_ends_at_the_request_deadline() -> None:
@@ -339,3 +345,44 @@ async def test_a_wait_on_the_hashing_thread_ends_at_the_request_deadline() -> No
     done: concurrent.futures.Future[None] = concurrent.futures.Future()
     done.set_result(None)
     await hashed(done, loop.time() + 0.2)  # in time: no error
+
+
+async def test_a_body_behind_a_busy_hashing_thread_ends_at_the_request_deadline() -> None:
+    """A large body's pieces go to the hashing thread; with that thread held by other
+    bodies, reading waits for it, and that wait ends at the request's deadline."""
+    import httpx
+
+    from artifactcheck.fetch.response import OFFLOAD_AFTER, read
+    from artifactcheck.fetch.stats import FetchStats
+
+    piece = b"z" * (64 * 1024)
+    count = OFFLOAD_AFTER // len(piece) + 40  # past the backlog of the hashing thread
+
+    async def pieces():  # type: ignore[no-untyped-def]
+        for _ in range(count):
+            yield piece
+
+    response = httpx.Response(200, content=pieces())
+    busy = threading.Event()
+    hashing = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    hashing.submit(busy.wait, 10)  # another body's hashing, holding the one thread
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        with pytest.raises(RequestTimeout):
+            async with asyncio.timeout(5):  # a wait left unbounded fails here, not hangs
+                await read(
+                    response,
+                    "http://127.0.0.1/a.js",
+                    cap=len(piece) * count,
+                    algorithms=("sha256",),
+                    keep_body=False,
+                    stats=FetchStats(),
+                    hashing=hashing,
+                    deadline=loop.time() + 0.3,
+                )
+        assert 0.25 <= loop.time() - started < 2.0
+    finally:
+        busy.set()
+        hashing.shutdown(wait=True)
+        await response.aclose()
