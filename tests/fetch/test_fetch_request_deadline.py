@@ -19,7 +19,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from rawserver import RawConn, RawServer
@@ -28,6 +28,7 @@ from artifactcheck.fetch.connection import Connection
 from artifactcheck.fetch.error_kinds import ReadTimeout, RequestTimeout
 from artifactcheck.fetch.proxy import Proxies
 from artifactcheck.fetch.response import hashed
+from artifactcheck.model.values import Fetched
 
 REQUEST_TIMEOUT = 1.0
 # Each byte 0.2 s after the last: far within the read timeout, never complete in time.
@@ -58,7 +59,7 @@ class Dripped:
             self.gone.set()
 
 
-def _timed_out(got, took: float) -> None:  # type: ignore[no-untyped-def]
+def _timed_out(got: Fetched, took: float) -> None:
     """The request ended at its deadline with today's message, nothing of its body kept."""
     assert got.error_kind == "timeout", got.error
     assert got.error == TIMED_OUT
@@ -220,7 +221,7 @@ async def test_a_deadline_on_one_connection_leaves_the_other_of_the_host_alone(
         async with make_fetcher(http=http, retry={"attempts": 1}) as f:
             started = time.monotonic()
 
-            async def later() -> object:
+            async def later() -> Fetched:
                 await asyncio.sleep(0.6)
                 return await f.get_asset(server.url, "fine.js")
 
@@ -228,8 +229,8 @@ async def test_a_deadline_on_one_connection_leaves_the_other_of_the_host_alone(
             took = time.monotonic() - started
     assert server.connections == 2
     assert slow.error == TIMED_OUT, slow.error
-    assert fine.ok, fine.error  # type: ignore[attr-defined]
-    assert fine.hashes["sha256"] == hashlib.sha256(body).hexdigest()  # type: ignore[attr-defined]
+    assert fine.ok, fine.error
+    assert fine.hashes["sha256"] == hashlib.sha256(body).hexdigest()
     assert took >= 0.6 + 4 * GAP - 0.05, took  # the fine one outlived the slow one's deadline
 
 
@@ -358,7 +359,7 @@ async def test_a_body_behind_a_busy_hashing_thread_ends_at_the_request_deadline(
     piece = b"z" * (64 * 1024)
     count = OFFLOAD_AFTER // len(piece) + 40  # past the backlog of the hashing thread
 
-    async def pieces():  # type: ignore[no-untyped-def]
+    async def pieces() -> AsyncIterator[bytes]:
         for _ in range(count):
             yield piece
 
