@@ -21,6 +21,7 @@ from artifactcheck.fetch.error_kinds import (
     ReadError,
     ReadTimeout,
     RemoteProtocolError,
+    RequestTimeout,
     TransportError,
 )
 
@@ -113,6 +114,9 @@ class Connection(asyncio.Protocol):
         # timer armed for it (or for an earlier wait's deadline, re-armed when it fires).
         self._deadline = math.inf
         self._timer: asyncio.TimerHandle | None = None
+        # The whole request's deadline on the loop's clock (inf: none), set for each
+        # request: no wait outlives it, and the same timer enforces it.
+        self.request_deadline = math.inf
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -173,23 +177,38 @@ class Connection(asyncio.Protocol):
         return not (poll(0) if poll is not None else pending(transport))
 
     async def wait(self, timeout: float | None) -> None:
-        """Wait until more bytes arrive or the peer closes; ReadTimeout after ``timeout``.
+        """Wait until more bytes arrive or the peer closes; ReadTimeout after ``timeout``,
+        RequestTimeout at :attr:`request_deadline` when that comes first.
 
         Each wait has its own deadline, but not its own timer: one timer per connection
         is armed for the earliest deadline still ahead, and when it fires it fails the
         wait whose deadline has come or re-arms for the current one. A body read in many
         pieces, and a connection reused within the timeout, arm no timer per wait (a
         timer made, pushed on the loop's heap and cancelled was most of a wait's cost).
+        The request's deadline is the bound of every wait, so a body dripping in within
+        each read timeout still ends with its request, with no timer of its own either.
+        A wait that starts past it fails at once: bytes arriving on every turn of the
+        loop would otherwise keep winning the race against the timer.
         """
+        loop = self.loop
+        limit = self.request_deadline
+        if limit != math.inf:
+            now = loop.time()
+            if now >= limit:
+                raise RequestTimeout("the request's deadline passed")
+            deadline = limit if timeout is None else now + timeout
+            if deadline > limit:
+                deadline = limit
+        elif timeout is None:
+            deadline = math.inf
+        else:
+            deadline = loop.time() + timeout
         if self._paused and self.transport is not None:
             self._paused = False
             self.transport.resume_reading()
-        loop = self.loop
         waiter = self._waiter = loop.create_future()
-        if timeout is None:
-            self._deadline = math.inf
-        else:
-            deadline = self._deadline = loop.time() + timeout
+        self._deadline = deadline
+        if deadline != math.inf:
             timer = self._timer
             if timer is None or timer.when() > deadline:
                 if timer is not None:
@@ -201,16 +220,21 @@ class Connection(asyncio.Protocol):
             self._waiter = None
 
     def _expire(self, due: float) -> None:
-        """The timer armed for ``due`` fired: fail the wait whose deadline that is, or
-        re-arm for the current wait's later one (none when nobody waits)."""
+        """The timer armed for ``due`` fired: fail the wait whose deadline that is (the
+        request's, or the wait's own read timeout), or re-arm for the current wait's
+        later one (none when nobody waits)."""
         self._timer = None
         waiter = self._waiter
-        if waiter is None or waiter.done() or self._deadline == math.inf:
+        deadline = self._deadline
+        if waiter is None or waiter.done() or deadline == math.inf:
             return
-        if self._deadline <= due:
-            waiter.set_exception(ReadTimeout("timed out waiting for data"))
+        if deadline <= due:
+            if deadline >= self.request_deadline:
+                waiter.set_exception(RequestTimeout("the request's deadline passed"))
+            else:
+                waiter.set_exception(ReadTimeout("timed out waiting for data"))
         else:
-            self._timer = self.loop.call_at(self._deadline, self._expire, self._deadline)
+            self._timer = self.loop.call_at(deadline, self._expire, deadline)
 
     def take(self, limit: int) -> bytes:
         """Up to ``limit`` queued bytes, whole received pieces when they fit.

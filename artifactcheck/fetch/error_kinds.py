@@ -32,6 +32,7 @@ __all__ = [
     "ReadError",
     "ReadTimeout",
     "RemoteProtocolError",
+    "RequestTimeout",
     "TransportError",
     "UnsupportedProtocol",
     "classified",
@@ -103,6 +104,19 @@ class ProxyError(TransportError):
 
 class EgressRefused(TransportError):
     """The egress policy refused the address a new connection would go to."""
+
+
+class RequestTimeout(Exception):
+    """The whole request's deadline (``request_timeout``) passed before its response
+    was read completely.
+
+    Raised by the transport that keeps the deadline itself (the connection's one timer,
+    instead of an ``asyncio.timeout`` per request) and answered by the Fetcher alone, as
+    it answers its own ``asyncio.timeout``. Deliberately no :class:`TransportError` and
+    no ``OSError`` (so no ``TimeoutError``): whatever catches :func:`classified` errors
+    (the draining of an unused error body) must let it pass, as it lets a cancellation
+    pass; caught there, a dripping error body would be a status, not a timeout.
+    """
 
 
 # --------------------------------------------------------------------------- messages

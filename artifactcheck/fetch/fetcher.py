@@ -3,8 +3,9 @@
 Everything the network edge must guarantee is kept by this package
 (docs/architecture.md, docs/reliability.md); the Fetcher ties it together:
 
-- every GET has connect/read timeouts and a whole-request limit (``asyncio.timeout``
-  around headers *and* body); the per-instance deadline is the caller's
+- every GET has connect/read timeouts and a whole-request limit around headers *and*
+  body (kept by the connection's one read timer on our own transport, an
+  ``asyncio.timeout`` otherwise); the per-instance deadline is the caller's
   ``asyncio.timeout``, and cancellation closes the connection it interrupts;
 - bodies are hashed while streaming, under a byte cap enforced on the decoded bytes
   piece by piece (:mod:`artifactcheck.fetch.response`, :mod:`artifactcheck.fetch.decoders`);
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Final, Self
 
 from artifactcheck.fetch import urls
 from artifactcheck.fetch.decoders import ACCEPTED_CODINGS, accepted_encodings
-from artifactcheck.fetch.error_kinds import classified, classify, unexpected
+from artifactcheck.fetch.error_kinds import RequestTimeout, classified, classify, unexpected
 from artifactcheck.fetch.headers import USER_AGENT, configured_headers, header_problem, server_name
 from artifactcheck.fetch.proxy import Proxies
 from artifactcheck.fetch.response import Attempt
@@ -496,17 +497,24 @@ class Fetcher:
             host_stats.peak_in_flight = max(host_stats.peak_in_flight, host_stats.in_flight)
             progress = Progress()
             started = time.monotonic()
-            deadline = asyncio.timeout(self._http.request_timeout)
+            limit = self._http.request_timeout
+            wire = self._wire
+            # Direct over our own transport, the connection's one timer keeps the
+            # whole-request deadline (no asyncio.timeout, its timer and its cancel, per
+            # GET); any other way keeps the asyncio.timeout around the whole request.
+            deadline = None if wire.keeps_deadline(call) else asyncio.timeout(limit)
             try:
-                async with deadline:
-                    result = await self._wire.send(url, call, progress, route)
+                if deadline is None:
+                    due = asyncio.get_running_loop().time() + limit
+                    result = await wire.send(url, call, progress, route, due)
+                else:
+                    async with deadline:
+                        result = await wire.send(url, call, progress, route)
+            except RequestTimeout:
+                result = Attempt(url).fail(ErrorKind.TIMEOUT, self._timed_out())
             except TimeoutError as exc:
-                if deadline.expired():
-                    message = (
-                        f"no complete response within {self._http.request_timeout}s"
-                        " (request_timeout)"
-                    )
-                    result = Attempt(url).fail(ErrorKind.TIMEOUT, message)
+                if deadline is not None and deadline.expired():
+                    result = Attempt(url).fail(ErrorKind.TIMEOUT, self._timed_out())
                 else:
                     result = Attempt(url).fail(*self._classify(exc, progress))
             except classified() as exc:
@@ -522,6 +530,10 @@ class Fetcher:
                 result.error += f" (through the HTTP proxy {shown(call.proxy)})"
             result.elapsed = time.monotonic() - started
             return result
+
+    def _timed_out(self) -> str:
+        """What a request whose whole-request deadline passed is told."""
+        return f"no complete response within {self._http.request_timeout}s (request_timeout)"
 
     def _classify(self, exc: BaseException, progress: Progress) -> tuple[ErrorKind, str]:
         return classify(exc, reading_body=progress.reading_body, http=self._http)

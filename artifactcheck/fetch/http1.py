@@ -16,6 +16,7 @@ under an ``httpx.AsyncClient``), as most of a small check's start-up is imports.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import ssl
 import time
@@ -31,6 +32,7 @@ from artifactcheck.fetch.error_kinds import (
     HeaderRefused,
     ProtocolViolation,
     RemoteProtocolError,
+    RequestTimeout,
     UnsupportedProtocol,
 )
 from artifactcheck.fetch.headers import MAX_DIGITS
@@ -419,10 +421,22 @@ class Http1Transport(_TransportBase):
         return None
 
     async def _connect(
-        self, key: tuple[str, str, int, str | None], timeout: float | None
+        self, key: tuple[str, str, int, str | None], timeout: float | None, deadline: float
     ) -> Connection:
+        """A new connection for ``key``: connected, TLS and any proxy tunnel set up,
+        within ``timeout`` (ConnectTimeout) and the request's ``deadline`` on the loop's
+        clock (RequestTimeout when that comes first; inf: none).
+
+        The connection's timer bounds only its waits for bytes; resolving, connecting and
+        the TLS handshake are asyncio's, so their bound stays an ``asyncio.timeout``, the
+        one the connect timeout needs anyway, set to the earlier of the two.
+        """
         scheme, host, port, server_name = key
         loop = asyncio.get_running_loop()
+        connect_by = math.inf if timeout is None else loop.time() + timeout
+        by_request = deadline <= connect_by and deadline != math.inf
+        until = deadline if by_request else connect_by
+        bound = asyncio.timeout_at(None if until == math.inf else until)
         proxy = self.proxy
         to_scheme, to_host, to_port = (
             (scheme, host, port) if proxy is None else (proxy.scheme, proxy.host, proxy.port)
@@ -433,18 +447,21 @@ class Http1Transport(_TransportBase):
             options = {"ssl": self._ssl, "server_hostname": name}
         conn: Connection | None = None
         try:
-            async with asyncio.timeout(timeout):
+            async with bound:
                 address = to_host
                 if self._egress is not None:
                     address = await approved_address(to_host, to_port, self._egress)
                 _transport, conn = await loop.create_connection(
                     lambda: Connection(loop, key), address, to_port, **options
                 )
+                conn.request_deadline = deadline
                 if proxy is not None and scheme == "https":
                     await self._tunnel(conn, proxy, server_name)
         except TimeoutError as exc:
             if conn is not None:
                 conn.close()
+            if by_request and bound.expired():  # not a TimeoutError of the socket's own
+                raise RequestTimeout(f"no connection to {to_host}:{to_port} in time") from exc
             raise ConnectTimeout(f"connect to {to_host}:{to_port} timed out") from exc
         except OSError as exc:  # ssl.SSLError is an OSError
             if conn is not None:
@@ -530,6 +547,7 @@ class Http1Transport(_TransportBase):
         method: str = "GET",
         connect_timeout: float | None,
         read_timeout: float | None,
+        deadline: float | None = None,
     ) -> Reply:
         """Send ``payload`` (a whole request, its head from :func:`header_block`) on a
         connection for ``key`` (scheme, host, port, TLS server name) and read the head
@@ -538,12 +556,19 @@ class Http1Transport(_TransportBase):
         The lean path under :meth:`handle_async_request`: no ``httpx.Request`` or
         ``httpx.Response`` is built (their URL and header normalisation cost about a
         quarter of the CPU of a small GET), every limit and refusal stays the same.
+
+        ``deadline``, on the loop's clock, bounds the whole request, its body included:
+        every wait on the connection ends by then (RequestTimeout), by the connection's
+        one timer, so the caller needs no ``asyncio.timeout`` of its own for it.
         """
         if self._closed:
             raise RuntimeError("the transport is closed")
+        until = math.inf if deadline is None else deadline
         conn = self._checkout(key)
         if conn is None:
-            conn = await self._connect(key, connect_timeout)
+            conn = await self._connect(key, connect_timeout, until)
+        else:
+            conn.request_deadline = until
         try:
             assert conn.transport is not None
             conn.transport.write(payload)

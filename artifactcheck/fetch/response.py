@@ -18,7 +18,7 @@ from concurrent.futures import Executor, Future
 from typing import Any, Final, Protocol, cast
 
 from artifactcheck.fetch.decoders import DecodeError, Decoder, beyond_stored, decoder_for
-from artifactcheck.fetch.error_kinds import classified
+from artifactcheck.fetch.error_kinds import RequestTimeout, classified
 from artifactcheck.fetch.headers import Headers, content_length, evidence, kept_once
 from artifactcheck.fetch.http1 import Reply
 from artifactcheck.fetch.stats import FetchStats
@@ -200,11 +200,32 @@ class _Offload:
             pending.popleft()
         return pending.popleft() if len(pending) > _BACKLOG else None
 
-    async def finish(self) -> None:
+    async def finish(self, deadline: float | None) -> None:
         """Wait until every piece queued is hashed (one thread: the last one is last)."""
         if self._pending:
-            await asyncio.wrap_future(self._pending[-1])
+            await hashed(self._pending[-1], deadline)
             self._pending.clear()
+
+
+async def hashed(future: Future[None], deadline: float | None) -> None:
+    """Wait for a piece handed to the hashing thread, until the request's ``deadline``
+    on the loop's clock (None: the caller's own ``asyncio.timeout`` bounds it).
+
+    The connection's timer bounds only waits for bytes; the hashing thread is another
+    wait (behind other bodies' pieces), so it keeps an ``asyncio.timeout``: only bodies
+    past :data:`OFFLOAD_AFTER` come here, a few times per body at most.
+    """
+    if deadline is None:
+        await asyncio.wrap_future(future)
+        return
+    bound = asyncio.timeout_at(deadline)
+    try:
+        async with bound:
+            await asyncio.wrap_future(future)
+    except TimeoutError as exc:
+        if bound.expired():
+            raise RequestTimeout("the request's deadline passed while hashing") from exc
+        raise
 
 
 def _new_hasher(name: str) -> Any:
@@ -226,13 +247,16 @@ async def read(
     stats: FetchStats,
     hashing: Executor | None = None,
     stored: str | None = None,
+    deadline: float | None = None,
 ) -> Attempt:
     """Hash (and keep, for documents) the decoded body piece by piece under the cap.
 
     With ``hashing`` (an executor with one worker thread), the bytes of a body past
     :data:`OFFLOAD_AFTER` are hashed there, while the next pieces are read. ``stored``:
     the coding the file is stored in, whose label alone is not undone
-    (:func:`~artifactcheck.fetch.decoders.beyond_stored`).
+    (:func:`~artifactcheck.fetch.decoders.beyond_stored`). ``deadline``: the request's,
+    on the loop's clock, for the waits on the hashing thread (RequestTimeout); the
+    transport bounds the waits for bytes.
     """
     status = response.status_code
     result = Attempt(url, status=status, headers=evidence(response.headers))
@@ -303,7 +327,7 @@ async def read(
                     if offload is not None and size > OFFLOAD_AFTER:
                         full = offload.submit(piece)
                         if full is not None:
-                            await asyncio.wrap_future(full)
+                            await hashed(full, deadline)
                     else:
                         for hasher in hashers:
                             hasher.update(piece)
@@ -312,7 +336,7 @@ async def read(
         except DecodeError as exc:
             return result.fail(ErrorKind.DECODE, f"{encoding} body: {exc}")
     if offload is not None:
-        await offload.finish()
+        await offload.finish(deadline)
     if declared is not None and wire.read < declared:
         message = f"body ended after {wire.read} of {declared} bytes (Content-Length)"
         return result.fail(ErrorKind.TRUNCATED, message)

@@ -161,9 +161,21 @@ class Wire:
         if transport is not None:
             await transport.aclose()
 
-    async def send(self, url: str, call: Call, progress: Progress, route: Route | None) -> Attempt:
+    async def send(
+        self,
+        url: str,
+        call: Call,
+        progress: Progress,
+        route: Route | None,
+        deadline: float | None = None,
+    ) -> Attempt:
         """One request and its response read: through the call's proxy, over our own
-        transport (``route`` is the URL's, None for a redirect target), or over another."""
+        transport (``route`` is the URL's, None for a redirect target), or over another.
+
+        ``deadline`` (on the loop's clock): the whole request's, kept by our own
+        transport's connection (RequestTimeout), for a direct request over it only
+        (:attr:`keeps_deadline`); any other request is bounded by the caller.
+        """
         if call.proxy is not None:
             if self._egress is not None:  # the destination, not the proxy
                 target = Route.of(url)
@@ -172,8 +184,18 @@ class Wire:
             refused_by_proxy(result, call.proxy)
             return result
         if self.lean is not None:
-            return await self._send_lean(self.lean, url, call, progress, route)
+            return await self._send_lean(self.lean, url, call, progress, route, deadline)
         return await self._send(url, call, progress)
+
+    def keeps_deadline(self, call: Call) -> bool:
+        """True when a request of ``call`` goes direct over our own transport, whose
+        connection keeps the request's deadline (:meth:`send`'s ``deadline``).
+
+        Through a proxy, an egress check of the destination and the proxy's own pool
+        come before the connection, and an injected transport keeps no deadline: those
+        stay under the caller's ``asyncio.timeout``.
+        """
+        return call.proxy is None and self.lean is not None
 
     def _via(self, proxy: str) -> Http1Transport:
         """Our own transport through ``proxy``, one per proxy URL, made on first use
@@ -219,6 +241,7 @@ class Wire:
         call: Call,
         progress: Progress,
         route: Route | None,
+        deadline: float | None = None,
     ) -> Attempt:
         """:meth:`_send` over our own transport, sending the same bytes without building
         an ``httpx.Request`` or ``httpx.Response``; the response is always closed."""
@@ -237,12 +260,21 @@ class Wire:
         key = (route.scheme, route.host, route.port, call.extensions.get("sni_hostname"))
         http = self._http
         response = await transport.exchange(
-            key, payload, connect_timeout=http.connect_timeout, read_timeout=http.read_timeout
+            key,
+            payload,
+            connect_timeout=http.connect_timeout,
+            read_timeout=http.read_timeout,
+            deadline=deadline,
         )
-        return await self._read(response, url, call, progress)
+        return await self._read(response, url, call, progress, deadline)
 
     async def _read(
-        self, response: reading.Response, url: str, call: Call, progress: Progress
+        self,
+        response: reading.Response,
+        url: str,
+        call: Call,
+        progress: Progress,
+        deadline: float | None = None,
     ) -> Attempt:
         """Read the body under the call's cap; the response is always closed."""
         try:
@@ -256,6 +288,7 @@ class Wire:
                 stats=self._stats,
                 hashing=self._hashing,
                 stored=call.stored,
+                deadline=deadline,
             )
         finally:
             await response.aclose()  # closes (not pools) a connection left mid-body
