@@ -366,7 +366,7 @@ async def test_one_connection_carries_request_after_request() -> None:
         try:
             server = asyncio.create_task(_serve(srv, [_json(POD)] * 3))
             for _ in range(3):
-                await kube.get("get pod", f"{PODS}/web-1")
+                await kube.get("get pod", f"{PODS}/web-1", timeout=(1.0, 2.0))
             assert len(await server) == 3  # the server accepted one connection only
         finally:
             await kube.aclose()
