@@ -15,8 +15,9 @@ loopback (a raw socket for exact bytes, the fake API server, a TLS server with a
   a watch, an answer too slow, a server the configuration's CA does not vouch for) is a
   :class:`~artifactcheck.model.errors.DependencyError` naming the request, never the
   transport's own exception;
-- the configuration's TLS (CA, client certificate) is used, connections are reused,
-  and a configuration with a proxy keeps httpx's transport, which goes through it.
+- a watch cancelled ends on the server at once; the configuration's TLS (CA, client
+  certificate) is used, connections are reused, and a configuration with a proxy keeps
+  httpx's transport, which goes through it.
 """
 
 from __future__ import annotations
@@ -358,6 +359,32 @@ async def test_a_watch_refused_with_a_cut_answer_is_a_dependency_failure() -> No
             await server
         finally:
             await kube.aclose()
+
+
+async def test_cancelling_a_watch_closes_its_stream_on_the_server(
+    lean: KubeHttp, server: FakeApiServer, make_pod: Callable[..., dict[str, Any]]
+) -> None:
+    make_pod("web-1")
+    rv = (await lean.list("pods", PODS))["metadata"]["resourceVersion"]
+
+    async def follow() -> None:
+        async for _ in lean.watch("pods", PODS, resource_version=rv, timeout_seconds=60):
+            pass
+
+    task = asyncio.create_task(follow())
+    for _ in range(100):
+        if server.watch_count:
+            break
+        await asyncio.sleep(0.02)
+    assert server.watch_count == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(100):
+        if not server.watch_count:
+            break
+        await asyncio.sleep(0.02)
+    assert server.watch_count == 0
 
 
 async def test_one_connection_carries_request_after_request() -> None:
