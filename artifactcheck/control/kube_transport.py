@@ -1,12 +1,12 @@
 """The controller's Kubernetes client on the lean HTTP/1.1 transport: :func:`kube_client`.
 
-Why: the controller sends one PATCH per gate it opens (5,000 at the start of a 5,000-pod
+Why: the controller sends one PATCH per gate it opens (one per pod at the start of a
 fleet) and reads every pod event of its watches, on one core. Under httpx's own
-transport (httpcore, h11, anyio) a gate cost about 1,200 µs of CPU, its watch event
-included, and three quarters of it was that transport's per-request machinery (its
-locks and cancel scopes, its connection expiry check, two socket writes); on
-artifactcheck's own HTTP/1.1 transport (:class:`~artifactcheck.fetch.http1.Http1Transport`,
-the one every fetch uses) the same gate costs about a third of that (docs/benchmarks.md).
+transport (httpcore, h11, anyio) most of a gate's CPU, its watch event included, was
+that transport's per-request machinery (its locks and cancel scopes, its connection
+expiry check, two socket writes); on artifactcheck's own HTTP/1.1 transport
+(:class:`~artifactcheck.fetch.http1.Http1Transport`, the one every fetch uses) the same
+gate costs about a third of it (docs/benchmarks.md, "The gate writes' CPU").
 The requests are the same ``httpx.Request`` :class:`KubeHttp` builds, written as
 httpx writes them (a test compares the bytes on the wire), and the answers are read
 through the same ``httpx.Response``: only what carries them changes.
@@ -46,7 +46,7 @@ def kube_client(api_client: ApiClient, **options: Any) -> KubeHttp:
     https = str(configuration.host).startswith("https:")
     transport = Http1Transport(
         # An http:// server is never spoken TLS to; the transport wants a context anyway,
-        # and one that trusts no CA costs nothing to make (the system's: 33 ms).
+        # and one that trusts no CA is made at once (the system's loads every CA first).
         ssl_context=ssl_context_for(configuration)
         if https
         else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT),
