@@ -19,9 +19,11 @@ condition the controller sets); and the controller's peak RSS (``wait4``).
 gate opened as the controller opens it (``KubeWriter``, ``ACTING_AT_ONCE`` pods at once,
 the informer's copy read instead of a GET) while one watch follows the pods, in a
 process of its own; the CPU of its one thread per gate, the watch event that gate
-brings back included.
+brings back included. The client is the controller's (``control.kube_transport``, on
+the lean HTTP/1.1 transport); ``--kube-transport httpx`` puts it on httpx's transport,
+as before, for a paired comparison in one tree.
 
-    python -m bench.controller --gate-writes 3000
+    python -m bench.controller --gate-writes 3000 [--kube-transport httpx]
 """
 
 from __future__ import annotations
@@ -257,7 +259,7 @@ def child(api_url: str, health_port: int) -> int:
     return 0
 
 
-def gate_writes_child(api_url: str, pods: int) -> int:
+def gate_writes_child(api_url: str, pods: int, transport: str = "lean") -> int:
     """The gate-writes process: open every pod's gate, as the controller's actions do,
     while a watch follows the pods; print the CPU of this (the one) thread per gate.
 
@@ -266,16 +268,22 @@ def gate_writes_child(api_url: str, pods: int) -> int:
     import asyncio
 
     from artifactcheck.act.kube_writes import KubeWriter
-    from artifactcheck.clients.kube import configuration_for
+    from artifactcheck.clients.kube import ApiClient, configuration_for
     from artifactcheck.clients.kube_http import KubeHttp
     from artifactcheck.control.actions import ACTING_AT_ONCE
+    from artifactcheck.control.kube_transport import kube_client
     from artifactcheck.model.settings import PolicySettings
 
     warm_up = min(200, pods // 10)
     path = f"/api/v1/namespaces/{NAMESPACE}/pods"
 
     async def main() -> dict[str, Any]:
-        kube = KubeHttp(configuration_for(api_url), timeout=(5.0, 60.0))
+        configuration = configuration_for(api_url)
+        kube = (
+            KubeHttp(configuration, timeout=(5.0, 60.0))
+            if transport == "httpx"
+            else kube_client(ApiClient(configuration), timeout=(5.0, 60.0))
+        )
         listed = await kube.list("pods", path)
         names = [p["metadata"]["name"] for p in listed["items"]]
         copies = {(NAMESPACE, p["metadata"]["name"]): p for p in listed["items"]}
@@ -352,6 +360,8 @@ def gate_writes(args: argparse.Namespace) -> dict[str, Any]:
                 "--gate-writes-child",
                 api.url,
                 str(args.gate_writes),
+                "--kube-transport",
+                args.kube_transport,
             ],
             check=True,
             capture_output=True,
@@ -366,6 +376,7 @@ def gate_writes(args: argparse.Namespace) -> dict[str, Any]:
         "machine": machine(),
         "environment": "development" if args.dev_environment else "product",
         "pods": args.gate_writes,
+        "kube_transport": args.kube_transport,
         **json.loads(out.splitlines()[-1]),
     }
 
@@ -734,18 +745,26 @@ def main(argv: list[str] | None = None) -> int:
         help="only the gate writes: N pods' gates opened while a watch follows them",
     )
     parser.add_argument("--gate-writes-child", nargs=2, metavar=("API_URL", "PODS"))
+    parser.add_argument(
+        "--kube-transport",
+        choices=("lean", "httpx"),
+        default="lean",
+        help="--gate-writes: the controller's client (lean) or one on httpx's transport",
+    )
     args = parser.parse_args(argv)
     if args.child:
         return child(args.child[0], int(args.child[1]))
     if args.gate_writes_child:
-        return gate_writes_child(args.gate_writes_child[0], int(args.gate_writes_child[1]))
+        api_url, pods = args.gate_writes_child
+        return gate_writes_child(api_url, int(pods), args.kube_transport)
     if args.gate_writes:
         result = gate_writes(args)
         path = save(args.name, result)
         print(
             f"gate writes, {result['gates']} gates (each with its watch event): "
             f"{result['cpu_us_per_gate']:.0f} us of CPU each, "
-            f"{result['wall_us_per_gate']:.0f} us of wall time ({result['environment']})"
+            f"{result['wall_us_per_gate']:.0f} us of wall time ({result['environment']}, "
+            f"{result['kube_transport']} transport)"
         )
         log(f"raw figures: {path}")
         return 0

@@ -114,8 +114,15 @@ class KubeHttp:
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int | None = None,
         headers: Mapping[str, str] | None = None,
+        failures: tuple[type[Exception], ...] = (),
+        timeouts: tuple[type[Exception], ...] = (),
     ) -> None:
         self.configuration = configuration
+        # What a failed exchange raises: httpx's errors, and those of a ``transport``
+        # that is not httpx's (``failures``; its ``timeouts`` among them), each a
+        # dependency failure naming the request.
+        self._failures: tuple[type[Exception], ...] = (httpx.HTTPError, OSError, *failures)
+        self._timeouts: tuple[type[Exception], ...] = (httpx.TimeoutException, *timeouts)
         self.timeout = timeout
         https = str(configuration.host).startswith("https:")
         self._refresh_blocks = refresh_may_block(configuration)
@@ -227,11 +234,11 @@ class KubeHttp:
                 await response.aread()
             finally:
                 await response.aclose()
-        except httpx.TimeoutException as exc:
+        except self._timeouts as exc:
             raise DependencyError(
                 f"{what}: API server unreachable, too slow or overloaded: {exc!r}"
             ) from exc
-        except (httpx.HTTPError, OSError) as exc:
+        except self._failures as exc:
             raise DependencyError(f"{what}: API server unreachable: {exc!r}") from exc
         _raise_for_status(what, response, passthrough)
         try:
@@ -366,11 +373,14 @@ class KubeHttp:
         )
         try:
             response = await self._client.send(request, stream=True)
-        except (httpx.HTTPError, OSError) as exc:
+        except self._failures as exc:
             raise DependencyError(f"{what}: API server unreachable: {exc!r}") from exc
         try:
             if response.status_code >= 400:
-                await response.aread()
+                try:
+                    await response.aread()
+                except self._failures as exc:
+                    raise DependencyError(f"{what}: API server unreachable: {exc!r}") from exc
                 try:
                     _raise_for_status(what, response, (410,))
                 except ApiStatus as st:
@@ -385,7 +395,7 @@ class KubeHttp:
                     for line in lines:
                         if line.strip():
                             yield _event_of(what, line)
-            except httpx.HTTPError as exc:
+            except self._failures as exc:
                 raise DependencyError(f"{what}: the watch connection broke: {exc!r}") from exc
             # a line the server never finished (the stream was cut) is not an event
         finally:

@@ -23,6 +23,7 @@ from artifactcheck.clients.kube_http import KubeHttp
 from artifactcheck.control.addresses import api_server_addresses, own_addresses
 from artifactcheck.control.controller_settings import ControllerSettings
 from artifactcheck.control.health import Heartbeat
+from artifactcheck.control.kube_transport import kube_client
 from artifactcheck.control.metrics import Metrics
 from artifactcheck.tenancy.admission import AdminConfig
 from artifactcheck.tenancy.egress import AddressRules
@@ -52,9 +53,10 @@ class Context:
     @functools.cached_property
     def kube(self) -> KubeHttp:
         """The asynchronous client every watch and write of the controller shares (one
-        connection pool), made from the API client's configuration at first use;
-        closed by :meth:`close_kube` once the tasks that use it ended."""
-        return KubeHttp.like(self.api)
+        connection pool, on the lean transport: :mod:`.kube_transport`), made from the
+        API client's configuration at first use; closed by :meth:`close_kube` once the
+        tasks that use it ended."""
+        return kube_client(self.api)
 
     async def close_kube(self) -> None:
         """Close :attr:`kube`, if it was ever made."""
