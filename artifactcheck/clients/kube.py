@@ -35,7 +35,7 @@ import logging
 import os
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal, TypedDict, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast
 
 import urllib3
 import yaml
@@ -45,6 +45,9 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from artifactcheck.model.errors import ArtifactCheckError, ConfigError, DependencyError
+
+if TYPE_CHECKING:  # at run time by __getattr__ below, on first use
+    from kubernetes.client import CoordinationV1Api, CoreV1Api, CustomObjectsApi
 
 __all__ = [
     "Configuration",
@@ -83,11 +86,21 @@ __all__ = [
 #: The library's classes, re-exported: the only names of it other modules use.
 ApiClient = k8s.ApiClient
 Configuration = k8s.Configuration
-CoreV1Api = k8s.CoreV1Api
-CoordinationV1Api = k8s.CoordinationV1Api
-CustomObjectsApi = k8s.CustomObjectsApi
 #: The body of the pins ConfigMap's writes, built by :func:`configmap_model`.
 NewConfigMap = k8s.V1ConfigMap
+
+#: The API classes, re-exported too, but each imported when a caller first asks for it
+#: (``clients.kube.CoreV1Api``, module ``__getattr__``): the module of the core API
+#: alone, with the models it names, is most of the client's import, and the controller,
+#: which makes every request on :mod:`artifactcheck.clients.kube_http`, never uses it.
+_API_CLASSES = frozenset({"CoreV1Api", "CoordinationV1Api", "CustomObjectsApi"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API_CLASSES:
+        return getattr(k8s, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: (connect, read) seconds for every API request: a hung API server must turn into a
 #: DependencyError within a bounded time, never a controller thread stuck forever.

@@ -21,12 +21,12 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
+from artifactcheck.clients import kube
 from artifactcheck.clients import kube_bodies as body
 from artifactcheck.clients.kube import (
     DEFAULT_TIMEOUT,
     ApiClient,
     ApiStatus,
-    CoreV1Api,
     Timeout,
     call_json,
     model_as_json,
@@ -315,7 +315,7 @@ def list_pods_as(
     continue token the API server no longer honours (410: the snapshot was
     compacted) restarts the list in one request, as client-go's pager falls back.
     """
-    core = CoreV1Api(api_client)
+    core = kube.CoreV1Api(api_client)
     what = f"list {_pods_in(namespace, selector)}"
     out: list[T] = []
     token: str | None = None
@@ -458,7 +458,7 @@ def list_pod_events(
 ) -> list[Event]:
     """The core/v1 Events about one pod, newest first (one list call with a field
     selector), for ``investigate``: what ``kubectl describe pod`` shows at the end."""
-    core = CoreV1Api(api_client)
+    core = kube.CoreV1Api(api_client)
     doc = call_json(
         f"list events of pod {namespace}/{name}",
         lambda: core.list_namespaced_event(

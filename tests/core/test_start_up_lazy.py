@@ -95,3 +95,29 @@ def test_each_pattern_is_compiled_at_its_first_use_and_answers_as_before() -> No
     assert answers["entry_key"] == [True, False]
     assert answers["django"] == ["app.0123456789ab.css"]
     assert answers["nesting"] is None  # three levels: under the cap, read as usual
+
+
+CONTROLLER_PROBE = """
+import json, sys
+import artifactcheck.control.controller
+before = sorted(m for m in sys.modules if m.startswith("kubernetes.client.api."))
+from artifactcheck.clients import kube
+from artifactcheck.clients.kube import CustomObjectsApi
+print(json.dumps([before, kube.CoreV1Api.__name__, CustomObjectsApi.__name__]))
+"""
+
+
+def test_the_controllers_start_imports_no_api_class_of_the_official_client() -> None:
+    """The controller makes every request with ``clients.kube_http``; the official
+    client's API classes (the core API's module alone, with the models it names, is
+    most of that library's import) are imported when a command first asks for one."""
+    out = subprocess.run(
+        [sys.executable, "-c", CONTROLLER_PROBE],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    before, core, custom = json.loads(out)
+    assert before == []
+    assert (core, custom) == ("CoreV1Api", "CustomObjectsApi")
