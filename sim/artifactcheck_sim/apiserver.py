@@ -124,7 +124,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import copy
 import json
 import logging
 import math
@@ -160,6 +159,7 @@ from artifactcheck_sim.apiserver_resources import (
 from artifactcheck_sim.apiserver_store import PATCH_TYPES, Store, Stored
 from artifactcheck_sim.apiserver_tables import to_table, wants_table
 from artifactcheck_sim.field_selectors import FieldSelector
+from artifactcheck_sim.json_values import json_copy
 from artifactcheck_sim.loop_thread import LoopThread
 
 if TYPE_CHECKING:
@@ -719,7 +719,7 @@ class FakeApiServer:
         resource = self._resource(api_version, kind)
         kind_of_patch = PATCH_TYPES.get(patch_type, patch_type)
         stored = self._store.patch(
-            resource, namespace, name, kind_of_patch, copy.deepcopy(patch), subresource=subresource
+            resource, namespace, name, kind_of_patch, json_copy(patch), subresource=subresource
         )
         return self._copy(stored)
 
@@ -732,7 +732,7 @@ class FakeApiServer:
     ) -> JsonObj | None:
         """Delete as a DELETE would; returns its answer (object or Status), None if absent."""
         resource = self._resource(api_version, kind)
-        return _unless_missing(lambda: copy.deepcopy(self._store.delete(resource, namespace, name)))
+        return _unless_missing(lambda: json_copy(self._store.delete(resource, namespace, name)))
 
     # ------------------------------------------------------------------ CRDs
 

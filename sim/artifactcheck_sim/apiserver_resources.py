@@ -16,7 +16,6 @@ they fail on a cluster, not a reimplementation of ``pkg/apis/core/validation``.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -26,6 +25,7 @@ from typing import Any, NamedTuple
 
 from artifactcheck.model.selectors import label_key_error, label_value_error
 from artifactcheck_sim.apiserver_errors import FieldError
+from artifactcheck_sim.json_values import json_copy
 from artifactcheck_sim.patching import ListStrategy, MergeSchema
 
 __all__ = [
@@ -458,7 +458,7 @@ def _spec_with_defaults(obj: JsonObj, defaults: Mapping[str, Any]) -> JsonObj | 
 
 def _set_defaults(node: JsonObj, defaults: Mapping[str, Any]) -> None:
     for key, value in defaults.items():
-        node.setdefault(key, copy.deepcopy(value))
+        node.setdefault(key, json_copy(value))
 
 
 _POD_SPEC_DEFAULTS: Mapping[str, Any] = {
@@ -525,7 +525,7 @@ _POD_MUTABLE_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePe
 def _pod_spec_without_mutable(spec: Any) -> Any:
     if not isinstance(spec, dict):
         return spec
-    out = copy.deepcopy(spec)
+    out = json_copy(spec)
     for key in _POD_MUTABLE_SPEC:
         out.pop(key, None)
     for container in _containers(out):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import copy
 import ipaddress
 import json
 import re
@@ -28,6 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from artifactcheck_sim.apiserver_errors import FieldError
+from artifactcheck_sim.json_values import json_copy
 
 __all__ = ["Resolver", "apply_defaults", "prune", "validate"]
 
@@ -131,7 +131,7 @@ def apply_defaults(obj: Any, schema: Schema) -> None:
                 if "default" in sub and (
                     key not in obj or (obj[key] is None and not sub.get("nullable"))
                 ):
-                    obj[key] = copy.deepcopy(sub["default"])
+                    obj[key] = json_copy(sub["default"])
                 if key in obj:
                     apply_defaults(obj[key], sub)
         extra = schema.get("additionalProperties")

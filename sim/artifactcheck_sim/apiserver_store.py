@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import binascii
 import builtins
-import copy
 import json
 import secrets
 import threading
@@ -43,6 +42,7 @@ from artifactcheck_sim.apiserver_resources import (
     validate_metadata,
 )
 from artifactcheck_sim.field_selectors import FieldSelector
+from artifactcheck_sim.json_values import json_copy
 from artifactcheck_sim.patching import (
     PatchError,
     json_merge_patch,
@@ -186,7 +186,7 @@ _SERVER_OWNED_META = (
 
 def _status_written(old: JsonObj, obj: JsonObj) -> JsonObj:
     """``old`` as a write to ``/status`` leaves it: only the status is ``obj``'s."""
-    new = copy.deepcopy(old)
+    new = json_copy(old)
     if "status" in obj:
         new["status"] = obj["status"]
     else:
@@ -354,7 +354,7 @@ class Store:
             raise ApiError.bad_request(
                 f"the object provided is unrecognized (must be of type {resource.kind})"
             )
-        obj = copy.deepcopy(body)
+        obj = json_copy(body)
         api_version = obj.get("apiVersion")
         kind = obj.get("kind")
         if (api_version and api_version != resource.api_version) or (
@@ -675,7 +675,7 @@ class Store:
                 meta.pop(key, None)
         if resource.status_subresource:
             if "status" in old:
-                obj["status"] = copy.deepcopy(old["status"])
+                obj["status"] = json_copy(old["status"])
             else:
                 obj.pop("status", None)
         if old_meta.get("deletionTimestamp"):
@@ -819,7 +819,7 @@ class Store:
             if meta.get("finalizers"):
                 if meta.get("deletionTimestamp"):
                     return self._view(resource, current).obj
-                pending = copy.deepcopy(current.obj)
+                pending = json_copy(current.obj)
                 pending["metadata"]["deletionTimestamp"] = now_rfc3339()
                 pending["metadata"]["deletionGracePeriodSeconds"] = 0
                 if dry_run:
@@ -880,7 +880,7 @@ class Store:
             current = self._find(resource, namespace, name)
             if current is None:
                 raise self._not_found(resource, name)
-            pod = copy.deepcopy(current.obj)
+            pod = json_copy(current.obj)
             if pod["metadata"].get("deletionTimestamp"):
                 raise ApiError.conflict(
                     resource.plural, "", name, "pod is being deleted, cannot be assigned to a host"

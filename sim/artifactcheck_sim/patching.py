@@ -33,10 +33,11 @@ does not exist).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
+
+from artifactcheck_sim.json_values import json_copy
 
 __all__ = [
     "ListStrategy",
@@ -99,7 +100,7 @@ def json_equal(a: JsonValue, b: JsonValue) -> bool:
 def json_merge_patch(target: JsonValue, patch: JsonValue) -> JsonValue:
     """Apply an RFC 7386 JSON merge patch; returns a new value."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return json_copy(patch)
     result: dict[str, JsonValue] = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -183,7 +184,7 @@ def json_patch(doc: JsonValue, operations: JsonValue) -> JsonValue:
     """
     if not isinstance(operations, list) or not all(isinstance(op, dict) for op in operations):
         raise PatchError("json patch must be a JSON array of operation objects", status=400)
-    result = copy.deepcopy(doc)
+    result = json_copy(doc)
     for operation in operations:
         op = operation.get("op")
         path = operation.get("path")
@@ -191,14 +192,14 @@ def json_patch(doc: JsonValue, operations: JsonValue) -> JsonValue:
         if op in ("add", "replace", "test") and "value" not in operation:
             raise PatchError(f"{op} operation does not apply: missing value")
         if op == "add":
-            result = _add(result, tokens, copy.deepcopy(operation["value"]), str(path))
+            result = _add(result, tokens, json_copy(operation["value"]), str(path))
         elif op == "remove":
             result, _ = _remove(result, tokens, str(path))
         elif op == "replace":
             if tokens:
                 _walk(result, tokens, str(path))  # must exist
                 result, _ = _remove(result, tokens, str(path))
-            result = _add(result, tokens, copy.deepcopy(operation["value"]), str(path))
+            result = _add(result, tokens, json_copy(operation["value"]), str(path))
         elif op in ("move", "copy"):
             source = operation.get("from")
             from_tokens = _pointer(source, "from")
@@ -208,7 +209,7 @@ def json_patch(doc: JsonValue, operations: JsonValue) -> JsonValue:
                 _walk(result, from_tokens, str(source))
                 result, value = _remove(result, from_tokens, str(source))
             else:
-                value = copy.deepcopy(_walk(result, from_tokens, str(source)))
+                value = json_copy(_walk(result, from_tokens, str(source)))
             result = _add(result, tokens, value, str(path))
         elif op == "test":
             try:
@@ -329,7 +330,7 @@ def _merge_list(
         return result
     # As mergeSliceWithSpecialElements: directive elements first (any "$patch: replace"
     # element replaces the whole list with the plain elements), then the plain ones.
-    result = [copy.deepcopy(item) for item in original]
+    result = [json_copy(item) for item in original]
     plain: list[dict[str, JsonValue]] = []
     replace = False
     for item in patch:
@@ -411,7 +412,7 @@ def strategic_merge_patch(
     """Apply a Kubernetes strategic merge patch; returns a new object."""
     if not isinstance(patch, dict):
         raise PatchError("strategic merge patch must be a JSON object", status=400)
-    merged = _merge_map(copy.deepcopy(original), patch, schema)
+    merged = _merge_map(json_copy(original), patch, schema)
     if isinstance(merged, _Delete):
         raise PatchError("cannot delete the whole object with a patch", status=400)
     return merged
