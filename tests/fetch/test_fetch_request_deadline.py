@@ -19,7 +19,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 from rawserver import RawConn, RawServer
@@ -58,6 +58,25 @@ class Dripped:
         if conn.wait_closed(timeout=10):
             self.gone.set()
 
+    def answer(self, head: bytes, body: bytes) -> Callable[[RawConn], None]:
+        """A raw server's handler: read one request, send ``head`` at once, then drip
+        ``body``."""
+
+        def handler(conn: RawConn) -> None:
+            if conn.read_request() is None:
+                return
+            conn.send(head)
+            self.drip(conn, body)
+
+        return handler
+
+
+async def _timed(get: Awaitable[Fetched]) -> tuple[Fetched, float]:
+    """``get``'s answer and the seconds it took."""
+    started = time.monotonic()
+    got = await get
+    return got, time.monotonic() - started
+
 
 def _timed_out(got: Fetched, took: float) -> None:
     """The request ended at its deadline with today's message, nothing of its body kept."""
@@ -71,18 +90,10 @@ async def test_a_body_dripping_within_the_read_timeout_ends_at_the_request_deadl
     make_fetcher, host: Callable[[], str]
 ) -> None:
     dripped = Dripped()
-
-    def handler(conn: RawConn) -> None:
-        if conn.read_request() is None:
-            return
-        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
-        dripped.drip(conn, b"x" * 100)
-
+    handler = dripped.answer(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", b"x" * 100)
     with RawServer(host(), handler) as server:
         async with make_fetcher(http=HTTP, retry={"attempts": 1}) as f:
-            started = time.monotonic()
-            got = await f.get_asset(server.url, "a.js")
-            took = time.monotonic() - started
+            got, took = await _timed(f.get_asset(server.url, "a.js"))
             assert f.stats.bytes_read >= 2  # bytes did arrive: no read timeout was near
         _timed_out(got, took)
         # the connection is closed at once, not left for the server's 20 s of bytes
@@ -116,9 +127,7 @@ async def test_a_body_dripping_on_a_pooled_connection_ends_at_the_request_deadli
             first = await f.get_asset(server.url, "a.js")
             # idle past the first request's deadline: the second one counts from its own
             await asyncio.sleep(REQUEST_TIMEOUT + 0.2)
-            started = time.monotonic()
-            second = await f.get_asset(server.url, "b.js")
-            took = time.monotonic() - started
+            second, took = await _timed(f.get_asset(server.url, "b.js"))
             assert first.ok, first.error
             assert server.connections == 1  # the second went on the pooled connection
             _timed_out(second, took)
@@ -141,9 +150,7 @@ async def test_a_head_dripping_within_the_read_timeout_ends_at_the_request_deadl
 
     with RawServer(host(), handler) as server:
         async with make_fetcher(http=HTTP, retry={"attempts": 1}) as f:
-            started = time.monotonic()
-            got = await f.get_asset(server.url, "a.js")
-            took = time.monotonic() - started
+            got, took = await _timed(f.get_asset(server.url, "a.js"))
         _timed_out(got, took)
         assert got.status is None
         assert await asyncio.to_thread(dripped.gone.wait, 3.0)
@@ -163,9 +170,7 @@ async def test_a_head_that_stalls_past_a_shorter_request_timeout_is_the_request_
     http = {"read_timeout": 5.0, "request_timeout": REQUEST_TIMEOUT}
     with RawServer(host(), handler) as server:
         async with make_fetcher(http=http, retry={"attempts": 1}) as f:
-            started = time.monotonic()
-            got = await f.get_asset(server.url, "a.js")
-            took = time.monotonic() - started
+            got, took = await _timed(f.get_asset(server.url, "a.js"))
     _timed_out(got, took)
 
 
@@ -175,18 +180,10 @@ async def test_an_error_body_dripping_is_the_request_timeout_not_its_status(
     """A 404's small body is drained to keep the connection; drained past the request's
     deadline, the request timed out (a dripping 404 is not "missing")."""
     dripped = Dripped()
-
-    def handler(conn: RawConn) -> None:
-        if conn.read_request() is None:
-            return
-        conn.send(b"HTTP/1.1 404 Not Found\r\nContent-Length: 100\r\n\r\n")
-        dripped.drip(conn, b"n" * 100)
-
-    with RawServer(host(), handler) as server:
+    head = b"HTTP/1.1 404 Not Found\r\nContent-Length: 100\r\n\r\n"
+    with RawServer(host(), dripped.answer(head, b"n" * 100)) as server:
         async with make_fetcher(http=HTTP, retry={"attempts": 1}) as f:
-            started = time.monotonic()
-            got = await f.get_asset(server.url, "a.js")
-            took = time.monotonic() - started
+            got, took = await _timed(f.get_asset(server.url, "a.js"))
         assert got.error_kind == "timeout", (got.status, got.error)
         assert got.error == TIMED_OUT
         assert REQUEST_TIMEOUT - 0.05 <= took < REQUEST_TIMEOUT + 1.0, took
@@ -256,9 +253,7 @@ async def test_connecting_ends_at_a_request_deadline_shorter_than_connect_timeou
             fillers.append(s)
         http = {"connect_timeout": 5.0, "request_timeout": REQUEST_TIMEOUT}
         async with make_fetcher(http=http, retry={"attempts": 1}) as f:
-            started = time.monotonic()
-            got = await f.get_asset(f"http://{address}:{port}/", "a.js")
-            took = time.monotonic() - started
+            got, took = await _timed(f.get_asset(f"http://{address}:{port}/", "a.js"))
     finally:
         for s in fillers:
             s.close()
@@ -278,9 +273,7 @@ async def test_a_tls_handshake_that_stalls_ends_at_the_request_deadline(
     http = {"connect_timeout": 5.0, "request_timeout": REQUEST_TIMEOUT}
     with RawServer(host(), handler) as server:
         async with make_fetcher(http=http, retry={"attempts": 1}) as f:
-            started = time.monotonic()
-            got = await f.get_asset(f"https://{server.host}:{server.port}/", "a.js")
-            took = time.monotonic() - started
+            got, took = await _timed(f.get_asset(f"https://{server.host}:{server.port}/", "a.js"))
     _timed_out(got, took)
 
 
@@ -290,19 +283,11 @@ async def test_a_body_dripping_through_a_proxy_ends_at_the_request_deadline(
     """Through an HTTP proxy (the raw server, answering the absolute-form request as a
     proxy forwarding a dripping origin would) the whole request keeps its bound too."""
     dripped = Dripped()
-
-    def handler(conn: RawConn) -> None:
-        if conn.read_request() is None:
-            return
-        conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 30\r\n\r\n")
-        dripped.drip(conn, b"x" * 30)
-
+    handler = dripped.answer(b"HTTP/1.1 200 OK\r\nContent-Length: 30\r\n\r\n", b"x" * 30)
     with RawServer(host(), handler) as proxy:
         proxies = Proxies.single(proxy.url)
         async with make_fetcher(http=HTTP, retry={"attempts": 1}, proxies=proxies) as f:
-            started = time.monotonic()
-            got = await f.get_asset("http://cdn.example/", "a.js", host_header="")
-            took = time.monotonic() - started
+            got, took = await _timed(f.get_asset("http://cdn.example/", "a.js", host_header=""))
         assert proxy.requests[0].startswith(b"GET http://cdn.example/a.js HTTP/1.1")
         assert got.error is not None and got.error.startswith(TIMED_OUT), got.error
         assert "through the HTTP proxy" in got.error

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from watch_support import cancelling_a_watch_closes_its_stream
 
 from artifactcheck.clients.kube import (
     STRATEGIC_MERGE_PATCH,
@@ -222,26 +223,7 @@ async def test_cancelling_a_watch_closes_its_stream_on_the_server(
     kube: KubeHttp, server: FakeApiServer, make_pod: Callable[..., dict[str, Any]]
 ) -> None:
     make_pod("web-1")
-    rv = (await kube.list("pods", PODS))["metadata"]["resourceVersion"]
-
-    async def follow() -> None:
-        async for _ in kube.watch("pods", PODS, resource_version=rv, timeout_seconds=60):
-            pass
-
-    task = asyncio.create_task(follow())
-    for _ in range(100):
-        if server.watch_count:
-            break
-        await asyncio.sleep(0.02)
-    assert server.watch_count == 1
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    for _ in range(100):
-        if not server.watch_count:
-            break
-        await asyncio.sleep(0.02)
-    assert server.watch_count == 0
+    await cancelling_a_watch_closes_its_stream(kube, server, PODS)
 
 
 async def test_a_watch_closed_by_its_caller_ends_on_the_server(

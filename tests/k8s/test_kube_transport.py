@@ -34,6 +34,7 @@ import pytest
 import trustme
 from kubernetes import client as k8s
 from proxy_support import LoggingProxy
+from watch_support import cancelling_a_watch_closes_its_stream
 
 from artifactcheck.clients.kube import (
     MERGE_PATCH,
@@ -209,15 +210,21 @@ async def test_each_request_is_the_bytes_httpx_writes_and_its_answer_the_same(sh
     assert b"Bearer token-1" in ours and b"Impersonate-User: system:serviceaccount:x" in ours
 
 
-@pytest.fixture
-async def lean(server: FakeApiServer) -> AsyncIterator[KubeHttp]:
-    api = server.api_client()
-    kube = kube_client(api, timeout=(2.0, 5.0))
+@contextlib.asynccontextmanager
+async def _lean_client(api: k8s.ApiClient, **options: Any) -> AsyncIterator[KubeHttp]:
+    """:func:`kube_client` of ``api``; both closed at the end."""
+    kube = kube_client(api, **options)
     try:
         yield kube
     finally:
         await kube.aclose()
         api.close()
+
+
+@pytest.fixture
+async def lean(server: FakeApiServer) -> AsyncIterator[KubeHttp]:
+    async with _lean_client(server.api_client(), timeout=(2.0, 5.0)) as kube:
+        yield kube
 
 
 async def test_the_controllers_client_is_on_the_lean_transport(server: FakeApiServer) -> None:
@@ -365,26 +372,7 @@ async def test_cancelling_a_watch_closes_its_stream_on_the_server(
     lean: KubeHttp, server: FakeApiServer, make_pod: Callable[..., dict[str, Any]]
 ) -> None:
     make_pod("web-1")
-    rv = (await lean.list("pods", PODS))["metadata"]["resourceVersion"]
-
-    async def follow() -> None:
-        async for _ in lean.watch("pods", PODS, resource_version=rv, timeout_seconds=60):
-            pass
-
-    task = asyncio.create_task(follow())
-    for _ in range(100):
-        if server.watch_count:
-            break
-        await asyncio.sleep(0.02)
-    assert server.watch_count == 1
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    for _ in range(100):
-        if not server.watch_count:
-            break
-        await asyncio.sleep(0.02)
-    assert server.watch_count == 0
+    await cancelling_a_watch_closes_its_stream(lean, server, PODS)
 
 
 async def test_one_connection_carries_request_after_request() -> None:
@@ -436,22 +424,14 @@ async def test_tls_with_the_configurations_ca_and_client_certificate(
     try:
         api = _tls_api(server, ca_file, tmp_path)
         api.configuration.cert_file, api.configuration.key_file = cert_file, key_file
-        kube = kube_client(api)
-        try:
+        async with _lean_client(api) as kube:
             assert server.url.startswith("https://")
             assert (await kube.list("pods", PODS))["items"] == []
-        finally:
-            await kube.aclose()
-            api.close()
         # without the client certificate the handshake fails: a dependency failure
         api = _tls_api(server, ca_file, tmp_path)
-        kube = kube_client(api)
-        try:
+        async with _lean_client(api) as kube:
             with pytest.raises(DependencyError, match="^pods: API server unreachable: "):
                 await kube.list("pods", PODS)
-        finally:
-            await kube.aclose()
-            api.close()
     finally:
         server.stop()
 
@@ -464,13 +444,9 @@ async def test_a_server_the_configurations_ca_does_not_vouch_for_is_refused(
     server = _tls_server(ca)
     try:
         api = _tls_api(server, other, tmp_path)
-        kube = kube_client(api)
-        try:
+        async with _lean_client(api) as kube:
             with pytest.raises(DependencyError, match="^pods: API server unreachable.*CERTIFICATE"):
                 await kube.list("pods", PODS)
-        finally:
-            await kube.aclose()
-            api.close()
     finally:
         server.stop()
 
@@ -483,11 +459,7 @@ async def test_a_configured_proxy_carries_the_requests(
         configuration = server.client_configuration()
         configuration.proxy = proxy.url
         api = k8s.ApiClient(configuration)
-        kube = kube_client(api)
-        try:
+        async with _lean_client(api) as kube:
             listed = await kube.list("pods", PODS)
-        finally:
-            await kube.aclose()
-            api.close()
     assert [p["metadata"]["name"] for p in listed["items"]] == ["web-1"]
     assert [line.split(" ")[1] for line in proxy.requests] == [f"{server.url}{PODS}"]
