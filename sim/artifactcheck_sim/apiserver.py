@@ -130,6 +130,7 @@ import math
 import re
 import ssl
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -443,6 +444,8 @@ class FakeApiServer:
         self._thread = LoopThread("FakeApiServer", join_timeout=30, drain=True)
         self._runner: web.AppRunner | None = None
         self._streams: set[_WatchStream] = set()
+        # Every connection a request came on, dropped when the server stops (_unlisten).
+        self._transports: weakref.WeakSet[asyncio.Transport] = weakref.WeakSet()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -532,6 +535,12 @@ class FakeApiServer:
                 await asyncio.sleep(0)
                 for late in list(handlers.connections if handlers is not None else ()):
                     late.force_close()
+        # A close waits until the peer has taken what was written: a watch whose client
+        # stopped reading would keep its socket open past the loop's end. What is still
+        # open is dropped, as a real API server's exit drops it.
+        for transport in list(self._transports):
+            transport.abort()
+        await asyncio.sleep(0)  # the aborted transports close their sockets
 
     # ------------------------------------------------------------------ client helpers
 
@@ -788,6 +797,8 @@ class FakeApiServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         method = request.method
+        if request.transport is not None:
+            self._transports.add(request.transport)
         self.requests.append((method, request.path_qs))
         self.request_counts[method] += 1
         try:

@@ -9,10 +9,13 @@ API server restarts (``pause``/``resume``), compaction and injected errors.
 
 from __future__ import annotations
 
+import gc
 import http.client
 import json
+import socket
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -576,3 +579,31 @@ def test_injected_delay(server: FakeApiServer, core: client.CoreV1Api) -> None:
 def test_inject_rejects_nonsense_counts(server: FakeApiServer) -> None:
     with pytest.raises(ValueError):
         server.inject("GET", ".", 500, times=0)
+
+
+def test_stopping_drops_a_watch_whose_client_stopped_reading() -> None:
+    """A client that reads nothing of its watch fills the server's send buffer; a
+    graceful close would wait for it forever, and the socket would outlive the server's
+    loop (a ResourceWarning when collected, an fd held until then). Stopping drops it,
+    as a real API server's exit does."""
+    server = FakeApiServer().start()
+    reader = socket.create_connection(("127.0.0.1", server.port))
+    try:
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        reader.sendall(
+            b"GET /api/v1/namespaces/default/pods?watch=true&timeoutSeconds=60 HTTP/1.1\r\n"
+            b"Host: apiserver\r\n\r\n"
+        )
+        wait_until(lambda: server.watch_count == 1)
+        annotations = {"note": "x" * 2000}  # each event about 2 KB: megabytes unread
+        for i in range(2000):
+            made = pod(f"web-{i}")
+            made["metadata"]["annotations"] = annotations
+            server.create(made)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            server.stop()
+            gc.collect()
+        assert [str(w.message) for w in caught if w.category is ResourceWarning] == []
+    finally:
+        reader.close()
