@@ -265,6 +265,10 @@ PRODUCT_VENVS = Path(tempfile.gettempdir()) / "acbench-product"
 DISTRIBUTION_PYTHON = Path("/usr/bin/python3")
 
 
+# Python >= 3.11 (pyproject's requires-python) with venv and ensurepip (python3-venv).
+_SUPPORTED_AND_VENV = "import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))"
+
+
 @functools.cache
 def product_interpreter() -> str:
     """The interpreter the product's environment is made with: ``ACBENCH_PYTHON`` when
@@ -293,10 +297,6 @@ def product_interpreter() -> str:
         if probe.returncode == 0:
             return str(DISTRIBUTION_PYTHON)
     return sys.executable
-
-
-# Python >= 3.11 (pyproject's requires-python) with venv and ensurepip (python3-venv).
-_SUPPORTED_AND_VENV = "import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))"
 
 
 def interpreter_info() -> dict[str, str]:

@@ -13,7 +13,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Self
 
 
@@ -162,3 +162,28 @@ def serve_each(answer: Callable[[RawConn, bytes], bytes | None]) -> Callable[[Ra
             conn.send(data)
 
     return handler
+
+
+@contextlib.contextmanager
+def full_backlog(address: str) -> Iterator[int]:
+    """The port of a listener on ``address`` that never accepts, its queue already
+    full: a new connection's SYN is dropped (Linux) and the connect hangs."""
+    listener = socket.socket()
+    fillers: list[socket.socket] = []
+    try:
+        listener.bind((address, 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        for _ in range(8):
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect((address, port))
+            except BlockingIOError:
+                pass
+            fillers.append(s)
+        yield port
+    finally:
+        for s in fillers:
+            s.close()
+        listener.close()

@@ -16,13 +16,12 @@ import asyncio
 import concurrent.futures
 import hashlib
 import math
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-from rawserver import RawConn, RawServer
+from rawserver import RawConn, RawServer, full_backlog
 
 from artifactcheck.fetch.connection import Connection
 from artifactcheck.fetch.error_kinds import ReadTimeout, RequestTimeout
@@ -237,27 +236,10 @@ async def test_connecting_ends_at_a_request_deadline_shorter_than_connect_timeou
     """A listener that never accepts, its queue full: SYNs are dropped (Linux), the
     connect hangs; the request's deadline ends it with the request_timeout message."""
     address = host()
-    listener = socket.socket()
-    fillers: list[socket.socket] = []
-    try:
-        listener.bind((address, 0))
-        listener.listen(0)
-        port = listener.getsockname()[1]
-        for _ in range(8):
-            s = socket.socket()
-            s.setblocking(False)
-            try:
-                s.connect((address, port))
-            except BlockingIOError:
-                pass
-            fillers.append(s)
+    with full_backlog(address) as port:
         http = {"connect_timeout": 5.0, "request_timeout": REQUEST_TIMEOUT}
         async with make_fetcher(http=http, retry={"attempts": 1}) as f:
             got, took = await _timed(f.get_asset(f"http://{address}:{port}/", "a.js"))
-    finally:
-        for s in fillers:
-            s.close()
-        listener.close()
     _timed_out(got, took)
 
 

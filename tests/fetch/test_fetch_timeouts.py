@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Callable
 
 import pytest
 from fetch_support import eventually
+from rawserver import full_backlog
 
 from artifactcheck_sim.web import Body, Hang, Site, Trickle, WebFleet, WrongLength
 
@@ -68,29 +68,12 @@ async def test_connect_timeout_against_a_full_backlog(
 ) -> None:
     # A listener that never accepts: once its queue is full, SYNs are dropped (Linux).
     address = host()
-    listener = socket.socket()
-    fillers: list[socket.socket] = []
-    try:
-        listener.bind((address, 0))
-        listener.listen(0)
-        port = listener.getsockname()[1]
-        for _ in range(8):
-            s = socket.socket()
-            s.setblocking(False)
-            try:
-                s.connect((address, port))
-            except BlockingIOError:
-                pass
-            fillers.append(s)
+    with full_backlog(address) as port:
         http = {"connect_timeout": 0.3, "request_timeout": 5}
         async with make_fetcher(http=http, retry={"attempts": 1}) as f:
             started = time.monotonic()
             got = await f.get_asset(f"http://{address}:{port}/", "a.js")
             took = time.monotonic() - started
-    finally:
-        for s in fillers:
-            s.close()
-        listener.close()
     assert got.error_kind == "timeout", got.error
     # the connect timeout, not the 5 s request_timeout, ended it
     assert "connect" in (got.error or "") and "request_timeout" not in (got.error or "")

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from raw_api import json_answer, listening, request_of
 
 from artifactcheck.clients.kube import MERGE_PATCH, STRATEGIC_MERGE_PATCH, configuration_for
 from artifactcheck.clients.kube_http import KubeHttp, Params, _timeout
@@ -102,53 +103,17 @@ async def _answer_once(srv: socket.socket, answer: bytes) -> bytes:
     loop = asyncio.get_running_loop()
     conn, _ = await loop.sock_accept(srv)
     with conn:
-        data = b""
-        while True:
-            head, sep, rest = data.partition(b"\r\n\r\n")
-            length = next(
-                (
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length:")
-                ),
-                0,
-            )
-            if sep and len(rest) >= length:
-                break
-            chunk = await loop.sock_recv(conn, 65536)
-            if not chunk:
-                break
-            data += chunk
+        data = await request_of(conn)
         await loop.sock_sendall(conn, answer)
         return data
 
 
-def _listening() -> socket.socket:
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    srv.setblocking(False)
-    return srv
-
-
-def _json_response(body: bytes, *, chunked: bool = False) -> bytes:
-    if chunked:  # a watch: the events as one chunk, then the end of the stream
-        return (
-            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
-        )
-    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
-        len(body),
-        body,
-    )
-
-
 async def test_the_bytes_on_the_wire_name_the_prefixed_path_the_token_and_the_body() -> None:
-    with _listening() as srv:
+    with listening() as srv:
         port = srv.getsockname()[1]
         kube = _client(f"http://127.0.0.1:{port}/k8s/clusters/c-1")
         try:
-            server = asyncio.create_task(_answer_once(srv, _json_response(b'{"kind": "Pod"}')))
+            server = asyncio.create_task(_answer_once(srv, json_answer(b'{"kind": "Pod"}')))
             got = await kube.patch(
                 "patch pods/status shop/web-1",
                 "/api/v1/namespaces/shop/pods/web-1/status",
@@ -205,10 +170,10 @@ async def test_answers_and_events_are_the_json_the_server_sent(
     "answer", [b'{"kind": "Pod", "metadata": {', b"<html>502</html>", b'\xff{"kind": 1}']
 )
 async def test_an_answer_that_is_not_json_is_a_dependency_failure(answer: bytes) -> None:
-    with _listening() as srv:
+    with listening() as srv:
         kube = _client(f"http://127.0.0.1:{srv.getsockname()[1]}")
         try:
-            server = asyncio.create_task(_answer_once(srv, _json_response(answer)))
+            server = asyncio.create_task(_answer_once(srv, json_answer(answer)))
             with pytest.raises(DependencyError, match=r"get pod shop/web-1: .*invalid JSON"):
                 await kube.get("get pod shop/web-1", "/api/v1/namespaces/shop/pods/web-1")
             await server
@@ -218,10 +183,10 @@ async def test_an_answer_that_is_not_json_is_a_dependency_failure(answer: bytes)
 
 async def test_a_watch_event_that_is_not_json_is_a_dependency_failure() -> None:
     good = b'{"type": "ADDED", "object": {"metadata": {"name": "web-1", "resourceVersion": "7"}}}'
-    with _listening() as srv:
+    with listening() as srv:
         kube = _client(f"http://127.0.0.1:{srv.getsockname()[1]}")
         try:
-            answer = _json_response(good + b'\n{"type": "MODIFIED", "object": {\n', chunked=True)
+            answer = json_answer(good + b'\n{"type": "MODIFIED", "object": {\n', chunked=True)
             server = asyncio.create_task(_answer_once(srv, answer))
             seen = []
             with pytest.raises(DependencyError, match=r"watch pods: .*invalid event"):

@@ -34,6 +34,7 @@ import pytest
 import trustme
 from kubernetes import client as k8s
 from proxy_support import LoggingProxy
+from raw_api import json_answer, listening, request_of
 from watch_support import cancelling_a_watch_closes_its_stream
 
 from artifactcheck.clients.kube import (
@@ -112,36 +113,6 @@ def _api_client(host: str) -> k8s.ApiClient:
     return api
 
 
-def _listening() -> socket.socket:
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(4)
-    srv.setblocking(False)
-    return srv
-
-
-async def _request_of(conn: socket.socket) -> bytes:
-    """One whole request read off ``conn``: its head and its Content-Length body."""
-    loop = asyncio.get_running_loop()
-    data = b""
-    while True:
-        head, sep, rest = data.partition(b"\r\n\r\n")
-        length = next(
-            (
-                int(line.split(b":")[1])
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length:")
-            ),
-            0,
-        )
-        if sep and len(rest) >= length:
-            return data
-        chunk = await loop.sock_recv(conn, 65536)
-        if not chunk:
-            return data
-        data += chunk
-
-
 async def _serve(srv: socket.socket, answers: list[bytes]) -> list[bytes]:
     """Accept one connection and answer its requests, one answer each (b"": none), then
     close it; the requests' bytes."""
@@ -150,23 +121,11 @@ async def _serve(srv: socket.socket, answers: list[bytes]) -> list[bytes]:
     got = []
     with conn:
         for answer in answers:
-            got.append(await _request_of(conn))
+            got.append(await request_of(conn))
             if not answer:
                 break
             await loop.sock_sendall(conn, answer)
     return got
-
-
-def _json(body: bytes, *, chunked: bool = False) -> bytes:
-    if chunked:  # a watch: the event as one chunk, and the stream goes on
-        return (
-            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n" % (len(body), body)
-        )
-    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
-        len(body),
-        body,
-    )
 
 
 POD = b'{"kind": "Pod", "metadata": {"name": "web-1", "resourceVersion": "18"}}'
@@ -174,12 +133,12 @@ EVENT = b'{"type": "MODIFIED", "object": ' + POD + b"}\n"
 
 
 async def _bytes_and_answer(make: Callable[[str], KubeHttp], call: Call, watch: bool) -> Any:
-    with _listening() as srv:
+    with listening(4) as srv:
         port = srv.getsockname()[1]
         kube = make(f"http://127.0.0.1:{port}/k8s/clusters/c-1")
         try:
             server = asyncio.create_task(
-                _serve(srv, [_json(EVENT if watch else POD, chunked=watch)])
+                _serve(srv, [json_answer(EVENT if watch else POD, chunked=watch, ended=False)])
             )
             answer = await call(kube)
             (sent,) = await server
@@ -306,7 +265,7 @@ CUT = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 400
     ],
 )
 async def test_a_broken_answer_is_a_dependency_failure(answer: bytes, message: str) -> None:
-    with _listening() as srv:
+    with listening(4) as srv:
         kube = kube_client(_api_client(f"http://127.0.0.1:{srv.getsockname()[1]}"))
         try:
             server = asyncio.create_task(_serve(srv, [answer]))
@@ -318,7 +277,7 @@ async def test_a_broken_answer_is_a_dependency_failure(answer: bytes, message: s
 
 
 async def test_a_slow_answer_is_a_dependency_failure_that_says_so() -> None:
-    with _listening() as srv:
+    with listening(4) as srv:
         kube = kube_client(_api_client(f"http://127.0.0.1:{srv.getsockname()[1]}"))
         loop = asyncio.get_running_loop()
         try:
@@ -337,16 +296,18 @@ async def _expect(call: Awaitable[object], message: str) -> None:
 
 
 async def test_a_watch_cut_in_its_stream_is_a_dependency_failure() -> None:
-    with _listening() as srv:
+    with listening(4) as srv:
         kube = kube_client(_api_client(f"http://127.0.0.1:{srv.getsockname()[1]}"))
         loop = asyncio.get_running_loop()
         try:
             events = kube.watch("watch pods", PODS, resource_version="17", timeout_seconds=30)
             first = asyncio.ensure_future(anext(events))
             conn, _ = await loop.sock_accept(srv)
-            await _request_of(conn)
+            await request_of(conn)
             # one event, then half a chunk and the connection closes
-            await loop.sock_sendall(conn, _json(EVENT, chunked=True) + b'40\r\n{"type"')
+            await loop.sock_sendall(
+                conn, json_answer(EVENT, chunked=True, ended=False) + b'40\r\n{"type"'
+            )
             assert (await first)[0] == "MODIFIED"
             conn.close()
             with pytest.raises(DependencyError, match="^watch pods: the watch connection broke"):
@@ -356,7 +317,7 @@ async def test_a_watch_cut_in_its_stream_is_a_dependency_failure() -> None:
 
 
 async def test_a_watch_refused_with_a_cut_answer_is_a_dependency_failure() -> None:
-    with _listening() as srv:
+    with listening(4) as srv:
         kube = kube_client(_api_client(f"http://127.0.0.1:{srv.getsockname()[1]}"))
         cut = b'HTTP/1.1 500 Internal Server Error\r\nContent-Length: 400\r\n\r\n{"kind"'
         try:
@@ -376,10 +337,10 @@ async def test_cancelling_a_watch_closes_its_stream_on_the_server(
 
 
 async def test_one_connection_carries_request_after_request() -> None:
-    with _listening() as srv:
+    with listening(4) as srv:
         kube = kube_client(_api_client(f"http://127.0.0.1:{srv.getsockname()[1]}"))
         try:
-            server = asyncio.create_task(_serve(srv, [_json(POD)] * 3))
+            server = asyncio.create_task(_serve(srv, [json_answer(POD)] * 3))
             for _ in range(3):
                 await kube.get("get pod", f"{PODS}/web-1", timeout=(1.0, 2.0))
             assert len(await server) == 3  # the server accepted one connection only
