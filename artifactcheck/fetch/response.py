@@ -17,6 +17,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from concurrent.futures import Executor, Future
 from typing import Any, Final, Protocol, cast
 
+from artifactcheck.fetch.copies import KnownBodies
 from artifactcheck.fetch.decoders import DecodeError, Decoder, beyond_stored, decoder_for
 from artifactcheck.fetch.error_kinds import RequestTimeout, classified
 from artifactcheck.fetch.headers import Headers, content_length, evidence, kept_once
@@ -233,6 +234,16 @@ def _new_hasher(name: str) -> Any:
     return constructor() if constructor is not None else hashlib.new(name)
 
 
+def _digests(algorithms: tuple[str, ...], data: bytes) -> dict[str, str]:
+    """The hex digests of a body taken whole."""
+    out = {}
+    for name in algorithms:
+        hasher = _new_hasher(name)
+        hasher.update(data)
+        out[name] = kept_once(hasher.hexdigest())
+    return out
+
+
 async def _once(content: bytes) -> AsyncGenerator[bytes, None]:
     yield content
 
@@ -248,6 +259,7 @@ async def read(
     hashing: Executor | None = None,
     stored: str | None = None,
     deadline: float | None = None,
+    known: KnownBodies | None = None,
 ) -> Attempt:
     """Hash (and keep, for documents) the decoded body piece by piece under the cap.
 
@@ -256,7 +268,9 @@ async def read(
     the coding the file is stored in, whose label alone is not undone
     (:func:`~artifactcheck.fetch.decoders.beyond_stored`). ``deadline``: the request's,
     on the loop's clock, for the waits on the hashing thread (RequestTimeout); the
-    transport bounds the waits for bytes.
+    transport bounds the waits for bytes. ``known``: the run's bodies hashed already; a
+    small body equal byte for byte to one of them reuses its digests
+    (:mod:`artifactcheck.fetch.copies`).
     """
     status = response.status_code
     result = Attempt(url, status=status, headers=evidence(response.headers))
@@ -285,11 +299,10 @@ async def read(
         message = f"Content-Length {declared} is over the cap of {cap} bytes; not read"
         return result.fail(ErrorKind.TOO_LARGE, message)
 
-    hashers = [_new_hasher(name) for name in algorithms]
     body = bytearray() if keep_body else None
     wire = _Wire(response, stats)
-    offload = _Offload(hashing, hashers) if hashing is not None else None
     size = 0
+    hashes: dict[str, str] | None = None
     # identity (no content coding): the response's own stream, its pieces counted here.
     # Every piece of every body passes this loop, and each generator layer between the
     # connection and the hashers costs a resumption per piece and its own closing.
@@ -305,11 +318,18 @@ async def read(
     if whole is not None:
         wire.counted(len(whole))
         size = len(whole)
-        for hasher in hashers:
-            hasher.update(whole)
+        hashes = known.digests(url, algorithms, whole) if known is not None else None
+        if hashes is not None:
+            stats.hashes_reused += 1
+        else:
+            hashes = _digests(algorithms, whole)
+            if known is not None:
+                known.keep(url, algorithms, whole, hashes)
         if body is not None:
             body += whole
     else:
+        hashers = [_new_hasher(name) for name in algorithms]
+        offload = _Offload(hashing, hashers) if hashing is not None else None
         stream = wire.source() if identity else wire.decoded(decoder)
         try:
             async with contextlib.aclosing(stream) as pieces:
@@ -335,17 +355,18 @@ async def read(
                         body += piece
         except DecodeError as exc:
             return result.fail(ErrorKind.DECODE, f"{encoding} body: {exc}")
-    if offload is not None:
-        await offload.finish(deadline)
+        if offload is not None:
+            await offload.finish(deadline)
+        hashes = {
+            name: kept_once(h.hexdigest()) for name, h in zip(algorithms, hashers, strict=True)
+        }
     if declared is not None and wire.read < declared:
         message = f"body ended after {wire.read} of {declared} bytes (Content-Length)"
         return result.fail(ErrorKind.TRUNCATED, message)
     if not decoder.complete:
         message = f"{encoding} body ended before the end of its compressed stream"
         return result.fail(ErrorKind.TRUNCATED, message)
-    result.hashes = {
-        name: kept_once(h.hexdigest()) for name, h in zip(algorithms, hashers, strict=True)
-    }
+    result.hashes = hashes
     result.size = size
     result.body = bytes(body) if body is not None else None
     return result

@@ -35,6 +35,7 @@ class FetchStats(MutableRecord):
     in_flight: int = 0
     peak_in_flight: int = 0
     bytes_read: int = 0  # bytes off the wire, before decoding
+    hashes_reused: int = 0  # bodies equal byte for byte to one hashed before (fetch.copies)
     errors: Counter[ErrorKind] = field(default_factory=Counter)  # error_kind -> results
     per_host: dict[str, HostStats] = field(default_factory=dict)
 
@@ -47,6 +48,7 @@ class FetchStats(MutableRecord):
         self.redirects += other.redirects
         self.budget_denied += other.budget_denied
         self.bytes_read += other.bytes_read
+        self.hashes_reused += other.hashes_reused
         self.peak_in_flight = max(self.peak_in_flight, other.peak_in_flight)
         self.errors.update(other.errors)
         for key, theirs in other.per_host.items():

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from artifactcheck.fetch import response as reading
+from artifactcheck.fetch.copies import KnownBodies
 from artifactcheck.fetch.egress_guard import approved_address
 from artifactcheck.fetch.error_kinds import UnsupportedProtocol
 from artifactcheck.fetch.http1 import KEEPALIVE, Http1Transport, header_block
@@ -124,6 +125,7 @@ class Wire:
         self._proxied: dict[str, Http1Transport] = {}  # proxy URL -> its pool
         self._heads: dict[tuple[tuple[str, str], ...], tuple[bytes, bool]] = {}
         self._hashing: ThreadPoolExecutor | None = None  # large bodies' hashes, while open
+        self._known = KnownBodies()  # small bodies' digests, for their copies
 
     def open(self) -> None:
         """Make the run's transport (RuntimeError when open already)."""
@@ -289,6 +291,7 @@ class Wire:
                 hashing=self._hashing,
                 stored=call.stored,
                 deadline=deadline,
+                known=self._known,
             )
         finally:
             await response.aclose()  # closes (not pools) a connection left mid-body
