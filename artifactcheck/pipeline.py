@@ -56,14 +56,7 @@ from artifactcheck.observe.cdn import observe_cdn
 from artifactcheck.observe.failures import CHECK_FAILED, describe
 from artifactcheck.observe.instance import Observer
 from artifactcheck.observe.previous_release import observe_previous
-from artifactcheck.observe.spread import (
-    HERE,
-    Shares,
-    can_fork,
-    processes_for,
-    shares,
-    split_by_host,
-)
+from artifactcheck.observe.spread import Shares, can_fork, host_groups, processes_for, shares
 from artifactcheck.release.sources import Expectations
 from artifactcheck.release.wiring import build_expectations
 
@@ -576,7 +569,7 @@ async def check_once(
 
             await observe_in_processes(
                 observer,
-                split_by_host(chosen, spread.count, first=1.0 if cache is None else HERE),
+                host_groups(chosen),
                 share=spread,
                 into=observations,
                 loaded=loaded,

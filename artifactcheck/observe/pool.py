@@ -40,9 +40,9 @@ import pickle
 import queue
 import signal
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from multiprocessing.connection import Connection
-from typing import Any, BinaryIO, Self
+from typing import TYPE_CHECKING, Any, BinaryIO, Self
 
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.fetch.proxy import Proxies
@@ -50,11 +50,14 @@ from artifactcheck.fetch.stats import FetchStats
 from artifactcheck.model.records import MutableRecord, Record, replace
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Expectation, Instance, Observation
+from artifactcheck.observe.claims import Claims
 from artifactcheck.observe.failures import check_failed, describe
 from artifactcheck.observe.instance import Observer
 from artifactcheck.observe.spread import can_fork
-from artifactcheck.tenancy.credentials import CredentialScope
 from artifactcheck.tenancy.egress import EgressPolicy
+
+if TYPE_CHECKING:  # the controller's tenancy models (pydantic, built at import): not verify's
+    from artifactcheck.tenancy.credentials import CredentialScope
 
 log = logging.getLogger("artifactcheck")
 
@@ -127,6 +130,9 @@ class Job(Record):
     first: bool
     releases: bool  # whether the run has a release source to ask
     fetch: FetchSetup
+    # or no fixed share: the run's hand-out, each batch taken by whichever process is
+    # free (a pool of forks only: the pipe is inherited, artifactcheck.observe.claims)
+    claims: Claims[Instance] | None = None
 
 
 class _Worker(MutableRecord):
@@ -267,12 +273,19 @@ class WorkerPool:
         into: dict[str, Observation],
         loaded: dict[str, Expectation],
         on_result: Callable[[Observation], None] | None = None,
-    ) -> None:
+    ) -> BaseException | None:
         """Worker ``i`` observes ``job``: each observation goes ``into`` its instance's
         name (and to ``on_result``), each release it asks for is loaded through
         ``observer``'s source into ``loaded``, and its requests are added to
-        ``observer.fetcher``'s counts. An instance it never reports is a failed check."""
+        ``observer.fetcher``'s counts. An instance of its fixed share it never reports
+        is a failed check; with ``job.claims``, the caller fails what nobody observed
+        (which batches a worker took is known only to it), with the error returned
+        here: why this worker failed the job, None when it finished it."""
         owed = {inst.name: inst for inst in job.instances}
+        if job.claims is not None:  # whatever it took of the hand-out, each once
+            takers = {inst.name: inst for batch in job.claims.batches for inst in batch}
+        else:
+            takers = owed
         why: BaseException | None = None
         lost: str | None = None  # how the worker failed the job, its PID and end to follow
         worker: _Worker | None = None
@@ -312,7 +325,7 @@ class WorkerPool:
                     lost = "the observing process ended early"
                     break
                 if message[0] == "obs":
-                    mine = owed.pop(message[1].instance.name, None)
+                    mine = takers.pop(message[1].instance.name, None)
                     if mine is not None:  # this process's Instance, not the worker's copy
                         obs = into[mine.name] = replace(message[1], instance=mine)
                         if on_result is not None:
@@ -337,12 +350,13 @@ class WorkerPool:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(reading)
             if owed:  # not observed: their checks failed, not the run
-                _fail(owed.values(), job, why, into, on_result)
+                fail_unobserved(owed.values(), job.spec, why, into, on_result)
+        return why
 
 
-def _fail(
+def fail_unobserved(
     owed: Iterable[Instance],
-    job: Job,
+    spec: CheckSpec,
     why: BaseException | None,
     into: dict[str, Observation],
     on_result: Callable[[Observation], None] | None,
@@ -353,7 +367,7 @@ def _fail(
     if not isinstance(failure, asyncio.CancelledError):
         log.warning("%s; %d instance(s) not observed", describe(failure), len(instances))
     for inst in instances:
-        obs = into[inst.name] = check_failed(inst, job.spec.manifest_path or "", failure)
+        obs = into[inst.name] = check_failed(inst, spec.manifest_path or "", failure)
         if on_result is not None:
             on_result(obs)
 
@@ -381,6 +395,24 @@ async def _release(
         return version, None, describe(exc)
     loaded[expectation.version] = expectation
     return version, expectation, None
+
+
+async def take_each(
+    claims: Claims[Instance],
+    at_once: int,
+    observe: Callable[[Sequence[Instance]], Awaitable[object]],
+) -> None:
+    """Take batches of the hand-out until none is left and ``observe`` each, ``at_once``
+    batches in flight (a process's share of the connections: a batch is about one
+    host's instances). Every process of the run does this."""
+
+    async def taker() -> None:
+        while (batch := claims.take()) is not None:
+            await observe(batch)
+
+    async with asyncio.TaskGroup() as tg:
+        for _ in range(max(1, at_once)):
+            tg.create_task(taker())
 
 
 # -- the worker's side -------------------------------------------------------------------
@@ -502,9 +534,14 @@ async def _observe_job(results: BinaryIO, job: Job, answers: _Answers) -> None:
                 obs, _ = await observer.observe(instance, first=job.first)
                 send(("obs", obs))
 
-            async with asyncio.TaskGroup() as tg:
-                for instance in job.instances:
-                    tg.create_task(one(instance))
+            async def each(instances: Sequence[Instance]) -> None:
+                async with asyncio.TaskGroup() as tg:
+                    for instance in instances:
+                        tg.create_task(one(instance))
+
+            await each(job.instances)
+            if job.claims is not None:
+                await take_each(job.claims, job.spec.http.max_connections, each)
             stats: FetchStats = fetcher.stats
             send(("done", stats))
     finally:

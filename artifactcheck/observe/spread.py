@@ -18,12 +18,12 @@ from artifactcheck.model.settings import CheckSpec, HttpSettings, RetrySettings
 from artifactcheck.model.values import Instance
 
 __all__ = [
-    "HERE",
     "MAX_AUTO",
     "MIN_PER_PROCESS",
     "Shares",
     "can_fork",
     "cores",
+    "host_groups",
     "processes_for",
     "shares",
     "split_by_host",
@@ -84,28 +84,23 @@ def shares(spec: CheckSpec, count: int) -> Shares:
     return Shares(count=count, http=http, retry=retry)
 
 
-def split_by_host(
-    instances: Sequence[Instance], count: int, *, first: float = 1.0
-) -> list[list[Instance]]:
-    """``count`` slices, each host's instances in one, the largest hosts placed first
-    on the slice with the fewest instances for its weight (so slices are as even as
-    hosts allow). The first slice weighs ``first``, every other one 1 (``verify`` gives
-    the share it observes itself :data:`HERE`). A host is what the fetcher limits per
-    host (:func:`urls.host_key`: ``http://a/`` and ``http://a:80/`` are one host)."""
+def host_groups(instances: Sequence[Instance]) -> list[list[Instance]]:
+    """The instances of each host together, the largest groups first (a long one is
+    not left to the end). A host is what the fetcher limits per host
+    (:func:`urls.host_key`: ``http://a/`` and ``http://a:80/`` are one host)."""
     by_host: dict[str, list[Instance]] = {}
     for instance in instances:
         by_host.setdefault(urls.host_key(instance.base_url), []).append(instance)
+    return sorted(by_host.values(), key=len, reverse=True)
+
+
+def split_by_host(instances: Sequence[Instance], count: int) -> list[list[Instance]]:
+    """``count`` fixed slices, each host's instances in one, the largest hosts placed
+    first on the slice with the fewest instances (so slices are as even as hosts
+    allow): the controller's observing processes, which last longer than one run
+    (``verify`` hands hosts out as its processes are free: ``observe.claims``)."""
     slices: list[list[Instance]] = [[] for _ in range(count)]
-    weights = [first] + [1.0] * (count - 1)
-    for group in sorted(by_host.values(), key=len, reverse=True):
-        lightest = min(range(count), key=lambda i: (len(slices[i]) + len(group)) / weights[i])
+    for group in host_groups(instances):
+        lightest = min(range(count), key=lambda i: len(slices[i]) + len(group))
         slices[lightest].extend(group)
     return slices
-
-
-#: The weight of the share ``verify`` observes in its own process, against 1 for each
-#: worker's. That process also reads every worker's observations as they come, and
-#: judges what it holds while a worker still observes (the judging at the end then has
-#: less left): given as many instances as a worker, it was the last to finish, having
-#: spent more CPU than the worker over the observing (docs/benchmarks.md).
-HERE = 0.85

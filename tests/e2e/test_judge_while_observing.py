@@ -1,8 +1,8 @@
 """``verify --processes N``: this process judges what it has while a worker still observes.
 
-Once its own share is observed, the process that owns the observing processes only
-reads their answers; the observations at hand are judged meanwhile, and the judging at
-the end reuses each of those results whose inputs did not change. The report must be
+Beside its own observing, the process that owns the observing processes judges the
+observations at hand (its own and the workers' answers) while the rest is observed, and
+the judging at the end reuses each of those results whose inputs did not change. The report must be
 the one a single process gives: the verdicts, reasons and sample of ``--processes 1``.
 """
 
@@ -21,7 +21,7 @@ from artifactcheck import pipeline
 from artifactcheck.discover.static import instances_from_targets
 from artifactcheck.model.settings import CheckSpec
 from artifactcheck.model.values import Instance, InstanceResult, Observation, Verdict
-from artifactcheck.observe.spread import HERE, split_by_host
+from artifactcheck.observe.spread import host_groups, split_by_host
 from artifactcheck.present.report import assets
 from artifactcheck_sim.web import Delay
 
@@ -44,10 +44,11 @@ _runpy.run_module("artifactcheck", run_name="__main__")
 """
 
 
-def _spec(tmp_path: Path, fleet: Any) -> tuple[Path, list[Instance]]:
+def _spec(tmp_path: Path, fleet: Any, **http: Any) -> tuple[Path, list[Instance]]:
     spec = fleet.spec()
     spec.pop("cdn")  # judged against the releases alone: no CDN view to wait for
     spec["sampling"] = {"assets_per_instance": 2}
+    spec["http"] = {**spec.get("http", {}), **http}
     path = tmp_path / "check.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     return path, instances_from_targets(CheckSpec.model_validate(spec).targets)
@@ -80,15 +81,14 @@ def _judged(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def test_a_slow_worker_share_is_judged_after_this_share_is(make_fleet, tmp_path) -> None:
+def test_observations_are_judged_while_others_are_still_observed(make_fleet, tmp_path) -> None:
     fleet = make_fleet(8, version="1.4.1")
-    fleet.drift(0, serves="1.4.2")  # one wrong instance in each process's share
+    fleet.drift(0, serves="1.4.2")
     fleet.drift(1, serves="1.4.2")
-    spec, instances = _spec(tmp_path, fleet)
-    here, there = split_by_host(instances, 2, first=HERE)
-    slow = {i.name for i in there}
+    spec, instances = _spec(tmp_path, fleet, max_connections=4)  # two at a time each
+    slow = {i.name for i in instances[1::2]}
     for sim, inst in zip(fleet.instances, instances, strict=True):
-        if inst.name in slow:  # the worker's share answers late: this one waits for it
+        if inst.name in slow:  # half the fleet answers late: the rest is judged meanwhile
             sim.site.overrides["index.html"] = Delay(1.0)
 
     spread, rows = _verify(tmp_path, spec, "--processes", "2")
@@ -100,12 +100,11 @@ def test_a_slow_worker_share_is_judged_after_this_share_is(make_fleet, tmp_path)
     assert sorted(v for v in verdicts.values()) == ["consistent"] * 6 + ["mismatch"] * 2
     # in one process, one comparison of everything, with nothing to reuse
     assert rows_one == [[len(instances), None]]
-    # with a worker: this share judged while the worker still observed (and the
-    # worker's answers that arrived meanwhile), then the whole fleet, where at most
-    # the worker's share is judged afresh
+    # with a worker: what was at hand judged while the rest was observed, then the
+    # whole fleet, where only what arrived last is judged afresh
     *meanwhile, (size, afresh) = rows
-    assert meanwhile and sum(n for n, _ in meanwhile) >= len(here), rows
-    assert size == len(instances) and afresh <= len(there), rows
+    assert meanwhile and sum(n for n, _ in meanwhile) >= len(instances) - len(slow), rows
+    assert size == len(instances) and afresh <= len(slow), rows
 
 
 def _observation(name: str) -> Observation:
@@ -160,19 +159,19 @@ def test_with_a_cdn_judging_waits_for_every_observation(make_fleet, tmp_path) ->
     assert {r["verdict"] for r in doc["results"]} == {"consistent"}
 
 
-def test_this_process_observes_a_lighter_share_than_a_worker() -> None:
-    """It also reads the workers' answers and judges meanwhile: given as many instances
-    as a worker, it was the last to finish. Each host stays in one share."""
+def test_hosts_are_handed_out_whole_the_largest_first() -> None:
+    """A host's instances stay together (the fetcher's limits per host hold in one
+    process); the controller's fixed slices are as even as hosts allow."""
     hosts = [
         Instance(name=f"h{i}", base_url=f"http://10.1.{i // 200}.{i % 200}/") for i in range(1000)
     ]
     twice = [Instance(name=f"t{i}", base_url="http://10.2.0.1:80/") for i in range(30)]
-    even = split_by_host(hosts, 2)
-    assert [len(s) for s in even] == [500, 500]
-    here, there = split_by_host(hosts, 2, first=HERE)
-    assert len(here) == round(1000 * HERE / (1 + HERE)) and len(here) + len(there) == 1000
-    three = split_by_host([*twice, *hosts], 3, first=HERE)
-    assert sum(len(s) for s in three) == 1030
-    assert len(three[0]) < len(three[1]) and abs(len(three[1]) - len(three[2])) <= 1
+    groups = host_groups([*hosts, *twice])
+    assert [len(g) for g in groups[:2]] == [30, 1] and len(groups) == 1001
+    assert [i.name for i in groups[0]] == [f"t{i}" for i in range(30)]
+    assert [g[0].name for g in groups[1:4]] == ["h0", "h1", "h2"]  # else in the given order
+    assert [len(s) for s in split_by_host(hosts, 2)] == [500, 500]
+    three = split_by_host([*twice, *hosts], 3)
+    assert sorted(len(s) for s in three) == [343, 343, 344]
     assert sum(1 for s in three if any(i.name.startswith("t") for i in s)) == 1
     assert {i.name for s in three for i in s} == {i.name for i in [*twice, *hosts]}
