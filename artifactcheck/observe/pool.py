@@ -2,8 +2,9 @@
 
 Observing a large fleet is bound by the CPU of one process: each GET costs reading,
 hashing and bookkeeping. A :class:`WorkerPool` keeps worker processes; each is given
-jobs (:class:`Job`: the instances of a share of the hosts, the spec with its share of
-the limits, the run's seed, how to build its Fetcher), observes them with its own
+jobs (:class:`Job`: the instances of a share of the hosts, or the run's hand-out to take
+them from as it has room (:mod:`artifactcheck.observe.claims`); the spec with its share
+of the limits, the run's seed, how to build its Fetcher), observes them with its own
 Fetcher and :class:`~artifactcheck.observe.instance.Observer`, and sends every
 observation back as it completes. Judging, deciding and acting stay in the process
 that owns the pool, on all the observations together, exactly as in one process. Who
@@ -18,8 +19,8 @@ splits what between the workers is the caller's: ``verify``'s in
   last known good) and sends the same release to every worker.
 - **One instance never ends the run.** A worker that dies (a crash, the OOM killer) or
   stays silent past the instance deadline (:func:`stuck_after`) is ended; the instances
-  it had not reported are ``inconclusive`` (check failed), named with its PID and how
-  it ended, and the rest is judged. A worker mid-job is never given another job (its
+  it had taken and not reported are ``inconclusive`` (check failed), named with its PID
+  and how it ended, and the rest is judged. A worker mid-job is never given another job (its
   late answers would be taken for the next one's): a cancelled job ends its worker.
 
 How the workers start is chosen once, by :func:`start_method`. Observations come back
