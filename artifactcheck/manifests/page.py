@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from html.parser import HTMLParser
+from typing import NamedTuple
 from urllib.parse import urljoin, urlsplit
 
 from artifactcheck.manifests.integrity import parse_sri
@@ -43,8 +44,11 @@ __all__ = [
     "ParsedPage",
     "ReferenceKind",
     "parse_integrity",
+    "ReadPage",
     "parse_page",
     "parse_srcset",
+    "read_page",
+    "resolve_page",
     "resolve_reference",
 ]
 
@@ -256,18 +260,16 @@ def resolve_reference(raw: str, base: str) -> str | None:
 
 
 class _Collector(HTMLParser):
-    """Tokenizer callbacks that collect references under the caps."""
+    """Tokenizer callbacks that record, in page order, what a browser would load (as
+    written) under the caps; nothing here depends on the page's URL."""
 
-    def __init__(self, page_url: str, limits: PageLimits) -> None:
+    def __init__(self, limits: PageLimits) -> None:
         super().__init__(convert_charrefs=True)
         self.limits = limits
-        self.page_url = page_url
-        self.base_url = page_url
         self.base_seen = False
-        self.references: list[PageReference] = []
-        self.seen: set[tuple[str, str, str | None]] = set()
-        self.resolved: dict[str, str | None] = {}  # raw -> URL, under the current base
-        self.styles: list[str] = []
+        self.events: list[_Event] = []
+        self.written: set[tuple[bool, str, ReferenceKind, str | None]] = set()
+        self.styles = 0
         self.open: list[str] = []
         self.template_depth = 0  # inside <template>: inert, nothing is fetched
         self.in_style = False
@@ -326,11 +328,12 @@ class _Collector(HTMLParser):
     def handle_data(self, data: str) -> None:
         self._count()
         if self.in_style and not self.template_depth:
-            if len(self.styles) >= self.limits.max_inline_styles:
+            if self.styles >= self.limits.max_inline_styles:
                 raise _PageLimitExceeded(
                     f"more than the cap of {self.limits.max_inline_styles} inline styles"
                 )
-            self.styles.append(data)
+            self.styles += 1
+            self.events.append(_Event(_STYLE, data))
         elif self.in_import_map:
             if len(self.import_maps) >= self.limits.max_inline_styles:
                 raise _PageLimitExceeded(
@@ -375,10 +378,7 @@ class _Collector(HTMLParser):
         if self.base_seen or "href" not in values:
             return
         self.base_seen = True
-        resolved = resolve_reference(values["href"], self.page_url)
-        if resolved is not None:
-            self.base_url = resolved
-            self.resolved.clear()
+        self.events.append(_Event(_BASE, values["href"]))
 
     def _script(self, values: dict[str, str]) -> None:
         kind_of = values.get("type", "").strip(_ASCII_WS).lower()
@@ -404,41 +404,44 @@ class _Collector(HTMLParser):
                 self._add(values["href"], kind, values, integrity=subresource)
                 return
 
-    def add_import_maps(self) -> None:
-        """The modules the page's import maps name (``imports`` and ``scopes``): files a
-        browser loads when a script imports them, such as a bundler's lazy chunks."""
-        for text in self.import_maps:
-            for address in import_map_addresses(text):
-                self._add(address, ReferenceKind.IMPORT_MAP, {})
-
     def _add(
         self, raw: str, kind: ReferenceKind, values: dict[str, str], *, integrity: bool = False
     ) -> None:
-        if raw in self.resolved:
-            url = self.resolved[raw]
-        else:
-            url = self.resolved[raw] = resolve_reference(raw, self.base_url)
-        if url is None:
-            return
         sri = values.get("integrity") if integrity else None
-        key = (kind.value, url, sri)
-        if key in self.seen:
-            return
-        if len(self.references) >= self.limits.max_references:
-            raise _PageLimitExceeded(
-                f"more than the cap of {self.limits.max_references} references"
-            )
-        self.seen.add(key)
-        self.references.append(
-            PageReference(
-                raw=raw,
-                url=url,
-                kind=kind,
-                integrity=parse_integrity(sri),
-                integrity_raw=sri,
-                crossorigin=values.get("crossorigin"),
-            )
-        )
+        # the same value again under the same base resolves to the same URL, which the
+        # placing keeps once (its first crossorigin): kept once here too
+        key = (self.base_seen, raw, kind, sri)
+        if key not in self.written:
+            self.written.add(key)
+            self.events.append(_Event(_REFERENCE, raw, kind, sri, values.get("crossorigin")))
+
+
+_BASE, _REFERENCE, _STYLE = "base", "reference", "style"
+
+
+class _Event(NamedTuple):
+    """One thing the page says, as written: its first ``<base href>``, a reference (raw,
+    kind, ``integrity=`` when it counts, ``crossorigin``), or an inline style's text."""
+
+    what: str
+    raw: str
+    kind: ReferenceKind | None = None
+    integrity: str | None = None
+    crossorigin: str | None = None
+
+
+class ReadPage(Record):
+    """A page's bytes read, before any URL: what it says in page order, its import maps'
+    texts, and why the reading stopped (``problem``; ``None`` when it read to the end).
+
+    The tokenizer is most of a page's cost (tens of milliseconds for a server-rendered
+    page of 30 KB) and depends only on the bytes, so a run reads each distinct page once
+    (:class:`artifactcheck.observe.pages.PageMemo`) and :func:`resolve_page` places it at
+    each instance's URL, as reading it there would."""
+
+    events: tuple[_Event, ...] = ()
+    import_maps: tuple[str, ...] = ()
+    problem: str | None = None
 
 
 def import_map_addresses(text: str) -> list[str]:
@@ -514,6 +517,110 @@ def _tokenize(collector: _Collector, text: str, limits: PageLimits) -> None:
             )
 
 
+def read_page(data: bytes, *, limits: PageLimits = DEFAULT_PAGE_LIMITS) -> ReadPage:
+    """What ``data`` says, as written, under the caps that do not depend on its URL.
+
+    Never raises for any ``data``: a page over a cap, or one the tokenizer cannot read,
+    is a :class:`ReadPage` with ``problem`` set and what was read before it.
+    """
+    if len(data) > limits.max_bytes:
+        return ReadPage(
+            problem=f"page of {len(data)} bytes, more than the cap of {limits.max_bytes}"
+        )
+    collector = _Collector(limits)
+    problem: str | None = None
+    try:
+        _tokenize(collector, decode_page(data), limits)
+    except _PageLimitExceeded as exc:
+        problem = str(exc)
+    except (AssertionError, ValueError, IndexError, RecursionError) as exc:
+        # html.parser has raised these on some malformed declarations in past releases;
+        # a page is hostile input, so it is a reason, never an exception
+        problem = f"the page could not be tokenized: {type(exc).__name__}: {exc}"
+    return ReadPage(
+        events=tuple(collector.events),
+        import_maps=tuple(collector.import_maps) if problem is None else (),
+        problem=problem,
+    )
+
+
+def resolve_page(
+    read: ReadPage, page_url: str, *, limits: PageLimits = DEFAULT_PAGE_LIMITS
+) -> ParsedPage:
+    """The page ``read`` as served at ``page_url``: every reference resolved against the
+    page URL and its first ``<base href>`` in page order, each (kind, URL, integrity)
+    once, under the cap of references; then the modules its import maps name (files a
+    browser loads when a script imports them, such as a bundler's lazy chunks)."""
+    placed = _Placed(page_url, limits)
+    problem = read.problem
+    try:
+        for event in read.events:
+            if event.what == _REFERENCE:
+                assert event.kind is not None
+                placed.add(event.raw, event.kind, event.integrity, event.crossorigin)
+            elif event.what == _STYLE:
+                placed.styles.append(event.raw)
+            else:
+                placed.base(event.raw)
+        for text in read.import_maps:
+            for address in import_map_addresses(text):
+                placed.add(address, ReferenceKind.IMPORT_MAP, None, None)
+    except _PageLimitExceeded as exc:
+        problem = str(exc)
+    return ParsedPage(
+        url=page_url,
+        base_url=placed.base_url,
+        references=tuple(placed.references),
+        inline_styles=tuple(placed.styles),
+        problem=problem,
+    )
+
+
+class _Placed:
+    """A page's references placed at one URL, as :func:`resolve_page` reads them."""
+
+    def __init__(self, page_url: str, limits: PageLimits) -> None:
+        self.page_url = self.base_url = page_url
+        self.limits = limits
+        self.references: list[PageReference] = []
+        self.styles: list[str] = []
+        self.seen: set[tuple[str, str, str | None]] = set()
+        self.resolved: dict[str, str | None] = {}  # raw -> URL, under the current base
+
+    def base(self, href: str) -> None:
+        # the first <base href> only (the reader keeps no other); no http(s) URL: ignored
+        resolved = resolve_reference(href, self.page_url)
+        if resolved is not None:
+            self.base_url = resolved
+            self.resolved.clear()
+
+    def add(self, raw: str, kind: ReferenceKind, sri: str | None, crossorigin: str | None) -> None:
+        if raw in self.resolved:
+            url = self.resolved[raw]
+        else:
+            url = self.resolved[raw] = resolve_reference(raw, self.base_url)
+        if url is None:
+            return
+        key = (kind.value, url, sri)
+        if key in self.seen:
+            return
+        if len(self.references) >= self.limits.max_references:
+            raise _PageLimitExceeded(
+                f"more than the cap of {self.limits.max_references} references"
+            )
+        self.seen.add(key)
+        self.references.append(
+            PageReference(
+                raw=raw,
+                url=url,
+                kind=kind,
+                integrity=parse_integrity(sri),
+                integrity_raw=sri,
+                crossorigin=crossorigin,
+            )
+        )
+
+
 def parse_page(
     data: bytes, page_url: str, *, limits: PageLimits = DEFAULT_PAGE_LIMITS
 ) -> ParsedPage:
@@ -522,27 +629,4 @@ def parse_page(
     Never raises for any ``data``: a page over a cap, or one the tokenizer cannot read,
     is a :class:`ParsedPage` with ``problem`` set.
     """
-    if len(data) > limits.max_bytes:
-        return ParsedPage(
-            url=page_url,
-            base_url=page_url,
-            problem=f"page of {len(data)} bytes, more than the cap of {limits.max_bytes}",
-        )
-    collector = _Collector(page_url, limits)
-    problem: str | None = None
-    try:
-        _tokenize(collector, decode_page(data), limits)
-        collector.add_import_maps()
-    except _PageLimitExceeded as exc:
-        problem = str(exc)
-    except (AssertionError, ValueError, IndexError, RecursionError) as exc:
-        # html.parser has raised these on some malformed declarations in past releases;
-        # a page is hostile input, so it is a reason, never an exception
-        problem = f"the page could not be tokenized: {type(exc).__name__}: {exc}"
-    return ParsedPage(
-        url=page_url,
-        base_url=collector.base_url,
-        references=tuple(collector.references),
-        inline_styles=tuple(collector.styles),
-        problem=problem,
-    )
+    return resolve_page(read_page(data, limits=limits), page_url, limits=limits)

@@ -45,6 +45,7 @@ from artifactcheck.observe.failures import check_failed, describe, unreachable
 from artifactcheck.observe.files import FIRST as _FIRST
 from artifactcheck.observe.files import Files
 from artifactcheck.observe.pages import (
+    PageMemo,
     PagesObservation,
     StylesheetMemo,
     linked_directories,
@@ -123,8 +124,9 @@ class Observer:
             spec=spec, fetcher=fetcher, limits=self.limits, unreachable=self._unreachable
         )
         self._plans = Plans(spec)
-        # siblings' stylesheets are the same bytes: each distinct one read once
+        # siblings' pages and stylesheets are the same bytes: each distinct one read once
         self._stylesheets = StylesheetMemo()
+        self._pages_read = PageMemo()
 
     async def aclose(self) -> None:
         """Nothing to close: every coding is asked for through the run's one fetcher."""
@@ -396,7 +398,11 @@ class Observer:
         if not self.spec.pages:
             return None
         return await observe_pages(
-            instance, spec=self.spec, fetcher=self.fetcher, memo=self._stylesheets
+            instance,
+            spec=self.spec,
+            fetcher=self.fetcher,
+            memo=self._stylesheets,
+            page_memo=self._pages_read,
         )
 
     async def _reported(self, instance: Instance) -> _Reported | Observation:

@@ -30,8 +30,11 @@ from artifactcheck.manifests.page import (
     DEFAULT_PAGE_LIMITS,
     PageLimits,
     PageReference,
+    ParsedPage,
+    ReadPage,
     ReferenceKind,
-    parse_page,
+    read_page,
+    resolve_page,
     resolve_reference,
 )
 from artifactcheck.manifests.placement import Placement, Where, place_reference
@@ -47,6 +50,7 @@ __all__ = [
     "LoadedReference",
     "PageFiles",
     "PageLimitsPerInstance",
+    "PageMemo",
     "PagesObservation",
     "StylesheetMemo",
     "linked_directories",
@@ -190,6 +194,56 @@ class StylesheetMemo:
         return kept if kept.url == url else _served_at(kept, url)
 
 
+class PageMemo:
+    """Each distinct entry page tokenized once per run, whichever sibling served it.
+
+    Siblings serve the same page bytes, and the tokenizer (the standard library's, in
+    pure Python) is most of a page's cost: tens of milliseconds for a server-rendered
+    page of 30 KB, read again for every instance of a fleet. What is kept is what the
+    page says as written (:class:`~artifactcheck.manifests.page.ReadPage`: its first
+    ``<base href>``, its references, inline styles and import maps, in page order), and
+    each instance's page is placed at the URL it was served at
+    (:func:`~artifactcheck.manifests.page.resolve_page`): the same result as reading it
+    there, a ``urljoin`` per reference. Bounded by what it holds: a page whose reading
+    holds more than :data:`HELD_LIMIT` (a hostile one written to be large) is read for
+    each instance and not kept, and the oldest pages go first past :data:`HELD_TOTAL`.
+    """
+
+    #: The most one kept page may hold (its references and texts, roughly, in bytes).
+    HELD_LIMIT = 256 * 1024
+    #: The most all kept pages may hold together.
+    HELD_TOTAL = 4 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, PageLimits], tuple[ReadPage, int]] = {}
+        self._held = 0
+        #: pages tokenized, not taken from the memo (for tests and benchmarks)
+        self.read = 0
+
+    def parse(self, got: Fetched, url: str, limits: PageLimits) -> ParsedPage:
+        """``got.body`` read as the page served at ``url``."""
+        assert got.body is not None
+        key = (got.sha256 or "", limits)
+        kept = self._kept.get(key) if key[0] else None
+        if kept is None:
+            self.read += 1
+            page = read_page(got.body, limits=limits)
+            size = _held_by(page)
+            if key[0] and size <= self.HELD_LIMIT:
+                while self._kept and self._held + size > self.HELD_TOTAL:
+                    oldest = next(iter(self._kept))
+                    self._held -= self._kept.pop(oldest)[1]
+                self._kept[key] = (page, size)
+                self._held += size
+            return resolve_page(page, url, limits=limits)
+        return resolve_page(kept[0], url, limits=limits)
+
+
+def _held_by(page: ReadPage) -> int:
+    """About what a read page holds, in bytes: its texts and a record per event."""
+    return sum(64 + len(e.raw) for e in page.events) + sum(len(t) for t in page.import_maps)
+
+
 def _served_at(kept: ParsedStylesheet, url: str) -> ParsedStylesheet:
     """The references of a sheet read at another URL, resolved against ``url`` (each
     (kind, URL) once, as :func:`parse_stylesheet` keeps them)."""
@@ -213,6 +267,7 @@ async def observe_pages(
     limits: PageLimits = DEFAULT_PAGE_LIMITS,
     per_instance: PageLimitsPerInstance | None = None,
     memo: StylesheetMemo | None = None,
+    page_memo: PageMemo | None = None,
 ) -> PagesObservation:
     """Fetch and read the instance's entry pages and the stylesheets they load.
 
@@ -254,7 +309,9 @@ async def observe_pages(
                     sheet.loaded_by.append(page)
 
     for path in paths:
-        read, references, inline = await _read_page(instance, path, spec, fetcher, limits)
+        read, references, inline = await _read_page(
+            instance, path, spec, fetcher, limits, page_memo or PageMemo()
+        )
         pages.append(read)
         take(references, path, 1)
         for style in inline:
@@ -284,7 +341,12 @@ async def observe_pages(
 
 
 async def _read_page(
-    instance: Instance, path: str, spec: CheckSpec, fetcher: Fetcher, limits: PageLimits
+    instance: Instance,
+    path: str,
+    spec: CheckSpec,
+    fetcher: Fetcher,
+    limits: PageLimits,
+    memo: PageMemo,
 ) -> tuple[ReadDocument, tuple[PageReference, ...], tuple[str, ...]]:
     """One entry page: its read, its references, its inline styles."""
     got = await fetcher.get_document(
@@ -296,7 +358,7 @@ async def _read_page(
     problem = _fetch_problem(got, f"page {path}")
     if problem is not None or got.body is None:
         return ReadDocument(got.url, (path,), got, problem or f"page {path}: no body"), (), ()
-    parsed = parse_page(got.body, got.url, limits=limits)
+    parsed = memo.parse(got, got.url, limits)
     problem = f"page {path}: {parsed.problem}" if parsed.problem else None
     read = ReadDocument(got.url, (path,), got, problem)
     return read, parsed.references, parsed.inline_styles
