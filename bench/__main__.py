@@ -40,6 +40,7 @@ FULL = {
     ],
     "sampled": ["--instances", "1000", "--assets", "6", "--runs", "3", "--name", "sampled-1000x8"],
     "throughput": ["--runs", "2"],
+    "pages": ["--instances", "200", "--page-kb", "32", "--runs", "5"],
     "controller": ["--pods", "5000", "--new", "50", "--ip-first", "1", "--timeout", "600"],
     "cache": ["--entries", "20000", "--versions", "50", "--churn", "0.05"],
     "clients": ["--instances", "1000", "--per-host", "1"],
@@ -74,6 +75,7 @@ QUICK = {
     "investigate": ["--instances", "20", "--runs", "1", "--name", "investigate-quick"],
     "sampled": ["--instances", "200", "--runs", "1", "--name", "sampled-quick"],
     "throughput": ["--scale", "0.1", "--runs", "1", "--name", "throughput-quick"],
+    "pages": ["--instances", "20", "--runs", "1", "--name", "pages-quick"],
     "controller": [
         "--pods",
         "500",
@@ -98,6 +100,7 @@ TIMEOUT = {
     "investigate": 900,
     "sampled": 1200,
     "throughput": 1800,
+    "pages": 600,
     "controller": 1800,
     "cache": 900,
     "clients": 900,
@@ -105,7 +108,7 @@ TIMEOUT = {
     "shards": 1200,
 }
 #: Benchmarks that run a baseline tree in the same rounds (``--before DIR``).
-PAIRED = frozenset({"startup", "investigate", "sampled"})
+PAIRED = frozenset({"startup", "investigate", "sampled", "pages"})
 
 
 def module(name: str) -> str:

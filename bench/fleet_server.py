@@ -49,15 +49,31 @@ def generate_site(
     seed: int,
     variant: int = 0,
     fixture: Path = FIXTURE,
+    page_kb: int = 0,
 ) -> int:
     """A real fixture build plus ``assets`` generated hashed files; returns entry count.
 
     ``variant`` > 0 rebuilds the same file names with different bytes in every tenth
-    generated asset (a silent rebuild under the same version).
+    generated asset (a silent rebuild under the same version). ``page_kb`` > 0 makes the
+    build's ``index.html`` a server-rendered page of about that many KiB (its scripts
+    and stylesheets as built, then product cards: what a shop's landing page holds).
     """
     from artifactcheck.manifests import native
 
     shutil.copytree(fixture, root, dirs_exist_ok=True)
+    if page_kb:
+        page = root / "index.html"
+        card = (
+            '<div class="card"><h3>Product {i}</h3><p>Some <b>text</b> about it, '
+            '<a href="/p/{i}">more</a>.</p><span class="price">{i}.99</span></div>\n'
+        )
+        cards: list[str] = []
+        size = 0
+        while size < page_kb * 1024:
+            cards.append(card.format(i=len(cards)))
+            size += len(cards[-1])
+        text = page.read_text(encoding="utf-8")
+        page.write_text(text.replace("</body>", f"<main>{''.join(cards)}</main></body>"))
     gen = root / "assets" / "gen"
     gen.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
@@ -91,15 +107,24 @@ def free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
-def nginx_conf(prefix: Path, groups: list[tuple[Path, list[str]]], port: int, workers: int) -> str:
-    """One server block per served root, one ``listen`` line per address."""
+def nginx_conf(
+    prefix: Path,
+    groups: list[tuple[Path, list[str]]],
+    port: int,
+    workers: int,
+    *,
+    entry_page: bool = False,
+) -> str:
+    """One server block per served root, one ``listen`` line per address; with
+    ``entry_page`` the instance's URL itself answers its ``index.html``."""
     servers = []
+    entry = "\n    location = / { try_files /index.html =404; }" if entry_page else ""
     for root, hosts in groups:
         listens = "\n".join(f"    listen {h}:{port} backlog=4096;" for h in hosts)
         servers.append(
             f"""  server {{
 {listens}
-    root {root};
+    root {root};{entry}
     location / {{ try_files $uri =404; }}
     location /assets/ {{ add_header Cache-Control "public, max-age=31536000, immutable"; }}
   }}"""
@@ -149,11 +174,16 @@ def children_of(pid: int) -> list[int]:
 
 
 def serve_nginx(
-    work: Path, groups: list[tuple[Path, list[str]]], port: int, workers: int
+    work: Path,
+    groups: list[tuple[Path, list[str]]],
+    port: int,
+    workers: int,
+    *,
+    entry_page: bool = False,
 ) -> subprocess.Popen[bytes]:
     (work / "tmp").mkdir(exist_ok=True)
     conf = work / "nginx.conf"
-    conf.write_text(nginx_conf(work, groups, port, workers))
+    conf.write_text(nginx_conf(work, groups, port, workers, entry_page=entry_page))
     probe = next(hosts[-1] for _root, hosts in groups if hosts)  # groups are never all empty
     proc = subprocess.Popen(  # noqa: S603
         ["nginx", "-c", str(conf), "-p", str(work)],
@@ -202,6 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--site", type=Path, help="serve this directory instead of generating")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument(
+        "--page-kb",
+        type=int,
+        default=0,
+        help="serve a server-rendered index.html of about this many KiB at each "
+        "instance's URL (0: the build's own, and the URL itself answers 404)",
+    )
     args = parser.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="acbench-fleet-"))
@@ -220,7 +257,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             site = work / "site"
             entries = generate_site(
-                site, assets=args.assets, asset_size=args.asset_size, seed=args.seed
+                site,
+                assets=args.assets,
+                asset_size=args.asset_size,
+                seed=args.seed,
+                page_kb=args.page_kb,
             )
             shutil.copy(work / "site.release.json", releases / f"{VERSION}.json")
             groups = [(site, [h for h in hosts if h not in set(drifted)])]
@@ -232,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
                     asset_size=args.asset_size,
                     seed=args.seed,
                     variant=1,
+                    page_kb=args.page_kb,
                 )
                 groups.append((rebuilt, drifted))
         port = args.port or free_port(hosts[0])
@@ -247,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             "work": str(work),
         }
         if args.server == "nginx":
-            nginx = serve_nginx(work, groups, port, args.workers)
+            nginx = serve_nginx(work, groups, port, args.workers, entry_page=args.page_kb > 0)
             info["nginx_pid"] = nginx.pid
             info["serving_pids"] = children_of(nginx.pid) or [nginx.pid]
             info["status_url"] = f"http://{STATUS_HOST}:{port}/nginx_status"

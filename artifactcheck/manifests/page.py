@@ -8,6 +8,13 @@ an import map names, which scripts load with ``import()``), each resolved agains
 page URL and the first ``<base href>`` (RFC 3986, as ``urllib.parse.urljoin`` does), with
 its ``integrity=`` hashes and ``crossorigin``.
 
+It reads in two steps: :func:`read_page` tokenizes the bytes into what the page says as
+written, in page order (nothing of it depends on where the page is served), and
+:func:`resolve_page` places that at one URL. The first is nearly all the cost and the
+second a ``urljoin`` per reference, so a fleet's one page is tokenized once and placed at
+each instance (:class:`artifactcheck.observe.pages.PageMemo`); :func:`parse_page` is
+both steps.
+
 The tokenizer is the standard library's :class:`html.parser.HTMLParser`: it follows the
 HTML tokenizer closely enough for start tags and attributes (unquoted values, duplicate
 attributes, ``<script>``/``<style>`` raw text, unclosed tags at the end), needs no
