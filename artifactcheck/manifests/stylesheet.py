@@ -32,7 +32,13 @@ from artifactcheck.manifests.page import (
 )
 from artifactcheck.model.records import Record
 
-__all__ = ["ParsedStylesheet", "parse_stylesheet"]
+__all__ = [
+    "ParsedStylesheet",
+    "ReadStylesheet",
+    "parse_stylesheet",
+    "read_stylesheet",
+    "resolve_stylesheet",
+]
 
 
 class ParsedStylesheet(Record):
@@ -47,10 +53,24 @@ class _StylesheetLimitExceeded(Exception):
     """A cap was exceeded while walking the sheet."""
 
 
-def parse_stylesheet(
-    data: bytes | str, sheet_url: str, *, limits: PageLimits = DEFAULT_PAGE_LIMITS
-) -> ParsedStylesheet:
-    """The ``@import`` and ``url(...)`` references of a stylesheet served at ``sheet_url``.
+class ReadStylesheet(Record):
+    """A sheet's bytes read, before any URL: its references as written (kind, raw), each
+    once, in order, and why the reading stopped (``problem``; ``None`` at its end).
+
+    tinycss2 is nearly all of a sheet's cost (pure Python: seconds for a megabyte), and
+    what it finds depends only on the bytes, so a run reads each distinct sheet, and
+    each distinct inline ``<style>``, once (:class:`artifactcheck.observe.pages.
+    StylesheetMemo`) and :func:`resolve_stylesheet` places it at each URL it is served
+    at, as reading it there would."""
+
+    values: tuple[tuple[ReferenceKind, str], ...] = ()
+    problem: str | None = None
+
+
+def read_stylesheet(
+    data: bytes | str, *, limits: PageLimits = DEFAULT_PAGE_LIMITS
+) -> ReadStylesheet:
+    """What ``data`` names, as written, under the caps that do not depend on its URL.
 
     ``data`` is the sheet's bytes (decoded by the sheet's ``@charset`` or BOM, else
     UTF-8, as CSS Syntax says) or the text of an inline ``<style>``.
@@ -58,17 +78,13 @@ def parse_stylesheet(
     size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
     if size > limits.max_stylesheet_bytes:
         cap = limits.max_stylesheet_bytes
-        return ParsedStylesheet(
-            url=sheet_url, problem=f"stylesheet of {size} bytes, more than the cap of {cap}"
-        )
+        return ReadStylesheet(problem=f"stylesheet of {size} bytes, more than the cap of {cap}")
     deepest = _nesting_bound(data)
     if deepest > limits.max_depth:
         # tinycss2 builds every nested block before the walk below could stop it: a
         # megabyte of "a{" costs it seconds, so a sheet that must exceed the cap is
         # refused from a linear scan first
-        return ParsedStylesheet(
-            url=sheet_url, problem=f"blocks nested deeper than the cap of {limits.max_depth}"
-        )
+        return ReadStylesheet(problem=f"blocks nested deeper than the cap of {limits.max_depth}")
     rules: Sequence[Any]
     if isinstance(data, bytes):
         rules, _encoding = tinycss2.parse_stylesheet_bytes(
@@ -76,25 +92,41 @@ def parse_stylesheet(
         )
     else:
         rules = tinycss2.parse_stylesheet(data, skip_comments=True, skip_whitespace=True)
+    values: dict[tuple[ReferenceKind, str], None] = {}  # the same value: the same URL
+    try:
+        for value in _references(rules, limits.max_depth):
+            values.setdefault(value)
+    except _StylesheetLimitExceeded as exc:
+        return ReadStylesheet(values=tuple(values), problem=str(exc))
+    return ReadStylesheet(values=tuple(values))
+
+
+def resolve_stylesheet(
+    read: ReadStylesheet, sheet_url: str, *, limits: PageLimits = DEFAULT_PAGE_LIMITS
+) -> ParsedStylesheet:
+    """The sheet ``read`` as served at ``sheet_url``: each reference resolved against
+    it, as browsers do (not against the page's URL), each (kind, URL) once, under the
+    cap of references."""
     found: list[PageReference] = []
     seen: set[tuple[str, str]] = set()
-    resolved: dict[str, str | None] = {}
-    try:
-        for kind, raw in _references(rules, limits.max_depth):
-            if raw not in resolved:
-                resolved[raw] = resolve_reference(raw, sheet_url)
-            url = resolved[raw]
-            if url is None or (kind.value, url) in seen:
-                continue
-            if len(found) >= limits.max_references:
-                raise _StylesheetLimitExceeded(
-                    f"more than the cap of {limits.max_references} references"
-                )
-            seen.add((kind.value, url))
-            found.append(PageReference(raw=raw, url=url, kind=kind))
-    except _StylesheetLimitExceeded as exc:
-        return ParsedStylesheet(url=sheet_url, references=tuple(found), problem=str(exc))
-    return ParsedStylesheet(url=sheet_url, references=tuple(found))
+    for kind, raw in read.values:
+        url = resolve_reference(raw, sheet_url)
+        if url is None or (kind.value, url) in seen:
+            continue
+        if len(found) >= limits.max_references:
+            problem = f"more than the cap of {limits.max_references} references"
+            return ParsedStylesheet(url=sheet_url, references=tuple(found), problem=problem)
+        seen.add((kind.value, url))
+        found.append(PageReference(raw=raw, url=url, kind=kind))
+    return ParsedStylesheet(url=sheet_url, references=tuple(found), problem=read.problem)
+
+
+def parse_stylesheet(
+    data: bytes | str, sheet_url: str, *, limits: PageLimits = DEFAULT_PAGE_LIMITS
+) -> ParsedStylesheet:
+    """The ``@import`` and ``url(...)`` references of a stylesheet served at ``sheet_url``:
+    :func:`read_stylesheet`, then :func:`resolve_stylesheet`."""
+    return resolve_stylesheet(read_stylesheet(data, limits=limits), sheet_url, limits=limits)
 
 
 @functools.cache

@@ -35,10 +35,14 @@ from artifactcheck.manifests.page import (
     ReferenceKind,
     read_page,
     resolve_page,
-    resolve_reference,
 )
 from artifactcheck.manifests.placement import Placement, Where, place_reference
-from artifactcheck.manifests.stylesheet import ParsedStylesheet, parse_stylesheet
+from artifactcheck.manifests.stylesheet import (
+    ParsedStylesheet,
+    ReadStylesheet,
+    read_stylesheet,
+    resolve_stylesheet,
+)
 from artifactcheck.manifests.subresource import strongest_hashes
 from artifactcheck.model.errors import ErrorKind
 from artifactcheck.model.records import MutableRecord, Record
@@ -163,17 +167,22 @@ class _Sheet(MutableRecord):
 
 
 class StylesheetMemo:
-    """Each distinct stylesheet read once per run, whichever sibling served it.
+    """Each distinct stylesheet, and each distinct inline ``<style>``, read once per run,
+    whichever sibling served it.
 
-    Siblings serve the same stylesheet bytes, and tinycss2 is a pure-Python tokenizer
-    (seconds for a megabyte on this project's benchmark machine): read per instance, a
-    fleet of 200 would read a large sheet 200 times. What is kept is the sheet's
-    references as written; each instance's are resolved again against the URL it was
-    served at, which costs a ``urljoin`` per reference.
+    Siblings serve the same stylesheet bytes and pages with the same inline styles, and
+    tinycss2 is a pure-Python tokenizer (seconds for a megabyte on this project's
+    benchmark machine): read per instance, a fleet of 200 would read a large sheet 200
+    times. What is kept is the sheet's references as written
+    (:class:`~artifactcheck.manifests.stylesheet.ReadStylesheet`); each instance's are
+    resolved again against the URL it was served at
+    (:func:`~artifactcheck.manifests.stylesheet.resolve_stylesheet`), a ``urljoin`` per
+    reference: the same result as reading it there. At most ``limit`` sheets are kept.
     """
 
     def __init__(self, limit: int = MEMO_LIMIT) -> None:
-        self._read: dict[tuple[str, PageLimits], ParsedStylesheet] = {}
+        self._read: dict[tuple[str, PageLimits], ReadStylesheet] = {}
+        self._inline: dict[tuple[str, PageLimits], ReadStylesheet] = {}
         self.limit = limit
         #: sheets read, not taken from the memo (for tests and benchmarks)
         self.parsed = 0
@@ -181,17 +190,30 @@ class StylesheetMemo:
     def parse(self, got: Fetched, url: str, limits: PageLimits) -> ParsedStylesheet:
         """``got.body`` read as the stylesheet served at ``url``."""
         assert got.body is not None
-        if got.sha256 is None:
+        return self._placed(self._read, got.sha256, got.body, url, limits)
+
+    def parse_inline(self, text: str, url: str, limits: PageLimits) -> ParsedStylesheet:
+        """An inline ``<style>``'s ``text``, in the page whose base URL is ``url``
+        (kept by the text itself: up to ``max_stylesheet_bytes`` each)."""
+        return self._placed(self._inline, text, text, url, limits)
+
+    def _placed(
+        self,
+        kept: dict[tuple[str, PageLimits], ReadStylesheet],
+        key: str | None,
+        data: bytes | str,
+        url: str,
+        limits: PageLimits,
+    ) -> ParsedStylesheet:
+        read = kept.get((key, limits)) if key is not None else None
+        if read is None:
             self.parsed += 1
-            return parse_stylesheet(got.body, url, limits=limits)
-        key = (got.sha256, limits)
-        kept = self._read.get(key)
-        if kept is None:
-            if len(self._read) >= self.limit:
-                self._read.clear()
-            self.parsed += 1
-            kept = self._read[key] = parse_stylesheet(got.body, url, limits=limits)
-        return kept if kept.url == url else _served_at(kept, url)
+            read = read_stylesheet(data, limits=limits)
+            if key is not None:
+                if len(kept) >= self.limit:
+                    kept.clear()
+                kept[(key, limits)] = read
+        return resolve_stylesheet(read, url, limits=limits)
 
 
 class PageMemo:
@@ -244,20 +266,6 @@ def _held_by(page: ReadPage) -> int:
     return sum(64 + len(e.raw) for e in page.events) + sum(len(t) for t in page.import_maps)
 
 
-def _served_at(kept: ParsedStylesheet, url: str) -> ParsedStylesheet:
-    """The references of a sheet read at another URL, resolved against ``url`` (each
-    (kind, URL) once, as :func:`parse_stylesheet` keeps them)."""
-    seen: set[tuple[str, str]] = set()
-    references = []
-    for reference in kept.references:
-        resolved = resolve_reference(reference.raw, url)
-        if resolved is None or (reference.kind.value, resolved) in seen:
-            continue
-        seen.add((reference.kind.value, resolved))
-        references.append(PageReference(raw=reference.raw, url=resolved, kind=reference.kind))
-    return ParsedStylesheet(url=url, references=tuple(references), problem=kept.problem)
-
-
 async def observe_pages(
     instance: Instance,
     *,
@@ -276,6 +284,7 @@ async def observe_pages(
     serves: each failure is a ``problem`` of the document it concerns.
     """
     bounds = per_instance or PageLimitsPerInstance()
+    sheets_memo = memo or StylesheetMemo()
     merged = _Merged()
     problems: list[str] = []
     pages: list[ReadDocument] = []
@@ -315,7 +324,7 @@ async def observe_pages(
         pages.append(read)
         take(references, path, 1)
         for style in inline:
-            parsed = parse_stylesheet(style, read.url, limits=limits)
+            parsed = sheets_memo.parse_inline(style, read.url, limits)
             take(parsed.references, path, 1)
 
     stylesheets = await _read_stylesheets(
@@ -326,7 +335,7 @@ async def observe_pages(
         fetcher=fetcher,
         limits=limits,
         bounds=bounds,
-        memo=memo or StylesheetMemo(),
+        memo=sheets_memo,
     )
     if len(sheets) > bounds.max_stylesheets:
         problems.append(f"{len(sheets)} stylesheets, more than the cap of {bounds.max_stylesheets}")
