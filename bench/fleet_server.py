@@ -50,13 +50,15 @@ def generate_site(
     variant: int = 0,
     fixture: Path = FIXTURE,
     page_kb: int = 0,
+    style_kb: int = 0,
 ) -> int:
     """A real fixture build plus ``assets`` generated hashed files; returns entry count.
 
     ``variant`` > 0 rebuilds the same file names with different bytes in every tenth
     generated asset (a silent rebuild under the same version). ``page_kb`` > 0 makes the
     build's ``index.html`` a server-rendered page of about that many KiB (its scripts
-    and stylesheets as built, then product cards: what a shop's landing page holds).
+    and stylesheets as built, then product cards: what a shop's landing page holds);
+    ``style_kb`` > 0 puts that many KiB of critical CSS inline in its head.
     """
     from artifactcheck.manifests import native
 
@@ -73,7 +75,12 @@ def generate_site(
             cards.append(card.format(i=len(cards)))
             size += len(cards[-1])
         text = page.read_text(encoding="utf-8")
-        page.write_text(text.replace("</body>", f"<main>{''.join(cards)}</main></body>"))
+        text = text.replace("</body>", f"<main>{''.join(cards)}</main></body>")
+        if style_kb:
+            rule = ".card-{i}{{margin:0 {i}px;background:url(/img/bg-{j}.png) no-repeat}}\n"
+            rules = [rule.format(i=i, j=i % 8) for i in range(style_kb * 1024 // len(rule))]
+            text = text.replace("</head>", f"<style>{''.join(rules)}</style></head>")
+        page.write_text(text)
     gen = root / "assets" / "gen"
     gen.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
@@ -233,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument(
+        "--style-kb", type=int, default=0, help="with --page-kb: KiB of inline CSS in it"
+    )
+    parser.add_argument(
         "--page-kb",
         type=int,
         default=0,
@@ -262,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                 asset_size=args.asset_size,
                 seed=args.seed,
                 page_kb=args.page_kb,
+                style_kb=args.style_kb,
             )
             shutil.copy(work / "site.release.json", releases / f"{VERSION}.json")
             groups = [(site, [h for h in hosts if h not in set(drifted)])]
@@ -274,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
                     seed=args.seed,
                     variant=1,
                     page_kb=args.page_kb,
+                    style_kb=args.style_kb,
                 )
                 groups.append((rebuilt, drifted))
         port = args.port or free_port(hosts[0])

@@ -40,6 +40,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         "machine": machine(),
         "instances": args.instances,
         "page_kb": args.page_kb,
+        "style_kb": args.style_kb,
         "before": str(args.before) if args.before else None,
         "runs": [],
     }
@@ -50,6 +51,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         "0",
         "--page-kb",
         str(args.page_kb),
+        "--style-kb",
+        str(args.style_kb),
         "--assets",
         str(args.assets),
     ]
@@ -101,6 +104,7 @@ def describe(result: dict[str, Any]) -> str:
     s = result["summary"]
     text = (
         f"verify of {result['instances']} instances, a {result['page_kb']} KiB entry page"
+        f" ({result.get('style_kb', 0)} KiB of it inline CSS)"
         f" naming {result['page_files']} files: {s['tool_wall']['median']:.2f} s wall"
         f" (cpu {s['tool_cpu']['median']:.2f} s)"
     )
@@ -117,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="verify of a fleet with a large entry page")
     parser.add_argument("--instances", type=int, default=200)
     parser.add_argument("--page-kb", type=int, default=32, help="the entry page's size, KiB")
+    parser.add_argument("--style-kb", type=int, default=0, help="KiB of inline CSS in the page")
     parser.add_argument("--assets", type=int, default=40, help="generated assets per site")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=300.0, help="per command, seconds")
