@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -216,6 +216,26 @@ def summary(values: Sequence[float]) -> dict[str, float]:
         "max": max(values),
         "n": len(values),
     }
+
+
+def runs_summary(
+    runs: Sequence[Mapping[str, Mapping[str, float]]], *, ratios: Sequence[str] = ("wall", "cpu")
+) -> dict[str, Any]:
+    """Each command's :func:`summary` of wall and CPU over ``runs`` (a dict per round,
+    command name -> its measurement); with a ``before`` command in the rounds, the
+    median of tool/before taken round by round for each of ``ratios`` (pairing keeps
+    the ratio meaningful while the machine's load moves)."""
+    out: dict[str, Any] = {
+        f"{name}_{what}": summary([r[name][what] for r in runs])
+        for name in runs[0]
+        for what in ("wall", "cpu")
+    }
+    if "before" in runs[0]:
+        for what in ratios:
+            out[f"tool_over_before_{what}"] = statistics.median(
+                r["tool"][what] / r["before"][what] for r in runs
+            )
+    return out
 
 
 def save(name: str, data: dict[str, Any]) -> Path:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -28,8 +27,8 @@ from .common import (
     log,
     machine,
     run_measured,
+    runs_summary,
     save,
-    summary,
     tool_env,
 )
 from .sampled import write_spec
@@ -83,16 +82,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 + ", ".join(f"{n} {m.wall:.3f}s (cpu {m.cpu:.3f}s)" for n, m in row.items())
             )
             result["runs"].append({n: m.as_dict() for n, m in row.items()})
-    runs = result["runs"]
-    result["summary"] = {
-        f"{name}_{what}": summary([r[name][what] for r in runs])
-        for name in runs[0]
-        for what in ("wall", "cpu")
-    }
-    if args.before is not None:
-        result["summary"]["tool_over_before_wall"] = statistics.median(
-            r["tool"]["wall"] / r["before"]["wall"] for r in runs
-        )
+    result["summary"] = runs_summary(result["runs"], ratios=("wall",))
     return result
 
 

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from .common import fleet_server, log, machine, save, summary
+from .common import fleet_server, log, machine, runs_summary, save
 from .sampled import run_tool, write_spec
 
 
@@ -86,17 +85,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 + ", ".join(f"{n} {m['wall']:.2f}s (cpu {m['cpu']:.2f}s)" for n, m in row.items())
             )
             result["runs"].append(row)
-    runs = result["runs"]
-    result["summary"] = {
-        f"{name}_{what}": summary([r[name][what] for r in runs])
-        for name in runs[0]
-        for what in ("wall", "cpu")
-    }
-    if args.before is not None:
-        for what in ("wall", "cpu"):
-            result["summary"][f"tool_over_before_{what}"] = statistics.median(
-                r["tool"][what] / r["before"][what] for r in runs
-            )
+    result["summary"] = runs_summary(result["runs"])
     return result
 
 

@@ -24,7 +24,6 @@ import argparse
 import json
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,8 +38,8 @@ from .common import (
     machine,
     product_python,
     run_measured,
+    runs_summary,
     save,
-    summary,
     tool_env,
 )
 from .sampled import write_spec
@@ -124,22 +123,10 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 for name, (argv, overlay) in commands.items()
             }
             log(f"  instructions: {result['instructions']}")
-    runs = result["runs"]
-    result["summary"] = {
-        f"{name}_{what}": summary([r[name][what] for r in runs])
-        for name in runs[0]
-        for what in ("wall", "cpu")
-    }
+    result["summary"] = runs_summary(result["runs"])
     counted = result.get("instructions")
     if counted and "before" in counted:
         result["summary"]["tool_over_before_instructions"] = counted["tool"] / counted["before"]
-    if args.before is not None:
-        result["summary"]["tool_over_before_wall"] = statistics.median(
-            r["tool"]["wall"] / r["before"]["wall"] for r in runs
-        )
-        result["summary"]["tool_over_before_cpu"] = statistics.median(
-            r["tool"]["cpu"] / r["before"]["cpu"] for r in runs
-        )
     return result
 
 

@@ -22,7 +22,6 @@ descriptor number.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import struct
 from collections.abc import Sequence
@@ -63,8 +62,7 @@ class Claims(Generic[T]):
             raise
         finally:
             os.close(write_end)  # the end of the hand-out is an empty pipe, in every process
-        fcntl.fcntl(read_end, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
-        self.fd: int | None = read_end
+        self.fd: int | None = read_end  # not inheritable by a program run (os.pipe)
 
     def take(self) -> list[T] | None:
         """The next batch, or None when every batch is taken (or the hand-out closed)."""

@@ -22,8 +22,10 @@ release's paths, so ``site.css?v=2`` and ``site.css`` are one file of the releas
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
 
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.manifests.page import (
@@ -48,7 +50,8 @@ from artifactcheck.model.errors import ErrorKind
 from artifactcheck.model.records import MutableRecord, Record
 from artifactcheck.model.settings import MAX_PAGES, CheckSpec
 from artifactcheck.model.values import Fetched, Instance, PageLoad
-from artifactcheck.observe.plan import MEMO_LIMIT
+
+R = TypeVar("R")
 
 __all__ = [
     "LoadedReference",
@@ -166,6 +169,43 @@ class _Sheet(MutableRecord):
     depth: int
 
 
+class _Readings(Generic[R]):
+    """Readings kept by a key (a body's digest and the limits), bounded by what they hold.
+
+    A reading depends only on the bytes read, so siblings' copies share one. What one
+    holds grows with what a hostile instance writes (its values as written), so a
+    reading over :data:`HELD_LIMIT` is never kept (it is read again for each instance)
+    and past :data:`HELD_TOTAL` the oldest go first.
+    """
+
+    #: The most one kept reading may hold (its values and texts, roughly, in bytes).
+    HELD_LIMIT = 256 * 1024
+    #: The most all kept readings of one memo may hold together.
+    HELD_TOTAL = 4 * 1024 * 1024
+
+    def __init__(self, read: Callable[[bytes | str, PageLimits], R], held: Callable[[R], int]):
+        self._read, self._held_by = read, held
+        self._kept: dict[tuple[str, PageLimits], tuple[R, int]] = {}
+        self._held = 0
+        #: readings made, not taken from the memo (for tests and benchmarks)
+        self.made = 0
+
+    def get(self, key: str | None, data: bytes | str, limits: PageLimits) -> R:
+        """The reading of ``data`` under ``limits``, kept under ``key`` (None: not kept)."""
+        kept = self._kept.get((key, limits)) if key else None
+        if kept is not None:
+            return kept[0]
+        self.made += 1
+        reading = self._read(data, limits)
+        size = self._held_by(reading)
+        if key and size <= self.HELD_LIMIT:
+            while self._kept and self._held + size > self.HELD_TOTAL:
+                self._held -= self._kept.pop(next(iter(self._kept)))[1]
+            self._kept[(key, limits)] = (reading, size)
+            self._held += size
+        return reading
+
+
 class StylesheetMemo:
     """Each distinct stylesheet, and each distinct inline ``<style>``, read once per run,
     whichever sibling served it.
@@ -174,45 +214,30 @@ class StylesheetMemo:
     tinycss2 is a pure-Python tokenizer (seconds for a megabyte on this project's
     benchmark machine): read per instance, a fleet of 200 would read a large sheet 200
     times. What is kept is the sheet's references as written
-    (:class:`~artifactcheck.manifests.stylesheet.ReadStylesheet`); each instance's are
-    resolved again against the URL it was served at
+    (:class:`~artifactcheck.manifests.stylesheet.ReadStylesheet`, by the sheet's digest);
+    each instance's are resolved again against the URL it was served at
     (:func:`~artifactcheck.manifests.stylesheet.resolve_stylesheet`), a ``urljoin`` per
-    reference: the same result as reading it there. At most ``limit`` sheets are kept.
+    reference: the same result as reading it there. Bounded as :class:`_Readings` says.
     """
 
-    def __init__(self, limit: int = MEMO_LIMIT) -> None:
-        self._read: dict[tuple[str, PageLimits], ReadStylesheet] = {}
-        self._inline: dict[tuple[str, PageLimits], ReadStylesheet] = {}
-        self.limit = limit
-        #: sheets read, not taken from the memo (for tests and benchmarks)
-        self.parsed = 0
+    def __init__(self) -> None:
+        self._sheets = _Readings(_read_sheet, _sheet_holds)
+
+    @property
+    def parsed(self) -> int:
+        """Sheets read, not taken from the memo (for tests and benchmarks)."""
+        return self._sheets.made
 
     def parse(self, got: Fetched, url: str, limits: PageLimits) -> ParsedStylesheet:
         """``got.body`` read as the stylesheet served at ``url``."""
         assert got.body is not None
-        return self._placed(self._read, got.sha256, got.body, url, limits)
+        read = self._sheets.get(got.sha256, got.body, limits)
+        return resolve_stylesheet(read, url, limits=limits)
 
     def parse_inline(self, text: str, url: str, limits: PageLimits) -> ParsedStylesheet:
-        """An inline ``<style>``'s ``text``, in the page whose base URL is ``url``
-        (kept by the text itself: up to ``max_stylesheet_bytes`` each)."""
-        return self._placed(self._inline, text, text, url, limits)
-
-    def _placed(
-        self,
-        kept: dict[tuple[str, PageLimits], ReadStylesheet],
-        key: str | None,
-        data: bytes | str,
-        url: str,
-        limits: PageLimits,
-    ) -> ParsedStylesheet:
-        read = kept.get((key, limits)) if key is not None else None
-        if read is None:
-            self.parsed += 1
-            read = read_stylesheet(data, limits=limits)
-            if key is not None:
-                if len(kept) >= self.limit:
-                    kept.clear()
-                kept[(key, limits)] = read
+        """An inline ``<style>``'s ``text``, in the page whose base URL is ``url``."""
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        read = self._sheets.get("inline:" + digest, text, limits)
         return resolve_stylesheet(read, url, limits=limits)
 
 
@@ -223,45 +248,40 @@ class PageMemo:
     pure Python) is most of a page's cost: tens of milliseconds for a server-rendered
     page of 30 KB, read again for every instance of a fleet. What is kept is what the
     page says as written (:class:`~artifactcheck.manifests.page.ReadPage`: its first
-    ``<base href>``, its references, inline styles and import maps, in page order), and
-    each instance's page is placed at the URL it was served at
+    ``<base href>``, its references, inline styles and import maps, in page order, by
+    the page's digest), and each instance's page is placed at the URL it was served at
     (:func:`~artifactcheck.manifests.page.resolve_page`): the same result as reading it
-    there, a ``urljoin`` per reference. Bounded by what it holds: a page whose reading
-    holds more than :data:`HELD_LIMIT` (a hostile one written to be large) is read for
-    each instance and not kept, and the oldest pages go first past :data:`HELD_TOTAL`.
+    there, a ``urljoin`` per reference. Bounded as :class:`_Readings` says.
     """
 
-    #: The most one kept page may hold (its references and texts, roughly, in bytes).
-    HELD_LIMIT = 256 * 1024
-    #: The most all kept pages may hold together.
-    HELD_TOTAL = 4 * 1024 * 1024
-
     def __init__(self) -> None:
-        self._kept: dict[tuple[str, PageLimits], tuple[ReadPage, int]] = {}
-        self._held = 0
-        #: pages tokenized, not taken from the memo (for tests and benchmarks)
-        self.read = 0
+        self._pages = _Readings(_read_page_data, _page_holds)
+
+    @property
+    def read(self) -> int:
+        """Pages tokenized, not taken from the memo (for tests and benchmarks)."""
+        return self._pages.made
 
     def parse(self, got: Fetched, url: str, limits: PageLimits) -> ParsedPage:
         """``got.body`` read as the page served at ``url``."""
         assert got.body is not None
-        key = (got.sha256 or "", limits)
-        kept = self._kept.get(key) if key[0] else None
-        if kept is None:
-            self.read += 1
-            page = read_page(got.body, limits=limits)
-            size = _held_by(page)
-            if key[0] and size <= self.HELD_LIMIT:
-                while self._kept and self._held + size > self.HELD_TOTAL:
-                    oldest = next(iter(self._kept))
-                    self._held -= self._kept.pop(oldest)[1]
-                self._kept[key] = (page, size)
-                self._held += size
-            return resolve_page(page, url, limits=limits)
-        return resolve_page(kept[0], url, limits=limits)
+        return resolve_page(self._pages.get(got.sha256, got.body, limits), url, limits=limits)
 
 
-def _held_by(page: ReadPage) -> int:
+def _read_sheet(data: bytes | str, limits: PageLimits) -> ReadStylesheet:
+    return read_stylesheet(data, limits=limits)
+
+
+def _sheet_holds(read: ReadStylesheet) -> int:
+    return sum(64 + len(raw) for _kind, raw in read.values)
+
+
+def _read_page_data(data: bytes | str, limits: PageLimits) -> ReadPage:
+    assert isinstance(data, bytes)
+    return read_page(data, limits=limits)
+
+
+def _page_holds(page: ReadPage) -> int:
     """About what a read page holds, in bytes: its texts and a record per event."""
     return sum(64 + len(e.raw) for e in page.events) + sum(len(t) for t in page.import_maps)
 

@@ -10,7 +10,6 @@ at the URL it is served at now: references resolved against that URL and the pag
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,10 @@ from rawserver import RawConn, RawServer, response, serve_each
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.manifests.page import DEFAULT_PAGE_LIMITS, PageLimits, parse_page
 from artifactcheck.model.settings import CheckSpec, HttpSettings, RetrySettings
-from artifactcheck.model.values import Fetched, Instance
+from artifactcheck.model.values import Instance
 from artifactcheck.observe.pages import PageMemo, observe_pages
+
+from .served import served
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "builds"
 
@@ -52,30 +53,19 @@ URLS = [
 ]
 
 
-def _served(body: bytes, url: str) -> Fetched:
-    return Fetched(
-        url=url,
-        path="",
-        status=200,
-        hashes={"sha256": hashlib.sha256(body).hexdigest()},
-        size=len(body),
-        body=body,
-    )
-
-
 @pytest.mark.parametrize("first", URLS)
 def test_a_page_read_at_one_url_is_placed_at_every_other_as_reading_it_there(first: str) -> None:
     memo = PageMemo()
-    memo.parse(_served(TRICKY, first), first, DEFAULT_PAGE_LIMITS)
+    memo.parse(served(TRICKY, first), first, DEFAULT_PAGE_LIMITS)
     for url in URLS:
-        assert memo.parse(_served(TRICKY, url), url, DEFAULT_PAGE_LIMITS) == parse_page(TRICKY, url)
+        assert memo.parse(served(TRICKY, url), url, DEFAULT_PAGE_LIMITS) == parse_page(TRICKY, url)
     assert memo.read == 1
 
 
 def test_an_own_origin_written_absolute_is_one_file_there_and_two_elsewhere() -> None:
     memo = PageMemo()
-    there = memo.parse(_served(TRICKY, URLS[0]), URLS[0], DEFAULT_PAGE_LIMITS)
-    elsewhere = memo.parse(_served(TRICKY, URLS[1]), URLS[1], DEFAULT_PAGE_LIMITS)
+    there = memo.parse(served(TRICKY, URLS[0]), URLS[0], DEFAULT_PAGE_LIMITS)
+    elsewhere = memo.parse(served(TRICKY, URLS[1]), URLS[1], DEFAULT_PAGE_LIMITS)
     x_there = [r.url for r in there.references if r.raw.endswith("x.js") and "static" not in r.url]
     x_elsewhere = [
         r.url for r in elsewhere.references if r.raw.endswith("x.js") and "static" not in r.url
@@ -88,8 +78,8 @@ def test_an_own_origin_written_absolute_is_one_file_there_and_two_elsewhere() ->
 
 def test_what_the_tricky_page_names_at_an_instance_read_after_another() -> None:
     memo = PageMemo()
-    memo.parse(_served(TRICKY, URLS[0]), URLS[0], DEFAULT_PAGE_LIMITS)
-    got = memo.parse(_served(TRICKY, URLS[1]), URLS[1], DEFAULT_PAGE_LIMITS)
+    memo.parse(served(TRICKY, URLS[0]), URLS[0], DEFAULT_PAGE_LIMITS)
+    got = memo.parse(served(TRICKY, URLS[1]), URLS[1], DEFAULT_PAGE_LIMITS)
     at = "http://127.0.0.2:8080/app/"
     assert [(r.kind.value, r.url, r.integrity_raw, r.crossorigin) for r in got.references] == [
         ("script", "http://127.0.0.1:8080/app/x.js", None, None),
@@ -110,7 +100,7 @@ def test_the_cap_of_references_holds_at_every_url() -> None:
     limits = PageLimits(max_references=3)
     memo = PageMemo()
     for url in URLS:
-        got = memo.parse(_served(TRICKY, url), url, limits)
+        got = memo.parse(served(TRICKY, url), url, limits)
         assert got == parse_page(TRICKY, url, limits=limits)
         assert len(got.references) == 3 and got.problem == "more than the cap of 3 references"
     assert memo.read == 1
@@ -120,14 +110,14 @@ def test_pages_that_differ_are_each_read_and_a_page_holding_too_much_is_not_kept
     memo = PageMemo()
     other = TRICKY.replace(b"x.js", b"y.js")
     for body in (TRICKY, other, TRICKY, other):
-        assert memo.parse(_served(body, URLS[1]), URLS[1], DEFAULT_PAGE_LIMITS) == parse_page(
+        assert memo.parse(served(body, URLS[1]), URLS[1], DEFAULT_PAGE_LIMITS) == parse_page(
             body, URLS[1]
         )
     assert memo.read == 2
     large = b"".join(b'<img src="i%d.png">' % i for i in range(20_000))  # 20,000 references
     limits = PageLimits(max_references=50_000)
     for url in URLS[:2]:
-        assert memo.parse(_served(large, url), url, limits) == parse_page(large, url, limits=limits)
+        assert memo.parse(served(large, url), url, limits) == parse_page(large, url, limits=limits)
     assert memo.read == 4  # read for each instance, never kept
 
 
@@ -136,7 +126,7 @@ def test_each_fixture_build_page_placed_is_the_page_parsed(build: str) -> None:
     body = (FIXTURES / build / "index.html").read_bytes()
     memo = PageMemo()
     for url in URLS:
-        assert memo.parse(_served(body, url), url, DEFAULT_PAGE_LIMITS) == parse_page(body, url)
+        assert memo.parse(served(body, url), url, DEFAULT_PAGE_LIMITS) == parse_page(body, url)
 
 
 _TAG = st.sampled_from(
@@ -180,9 +170,9 @@ def test_whatever_the_page_says_its_placing_anywhere_is_its_reading_there(
     body = "".join(tag.format(v=value) for tag, value in parts).encode()
     limits = PageLimits(max_references=cap)
     memo = PageMemo()
-    memo.parse(_served(body, first), first, limits)
+    memo.parse(served(body, first), first, limits)
     for url in URLS:
-        assert memo.parse(_served(body, url), url, limits) == parse_page(body, url, limits=limits)
+        assert memo.parse(served(body, url), url, limits) == parse_page(body, url, limits=limits)
 
 
 async def test_an_observer_of_a_fleet_reads_its_one_page_once() -> None:

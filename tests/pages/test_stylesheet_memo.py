@@ -10,16 +10,15 @@ URL, whichever URL the sheet was first read at.
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from artifactcheck.manifests.page import DEFAULT_PAGE_LIMITS, PageLimits
 from artifactcheck.manifests.stylesheet import parse_stylesheet
-from artifactcheck.model.values import Fetched
 from artifactcheck.observe.pages import StylesheetMemo
+
+from .served import served
 
 #: Its own origin written absolute beside the same file written relative (one file
 #: there, two anywhere else), a scheme-relative font, duplicates, an image-set, a data:
@@ -39,27 +38,21 @@ URLS = [
 ]
 
 
-def _served(body: bytes, url: str) -> Fetched:
-    return Fetched(
-        url=url, path="", status=200, body=body, hashes={"sha256": hashlib.sha256(body).hexdigest()}
-    )
-
-
 @pytest.mark.parametrize("first", URLS)
 def test_a_sheet_read_at_one_url_is_placed_at_every_other_as_reading_it_there(first: str) -> None:
     memo = StylesheetMemo()
-    memo.parse(_served(SHEET, first), first, DEFAULT_PAGE_LIMITS)
+    memo.parse(served(SHEET, first), first, DEFAULT_PAGE_LIMITS)
     for url in URLS:
-        placed = memo.parse(_served(SHEET, url), url, DEFAULT_PAGE_LIMITS)
+        placed = memo.parse(served(SHEET, url), url, DEFAULT_PAGE_LIMITS)
         assert placed == parse_stylesheet(SHEET, url)
     assert memo.parsed == 1
 
 
 def test_an_own_origin_written_absolute_is_one_file_there_and_two_elsewhere() -> None:
     memo = StylesheetMemo()
-    memo.parse(_served(SHEET, URLS[0]), URLS[0], DEFAULT_PAGE_LIMITS)
-    there = memo.parse(_served(SHEET, URLS[0]), URLS[0], DEFAULT_PAGE_LIMITS)
-    elsewhere = memo.parse(_served(SHEET, URLS[1]), URLS[1], DEFAULT_PAGE_LIMITS)
+    memo.parse(served(SHEET, URLS[0]), URLS[0], DEFAULT_PAGE_LIMITS)
+    there = memo.parse(served(SHEET, URLS[0]), URLS[0], DEFAULT_PAGE_LIMITS)
+    elsewhere = memo.parse(served(SHEET, URLS[1]), URLS[1], DEFAULT_PAGE_LIMITS)
     assert [(r.kind.value, r.url) for r in there.references] == [
         ("import", "http://127.0.0.1:81/css/more.css"),
         ("css-url", "http://127.0.0.1:81/img/x.png"),
@@ -88,17 +81,30 @@ def test_an_inline_style_is_read_once_and_placed_at_each_page() -> None:
     assert memo.parsed == 2  # another text: read on its own
 
 
+def test_a_sheet_holding_too_much_is_read_for_each_instance_never_kept() -> None:
+    memo = StylesheetMemo()
+    large = "".join(f"a{i}{{b:url(img/{i:05d}.png)}}" for i in range(5_000))  # 5,000 values
+    limits = PageLimits(max_references=10_000)
+    for url in URLS[:2]:
+        assert memo.parse_inline(large, url, limits) == parse_stylesheet(large, url, limits=limits)
+        body = large.encode()
+        assert memo.parse(served(body, url), url, limits) == parse_stylesheet(
+            body, url, limits=limits
+        )
+    assert memo.parsed == 4  # each time: over what one kept reading may hold
+
+
 def test_the_caps_hold_at_every_url() -> None:
     memo = StylesheetMemo()
     limits = PageLimits(max_references=2)
     for url in URLS:
-        got = memo.parse(_served(SHEET, url), url, limits)
+        got = memo.parse(served(SHEET, url), url, limits)
         assert got == parse_stylesheet(SHEET, url, limits=limits)
         assert len(got.references) == 2 and got.problem == "more than the cap of 2 references"
     deep = b"a{" * 40 + b"b:url(x.png)" + b"}" * 40
     shallow = PageLimits(max_depth=10)
     for url in URLS[:2]:
-        got = memo.parse(_served(deep, url), url, shallow)
+        got = memo.parse(served(deep, url), url, shallow)
         assert got == parse_stylesheet(deep, url, limits=shallow)
         assert got.problem == "blocks nested deeper than the cap of 10" and not got.references
 
@@ -128,7 +134,7 @@ def test_whatever_the_sheet_names_its_placing_anywhere_is_its_reading_there(
     body = "\n".join(rule.format(v=value) for rule, value in rules).encode()
     limits = PageLimits(max_references=cap)
     memo = StylesheetMemo()
-    memo.parse(_served(body, first), first, limits)
+    memo.parse(served(body, first), first, limits)
     for url in URLS:
-        placed = memo.parse(_served(body, url), url, limits)
+        placed = memo.parse(served(body, url), url, limits)
         assert placed == parse_stylesheet(body, url, limits=limits)

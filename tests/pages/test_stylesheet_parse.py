@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 
 from artifactcheck.manifests.page import PageLimits
 from artifactcheck.manifests.stylesheet import parse_stylesheet
-from artifactcheck.model.values import Fetched
 from artifactcheck.observe.pages import StylesheetMemo
+
+from .served import served
 
 SHEET = "http://10.0.0.5:8080/static/css/site.css"
 
@@ -96,16 +95,6 @@ def test_brackets_in_comments_and_strings_nest_nothing() -> None:
     assert deep.problem is not None and "nested deeper" in deep.problem
 
 
-def _served(body: bytes, url: str) -> Fetched:
-    return Fetched(
-        url=url,
-        path="css/site.css",
-        status=200,
-        body=body,
-        hashes={"sha256": hashlib.sha256(body).hexdigest()},
-    )
-
-
 def test_siblings_stylesheet_is_read_once_and_resolved_where_each_serves_it() -> None:
     """A fleet's siblings serve one stylesheet: it is read once per run (the memo),
     and each instance's references are its own URLs, not the first sibling's."""
@@ -113,12 +102,12 @@ def test_siblings_stylesheet_is_read_once_and_resolved_where_each_serves_it() ->
     body = b"@import 'more.css'; a{b:url(../img/x.png)} c{d:url(../img/x.png)}"
     limits = PageLimits()
     first = memo.parse(
-        _served(body, "http://127.0.0.1:81/css/site.css"),
+        served(body, "http://127.0.0.1:81/css/site.css", "css/site.css"),
         "http://127.0.0.1:81/css/site.css",
         limits,
     )
     second = memo.parse(
-        _served(body, "http://127.0.0.2:81/css/site.css"),
+        served(body, "http://127.0.0.2:81/css/site.css", "css/site.css"),
         "http://127.0.0.2:81/css/site.css",
         limits,
     )
@@ -132,7 +121,7 @@ def test_siblings_stylesheet_is_read_once_and_resolved_where_each_serves_it() ->
         "http://127.0.0.2:81/img/x.png",
     ]
     other = memo.parse(
-        _served(body + b" ", "http://127.0.0.3:81/css/site.css"),
+        served(body + b" ", "http://127.0.0.3:81/css/site.css", "css/site.css"),
         "http://127.0.0.3:81/css/site.css",
         limits,
     )
