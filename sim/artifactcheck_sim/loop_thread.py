@@ -65,6 +65,13 @@ class LoopThread:
                 task.cancel()
             if pending:
                 loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            # A connection accepted as the server closed, or one whose graceful close
+            # waits for a peer that stopped reading, still holds its socket: dropped, as a
+            # real server's exit drops it. The loop's own table of its transports (a weak
+            # one, private to asyncio's selector loops) is the only list of them all.
+            for transport in list(getattr(loop, "_transports", {}).values()):
+                transport.abort()
+            loop.run_until_complete(asyncio.sleep(0))  # their sockets close on this turn
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.run_until_complete(loop.shutdown_default_executor())
         finally:
