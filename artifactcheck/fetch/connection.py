@@ -15,7 +15,7 @@ import math
 import select
 from collections import deque
 from collections.abc import Callable
-from typing import Final, cast
+from typing import Any, Final, cast
 
 from artifactcheck.fetch.error_kinds import (
     ReadError,
@@ -28,6 +28,7 @@ from artifactcheck.fetch.error_kinds import (
 __all__ = [
     "HIGH_WATER",
     "MAX_LINE",
+    "READ_SIZE",
     "Connection",
     "closed_error",
     "pending",
@@ -37,6 +38,16 @@ __all__ = [
 
 MAX_LINE: Final = 4 * 1024  # largest chunk-size or trailer line accepted
 HIGH_WATER: Final = 1024 * 1024  # received but unread bytes before the socket is paused
+
+#: The most one read of the socket asks for. asyncio's socket transport reads into a new
+#: bytes object of its ``max_size`` (256 KiB) each time, and the C library serves an
+#: allocation that large with a fresh ``mmap`` (glibc's threshold is 128 KiB, and so is
+#: musl's): every response then cost a mapping, a page fault for each page the kernel
+#: filled, a ``mremap`` to the bytes received and a ``munmap`` once read. Below the
+#: threshold the allocation comes from the heap, whose pages stay mapped. A 50 KB file
+#: still arrives in one read; one of a megabyte in eleven instead of four, which costs
+#: less than the mappings did (docs/benchmarks.md, "One read, no mapping").
+READ_SIZE: Final = 96 * 1024
 
 
 def pending(transport: asyncio.BaseTransport) -> bool:
@@ -122,6 +133,8 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         self._poll = _poller_of(transport)
+        if hasattr(transport, "max_size"):  # asyncio's socket transport: its read size
+            cast(Any, transport).max_size = READ_SIZE
 
     def data_received(self, data: bytes) -> None:
         if self.idle or self.condemned:  # unsolicited: never parsed, never reused
