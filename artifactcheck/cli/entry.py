@@ -16,18 +16,25 @@ command, paired runs. CPython documents the same pair for a server that forks
 ``loaded`` is called where each command starts its work: ``run_quietly`` for the
 commands that load their modules on the way (``verify``, ``investigate``), the
 group's callback for every other command (artifactcheck/cli/main.py).
+
+At the other end, the finished command leaves without the interpreter's teardown
+(:mod:`artifactcheck.cli.quick_exit`).
 """
 
 from __future__ import annotations
 
 from artifactcheck.cli.collector import hold_back
+from artifactcheck.cli.quick_exit import leave
 
 __all__ = ["run"]
 
 
 def run() -> None:
-    """The ``artifactcheck`` command."""
+    """The ``artifactcheck`` command: click ends every command with ``SystemExit``."""
     hold_back()
     from artifactcheck.cli.main import main
 
-    main()
+    try:
+        main()
+    except SystemExit as done:
+        leave(done.code)
