@@ -29,6 +29,7 @@ __all__ = [
     "HIGH_WATER",
     "MAX_LINE",
     "READ_SIZE",
+    "STREAM_READ_SIZE",
     "Connection",
     "closed_error",
     "pending",
@@ -39,15 +40,20 @@ __all__ = [
 MAX_LINE: Final = 4 * 1024  # largest chunk-size or trailer line accepted
 HIGH_WATER: Final = 1024 * 1024  # received but unread bytes before the socket is paused
 
-#: The most one read of the socket asks for. asyncio's socket transport reads into a new
-#: bytes object of its ``max_size`` (256 KiB) each time, and the C library serves an
-#: allocation that large with a fresh ``mmap`` (glibc's threshold is 128 KiB, and so is
-#: musl's): every response then cost a mapping, a page fault for each page the kernel
-#: filled, a ``mremap`` to the bytes received and a ``munmap`` once read. Below the
-#: threshold the allocation comes from the heap, whose pages stay mapped. A 50 KB file
-#: still arrives in one read; one of a megabyte in eleven instead of four, which costs
-#: less than the mappings did (docs/benchmarks.md, "One read, no mapping").
+#: The most one read of the socket asks for, for a response's head and a small body.
+#: asyncio's socket transport reads into a new bytes object of its ``max_size`` (256 KiB)
+#: each time, and the C library serves an allocation that large with a fresh ``mmap``
+#: (glibc's threshold is 128 KiB, and so is musl's); a read that brings less (a whole
+#: 50 KB response) is shrunk with ``mremap`` and freed with ``munmap``, and such a free
+#: never raises glibc's threshold: every response cost a mapping and a page fault for
+#: each page the kernel filled. Below the threshold the allocation comes from the heap,
+#: whose pages stay mapped (docs/benchmarks.md, "One read, no mapping").
 READ_SIZE: Final = 96 * 1024
+
+#: The most one read asks for while a larger body streams (asyncio's own size): fewer
+#: pieces through every layer above. Those reads come back full, and glibc raises its
+#: threshold once it frees a full one, so they stop being mapped after the first.
+STREAM_READ_SIZE: Final = 256 * 1024
 
 
 def pending(transport: asyncio.BaseTransport) -> bool:
@@ -121,6 +127,7 @@ class Connection(asyncio.Protocol):
         self._paused = False
         self.lost = False  # connection_lost was called: the socket is closed
         self._poll: Callable[[int], list[tuple[int, int]]] | None = None
+        self._sized_reads = False
         # The read timeout: the current wait's deadline on the loop's clock, and the one
         # timer armed for it (or for an earlier wait's deadline, re-armed when it fires).
         self._deadline = math.inf
@@ -133,8 +140,8 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         self._poll = _poller_of(transport)
-        if hasattr(transport, "max_size"):  # asyncio's socket transport: its read size
-            cast(Any, transport).max_size = READ_SIZE
+        self._sized_reads = hasattr(transport, "max_size")  # asyncio's socket transport
+        self.read_in(READ_SIZE)
 
     def data_received(self, data: bytes) -> None:
         if self.idle or self.condemned:  # unsolicited: never parsed, never reused
@@ -158,6 +165,12 @@ class Connection(asyncio.Protocol):
         self.error = exc
         self.lost = True
         self._wake()
+
+    def read_in(self, size: int) -> None:
+        """Ask the socket for at most ``size`` bytes a read (:data:`READ_SIZE` or
+        :data:`STREAM_READ_SIZE`), where the transport takes a size (asyncio's does)."""
+        if self._sized_reads and self.transport is not None:
+            cast(Any, self.transport).max_size = size
 
     def _wake(self) -> None:
         waiter = self._waiter

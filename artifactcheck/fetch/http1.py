@@ -24,7 +24,14 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Final
 
-from artifactcheck.fetch.connection import Connection, closed_error, read_line, take_line
+from artifactcheck.fetch.connection import (
+    READ_SIZE,
+    STREAM_READ_SIZE,
+    Connection,
+    closed_error,
+    read_line,
+    take_line,
+)
 from artifactcheck.fetch.egress_guard import approved_address
 from artifactcheck.fetch.error_kinds import (
     ConnectError,
@@ -232,6 +239,8 @@ class Body:
         # every body passes here, and each generator layer costs a resumption per piece.
         if self._complete:
             return _nothing()
+        if self._length is None or self._length - self._conn.size > READ_SIZE:
+            self._conn.read_in(STREAM_READ_SIZE)  # a larger body: larger pieces
         return self._chunks() if self._chunked else self._sized()
 
     def buffered(self, limit: int) -> bytes | None:
@@ -332,6 +341,7 @@ class Body:
             return
         self._closed = True
         if self._complete and self._reusable:
+            self._conn.read_in(READ_SIZE)  # the next response's head, and a small body
             self._pool.release(self._conn)
         else:
             self._conn.close()  # mid-body or not reusable: never pooled

@@ -1,10 +1,11 @@
-"""No read of a socket asks for more than ``READ_SIZE``, and bodies arrive whole.
+"""How much one read of a socket asks for: READ_SIZE for heads and small bodies,
+STREAM_READ_SIZE while a larger body streams; and bodies arrive whole either way.
 
 asyncio's socket transport reads into a new bytes object as large as it asks for; at its
-default (256 KiB) the C library maps fresh memory for every read
-(:data:`artifactcheck.fetch.connection.READ_SIZE`). These tests hold the read size where
-it is set, on a real loopback connection with a whole megabyte waiting in the kernel, and
-that what is read in those pieces is every byte served.
+default (256 KiB) the C library maps fresh memory for every read that brings a small
+response (:data:`artifactcheck.fetch.connection.READ_SIZE`). These tests hold the read
+sizes where they are set, on real loopback connections (one with a whole megabyte
+waiting in the kernel), and that what is read in those pieces is every byte served.
 """
 
 from __future__ import annotations
@@ -13,10 +14,14 @@ import asyncio
 import hashlib
 import socket
 import threading
+import time
+from typing import Any, cast
 
+import pytest
 from rawserver import RawConn, RawServer, response, serve_each
 
-from artifactcheck.fetch.connection import READ_SIZE, Connection
+from artifactcheck.fetch import http1
+from artifactcheck.fetch.connection import READ_SIZE, STREAM_READ_SIZE, Connection
 from artifactcheck.fetch.fetcher import Fetcher
 from artifactcheck.model.settings import HttpSettings, RetrySettings
 
@@ -71,3 +76,74 @@ async def test_a_body_larger_than_one_read_is_hashed_whole() -> None:
     assert got.ok, got.error
     assert got.size == len(MEGABYTE) > 2 * READ_SIZE
     assert got.hashes["sha256"] == hashlib.sha256(MEGABYTE).hexdigest()
+
+
+SMALL = b"export default 1;\n" * 2_000  # 36 KB: one read
+
+
+async def test_a_large_body_streams_in_larger_reads_and_the_next_head_is_read_small(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a body larger than one read streams, the socket is asked for
+    STREAM_READ_SIZE a read (fewer pieces through every layer); once it is read and the
+    connection pooled, the next response is read in READ_SIZE pieces again."""
+    reads: list[tuple[int, int]] = []  # (bytes, the read size asked) of each read
+
+    class Recording(Connection):
+        def data_received(self, data: bytes) -> None:
+            reads.append((len(data), cast(Any, self.transport).max_size))
+            super().data_received(data)
+
+    monkeypatch.setattr(http1, "Connection", Recording)
+
+    def answer(_conn: RawConn, head: bytes) -> bytes:
+        body = MEGABYTE if RawConn.target(head).endswith("vendor.js") else SMALL
+        return response(200, body, headers={"Content-Type": "application/javascript"})
+
+    with RawServer("127.0.0.1", serve_each(answer)) as server:
+        async with Fetcher(http=HttpSettings(), retry=RetrySettings()) as fetcher:
+            first = await fetcher.get_asset(server.url, "assets/app.js")
+            streamed = len(reads)
+            large = await fetcher.get_asset(server.url, "assets/vendor.js")
+            during = reads[streamed:]
+            small = await fetcher.get_asset(server.url, "assets/app.js")
+            after = reads[streamed + len(during) :]
+    assert [g.hashes["sha256"] for g in (first, large, small)] == [
+        hashlib.sha256(SMALL).hexdigest(),
+        hashlib.sha256(MEGABYTE).hexdigest(),
+        hashlib.sha256(SMALL).hexdigest(),
+    ]
+    assert server.connections == 1  # one pooled connection for all three
+    assert {asked for _, asked in reads[:streamed]} == {READ_SIZE}
+    # the head arrives in a read of READ_SIZE; the rest of the megabyte in larger ones
+    asked = [size for _, size in during]
+    assert asked[0] == READ_SIZE and asked[-1] == STREAM_READ_SIZE and asked == sorted(asked)
+    assert after and {asked for _, asked in after} == {READ_SIZE}
+
+
+async def test_a_small_body_arriving_late_is_still_read_small(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A body whose rest fits in one read streams after its head (it had not all
+    arrived) without larger reads: the larger size is for what is larger."""
+    reads: list[int] = []
+
+    class Recording(Connection):
+        def data_received(self, data: bytes) -> None:
+            reads.append(cast(Any, self.transport).max_size)
+            super().data_received(data)
+
+    monkeypatch.setattr(http1, "Connection", Recording)
+
+    def late(conn: RawConn) -> None:
+        while conn.read_request() is not None:
+            whole = response(200, SMALL, headers={"Content-Type": "application/javascript"})
+            conn.send(whole[:4096])  # the head and a little of the body
+            time.sleep(0.2)  # the client has read them, and waits for the rest
+            conn.send(whole[4096:])
+
+    with RawServer("127.0.0.1", late) as server:
+        async with Fetcher(http=HttpSettings(), retry=RetrySettings()) as fetcher:
+            got = await fetcher.get_asset(server.url, "assets/app.js")
+    assert got.hashes["sha256"] == hashlib.sha256(SMALL).hexdigest()
+    assert len(reads) >= 2 and set(reads) == {READ_SIZE}, reads
