@@ -12,8 +12,9 @@ reaping of its children, ``weakref.finalize``'s cleanups such as a temporary dir
 still open), the standard streams are flushed, and the process exits with the command's
 status. Whenever that could differ from the interpreter's own exit, it exits the
 interpreter's way: a thread other than a daemon is still running (the interpreter
-would wait for it), the status is not a number, or a stream cannot be flushed (the
-interpreter reports that itself).
+would wait for it), a profiler or tracer is watching (``python -m cProfile`` writes its
+profile once the command has returned), the status is not a number, or a stream cannot
+be flushed (the interpreter reports that itself).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def leave(code: object) -> NoReturn:
         not isinstance(status, int)
         or not -(2**31) <= status < 2**31
         or run_exit_functions is None
+        or sys.getprofile() is not None  # cProfile, a debugger: they report at the
+        or sys.gettrace() is not None  # interpreter's exit, after the command returns
         or any(
             t.is_alive() and not t.daemon and t is not threading.main_thread()
             for t in threading.enumerate()

@@ -86,6 +86,27 @@ def test_a_running_thread_is_waited_for_as_the_interpreter_does(tmp_path: Path) 
     assert b"torn down" in quick.stderr  # the interpreter's own exit
 
 
+@pytest.mark.parametrize("tool", ["cProfile", "trace"])
+def test_a_profiler_or_tracer_writes_its_results(tool: str, tmp_path: Path) -> None:
+    """``python -m cProfile`` and ``python -m trace`` write what they saw once the
+    program has returned: with one watching, the exit is the interpreter's."""
+    ends = []
+    for quick in (True, False):
+        script = tmp_path / f"{quick}.py"
+        script.write_text(PROGRAM.format(body="", code="3", quick=quick))
+        out = tmp_path / f"results-{quick}"
+        args = ["-o", str(out)] if tool == "cProfile" else ["--count", "-C", str(out)]
+        done = subprocess.run(  # noqa: S603 - this interpreter on a script of ours
+            [sys.executable, "-m", tool, *args, str(script)],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert out.exists() and (out.is_file() or any(out.iterdir())), done.stderr
+        ends.append((done.returncode, done.stdout, done.stderr))
+    assert ends[0] == ends[1]
+
+
 def test_a_daemon_thread_does_not_hold_the_exit(tmp_path: Path) -> None:
     body = """
     threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
