@@ -127,7 +127,6 @@ class Connection(asyncio.Protocol):
         self._paused = False
         self.lost = False  # connection_lost was called: the socket is closed
         self._poll: Callable[[int], list[tuple[int, int]]] | None = None
-        self._sized_reads = False
         # The read timeout: the current wait's deadline on the loop's clock, and the one
         # timer armed for it (or for an earlier wait's deadline, re-armed when it fires).
         self._deadline = math.inf
@@ -140,7 +139,6 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         self._poll = _poller_of(transport)
-        self._sized_reads = hasattr(transport, "max_size")  # asyncio's socket transport
         self.read_in(READ_SIZE)
 
     def data_received(self, data: bytes) -> None:
@@ -168,9 +166,12 @@ class Connection(asyncio.Protocol):
 
     def read_in(self, size: int) -> None:
         """Ask the socket for at most ``size`` bytes a read (:data:`READ_SIZE` or
-        :data:`STREAM_READ_SIZE`), where the transport takes a size (asyncio's does)."""
-        if self._sized_reads and self.transport is not None:
-            cast(Any, self.transport).max_size = size
+        :data:`STREAM_READ_SIZE`), where the transport takes a size: asyncio's socket
+        transport does; its TLS transport (also after a proxy's tunnel is upgraded)
+        reads through the TLS layer's own buffer, allocated once per connection."""
+        transport = self.transport
+        if transport is not None and hasattr(transport, "max_size"):
+            cast(Any, transport).max_size = size
 
     def _wake(self) -> None:
         waiter = self._waiter

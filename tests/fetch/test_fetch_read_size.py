@@ -15,14 +15,20 @@ import hashlib
 import socket
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
+import trustme
+from fetch_support import server_context
+from proxy_support import LoggingProxy
 from rawserver import RawConn, RawServer, response, serve_each
 
 from artifactcheck.fetch import http1
 from artifactcheck.fetch.connection import READ_SIZE, STREAM_READ_SIZE, Connection
 from artifactcheck.fetch.fetcher import Fetcher
+from artifactcheck.fetch.proxy import Proxies
 from artifactcheck.model.settings import HttpSettings, RetrySettings
 
 MEGABYTE = bytes(range(256)) * 4096
@@ -147,3 +153,43 @@ async def test_a_small_body_arriving_late_is_still_read_small(
             got = await fetcher.get_asset(server.url, "assets/app.js")
     assert got.hashes["sha256"] == hashlib.sha256(SMALL).hexdigest()
     assert len(reads) >= 2 and set(reads) == {READ_SIZE}, reads
+
+
+async def test_through_a_proxys_tunnel_the_tls_layer_reads_for_itself(
+    make_fetcher, host: Callable[[], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upgraded to TLS inside a CONNECT tunnel, a connection reads through asyncio's TLS
+    layer, whose buffer is allocated once: no read size is set on its transport (it
+    takes none), and a megabyte arrives whole."""
+    seen: list[object] = []  # what each read's transport says of a read size
+
+    class Recording(Connection):
+        def data_received(self, data: bytes) -> None:
+            seen.append(getattr(self.transport, "max_size", None))
+            super().data_received(data)
+
+    monkeypatch.setattr(http1, "Connection", Recording)
+    ca = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    address = host()
+    ctx = server_context(ca, address)
+
+    def origin(conn: RawConn) -> None:
+        with ctx.wrap_socket(conn.sock, server_side=True) as tls:
+            buffer = b""
+            while b"\r\n\r\n" not in buffer:
+                buffer += tls.recv(65536)
+            tls.sendall(response(200, MEGABYTE, headers={"Connection": "close"}))
+
+    with RawServer(address, origin) as cdn, LoggingProxy(host()) as proxy:
+        async with make_fetcher(
+            http={"ca_bundle": str(ca_file), "proxy_instances": True},
+            proxies=Proxies.single(proxy.url),
+        ) as fetcher:
+            got = await fetcher.get_asset(f"https://{address}:{cdn.port}/", "vendor.js")
+    assert got.ok, got.error
+    assert got.hashes["sha256"] == hashlib.sha256(MEGABYTE).hexdigest()
+    assert proxy.requests == [f"CONNECT {address}:{cdn.port} HTTP/1.1"]
+    # the proxy's answer to CONNECT on the plain socket; then every read of the TLS layer
+    assert seen[0] == READ_SIZE and len(seen) > 2 and set(seen[1:]) == {None}, seen
