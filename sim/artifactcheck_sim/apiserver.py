@@ -128,6 +128,7 @@ import json
 import logging
 import math
 import re
+import socket
 import ssl
 import threading
 import weakref
@@ -443,6 +444,7 @@ class FakeApiServer:
         self._inject_lock = threading.Lock()
         self._thread = LoopThread("FakeApiServer", join_timeout=30, drain=True)
         self._runner: web.AppRunner | None = None
+        self._listener: socket.socket | None = None  # the listening socket (_unlisten)
         self._streams: set[_WatchStream] = set()
         # Every connection a request came on, dropped when the server stops (_unlisten).
         self._transports: weakref.WeakSet[asyncio.Transport] = weakref.WeakSet()
@@ -510,23 +512,39 @@ class FakeApiServer:
         )
         await runner.setup()
         try:
-            site = web.TCPSite(
-                runner, self.host, self.port, reuse_address=True, ssl_context=self.ssl_context
-            )
-            await site.start()
+            # The listening socket is this server's own, so that stopping can end the
+            # accepting before the closing (_unlisten).
+            family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+            listener = socket.create_server((self.host, self.port), family=family, backlog=128)
+            try:
+                site = web.SockSite(runner, listener, ssl_context=self.ssl_context)
+                await site.start()
+            except BaseException:
+                listener.close()
+                raise
         except BaseException:
             await runner.cleanup()
             raise
         if self.port == 0:
-            self.port = int(runner.addresses[0][1])
-        self._runner = runner
+            self.port = int(listener.getsockname()[1])
+        self._runner, self._listener = runner, listener
 
     async def _unlisten(self) -> None:
         for stream in list(self._streams):
             stream.abort()
         runner, self._runner = self._runner, None
+        listener, self._listener = self._listener, None
         if runner is not None:
             handlers = runner.server
+            if listener is not None:
+                # No more accepting, then a turn for each connection accepted already to
+                # become one (asyncio makes its transport a turn after the accept): one
+                # whose turn came after the listener closed found asyncio's server gone
+                # (an AssertionError in Server._attach, swallowed) and kept its socket open
+                # with no one to serve or close it; its client waited out a read timeout.
+                asyncio.get_running_loop().remove_reader(listener.fileno())
+                for _ in range(2):
+                    await asyncio.sleep(0)
             await runner.cleanup()
             # A connection accepted while the listener closed joins after aiohttp's
             # shutdown took its list: close it too, as a real API server's exit would,
