@@ -8,11 +8,14 @@ import ssl
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trustme
 
 from artifactcheck.model.settings import HttpSettings
+
+if TYPE_CHECKING:
+    from rawserver import RawConn
 
 
 class RecordingSleep:
@@ -57,3 +60,24 @@ def server_context(
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert(*names, not_after=not_after).configure_cert(ctx)
     return ctx
+
+
+def tls_origin(
+    ctx: ssl.SSLContext, heads: list[bytes], body: bytes = b"hello"
+) -> Callable[[RawConn], None]:
+    """A raw TLS origin for a :class:`rawserver.RawServer`: records each decrypted request
+    head and answers ``body``, then closes."""
+    from rawserver import response
+
+    def handler(conn: RawConn) -> None:
+        with ctx.wrap_socket(conn.sock, server_side=True) as tls:
+            buffer = b""
+            while b"\r\n\r\n" not in buffer:
+                data = tls.recv(65536)
+                if not data:
+                    return
+                buffer += data
+            heads.append(buffer.partition(b"\r\n\r\n")[0])
+            tls.sendall(response(200, body, headers={"Connection": "close"}))
+
+    return handler

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import pytest
 import trustme
-from fetch_support import server_context
+from fetch_support import server_context, tls_origin
 from proxy_support import LoggingProxy
 from rawserver import RawConn, RawServer, response, serve_each
 
@@ -173,15 +173,7 @@ async def test_through_a_proxys_tunnel_the_tls_layer_reads_for_itself(
     ca_file = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     address = host()
-    ctx = server_context(ca, address)
-
-    def origin(conn: RawConn) -> None:
-        with ctx.wrap_socket(conn.sock, server_side=True) as tls:
-            buffer = b""
-            while b"\r\n\r\n" not in buffer:
-                buffer += tls.recv(65536)
-            tls.sendall(response(200, MEGABYTE, headers={"Connection": "close"}))
-
+    origin = tls_origin(server_context(ca, address), [], MEGABYTE)
     with RawServer(address, origin) as cdn, LoggingProxy(host()) as proxy:
         async with make_fetcher(
             http={"ca_bundle": str(ca_file), "proxy_instances": True},

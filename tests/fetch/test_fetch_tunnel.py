@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import trustme
-from fetch_support import server_context
+from fetch_support import server_context, tls_origin
 from proxy_support import LoggingProxy
 from rawserver import RawConn, RawServer, response
 
@@ -40,23 +40,6 @@ CREDENTIAL = "Basic " + base64.b64encode(b"ci user:p@ss").decode()
 def with_credentials(url: str) -> str:
     """``url`` with a user and a password that both need quoting."""
     return url.replace("http://", "http://ci%20user:p%40ss@", 1)
-
-
-def tls_origin(ctx: ssl.SSLContext, heads: list[bytes]) -> Callable[[RawConn], None]:
-    """A raw TLS origin: records each decrypted request head and answers HELLO."""
-
-    def handler(conn: RawConn) -> None:
-        with ctx.wrap_socket(conn.sock, server_side=True) as tls:
-            buffer = b""
-            while b"\r\n\r\n" not in buffer:
-                data = tls.recv(65536)
-                if not data:
-                    return
-                buffer += data
-            heads.append(buffer.partition(b"\r\n\r\n")[0])
-            tls.sendall(response(200, HELLO, headers={"Connection": "close"}))
-
-    return handler
 
 
 def header_lines(head: bytes) -> list[str]:
