@@ -221,18 +221,8 @@ async def test_an_https_proxy_is_reached_over_tls_verified_by_its_name(
     context = server_context(ca, proxy_host if named else "other.example")
     seen: list[bytes] = []
 
-    def proxy(conn: RawConn) -> None:  # one absolute-form request, answered for the origin
-        with context.wrap_socket(conn.sock, server_side=True) as tls:
-            head = b""
-            while b"\r\n\r\n" not in head:
-                data = tls.recv(65536)
-                if not data:
-                    return
-                head += data
-            seen.append(head)
-            tls.sendall(response(200, HELLO, headers={"Connection": "close"}))
-
-    with RawServer(proxy_host, proxy) as raw:
+    # the proxy over TLS: one absolute-form request, answered for the origin
+    with RawServer(proxy_host, tls_origin(context, seen)) as raw:
         url = f"https://{proxy_host}:{raw.port}"
         http = {"ca_bundle": str(ca_file)}
         proxies = Proxies.single(url)
