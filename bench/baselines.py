@@ -10,6 +10,11 @@ generated chunks, 1% of the instances serving a rebuild) and, every run, in turn
   naming every URL and an output file for each), then ``sha256sum`` of the outputs;
 - the raw asyncio floor (``bench/floor.py``: keep-alive streams, sha256, no checks),
   started as its own interpreter;
+- the same floor after verify's start-up (``bench/floor_loaded.py``): every module the
+  warm-up's ``verify`` loaded imported first, then the fetching shared out between as
+  many processes as ``verify`` observes from. What ``verify`` would take if its checks
+  cost nothing: its ratio to the floor is the part of ``verify``'s no change to the
+  checks can win back;
 - with ``--before DIR``, the tree in DIR (``git archive REV artifactcheck | tar -x -C
   DIR``) as well, first.
 
@@ -33,10 +38,12 @@ from typing import Any
 
 import yaml
 
+from artifactcheck.observe.spread import processes_for
 from artifactcheck.present.report import assets
 
 from .common import (
     Measured,
+    artifactcheck_command,
     fleet_server,
     log,
     machine,
@@ -48,6 +55,7 @@ from .common import (
 from .sampled import run_tool, write_spec
 
 FLOOR = Path(__file__).resolve().parent / "floor.py"
+FLOOR_LOADED = Path(__file__).resolve().parent / "floor_loaded.py"
 CURL = "curl -s -Z --parallel-max 64 -K {config} && sha256sum -- {out}/*"
 
 
@@ -81,6 +89,31 @@ def spec_for(tree: Path, spec: Path, work: Path) -> Path:
     return legacy
 
 
+def modules_loaded(spec: Path, work: Path, timeout: float) -> Path:
+    """A file naming every module a ``verify`` run loads, its workers' included, in the
+    order ``-X importtime`` lists them (``PYTHONPROFILEIMPORTTIME``)."""
+    argv = [*artifactcheck_command(), "verify", "--config", str(spec), "--output", "json"]
+    env = {**tool_env(), "PYTHONPROFILEIMPORTTIME": "1"}
+    listing = work / "importtime.txt"
+    with listing.open("wb") as err:
+        run_measured(argv, stderr=err, timeout=timeout, env=env)
+    names: dict[str, None] = {}
+    for line in listing.read_text(encoding="utf-8").splitlines():
+        if line.startswith("import time:") and not line.endswith("imported package"):
+            names[line.rsplit("|", 1)[1].strip()] = None
+    if not any(name.startswith("artifactcheck.") for name in names):
+        raise SystemExit(f"no module of artifactcheck in {listing}")
+    out = work / "modules.txt"
+    out.write_text("".join(name + "\n" for name in names), encoding="utf-8")
+    return out
+
+
+def observing_processes(urls: list[str], instances: int) -> int:
+    """How many processes ``verify`` observes these instances from (by its own rule)."""
+    hosts = {url.split("/", 3)[2] for url in urls}
+    return processes_for(instances, len(hosts), asked=None)
+
+
 def sums(text: str) -> list[str]:
     """The sorted digests of ``sha256sum``-style lines."""
     return sorted(line.split()[0] for line in text.splitlines() if line.strip())
@@ -108,7 +141,23 @@ def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
         (work / "curl.cfg").write_text(curl_config(urls, out_dir))
         curl_cmd = CURL.format(config=work / "curl.cfg", out=out_dir)
         floor_cmd = [product_python(), str(FLOOR), str(work / "urls.txt")]
-        row["commands"] = {"curl": curl_cmd, "floor": " ".join(floor_cmd)}
+        modules = modules_loaded(spec, work, args.timeout)
+        row["processes"] = observing_processes(urls, instances)
+        loaded_cmd = [
+            product_python(),
+            str(FLOOR_LOADED),
+            str(work / "urls.txt"),
+            "--modules",
+            str(modules),
+            "--processes",
+            str(row["processes"]),
+        ]
+        row["modules_loaded"] = len(modules.read_text().splitlines())
+        row["commands"] = {
+            "curl": curl_cmd,
+            "floor": " ".join(floor_cmd),
+            "floor, verify's start-up": " ".join(loaded_cmd),
+        }
 
         def curl() -> Measured:
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -122,10 +171,15 @@ def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
             with (work / "floor.sums").open("wb") as fh:
                 return run_measured(floor_cmd, stdout=fh, timeout=args.timeout, env=tool_env())
 
+        def floor_loaded() -> Measured:
+            with (work / "loaded.sums").open("wb") as fh:
+                return run_measured(loaded_cmd, stdout=fh, timeout=args.timeout, env=tool_env())
+
         commands: dict[str, Any] = {
             "artifactcheck": lambda: run_tool(spec, report_path, args.timeout),
             "curl -Z": curl,
             "floor": floor,
+            "loaded floor": floor_loaded,
         }
         if args.before is not None:
             before_spec = spec_for(args.before, spec, work)
@@ -138,8 +192,11 @@ def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
         for name, command in commands.items():  # warm-up: page cache, byte-code caches
             if name != "artifactcheck":
                 command()
-        if sums((work / "curl.sums").read_text()) != sums((work / "floor.sums").read_text()):
+        floor_sums = sums((work / "floor.sums").read_text())
+        if sums((work / "curl.sums").read_text()) != floor_sums:
             raise SystemExit("curl -Z and the floor hashed different bytes")
+        if sums((work / "loaded.sums").read_text()) != floor_sums:
+            raise SystemExit("the floor after verify's start-up hashed different bytes")
         for i in range(args.runs):
             run: dict[str, Any] = {}
             for name, command in commands.items():
@@ -153,9 +210,10 @@ def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
                     raise SystemExit(f"{name} made {requests} requests, not {len(urls)}")
                 measured.extra = {"server_requests": requests}
                 run[name] = measured.as_dict()
-            result_lines = len(sums((work / "floor.sums").read_text()))
-            if result_lines != len(urls):
-                raise SystemExit(f"the floor hashed {result_lines} bodies, not {len(urls)}")
+            for name in ("floor", "loaded"):
+                result_lines = len(sums((work / f"{name}.sums").read_text()))
+                if result_lines != len(urls):
+                    raise SystemExit(f"{name} hashed {result_lines} bodies, not {len(urls)}")
             log(
                 f"  run {i + 1}: "
                 + ", ".join(f"{k} {v['wall']:.2f}s (cpu {v['cpu']:.2f}s)" for k, v in run.items())
@@ -173,13 +231,19 @@ def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
 def table(rows: list[dict[str, Any]]) -> str:
     """The Markdown table: each command's best wall time of the runs and its median CPU
     time (the machine is shared: CPU moves less with other work than wall time), and
-    the tool's ratios to each baseline on both."""
-    names = ["curl -Z", "floor", "artifactcheck"] + (
-        ["before"] if "before" in rows[0]["best"] else []
+    the tool's ratios to each baseline on both. A results file from before the floor
+    after verify's start-up was measured has no column for it."""
+    loaded = "loaded floor" in rows[0]["best"]
+    names = (
+        ["curl -Z", "floor"]
+        + (["loaded floor"] if loaded else [])
+        + ["artifactcheck"]
+        + (["before"] if "before" in rows[0]["best"] else [])
     )
     titles = {
         "curl -Z": "curl -Z + sha256sum",
         "floor": "asyncio floor",
+        "loaded floor": "the floor after verify's start-up",
         "artifactcheck": "artifactcheck verify",
         "before": "before",
     }
@@ -192,11 +256,20 @@ def table(rows: list[dict[str, Any]]) -> str:
         cells = []
         for name in names:
             cell = f"{wall[name]:.2f} s (CPU {cpu[name]:.2f} s)"
+            if name == "loaded floor":
+                cell += (
+                    f": {wall[name] / wall['floor']:.2f}x the floor, {row['processes']} processes"
+                )
             if name in ("artifactcheck", "before"):
                 cell += (
                     f": {wall[name] / wall['curl -Z']:.2f}x curl -Z, "
-                    f"{wall[name] / wall['floor']:.2f}x the floor; CPU "
-                    f"{cpu[name] / cpu['curl -Z']:.2f}x, {cpu[name] / cpu['floor']:.2f}x"
+                    f"{wall[name] / wall['floor']:.2f}x the floor"
+                    + (
+                        f", {wall[name] / wall['loaded floor']:.2f}x after start-up"
+                        if loaded
+                        else ""
+                    )
+                    + f"; CPU {cpu[name] / cpu['curl -Z']:.2f}x, {cpu[name] / cpu['floor']:.2f}x"
                 )
             cells.append(cell)
         lines.append(f"| {row['instances']:,} | {row['requests']:,} | " + " | ".join(cells) + " |")
