@@ -10,11 +10,13 @@ generated chunks, 1% of the instances serving a rebuild) and, every run, in turn
   naming every URL and an output file for each), then ``sha256sum`` of the outputs;
 - the raw asyncio floor (``bench/floor.py``: keep-alive streams, sha256, no checks),
   started as its own interpreter;
-- the same floor after verify's start-up (``bench/floor_loaded.py``): every module the
-  warm-up's ``verify`` loaded imported first, then the fetching shared out between as
-  many processes as ``verify`` observes from. What ``verify`` would take if its checks
-  cost nothing: its ratio to the floor is the part of ``verify``'s no change to the
+- the same floor after verify's start-up (``bench/floor_loaded.py``): every module a
+  ``verify`` run loads imported first, then the fetching shared out between as many
+  processes as ``verify`` observes from. What ``verify`` would take if its checks cost
+  nothing: its ratio to the floor is the part of ``verify``'s that no change to the
   checks can win back;
+- the same again after the libraries only (every module of that list but the
+  package's own): what the libraries it is built on cost to start;
 - with ``--before DIR``, the tree in DIR (``git archive REV artifactcheck | tar -x -C
   DIR``) as well, first.
 
@@ -108,6 +110,17 @@ def modules_loaded(spec: Path, work: Path, timeout: float) -> Path:
     return out
 
 
+def libraries_of(modules: Path) -> Path:
+    """The modules of ``modules`` that are not the package's own: its libraries and
+    the standard library's."""
+    out = modules.with_name("libraries.txt")
+    names = modules.read_text(encoding="utf-8").splitlines()
+    out.write_text(
+        "".join(n + "\n" for n in names if n.split(".")[0] != "artifactcheck"), encoding="utf-8"
+    )
+    return out
+
+
 def observing_processes(urls: list[str], instances: int) -> int:
     """How many processes ``verify`` observes these instances from (by its own rule)."""
     hosts = {url.split("/", 3)[2] for url in urls}
@@ -152,11 +165,15 @@ def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
             "--processes",
             str(row["processes"]),
         ]
+        libraries = libraries_of(modules)
+        libraries_cmd = [*loaded_cmd[:4], str(libraries), *loaded_cmd[5:]]
         row["modules_loaded"] = len(modules.read_text().splitlines())
+        row["library_modules_loaded"] = len(libraries.read_text().splitlines())
         row["commands"] = {
             "curl": curl_cmd,
             "floor": " ".join(floor_cmd),
             "floor, verify's start-up": " ".join(loaded_cmd),
+            "floor, the libraries' start-up": " ".join(libraries_cmd),
         }
 
         def curl() -> Measured:
@@ -175,10 +192,15 @@ def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
             with (work / "loaded.sums").open("wb") as fh:
                 return run_measured(loaded_cmd, stdout=fh, timeout=args.timeout, env=tool_env())
 
+        def floor_libraries() -> Measured:
+            with (work / "libraries.sums").open("wb") as fh:
+                return run_measured(libraries_cmd, stdout=fh, timeout=args.timeout, env=tool_env())
+
         commands: dict[str, Any] = {
             "artifactcheck": lambda: run_tool(spec, report_path, args.timeout),
             "curl -Z": curl,
             "floor": floor,
+            "libraries floor": floor_libraries,
             "loaded floor": floor_loaded,
         }
         if args.before is not None:
@@ -195,8 +217,9 @@ def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
         floor_sums = sums((work / "floor.sums").read_text())
         if sums((work / "curl.sums").read_text()) != floor_sums:
             raise SystemExit("curl -Z and the floor hashed different bytes")
-        if sums((work / "loaded.sums").read_text()) != floor_sums:
-            raise SystemExit("the floor after verify's start-up hashed different bytes")
+        for name in ("loaded", "libraries"):
+            if sums((work / f"{name}.sums").read_text()) != floor_sums:
+                raise SystemExit(f"the floor after start-up ({name}) hashed different bytes")
         for i in range(args.runs):
             run: dict[str, Any] = {}
             for name, command in commands.items():
@@ -210,7 +233,7 @@ def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
                     raise SystemExit(f"{name} made {requests} requests, not {len(urls)}")
                 measured.extra = {"server_requests": requests}
                 run[name] = measured.as_dict()
-            for name in ("floor", "loaded"):
+            for name in ("floor", "loaded", "libraries"):
                 result_lines = len(sums((work / f"{name}.sums").read_text()))
                 if result_lines != len(urls):
                     raise SystemExit(f"{name} hashed {result_lines} bodies, not {len(urls)}")
@@ -234,8 +257,10 @@ def table(rows: list[dict[str, Any]]) -> str:
     the tool's ratios to each baseline on both. A results file from before the floor
     after verify's start-up was measured has no column for it."""
     loaded = "loaded floor" in rows[0]["best"]
+    libraries = "libraries floor" in rows[0]["best"]
     names = (
         ["curl -Z", "floor"]
+        + (["libraries floor"] if libraries else [])
         + (["loaded floor"] if loaded else [])
         + ["artifactcheck"]
         + (["before"] if "before" in rows[0]["best"] else [])
@@ -243,6 +268,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     titles = {
         "curl -Z": "curl -Z + sha256sum",
         "floor": "asyncio floor",
+        "libraries floor": "the floor after the libraries' start-up",
         "loaded floor": "the floor after verify's start-up",
         "artifactcheck": "artifactcheck verify",
         "before": "before",
@@ -256,7 +282,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         cells = []
         for name in names:
             cell = f"{wall[name]:.2f} s (CPU {cpu[name]:.2f} s)"
-            if name == "loaded floor":
+            if name in ("loaded floor", "libraries floor"):
                 cell += (
                     f": {wall[name] / wall['floor']:.2f}x the floor, {row['processes']} processes"
                 )

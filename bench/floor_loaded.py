@@ -24,16 +24,18 @@ from floor import main as fetch_and_hash  # this directory: run as a file
 
 
 def load(names: list[str]) -> None:
-    """Import ``names`` as ``verify`` does, its pydantic plugin stub first.
+    """Import ``names`` as ``verify`` does: with the package among them, its pydantic
+    plugin stub first (``artifactcheck.cli.main``).
 
     A name that does not exist is skipped: ``-X importtime`` lists the attempts that
     failed as well (Debian's ``sitecustomize`` tries ``apport_python_hook``, the
     standard library ``org.python.core``, Jython's). Any
     other failure ends the run: a bound that skipped a module would be too low.
     """
-    from artifactcheck.cli.main import _without_pydantic_plugins
+    if any(name.startswith("artifactcheck.") for name in names):
+        from artifactcheck.cli.main import _without_pydantic_plugins
 
-    _without_pydantic_plugins()
+        _without_pydantic_plugins()
     for name in names:
         try:
             importlib.import_module(name)

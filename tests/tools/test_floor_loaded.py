@@ -170,3 +170,30 @@ def test_usage_is_refused_plainly(tmp_path: Path) -> None:
     done = _run(str(LOADED), str(tmp_path / "urls.txt"))
     assert done.returncode != 0
     assert "usage: floor_loaded.py URLS --modules FILE --processes N" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("names", "package", "metadata"),
+    [
+        (["json"], False, False),  # the libraries only: no module of the package
+        (["json", "artifactcheck.model.settings"], True, False),  # the stub, as in verify
+    ],
+)
+def test_the_package_loads_as_verify_loads_it(
+    floor_loaded: ModuleType, tmp_path: Path, names: list[str], package: bool, metadata: bool
+) -> None:
+    """With the package listed, pydantic's plugin loader is verify's stub (no
+    ``importlib.metadata``, whose import would make the bound too high); without it,
+    nothing of the package is imported."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(BENCH)!r})\n"
+        "import floor_loaded\n"
+        f"floor_loaded.load({names!r})\n"
+        "print(any(n.split('.')[0] == 'artifactcheck' for n in sys.modules),"
+        " 'importlib.metadata' in sys.modules)\n"
+    )
+    done = _run(str(probe))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(package), str(metadata)]
