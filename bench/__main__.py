@@ -39,6 +39,7 @@ FULL = {
         "sampled-200x8",
     ],
     "sampled": ["--instances", "1000", "--assets", "6", "--runs", "3", "--name", "sampled-1000x8"],
+    "baselines": ["--instances", "200,1000", "--runs", "3"],
     "throughput": ["--runs", "2"],
     "pages": ["--instances", "200", "--page-kb", "32", "--runs", "5"],
     "controller": ["--pods", "5000", "--new", "50", "--ip-first", "1", "--timeout", "600"],
@@ -74,6 +75,7 @@ QUICK = {
     "html_report": ["--instances", "200", "--runs", "1"],
     "investigate": ["--instances", "20", "--runs", "1", "--name", "investigate-quick"],
     "sampled": ["--instances", "200", "--runs", "1", "--name", "sampled-quick"],
+    "baselines": ["--instances", "50", "--runs", "1", "--name", "baselines-quick"],
     "throughput": ["--scale", "0.1", "--runs", "1", "--name", "throughput-quick"],
     "pages": ["--instances", "20", "--runs", "1", "--name", "pages-quick"],
     "controller": [
@@ -99,6 +101,7 @@ TIMEOUT = {
     "html_report": 300,
     "investigate": 900,
     "sampled": 1200,
+    "baselines": 1200,
     "throughput": 1800,
     "pages": 600,
     "controller": 1800,
@@ -108,7 +111,7 @@ TIMEOUT = {
     "shards": 1200,
 }
 #: Benchmarks that run a baseline tree in the same rounds (``--before DIR``).
-PAIRED = frozenset({"startup", "investigate", "sampled", "pages"})
+PAIRED = frozenset({"startup", "investigate", "sampled", "baselines", "pages"})
 
 
 def module(name: str) -> str:

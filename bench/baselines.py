@@ -283,9 +283,9 @@ def table(rows: list[dict[str, Any]]) -> str:
         for name in names:
             cell = f"{wall[name]:.2f} s (CPU {cpu[name]:.2f} s)"
             if name in ("loaded floor", "libraries floor"):
-                cell += (
-                    f": {wall[name] / wall['floor']:.2f}x the floor, {row['processes']} processes"
-                )
+                count = row["processes"]
+                processes = f"{count} process" + ("es" if count != 1 else "")
+                cell += f": {wall[name] / wall['floor']:.2f}x the floor, {processes}"
             if name in ("artifactcheck", "before"):
                 cell += (
                     f": {wall[name] / wall['curl -Z']:.2f}x curl -Z, "
