@@ -668,6 +668,11 @@ def _record_sni(ctx: ssl.SSLContext) -> None:
         ctx.sni_callback = callback
 
 
+#: Turns of the loop from an accept to its connection's handler running: the transport
+#: is made in one, ``connection_made`` runs in the next, the handler's task in a third.
+_TURNS_TO_A_HANDLER = 4
+
+
 class SiteServer:
     """One :class:`Site` served on one (host, port), counting what it receives.
 
@@ -749,10 +754,25 @@ class SiteServer:
         return self.base_url
 
     async def stop(self) -> None:
-        """Stop listening and drop every open connection."""
+        """Stop listening and drop every open connection, the ones accepted as it stops
+        included.
+
+        asyncio makes an accepted connection's transport a turn after the accept, and
+        its handler a turn or two later. One whose turn came after the server closed
+        found it gone (an ``AssertionError`` in ``Server._attach``, swallowed) and kept
+        its socket open with no one to serve or close it: its client waited out its own
+        timeout, not the refusal or the close a stopped server gives. So the listening
+        sockets stop accepting first, what was accepted is let through to its handler,
+        and every handler, late ones included (:meth:`_on_connection`), ends.
+        """
         server, self._server = self._server, None
         if server is None:
             return
+        loop = asyncio.get_running_loop()
+        for sock in server.sockets:
+            loop.remove_reader(sock.fileno())
+        for _ in range(_TURNS_TO_A_HANDLER):
+            await asyncio.sleep(0)
         server.close()
         tasks = list(self._tasks)
         for task in tasks:
@@ -765,7 +785,14 @@ class SiteServer:
     async def _on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        """One connection: counted at accept, serving requests until close (keep-alive)."""
+        """One connection: counted at accept, serving requests until close (keep-alive).
+
+        One whose handler starts after :meth:`stop` began is closed unserved, as a
+        stopped server's connection is.
+        """
+        if self._server is None:
+            writer.close()
+            return
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
@@ -803,6 +830,11 @@ class SiteServer:
                     break
         except (ConnectionError, OSError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            if self._server is not None:
+                raise
+            # stop() ended it: a handler that ends cancelled makes Python 3.11's streams
+            # log "Exception in callback" (its done-callback asks the task's exception)
         finally:
             for c in counters:
                 c.connections.leave()
