@@ -13,49 +13,12 @@ from __future__ import annotations
 
 import socket
 import ssl
-import threading
-import time
 
 import pytest
 import trustme
+from stop_support import left_open_by
 
 from artifactcheck_sim.web import Site, WebFleet
-
-
-def _hammer(
-    port: int, stop: threading.Event, opened: list[socket.socket], tls: ssl.SSLContext | None
-) -> None:
-    """Connect again and again, a request on each, until told to stop."""
-    while not stop.is_set():
-        try:
-            sock = socket.create_connection(("127.0.0.1", port), timeout=1)
-            if tls is not None:
-                sock = tls.wrap_socket(sock, server_hostname="127.0.0.1")
-        except OSError:
-            continue
-        opened.append(sock)
-        try:
-            sock.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
-        except OSError:
-            pass
-
-
-def _still_open(opened: list[socket.socket], within: float) -> list[socket.socket]:
-    """The sockets the server has not closed (EOF or reset) within ``within`` seconds
-    in all, reading past any answer it sent."""
-    deadline = time.monotonic() + within
-    left = []
-    for sock in opened:
-        try:
-            while True:
-                sock.settimeout(max(deadline - time.monotonic(), 0.001))
-                if not sock.recv(65536):
-                    break
-        except TimeoutError:
-            left.append(sock)
-        except OSError:
-            pass
-    return left
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
@@ -76,26 +39,9 @@ def test_no_connection_outlives_a_stopping_instance(
         for _ in range(5):
             url = web.add(Site(version="1.0.0"), ssl_context=server_tls)
             port = int(url.rstrip("/").rsplit(":", 1)[1])
-            stop = threading.Event()
-            opened: list[socket.socket] = []
-            clients = [
-                threading.Thread(target=_hammer, args=(port, stop, opened, client_tls), daemon=True)
-                for _ in range(4)
-            ]
-            for client in clients:
-                client.start()
-            time.sleep(0.05)
-            web.remove(url)
-            stop.set()
-            for client in clients:
-                client.join(5)
-            try:
-                left = _still_open(opened, within=3)
-                assert left == [], f"{len(left)} of {len(opened)} connections left open"
-                assert opened, "no client connected before the instance stopped"
-            finally:
-                for sock in opened:
-                    sock.close()
+            left, connected = left_open_by(lambda u=url: web.remove(u), port, client_tls)
+            assert left == 0, f"{left} of {connected} connections left open"
+            assert connected, "no client connected before the instance stopped"
             # the fleet serves on: an instance added after is reached as before
             again = web.add(Site(version="1.0.1"))
             with socket.create_connection(
