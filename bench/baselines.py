@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -153,28 +154,19 @@ def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
         out_dir = work / "curl-out"
         (work / "curl.cfg").write_text(curl_config(urls, out_dir))
         curl_cmd = CURL.format(config=work / "curl.cfg", out=out_dir)
-        floor_cmd = [product_python(), str(FLOOR), str(work / "urls.txt")]
         modules = modules_loaded(spec, work, args.timeout)
-        row["processes"] = observing_processes(urls, instances)
-        loaded_cmd = [
-            product_python(),
-            str(FLOOR_LOADED),
-            str(work / "urls.txt"),
-            "--modules",
-            str(modules),
-            "--processes",
-            str(row["processes"]),
-        ]
         libraries = libraries_of(modules)
-        libraries_cmd = [*loaded_cmd[:4], str(libraries), *loaded_cmd[5:]]
+        row["processes"] = observing_processes(urls, instances)
         row["modules_loaded"] = len(modules.read_text().splitlines())
         row["library_modules_loaded"] = len(libraries.read_text().splitlines())
-        row["commands"] = {
-            "curl": curl_cmd,
-            "floor": " ".join(floor_cmd),
-            "floor, verify's start-up": " ".join(loaded_cmd),
-            "floor, the libraries' start-up": " ".join(libraries_cmd),
+        listed = [product_python(), str(FLOOR_LOADED), str(work / "urls.txt"), "--modules"]
+        processes = ["--processes", str(row["processes"])]
+        floors = {  # name: command
+            "floor": [product_python(), str(FLOOR), str(work / "urls.txt")],
+            "libraries floor": [*listed, str(libraries), *processes],
+            "loaded floor": [*listed, str(modules), *processes],
         }
+        row["commands"] = {"curl": curl_cmd, **{n: " ".join(c) for n, c in floors.items()}}
 
         def curl() -> Measured:
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -184,24 +176,22 @@ def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
                     curl_cmd, stdout=fh, stderr=subprocess.DEVNULL, timeout=args.timeout
                 )
 
-        def floor() -> Measured:
-            with (work / "floor.sums").open("wb") as fh:
-                return run_measured(floor_cmd, stdout=fh, timeout=args.timeout, env=tool_env())
+        def hashing(name: str) -> Callable[[], Measured]:
+            def measured() -> Measured:
+                with sums_file(name).open("wb") as fh:
+                    return run_measured(
+                        floors[name], stdout=fh, timeout=args.timeout, env=tool_env()
+                    )
 
-        def floor_loaded() -> Measured:
-            with (work / "loaded.sums").open("wb") as fh:
-                return run_measured(loaded_cmd, stdout=fh, timeout=args.timeout, env=tool_env())
+            return measured
 
-        def floor_libraries() -> Measured:
-            with (work / "libraries.sums").open("wb") as fh:
-                return run_measured(libraries_cmd, stdout=fh, timeout=args.timeout, env=tool_env())
+        def sums_file(name: str) -> Path:
+            return work / f"{name.replace(' ', '-')}.sums"
 
         commands: dict[str, Any] = {
             "artifactcheck": lambda: run_tool(spec, report_path, args.timeout),
             "curl -Z": curl,
-            "floor": floor,
-            "libraries floor": floor_libraries,
-            "loaded floor": floor_loaded,
+            **{name: hashing(name) for name in floors},
         }
         if args.before is not None:
             before_spec = spec_for(args.before, spec, work)
@@ -214,12 +204,12 @@ def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
         for name, command in commands.items():  # warm-up: page cache, byte-code caches
             if name != "artifactcheck":
                 command()
-        floor_sums = sums((work / "floor.sums").read_text())
+        floor_sums = sums(sums_file("floor").read_text())
         if sums((work / "curl.sums").read_text()) != floor_sums:
             raise SystemExit("curl -Z and the floor hashed different bytes")
-        for name in ("loaded", "libraries"):
-            if sums((work / f"{name}.sums").read_text()) != floor_sums:
-                raise SystemExit(f"the floor after start-up ({name}) hashed different bytes")
+        for name in floors:
+            if sums(sums_file(name).read_text()) != floor_sums:
+                raise SystemExit(f"the {name} and the floor hashed different bytes")
         for i in range(args.runs):
             run: dict[str, Any] = {}
             for name, command in commands.items():
@@ -233,8 +223,8 @@ def one_size(args: argparse.Namespace, instances: int) -> dict[str, Any]:
                     raise SystemExit(f"{name} made {requests} requests, not {len(urls)}")
                 measured.extra = {"server_requests": requests}
                 run[name] = measured.as_dict()
-            for name in ("floor", "loaded", "libraries"):
-                result_lines = len(sums((work / f"{name}.sums").read_text()))
+            for name in floors:
+                result_lines = len(sums(sums_file(name).read_text()))
                 if result_lines != len(urls):
                     raise SystemExit(f"{name} hashed {result_lines} bodies, not {len(urls)}")
             log(

@@ -39,11 +39,10 @@ def load(names: list[str]) -> None:
     for name in names:
         try:
             importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not (name + ".").startswith(exc.name + "."):
-                raise SystemExit(f"floor_loaded: cannot import {name}: {exc}") from exc
         except ImportError as exc:
-            raise SystemExit(f"floor_loaded: cannot import {name}: {exc}") from exc
+            missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+            if missing is None or not (name + ".").startswith(missing + "."):
+                raise SystemExit(f"floor_loaded: cannot import {name}: {exc}") from exc
 
 
 def shared_out(urls: list[str], processes: int) -> list[list[str]]:
@@ -59,19 +58,20 @@ def shared_out(urls: list[str], processes: int) -> list[list[str]]:
 def run(urls: list[str], processes: int, connections: int = 64) -> str:
     """Fetch and hash ``urls`` from ``processes`` processes (this one and forks of it)."""
     parts = shared_out(urls, processes)
+    each = max(1, connections // processes)  # connections at once, per process
     children: list[tuple[int, int]] = []
     for part in parts[1:]:
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(read_end)
-            lines = asyncio.run(fetch_and_hash(part, max(1, connections // processes)))
+            lines = asyncio.run(fetch_and_hash(part, each))
             with os.fdopen(write_end, "w", encoding="utf-8") as out:
                 out.write("".join(line + "\n" for line in lines))
             os._exit(0)
         os.close(write_end)
         children.append((pid, read_end))
-    lines = asyncio.run(fetch_and_hash(parts[0], max(1, connections // processes)))
+    lines = asyncio.run(fetch_and_hash(parts[0], each))
     text = "".join(line + "\n" for line in lines)
     for pid, read_end in children:
         with os.fdopen(read_end, encoding="utf-8") as got:

@@ -162,7 +162,7 @@ from artifactcheck_sim.apiserver_store import PATCH_TYPES, Store, Stored
 from artifactcheck_sim.apiserver_tables import to_table, wants_table
 from artifactcheck_sim.field_selectors import FieldSelector
 from artifactcheck_sim.json_values import json_copy
-from artifactcheck_sim.loop_thread import LoopThread
+from artifactcheck_sim.loop_thread import LoopThread, stop_accepting
 
 if TYPE_CHECKING:
     from artifactcheck.clients.kube import ApiClient, Configuration
@@ -536,15 +536,8 @@ class FakeApiServer:
         listener, self._listener = self._listener, None
         if runner is not None:
             handlers = runner.server
-            if listener is not None:
-                # No more accepting, then a turn for each connection accepted already to
-                # become one (asyncio makes its transport a turn after the accept): one
-                # whose turn came after the listener closed found asyncio's server gone
-                # (an AssertionError in Server._attach, swallowed) and kept its socket open
-                # with no one to serve or close it; its client waited out a read timeout.
-                asyncio.get_running_loop().remove_reader(listener.fileno())
-                for _ in range(2):
-                    await asyncio.sleep(0)
+            if listener is not None:  # what was accepted becomes a connection first
+                await stop_accepting([listener], turns=2)
             await runner.cleanup()
             # A connection accepted while the listener closed joins after aiohttp's
             # shutdown took its list: close it too, as a real API server's exit would,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Coroutine, Iterable
+from typing import Any, Protocol, TypeVar
 
-__all__ = ["LoopThread"]
+__all__ = ["LoopThread", "stop_accepting"]
 
 T = TypeVar("T")
 
@@ -96,3 +96,24 @@ class LoopThread:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=self._join_timeout)
             self.loop = self._thread = None
+
+
+class _Listening(Protocol):
+    def fileno(self) -> int: ...
+
+
+async def stop_accepting(listeners: Iterable[_Listening], turns: int) -> None:
+    """Stop accepting on ``listeners`` (sockets, or asyncio's ``Server.sockets``), then
+    let ``turns`` turns of the loop pass, before a server that stops closes them.
+
+    asyncio makes an accepted connection's transport a turn after the accept (and a
+    stream server's handler a turn or two after that). One whose turn comes after the
+    server closed finds asyncio's server gone (an ``AssertionError`` in
+    ``Server._attach``, swallowed) and keeps its socket open with no one to serve or
+    close it: its client waits out its own timeout instead of seeing the server go.
+    """
+    loop = asyncio.get_running_loop()
+    for listener in listeners:
+        loop.remove_reader(listener.fileno())
+    for _ in range(turns):
+        await asyncio.sleep(0)

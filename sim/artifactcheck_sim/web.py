@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Literal, Self, TypeAlias, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from artifactcheck_sim.loop_thread import LoopThread
+from artifactcheck_sim.loop_thread import LoopThread, stop_accepting
 
 __all__ = [
     "Body",
@@ -755,24 +755,14 @@ class SiteServer:
 
     async def stop(self) -> None:
         """Stop listening and drop every open connection, the ones accepted as it stops
-        included.
-
-        asyncio makes an accepted connection's transport a turn after the accept, and
-        its handler a turn or two later. One whose turn came after the server closed
-        found it gone (an ``AssertionError`` in ``Server._attach``, swallowed) and kept
-        its socket open with no one to serve or close it: its client waited out its own
-        timeout, not the refusal or the close a stopped server gives. So the listening
-        sockets stop accepting first, what was accepted is let through to its handler,
-        and every handler, late ones included (:meth:`_on_connection`), ends.
+        included: the listening sockets stop accepting first (:func:`stop_accepting`),
+        what was accepted is let through to its handler, and every handler, late ones
+        included (:meth:`_on_connection`), ends.
         """
         server, self._server = self._server, None
         if server is None:
             return
-        loop = asyncio.get_running_loop()
-        for sock in server.sockets:
-            loop.remove_reader(sock.fileno())
-        for _ in range(_TURNS_TO_A_HANDLER):
-            await asyncio.sleep(0)
+        await stop_accepting(server.sockets, turns=_TURNS_TO_A_HANDLER)
         server.close()
         tasks = list(self._tasks)
         for task in tasks:
